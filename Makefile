@@ -1,0 +1,37 @@
+# deltasieve — every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-unit test-integration bench bench-quick openapi clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17+ is needed by Spark (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[service,test]'
+	touch $(STAMP)
+
+demo: install
+	$(PY) scripts/demo.py
+
+test: install
+	$(PY) -m pytest -q
+
+test-unit: install
+	$(PY) -m pytest -q tests/unit
+
+test-integration: install
+	$(PY) -m pytest -q tests/integration
+
+bench: install
+	$(PY) -m tests.benchmarks --full
+
+bench-quick: install
+	$(PY) -m tests.benchmarks --quick
+
+clean:
+	rm -rf demo-data .pytest_cache
