@@ -1,0 +1,1 @@
+"""The wire protocol shared by the agent and the warehouse: types, row encoding, framing."""

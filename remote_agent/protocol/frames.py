@@ -1,0 +1,110 @@
+"""Framing of the binary exchange between the warehouse and the agent.
+
+A body is a sequence of frames: one kind byte, a 4-byte big-endian payload length, the
+payload. Control frames carry JSON; data frames carry one Arrow IPC stream (schema plus
+one record batch) compressed with zstd. The last frame of a complete response is always a
+summary (`S`) or an error (`E`) frame, so a truncated body is detected, never mistaken
+for a short answer.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+MEDIA_TYPE = "application/vnd.deltasieve.frames"
+#: One frame may not exceed this; a longer length prefix means a corrupt or hostile body.
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+#: zstd level for data frames: level 3 is zstd's default trade of speed for size.
+ZSTD_LEVEL = 3
+
+_HEADER = struct.Struct(">cI")
+
+# Control frames (JSON).
+CONTROL = b"J"
+SUMMARY = b"S"
+ERROR = b"E"
+JSON_KINDS = frozenset({CONTROL, SUMMARY, ERROR})
+# Data frames (Arrow).
+UNIT_KEYS = b"K"  # request: uid + key columns of every grouped tuple
+UNITS = b"U"  # request: uid + group hash
+FETCH_KEYS = b"F"  # request: keys whose current rows are wanted
+UNGROUPED_ROWS = b"N"  # response: rows whose key is in no unit (new or ungrouped)
+CHANGED_ROWS = b"C"  # response: current rows of units whose hash differs
+DELETED_KEYS = b"D"  # response: keys of a unit missing at the source, with the uid
+BROKEN_UNITS = b"B"  # response: uid, hash and count of the surviving part of a broken unit
+ROWS = b"R"  # response to fetch: current rows
+
+
+class FrameError(ValueError):
+    """The body is not a well-formed frame sequence."""
+
+
+@dataclass
+class Frame:
+    kind: bytes
+    payload: bytes
+
+    def json(self) -> dict:
+        return json.loads(self.payload)
+
+    def batch(self) -> pa.RecordBatch:
+        reader = pa.ipc.open_stream(pa.BufferReader(self.payload))
+        batches = list(reader)
+        if len(batches) != 1:
+            raise FrameError(f"data frame {self.kind!r} holds {len(batches)} batches, expected 1")
+        return batches[0]
+
+
+def frame(kind: bytes, payload: bytes) -> bytes:
+    if len(payload) > MAX_FRAME_BYTES:
+        raise FrameError(f"frame of {len(payload)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    return _HEADER.pack(kind, len(payload)) + payload
+
+
+def json_frame(kind: bytes, message: dict) -> bytes:
+    return frame(kind, json.dumps(message, separators=(",", ":"), default=str).encode())
+
+
+_WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=ZSTD_LEVEL))
+
+
+def arrow_frame(kind: bytes, batch: pa.RecordBatch | pa.Table) -> bytes:
+    """One data frame holding `batch` as a zstd-compressed Arrow IPC stream."""
+    if isinstance(batch, pa.Table):
+        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS) as writer:
+        writer.write_batch(batch)
+    return frame(kind, sink.getvalue())
+
+
+def read_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
+    """Parse frames from a stream of byte chunks of any size."""
+    buffer = bytearray()
+    for chunk in chunks:
+        buffer.extend(chunk)
+        while len(buffer) >= _HEADER.size:
+            kind, length = _HEADER.unpack_from(buffer)
+            if length > MAX_FRAME_BYTES:
+                raise FrameError(f"frame length {length} exceeds the {MAX_FRAME_BYTES}-byte limit")
+            end = _HEADER.size + length
+            if len(buffer) < end:
+                break
+            yield Frame(kind, bytes(buffer[_HEADER.size:end]))
+            del buffer[:end]
+    if buffer:
+        raise FrameError(f"body ends inside a frame ({len(buffer)} stray bytes)")
+
+
+async def aread_frames(chunks) -> list[Frame]:
+    """Collect all frames of an async byte stream (a request body)."""
+    buffer = bytearray()
+    async for chunk in chunks:
+        buffer.extend(chunk)
+    return list(read_frames([bytes(buffer)]))

@@ -1,0 +1,61 @@
+"""JSON control messages of the agent's API (bulk data travels in Arrow frames)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .encoding import DEFAULT_HASH_BITS
+
+PROTOCOL_VERSION = 1
+
+
+class SiteSpec(BaseModel):
+    """The site query as the warehouse wants it run."""
+
+    sql: str = Field(description="SELECT in the agent's dialect; the agent re-parses and validates it")
+    key: list[str] = Field(min_length=1, description="output columns forming the key")
+    columns: list[dict] = Field(description="expected output columns [{name, type}]; a mismatch fails the request")
+
+
+class ExtractControl(BaseModel):
+    """First frame of POST /v1/extract."""
+
+    protocol: int = PROTOCOL_VERSION
+    site: SiteSpec
+    seed: int = Field(ge=0, lt=2**64, description="per-sync hash seed")
+    hash_bits: Literal[64, 128] = DEFAULT_HASH_BITS
+    batch_rows: int = Field(default=16_384, ge=1, le=1_000_000, description="rows per returned data frame")
+
+
+class FetchControl(BaseModel):
+    """First frame of POST /v1/fetch: current rows for a set of keys."""
+
+    protocol: int = PROTOCOL_VERSION
+    site: SiteSpec
+    batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
+
+
+class ColumnOut(BaseModel):
+    name: str
+    type: str
+    nullable: bool
+    declared: str
+    read_as: str | None = None
+
+
+class TableOut(BaseModel):
+    name: str
+    columns: list[ColumnOut]
+    primary_key: list[str]
+    unique_keys: list[list[str]] = []
+
+
+class SchemaOut(BaseModel):
+    dialect: str
+    tables: list[TableOut]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"

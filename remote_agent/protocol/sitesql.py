@@ -1,0 +1,547 @@
+"""The SQL language of views and site queries, shared by the warehouse and the agent.
+
+The warehouse writes a site query as SQL text; the agent never runs that text. Both sides
+parse with sqlglot, check the tree against the same whitelist, resolve names against a
+schema and regenerate the SQL from a tree they built themselves. Keeping the grammar here
+means the service cannot accept a view that the agent would then refuse.
+
+The language is a select-project-join block::
+
+    SELECT t.col [AS name], ... FROM table [AS t] [[INNER] JOIN table [AS u] ON predicate]...
+    [WHERE predicate]
+
+Callers pass the exception class to raise, so the same checks surface as a 422 of the
+service (`ViewDefinitionError`) or a 422/403 of the agent (`UnsupportedQuery`, `Forbidden`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
+
+ErrorClass = Callable[[str], Exception]
+
+#: What a predicate (WHERE, JOIN ... ON) may contain, for error messages.
+PREDICATE_HELP = (
+    "predicates may use column references, literals (numbers, strings, TRUE/FALSE, NULL), "
+    "AND/OR/NOT, parentheses, = <> != < <= > >=, IS [NOT] NULL, [NOT] IN (list of literals), "
+    "[NOT] BETWEEN, [NOT] LIKE, unary minus and + - * /"
+)
+SELECT_LIST_HELP = "the select list holds column references only, each optionally aliased (t.col AS name)"
+
+#: Longest piece of SQL quoted back in an error message.
+_SNIPPET_CHARS = 80
+#: Numeric literals as sqlglot's tokenizer leaves them: digits, a point, an exponent.
+_NUMBER_RE = re.compile(r"^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+#: Every node type a predicate may contain, with the arguments it may carry. Exact types:
+#: subclasses (e.g. sqlglot's ByteString or RawString literals) are not admitted.
+_PREDICATE_NODES: dict[type[exp.Expression], frozenset[str]] = {
+    exp.Column: frozenset({"this", "table", "db", "catalog"}),
+    exp.Identifier: frozenset({"this", "quoted"}),
+    exp.Literal: frozenset({"this", "is_string"}),
+    exp.Boolean: frozenset({"this"}),
+    exp.Null: frozenset(),
+    exp.And: frozenset({"this", "expression"}),
+    exp.Or: frozenset({"this", "expression"}),
+    exp.Not: frozenset({"this"}),
+    exp.Paren: frozenset({"this"}),
+    exp.EQ: frozenset({"this", "expression"}),
+    exp.NEQ: frozenset({"this", "expression"}),
+    exp.LT: frozenset({"this", "expression"}),
+    exp.LTE: frozenset({"this", "expression"}),
+    exp.GT: frozenset({"this", "expression"}),
+    exp.GTE: frozenset({"this", "expression"}),
+    exp.Is: frozenset({"this", "expression", "negate"}),  # negate: IS NOT NULL
+    exp.In: frozenset({"this", "expressions"}),
+    exp.Between: frozenset({"this", "low", "high"}),
+    exp.Like: frozenset({"this", "expression", "negate"}),  # negate: NOT LIKE
+    exp.Neg: frozenset({"this"}),
+    exp.Add: frozenset({"this", "expression"}),
+    exp.Sub: frozenset({"this", "expression"}),
+    exp.Mul: frozenset({"this", "expression"}),
+    exp.Div: frozenset({"this", "expression", "typed", "safe"}),
+}
+#: Clauses of a SELECT the language has, and the message for the ones it has not.
+_ALLOWED_CLAUSES = frozenset({"expressions", "from_", "joins", "where"})
+_CLAUSE_PROBLEMS = {
+    "with_": "CTEs (WITH ...) are not supported",
+    "group": "GROUP BY is not supported (aggregates cannot be maintained)",
+    "having": "HAVING is not supported (aggregates cannot be maintained)",
+    "distinct": "DISTINCT is not supported",
+    "order": "ORDER BY is not supported",
+    "limit": "LIMIT/OFFSET/FETCH FIRST are not supported",
+    "offset": "LIMIT/OFFSET/FETCH FIRST are not supported",
+    "fetch": "LIMIT/OFFSET/FETCH FIRST are not supported",
+    "qualify": "QUALIFY is not supported",
+    "windows": "window functions are not supported",
+    "into": "SELECT INTO is not supported",
+    "locks": "locking clauses (FOR UPDATE/SHARE) are not supported",
+    "laterals": "LATERAL is not supported",
+}
+_TABLE_PROBLEMS = {
+    "sample": "TABLESAMPLE is not supported",
+    "hints": "table hints are not supported",
+    "only": "ONLY is not supported",
+    "version": "time-travel clauses are not supported",
+    "pivots": "PIVOT/UNPIVOT is not supported",
+    "laterals": "LATERAL is not supported",
+    "joins": "parenthesized joins are not supported",
+}
+#: Readable names of operators outside the language, for messages.
+_OPERATOR_NAMES: dict[type[exp.Expression], str] = {
+    exp.ILike: "ILIKE",
+    exp.Escape: "LIKE ... ESCAPE",
+    exp.Mod: "the % operator",
+    exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+    exp.NullSafeNEQ: "IS DISTINCT FROM",
+    exp.SimilarTo: "SIMILAR TO",
+    exp.RegexpLike: "regular expression matching",
+    exp.Distinct: "DISTINCT",
+}
+#: Placeholder column name used to splice a column reference into an adapter's read_as SQL.
+_READ_AS_SLOT = "__deltasieve_read_as_column__"
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """One table occurrence of the FROM clause, as written."""
+
+    name: str
+    db: str | None
+    catalog: str | None
+    alias: str | None
+
+    def written(self) -> str:
+        return ".".join(p for p in (self.catalog, self.db, self.name) if p)
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """One entry of the select list: a column reference and its alias, if any."""
+
+    column: exp.Column
+    alias: str | None
+
+
+@dataclass(frozen=True)
+class SelectParts:
+    """A SELECT that passed the structural checks, cut into the pieces names are resolved in.
+
+    `conditions[i]` is the ON predicate joining `tables[i]`; `conditions[0]` is None (FROM).
+    """
+
+    items: list[SelectItem]
+    tables: list[TableRef]
+    conditions: list[exp.Expression | None]
+    where: exp.Expression | None
+
+
+def snippet(node: exp.Expression) -> str:
+    """A short rendering of `node` for error messages."""
+    try:
+        text = node.sql(comments=False)
+    except SqlglotError:
+        text = type(node).__name__
+    return text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 3] + "..."
+
+
+def describe(node: exp.Expression) -> str:
+    """Name the construct `node` stands for, the way a user would call it.
+
+    >>> describe(sqlglot.parse_one("SELECT pg_sleep(1)").expressions[0])
+    'function call pg_sleep(...)'
+    >>> describe(sqlglot.parse_one("SELECT CAST(x AS INT)").expressions[0])
+    'a cast (CAST(x AS INT))'
+    """
+    if isinstance(node, exp.Window):
+        return f"a window function ({snippet(node)})"
+    if isinstance(node, exp.AggFunc):
+        return f"an aggregate ({snippet(node)})"
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return f"a cast ({snippet(node)})"
+    if isinstance(node, exp.Case):
+        return "a CASE expression"
+    if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
+        return "a subquery"
+    if isinstance(node, (exp.Placeholder, exp.Parameter)):
+        return f"a query parameter ({snippet(node)})"
+    if isinstance(node, exp.Star):
+        return "*"
+    if isinstance(node, exp.Column):
+        return f"the column reference {snippet(node)}"
+    if isinstance(node, (exp.Concat, exp.DPipe)):
+        return "string concatenation"
+    if isinstance(node, exp.Anonymous):
+        return f"function call {node.name}(...)"
+    if isinstance(node, exp.Func):
+        return f"function call {node.sql_name().lower()}(...)"
+    if isinstance(node, exp.Literal) or type(node).__name__.endswith("String"):
+        return f"the literal {snippet(node)}"
+    named = _OPERATOR_NAMES.get(type(node))
+    if named:
+        return f"{named} ({snippet(node)})"
+    return snippet(node)
+
+
+def check_predicate(node: exp.Expression, error: ErrorClass, clause: str) -> None:
+    """Raise `error` unless every node of `node` is in the predicate whitelist.
+
+    Args:
+        node: the condition of a WHERE or JOIN ... ON.
+        error: exception class called with the message.
+        clause: where the predicate stands, for the message ("WHERE", "the ON condition ...").
+
+    >>> check_predicate(sqlglot.parse_one("a = 1 AND b IN ('x', 'y')"), ValueError, "WHERE")
+    >>> check_predicate(sqlglot.parse_one("a = upper(b)"), ValueError, "WHERE")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: function call upper(...) is not supported in WHERE: predicates may use ...
+    """
+    for sub in node.walk():
+        allowed = _PREDICATE_NODES.get(type(sub))
+        if allowed is None:
+            raise error(f"{describe(sub)} is not supported in {clause}: {PREDICATE_HELP}")
+        extra = [k for k, v in sub.args.items() if v not in (None, False, [], "") and k not in allowed]
+        if extra:
+            raise error(f"{snippet(sub)} uses {', '.join(extra)}, which is not supported in {clause}: {PREDICATE_HELP}")
+        if isinstance(sub, exp.Column) and not isinstance(sub.this, exp.Identifier):
+            raise error(f"{describe(sub.this)} is not supported in {clause}: {PREDICATE_HELP}")
+        if type(sub) is exp.Literal and not sub.is_string and not _NUMBER_RE.match(sub.this):
+            raise error(f"the number {sub.this!r} is not supported in {clause}, write plain decimal numbers; {PREDICATE_HELP}")
+        if type(sub) is exp.Literal and sub.is_string and "\\" in sub.this:
+            # A server reading backslash escapes (PostgreSQL with standard_conforming_strings
+            # off) would end the regenerated literal early, so no backslash goes out at all.
+            raise error(f"string literals containing a backslash are not supported in {clause} (found {snippet(sub)}), databases disagree on what it means; {PREDICATE_HELP}")
+        if isinstance(sub, exp.Is) and type(sub.expression) is not exp.Null:
+            raise error(f"IS {snippet(sub.expression)} is not supported in {clause}: only IS [NOT] NULL; {PREDICATE_HELP}")
+        if isinstance(sub, exp.In):
+            for item in sub.expressions:
+                if not _is_literal(item):
+                    raise error(f"{describe(item)} in an IN list is not supported in {clause}: IN lists hold literals only; {PREDICATE_HELP}")
+
+
+def _is_literal(node: exp.Expression) -> bool:
+    if type(node) in (exp.Literal, exp.Boolean, exp.Null):
+        return True
+    return type(node) is exp.Neg and type(node.this) is exp.Literal and not node.this.is_string
+
+
+def parse_select(sql: str, dialect: str | None, error: ErrorClass, form: str) -> SelectParts:
+    """Parse `sql` and check it is one plain select-project-join block.
+
+    Args:
+        sql: the SQL text (never trusted).
+        dialect: sqlglot dialect to read it in; None for sqlglot's standard dialect.
+        error: exception class called with the message of the first violation.
+        form: what is supported, appended to every message ("a view is SELECT ...").
+
+    Returns:
+        the select list, the tables with their ON conditions, and the WHERE predicate.
+    """
+    statement = _one_statement(sql, dialect, error, form)
+    select = _plain_select(statement, error, form)
+    _check_everywhere(select, error, form)
+    items = [_select_item(e, error) for e in select.expressions]
+    if not items:
+        raise error(f"the select list is empty: {form}")
+    from_ = select.args.get("from_")
+    if from_ is None or from_.this is None:
+        raise error(f"a FROM clause is required: {form}")
+    tables = [_table_ref(from_.this, error, form)]
+    conditions: list[exp.Expression | None] = [None]
+    for join in select.args.get("joins") or []:
+        tables.append(_table_ref(join.this, error, form))
+        on = _inner_join_condition(join, error, form)
+        check_predicate(on, error, f"the ON condition of the join with {tables[-1].written()!r}")
+        conditions.append(on)
+    where = select.args.get("where")
+    predicate = where.this if where is not None else None
+    if predicate is not None:
+        check_predicate(predicate, error, "WHERE")
+    return SelectParts(items, tables, conditions, predicate)
+
+
+def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) -> exp.Expression:
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" (line {first.get('line')}, column {first.get('col')})" if first.get("line") else ""
+        raise error(f"the SQL cannot be parsed{where}: {first.get('description', 'syntax error')}; {form}") from None
+    except TokenError as exc:
+        raise error(f"the SQL cannot be parsed: {exc}; {form}") from None
+    if not statements:
+        raise error(f"the SQL is empty: {form}")
+    if len(statements) > 1:
+        raise error(f"exactly one statement is supported, found {len(statements)}: {form}")
+    return statements[0]
+
+
+def _plain_select(statement: exp.Expression, error: ErrorClass, form: str) -> exp.Select:
+    if isinstance(statement, exp.SetOperation):
+        raise error(f"UNION/INTERSECT/EXCEPT are not supported: {form}")
+    if isinstance(statement, exp.Subquery):
+        raise error(f"a parenthesized query is not supported: {form}")
+    if not isinstance(statement, exp.Select):
+        kind = statement.key.upper() if isinstance(statement, (exp.Insert, exp.Update, exp.Delete, exp.Merge)) else type(statement).__name__.upper()
+        raise error(f"{kind} statements are not supported, only a SELECT: {form}")
+    for key, value in statement.args.items():
+        if key in _ALLOWED_CLAUSES or value in (None, False, [], ""):
+            continue
+        raise error(f"{_CLAUSE_PROBLEMS.get(key, f'the {key.upper()} clause is not supported')}: {form}")
+    return statement
+
+
+def _check_everywhere(select: exp.Select, error: ErrorClass, form: str) -> None:
+    """Constructs refused wherever they appear, reported by name rather than by position."""
+    checks: list[tuple[tuple[type[exp.Expression], ...], str]] = [
+        ((exp.Window,), "window functions are not supported"),
+        ((exp.AggFunc,), "aggregates are not supported"),
+        ((exp.Query, exp.Subquery, exp.Exists), "subqueries are not supported"),
+        ((exp.Placeholder, exp.Parameter), "query parameters (placeholders) are not supported"),
+    ]
+    for types, problem in checks:
+        for node in select.walk():
+            if node is not select and isinstance(node, types):
+                raise error(f"{problem} (found {snippet(node)}): {form}")
+
+
+def _select_item(node: exp.Expression, error: ErrorClass) -> SelectItem:
+    alias = None
+    target = node
+    if isinstance(node, exp.Alias):
+        alias = node.alias
+        target = node.this
+        if not alias:
+            raise error(f"empty alias in the select list: {SELECT_LIST_HELP}")
+    if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+        raise error(f"SELECT * is not supported, list the columns: {SELECT_LIST_HELP}")
+    if type(target) is not exp.Column or not isinstance(target.this, exp.Identifier):
+        raise error(f"expressions in the select list are not supported (found {describe(target)}): {SELECT_LIST_HELP}")
+    return SelectItem(target, alias)
+
+
+def _table_ref(node: exp.Expression, error: ErrorClass, form: str) -> TableRef:
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+        what = describe(node.this if isinstance(node, exp.Table) else node)
+        raise error(f"only tables can be read, found {what}: {form}")
+    for key, value in node.args.items():
+        if key in ("this", "db", "catalog", "alias") or value in (None, False, [], ""):
+            continue
+        raise error(f"{_TABLE_PROBLEMS.get(key, f'{key.upper()} on a table is not supported')}: {form}")
+    alias = node.args.get("alias")
+    if alias is not None and alias.args.get("columns"):
+        raise error(f"column aliases on a table (AS t(a, b)) are not supported: {form}")
+    for part in ("db", "catalog"):
+        value = node.args.get(part)
+        if value is not None and not isinstance(value, exp.Identifier):
+            raise error(f"the table name {snippet(node)} is not supported: {form}")
+    return TableRef(node.name, node.text("db") or None, node.text("catalog") or None, node.alias or None)
+
+
+def _inner_join_condition(join: exp.Join, error: ErrorClass, form: str) -> exp.Expression:
+    side = (join.args.get("side") or "").upper()
+    kind = (join.args.get("kind") or "").upper()
+    method = (join.args.get("method") or "").upper()
+    if side or kind == "OUTER":
+        raise error(f"outer joins ({side or kind} JOIN) are not supported, only inner joins: {form}")
+    if method:
+        raise error(f"{method} joins are not supported, only inner joins with ON: {form}")
+    if kind == "CROSS":
+        raise error(f"cross joins are not supported, join with JOIN ... ON condition: {form}")
+    if kind not in ("", "INNER"):
+        raise error(f"{kind} joins are not supported, only inner joins: {form}")
+    if join.args.get("using"):
+        raise error(f"JOIN ... USING is not supported, write JOIN ... ON t.a = u.a: {form}")
+    for key, value in join.args.items():
+        if key in ("this", "kind", "on") or value in (None, False, [], ""):
+            continue
+        raise error(f"{key.upper()} on a join is not supported: {form}")
+    on = join.args.get("on")
+    if on is None:
+        raise error(f"cross joins (a join without ON, or FROM a, b) are not supported, join with JOIN ... ON condition: {form}")
+    return on
+
+
+def pick_name(wanted: str, names: Iterable[str], error: ErrorClass, what: str) -> str | None:
+    """The name in `names` that `wanted` denotes: an exact match, else the one equal ignoring case.
+
+    >>> pick_name("Id", ["id", "name"], ValueError, "column")
+    'id'
+    >>> pick_name("nope", ["id"], ValueError, "column") is None
+    True
+    """
+    names = list(names)
+    if wanted in names:
+        return wanted
+    folded = [n for n in names if n.casefold() == wanted.casefold()]
+    if len(folded) > 1:
+        raise error(f"{what} {wanted!r} matches {', '.join(map(repr, folded))}, which differ only in case: quote the exact name")
+    return folded[0] if folded else None
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A table occurrence in scope: the name it is visible under and its columns.
+
+    `prefix` is what may qualify the table itself in a three-part column reference
+    (`source.table.column` in a view); None where no such prefix exists.
+    """
+
+    visible: str
+    table: str
+    columns: tuple[str, ...]
+    aliased: bool
+    label: str
+    prefix: str | None = None
+
+
+class Scope:
+    """Resolves column references against the relations of one FROM clause."""
+
+    def __init__(self, relations: Sequence[Relation], error: ErrorClass, unknown: ErrorClass):
+        self.relations = list(relations)
+        self.error = error
+        self.unknown = unknown
+
+    def resolve(self, column: exp.Column) -> tuple[int, str]:
+        """(index of the relation, exact column name) that `column` refers to."""
+        if column.args.get("catalog") is not None:
+            raise self.error(f"column reference {snippet(column)} has too many qualifiers: write alias.column")
+        name = column.name
+        qualifier = column.table
+        if qualifier:
+            index = self._relation_of(column)
+            relation = self.relations[index]
+            exact = pick_name(name, relation.columns, self.error, f"column of {relation.label}")
+            if exact is None:
+                raise self.unknown(f"column {name!r} does not exist in {relation.label} (its columns: {name_list(relation.columns)})")
+            return index, exact
+        hits = []
+        for index, relation in enumerate(self.relations):
+            exact = pick_name(name, relation.columns, self.error, f"column of {relation.label}")
+            if exact is not None:
+                hits.append((index, exact))
+        if not hits:
+            tables = "; ".join(f"{r.label}: {name_list(r.columns)}" for r in self.relations)
+            raise self.unknown(f"column {name!r} does not exist in any table of the FROM clause ({tables})")
+        if len(hits) > 1:
+            where = ", ".join(self.relations[i].visible for i, _ in hits)
+            raise self.error(f"column {name!r} is ambiguous, it exists in {where}: qualify it as alias.{name}")
+        return hits[0]
+
+    def _relation_of(self, column: exp.Column) -> int:
+        qualifier, prefix = column.table, column.text("db")
+        candidates = []
+        for index, r in enumerate(self.relations):
+            if prefix:
+                if r.aliased or r.prefix is None or r.prefix.casefold() != prefix.casefold() or r.table.casefold() != qualifier.casefold():
+                    continue
+            elif r.visible.casefold() != qualifier.casefold():
+                continue
+            candidates.append(index)
+        if not candidates:
+            written = f"{prefix}.{qualifier}" if prefix else qualifier
+            visible = ", ".join(r.visible for r in self.relations)
+            raise self.error(f"column reference {snippet(column)} names {written!r}, which is not a table or alias of the FROM clause (those are: {visible})")
+        if len(candidates) > 1:
+            raise self.error(f"column reference {snippet(column)} is ambiguous: give each table its own alias")
+        return candidates[0]
+
+
+def name_list(names: Iterable[str], limit: int = 40) -> str:
+    """Names for a message, cut after `limit`."""
+    names = list(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "") if names else "none"
+
+
+def check_unique_visible(relations: Sequence[Relation], error: ErrorClass) -> None:
+    """Every table occurrence must be visible under its own name (alias or table name)."""
+    seen: dict[str, str] = {}
+    for r in relations:
+        key = r.visible.casefold()
+        if key in seen:
+            raise error(f"the name {r.visible!r} stands for two tables of the FROM clause ({seen[key]} and {r.label}): give each occurrence its own alias")
+        seen[key] = r.label
+
+
+def check_output_names(names: Sequence[str], error: ErrorClass) -> None:
+    """Output names must be unique ignoring case (Spark's default) and not reserved."""
+    seen: set[str] = set()
+    for name in names:
+        if name.startswith("__"):
+            raise error(f"output column name {name!r} is reserved (names starting with '__' are used internally): choose another alias")
+        if name.casefold() in seen:
+            raise error(f"output column name {name!r} occurs twice (names are compared ignoring case): give the columns distinct aliases")
+        seen.add(name.casefold())
+
+
+def column_ref(alias: str, name: str) -> exp.Column:
+    """`"alias"."name"` as a tree."""
+    return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(alias, quoted=True))
+
+
+def requalify(predicate: exp.Expression, resolve: Callable[[exp.Column], exp.Column]) -> exp.Expression:
+    """A copy of `predicate` with every column reference replaced by `resolve(column)`."""
+    return predicate.transform(lambda node: resolve(node) if isinstance(node, exp.Column) else node)
+
+
+def wrap_read_as(read_as: str, column: exp.Column, dialect: str) -> exp.Expression:
+    """The adapter's `read_as` SQL (e.g. "CAST({col} AS TEXT)") around `column`.
+
+    `read_as` comes from the adapter, not from the wire; the column is spliced in as a
+    tree, so nothing from the request is ever parsed as part of it.
+    """
+    template = sqlglot.parse_one(read_as.replace("{col}", _READ_AS_SLOT), read=dialect)
+    return template.transform(lambda node: column.copy() if isinstance(node, exp.Column) and node.name == _READ_AS_SLOT else node)
+
+
+def build_select(
+    items: Sequence[tuple[exp.Expression, str]],
+    tables: Sequence[tuple[str, str]],
+    conditions: Sequence[exp.Expression | None],
+    where: exp.Expression | None,
+) -> exp.Select:
+    """A fresh SELECT tree from resolved pieces.
+
+    Args:
+        items: (expression, output name) per select item.
+        tables: (exact table name, alias) per table occurrence, FROM first.
+        conditions: ON predicate per table occurrence (the first is ignored).
+        where: the WHERE predicate, or None.
+    """
+    select = exp.Select(expressions=[exp.alias_(e, name, quoted=True) for e, name in items])
+    first, *rest = tables
+    select.set("from_", exp.From(this=_table(*first)))
+    joins = [exp.Join(this=_table(*t), on=on) for t, on in zip(rest, conditions[1:])]
+    if joins:
+        select.set("joins", joins)
+    if where is not None:
+        select.set("where", exp.Where(this=where))
+    return select
+
+
+def _table(name: str, alias: str) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(name, quoted=True), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+
+
+def render(tree: exp.Expression, dialect: str) -> str:
+    """SQL text of `tree` in `dialect`: every identifier quoted, no comments, nothing dropped.
+
+    Division is marked as the dialect's own so that it is not rewritten with casts: a
+    predicate means what it means in the database that evaluates it.
+    """
+    tree = tree.copy()  # the generator may rewrite nodes in place
+    native = Dialect.get_or_raise(dialect)
+    for div in tree.find_all(exp.Div):
+        div.set("typed", native.TYPED_DIVISION)
+        div.set("safe", native.SAFE_DIVISION)
+    return tree.sql(dialect=dialect, identify=True, comments=False, unsupported_level=ErrorLevel.RAISE)
