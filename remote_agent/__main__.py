@@ -1,0 +1,42 @@
+"""`python -m remote_agent --db-url URL [--host H] [--port P] [--token T] [--allow TABLE]...`"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import uvicorn
+
+from .app import create_app
+from .errors import AgentError
+from .settings import AgentSettings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m remote_agent", description="Read-only deltasieve agent next to a legacy database.")
+    parser.add_argument("--db-url", help="sqlite:///ABSOLUTE/PATH.db or postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (env AGENT_DB_URL)")
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1; env AGENT_HOST)")
+    parser.add_argument("--port", type=int, help="port (default 8765; env AGENT_PORT)")
+    parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every call but /health (env AGENT_TOKEN)")
+    parser.add_argument("--allow", action="append", metavar="TABLE[:COL,...]", help="expose only these tables (repeatable; env AGENT_ALLOW, ';'-separated)")
+    parser.add_argument("--statement-timeout-s", type=float, help="cancel a statement after this many seconds (env AGENT_STATEMENT_TIMEOUT_S)")
+    parser.add_argument("--max-concurrent-extractions", type=int, help="extractions at once; more get 429 (env AGENT_MAX_CONCURRENT_EXTRACTIONS)")
+    parser.add_argument("--log-level", help="uvicorn log level (env AGENT_LOG_LEVEL)")
+    args = parser.parse_args(argv)
+    overrides = {k: v for k, v in vars(args).items() if v is not None}
+    try:
+        settings = AgentSettings(**overrides)
+    except Exception as exc:
+        parser.error(str(exc))
+    try:
+        app = create_app(settings)
+        app.state.agent.adapter.check()
+    except AgentError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

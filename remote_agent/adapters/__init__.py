@@ -1,0 +1,29 @@
+"""Database adapters, one file each, registered by URL scheme."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from ..errors import BadRequest
+from .base import Adapter, ColumnInfo, Reader, TableInfo
+from .postgres import PostgresAdapter
+from .sqlite import SqliteAdapter
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    "sqlite": SqliteAdapter,
+    "postgresql": PostgresAdapter,
+    "postgres": PostgresAdapter,
+}
+
+
+def open_adapter(url: str, *, statement_timeout_s: float) -> Adapter:
+    """The adapter for `url`, chosen by its scheme."""
+    scheme = urlsplit(url).scheme.lower()
+    try:
+        cls = ADAPTERS[scheme]
+    except KeyError:
+        raise BadRequest(f"unsupported database URL scheme {scheme!r}; supported: {', '.join(sorted(ADAPTERS))}") from None
+    return cls(url, statement_timeout_s=statement_timeout_s)
+
+
+__all__ = ["ADAPTERS", "Adapter", "ColumnInfo", "Reader", "TableInfo", "open_adapter"]

@@ -1,0 +1,80 @@
+"""What every database adapter provides: schema description and read-only streaming reads."""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from ..protocol.types import LogicalType
+
+#: Rows fetched from the database per round trip of the cursor.
+DEFAULT_FETCH_ROWS = 5_000
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    type: LogicalType
+    nullable: bool
+    declared: str  # the type as the database declares it
+    #: SQL the adapter must select instead of the bare column (e.g. a cast to text), or None.
+    read_as: str | None = None
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    columns: tuple[ColumnInfo, ...]
+    primary_key: tuple[str, ...]
+    unique_keys: tuple[tuple[str, ...], ...] = field(default=())
+
+    def column(self, name: str) -> ColumnInfo | None:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        return None
+
+
+class Reader(ABC):
+    """A read-only transaction: every statement sees the same state of the database."""
+
+    @abstractmethod
+    def stream(self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS) -> Iterator[list[tuple]]:
+        """Run one SELECT and yield its rows in lists of at most `fetch_rows`."""
+
+
+class Adapter(ABC):
+    """One legacy database. Subclasses are registered by URL scheme in `adapters/__init__.py`."""
+
+    #: sqlglot dialect the adapter's SQL is written in.
+    dialect: str = ""
+
+    def __init__(self, url: str, *, statement_timeout_s: float):
+        self.url = url
+        self.statement_timeout_s = statement_timeout_s
+
+    @abstractmethod
+    def describe(self) -> list[TableInfo]:
+        """Every table the read-only connection can read, with columns, types and keys."""
+
+    @abstractmethod
+    def read(self) -> contextlib.AbstractContextManager[Reader]:
+        """Open a read-only transaction."""
+
+    @abstractmethod
+    def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
+        """Function turning a raw value of this column into its canonical Python value."""
+
+    def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
+        """Whether rows can be found by binding canonical key values in a WHERE clause."""
+        return True
+
+    def bind(self, value: Any) -> Any:
+        """A canonical value as a statement parameter."""
+        return value
+
+    def check(self) -> None:
+        """Fail fast (SourceUnavailable) if the database cannot be opened."""
+        self.describe()

@@ -1,0 +1,275 @@
+"""PostgreSQL adapter (psycopg 3): read-only session, one REPEATABLE READ snapshot per read.
+
+Reads stream through a server-side cursor, so the agent holds one fetch of rows at a time
+whatever the size of the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+from typing import Any, Callable, Iterator, Sequence
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.tokens import TokenType
+
+from ..errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
+from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, TableInfo
+from .convert import converter_for
+
+#: Selected instead of a column whose type has no logical counterpart (uuid, json, arrays...).
+CAST_TO_TEXT = "CAST({col} AS TEXT)"
+
+#: Seconds to wait for a TCP connection when the URL sets no `connect_timeout`; libpq
+#: would otherwise wait for the operating system's timeout (minutes) on a silent host.
+DEFAULT_CONNECT_TIMEOUT_S = 10
+
+#: Session settings that fix how values are rendered, so that a value cast to text (and
+#: hence its hash) is the same at every sync whatever the server's or role's defaults are.
+_SESSION_SETTINGS = {
+    "TimeZone": "UTC",
+    "DateStyle": "ISO,YMD",
+    "IntervalStyle": "postgres",
+    "extra_float_digits": "1",  # shortest exact text for floats (a lower value would round)
+    "bytea_output": "hex",
+}
+
+_INTEGERS = {"smallint", "integer", "bigint"}
+_FLOATS = {"real", "double precision"}
+_TEXTS = {"text", "character varying", "varchar", "character", "char", "bpchar", "name", "citext"}
+_SIMPLE = {"bytea": "bytes", "boolean": "bool", "date": "date"}
+_NUMERIC = re.compile(r"^numeric(?:\((-?\d+)(?:,(-?\d+))?\))?$")
+_TIMESTAMP = re.compile(r"^timestamp(?:\(\d+\))? with(out)? time zone$")
+_TYPMOD = re.compile(r"\(\s*\d+\s*\)")
+
+
+def logical_type(declared: str) -> tuple[LogicalType, str | None]:
+    """Map a type as `format_type()` spells it to a logical type and a `read_as` template.
+
+    `read_as` is None when the column is read as is, else SQL with `{col}` standing for
+    the quoted column (types without a logical counterpart are read as their text form).
+
+    >>> for t in ("bigint", "numeric(10,2)", "numeric", "numeric(5,-2)", "numeric(50,4)",
+    ...           "character varying(20)", "timestamp(3) with time zone", "uuid", "integer[]"):
+    ...     kind, read_as = logical_type(t)
+    ...     print(f"{t:28} {kind!s:15} {read_as}")
+    bigint                       int             None
+    numeric(10,2)                decimal(10,2)   None
+    numeric                      decimal(38,10)  None
+    numeric(5,-2)                decimal(7,0)    None
+    numeric(50,4)                text            CAST({col} AS TEXT)
+    character varying(20)        text            None
+    timestamp(3) with time zone  timestamptz     None
+    uuid                         text            CAST({col} AS TEXT)
+    integer[]                    text            CAST({col} AS TEXT)
+    """
+    t = declared.strip().lower()
+    if t.endswith("]"):  # arrays, whatever the element type
+        return LogicalType("text"), CAST_TO_TEXT
+    base = _TYPMOD.sub("", t).split(".")[-1].strip('"')  # `public.citext` -> `citext`
+    if base in _INTEGERS:
+        return LogicalType("int"), None
+    if base in _FLOATS:
+        return LogicalType("float"), None
+    if base in _TEXTS:
+        return LogicalType("text"), None
+    if base in _SIMPLE:
+        return LogicalType(_SIMPLE[base]), None
+    match = _TIMESTAMP.match(t)
+    if match:
+        return LogicalType("timestamp" if match.group(1) else "timestamptz"), None
+    match = _NUMERIC.match(t.replace(" ", ""))
+    if match:
+        if match.group(1) is None:
+            return LogicalType("decimal", MAX_DECIMAL_PRECISION, DEFAULT_DECIMAL_SCALE), None
+        precision, scale = int(match.group(1)), int(match.group(2) or 0)
+        # Since PostgreSQL 15 the scale may be negative (rounding left of the point) or
+        # exceed the precision (only digits right of the point): count both kinds of digits.
+        digits = max(precision - scale, 0) + max(scale, 0)
+        if digits <= MAX_DECIMAL_PRECISION:
+            return LogicalType("decimal", digits, max(scale, 0)), None
+        return LogicalType("text"), CAST_TO_TEXT  # too wide for Spark: exact text instead
+    return LogicalType("text"), CAST_TO_TEXT
+
+
+def psycopg_placeholders(sql: str) -> str:
+    """Escape every `%` of `sql` that is not a `%s` placeholder, as psycopg requires.
+
+    sqlglot renders placeholders as `%s` but leaves `%` in literals and the modulo
+    operator as they are, which psycopg would take for malformed placeholders.
+
+    >>> psycopg_placeholders("SELECT a % 2 FROM t WHERE b LIKE 'x%s%' AND c = %s")
+    "SELECT a %% 2 FROM t WHERE b LIKE 'x%%s%%' AND c = %s"
+    """
+    tokens = Postgres().tokenize(sql)
+    placeholders = {
+        tok.start
+        for tok, nxt in itertools.pairwise(tokens)
+        if tok.token_type == TokenType.MOD and nxt.start == tok.end + 1 and nxt.text == "s"
+    }
+    return "".join("%%" if ch == "%" and i not in placeholders else ch for i, ch in enumerate(sql))
+
+
+_TABLES_SQL = """
+SELECT c.oid, c.relname
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p')
+  AND n.nspname = ANY (pg_catalog.current_schemas(false))
+  AND pg_catalog.pg_table_is_visible(c.oid)  -- the one an unqualified name resolves to
+  AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+ORDER BY c.relname
+"""
+
+# A domain column is mapped by the type at the bottom of its chain of domains (psycopg
+# receives values of that type), while `declared` keeps the domain's own name.
+_COLUMNS_SQL = """
+WITH RECURSIVE domain_base(oid, base, typmod, depth) AS (
+    SELECT t.oid, t.typbasetype, t.typtypmod, 0 FROM pg_catalog.pg_type t WHERE t.typtype = 'd'
+  UNION ALL
+    SELECT d.oid, t.typbasetype, t.typtypmod, d.depth + 1
+    FROM domain_base d JOIN pg_catalog.pg_type t ON t.oid = d.base
+    WHERE t.typtype = 'd'
+)
+SELECT a.attrelid, a.attname,
+       pg_catalog.format_type(a.atttypid, a.atttypmod),
+       NOT a.attnotnull,
+       pg_catalog.format_type(b.base, b.typmod)
+FROM pg_catalog.pg_attribute a
+LEFT JOIN LATERAL (
+    SELECT d.base, d.typmod FROM domain_base d WHERE d.oid = a.atttypid ORDER BY d.depth DESC LIMIT 1
+) b ON true
+WHERE a.attrelid = ANY (%s) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum
+"""
+
+# Unique indexes over plain columns only: no expression, no predicate, valid; the
+# columns of an INCLUDE clause are not part of the key.
+_KEYS_SQL = """
+SELECT i.indrelid, i.indisprimary,
+       ARRAY(SELECT a.attname
+             FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+             WHERE k.ord <= i.indnkeyatts
+             ORDER BY k.ord)
+FROM pg_catalog.pg_index i
+WHERE i.indrelid = ANY (%s) AND i.indisunique AND i.indisvalid
+  AND i.indexprs IS NULL AND i.indpred IS NULL AND NOT 0 = ANY (i.indkey::int2[])
+ORDER BY i.indrelid, i.indisprimary DESC, i.indexrelid
+"""
+
+
+class _PostgresReader(Reader):
+    def __init__(self, conn: psycopg.Connection, timeout_s: float):
+        self.conn = conn
+        self.timeout_s = timeout_s
+        self._cursors = itertools.count()
+
+    def stream(self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS) -> Iterator[list[tuple]]:
+        # Without parameters psycopg sends the text untouched, so `%` needs no escaping.
+        query, args = (psycopg_placeholders(sql), tuple(params)) if params else (sql, None)
+        # A named cursor lives on the server: each fetchmany() is one FETCH of `fetch_rows`.
+        cursor = self.conn.cursor(name=f"deltasieve_{next(self._cursors)}")
+        try:
+            cursor.execute(query, args)
+            while True:
+                rows = cursor.fetchmany(fetch_rows)
+                if rows:
+                    yield rows
+                if len(rows) < fetch_rows:  # a short fetch is the last: spare the empty one
+                    return
+        except pg_errors.QueryCanceled as exc:
+            if "timeout" in str(exc):
+                raise SourceUnavailable(f"PostgreSQL statement exceeded the {self.timeout_s:g} s statement timeout") from None
+            raise SourceUnavailable(f"PostgreSQL statement was cancelled: {exc}") from None
+        except psycopg.OperationalError as exc:
+            raise SourceUnavailable(f"PostgreSQL connection failed during a read: {exc}") from None
+        except pg_errors.InsufficientPrivilege as exc:
+            raise Forbidden(f"PostgreSQL refused the read: {exc}") from None
+        except psycopg.DataError as exc:  # e.g. a date of 'infinity', which Python cannot hold
+            raise SourceDataError(f"PostgreSQL value cannot be read: {exc}") from None
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                cursor.close()
+
+
+class PostgresAdapter(Adapter):
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, statement_timeout_s: float):
+        super().__init__(url, statement_timeout_s=statement_timeout_s)
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError:
+            raise BadRequest("PostgreSQL URL must be postgresql://USER[:PASSWORD]@HOST[:PORT]/DB") from None
+        self._password = str(params.get("password") or "")
+        self.where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
+        self.user = str(params.get("user") or "")
+        # Read-only twice over: the session default and the connection's own setting.
+        # Ours come after any options of the URL so that they win.
+        settings = {"default_transaction_read_only": "on", "statement_timeout": str(max(1, round(statement_timeout_s * 1000))), **_SESSION_SETTINGS}
+        options = " ".join(f"-c {k}={v}" for k, v in settings.items())
+        params["options"] = f"{params['options']} {options}" if params.get("options") else options
+        params.setdefault("connect_timeout", str(DEFAULT_CONNECT_TIMEOUT_S))
+        self._conninfo = make_conninfo(**params)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._password, "***") if self._password else text
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(self._conninfo, autocommit=False)
+        except psycopg.Error as exc:
+            message = self._redact(str(exc).strip())
+            raise SourceUnavailable(f"cannot connect to PostgreSQL at {self.where} as {self.user or 'default user'}: {message}") from None
+        conn.read_only = True
+        # One snapshot for the whole transaction, so every statement of a read agrees.
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        return conn
+
+    def describe(self) -> list[TableInfo]:
+        conn = self._connect()
+        try:
+            tables = conn.execute(_TABLES_SQL).fetchall()
+            oids = [oid for oid, _ in tables]
+            columns: dict[int, list[ColumnInfo]] = {oid: [] for oid in oids}
+            for oid, name, declared, nullable, base in conn.execute(_COLUMNS_SQL, (oids,)):
+                type_, read_as = logical_type(base or declared)
+                columns[oid].append(ColumnInfo(name, type_, nullable=nullable, declared=declared, read_as=read_as))
+            primary: dict[int, tuple[str, ...]] = {}
+            uniques: dict[int, list[tuple[str, ...]]] = {oid: [] for oid in oids}
+            for oid, is_primary, names in conn.execute(_KEYS_SQL, (oids,)):
+                if is_primary:
+                    primary[oid] = tuple(names)
+                else:
+                    uniques[oid].append(tuple(names))
+            return [TableInfo(name, tuple(columns[oid]), primary.get(oid, ()), tuple(uniques[oid])) for oid, name in tables]
+        except psycopg.OperationalError as exc:
+            raise SourceUnavailable(f"PostgreSQL connection failed while reading the catalog: {self._redact(str(exc))}") from None
+        finally:
+            conn.close()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Reader]:
+        conn = self._connect()
+        try:
+            yield _PostgresReader(conn, self.statement_timeout_s)
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+            conn.close()
+
+    def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
+        # A `real` compared with a bound double is widened first, so the shortest decimal
+        # form we read (0.1) would not match the stored float4 (0.100000001...).
+        return all(t.kind != "float" for t in key_types)
+
+    def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
+        # psycopg already returns Decimal, date, datetime and bytes; the shared converters
+        # quantize decimals, turn buffers into bytes and timestamptz into UTC.
+        return converter_for(column.type)

@@ -1,0 +1,143 @@
+"""SQLite adapter: the file is opened read-only (`mode=ro`) and with `PRAGMA query_only`."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+from urllib.parse import quote, urlsplit, unquote
+
+from ..errors import BadRequest, SourceUnavailable
+from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, TableInfo
+from .convert import converter_for
+
+_DECIMAL_ARGS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+
+
+def logical_type(declared: str) -> LogicalType:
+    """Map a declared SQLite column type to a logical type (SQLite's affinity rules, refined).
+
+    >>> [str(logical_type(t)) for t in ("INTEGER", "varchar(20)", "DECIMAL(10,2)", "BOOLEAN", "DATETIME", "")]
+    ['int', 'text', 'decimal(10,2)', 'bool', 'timestamp', 'text']
+    """
+    t = declared.upper()
+    if "BOOL" in t:
+        return LogicalType("bool")
+    if "TIMESTAMPTZ" in t or "WITH TIME ZONE" in t:
+        return LogicalType("timestamptz")
+    if "DATETIME" in t or "TIMESTAMP" in t:
+        return LogicalType("timestamp")
+    if "DATE" in t:
+        return LogicalType("date")
+    if "INT" in t:
+        return LogicalType("int")
+    if any(s in t for s in ("CHAR", "CLOB", "TEXT", "STRING")):
+        return LogicalType("text")
+    if "BLOB" in t or "BINARY" in t or "BYTEA" in t:
+        return LogicalType("bytes")
+    if any(s in t for s in ("REAL", "FLOA", "DOUB")):
+        return LogicalType("float")
+    if "DEC" in t or "NUMERIC" in t or "MONEY" in t:
+        match = _DECIMAL_ARGS.search(t)
+        if match:
+            precision = min(int(match.group(1)), MAX_DECIMAL_PRECISION)
+            scale = min(int(match.group(2) or 0), precision)
+            return LogicalType("decimal", precision, scale)
+        return LogicalType("decimal", MAX_DECIMAL_PRECISION, DEFAULT_DECIMAL_SCALE)
+    return LogicalType("text")
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class _SqliteReader(Reader):
+    def __init__(self, conn: sqlite3.Connection, deadline_s: float):
+        self.conn = conn
+        self.deadline_s = deadline_s
+
+    def stream(self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS) -> Iterator[list[tuple]]:
+        started = time.monotonic()
+        # SQLite has no statement timeout; a progress handler aborts a statement that runs too long.
+        self.conn.set_progress_handler(lambda: int(time.monotonic() - started > self.deadline_s), 10_000)
+        try:
+            cursor = self.conn.execute(sql, tuple(params))
+            while True:
+                rows = cursor.fetchmany(fetch_rows)
+                if not rows:
+                    return
+                yield rows
+                started = time.monotonic()  # the bound is per fetch, not for the whole stream
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise SourceUnavailable(f"SQLite statement exceeded the {self.deadline_s:g} s timeout") from None
+            raise
+        finally:
+            self.conn.set_progress_handler(None, 0)
+
+
+class SqliteAdapter(Adapter):
+    dialect = "sqlite"
+
+    def __init__(self, url: str, *, statement_timeout_s: float):
+        super().__init__(url, statement_timeout_s=statement_timeout_s)
+        parts = urlsplit(url)
+        # sqlite:///tmp/x.db and sqlite:////tmp/x.db both name /tmp/x.db: the path is absolute.
+        path = "/" + unquote(parts.path).lstrip("/")
+        if parts.netloc not in ("", "localhost") or not path.startswith("/"):
+            raise BadRequest("SQLite URL must be sqlite:///ABSOLUTE/PATH.db")
+        self.path = Path(path)
+
+    def _connect(self) -> sqlite3.Connection:
+        if not self.path.is_file():
+            raise SourceUnavailable(f"SQLite database {self.path} does not exist")
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=self.statement_timeout_s, check_same_thread=False)
+            conn.execute("PRAGMA query_only = ON")
+        except sqlite3.Error as exc:
+            raise SourceUnavailable(f"cannot open SQLite database {self.path}: {exc}") from None
+        return conn
+
+    def describe(self) -> list[TableInfo]:
+        conn = self._connect()
+        try:
+            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            tables = []
+            for name in names:
+                info = conn.execute(f"PRAGMA table_info({_quote_ident(name)})").fetchall()
+                columns = tuple(ColumnInfo(r[1], logical_type(r[2] or ""), nullable=not r[3] and not r[5], declared=r[2] or "") for r in info)
+                pk = tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
+                uniques = []
+                for idx in conn.execute(f"PRAGMA index_list({_quote_ident(name)})").fetchall():
+                    if idx[2] and idx[3] != "pk":  # unique, and not the primary key itself
+                        cols = tuple(r[2] for r in conn.execute(f"PRAGMA index_info({_quote_ident(idx[1])})"))
+                        if cols and all(c is not None for c in cols):
+                            uniques.append(cols)
+                tables.append(TableInfo(name, columns, pk, tuple(uniques)))
+            return tables
+        finally:
+            conn.close()
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Reader]:
+        conn = self._connect()
+        try:
+            # One read transaction: every statement of an extraction sees the same state.
+            conn.execute("BEGIN")
+            yield _SqliteReader(conn, self.statement_timeout_s)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            conn.close()
+
+    def can_lookup(self, key_types) -> bool:
+        # Integers, text and blobs are stored as themselves; dates, decimals and the like
+        # may be stored in several textual or numeric forms that `=` would not match.
+        return all(t.kind in ("int", "text", "bytes") for t in key_types)
+
+    def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
+        return converter_for(column.type)

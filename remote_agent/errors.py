@@ -1,0 +1,52 @@
+"""Errors of the agent, under one root; each says whether retrying can help."""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Root of the agent's errors. `status` is the HTTP status the API answers with."""
+
+    status = 400
+    transient = False
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(AgentError):
+    """The request is malformed or asks for something the agent does not allow."""
+
+    status = 400
+
+
+class Forbidden(AgentError):
+    """The site query touches a table or column this agent does not expose."""
+
+    status = 403
+
+
+class UnsupportedQuery(AgentError):
+    """The site query is not a plain SELECT-project-join the agent will run."""
+
+    status = 422
+
+
+class SourceDataError(AgentError):
+    """The source's data breaks an assumption (duplicate or NULL key, unreadable value)."""
+
+    status = 409
+
+
+class SourceUnavailable(AgentError):
+    """The legacy database could not be reached or timed out; worth a retry."""
+
+    status = 503
+    transient = True
+
+
+class Busy(AgentError):
+    """Too many extractions at once; retry after a while."""
+
+    status = 429
+    transient = True

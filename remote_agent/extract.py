@@ -1,0 +1,274 @@
+"""Steps 2 and 3 of the extraction, run next to the legacy database.
+
+The warehouse sends units (a uid, the keys of a group of tuples, the group's hash). The
+agent reads the site query once and answers with:
+
+- rows whose key is in no unit (new tuples and the part the warehouse left ungrouped);
+- keys of a unit that are gone from the site query, with the unit's uid;
+- for a unit that lost keys, the hash and count of what is left, so the warehouse can check
+  the surviving part against its own copy without resending the unit;
+- the current rows of every intact unit whose hash differs.
+
+Memory is bounded by the request, not by the table: one entry per unit key (about 120
+bytes each in CPython) and per unit, plus one batch of rows in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from .adapters.base import Adapter, ColumnInfo, Reader
+from .errors import BadRequest, SourceDataError
+from .protocol import frames
+from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
+from .protocol.types import Column, arrow_schema
+from .sitequery import ValidatedQuery
+
+UID = "__uid"
+HASH = "__hash"
+COUNT = "__count"
+#: Keys per lookup statement; well under SQLite's and PostgreSQL's bound-parameter limits.
+LOOKUP_CHUNK = 500
+
+
+def key_values(batch: pa.RecordBatch | pa.Table, key: Sequence[str]) -> list:
+    """The key of every row: a scalar for a one-column key, else a tuple."""
+    if len(key) == 1:
+        return batch.column(key[0]).to_pylist()
+    return list(zip(*(batch.column(k).to_pylist() for k in key)))
+
+
+class RowConverter:
+    """Turns raw database rows into Arrow batches of canonical values."""
+
+    def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo]):
+        self.columns = list(columns)
+        self.converters = [adapter.converter(c) for c in columns]
+        self.schema = arrow_schema([Column(c.name, c.type) for c in columns])
+
+    def batch(self, rows: list[tuple], key: Sequence[str]) -> pa.RecordBatch:
+        if not rows:
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        arrays = []
+        for i, (column, convert) in enumerate(zip(self.columns, self.converters)):
+            values = []
+            for row in rows:
+                try:
+                    values.append(convert(row[i]))
+                except (ValueError, TypeError, ArithmeticError) as exc:
+                    example = {k: row[self._pos(k)] for k in key}
+                    raise SourceDataError(f"column {column.name!r} ({column.type}) of the row with key {example} cannot be read: {exc}") from None
+            arrays.append(pa.array(values, type=self.schema.field(i).type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _pos(self, name: str) -> int:
+        return next(i for i, c in enumerate(self.columns) if c.name == name)
+
+
+@dataclass
+class UnitIndex:
+    """The units of one request: key -> position, and per unit its expected and running hash."""
+
+    key: list[str]
+    bits: int
+    positions: dict = field(default_factory=dict)
+    key_unit: array = field(default_factory=lambda: array("l"))  # unit index of each key
+    seen: bytearray = field(default_factory=bytearray)
+    uids: list[int] = field(default_factory=list)
+    expected: list[int] = field(default_factory=list)
+    sums: list[int] = field(default_factory=list)
+    counts: array = field(default_factory=lambda: array("l"))
+    sizes: array = field(default_factory=lambda: array("l"))
+    unit_of_uid: dict[int, int] = field(default_factory=dict)
+
+    def add_units(self, batch: pa.RecordBatch) -> None:
+        for uid, h in zip(batch.column(UID).to_pylist(), batch.column(HASH).to_pylist()):
+            if uid in self.unit_of_uid:
+                raise BadRequest(f"unit {uid} sent twice")
+            self.unit_of_uid[uid] = len(self.uids)
+            self.uids.append(uid)
+            self.expected.append(hash_from_bytes(h))
+            self.sums.append(0)
+            self.counts.append(0)
+            self.sizes.append(0)
+
+    def add_keys(self, batch: pa.RecordBatch) -> None:
+        missing = [k for k in self.key if k not in batch.schema.names]
+        if missing:
+            raise BadRequest(f"unit key frame lacks key columns {missing}")
+        for uid, k in zip(batch.column(UID).to_pylist(), key_values(batch, self.key)):
+            unit = self.unit_of_uid.get(uid)
+            if unit is None:
+                raise BadRequest(f"key {k!r} refers to unit {uid}, which was not sent")
+            if k in self.positions:
+                raise BadRequest(f"key {k!r} is in more than one unit")
+            self.positions[k] = len(self.key_unit)
+            self.key_unit.append(unit)
+            self.seen.append(0)
+            self.sizes[unit] += 1
+
+
+def _check_columns(query: ValidatedQuery, expected: list[dict]) -> None:
+    got = [{"name": c.name, "type": str(c.type)} for c in query.columns]
+    want = [{"name": c["name"], "type": c["type"]} for c in expected]
+    if got != want:
+        raise SourceDataError(f"the site query's columns at the source are {got}, but the warehouse expects {want}: the source schema changed since the view was registered")
+
+
+def _null_key_check(keys: list, key: Sequence[str], batch: pa.RecordBatch) -> None:
+    for k in keys:
+        if k is None or (isinstance(k, tuple) and any(v is None for v in k)):
+            raise SourceDataError(f"NULL in key column(s) {list(key)} at the source (row key {k!r}); keys must be non-NULL")
+
+
+class Extraction:
+    """One extraction request: state and the generator of response frames."""
+
+    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[dict], units: UnitIndex, *, seed: int, bits: int, batch_rows: int):
+        _check_columns(query, expected_columns)
+        self.adapter = adapter
+        self.query = query
+        self.units = units
+        self.seed = seed
+        self.bits = bits
+        self.batch_rows = batch_rows
+        self.converter = RowConverter(adapter, query.columns)
+        self.hash_columns = [Column(c.name, c.type) for c in query.columns]
+        self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "units": len(units.uids), "unit_keys": len(units.key_unit)}
+
+    def run(self) -> Iterator[bytes]:
+        started = time.monotonic()
+        with self.adapter.read() as reader:
+            yield from self._scan(reader)
+            scanned = time.monotonic()
+            yield from self._deleted_and_broken()
+            changed = self._changed_units()
+            yield from self._changed_rows(reader, changed)
+        self.stats.update(scan_s=round(scanned - started, 4), elapsed_s=round(time.monotonic() - started, 4))
+        yield frames.json_frame(frames.SUMMARY, self.stats)
+
+    def _scan(self, reader: Reader) -> Iterator[bytes]:
+        units = self.units
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        for rows in reader.stream(self.query.sql, fetch_rows=min(self.batch_rows, 10_000)):
+            batch = self.converter.batch(rows, self.query.key)
+            self.stats["rows_scanned"] += batch.num_rows
+            keys = key_values(batch, self.query.key)
+            _null_key_check(keys, self.query.key, batch)
+            positions = [units.positions.get(k) for k in keys]
+            in_unit = [p is not None for p in positions]
+            if any(in_unit):
+                grouped = batch.filter(pa.array(in_unit))
+                hashes = row_hashes(grouped, self.hash_columns, self.seed, self.bits)
+                for pos, h, k in zip((p for p in positions if p is not None), hashes, (k for k, f in zip(keys, in_unit) if f)):
+                    if units.seen[pos]:
+                        raise SourceDataError(f"key {k!r} occurs more than once in the site query: the declared key {self.query.key} is not unique at the source")
+                    units.seen[pos] = 1
+                    unit = units.key_unit[pos]
+                    units.sums[unit] += h
+                    units.counts[unit] += 1
+            if not all(in_unit):
+                rest = batch.filter(pa.array([not f for f in in_unit]))
+                pending.append(rest)
+                pending_rows += rest.num_rows
+                self.stats["rows_ungrouped"] += rest.num_rows
+                if pending_rows >= self.batch_rows:
+                    yield frames.arrow_frame(frames.UNGROUPED_ROWS, pa.Table.from_batches(pending))
+                    pending, pending_rows = [], 0
+        if pending:
+            yield frames.arrow_frame(frames.UNGROUPED_ROWS, pa.Table.from_batches(pending))
+
+    def _deleted_and_broken(self) -> Iterator[bytes]:
+        units = self.units
+        key_schema = [(k, self.converter.schema.field(k).type) for k in self.query.key]
+        deleted_uids, deleted_keys = [], []
+        count = 0
+        for k, pos in units.positions.items():
+            if not units.seen[pos]:
+                deleted_uids.append(units.uids[units.key_unit[pos]])
+                deleted_keys.append(k)
+                count += 1
+                if len(deleted_keys) >= self.batch_rows:
+                    yield self._deleted_frame(deleted_uids, deleted_keys, key_schema)
+                    deleted_uids, deleted_keys = [], []
+        if deleted_keys:
+            yield self._deleted_frame(deleted_uids, deleted_keys, key_schema)
+        self.stats["keys_deleted"] = count
+        broken = [u for u in range(len(units.uids)) if units.counts[u] < units.sizes[u]]
+        self.stats["units_broken"] = len(broken)
+        for start in range(0, len(broken), self.batch_rows):
+            part = broken[start:start + self.batch_rows]
+            batch = pa.RecordBatch.from_pydict(
+                {
+                    UID: pa.array([units.uids[u] for u in part], pa.int64()),
+                    HASH: pa.array([hash_to_bytes(combine([units.sums[u]], self.bits), self.bits) for u in part], pa.binary(self.bits // 8)),
+                    COUNT: pa.array([units.counts[u] for u in part], pa.int64()),
+                }
+            )
+            yield frames.arrow_frame(frames.BROKEN_UNITS, batch)
+
+    def _deleted_frame(self, uids: list[int], keys: list, key_schema) -> bytes:
+        data = {UID: pa.array(uids, pa.int64())}
+        if len(key_schema) == 1:
+            data[key_schema[0][0]] = pa.array(keys, key_schema[0][1])
+        else:
+            for i, (name, type_) in enumerate(key_schema):
+                data[name] = pa.array([k[i] for k in keys], type_)
+        return frames.arrow_frame(frames.DELETED_KEYS, pa.RecordBatch.from_pydict(data))
+
+    def _changed_units(self) -> set[int]:
+        units = self.units
+        changed = {u for u in range(len(units.uids)) if units.counts[u] == units.sizes[u] and combine([units.sums[u]], self.bits) != units.expected[u]}
+        self.stats["units_changed"] = len(changed)
+        self.stats["units_identical"] = len(units.uids) - len(changed) - self.stats["units_broken"]
+        return changed
+
+    def _changed_rows(self, reader: Reader, changed: set[int]) -> Iterator[bytes]:
+        if not changed:
+            self.stats["rows_changed"] = 0
+            return
+        units = self.units
+        wanted = [k for k, pos in units.positions.items() if units.key_unit[pos] in changed]
+        sent = 0
+        for batch in lookup_rows(self.adapter, reader, self.query, self.converter, wanted, self.batch_rows):
+            sent += batch.num_rows
+            yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
+        self.stats["rows_changed"] = sent
+
+
+def lookup_rows(adapter: Adapter, reader: Reader, query: ValidatedQuery, converter: RowConverter, keys: list, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Current rows of the site query for `keys`, in batches (inside the caller's transaction)."""
+    if not keys:
+        return
+    if adapter.can_lookup([c.type for c in query.columns if c.name in query.key]):
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        for start in range(0, len(keys), LOOKUP_CHUNK):
+            chunk = keys[start:start + LOOKUP_CHUNK]
+            params: list[Any] = []
+            for k in chunk:
+                params.extend(k if isinstance(k, tuple) else (k,))
+            for rows in reader.stream(query.lookup_sql(len(chunk)), [adapter.bind(v) for v in params]):
+                batch = converter.batch(rows, query.key)
+                pending.append(batch)
+                pending_rows += batch.num_rows
+            if pending_rows >= batch_rows:
+                yield pa.Table.from_batches(pending, schema=converter.schema).combine_chunks().to_batches()[0]
+                pending, pending_rows = [], 0
+        if pending_rows:
+            yield pa.Table.from_batches(pending, schema=converter.schema).combine_chunks().to_batches()[0]
+        return
+    # Keys whose stored form may differ from their canonical value (dates kept as text in
+    # SQLite, for instance) cannot be matched in SQL reliably: filter a rescan instead.
+    wanted = set(keys)
+    for rows in reader.stream(query.sql):
+        batch = converter.batch(rows, query.key)
+        mask = [k in wanted for k in key_values(batch, query.key)]
+        if any(mask):
+            yield batch.filter(pa.array(mask))

@@ -1,0 +1,64 @@
+"""Settings of the agent: flags on the command line, or AGENT_* environment variables."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_PORT = 8765
+
+
+class AgentSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore")
+
+    db_url: str = Field(description="sqlite:///ABSOLUTE/PATH.db or postgresql://USER[:PASSWORD]@HOST[:PORT]/DB")
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: SecretStr | None = Field(default=None, description="bearer token required on every call but /health")
+    allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="tables to expose, as TABLE or TABLE:COL1,COL2 (env: separated by ';'); empty exposes every readable table",
+    )
+    #: A statement running longer than this is cancelled: the legacy database comes first.
+    statement_timeout_s: float = 300.0
+    #: Extractions running at once; more get 429 with Retry-After.
+    max_concurrent_extractions: int = Field(default=2, ge=1)
+    #: Largest request body accepted (unit key sets grow with the snapshot).
+    max_body_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
+    log_level: str = "info"
+
+    @field_validator("allow", mode="before")
+    @classmethod
+    def _split_allow(cls, value):
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(";") if part.strip()]
+        return value
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, value):
+        return None if value in ("", None) else value
+
+
+def parse_allow(rules: list[str]) -> dict[str, set[str] | None]:
+    """Allow rules by table: None exposes all the table's columns.
+
+    >>> parse_allow(["students", "grades:sid,course"])
+    {'students': None, 'grades': {'course', 'sid'}}
+    """
+    allowed: dict[str, set[str] | None] = {}
+    for rule in rules:
+        table, _, cols = rule.partition(":")
+        table = table.strip()
+        if not table:
+            raise ValueError(f"bad --allow rule {rule!r}: expected TABLE or TABLE:COL1,COL2")
+        if cols.strip():
+            previous = allowed.get(table, set())
+            if previous is None:
+                continue
+            allowed[table] = previous | {c.strip() for c in cols.split(",") if c.strip()}
+        else:
+            allowed[table] = None
+    return allowed

@@ -1,0 +1,146 @@
+"""Validate a site query sent by the warehouse and regenerate the SQL the agent will run.
+
+The text from the wire is parsed, checked against the shared grammar
+(`protocol/sitesql.py`) and against the tables and columns this agent exposes, and then
+thrown away: the SQL that runs is generated from a tree built here, every identifier
+quoted and every literal re-escaped by sqlglot. Nothing in the request — not a table
+name, an alias or a string — can add a statement, a function call or a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from .adapters.base import ColumnInfo, TableInfo
+from .errors import BadRequest, Forbidden, UnsupportedQuery
+from .protocol import sitesql
+
+#: What a site query may look like, appended to every rejection.
+SITE_FORM = (
+    "a site query is SELECT alias.column AS name, ... FROM table [AS alias] "
+    "[[INNER] JOIN table [AS alias] ON condition]... [WHERE condition]"
+)
+
+
+@dataclass(frozen=True)
+class ValidatedQuery:
+    """A site query the agent accepted, ready to run.
+
+    `sql` takes no parameters. `columns` are the output columns (name = output name, with
+    the source column's type, nullability, declared type and read_as); `key` names the
+    output columns that form the key.
+    """
+
+    sql: str
+    columns: list[ColumnInfo]
+    key: list[str]
+    dialect: str = field(repr=False)
+    _tree: exp.Select = field(repr=False, compare=False)
+    _key_exprs: tuple[exp.Expression, ...] = field(repr=False, compare=False)
+
+    def lookup_sql(self, n_keys: int) -> str:
+        """The same query restricted to `n_keys` key values bound as parameters.
+
+        `WHERE (original where) AND k IN (?, ...)`, or `(k1, k2) IN ((?, ?), ...)` for a
+        composite key, with the dialect's placeholder. A key column is matched as it is
+        output (after read_as), so the bound values are the ones the query returned.
+        """
+        if n_keys < 1:
+            raise ValueError("a lookup needs at least one key")
+        width = len(self._key_exprs)
+        if width == 1:
+            target: exp.Expression = self._key_exprs[0].copy()
+            values = [exp.Placeholder() for _ in range(n_keys)]
+        else:
+            target = exp.Tuple(expressions=[e.copy() for e in self._key_exprs])
+            values = [exp.Tuple(expressions=[exp.Placeholder() for _ in range(width)]) for _ in range(n_keys)]
+        condition: exp.Expression = exp.In(this=target, expressions=values)
+        tree = self._tree.copy()
+        where = tree.args.get("where")
+        if where is not None:
+            condition = exp.and_(exp.Paren(this=where.this), condition)
+        tree.set("where", exp.Where(this=condition))
+        return sitesql.render(tree, self.dialect)
+
+
+def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, TableInfo], dialect: str) -> ValidatedQuery:
+    """Check a site query against the grammar and the exposed schema; build the SQL to run.
+
+    Args:
+        sql: the site query as received (untrusted).
+        key: output names of the key columns.
+        tables: the tables this agent exposes, already cut to the allowed columns.
+        dialect: the adapter's sqlglot dialect.
+
+    Raises:
+        UnsupportedQuery: the query is not a plain select-project-join (422).
+        Forbidden: it names a table or column this agent does not expose (403).
+        BadRequest: `key` does not name output columns (400).
+    """
+    parts = sitesql.parse_select(sql, dialect, UnsupportedQuery, SITE_FORM)
+    relations = [_bind_table(ref, tables) for ref in parts.tables]
+    scope_entries = [
+        sitesql.Relation(alias, t.name, tuple(c.name for c in t.columns), alias != t.name, f"exposed table {t.name!r}" + (f" (alias {alias!r})" if alias != t.name else ""))
+        for t, alias in relations
+    ]
+    sitesql.check_unique_visible(scope_entries, UnsupportedQuery)
+    scope = sitesql.Scope(scope_entries, UnsupportedQuery, Forbidden)
+
+    items: list[tuple[exp.Expression, str]] = []
+    columns: list[ColumnInfo] = []
+    for item in parts.items:
+        index, name = scope.resolve(item.column)
+        table, alias = relations[index]
+        source = table.column(name)
+        out = item.alias or name
+        ref: exp.Expression = sitesql.column_ref(alias, name)
+        if source.read_as:
+            ref = sitesql.wrap_read_as(source.read_as, ref, dialect)
+        items.append((ref, out))
+        columns.append(ColumnInfo(out, source.type, source.nullable, source.declared, source.read_as))
+    sitesql.check_output_names([c.name for c in columns], UnsupportedQuery)
+    key_exprs = _key_expressions(key, items)
+
+    def qualified(col: exp.Column, limit: int | None = None) -> exp.Column:
+        index, name = scope.resolve(col)
+        if limit is not None and index > limit:
+            raise UnsupportedQuery(f"the ON condition of the join with {scope_entries[limit].label} uses {relations[index][1]}.{name}, which is joined later: {SITE_FORM}")
+        return sitesql.column_ref(relations[index][1], name)
+
+    conditions: list[exp.Expression | None] = [None]
+    for position, on in enumerate(parts.conditions[1:], start=1):
+        conditions.append(sitesql.requalify(on, lambda col, p=position: qualified(col, p)))
+    where = sitesql.requalify(parts.where, qualified) if parts.where is not None else None
+
+    tree = sitesql.build_select(items, [(t.name, alias) for t, alias in relations], conditions, where)
+    try:
+        text = sitesql.render(tree, dialect)
+    except SqlglotError as exc:
+        raise UnsupportedQuery(f"the site query cannot be written in the {dialect!r} dialect: {exc}") from None
+    return ValidatedQuery(text, columns, list(key), dialect, tree, key_exprs)
+
+
+def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple[TableInfo, str]:
+    if ref.db is not None or ref.catalog is not None:
+        raise Forbidden(f"table {ref.written()!r} is not exposed by this agent: site queries name exposed tables without a schema or database qualifier")
+    name = sitesql.pick_name(ref.name, tables, UnsupportedQuery, "table")
+    if name is None:
+        raise Forbidden(f"table {ref.name!r} is not exposed by this agent (GET /v1/schema lists the tables it exposes)")
+    return tables[name], ref.alias or name
+
+
+def _key_expressions(key: Sequence[str], items: list[tuple[exp.Expression, str]]) -> tuple[exp.Expression, ...]:
+    """The select expressions of the key columns, for lookups by key."""
+    if not key:
+        raise BadRequest("the site query's key is empty: name the output columns that identify a row")
+    if len(set(key)) != len(key):
+        raise BadRequest(f"the site query's key {list(key)} names a column twice")
+    by_name = {name: expr for expr, name in items}
+    missing = [k for k in key if k not in by_name]
+    if missing:
+        raise BadRequest(f"key column(s) {', '.join(map(repr, missing))} are not output columns of the site query (those are: {', '.join(by_name)})")
+    return tuple(by_name[k] for k in key)
