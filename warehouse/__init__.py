@@ -1,0 +1,1 @@
+"""deltasieve's warehouse side: Spark storage, statistics, planning, extraction, deltas."""

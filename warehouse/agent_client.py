@@ -1,0 +1,171 @@
+"""HTTP client for one source's agent, counting every byte that crosses the link."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import httpcore
+import httpx
+
+from remote_agent.protocol import frames
+
+from .errors import AgentRejected, AgentUnavailable, ProtocolError
+
+#: Seconds to wait for a connection to the agent.
+CONNECT_TIMEOUT_S = 10.0
+#: Seconds without a byte from the agent before the call is abandoned (the agent scans the
+#: whole site query before it can answer about changed groups).
+READ_TIMEOUT_S = 600.0
+
+
+@dataclass
+class ByteCounter:
+    """Bytes written to and read from the agent's sockets, TLS and HTTP headers included."""
+
+    sent: int = 0
+    received: int = 0
+    requests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, sent: int = 0, received: int = 0) -> None:
+        with self._lock:
+            self.sent += sent
+            self.received += received
+
+
+class _CountingStream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream, counter: ByteCounter):
+        self._inner = inner
+        self._counter = counter
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = self._inner.read(max_bytes, timeout)
+        self._counter.add(received=len(data))
+        return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, timeout)
+        self._counter.add(sent=len(buffer))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None) -> httpcore.NetworkStream:
+        return _CountingStream(self._inner.start_tls(ssl_context, server_hostname, timeout), self._counter)
+
+    def get_extra_info(self, info: str):
+        return self._inner.get_extra_info(info)
+
+
+class _CountingBackend(httpcore.NetworkBackend):
+    def __init__(self, counter: ByteCounter):
+        self._inner = httpcore.SyncBackend()
+        self._counter = counter
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        return _CountingStream(self._inner.connect_tcp(host, port, timeout, local_address, socket_options), self._counter)
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        return _CountingStream(self._inner.connect_unix_socket(path, timeout, socket_options), self._counter)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _counting_transport(counter: ByteCounter, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
+    transport = httpx.HTTPTransport(verify=verify)
+    ssl_context = transport._pool._ssl_context  # keep httpx's TLS set-up (verify, CA bundle)
+    transport._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=4, network_backend=_CountingBackend(counter))
+    return transport
+
+
+class AgentClient:
+    """Calls to one agent; use as a context manager. `counter` holds the bytes so far."""
+
+    def __init__(self, url: str, token: str | None = None, *, verify: ssl.SSLContext | str | bool = True, read_timeout_s: float = READ_TIMEOUT_S):
+        self.url = url.rstrip("/")
+        self.counter = ByteCounter()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            transport=_counting_transport(self.counter, verify),
+            timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s, write=read_timeout_s),
+        )
+
+    def __enter__(self) -> "AgentClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    @property
+    def round_trips(self) -> int:
+        return self.counter.requests
+
+    def schema(self) -> dict:
+        """The agent's exposed tables, columns, types and keys."""
+        response = self._call("GET", "/v1/schema")
+        return response.json()
+
+    def exchange(self, path: str, body: Iterable[bytes]) -> Iterator[frames.Frame]:
+        """POST a frame sequence and yield the answer's frames; errors become exceptions.
+
+        The last frame must be a summary: a body that ends without one was cut off.
+        """
+        self.counter.requests += 1
+        try:
+            with self._http.stream("POST", path, content=body, headers={"Content-Type": frames.MEDIA_TYPE}) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise _rejection(response)
+                finished = False
+                for frame in frames.read_frames(response.iter_bytes()):
+                    if finished:
+                        raise ProtocolError("the agent sent frames after its summary")
+                    if frame.kind == frames.ERROR:
+                        info = frame.json()
+                        if info.get("transient"):
+                            raise AgentUnavailable(f"agent at {self.url}: {info.get('detail')}")
+                        raise AgentRejected(f"agent at {self.url}: {info.get('detail')}", info.get("status"))
+                    if frame.kind == frames.SUMMARY:
+                        finished = True
+                    yield frame
+                if not finished:
+                    raise ProtocolError(f"the answer of the agent at {self.url} ended before its summary frame (connection cut?)")
+        except frames.FrameError as exc:
+            raise ProtocolError(f"malformed answer from the agent at {self.url}: {exc}") from None
+        except httpx.TimeoutException as exc:
+            raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise AgentUnavailable(f"agent at {self.url} unreachable or connection broken: {type(exc).__name__}: {exc}") from None
+
+    def _call(self, method: str, path: str) -> httpx.Response:
+        self.counter.requests += 1
+        try:
+            response = self._http.request(method, path)
+        except httpx.TimeoutException as exc:
+            raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise AgentUnavailable(f"agent at {self.url} unreachable: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise _rejection(response)
+        return response
+
+
+def _rejection(response: httpx.Response) -> Exception:
+    try:
+        detail = response.json().get("detail")
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
+        detail = response.text[:500]
+    message = f"agent answered {response.status_code}: {detail}"
+    if response.status_code in (429, 502, 503, 504):
+        return AgentUnavailable(message)
+    return AgentRejected(message, response.status_code)

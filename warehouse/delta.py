@@ -1,0 +1,82 @@
+"""The exact delta of a site query, and the next fragment with its update statistics.
+
+Inputs: the stored snapshot (site columns + ω± columns), the keys the plan put in units,
+the rows the agent returned (new, ungrouped, changed groups, re-fetched survivors) and the
+keys the agent reported deleted. Every returned row is compared with the stored one column
+by column, so the delta holds real changes only and ω± counts only real updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, functions as F
+
+from remote_agent.protocol.types import Column
+
+from .errors import SourceDataError
+from .storage import OP, TNO, UNO
+
+INSERT, UPDATE, DELETE, KEEP = "insert", "update", "delete", "keep"
+_R = "__r_"
+
+
+@dataclass
+class DeltaResult:
+    classified: DataFrame  # persisted; call release() when done
+    inserted: int
+    updated: int
+    deleted: int
+    kept: int
+    before: int
+
+    def fragment(self, columns: list[Column]) -> DataFrame:
+        return self.classified.filter(F.col(OP) != DELETE).select(*[c.name for c in columns], TNO, UNO)
+
+    def delta(self, columns: list[Column]) -> DataFrame:
+        return self.classified.filter(F.col(OP).isin(INSERT, UPDATE, DELETE)).select(OP, *[c.name for c in columns])
+
+    def release(self) -> None:
+        self.classified.unpersist()
+
+
+def check_unique(rows: DataFrame, key: list[str], what: str) -> None:
+    """Fail with an example if two rows share a key."""
+    dup = rows.groupBy(*key).count().filter(F.col("count") > 1).limit(1).collect()
+    if dup:
+        example = {k: dup[0][k] for k in key}
+        raise SourceDataError(f"{what}: key {example} occurs {dup[0]['count']} times; the declared key {key} is not unique at the source")
+
+
+def build_delta(snapshot: DataFrame, columns: list[Column], key: list[str], *, grouped_keys: DataFrame, returned: DataFrame, deleted_keys: DataFrame) -> DeltaResult:
+    """Classify every tuple as insert / update / delete / keep and count them."""
+    values = [c.name for c in columns if c.name not in key]
+    s = (
+        snapshot.select(*[c.name for c in columns], TNO, UNO)
+        .join(grouped_keys.select(*key).withColumn("__grouped", F.lit(True)), key, "left")
+        .join(deleted_keys.select(*key).withColumn("__gone", F.lit(True)), key, "left")
+        .withColumn("__in_s", F.lit(True))
+    )
+    r = returned.select(*key, *[F.col(v).alias(_R + v) for v in values]).withColumn("__in_r", F.lit(True))
+    j = s.join(r, key, "full_outer")
+    in_s = F.coalesce(F.col("__in_s"), F.lit(False))
+    in_r = F.coalesce(F.col("__in_r"), F.lit(False))
+    grouped = F.coalesce(F.col("__grouped"), F.lit(False))
+    gone = F.coalesce(F.col("__gone"), F.lit(False))
+    same = reduce(lambda a, b: a & b, [F.col(v).eqNullSafe(F.col(_R + v)) for v in values], F.lit(True))
+    op = (
+        F.when(in_s & in_r, F.when(same, F.lit(KEEP)).otherwise(F.lit(UPDATE)))
+        .when(in_s & grouped & ~gone, F.lit(KEEP))
+        .when(in_s, F.lit(DELETE))
+        .otherwise(F.lit(INSERT))
+    )
+    j = j.withColumn(OP, op)
+    out = [F.col(c.name) if c.name in key else F.when(in_r & (F.col(OP) != DELETE), F.col(_R + c.name)).otherwise(F.col(c.name)).alias(c.name) for c in columns]
+    tno = F.when(in_s, F.col(TNO) + 1).otherwise(F.lit(1)).cast("bigint").alias(TNO)
+    uno = F.when(in_s, F.col(UNO) + F.when(F.col(OP) == UPDATE, 1).otherwise(0)).otherwise(F.lit(1)).cast("bigint").alias(UNO)
+    classified = j.select(F.col(OP), *out, tno, uno).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = {row[OP]: row["count"] for row in classified.groupBy(OP).count().collect()}
+    inserted, updated, deleted, kept = (counts.get(x, 0) for x in (INSERT, UPDATE, DELETE, KEEP))
+    return DeltaResult(classified, inserted, updated, deleted, kept, before=updated + deleted + kept)

@@ -1,0 +1,41 @@
+"""Errors of the warehouse side, under one root; each marked terminal or transient."""
+
+from __future__ import annotations
+
+
+class WarehouseError(Exception):
+    """Root of the warehouse's errors."""
+
+    transient = False
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class AgentUnavailable(WarehouseError):
+    """The agent could not be reached, timed out or broke the stream off; a retry may help."""
+
+    transient = True
+
+
+class AgentRejected(WarehouseError):
+    """The agent refused the request (bad token, forbidden table, unsupported query...)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class SourceDataError(WarehouseError):
+    """Source data breaks an assumption of the view (duplicate or NULL key, changed column)."""
+
+
+class ProtocolError(WarehouseError):
+    """The agent's answer is not a well-formed frame sequence (truncated or corrupt)."""
+
+    transient = True
+
+
+class StorageError(WarehouseError):
+    """The versioned store is missing or inconsistent."""

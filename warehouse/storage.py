@@ -1,0 +1,145 @@
+"""Versioned storage of a view: fragments, statistics and deltas as Parquet, one pointer file.
+
+Layout under `<data-dir>/views/<view>/`:
+
+    CURRENT                      {"version": N, "sync_id": ...}; replaced atomically
+    versions/<N>/meta.json       what version N holds
+    versions/<N>/site-<i>/fragment/   the site query's rows plus ω± columns (__tno, __uno)
+    versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno)
+    deltas/<sync-id>/            the sync's delta (__op + the view's columns)
+    staging/<sync-id>/           work files of a running sync
+
+A sync writes everything under its staging directory, moves the finished version and delta
+into place, and then replaces CURRENT: that rename is the single step that makes the new
+version visible. Anything a crash leaves behind is not referenced by CURRENT and is
+removed by `cleanup()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import StorageError
+
+TNO = "__tno"
+UNO = "__uno"
+OP = "__op"
+#: Versions kept besides the current one (a reader may still be streaming the previous one).
+KEEP_OLD_VERSIONS = 1
+
+
+@dataclass(frozen=True)
+class Version:
+    number: int
+    sync_id: str
+    path: Path
+
+    def fragment(self, site: int) -> Path:
+        return self.path / f"site-{site}" / "fragment"
+
+    def deletions(self, site: int) -> Path:
+        return self.path / f"site-{site}" / "deletions"
+
+    def meta(self) -> dict:
+        return json.loads((self.path / "meta.json").read_text())
+
+
+class ViewStore:
+    """The stored versions of one view."""
+
+    def __init__(self, data_dir: Path, view: str):
+        self.root = Path(data_dir) / "views" / view
+        self.view = view
+
+    # -- reading ---------------------------------------------------------------------
+    def current(self) -> Version | None:
+        pointer = self.root / "CURRENT"
+        if not pointer.exists():
+            return None
+        data = json.loads(pointer.read_text())
+        path = self.root / "versions" / str(data["version"])
+        if not path.is_dir():
+            raise StorageError(f"view {self.view!r}: CURRENT names version {data['version']}, which is missing")
+        return Version(data["version"], data["sync_id"], path)
+
+    def delta(self, sync_id: str) -> Path:
+        return self.root / "deltas" / sync_id
+
+    # -- writing ---------------------------------------------------------------------
+    def staging(self, sync_id: str) -> Path:
+        path = self.root / "staging" / sync_id
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def staged_version(self, sync_id: str, number: int) -> Version:
+        return Version(number, sync_id, self.root / "staging" / sync_id / "version")
+
+    def staged_delta(self, sync_id: str) -> Path:
+        return self.root / "staging" / sync_id / "delta"
+
+    def commit(self, staged: Version, meta: dict) -> Version:
+        """Move a staged version and its delta into place and make it current, atomically."""
+        (staged.path / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+        versions = self.root / "versions"
+        versions.mkdir(parents=True, exist_ok=True)
+        final = versions / str(staged.number)
+        if final.exists():  # a leftover of a crashed sync that never became current
+            shutil.rmtree(final)
+        os.replace(staged.path, final)
+        delta = self.staged_delta(staged.sync_id)
+        if delta.exists():
+            (self.root / "deltas").mkdir(exist_ok=True)
+            os.replace(delta, self.delta(staged.sync_id))
+        pointer_tmp = self.root / "CURRENT.tmp"
+        pointer_tmp.write_text(json.dumps({"version": staged.number, "sync_id": staged.sync_id}))
+        _fsync_file(pointer_tmp)
+        os.replace(pointer_tmp, self.root / "CURRENT")  # the commit point
+        _fsync_dir(self.root)
+        return Version(staged.number, staged.sync_id, final)
+
+    def discard(self, sync_id: str) -> None:
+        shutil.rmtree(self.root / "staging" / sync_id, ignore_errors=True)
+
+    def cleanup(self, keep_syncs: set[str] | None = None) -> list[Path]:
+        """Remove staging leftovers, versions newer than CURRENT and all but the newest old ones."""
+        removed = []
+        staging = self.root / "staging"
+        if staging.exists():
+            for child in staging.iterdir():
+                if keep_syncs and child.name in keep_syncs:
+                    continue
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+        current = self.current()
+        versions = self.root / "versions"
+        if versions.exists():
+            numbers = sorted(int(p.name) for p in versions.iterdir() if p.name.isdigit())
+            keep_from = (current.number - KEEP_OLD_VERSIONS) if current else None
+            for n in numbers:
+                if current is None or n > current.number or n < keep_from:
+                    shutil.rmtree(versions / str(n), ignore_errors=True)
+                    removed.append(versions / str(n))
+        (self.root / "CURRENT.tmp").unlink(missing_ok=True)
+        return removed
+
+    def drop(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,344 @@
+"""One sync of a view, as an ordered list of named steps.
+
+project snapshot → plan groups → exchange units (send units, receive changes) → regroup
+→ build exact delta → commit. Each step reads and writes the `SyncRun`'s state; the run
+records its wall time per step and calls `progress` so a caller can show how far it got.
+Nothing is visible to readers of the view until `commit` replaces the CURRENT pointer.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from remote_agent.extract import COUNT, HASH, UID as WIRE_UID
+from remote_agent.protocol import frames
+from remote_agent.protocol.encoding import DEFAULT_HASH_BITS, combine, hash_from_bytes
+from remote_agent.protocol.models import ExtractControl, FetchControl, SiteSpec
+from remote_agent.protocol.types import Column, arrow_schema
+
+from . import costs, planning
+from .agent_client import AgentClient
+from .delta import build_delta, check_unique
+from .errors import SourceDataError, StorageError
+from .grouping import BENEFIT, GROUP_HASH, GROUP_SIZE, ROW_HASH, UID, plan_groups
+from .storage import OP, TNO, UNO, Version, ViewStore
+from .viewdef import SiteQuery, ViewDef
+
+STRATEGIES = ("group_hash", "full_ship")
+#: Rows per Arrow frame sent to the agent.
+SEND_BATCH_ROWS = 65_536
+SYNC_COLUMN = "__sync"
+
+
+@dataclass
+class SyncOptions:
+    strategy: str = "group_hash"
+    hash_bits: int = DEFAULT_HASH_BITS
+    #: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
+    prior_mode: str = "site"
+    #: Update probability assumed before any update has been observed.
+    default_prior: float = 0.05
+    plan_partitions: int = 0  # 0: Spark's default parallelism
+    batch_rows: int = 16_384
+
+
+@dataclass
+class Endpoint:
+    """Where a source's agent answers."""
+
+    name: str
+    url: str
+    token: str | None = None
+    verify: object = True
+
+
+def spark_schema(columns: list[Column]) -> str:
+    return ", ".join(f"`{c.name}` {c.type.spark_ddl()}" for c in columns)
+
+
+@dataclass
+class SyncRun:
+    spark: SparkSession
+    store: ViewStore
+    view_name: str
+    view: ViewDef
+    endpoints: dict[str, Endpoint]
+    sync_id: str
+    options: SyncOptions = field(default_factory=SyncOptions)
+    progress: Callable[[dict], None] = lambda info: None
+
+    STEPS = ("project_snapshot", "plan_groups", "exchange_units", "regroup", "build_delta", "commit")
+
+    def __post_init__(self) -> None:
+        if len(self.view.sites) != 1:
+            raise StorageError("only single-source views can be synced in this version")
+        self.site: SiteQuery = self.view.sites[0]
+        self.endpoint = self.endpoints[self.site.source]
+        self.seed = secrets.randbits(64)
+        self.metrics: dict = {
+            "strategy": self.options.strategy,
+            "hash_bits": self.options.hash_bits,
+            "bytes_to_agent": 0,
+            "bytes_from_agent": 0,
+            "round_trips": 0,
+            "rows_inserted": 0,
+            "rows_updated": 0,
+            "rows_deleted": 0,
+            "groups_sent": 0,
+            "groups_identical": 0,
+            "groups_changed": 0,
+            "groups_regrouped": 0,
+            "groups_regrouped_changed": 0,
+            "tuples_grouped": 0,
+            "tuples_ungrouped": 0,
+            "rows_scanned": 0,
+            "rows_received": 0,
+            "rows_before": 0,
+            "rows_after": 0,
+            "phases": {},
+        }
+        self.current: Version | None = None
+        self.snapshot: DataFrame | None = None
+        self.staging: Path | None = None
+        self.planned = False
+
+    # -- driver ------------------------------------------------------------------------
+    def run(self) -> dict:
+        started = time.monotonic()
+        self.client = AgentClient(self.endpoint.url, self.endpoint.token, verify=self.endpoint.verify)
+        try:
+            for step in self.STEPS:
+                self.progress({"phase": step, **self._traffic()})
+                t0 = time.monotonic()
+                getattr(self, step)()
+                self.metrics["phases"][step] = round(time.monotonic() - t0, 3)
+        except BaseException:
+            self.store.discard(self.sync_id)
+            raise
+        finally:
+            self.client.close()
+            self.metrics.update(self._traffic())
+        self.metrics["wall_seconds"] = round(time.monotonic() - started, 3)
+        self.store.discard(self.sync_id)
+        return self.metrics
+
+    def _traffic(self) -> dict:
+        c = self.client.counter
+        return {"bytes_to_agent": c.sent, "bytes_from_agent": c.received, "round_trips": c.requests}
+
+    # -- steps -------------------------------------------------------------------------
+    def project_snapshot(self) -> None:
+        """Read the stored fragment (the snapshot φ' of the site query) with its ω± columns."""
+        self.staging = self.store.staging(self.sync_id)
+        self.current = self.store.current()
+        if self.current is not None:
+            schema = spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint"
+            self.snapshot = self.spark.read.schema(schema).parquet(str(self.current.fragment(0)))
+
+    def plan_groups(self) -> None:
+        """Choose groups of stable tuples (Algorithm 1 corrected) and hash them on the executors."""
+        self.cost = costs.measure(self.snapshot, self.site, self.options.hash_bits)
+        self.metrics["cost_model"] = {"tuple_bytes": round(self.cost.tuple_bytes, 2), "key_bytes": round(self.cost.key_bytes, 2), "hash_bytes": round(self.cost.hash_bytes, 2)}
+        if self.snapshot is None:
+            return
+        totals = self.snapshot.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(TNO) - 1).alias("obs"), F.sum(F.col(UNO) - 1).alias("upd")).collect()[0]
+        self.metrics["rows_before"] = totals["n"]
+        if self.options.strategy == "full_ship":
+            self.metrics["tuples_ungrouped"] = totals["n"]
+            return
+        prior = None if self.options.prior_mode == "paper" else planning.site_prior(totals["obs"] or 0, totals["upd"] or 0, self.options.default_prior)
+        history = [(r["tno"], r["dno"]) for r in self._deletions(self.current).collect()]
+        p_delete = planning.deletion_probability(history)
+        self.metrics["planning"] = {"prior": prior, "p_delete": p_delete}
+        partitions = self.options.plan_partitions or self.spark.sparkContext.defaultParallelism
+        plan = plan_groups(self.snapshot, self.site.columns, self.site.key, prior=prior, p_delete=p_delete, cost=self.cost, seed=self.seed, bits=self.options.hash_bits, partitions=partitions)
+        plan.write.parquet(str(self.staging / "plan"))
+        self.planned = True
+        stored = self.spark.read.parquet(str(self.staging / "plan"))
+        s = stored.agg(
+            F.sum(F.when(F.col(GROUP_HASH).isNotNull(), 1).otherwise(0)).alias("units"),
+            F.sum(F.when(F.col(GROUP_HASH).isNull() & F.col(UID).isNotNull(), 1).otherwise(0)).alias("grouped"),
+            F.sum(F.when(F.col(GROUP_HASH).isNull() & F.col(UID).isNull(), 1).otherwise(0)).alias("ungrouped"),
+            F.sum(F.col(BENEFIT)).alias("benefit"),
+        ).collect()[0]
+        self.metrics.update(groups_sent=s["units"] or 0, tuples_grouped=s["grouped"] or 0, tuples_ungrouped=s["ungrouped"] or 0, expected_benefit_bytes=round(s["benefit"] or 0.0, 1))
+
+    def exchange_units(self) -> None:
+        """Send the units; receive new and ungrouped rows, deleted keys, broken and changed groups."""
+        control = ExtractControl(site=self._site_spec(), seed=self.seed, hash_bits=self.options.hash_bits, batch_rows=self.options.batch_rows)
+        body = self._request_body(control)
+        rows_schema = arrow_schema(self.site.columns)
+        key_schema = arrow_schema([c for c in self.site.columns if c.name in self.site.key])
+        with _Sink(self.staging / "returned.parquet", rows_schema) as returned, \
+             _Sink(self.staging / "deleted.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), *key_schema])) as deleted, \
+             _Sink(self.staging / "broken.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), pa.field(HASH, pa.binary(self.options.hash_bits // 8)), pa.field(COUNT, pa.int64())])) as broken:
+            sinks = {frames.UNGROUPED_ROWS: returned, frames.CHANGED_ROWS: returned, frames.DELETED_KEYS: deleted, frames.BROKEN_UNITS: broken}
+            for frame in self.client.exchange("/v1/extract", body):
+                if frame.kind == frames.SUMMARY:
+                    self.summary = frame.json()
+                    continue
+                sink = sinks.get(frame.kind)
+                if sink is None:
+                    continue  # a newer agent's extra frame kinds are ignored
+                sink.write(frame.batch())
+                self.progress({"phase": "exchange_units", "rows_received": returned.rows, **self._traffic()})
+        self.metrics.update(
+            rows_scanned=self.summary.get("rows_scanned", 0),
+            rows_received=returned.rows,
+            groups_identical=self.summary.get("units_identical", 0),
+            groups_changed=self.summary.get("units_changed", 0),
+            groups_regrouped=self.summary.get("units_broken", 0),
+            agent_seconds=self.summary.get("elapsed_s"),
+        )
+
+    def regroup(self) -> None:
+        """Check the surviving part of every unit that lost tuples; re-fetch only those that changed."""
+        broken = pq.read_table(self.staging / "broken.parquet")
+        if broken.num_rows == 0:
+            return
+        reported = {uid: (hash_from_bytes(h), n) for uid, h, n in zip(broken.column(WIRE_UID).to_pylist(), broken.column(HASH).to_pylist(), broken.column(COUNT).to_pylist())}
+        gone_table = pq.read_table(self.staging / "deleted.parquet")
+        gone = set(_keys(gone_table, self.site.key))
+        plan = ds.dataset(self.staging / "plan", format="parquet")
+        members = plan.to_table(columns=[*self.site.key, UID, ROW_HASH], filter=pc.field(UID).isin(pa.array(list(reported), pa.int64())) & pc.field(ROW_HASH).is_valid())
+        survivors: dict[int, list] = {}
+        sums: dict[int, int] = {}
+        for k, uid, rh in zip(_keys(members, self.site.key), members.column(UID).to_pylist(), members.column(ROW_HASH).to_pylist()):
+            if k in gone:
+                continue
+            survivors.setdefault(uid, []).append(k)
+            sums[uid] = sums.get(uid, 0) + hash_from_bytes(rh)
+        bits = self.options.hash_bits
+        changed = [uid for uid, (h, n) in reported.items() if n and (combine([sums.get(uid, 0)], bits) != h or len(survivors.get(uid, ())) != n)]
+        self.metrics["groups_regrouped_changed"] = len(changed)
+        if not changed:
+            return
+        keys = [k for uid in changed for k in survivors.get(uid, [])]
+        key_cols = [c for c in self.site.columns if c.name in self.site.key]
+        key_table = _key_table(keys, key_cols)
+        control = FetchControl(site=self._site_spec(), batch_rows=self.options.batch_rows)
+
+        def body() -> Iterator[bytes]:
+            yield frames.json_frame(frames.CONTROL, control.model_dump())
+            for batch in key_table.to_batches(max_chunksize=SEND_BATCH_ROWS):
+                yield frames.arrow_frame(frames.FETCH_KEYS, batch)
+
+        with _Sink(self.staging / "refetched.parquet", arrow_schema(self.site.columns)) as sink:
+            for frame in self.client.exchange("/v1/fetch", body()):
+                if frame.kind == frames.ROWS:
+                    sink.write(frame.batch())
+        self.metrics["rows_received"] += sink.rows
+
+    def build_delta(self) -> None:
+        """Compare returned rows with the snapshot tuple by tuple; stage the next version."""
+        schema = spark_schema(self.site.columns)
+        paths = [str(self.staging / "returned.parquet")]
+        if (self.staging / "refetched.parquet").exists():
+            paths.append(str(self.staging / "refetched.parquet"))
+        returned = self.spark.read.schema(schema).parquet(*paths)
+        check_unique(returned, self.site.key, f"site query of view {self.view_name!r} at source {self.site.source!r}")
+        key_schema = spark_schema([c for c in self.site.columns if c.name in self.site.key])
+        deleted = self.spark.read.schema(key_schema).parquet(str(self.staging / "deleted.parquet"))
+        if self.planned:
+            plan = self.spark.read.parquet(str(self.staging / "plan"))
+            grouped = plan.filter(F.col(UID).isNotNull() & F.col(GROUP_HASH).isNull()).select(*self.site.key)
+        else:
+            grouped = deleted.limit(0)
+        snapshot = self.snapshot if self.snapshot is not None else self.spark.createDataFrame([], spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint")
+        result = build_delta(snapshot, self.site.columns, self.site.key, grouped_keys=grouped, returned=returned, deleted_keys=deleted)
+        try:
+            number = (self.current.number + 1) if self.current else 1
+            self.staged = self.store.staged_version(self.sync_id, number)
+            result.fragment(self.site.columns).write.parquet(str(self.staged.fragment(0)))
+            result.delta(self.site.columns).write.parquet(str(self.store.staged_delta(self.sync_id)))
+            history = self._deletions(self.current)
+            row = self.spark.createDataFrame([(self.sync_id, result.before, result.deleted)], f"{SYNC_COLUMN} string, tno bigint, dno bigint")
+            history.unionByName(row).coalesce(1).write.parquet(str(self.staged.deletions(0)))
+        finally:
+            result.release()
+        self.metrics.update(rows_inserted=result.inserted, rows_updated=result.updated, rows_deleted=result.deleted, rows_after=result.inserted + result.updated + result.kept)
+        full = self.cost.tuple_bytes * self.metrics["rows_scanned"]
+        self.metrics["full_ship_estimate_bytes"] = round(full)
+
+    def commit(self) -> None:
+        """Make the staged version current in one atomic step."""
+        self.metrics.update(self._traffic())
+        self.metrics["realized_benefit_bytes"] = self.metrics["full_ship_estimate_bytes"] - self.metrics["bytes_to_agent"] - self.metrics["bytes_from_agent"]
+        meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": self.metrics["rows_after"], "metrics": self.metrics}
+        self.store.commit(self.staged, meta)
+
+    # -- helpers -----------------------------------------------------------------------
+    def _site_spec(self) -> SiteSpec:
+        return SiteSpec(sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns])
+
+    def _deletions(self, version: Version | None) -> DataFrame:
+        schema = f"{SYNC_COLUMN} string, tno bigint, dno bigint"
+        if version is None or not version.deletions(0).exists():
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(str(version.deletions(0)))
+
+    def _request_body(self, control: ExtractControl) -> Iterator[bytes]:
+        yield frames.json_frame(frames.CONTROL, control.model_dump())
+        if not self.planned:
+            return
+        plan = ds.dataset(self.staging / "plan", format="parquet")
+        units = plan.scanner(columns=[UID, GROUP_HASH], filter=pc.field(GROUP_HASH).is_valid(), batch_size=SEND_BATCH_ROWS)
+        width = self.options.hash_bits // 8
+        for batch in units.to_batches():
+            if batch.num_rows:
+                out = pa.RecordBatch.from_arrays([batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH])
+                yield frames.arrow_frame(frames.UNITS, out)
+        keys = plan.scanner(columns=[UID, *self.site.key], filter=pc.field(UID).is_valid() & pc.field(GROUP_HASH).is_null(), batch_size=SEND_BATCH_ROWS)
+        key_types = {c.name: c.type.arrow() for c in self.site.columns}
+        for batch in keys.to_batches():
+            if batch.num_rows:
+                arrays = [batch.column(0)] + [batch.column(i + 1).cast(key_types[k]) for i, k in enumerate(self.site.key)]
+                yield frames.arrow_frame(frames.UNIT_KEYS, pa.RecordBatch.from_arrays(arrays, names=[WIRE_UID, *self.site.key]))
+
+
+class _Sink:
+    """A Parquet file written batch by batch on the driver (bounded memory)."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path = path
+        self.schema = schema
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> "_Sink":
+        self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        return self
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.schema != self.schema:
+            try:
+                batch = batch.select(self.schema.names).cast(self.schema)
+            except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SourceDataError(f"the agent's rows do not match the expected columns: {exc}") from None
+        self._writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+    def __exit__(self, *exc) -> None:
+        self._writer.close()
+
+
+def _keys(table: pa.Table, key: list[str]) -> list:
+    if len(key) == 1:
+        return table.column(key[0]).to_pylist()
+    return list(zip(*(table.column(k).to_pylist() for k in key)))
+
+
+def _key_table(keys: list, key_cols: list[Column]) -> pa.Table:
+    if len(key_cols) == 1:
+        return pa.table({key_cols[0].name: pa.array(keys, key_cols[0].type.arrow())})
+    return pa.table({c.name: pa.array([k[i] for k in keys], c.type.arrow()) for i, c in enumerate(key_cols)})
