@@ -1,0 +1,56 @@
+"""The warehouse service: create_app(settings) builds the FastAPI app."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from .catalog import Catalog
+from .errors import ServiceError
+from .jobs import SyncRunner
+from .routes import health, sources, syncs, views
+from .settings import ServiceSettings
+
+log = logging.getLogger("service")
+
+
+def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAPI:
+    """Build the app. Spark starts in the lifespan, so /health answers only once it is up."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        app.state.catalog = Catalog(settings.data_dir / "catalog.db")
+        spark = None
+        if start_spark:
+            from warehouse.spark import build_session
+
+            spark = build_session(settings.spark_master, driver_memory=settings.spark_driver_memory)
+        app.state.spark = spark
+        app.state.runner = SyncRunner(settings, app.state.catalog, spark)
+        app.state.runner.recover()
+        try:
+            yield
+        finally:
+            app.state.runner.shutdown()
+            app.state.catalog.close()
+
+    app = FastAPI(title="deltasieve service", version="0.1.0", description="Keeps warehouse views in step with read-only legacy databases.", lifespan=lifespan)
+    app.state.settings = settings
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, exc: ServiceError):
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    for module in (health, sources, views, syncs):
+        app.include_router(module.router)
+    return app

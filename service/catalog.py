@@ -1,0 +1,170 @@
+"""The catalog: sources, views and sync history, in one SQLite file under the data dir."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .errors import Conflict, NotFound
+
+#: Bump with a migration in MIGRATIONS when the catalog's tables change.
+SCHEMA_VERSION = 1
+
+MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE sources (
+        name TEXT PRIMARY KEY,
+        url TEXT NOT NULL,
+        token TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE views (
+        name TEXT PRIMARY KEY,
+        sql TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        options TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE syncs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        view TEXT NOT NULL REFERENCES views(name),
+        status TEXT NOT NULL,
+        error TEXT,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        finished_at TEXT,
+        metrics TEXT NOT NULL DEFAULT '{}',
+        progress TEXT
+    );
+    CREATE INDEX syncs_by_view ON syncs(view, seq);
+    """,
+}
+
+ACTIVE = ("queued", "running")
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Catalog:
+    """Thread-safe access to the catalog file."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._lock = threading.RLock()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                self._conn.execute("BEGIN")
+                for statement in _statements(MIGRATIONS[target]):
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {target}")
+                self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- sources -----------------------------------------------------------------------
+    def add_source(self, name: str, url: str, token: str | None) -> dict:
+        with self._lock:
+            try:
+                self._conn.execute("INSERT INTO sources VALUES (?, ?, ?, ?)", (name, url, token, now()))
+            except sqlite3.IntegrityError:
+                raise Conflict(f"source {name!r} already exists") from None
+        return self.source(name)
+
+    def source(self, name: str) -> dict:
+        row = self._conn.execute("SELECT * FROM sources WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"source {name!r} not found")
+        return dict(row)
+
+    def sources(self) -> list[dict]:
+        return [dict(r) for r in self._conn.execute("SELECT * FROM sources ORDER BY name")]
+
+    # -- views -------------------------------------------------------------------------
+    def add_view(self, name: str, sql: str, definition: dict, options: dict) -> dict:
+        with self._lock:
+            try:
+                self._conn.execute("INSERT INTO views VALUES (?, ?, ?, ?, ?)", (name, sql, json.dumps(definition), json.dumps(options), now()))
+            except sqlite3.IntegrityError:
+                raise Conflict(f"view {name!r} already exists") from None
+        return self.view(name)
+
+    def view(self, name: str) -> dict:
+        row = self._conn.execute("SELECT * FROM views WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"view {name!r} not found")
+        return _view(row)
+
+    def views(self) -> list[dict]:
+        return [_view(r) for r in self._conn.execute("SELECT * FROM views ORDER BY name")]
+
+    # -- syncs -------------------------------------------------------------------------
+    def queue_sync(self, view: str) -> dict:
+        """Record a queued sync, or raise Conflict if the view already has one under way."""
+        with self._lock:
+            busy = self._conn.execute("SELECT id, status FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)).fetchone()
+            if busy is not None:
+                raise Conflict(f"view {view!r} already has sync {busy['id']} {busy['status']}; wait for it to finish")
+            sync_id = uuid.uuid4().hex
+            self._conn.execute("INSERT INTO syncs (id, view, status, created_at) VALUES (?, ?, 'queued', ?)", (sync_id, view, now()))
+        return self.sync(view, sync_id)
+
+    def update_sync(self, sync_id: str, **fields: Any) -> None:
+        for key in ("metrics", "progress"):
+            if key in fields and not isinstance(fields[key], str) and fields[key] is not None:
+                fields[key] = json.dumps(fields[key], default=str)
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        with self._lock:
+            self._conn.execute(f"UPDATE syncs SET {assignments} WHERE id = ?", (*fields.values(), sync_id))
+
+    def sync(self, view: str, sync_id: str) -> dict:
+        row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND id = ?", (view, sync_id)).fetchone()
+        if row is None:
+            raise NotFound(f"sync {sync_id!r} of view {view!r} not found")
+        return _sync(row)
+
+    def syncs(self, view: str, limit: int = 100) -> list[dict]:
+        rows = self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq DESC LIMIT ?", (view, limit))
+        return [_sync(r) for r in rows]
+
+    def active_syncs(self) -> list[dict]:
+        return [_sync(r) for r in self._conn.execute("SELECT * FROM syncs WHERE status IN ('queued', 'running')")]
+
+    def last_succeeded(self, view: str) -> dict | None:
+        row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)).fetchone()
+        return _sync(row) if row else None
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _view(row: sqlite3.Row) -> dict:
+    data = dict(row)
+    data["definition"] = json.loads(data["definition"])
+    data["options"] = json.loads(data["options"])
+    return data
+
+
+def _sync(row: sqlite3.Row) -> dict:
+    data = dict(row)
+    data["metrics"] = json.loads(data["metrics"] or "{}")
+    data["progress"] = json.loads(data["progress"]) if data["progress"] else None
+    data.pop("seq", None)
+    return data

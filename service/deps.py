@@ -1,0 +1,50 @@
+"""Dependencies of the routes, declared once."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Request
+from pyspark.sql import SparkSession
+
+from .catalog import Catalog
+from .errors import Unauthorized
+from .jobs import SyncRunner
+from .settings import ServiceSettings
+
+
+def get_settings(request: Request) -> ServiceSettings:
+    return request.app.state.settings
+
+
+def get_catalog(request: Request) -> Catalog:
+    return request.app.state.catalog
+
+
+def get_runner(request: Request) -> SyncRunner:
+    return request.app.state.runner
+
+
+def get_spark(request: Request) -> SparkSession:
+    return request.app.state.spark
+
+
+def require_api_key(request: Request) -> None:
+    """Mutating calls need the API key when one is configured (X-API-Key or Bearer)."""
+    key = request.app.state.settings.api_key
+    if key is None:
+        return
+    given = request.headers.get("x-api-key")
+    if given is None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token if scheme.lower() == "bearer" else ""
+    if not hmac.compare_digest(given.encode(), key.get_secret_value().encode()):
+        raise Unauthorized("missing or wrong API key (send X-API-Key or Authorization: Bearer)")
+
+
+SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
+RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
+SparkDep = Annotated[SparkSession, Depends(get_spark)]
+ApiKey = Annotated[None, Depends(require_api_key)]

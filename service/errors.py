@@ -1,0 +1,33 @@
+"""Errors of the service, each with the HTTP status it answers with (all 4xx)."""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    status = 400
+
+    def __init__(self, detail):
+        super().__init__(str(detail))
+        self.detail = detail
+
+
+class NotFound(ServiceError):
+    status = 404
+
+
+class Conflict(ServiceError):
+    status = 409
+
+
+class Unprocessable(ServiceError):
+    status = 422
+
+
+class DependencyFailed(ServiceError):
+    """An agent the request needs could not be reached or refused (the caller can fix the source)."""
+
+    status = 424
+
+
+class Unauthorized(ServiceError):
+    status = 401

@@ -1,0 +1,116 @@
+"""Background sync jobs: one at a time per view, a few views at once."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from pyspark.sql import SparkSession
+
+from warehouse.errors import WarehouseError
+from warehouse.storage import ViewStore
+from warehouse.sync import Endpoint, SyncOptions, SyncRun
+from warehouse.viewdef import ViewDef
+
+from .catalog import Catalog, now
+from .settings import ServiceSettings
+
+log = logging.getLogger("service.jobs")
+
+#: Smallest interval between two progress writes of one sync to the catalog.
+PROGRESS_INTERVAL_S = 0.5
+
+
+class SyncRunner:
+    def __init__(self, settings: ServiceSettings, catalog: Catalog, spark: SparkSession):
+        self.settings = settings
+        self.catalog = catalog
+        self.spark = spark
+        self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
+        self.futures: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    def store(self, view: str) -> ViewStore:
+        return ViewStore(self.settings.data_dir, view)
+
+    def recover(self) -> None:
+        """Settle syncs a previous process left queued or running, and clean their files."""
+        for sync in self.catalog.active_syncs():
+            current = self.store(sync["view"]).current()
+            if current is not None and current.sync_id == sync["id"]:
+                # It committed, but the process died before the catalog heard of it.
+                self.catalog.update_sync(sync["id"], status="succeeded", finished_at=now(), metrics=current.meta().get("metrics", {}), progress=None)
+            else:
+                self.catalog.update_sync(sync["id"], status="failed", finished_at=now(), error="interrupted: the service stopped before this sync finished; the view is unchanged", progress=None)
+        for view in self.catalog.views():
+            removed = self.store(view["name"]).cleanup()
+            if removed:
+                log.info("view %s: removed %d leftover path(s)", view["name"], len(removed))
+
+    def submit(self, view: str) -> dict:
+        record = self.catalog.queue_sync(view)
+        with self._lock:
+            self.futures[record["id"]] = self.pool.submit(self._run, view, record["id"])
+        return record
+
+    def wait(self, sync_id: str) -> None:
+        future = self.futures.get(sync_id)
+        if future is not None:
+            future.result()
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _options(self, view: dict) -> SyncOptions:
+        s = self.settings
+        return SyncOptions(
+            strategy=view["options"].get("strategy", "group_hash"),
+            hash_bits=s.hash_bits,
+            prior_mode=s.prior_mode,
+            default_prior=s.default_prior,
+            plan_partitions=s.plan_partitions,
+        )
+
+    def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
+        verify: object = True
+        if self.settings.agent_ca_bundle:
+            verify = ssl.create_default_context(cafile=str(self.settings.agent_ca_bundle))
+        out = {}
+        for site in definition.sites:
+            source = self.catalog.source(site.source)
+            out[site.source] = Endpoint(source["name"], source["url"], source["token"], verify)
+        return out
+
+    def _run(self, view_name: str, sync_id: str) -> None:
+        self.catalog.update_sync(sync_id, status="running", started_at=now())
+        last = [0.0]
+
+        def progress(info: dict) -> None:
+            import time
+
+            t = time.monotonic()
+            if t - last[0] >= PROGRESS_INTERVAL_S or info.get("phase") != getattr(progress, "phase", None):
+                progress.phase = info.get("phase")
+                last[0] = t
+                self.catalog.update_sync(sync_id, progress=info)
+
+        try:
+            view = self.catalog.view(view_name)
+            definition = ViewDef.from_json(view["definition"])
+            self.spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
+            run = SyncRun(self.spark, self.store(view_name), view_name, definition, self._endpoints(definition), sync_id, self._options(view), progress)
+            metrics = run.run()
+        except WarehouseError as exc:
+            log.warning("sync %s of view %s failed: %s", sync_id, view_name, exc.message)
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=exc.message, progress=None, metrics=getattr(locals().get("run"), "metrics", {}))
+        except Exception as exc:  # an unexpected failure still ends the sync cleanly
+            log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=f"internal error: {type(exc).__name__}: {exc}", progress=None)
+        else:
+            self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
+        finally:
+            with self._lock:
+                self.futures.pop(sync_id, None)

@@ -1,0 +1,50 @@
+"""Values of view rows as JSON, per CONTRACT.md: exact decimals as strings, dates and
+timestamps as ISO 8601, bytes as base64, NULL as null; non-finite floats as strings."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+from decimal import Decimal
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow.dataset as ds
+
+
+def to_json_value(value):
+    """JSON-ready form of one canonical value.
+
+    >>> to_json_value(Decimal("1.50")), to_json_value(b"\\x00\\xff"), to_json_value(float("nan"))
+    ('1.50', 'AP8=', 'NaN')
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return str(value)
+
+
+def ndjson_lines(path: Path, columns: list[str], *, op_column: str | None = None, batch_rows: int = 8192) -> Iterator[bytes]:
+    """Stream a Parquet dataset as NDJSON, one batch in memory at a time."""
+    dataset = ds.dataset(path, format="parquet")
+    wanted = ([op_column] if op_column else []) + columns
+    for batch in dataset.to_batches(columns=wanted, batch_size=batch_rows):
+        data = {name: batch.column(name).to_pylist() for name in wanted}
+        lines = []
+        for i in range(batch.num_rows):
+            row = {c: to_json_value(data[c][i]) for c in columns}
+            obj = {"op": data[op_column][i], "row": row} if op_column else row
+            lines.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+        if lines:
+            yield ("\n".join(lines) + "\n").encode("utf-8")

@@ -1,0 +1,61 @@
+"""Syncs: start one, follow it, read its delta."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, status
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from warehouse.storage import OP, ViewStore
+from warehouse.viewdef import ViewDef
+
+from ..deps import ApiKey, CatalogDep, RunnerDep, SettingsDep
+from ..errors import Conflict, NotFound
+from ..jsonvalues import ndjson_lines
+from ..models import SyncOut, SyncQueued
+
+router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
+
+NDJSON = "application/x-ndjson"
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=SyncQueued,
+    operation_id="start_sync",
+    responses={200: {"model": SyncOut, "description": "with ?wait=true: the finished sync"}, 409: {"description": "a sync of this view is already queued or running"}},
+)
+async def start_sync(name: str, catalog: CatalogDep, runner: RunnerDep, _: ApiKey, wait: bool = False):
+    """Queue a sync of the view (the first one loads it); with wait=true, answer when it ends."""
+    catalog.view(name)
+    record = runner.submit(name)
+    if not wait:
+        return SyncQueued(id=record["id"], status="queued")
+    await asyncio.to_thread(runner.wait, record["id"])
+    return JSONResponse(SyncOut(**catalog.sync(name, record["id"])).model_dump(), status_code=200)
+
+
+@router.get("", response_model=list[SyncOut], operation_id="list_syncs")
+def list_syncs(name: str, catalog: CatalogDep) -> list[SyncOut]:
+    catalog.view(name)
+    return [SyncOut(**s) for s in catalog.syncs(name)]
+
+
+@router.get("/{sync_id}", response_model=SyncOut, operation_id="get_sync")
+def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
+    return SyncOut(**catalog.sync(name, sync_id))
+
+
+@router.get("/{sync_id}/delta", operation_id="get_sync_delta", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one {op, row} object per changed view row"}})
+def get_delta(name: str, sync_id: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
+    """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line."""
+    sync = catalog.sync(name, sync_id)
+    if sync["status"] != "succeeded":
+        raise Conflict(f"sync {sync_id} is {sync['status']}; only a succeeded sync has a delta")
+    path = ViewStore(settings.data_dir, name).delta(sync_id)
+    if not path.exists():
+        raise NotFound(f"the delta of sync {sync_id} is no longer stored")
+    definition = ViewDef.from_json(catalog.view(name)["definition"])
+    return StreamingResponse(ndjson_lines(path, [c.name for c in definition.columns], op_column=OP), media_type=NDJSON)

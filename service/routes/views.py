@@ -1,0 +1,135 @@
+"""Views: definitions, current rows, statistics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+from fastapi.responses import StreamingResponse
+from pyspark.sql import functions as F
+
+from warehouse.agent_client import AgentClient
+from warehouse.errors import WarehouseError
+from warehouse.storage import TNO, UNO, ViewStore
+from warehouse.viewdef import SourceSchema, UnknownSourceError, ViewDef, ViewDefinitionError, analyze_view, referenced_sources
+
+from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
+from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
+from ..jsonvalues import ndjson_lines
+from ..models import ViewIn, ViewOut
+
+router = APIRouter(prefix="/v1/views", tags=["views"])
+
+NDJSON = "application/x-ndjson"
+
+
+def view_out(row: dict) -> ViewOut:
+    d = ViewDef.from_json(row["definition"])
+    return ViewOut(
+        name=row["name"],
+        sql=row["sql"],
+        columns=[c.name for c in d.columns],
+        column_types={c.name: str(c.type) for c in d.columns},
+        key=d.key,
+        sites=[{"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key} for s in d.sites],
+        strategy=row["options"].get("strategy", "group_hash"),
+        created_at=row["created_at"],
+    )
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view")
+def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
+    try:
+        catalog.view(body.name)
+    except NotFound:
+        pass
+    else:
+        raise Conflict(f"view {body.name!r} already exists")
+    try:
+        names = referenced_sources(body.sql)
+    except ViewDefinitionError as exc:
+        raise Unprocessable(exc.detail) from None
+    schemas = {}
+    for name in names:
+        try:
+            source = catalog.source(name)
+        except NotFound:
+            raise Unprocessable(f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})") from None
+        try:
+            with AgentClient(source["url"], source["token"]) as client:
+                schemas[name] = SourceSchema.from_json(client.schema())
+        except WarehouseError as exc:
+            raise DependencyFailed(f"cannot read the schema of source {name!r}: {exc.message}") from None
+    try:
+        definition = analyze_view(body.sql, schemas)
+    except ViewDefinitionError as exc:
+        raise Unprocessable(exc.detail) from None
+    row = catalog.add_view(body.name, body.sql, definition.to_json(), {"strategy": body.strategy})
+    return view_out(row)
+
+
+@router.get("", response_model=list[ViewOut], operation_id="list_views")
+def list_views(catalog: CatalogDep) -> list[ViewOut]:
+    return [view_out(r) for r in catalog.views()]
+
+
+@router.get("/{name}", response_model=ViewOut, operation_id="get_view")
+def get_view(name: str, catalog: CatalogDep) -> ViewOut:
+    return view_out(catalog.view(name))
+
+
+def _current(settings, name: str):
+    version = ViewStore(settings.data_dir, name).current()
+    if version is None:
+        raise Conflict(f"view {name!r} has not been loaded yet: run POST /v1/views/{name}/syncs first")
+    return version
+
+
+@router.get("/{name}/rows", operation_id="get_view_rows", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one JSON object per row"}})
+def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
+    """Rows of the view as of its last successful sync, as NDJSON."""
+    definition = ViewDef.from_json(catalog.view(name)["definition"])
+    version = _current(settings, name)
+    return StreamingResponse(ndjson_lines(version.fragment(0), [c.name for c in definition.columns]), media_type=NDJSON)
+
+
+@router.get("/{name}/statistics", operation_id="get_view_statistics")
+def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
+    """Update statistics (ω±) and deletion statistics (ω−) in summary, per site."""
+    definition = ViewDef.from_json(catalog.view(name)["definition"])
+    version = _current(settings, name)
+    sites = []
+    for i, site in enumerate(definition.sites):
+        frag = spark.read.parquet(str(version.fragment(i)))
+        p = F.col(UNO) / F.col(TNO)
+        agg = frag.agg(
+            F.count(F.lit(1)).alias("tuples"),
+            F.avg(TNO).alias("mean_tno"),
+            F.max(TNO).alias("max_tno"),
+            F.sum(F.col(UNO) - 1).alias("updates_observed"),
+            F.sum(F.col(TNO) - 1).alias("observations"),
+            F.sum(F.when(F.col(UNO) > 1, 1).otherwise(0)).alias("tuples_ever_updated"),
+        ).collect()[0]
+        buckets = frag.select(F.least(F.floor(p * 10), F.lit(9)).alias("b")).groupBy("b").count().collect()
+        histogram = [0] * 10
+        for row in buckets:
+            histogram[int(row["b"])] = row["count"]
+        deletions = [r.asDict() for r in spark.read.parquet(str(version.deletions(i))).collect()]
+        ratios = [d["dno"] / d["tno"] for d in deletions if d["tno"]]
+        sites.append(
+            {
+                "source": site.source,
+                "update_statistics": {
+                    "tuples": agg["tuples"],
+                    "mean_tno": agg["mean_tno"],
+                    "max_tno": agg["max_tno"],
+                    "updates_observed": agg["updates_observed"] or 0,
+                    "observations": agg["observations"] or 0,
+                    "tuples_ever_updated": agg["tuples_ever_updated"] or 0,
+                    "update_probability_histogram": {"bucket_width": 0.1, "counts": histogram},
+                },
+                "deletion_statistics": {
+                    "syncs": [{"sync": d["__sync"], "tno": d["tno"], "dno": d["dno"]} for d in deletions],
+                    "deletion_probability": sum(ratios) / len(ratios) if ratios else 0.0,
+                },
+            }
+        )
+    return {"view": name, "version": version.number, "sites": sites}

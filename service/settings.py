@@ -1,0 +1,36 @@
+"""Settings of the warehouse service: flags on the command line, or SERVICE_* variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_PORT = 8000
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SERVICE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    data_dir: Path = Path("./data")
+    spark_master: str = Field(default="local[*]", description="local[*] or a cluster master URL")
+    spark_driver_memory: str = "2g"
+    #: Syncs of different views that may run at once (Spark shares the machine between them).
+    max_concurrent_syncs: int = Field(default=2, ge=1)
+    api_key: SecretStr | None = Field(default=None, description="when set, required (X-API-Key or Bearer) on every mutating call")
+    hash_bits: Literal[64, 128] = 128
+    prior_mode: Literal["site", "paper"] = Field(default="site", description="how update probabilities treat a tuple's entry; see README")
+    default_prior: float = Field(default=0.05, ge=0.0, le=1.0, description="update probability assumed before any update was observed")
+    plan_partitions: int = Field(default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism")
+    agent_read_timeout_s: float = Field(default=600.0, gt=0, description="seconds without a byte from an agent before a call fails")
+    agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
+    log_level: str = "info"
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value):
+        return None if value in ("", None) else value
