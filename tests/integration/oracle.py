@@ -1,0 +1,62 @@
+"""The truth, computed straight from the source databases, and the delta it implies."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Iterable
+
+Normalizer = Callable[[object], object]
+
+
+def keyed(rows: Iterable[dict], key: list[str]) -> dict:
+    out = {}
+    for row in rows:
+        k = tuple(row[c] for c in key)
+        assert k not in out, f"duplicate key {k} in {row}"
+        out[k] = row
+    return out
+
+
+def normalize(rows: Iterable[tuple], columns: list[str], normalizers: dict[str, Normalizer]) -> list[dict]:
+    out = []
+    for row in rows:
+        out.append({c: (normalizers[c](v) if c in normalizers and v is not None else v) for c, v in zip(columns, row)})
+    return out
+
+
+def expected_delta(before: dict, after: dict) -> dict:
+    """{key: (op, row)} that turns `before` into `after`, real changes only."""
+    delta = {}
+    for k, row in after.items():
+        if k not in before:
+            delta[k] = ("insert", row)
+        elif before[k] != row:
+            delta[k] = ("update", row)
+    for k, row in before.items():
+        if k not in after:
+            delta[k] = ("delete", row)
+    return delta
+
+
+def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: dict) -> None:
+    """The view equals the truth; its delta and metrics say exactly what changed."""
+    assert sync["status"] == "succeeded", sync["error"]
+    rows = keyed(api.rows(view), key)
+    if rows != truth:
+        missing = truth.keys() - rows.keys()
+        extra = rows.keys() - truth.keys()
+        differ = [(rows[k], truth[k]) for k in rows.keys() & truth.keys() if rows[k] != truth[k]]
+        raise AssertionError(f"view {view} differs from the source: missing {sorted(missing)[:5]}, extra {sorted(extra)[:5]}, different {differ[:3]}")
+    want = expected_delta(before, truth)
+    got = {}
+    for line in api.delta(view, sync["id"]):
+        k = tuple(line["row"][c] for c in key)
+        assert k not in got, f"key {k} twice in the delta"
+        got[k] = (line["op"], line["row"] if line["op"] != "delete" else want.get(k, (None, line["row"]))[1])
+    assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in want.items()}, "delta ops differ from the truth"
+    for k, (op, row) in want.items():
+        if op != "delete":
+            assert got[k][1] == row, f"delta row for {k}: {json.dumps(got[k][1])} != {json.dumps(row)}"
+    m = sync["metrics"]
+    counts = {op: sum(1 for v in want.values() if v[0] == op) for op in ("insert", "update", "delete")}
+    assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (counts["insert"], counts["update"], counts["delete"])

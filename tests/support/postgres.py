@@ -1,0 +1,168 @@
+"""A throwaway PostgreSQL server for tests, started from the Debian packages' binaries.
+
+PostgreSQL refuses to run as root, so when the suite runs as root (as in CI) the server
+runs as the `postgres` system user via `runuser`, in a directory that user owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+#: Where Debian's postgresql-NN packages put the server binaries.
+BIN_GLOB = "/usr/lib/postgresql/*/bin"
+#: Seconds allowed for initdb, start and stop; a healthy start takes one or two.
+COMMAND_TIMEOUT_S = 60
+#: Unix socket paths are limited to 107 bytes; leave room for `/.s.PGSQL.NNNNN`.
+MAX_SOCKET_DIR_LEN = 80
+SYSTEM_USER = "postgres"
+
+
+@dataclass
+class PostgresServer:
+    """A running server: roles `owner` (superuser, writes the data) and `reader` (SELECT only)."""
+
+    host: str
+    port: int
+    datadir: Path
+    logfile: Path
+    owner_url: str
+    reader_url: str
+    _root: Path
+    _bindir: Path
+    _as_postgres: bool
+
+    def stop(self) -> None:
+        """Stop the server at once and remove its files; safe to call twice."""
+        if self.datadir.exists():
+            try:
+                _run(self._bindir, self._as_postgres, self._root, "pg_ctl", "stop", "-D", str(self.datadir), "-m", "immediate", "-w")
+            except (subprocess.SubprocessError, OSError):
+                _kill_postmaster(self.datadir)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+def start_postgres(tmpdir: Path, dbname: str = "legacy") -> PostgresServer:
+    """Initialise and start a server on 127.0.0.1 with database `dbname` and both roles.
+
+    Settings: `fsync=off` (speed), `log_statement=all` with each line prefixed by
+    `user@database`, logged to `<datadir>/postgres.log`. Local socket connections are
+    trusted; TCP connections must give the role's password.
+    """
+    bindir = _find_bindir()
+    as_postgres = os.geteuid() == 0
+    root = _server_root(Path(tmpdir), as_postgres)
+    datadir, logfile = root / "data", root / "data" / "postgres.log"
+    port = _free_port()
+    server = PostgresServer(
+        host="127.0.0.1", port=port, datadir=datadir, logfile=logfile,
+        owner_url="", reader_url="", _root=root, _bindir=bindir, _as_postgres=as_postgres,
+    )
+    try:
+        _run(bindir, as_postgres, root, "initdb", "-D", str(datadir), "-U", "owner", "-E", "UTF8", "--locale=C",
+             "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
+        settings = {
+            "listen_addresses": "'127.0.0.1'",
+            "port": str(port),
+            "unix_socket_directories": f"'{root}'",
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "log_statement": "'all'",
+            "log_line_prefix": "'%m [%p] %u@%d '",
+            "logging_collector": "off",
+        }
+        with open(datadir / "postgresql.conf", "a", encoding="utf-8") as conf:
+            conf.write("\n# test server\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
+        _run(bindir, as_postgres, root, "pg_ctl", "start", "-D", str(datadir), "-l", str(logfile), "-w", "-t", str(COMMAND_TIMEOUT_S))
+        owner_password, reader_password = secrets.token_hex(12), secrets.token_hex(12)
+        _create_roles(root, port, dbname, owner_password, reader_password)
+    except BaseException:
+        server.stop()
+        raise
+    server.owner_url = f"postgresql://owner:{owner_password}@127.0.0.1:{port}/{dbname}"
+    server.reader_url = f"postgresql://reader:{reader_password}@127.0.0.1:{port}/{dbname}"
+    return server
+
+
+def _find_bindir() -> Path:
+    candidates = sorted(glob.glob(BIN_GLOB), key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0)
+    for bindir in reversed(candidates):
+        if (Path(bindir) / "initdb").is_file() and (Path(bindir) / "pg_ctl").is_file():
+            return Path(bindir)
+    raise RuntimeError(f"no PostgreSQL server binaries match {BIN_GLOB}; install the postgresql (server) package, e.g. `apt-get install postgresql-15`")
+
+
+def _server_root(tmpdir: Path, as_postgres: bool) -> Path:
+    """A fresh directory for the server's files, which the server's user can reach."""
+    parent = tmpdir
+    # pytest's tmp dirs live under a 0700 directory of the current user, which the
+    # `postgres` user cannot enter; long paths would also break the unix socket.
+    if (as_postgres and not _reachable_by_others(tmpdir)) or len(str(tmpdir)) > MAX_SOCKET_DIR_LEN - 20:
+        parent = Path(tempfile.gettempdir())
+    root = Path(tempfile.mkdtemp(prefix="pg-", dir=parent))
+    if as_postgres:
+        shutil.chown(root, SYSTEM_USER, SYSTEM_USER)
+    return root
+
+
+def _reachable_by_others(path: Path) -> bool:
+    """Whether every directory from / down to `path` lets other users pass through."""
+    path = path.resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(bindir: Path, as_postgres: bool, cwd: Path, program: str, *args: str) -> None:
+    command = [str(bindir / program), *args]
+    if as_postgres:
+        command = ["runuser", "-u", SYSTEM_USER, "--", *command]
+    # cwd: the `postgres` user may not be allowed into the caller's working directory.
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+                            env={**os.environ, "LC_ALL": "C"})
+    if result.returncode != 0:
+        raise RuntimeError(f"{program} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
+
+
+def _kill_postmaster(datadir: Path) -> None:
+    """Last resort when pg_ctl cannot stop the server: SIGQUIT (immediate) to its postmaster."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        pid = int((datadir / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(pid, signal.SIGQUIT)
+        for _ in range(50):
+            os.kill(pid, 0)  # raises once the process is gone
+            time.sleep(0.1)
+
+
+def _create_roles(socket_dir: Path, port: int, dbname: str, owner_password: str, reader_password: str) -> None:
+    admin = f"host={socket_dir} port={port} user=owner"
+    with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
+        conn.execute("SET log_statement = 'none'")  # keep the passwords out of the statement log
+        conn.execute(f"ALTER ROLE owner PASSWORD '{owner_password}'")
+        conn.execute(f"CREATE ROLE reader LOGIN PASSWORD '{reader_password}'")
+        conn.execute(f'CREATE DATABASE "{dbname}" OWNER owner')
+        # Nothing for PUBLIC (no TEMP, no CONNECT): the reader gets exactly what is granted.
+        conn.execute(f'REVOKE ALL ON DATABASE "{dbname}" FROM PUBLIC')
+        conn.execute(f'GRANT CONNECT ON DATABASE "{dbname}" TO reader')
+    with psycopg.connect(f"{admin} dbname={dbname}", autocommit=True) as conn:
+        conn.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
+        conn.execute("GRANT USAGE ON SCHEMA public TO reader")
+        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+        conn.execute("ALTER DEFAULT PRIVILEGES FOR ROLE owner IN SCHEMA public GRANT SELECT ON TABLES TO reader")

@@ -1,0 +1,130 @@
+"""Start the agent and the service as real processes, and talk to them over HTTP.
+
+Used by the demo, the integration tests and the benchmarks alike."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Process:
+    """A child process that serves HTTP; stopped (and its log kept) on exit."""
+
+    def __init__(self, args: list[str], *, port: int, host: str = "127.0.0.1", env: dict | None = None, log: Path, scheme: str = "http", startup_timeout_s: float = 120.0, verify=True, prefix: list[str] | None = None):
+        self.port = port
+        self.host = host
+        self.url = f"{scheme}://{host}:{port}"
+        self.log = log
+        self.verify = verify
+        full_env = {**os.environ, **(env or {})}
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        self._log_handle = open(log, "ab")
+        self.proc = subprocess.Popen([*(prefix or []), sys.executable, *args], cwd=ROOT, env=full_env, stdout=self._log_handle, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_ready(startup_timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.url} exited with {self.proc.returncode} before it was ready; log:\n{self.tail()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2, verify=self.verify).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{self.url} not ready after {timeout_s} s; log:\n{self.tail()}")
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log_handle.close()
+
+
+def start_agent(db_url: str, log_dir: Path, *, token: str | None = None, allow: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None, extra: list[str] | None = None, env: dict | None = None, prefix: list[str] | None = None) -> Process:
+    port = port or free_port()
+    args = ["-m", "remote_agent", "--db-url", db_url, "--host", host, "--port", str(port), "--log-level", "warning"]
+    if token:
+        args += ["--token", token]
+    for table in allow or []:
+        args += ["--allow", table]
+    args += extra or []
+    return Process(args, port=port, host=host, log=log_dir / f"agent-{port}.log", startup_timeout_s=30, env=env, prefix=prefix)
+
+
+def start_service(data_dir: Path, log_dir: Path, *, port: int | None = None, env: dict | None = None) -> Process:
+    port = port or free_port()
+    args = ["-m", "service", "--port", str(port), "--data-dir", str(data_dir), "--log-level", "warning"]
+    return Process(args, port=port, log=log_dir / f"service-{port}.log", startup_timeout_s=180, env=env)
+
+
+class Api:
+    """A thin client of the service API for tests and scripts."""
+
+    def __init__(self, url: str, timeout: float = 600.0, headers: dict | None = None):
+        self.http = httpx.Client(base_url=url, timeout=timeout, headers=headers)
+
+    def add_source(self, name: str, url: str, token: str | None = None) -> dict:
+        r = self.http.post("/v1/sources", json={"name": name, "url": url, "token": token})
+        r.raise_for_status()
+        return r.json()
+
+    def add_view(self, name: str, sql: str, **extra) -> dict:
+        r = self.http.post("/v1/views", json={"name": name, "sql": sql, **extra})
+        if r.status_code != 201:
+            raise AssertionError(f"view not created: {r.status_code} {r.text}")
+        return r.json()
+
+    def sync(self, view: str) -> dict:
+        r = self.http.post(f"/v1/views/{view}/syncs", params={"wait": "true"})
+        if r.status_code != 200:
+            raise AssertionError(f"sync did not run: {r.status_code} {r.text}")
+        return r.json()
+
+    def ndjson(self, path: str) -> list[dict]:
+        import json
+
+        r = self.http.get(path)
+        r.raise_for_status()
+        return [json.loads(line) for line in r.text.splitlines() if line]
+
+    def rows(self, view: str) -> list[dict]:
+        return self.ndjson(f"/v1/views/{view}/rows")
+
+    def delta(self, view: str, sync_id: str) -> list[dict]:
+        return self.ndjson(f"/v1/views/{view}/syncs/{sync_id}/delta")
+
+    def close(self) -> None:
+        self.http.close()
