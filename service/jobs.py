@@ -72,6 +72,7 @@ class SyncRunner:
             prior_mode=s.prior_mode,
             default_prior=s.default_prior,
             plan_partitions=s.plan_partitions,
+            grouping=s.grouping,
         )
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:

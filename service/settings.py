@@ -25,6 +25,7 @@ class ServiceSettings(BaseSettings):
     hash_bits: Literal[64, 128] = 128
     prior_mode: Literal["site", "paper"] = Field(default="site", description="how update probabilities treat a tuple's entry; see README")
     default_prior: float = Field(default=0.05, ge=0.0, le=1.0, description="update probability assumed before any update was observed")
+    grouping: Literal["per_tuple", "group"] = Field(default="per_tuple", description="grow a group while it raises EB per tuple, or the group's EB (the paper's rule)")
     plan_partitions: int = Field(default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism")
     agent_read_timeout_s: float = Field(default=600.0, gt=0, description="seconds without a byte from an agent before a call fails")
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")

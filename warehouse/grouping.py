@@ -22,7 +22,7 @@ from pyspark.sql import Column as SparkColumn, DataFrame, functions as F
 from remote_agent.protocol.encoding import combine, hash_to_bytes, row_hashes
 from remote_agent.protocol.types import Column
 
-from .planning import CostModel, GroupBuilder
+from .planning import DEFAULT_GROUPING, CostModel, GroupBuilder
 from .storage import TNO, UNO
 
 PROB = "__p"
@@ -49,14 +49,14 @@ def plan_schema(columns: list[Column], key: list[str]) -> str:
     return ", ".join(fields + [f"{UID} bigint", f"{ROW_HASH} binary", f"{GROUP_HASH} binary", f"{GROUP_SIZE} int", f"{BENEFIT} double"])
 
 
-def _partition_planner(columns: list[Column], key: list[str], seed: int, bits: int, p_delete: float, cost: CostModel) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _partition_planner(columns: list[Column], key: list[str], seed: int, bits: int, p_delete: float, cost: CostModel, criterion: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     width = bits // 8
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         partition = TaskContext.get().partitionId()
-        builder = GroupBuilder(p_delete, cost)
+        builder = GroupBuilder(p_delete, cost, criterion=criterion)
         sums: dict[int, int] = {}
         reported = 0
         key_types = None
@@ -133,9 +133,9 @@ def _unit_rows(closed, sums: dict[int, int], partition: int, key: list[str], key
     return pa.RecordBatch.from_arrays(arrays, names=key + [UID, ROW_HASH, GROUP_HASH, GROUP_SIZE, BENEFIT])
 
 
-def plan_groups(snapshot: DataFrame, columns: list[Column], key: list[str], *, prior: float | None, p_delete: float, cost: CostModel, seed: int, bits: int, partitions: int) -> DataFrame:
+def plan_groups(snapshot: DataFrame, columns: list[Column], key: list[str], *, prior: float | None, p_delete: float, cost: CostModel, seed: int, bits: int, partitions: int, criterion: str = DEFAULT_GROUPING) -> DataFrame:
     """The grouping plan of a snapshot (site columns + ω± columns), computed on the executors."""
     with_p = snapshot.withColumn(PROB, probability(prior))
     ordered = with_p.repartitionByRange(max(1, partitions), F.col(PROB)).sortWithinPartitions(PROB, *key)
-    planner = _partition_planner(columns, key, seed, bits, p_delete, cost)
+    planner = _partition_planner(columns, key, seed, bits, p_delete, cost, criterion)
     return ordered.mapInArrow(planner, plan_schema(columns, key))

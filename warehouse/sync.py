@@ -49,6 +49,7 @@ class SyncOptions:
     #: Update probability assumed before any update has been observed.
     default_prior: float = 0.05
     plan_partitions: int = 0  # 0: Spark's default parallelism
+    grouping: str = planning.DEFAULT_GROUPING
     batch_rows: int = 16_384
 
 
@@ -159,9 +160,9 @@ class SyncRun:
         prior = None if self.options.prior_mode == "paper" else planning.site_prior(totals["obs"] or 0, totals["upd"] or 0, self.options.default_prior)
         history = [(r["tno"], r["dno"]) for r in self._deletions(self.current).collect()]
         p_delete = planning.deletion_probability(history)
-        self.metrics["planning"] = {"prior": prior, "p_delete": p_delete}
+        self.metrics["planning"] = {"prior": prior, "p_delete": p_delete, "grouping": self.options.grouping}
         partitions = self.options.plan_partitions or self.spark.sparkContext.defaultParallelism
-        plan = plan_groups(self.snapshot, self.site.columns, self.site.key, prior=prior, p_delete=p_delete, cost=self.cost, seed=self.seed, bits=self.options.hash_bits, partitions=partitions)
+        plan = plan_groups(self.snapshot, self.site.columns, self.site.key, prior=prior, p_delete=p_delete, cost=self.cost, seed=self.seed, bits=self.options.hash_bits, partitions=partitions, criterion=self.options.grouping)
         plan.write.parquet(str(self.staging / "plan"))
         self.planned = True
         stored = self.spark.read.parquet(str(self.staging / "plan"))

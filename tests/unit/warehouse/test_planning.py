@@ -187,13 +187,36 @@ def test_cuts_where_the_benefit_would_fall():
 
 
 def test_grows_while_benefit_rises_with_deletions():
-    # p_delete = 0.25, every p = 0: P(n) = 0.75^n
+    # The paper's rule. p_delete = 0.25, every p = 0: P(n) = 0.75^n
     # EB(1) = 64·0.75 − 24 = 24; EB(2) = 128·0.5625 − 40 = 32 > 24: grow
     # EB(3) = 192·0.421875 − 56 = 25 < 32: cut; the third tuple alone: 24
-    assert select_groups([0.0, 0.0, 0.0], p_delete=0.25, cost=COST) == [
+    assert select_groups([0.0, 0.0, 0.0], p_delete=0.25, cost=COST, criterion="group") == [
         Group(start=0, size=2, survival=0.5625, benefit=32.0),
         Group(start=2, size=1, survival=0.75, benefit=24.0),
     ]
+
+
+def test_per_tuple_rule_stops_growing_where_benefit_per_tuple_falls():
+    # Same tuples, default rule: EB(1)/1 = 24, EB(2)/2 = 16 < 24: cut at every tuple.
+    # Three groups of one save 72 in all, against 32 + 24 = 56 for the paper's plan.
+    groups = select_groups([0.0, 0.0, 0.0], p_delete=0.25, cost=COST)
+    assert groups == [Group(start=i, size=1, survival=0.75, benefit=24.0) for i in range(3)]
+    assert sum(g.benefit for g in groups) > 56.0
+
+
+def test_per_tuple_rule_beats_the_paper_rule_on_a_long_stable_run():
+    # 1,000 tuples that change with probability 0.3 % each, the sizes of the demo's data.
+    cost = CostModel(tuple_bytes=45, key_bytes=3.4, hash_bytes=17.7)
+    probs = [0.001] * 1000
+    per_tuple = select_groups(probs, p_delete=0.002, cost=cost)
+    paper = select_groups(probs, p_delete=0.002, cost=cost, criterion="group")
+    assert 5 <= per_tuple[0].size <= 20 < paper[0].size
+    assert sum(g.benefit for g in per_tuple) > sum(g.benefit for g in paper)
+
+
+def test_unknown_criterion_is_refused():
+    with pytest.raises(ValueError, match="criterion"):
+        GroupBuilder(0.0, COST, criterion="biggest")
 
 
 def test_equal_benefit_cuts():
@@ -345,9 +368,15 @@ def cost_models(draw) -> CostModel:
     p_delete=st.one_of(st.just(0.0), st.floats(min_value=0.0, max_value=0.3)),
     cost=cost_models(),
     cap=st.sampled_from([1, 2, 3, 7, MAX_GROUP_SIZE]),
+    criterion=st.sampled_from(["per_tuple", "group"]),
 )
-def test_groups_are_locally_optimal(probs, p_delete, cost, cap):
-    groups = select_groups(probs, p_delete, cost, max_group_size=cap)
+def test_groups_are_locally_optimal(probs, p_delete, cost, cap, criterion):
+    groups = select_groups(probs, p_delete, cost, max_group_size=cap, criterion=criterion)
+
+    def score(n, members):  # what the criterion maximises when it grows a group
+        eb = expected_benefit(n, group_survival(members, p_delete), cost)
+        return eb / n if criterion == "per_tuple" else eb
+
     ungrouped = _assert_prefix_cover(groups, len(probs))
     assert sum(g.size for g in groups) + ungrouped == len(probs)
     for g in groups:
@@ -356,15 +385,15 @@ def test_groups_are_locally_optimal(probs, p_delete, cost, cap):
         assert g.survival == group_survival(members, p_delete)
         assert g.benefit == expected_benefit(g.size, g.survival, cost)
         assert g.benefit > 0
-        # every tuple that joined raised EB strictly
+        # every tuple that joined raised the criterion strictly (in exact arithmetic; the
+        # builder compares EB·n cross-multiplied, so allow for rounding)
         for k in range(1, g.size):
-            grown = expected_benefit(k + 1, group_survival(members[: k + 1], p_delete), cost)
-            assert grown > expected_benefit(k, group_survival(members[:k], p_delete), cost)
+            assert score(k + 1, members[: k + 1]) >= score(k, members[:k]) - 1e-9 * (1 + abs(score(k, members[:k])))
         # the next tuple could not have raised it, unless the cap closed the group
         end = g.start + g.size
         if end < len(probs) and g.size < cap:
             extended = probs[g.start : end + 1]
-            assert expected_benefit(g.size + 1, group_survival(extended, p_delete), cost) <= g.benefit
+            assert score(g.size + 1, extended) <= score(g.size, members) + 1e-9 * (1 + abs(score(g.size, members)))
     if ungrouped:
         # the selection stopped on a tuple that is not worth a group on its own
         first = probs[len(probs) - ungrouped]
