@@ -13,6 +13,8 @@ from typing import Iterator
 
 import pyarrow.dataset as ds
 
+from remote_agent.protocol.types import Column
+
 
 def to_json_value(value):
     """JSON-ready form of one canonical value.
@@ -35,15 +37,21 @@ def to_json_value(value):
     return str(value)
 
 
-def ndjson_lines(path: Path, columns: list[str], *, op_column: str | None = None, batch_rows: int = 8192) -> Iterator[bytes]:
-    """Stream a Parquet dataset as NDJSON, one batch in memory at a time."""
+def ndjson_lines(path: Path, columns: list[Column], *, op_column: str | None = None, batch_rows: int = 8192) -> Iterator[bytes]:
+    """Stream a Parquet dataset as NDJSON, one batch in memory at a time.
+
+    Values are first cast to the columns' logical Arrow types, so the JSON does not depend
+    on how the Parquet writer chose to store them.
+    """
     dataset = ds.dataset(path, format="parquet")
-    wanted = ([op_column] if op_column else []) + columns
+    names = [c.name for c in columns]
+    wanted = ([op_column] if op_column else []) + names
+    types = {c.name: c.type.arrow() for c in columns}
     for batch in dataset.to_batches(columns=wanted, batch_size=batch_rows):
-        data = {name: batch.column(name).to_pylist() for name in wanted}
+        data = {name: (batch.column(name).cast(types[name]) if name in types else batch.column(name)).to_pylist() for name in wanted}
         lines = []
         for i in range(batch.num_rows):
-            row = {c: to_json_value(data[c][i]) for c in columns}
+            row = {c: to_json_value(data[c][i]) for c in names}
             obj = {"op": data[op_column][i], "row": row} if op_column else row
             lines.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
         if lines:

@@ -58,4 +58,4 @@ def get_delta(name: str, sync_id: str, catalog: CatalogDep, settings: SettingsDe
     if not path.exists():
         raise NotFound(f"the delta of sync {sync_id} is no longer stored")
     definition = ViewDef.from_json(catalog.view(name)["definition"])
-    return StreamingResponse(ndjson_lines(path, [c.name for c in definition.columns], op_column=OP), media_type=NDJSON)
+    return StreamingResponse(ndjson_lines(path, definition.columns, op_column=OP), media_type=NDJSON)

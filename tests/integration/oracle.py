@@ -60,3 +60,26 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
     m = sync["metrics"]
     counts = {op: sum(1 for v in want.values() if v[0] == op) for op in ("insert", "update", "delete")}
     assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (counts["insert"], counts["update"], counts["delete"])
+
+
+def run_rounds(api, legacy, views: dict, rounds: int) -> dict:
+    """Define the views, then load and sync them `rounds` times with changes in between.
+
+    `views`: name -> (view SQL, SQL computing the truth on the source, key, normalizers).
+    `legacy` has `change()` and `truth(sql, key, normalizers)`. Returns the last syncs.
+    """
+    for name, (sql, _, key, _) in views.items():
+        view = api.add_view(name, sql)
+        assert view["key"] == key, view
+    before = {name: {} for name in views}
+    last = {}
+    for rnd in range(rounds + 1):
+        if rnd:
+            legacy.change()
+        for name, (_, truth_sql, key, normalizers) in views.items():
+            truth = legacy.truth(truth_sql, key, normalizers)
+            sync = api.sync(name)
+            check_sync(api, name, key, before[name], truth, sync)
+            before[name] = truth
+            last[name] = sync
+    return last

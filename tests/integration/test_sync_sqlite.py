@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.integration.oracle import check_sync, keyed, normalize
+from tests.integration.oracle import keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -123,16 +123,6 @@ class Legacy:
         return keyed(rows, key)
 
 
-def _float_zero(rows):
-    for row in rows.values():
-        for col, v in row.items():
-            if isinstance(v, float) and v == 0:
-                row[col] = 0.0
-            if isinstance(v, int) and not isinstance(v, bool) and col == "score":
-                row[col] = float(v)
-    return rows
-
-
 @pytest.fixture(scope="module")
 def legacy(tmp_path_factory):
     return Legacy(tmp_path_factory.mktemp("sqlite") / "legacy.db", seed=20261122)
@@ -147,18 +137,7 @@ def agent(legacy, logs_dir):
 
 def test_randomized_rounds_are_exact(api, agent, legacy):
     api.add_source("src", agent.url, "s3cret")
-    for name, (sql, _, key, _) in VIEWS.items():
-        view = api.add_view(name, sql)
-        assert view["key"] == key
-    before = {name: {} for name in VIEWS}
-    for rnd in range(ROUNDS + 1):
-        if rnd:
-            legacy.change()
-        for name, (_, truth_sql, key, normalizers) in VIEWS.items():
-            truth = legacy.truth(truth_sql, key, normalizers)
-            sync = api.sync(name)
-            check_sync(api, name, key, before[name], truth, sync)
-            before[name] = truth
+    run_rounds(api, legacy, VIEWS, ROUNDS)
     last = api.sync("people_v")
     assert last["metrics"]["groups_sent"] > 0, f"after several rounds the statistics must produce groups: {last['metrics']}"
 
