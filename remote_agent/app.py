@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from .adapters import Adapter, TableInfo, open_adapter
 from .errors import AgentError, BadRequest, Busy
-from .extract import Extraction, RowConverter, UnitIndex, UID, HASH, key_values, lookup_rows
+from .extract import HASH, UID, Extraction, RowConverter, TupleIndex, UnitIndex, key_values, lookup_rows
 from .protocol import frames
 from .protocol.models import ExtractControl, FetchControl, Health, SchemaOut
 from .settings import AgentSettings, parse_allow
@@ -149,9 +149,10 @@ def create_app(settings: AgentSettings) -> FastAPI:
         control = _parse(ExtractControl, parsed[0])
         query = prepare(control)
         units = UnitIndex(key=query.key, bits=control.hash_bits)
+        tuples = TupleIndex(key=query.key)
         for f in parsed[1:]:
-            batch = _batch(f)
             if f.kind == frames.UNITS:
+                batch = _batch(f)
                 _require(batch, [UID, HASH])
                 units.add_units(batch)
         for f in parsed[1:]:
@@ -159,9 +160,11 @@ def create_app(settings: AgentSettings) -> FastAPI:
                 batch = _batch(f)
                 _require(batch, [UID])
                 units.add_keys(batch)
+            elif f.kind == frames.TUPLE_HASHES:
+                tuples.add(_batch(f))
             elif f.kind != frames.UNITS:
                 raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
-        work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows)
+        work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, tuple_bits=control.tuple_hash_bits)
         return stream(work.run())
 
     @app.post("/v1/fetch", operation_id="fetch", tags=["extraction"], response_class=StreamingResponse)

@@ -113,6 +113,27 @@ class UnitIndex:
             self.sizes[unit] += 1
 
 
+@dataclass
+class TupleIndex:
+    """Per-tuple hashes (the ⟨K, b⟩ baseline): key -> position, expected hash, seen flag."""
+
+    key: list[str]
+    positions: dict = field(default_factory=dict)
+    expected: list[int] = field(default_factory=list)
+    seen: bytearray = field(default_factory=bytearray)
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        missing = [k for k in [*self.key, HASH] if k not in batch.schema.names]
+        if missing:
+            raise BadRequest(f"tuple hash frame lacks columns {missing}")
+        for k, h in zip(key_values(batch, self.key), batch.column(HASH).to_pylist()):
+            if k in self.positions:
+                raise BadRequest(f"key {k!r} sent twice")
+            self.positions[k] = len(self.expected)
+            self.expected.append(hash_from_bytes(h))
+            self.seen.append(0)
+
+
 def _check_columns(query: ValidatedQuery, expected: list[dict]) -> None:
     got = [{"name": c.name, "type": str(c.type)} for c in query.columns]
     want = [{"name": c["name"], "type": c["type"]} for c in expected]
@@ -129,17 +150,19 @@ def _null_key_check(keys: list, key: Sequence[str], batch: pa.RecordBatch) -> No
 class Extraction:
     """One extraction request: state and the generator of response frames."""
 
-    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[dict], units: UnitIndex, *, seed: int, bits: int, batch_rows: int):
+    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[dict], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, tuple_bits: int = 64):
         _check_columns(query, expected_columns)
         self.adapter = adapter
         self.query = query
         self.units = units
+        self.tuples = tuples or TupleIndex(key=query.key)
+        self.tuple_bits = tuple_bits
         self.seed = seed
         self.bits = bits
         self.batch_rows = batch_rows
         self.converter = RowConverter(adapter, query.columns)
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
-        self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "units": len(units.uids), "unit_keys": len(units.key_unit)}
+        self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "rows_changed": 0, "units": len(units.uids), "unit_keys": len(units.key_unit), "tuple_hashes": len(self.tuples.expected)}
 
     def run(self) -> Iterator[bytes]:
         started = time.monotonic()
@@ -161,6 +184,11 @@ class Extraction:
             self.stats["rows_scanned"] += batch.num_rows
             keys = key_values(batch, self.query.key)
             _null_key_check(keys, self.query.key, batch)
+            if self.tuples.positions:
+                batch, keys, changed = self._compare_tuples(batch, keys)
+                if changed is not None:
+                    self.stats["rows_changed"] += changed.num_rows
+                    yield frames.arrow_frame(frames.CHANGED_ROWS, changed)
             positions = [units.positions.get(k) for k in keys]
             in_unit = [p is not None for p in positions]
             if any(in_unit):
@@ -184,7 +212,26 @@ class Extraction:
         if pending:
             yield frames.arrow_frame(frames.UNGROUPED_ROWS, pa.Table.from_batches(pending))
 
+    def _compare_tuples(self, batch: pa.RecordBatch, keys: list):
+        """Split off rows that carry a per-tuple hash; return the rest and the changed ones."""
+        tuples = self.tuples
+        positions = [tuples.positions.get(k) for k in keys]
+        hashed = [p is not None for p in positions]
+        if not any(hashed):
+            return batch, keys, None
+        sub = batch.filter(pa.array(hashed))
+        changed = []
+        for pos, h, k in zip((p for p in positions if p is not None), row_hashes(sub, self.hash_columns, self.seed, self.tuple_bits), (k for k, f in zip(keys, hashed) if f)):
+            if tuples.seen[pos]:
+                raise SourceDataError(f"key {k!r} occurs more than once in the site query: the declared key {self.query.key} is not unique at the source")
+            tuples.seen[pos] = 1
+            changed.append(h != tuples.expected[pos])
+        rest = [not f for f in hashed]
+        out = sub.filter(pa.array(changed)) if any(changed) else None
+        return batch.filter(pa.array(rest)), [k for k, f in zip(keys, rest) if f], out
+
     def _deleted_and_broken(self) -> Iterator[bytes]:
+        yield from self._deleted_tuples()
         units = self.units
         key_schema = [(k, self.converter.schema.field(k).type) for k in self.query.key]
         deleted_uids, deleted_keys = [], []
@@ -213,6 +260,16 @@ class Extraction:
             )
             yield frames.arrow_frame(frames.BROKEN_UNITS, batch)
 
+    def _deleted_tuples(self) -> Iterator[bytes]:
+        """Keys sent with a per-tuple hash that the scan did not meet (uid -1: no unit)."""
+        tuples = self.tuples
+        key_schema = [(k, self.converter.schema.field(k).type) for k in self.query.key]
+        gone = [k for k, pos in tuples.positions.items() if not tuples.seen[pos]]
+        self.stats["tuples_deleted"] = len(gone)
+        for start in range(0, len(gone), self.batch_rows):
+            part = gone[start:start + self.batch_rows]
+            yield self._deleted_frame([-1] * len(part), part, key_schema)
+
     def _deleted_frame(self, uids: list[int], keys: list, key_schema) -> bytes:
         data = {UID: pa.array(uids, pa.int64())}
         if len(key_schema) == 1:
@@ -231,7 +288,6 @@ class Extraction:
 
     def _changed_rows(self, reader: Reader, changed: set[int]) -> Iterator[bytes]:
         if not changed:
-            self.stats["rows_changed"] = 0
             return
         units = self.units
         wanted = [k for k, pos in units.positions.items() if units.key_unit[pos] in changed]
@@ -239,7 +295,7 @@ class Extraction:
         for batch in lookup_rows(self.adapter, reader, self.query, self.converter, wanted, self.batch_rows):
             sent += batch.num_rows
             yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
-        self.stats["rows_changed"] = sent
+        self.stats["rows_changed"] += sent
 
 
 def lookup_rows(adapter: Adapter, reader: Reader, query: ValidatedQuery, converter: RowConverter, keys: list, batch_rows: int) -> Iterator[pa.RecordBatch]:

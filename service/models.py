@@ -27,7 +27,10 @@ class ViewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
     sql: str = Field(min_length=1, max_length=100_000)
-    strategy: Literal["group_hash", "full_ship"] = Field(default="group_hash", description="how syncs find changes")
+    strategy: Literal["group_hash", "tuple_hash", "full_ship"] = Field(
+        default="group_hash",
+        description="how syncs find changes: group_hash (the paper's method), tuple_hash (one 64-bit hash per tuple), full_ship (the whole site query)",
+    )
 
 
 class SiteOut(BaseModel):

@@ -31,10 +31,13 @@ from .agent_client import AgentClient
 from .delta import build_delta, check_unique
 from .errors import SourceDataError, StorageError
 from .grouping import BENEFIT, GROUP_HASH, GROUP_SIZE, ROW_HASH, UID, plan_groups
+from .hashing import spark_row_hashes
 from .storage import OP, TNO, UNO, Version, ViewStore
 from .viewdef import SiteQuery, ViewDef
 
-STRATEGIES = ("group_hash", "full_ship")
+STRATEGIES = ("group_hash", "tuple_hash", "full_ship")
+#: Width of the per-tuple hashes of the tuple_hash strategy (000's ⟨K, b⟩ with b = 64).
+TUPLE_HASH_BITS = 64
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
 SYNC_COLUMN = "__sync"
@@ -112,6 +115,7 @@ class SyncRun:
         self.snapshot: DataFrame | None = None
         self.staging: Path | None = None
         self.planned = False
+        self.tuple_mode = False
 
     # -- driver ------------------------------------------------------------------------
     def run(self) -> dict:
@@ -157,6 +161,12 @@ class SyncRun:
         if self.options.strategy == "full_ship":
             self.metrics["tuples_ungrouped"] = totals["n"]
             return
+        if self.options.strategy == "tuple_hash":
+            hashed = spark_row_hashes(self.snapshot, self.site.columns, self.site.key, self.seed, TUPLE_HASH_BITS)
+            hashed.write.parquet(str(self.staging / "tuples"))
+            self.tuple_mode = True
+            self.metrics["tuples_grouped"] = totals["n"]
+            return
         prior = None if self.options.prior_mode == "paper" else planning.site_prior(totals["obs"] or 0, totals["upd"] or 0, self.options.default_prior)
         history = [(r["tno"], r["dno"]) for r in self._deletions(self.current).collect()]
         p_delete = planning.deletion_probability(history)
@@ -176,7 +186,7 @@ class SyncRun:
 
     def exchange_units(self) -> None:
         """Send the units; receive new and ungrouped rows, deleted keys, broken and changed groups."""
-        control = ExtractControl(site=self._site_spec(), seed=self.seed, hash_bits=self.options.hash_bits, batch_rows=self.options.batch_rows)
+        control = ExtractControl(site=self._site_spec(), seed=self.seed, hash_bits=self.options.hash_bits, batch_rows=self.options.batch_rows, tuple_hash_bits=TUPLE_HASH_BITS)
         body = self._request_body(control)
         rows_schema = arrow_schema(self.site.columns)
         key_schema = arrow_schema([c for c in self.site.columns if c.name in self.site.key])
@@ -253,6 +263,8 @@ class SyncRun:
         if self.planned:
             plan = self.spark.read.parquet(str(self.staging / "plan"))
             grouped = plan.filter(F.col(UID).isNotNull() & F.col(GROUP_HASH).isNull()).select(*self.site.key)
+        elif self.tuple_mode:
+            grouped = self.spark.read.parquet(str(self.staging / "tuples")).select(*self.site.key)
         else:
             grouped = deleted.limit(0)
         snapshot = self.snapshot if self.snapshot is not None else self.spark.createDataFrame([], spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint")
@@ -290,6 +302,14 @@ class SyncRun:
 
     def _request_body(self, control: ExtractControl) -> Iterator[bytes]:
         yield frames.json_frame(frames.CONTROL, control.model_dump())
+        key_types = {c.name: c.type.arrow() for c in self.site.columns}
+        if self.tuple_mode:
+            tuples = ds.dataset(self.staging / "tuples", format="parquet")
+            for batch in tuples.to_batches(columns=[*self.site.key, ROW_HASH], batch_size=SEND_BATCH_ROWS):
+                if batch.num_rows:
+                    arrays = [batch.column(i).cast(key_types[k]) for i, k in enumerate(self.site.key)] + [batch.column(len(self.site.key)).cast(pa.binary(TUPLE_HASH_BITS // 8))]
+                    yield frames.arrow_frame(frames.TUPLE_HASHES, pa.RecordBatch.from_arrays(arrays, names=[*self.site.key, HASH]))
+            return
         if not self.planned:
             return
         plan = ds.dataset(self.staging / "plan", format="parquet")
@@ -300,7 +320,6 @@ class SyncRun:
                 out = pa.RecordBatch.from_arrays([batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH])
                 yield frames.arrow_frame(frames.UNITS, out)
         keys = plan.scanner(columns=[UID, *self.site.key], filter=pc.field(UID).is_valid() & pc.field(GROUP_HASH).is_null(), batch_size=SEND_BATCH_ROWS)
-        key_types = {c.name: c.type.arrow() for c in self.site.columns}
         for batch in keys.to_batches():
             if batch.num_rows:
                 arrays = [batch.column(0)] + [batch.column(i + 1).cast(key_types[k]) for i, k in enumerate(self.site.key)]

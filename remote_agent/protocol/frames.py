@@ -34,6 +34,7 @@ JSON_KINDS = frozenset({CONTROL, SUMMARY, ERROR})
 UNIT_KEYS = b"K"  # request: uid + key columns of every grouped tuple
 UNITS = b"U"  # request: uid + group hash
 FETCH_KEYS = b"F"  # request: keys whose current rows are wanted
+TUPLE_HASHES = b"T"  # request: key columns + the 64-bit hash of each tuple (one hash per tuple)
 UNGROUPED_ROWS = b"N"  # response: rows whose key is in no unit (new or ungrouped)
 CHANGED_ROWS = b"C"  # response: current rows of units whose hash differs
 DELETED_KEYS = b"D"  # response: keys of a unit missing at the source, with the uid

@@ -27,6 +27,7 @@ class ExtractControl(BaseModel):
     seed: int = Field(ge=0, lt=2**64, description="per-sync hash seed")
     hash_bits: Literal[64, 128] = DEFAULT_HASH_BITS
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000, description="rows per returned data frame")
+    tuple_hash_bits: Literal[64, 128] = Field(default=64, description="width of the per-tuple hashes of T frames")
 
 
 class FetchControl(BaseModel):

@@ -65,18 +65,19 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
 def run_rounds(api, legacy, views: dict, rounds: int) -> dict:
     """Define the views, then load and sync them `rounds` times with changes in between.
 
-    `views`: name -> (view SQL, SQL computing the truth on the source, key, normalizers).
-    `legacy` has `change()` and `truth(sql, key, normalizers)`. Returns the last syncs.
+    `views`: name -> (view SQL, SQL computing the truth on the source, key, normalizers
+    [, extra view options such as the strategy]). `legacy` has `change()` and
+    `truth(sql, key, normalizers)`. Returns the last sync of each view.
     """
-    for name, (sql, _, key, _) in views.items():
-        view = api.add_view(name, sql)
+    for name, (sql, _, key, _, *extra) in views.items():
+        view = api.add_view(name, sql, **(extra[0] if extra else {}))
         assert view["key"] == key, view
     before = {name: {} for name in views}
     last = {}
     for rnd in range(rounds + 1):
         if rnd:
             legacy.change()
-        for name, (_, truth_sql, key, normalizers) in views.items():
+        for name, (_, truth_sql, key, normalizers, *_) in views.items():
             truth = legacy.truth(truth_sql, key, normalizers)
             sync = api.sync(name)
             check_sync(api, name, key, before[name], truth, sync)

@@ -49,6 +49,11 @@ VIEWS = {
 }
 
 
+# The same view through the other strategies, on the same data and rounds.
+VIEWS["people_tuple_hash"] = (*VIEWS["people_v"], {"strategy": "tuple_hash"})
+VIEWS["people_full_ship"] = (*VIEWS["people_v"], {"strategy": "full_ship"})
+
+
 class Legacy:
     """The legacy application, changing the database at random between syncs."""
 
