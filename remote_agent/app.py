@@ -12,9 +12,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from .adapters import Adapter, TableInfo, open_adapter
 from .errors import AgentError, BadRequest, Busy
-from .extract import HASH, UID, Extraction, RowConverter, TupleIndex, UnitIndex, key_values, lookup_rows
+from .extract import HASH, UID, Extraction, RowConverter, TupleIndex, UnitIndex, check_columns as _check_site_columns, key_values, lookup_rows
 from .protocol import frames
-from .protocol.models import ExtractControl, FetchControl, Health, SchemaOut
+from .protocol.models import ExtractControl, FetchControl, Health, RangesControl, SchemaOut
+from .ranges import RangeSet, range_scan
 from .settings import AgentSettings, parse_allow
 from .sitequery import ValidatedQuery, validate_site_query
 
@@ -166,6 +167,20 @@ def create_app(settings: AgentSettings) -> FastAPI:
                 raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
         work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, tuple_bits=control.tuple_hash_bits)
         return stream(work.run())
+
+    @app.post("/v1/ranges", operation_id="range_checksums", tags=["extraction"], response_class=StreamingResponse)
+    async def ranges(request: Request, _: Authorized):
+        """Range checksums: per key range, ship its rows or say whether its count and hash differ."""
+        parsed = await read_body(request)
+        control = _parse(RangesControl, parsed[0])
+        query = prepare(control)
+        _check_site_columns(query, control.site.columns)
+        wanted = RangeSet(key=query.key)
+        for f in parsed[1:]:
+            if f.kind != frames.RANGES:
+                raise BadRequest(f"unexpected frame kind {f.kind!r} in a ranges request")
+            wanted.add(_batch(f))
+        return stream(range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows))
 
     @app.post("/v1/fetch", operation_id="fetch", tags=["extraction"], response_class=StreamingResponse)
     async def fetch(request: Request, _: Authorized):

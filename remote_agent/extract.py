@@ -134,7 +134,7 @@ class TupleIndex:
             self.seen.append(0)
 
 
-def _check_columns(query: ValidatedQuery, expected: list[dict]) -> None:
+def check_columns(query: ValidatedQuery, expected: list[dict]) -> None:
     got = [{"name": c.name, "type": str(c.type)} for c in query.columns]
     want = [{"name": c["name"], "type": c["type"]} for c in expected]
     if got != want:
@@ -151,7 +151,7 @@ class Extraction:
     """One extraction request: state and the generator of response frames."""
 
     def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[dict], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, tuple_bits: int = 64):
-        _check_columns(query, expected_columns)
+        check_columns(query, expected_columns)
         self.adapter = adapter
         self.query = query
         self.units = units

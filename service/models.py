@@ -27,9 +27,9 @@ class ViewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
     sql: str = Field(min_length=1, max_length=100_000)
-    strategy: Literal["group_hash", "tuple_hash", "full_ship"] = Field(
+    strategy: Literal["group_hash", "tuple_hash", "range_checksum", "full_ship"] = Field(
         default="group_hash",
-        description="how syncs find changes: group_hash (the paper's method), tuple_hash (one 64-bit hash per tuple), full_ship (the whole site query)",
+        description="how syncs find changes: group_hash (the paper's method), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query)",
     )
 
 

@@ -32,10 +32,11 @@ from .delta import build_delta, check_unique
 from .errors import SourceDataError, StorageError
 from .grouping import BENEFIT, GROUP_HASH, GROUP_SIZE, ROW_HASH, UID, plan_groups
 from .hashing import spark_row_hashes
+from .range_checksum import bisect_ranges, keys_outside
 from .storage import OP, TNO, UNO, Version, ViewStore
 from .viewdef import SiteQuery, ViewDef
 
-STRATEGIES = ("group_hash", "tuple_hash", "full_ship")
+STRATEGIES = ("group_hash", "tuple_hash", "range_checksum", "full_ship")
 #: Width of the per-tuple hashes of the tuple_hash strategy (000's ⟨K, b⟩ with b = 64).
 TUPLE_HASH_BITS = 64
 #: Rows per Arrow frame sent to the agent.
@@ -116,6 +117,7 @@ class SyncRun:
         self.staging: Path | None = None
         self.planned = False
         self.tuple_mode = False
+        self.range_mode = False
 
     # -- driver ------------------------------------------------------------------------
     def run(self) -> dict:
@@ -161,6 +163,11 @@ class SyncRun:
         if self.options.strategy == "full_ship":
             self.metrics["tuples_ungrouped"] = totals["n"]
             return
+        if self.options.strategy == "range_checksum":
+            hashed = spark_row_hashes(self.snapshot, self.site.columns, self.site.key, self.seed, self.options.hash_bits)
+            hashed.orderBy(*self.site.key).write.parquet(str(self.staging / "sorted"))
+            self.range_mode = True
+            return
         if self.options.strategy == "tuple_hash":
             hashed = spark_row_hashes(self.snapshot, self.site.columns, self.site.key, self.seed, TUPLE_HASH_BITS)
             hashed.write.parquet(str(self.staging / "tuples"))
@@ -186,6 +193,8 @@ class SyncRun:
 
     def exchange_units(self) -> None:
         """Send the units; receive new and ungrouped rows, deleted keys, broken and changed groups."""
+        if self.range_mode:
+            return self._exchange_ranges()
         control = ExtractControl(site=self._site_spec(), seed=self.seed, hash_bits=self.options.hash_bits, batch_rows=self.options.batch_rows, tuple_hash_bits=TUPLE_HASH_BITS)
         body = self._request_body(control)
         rows_schema = arrow_schema(self.site.columns)
@@ -210,6 +219,33 @@ class SyncRun:
             groups_changed=self.summary.get("units_changed", 0),
             groups_regrouped=self.summary.get("units_broken", 0),
             agent_seconds=self.summary.get("elapsed_s"),
+        )
+
+    def _exchange_ranges(self) -> None:
+        """The range-checksum strategy: bisect differing key ranges, ship the small ones."""
+        key_cols = [c for c in self.site.columns if c.name in self.site.key]
+        key_cols.sort(key=lambda c: self.site.key.index(c.name))
+        key_schema = arrow_schema(key_cols)
+        with _Sink(self.staging / "returned.parquet", arrow_schema(self.site.columns)) as returned:
+            outcome = bisect_ranges(
+                self.client, self._site_spec(), self.staging / "sorted", key_cols, self.metrics["rows_before"],
+                seed=self.seed, bits=self.options.hash_bits, batch_rows=self.options.batch_rows, on_rows=returned.write,
+            )
+        with _Sink(self.staging / "verified.parquet", key_schema) as verified:
+            for batch in keys_outside(self.staging / "sorted", key_cols, outcome.shipped):
+                verified.write(batch)
+        with _Sink(self.staging / "deleted.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), *key_schema])):
+            pass
+        with _Sink(self.staging / "broken.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), pa.field(HASH, pa.binary(self.options.hash_bits // 8)), pa.field(COUNT, pa.int64())])):
+            pass
+        self.metrics.update(
+            rows_scanned=outcome.rows_scanned,
+            rows_received=returned.rows,
+            groups_sent=outcome.ranges_sent,
+            range_rounds=outcome.rounds,
+            ranges_shipped=len(outcome.shipped),
+            tuples_ungrouped=sum(r.count for r in outcome.shipped),
+            tuples_grouped=verified.rows,
         )
 
     def regroup(self) -> None:
@@ -265,6 +301,8 @@ class SyncRun:
             grouped = plan.filter(F.col(UID).isNotNull() & F.col(GROUP_HASH).isNull()).select(*self.site.key)
         elif self.tuple_mode:
             grouped = self.spark.read.parquet(str(self.staging / "tuples")).select(*self.site.key)
+        elif self.range_mode:
+            grouped = self.spark.read.schema(key_schema).parquet(str(self.staging / "verified.parquet"))
         else:
             grouped = deleted.limit(0)
         snapshot = self.snapshot if self.snapshot is not None else self.spark.createDataFrame([], spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint")

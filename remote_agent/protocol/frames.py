@@ -35,11 +35,13 @@ UNIT_KEYS = b"K"  # request: uid + key columns of every grouped tuple
 UNITS = b"U"  # request: uid + group hash
 FETCH_KEYS = b"F"  # request: keys whose current rows are wanted
 TUPLE_HASHES = b"T"  # request: key columns + the 64-bit hash of each tuple (one hash per tuple)
+RANGES = b"G"  # request: key ranges with expected count and hash, or to be shipped whole
 UNGROUPED_ROWS = b"N"  # response: rows whose key is in no unit (new or ungrouped)
 CHANGED_ROWS = b"C"  # response: current rows of units whose hash differs
 DELETED_KEYS = b"D"  # response: keys of a unit missing at the source, with the uid
 BROKEN_UNITS = b"B"  # response: uid, hash and count of the surviving part of a broken unit
-ROWS = b"R"  # response to fetch: current rows
+ROWS = b"R"  # response to fetch and ranges: current rows
+RANGE_SUMS = b"Q"  # response to ranges: count and hash of each range that differs
 
 
 class FrameError(ValueError):

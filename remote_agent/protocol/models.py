@@ -30,6 +30,16 @@ class ExtractControl(BaseModel):
     tuple_hash_bits: Literal[64, 128] = Field(default=64, description="width of the per-tuple hashes of T frames")
 
 
+class RangesControl(BaseModel):
+    """First frame of POST /v1/ranges: range checksums (the range-checksum strategy)."""
+
+    protocol: int = PROTOCOL_VERSION
+    site: SiteSpec
+    seed: int = Field(ge=0, lt=2**64)
+    hash_bits: Literal[64, 128] = DEFAULT_HASH_BITS
+    batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
+
+
 class FetchControl(BaseModel):
     """First frame of POST /v1/fetch: current rows for a set of keys."""
 

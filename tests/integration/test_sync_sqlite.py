@@ -52,6 +52,8 @@ VIEWS = {
 # The same view through the other strategies, on the same data and rounds.
 VIEWS["people_tuple_hash"] = (*VIEWS["people_v"], {"strategy": "tuple_hash"})
 VIEWS["people_full_ship"] = (*VIEWS["people_v"], {"strategy": "full_ship"})
+VIEWS["people_ranges"] = (*VIEWS["people_v"], {"strategy": "range_checksum"})
+VIEWS["enrol_ranges"] = (*VIEWS["enrol_v"], {"strategy": "range_checksum"})
 
 
 class Legacy:
@@ -168,5 +170,48 @@ def test_unchanged_source_gives_empty_delta_and_few_bytes(api, tmp_path, logs_di
             moved = m["bytes_to_agent"] + m["bytes_from_agent"]
             assert moved < 0.25 * load_bytes, f"a no-change sync moved {moved} bytes, the load {load_bytes}"
             assert m["groups_changed"] == 0 and m["groups_regrouped"] == 0
+    finally:
+        agent.stop()
+
+
+@pytest.mark.parametrize("strategy", ["range_checksum", "tuple_hash", "group_hash"])
+def test_strategies_on_a_larger_table(api, tmp_path, logs_dir, strategy):
+    """Enough rows that range bisection runs several rounds and groups form for real."""
+    from workloads.students import StudentsSource
+
+    db = tmp_path / "students.db"
+    legacy = StudentsSource(db, seed=11)
+    legacy.create(20_000)
+    agent = start_agent(f"sqlite:///{db}", logs_dir)
+    source = f"big_{strategy}"
+    cols = "student_id, first_name, last_name, phone, address, gpa"
+
+    class Students:
+        def change(self):
+            legacy.change()
+
+        def truth(self, sql, key, normalizers):
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+                cur = c.execute(sql)
+                names = [d[0] for d in cur.description]
+                return keyed(normalize(cur.fetchall(), names, normalizers), key)
+
+    try:
+        api.add_source(source, agent.url)
+        views = {
+            f"students_{strategy}": (
+                f"SELECT s.{cols.replace(', ', ', s.')} FROM {source}.students s WHERE s.active = 1",
+                f"SELECT {cols} FROM students WHERE active = 1",
+                ["student_id"],
+                {"gpa": _decimal},
+                {"strategy": strategy},
+            )
+        }
+        last = run_rounds(api, Students(), views, 3)[f"students_{strategy}"]["metrics"]
+        load = api.http.get(f"/v1/views/students_{strategy}/syncs").json()[-1]["metrics"]
+        moved, loaded = last["bytes_to_agent"] + last["bytes_from_agent"], load["bytes_to_agent"] + load["bytes_from_agent"]
+        assert moved < 0.6 * loaded, (moved, loaded)
+        if strategy == "range_checksum":
+            assert last["range_rounds"] >= 2 and last["round_trips"] == last["range_rounds"]
     finally:
         agent.stop()

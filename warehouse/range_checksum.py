@@ -1,0 +1,203 @@
+"""The range-checksum strategy: key ranges with checksums, bisected where they differ.
+
+A baseline for the benchmarks (the approach of query-based incremental differencing with
+range checksums, and of data-diff / reladiff), available to users as a view option. Each
+round the warehouse sends key ranges with the row count and hash sum of its snapshot in
+each; the agent scans the site query once and names the ranges that differ. Differing
+ranges are split into `BISECTION_FACTOR` parts by the snapshot's keys for the next round;
+a differing range of at most `SHIP_THRESHOLD` snapshot rows is shipped whole next round
+and compared here.
+Every round costs one scan of the site query at the source; the traffic is small.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from remote_agent.extract import HASH, key_values
+from remote_agent.protocol import frames
+from remote_agent.protocol.encoding import combine, hash_from_bytes, hash_to_bytes
+from remote_agent.protocol.models import RangesControl, SiteSpec
+from remote_agent.protocol.types import Column
+from remote_agent.ranges import COUNT, HI, LO, RID, SHIP, RangeSet
+
+from .agent_client import AgentClient
+from .errors import ProtocolError
+from .hashing import ROW_HASH
+
+#: Ranges of the first round.
+INITIAL_RANGES = 64
+#: Parts a differing range is split into (reladiff's default is 32).
+BISECTION_FACTOR = 16
+#: A range with at most this many snapshot rows is shipped whole rather than split.
+SHIP_THRESHOLD = 64
+#: Rounds before every remaining differing range is shipped whole.
+MAX_ROUNDS = 12
+
+
+@dataclass
+class Range:
+    lo: object  # None: unbounded below
+    hi: object  # None: unbounded above
+    count: int = 0
+    total: int = 0  # sum of row hashes (not reduced)
+    first: int = 0  # position of its first row in the sorted snapshot
+
+
+def _sorted_parts(path: Path) -> list[str]:
+    return sorted(glob.glob(str(path / "part-*.parquet")))
+
+
+def _stream(path: Path, key: list[str]) -> Iterator[tuple[object, int]]:
+    """(key, row hash) of the sorted snapshot, in key order."""
+    for part in _sorted_parts(path):
+        table = pq.read_table(part, columns=[*key, ROW_HASH])
+        for batch in table.to_batches(max_chunksize=65_536):
+            yield from zip(key_values(batch, key), (hash_from_bytes(h) for h in batch.column(ROW_HASH).to_pylist()))
+
+
+def initial_ranges(path: Path, key: list[str], total_rows: int) -> list[Range]:
+    """Equal-count ranges over the whole key space (the first unbounded below, the last above)."""
+    size = max(1, math.ceil(total_rows / INITIAL_RANGES))
+    ranges: list[Range] = []
+    for pos, (k, h) in enumerate(_stream(path, key)):
+        if pos % size == 0:
+            if ranges:
+                ranges[-1].hi = k
+            ranges.append(Range(lo=k if ranges else None, hi=None, first=pos))
+        ranges[-1].count += 1
+        ranges[-1].total += h
+    return ranges or [Range(None, None)]
+
+
+def split(path: Path, key: list[str], differing: list[Range]) -> list[Range]:
+    """Split each differing range into up to BISECTION_FACTOR parts of equal snapshot counts."""
+    index = _index(key, differing)
+    parts: dict[int, list[Range]] = {i: [] for i in range(len(differing))}
+    seen = [0] * len(differing)
+    for k, h in _stream(path, key):
+        i = index.locate(k)
+        if i is None:
+            continue
+        i = index.rids[i]
+        r = differing[i]
+        size = max(1, math.ceil(r.count / BISECTION_FACTOR))
+        if seen[i] % size == 0:
+            subs = parts[i]
+            if subs:
+                subs[-1].hi = k
+            subs.append(Range(lo=k if subs else r.lo, hi=r.hi))
+        parts[i][-1].count += 1
+        parts[i][-1].total += h
+        seen[i] += 1
+    out = []
+    for i, r in enumerate(differing):
+        out.extend(parts[i] or [Range(r.lo, r.hi)])  # a range the snapshot has no row in
+    return out
+
+
+def _index(key: list[str], ranges: list[Range]) -> RangeSet:
+    rs = RangeSet(key=key)
+    for i, r in enumerate(ranges):
+        rs.rids.append(i)
+        rs.los.append(r.lo)
+        rs.his.append(r.hi)
+        rs.ship.append(False)
+        rs.expected.append((r.count, r.total))
+    rs.freeze()
+    return rs
+
+
+def ranges_frame(ranges: list[Range], ship: list[bool], key_cols: list[Column], bits: int, first_rid: int = 0) -> bytes:
+    data: dict[str, pa.Array] = {
+        RID: pa.array(range(first_rid, first_rid + len(ranges)), pa.int64()),
+        SHIP: pa.array(ship, pa.bool_()),
+        COUNT: pa.array([r.count for r in ranges], pa.int64()),
+        HASH: pa.array([hash_to_bytes(combine([r.total], bits), bits) for r in ranges], pa.binary(bits // 8)),
+    }
+    for j, c in enumerate(key_cols):
+        for prefix, attr in ((LO, "lo"), (HI, "hi")):
+            values = [getattr(r, attr) for r in ranges]
+            data[prefix + c.name] = pa.array([None if v is None else (v if len(key_cols) == 1 else v[j]) for v in values], c.type.arrow())
+    return frames.arrow_frame(frames.RANGES, pa.RecordBatch.from_pydict(data))
+
+
+@dataclass
+class RangeOutcome:
+    shipped: list[Range]
+    rounds: int
+    ranges_sent: int
+    rows_scanned: int
+
+
+def bisect_ranges(client: AgentClient, site: SiteSpec, sorted_snapshot: Path, key_cols: list[Column], total_rows: int, *, seed: int, bits: int, batch_rows: int, on_rows: Callable[[pa.RecordBatch], None]) -> RangeOutcome:
+    """Run the bisection rounds; rows of shipped ranges go to `on_rows`.
+
+    Each round ships the small ranges found to differ in the previous round and checks the
+    parts of the large ones; a range is shipped only once its checksum said it differs.
+    """
+    key = [c.name for c in key_cols]
+    check = initial_ranges(sorted_snapshot, key, total_rows)
+    to_ship: list[Range] = []
+    shipped: list[Range] = []
+    rounds = sent = scanned = 0
+    while check or to_ship:
+        rounds += 1
+        if rounds >= MAX_ROUNDS:  # give up bisecting: ship what is left
+            to_ship, check = to_ship + check, []
+        batch = to_ship + check
+        ship = [True] * len(to_ship) + [False] * len(check)
+        control = RangesControl(site=site, seed=seed, hash_bits=bits, batch_rows=batch_rows)
+        body = [frames.json_frame(frames.CONTROL, control.model_dump())]
+        for start in range(0, len(batch), batch_rows):
+            body.append(ranges_frame(batch[start:start + batch_rows], ship[start:start + batch_rows], key_cols, bits, first_rid=start))
+        sent += len(batch)
+        differing_ids: list[int] = []
+        summary = None
+        for frame in client.exchange("/v1/ranges", iter(body)):
+            if frame.kind == frames.ROWS:
+                on_rows(frame.batch())
+            elif frame.kind == frames.RANGE_SUMS:
+                differing_ids.extend(frame.batch().column(RID).to_pylist())
+            elif frame.kind == frames.SUMMARY:
+                summary = frame.json()
+        if summary is None:
+            raise ProtocolError("range round ended without a summary")
+        if any(ship[i] for i in differing_ids):
+            raise ProtocolError("the agent reported a shipped range as differing")
+        scanned += summary.get("rows_scanned", 0)
+        shipped.extend(to_ship)
+        differing = [batch[i] for i in sorted(set(differing_ids))]
+        to_ship = [r for r in differing if r.count <= SHIP_THRESHOLD]
+        large = [r for r in differing if r.count > SHIP_THRESHOLD]
+        check = split(sorted_snapshot, key, large) if large else []
+    return RangeOutcome(shipped, rounds, sent, scanned)
+
+
+def keys_outside(sorted_snapshot: Path, key_cols: list[Column], shipped: list[Range]) -> Iterator[pa.RecordBatch]:
+    """Snapshot keys that lie in no shipped range: the ones verified unchanged by checksum."""
+    key = [c.name for c in key_cols]
+    index = _index(key, shipped) if shipped else None
+    schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in key_cols])
+    buffer: list = []
+    for k, _ in _stream(sorted_snapshot, key):
+        if index is None or index.locate(k) is None:
+            buffer.append(k)
+            if len(buffer) >= 65_536:
+                yield _key_batch(buffer, key_cols, schema)
+                buffer = []
+    if buffer:
+        yield _key_batch(buffer, key_cols, schema)
+
+
+def _key_batch(keys: list, key_cols: list[Column], schema: pa.Schema) -> pa.RecordBatch:
+    if len(key_cols) == 1:
+        return pa.RecordBatch.from_arrays([pa.array(keys, key_cols[0].type.arrow())], schema=schema)
+    return pa.RecordBatch.from_arrays([pa.array([k[j] for k in keys], c.type.arrow()) for j, c in enumerate(key_cols)], schema=schema)
