@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
+import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -87,16 +88,7 @@ class SyncRunner:
 
     def _run(self, view_name: str, sync_id: str) -> None:
         self.catalog.update_sync(sync_id, status="running", started_at=now())
-        last = [0.0]
-
-        def progress(info: dict) -> None:
-            import time
-
-            t = time.monotonic()
-            if t - last[0] >= PROGRESS_INTERVAL_S or info.get("phase") != getattr(progress, "phase", None):
-                progress.phase = info.get("phase")
-                last[0] = t
-                self.catalog.update_sync(sync_id, progress=info)
+        progress = _Progress(self.catalog, sync_id)
 
         try:
             view = self.catalog.view(view_name)
@@ -115,3 +107,20 @@ class SyncRunner:
         finally:
             with self._lock:
                 self.futures.pop(sync_id, None)
+
+
+class _Progress:
+    """Writes a running sync's phase and counters to the catalog, at most every interval."""
+
+    def __init__(self, catalog: Catalog, sync_id: str):
+        self.catalog = catalog
+        self.sync_id = sync_id
+        self.phase: str | None = None
+        self.last = 0.0
+
+    def __call__(self, info: dict) -> None:
+        t = time.monotonic()
+        if info.get("phase") != self.phase or t - self.last >= PROGRESS_INTERVAL_S:
+            self.phase = info.get("phase")
+            self.last = t
+            self.catalog.update_sync(self.sync_id, progress=info)
