@@ -6,6 +6,7 @@ Layout under `<data-dir>/views/<view>/`:
     versions/<N>/meta.json       what version N holds
     versions/<N>/site-<i>/fragment/   the site query's rows plus ω± columns (__tno, __uno)
     versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno)
+    versions/<N>/view/           the view's rows, when it joins several sites
     deltas/<sync-id>/            the sync's delta (__op + the view's columns)
     staging/<sync-id>/           work files of a running sync
 
@@ -43,6 +44,13 @@ class Version:
 
     def deletions(self, site: int) -> Path:
         return self.path / f"site-{site}" / "deletions"
+
+    def rows(self) -> Path:
+        """The view's rows, stored only for a view over several sites (else: fragment 0)."""
+        return self.path / "view"
+
+    def view_rows(self) -> Path:
+        return self.rows() if self.rows().exists() else self.fragment(0)
 
     def meta(self) -> dict:
         return json.loads((self.path / "meta.json").read_text())

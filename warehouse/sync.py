@@ -1,74 +1,36 @@
 """One sync of a view, as an ordered list of named steps.
 
-project snapshot → plan groups → exchange units (send units, receive changes) → regroup
-→ build exact delta → commit. Each step reads and writes the `SyncRun`'s state; the run
-records its wall time per step and calls `progress` so a caller can show how far it got.
-Nothing is visible to readers of the view until `commit` replaces the CURRENT pointer.
+extract sites (for each site, side by side: project snapshot → plan groups → exchange
+units → regroup) → build fragments (the exact delta of each site query) → assemble view
+(the view's own exact delta) → commit. The run records the wall time of every step and
+calls `progress` so a caller can show how far it got. Nothing is visible to readers of
+the view until `commit` replaces the CURRENT pointer; a failure anywhere discards the
+staged files and leaves the previous version as it was.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from remote_agent.extract import COUNT, HASH, UID as WIRE_UID
-from remote_agent.protocol import frames
-from remote_agent.protocol.encoding import DEFAULT_HASH_BITS, combine, hash_from_bytes
-from remote_agent.protocol.models import ExtractControl, FetchControl, SiteSpec
-from remote_agent.protocol.types import Column, arrow_schema
+from .delta import DELETE, INSERT, UPDATE, DeltaResult
+from .site_sync import STRATEGIES, Endpoint, SiteRun, SyncOptions, spark_schema
+from .storage import OP, Version, ViewStore
+from .viewdef import ViewDef
 
-from . import costs, planning
-from .agent_client import AgentClient
-from .delta import build_delta, check_unique
-from .errors import SourceDataError, StorageError
-from .grouping import BENEFIT, GROUP_HASH, GROUP_SIZE, ROW_HASH, UID, plan_groups
-from .hashing import spark_row_hashes
-from .range_checksum import bisect_ranges, keys_outside
-from .storage import OP, TNO, UNO, Version, ViewStore
-from .viewdef import SiteQuery, ViewDef
+__all__ = ["STRATEGIES", "Endpoint", "SyncOptions", "SyncRun"]
 
-STRATEGIES = ("group_hash", "tuple_hash", "range_checksum", "full_ship")
-#: Width of the per-tuple hashes of the tuple_hash strategy (000's ⟨K, b⟩ with b = 64).
-TUPLE_HASH_BITS = 64
-#: Rows per Arrow frame sent to the agent.
-SEND_BATCH_ROWS = 65_536
-SYNC_COLUMN = "__sync"
-
-
-@dataclass
-class SyncOptions:
-    strategy: str = "group_hash"
-    hash_bits: int = DEFAULT_HASH_BITS
-    #: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
-    prior_mode: str = "site"
-    #: Update probability assumed before any update has been observed.
-    default_prior: float = 0.05
-    plan_partitions: int = 0  # 0: Spark's default parallelism
-    grouping: str = planning.DEFAULT_GROUPING
-    batch_rows: int = 16_384
-
-
-@dataclass
-class Endpoint:
-    """Where a source's agent answers."""
-
-    name: str
-    url: str
-    token: str | None = None
-    verify: object = True
-
-
-def spark_schema(columns: list[Column]) -> str:
-    return ", ".join(f"`{c.name}` {c.type.spark_ddl()}" for c in columns)
+#: Metrics summed over the sites of a view.
+SUMMED = (
+    "bytes_to_agent", "bytes_from_agent", "round_trips", "groups_sent", "groups_identical", "groups_changed",
+    "groups_regrouped", "groups_regrouped_changed", "tuples_grouped", "tuples_ungrouped", "rows_scanned",
+    "rows_received", "full_ship_estimate_bytes", "expected_benefit_bytes",
+)
 
 
 @dataclass
@@ -82,321 +44,113 @@ class SyncRun:
     options: SyncOptions = field(default_factory=SyncOptions)
     progress: Callable[[dict], None] = lambda info: None
 
-    STEPS = ("project_snapshot", "plan_groups", "exchange_units", "regroup", "build_delta", "commit")
+    STEPS = ("extract_sites", "build_fragments", "assemble_view", "commit")
 
     def __post_init__(self) -> None:
-        if len(self.view.sites) != 1:
-            raise StorageError("only single-source views can be synced in this version")
-        self.site: SiteQuery = self.view.sites[0]
-        self.endpoint = self.endpoints[self.site.source]
         self.seed = secrets.randbits(64)
-        self.metrics: dict = {
-            "strategy": self.options.strategy,
-            "hash_bits": self.options.hash_bits,
-            "bytes_to_agent": 0,
-            "bytes_from_agent": 0,
-            "round_trips": 0,
-            "rows_inserted": 0,
-            "rows_updated": 0,
-            "rows_deleted": 0,
-            "groups_sent": 0,
-            "groups_identical": 0,
-            "groups_changed": 0,
-            "groups_regrouped": 0,
-            "groups_regrouped_changed": 0,
-            "tuples_grouped": 0,
-            "tuples_ungrouped": 0,
-            "rows_scanned": 0,
-            "rows_received": 0,
-            "rows_before": 0,
-            "rows_after": 0,
-            "phases": {},
-        }
-        self.current: Version | None = None
-        self.snapshot: DataFrame | None = None
-        self.staging: Path | None = None
-        self.planned = False
-        self.tuple_mode = False
-        self.range_mode = False
+        self.metrics: dict = {"strategy": self.options.strategy, "hash_bits": self.options.hash_bits, "phases": {}}
+        self.sites: list[SiteRun] = []
+        self.results: list[DeltaResult] = []
 
-    # -- driver ------------------------------------------------------------------------
     def run(self) -> dict:
         started = time.monotonic()
-        self.client = AgentClient(self.endpoint.url, self.endpoint.token, verify=self.endpoint.verify)
         try:
             for step in self.STEPS:
                 self.progress({"phase": step, **self._traffic()})
                 t0 = time.monotonic()
                 getattr(self, step)()
                 self.metrics["phases"][step] = round(time.monotonic() - t0, 3)
-        except BaseException:
-            self.store.discard(self.sync_id)
-            raise
         finally:
-            self.client.close()
-            self.metrics.update(self._traffic())
+            for result in self.results:
+                result.release()
+            self.store.discard(self.sync_id)
         self.metrics["wall_seconds"] = round(time.monotonic() - started, 3)
-        self.store.discard(self.sync_id)
         return self.metrics
 
     def _traffic(self) -> dict:
-        c = self.client.counter
-        return {"bytes_to_agent": c.sent, "bytes_from_agent": c.received, "round_trips": c.requests}
+        return {k: sum(s.traffic()[k] for s in self.sites) for k in ("bytes_to_agent", "bytes_from_agent", "round_trips")}
 
     # -- steps -------------------------------------------------------------------------
-    def project_snapshot(self) -> None:
-        """Read the stored fragment (the snapshot φ' of the site query) with its ω± columns."""
-        self.staging = self.store.staging(self.sync_id)
-        self.current = self.store.current()
-        if self.current is not None:
-            schema = spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint"
-            self.snapshot = self.spark.read.schema(schema).parquet(str(self.current.fragment(0)))
-
-    def plan_groups(self) -> None:
-        """Choose groups of stable tuples (Algorithm 1 corrected) and hash them on the executors."""
-        self.cost = costs.measure(self.snapshot, self.site, self.options.hash_bits)
-        self.metrics["cost_model"] = {"tuple_bytes": round(self.cost.tuple_bytes, 2), "key_bytes": round(self.cost.key_bytes, 2), "hash_bytes": round(self.cost.hash_bytes, 2)}
-        if self.snapshot is None:
+    def extract_sites(self) -> None:
+        """Extract every site query from its agent, the sites side by side."""
+        staging = self.store.staging(self.sync_id)
+        self.current: Version | None = self.store.current()
+        self.sites = [
+            SiteRun(self.spark, i, site, self.endpoints[site.source], staging / f"site-{i}", self.seed, self.current, self.view_name, self.options, self.progress)
+            for i, site in enumerate(self.view.sites)
+        ]
+        if len(self.sites) == 1:
+            self.sites[0].extract()
             return
-        totals = self.snapshot.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(TNO) - 1).alias("obs"), F.sum(F.col(UNO) - 1).alias("upd")).collect()[0]
-        self.metrics["rows_before"] = totals["n"]
-        if self.options.strategy == "full_ship":
-            self.metrics["tuples_ungrouped"] = totals["n"]
-            return
-        if self.options.strategy == "range_checksum":
-            hashed = spark_row_hashes(self.snapshot, self.site.columns, self.site.key, self.seed, self.options.hash_bits)
-            hashed.orderBy(*self.site.key).write.parquet(str(self.staging / "sorted"))
-            self.range_mode = True
-            return
-        if self.options.strategy == "tuple_hash":
-            hashed = spark_row_hashes(self.snapshot, self.site.columns, self.site.key, self.seed, TUPLE_HASH_BITS)
-            hashed.write.parquet(str(self.staging / "tuples"))
-            self.tuple_mode = True
-            self.metrics["tuples_grouped"] = totals["n"]
-            return
-        prior = None if self.options.prior_mode == "paper" else planning.site_prior(totals["obs"] or 0, totals["upd"] or 0, self.options.default_prior)
-        history = [(r["tno"], r["dno"]) for r in self._deletions(self.current).collect()]
-        p_delete = planning.deletion_probability(history)
-        self.metrics["planning"] = {"prior": prior, "p_delete": p_delete, "grouping": self.options.grouping}
-        partitions = self.options.plan_partitions or self.spark.sparkContext.defaultParallelism
-        plan = plan_groups(self.snapshot, self.site.columns, self.site.key, prior=prior, p_delete=p_delete, cost=self.cost, seed=self.seed, bits=self.options.hash_bits, partitions=partitions, criterion=self.options.grouping)
-        plan.write.parquet(str(self.staging / "plan"))
-        self.planned = True
-        stored = self.spark.read.parquet(str(self.staging / "plan"))
-        s = stored.agg(
-            F.sum(F.when(F.col(GROUP_HASH).isNotNull(), 1).otherwise(0)).alias("units"),
-            F.sum(F.when(F.col(GROUP_HASH).isNull() & F.col(UID).isNotNull(), 1).otherwise(0)).alias("grouped"),
-            F.sum(F.when(F.col(GROUP_HASH).isNull() & F.col(UID).isNull(), 1).otherwise(0)).alias("ungrouped"),
-            F.sum(F.col(BENEFIT)).alias("benefit"),
-        ).collect()[0]
-        self.metrics.update(groups_sent=s["units"] or 0, tuples_grouped=s["grouped"] or 0, tuples_ungrouped=s["ungrouped"] or 0, expected_benefit_bytes=round(s["benefit"] or 0.0, 1))
+        with ThreadPoolExecutor(len(self.sites), thread_name_prefix=f"site-{self.sync_id[:8]}") as pool:
+            futures = [pool.submit(site.extract) for site in self.sites]
+            for future in futures:
+                future.result()  # the first failure fails the sync
 
-    def exchange_units(self) -> None:
-        """Send the units; receive new and ungrouped rows, deleted keys, broken and changed groups."""
-        if self.range_mode:
-            return self._exchange_ranges()
-        control = ExtractControl(site=self._site_spec(), seed=self.seed, hash_bits=self.options.hash_bits, batch_rows=self.options.batch_rows, tuple_hash_bits=TUPLE_HASH_BITS)
-        body = self._request_body(control)
-        rows_schema = arrow_schema(self.site.columns)
-        key_schema = arrow_schema([c for c in self.site.columns if c.name in self.site.key])
-        with _Sink(self.staging / "returned.parquet", rows_schema) as returned, \
-             _Sink(self.staging / "deleted.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), *key_schema])) as deleted, \
-             _Sink(self.staging / "broken.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), pa.field(HASH, pa.binary(self.options.hash_bits // 8)), pa.field(COUNT, pa.int64())])) as broken:
-            sinks = {frames.UNGROUPED_ROWS: returned, frames.CHANGED_ROWS: returned, frames.DELETED_KEYS: deleted, frames.BROKEN_UNITS: broken}
-            for frame in self.client.exchange("/v1/extract", body):
-                if frame.kind == frames.SUMMARY:
-                    self.summary = frame.json()
-                    continue
-                sink = sinks.get(frame.kind)
-                if sink is None:
-                    continue  # a newer agent's extra frame kinds are ignored
-                sink.write(frame.batch())
-                self.progress({"phase": "exchange_units", "rows_received": returned.rows, **self._traffic()})
-        self.metrics.update(
-            rows_scanned=self.summary.get("rows_scanned", 0),
-            rows_received=returned.rows,
-            groups_identical=self.summary.get("units_identical", 0),
-            groups_changed=self.summary.get("units_changed", 0),
-            groups_regrouped=self.summary.get("units_broken", 0),
-            agent_seconds=self.summary.get("elapsed_s"),
-        )
+    def build_fragments(self) -> None:
+        """Build each site's exact delta and stage its next fragment and statistics."""
+        number = (self.current.number + 1) if self.current else 1
+        self.staged = self.store.staged_version(self.sync_id, number)
+        for site in self.sites:
+            self.results.append(site.build_fragment(self.staged))
 
-    def _exchange_ranges(self) -> None:
-        """The range-checksum strategy: bisect differing key ranges, ship the small ones."""
-        key_cols = [c for c in self.site.columns if c.name in self.site.key]
-        key_cols.sort(key=lambda c: self.site.key.index(c.name))
-        key_schema = arrow_schema(key_cols)
-        with _Sink(self.staging / "returned.parquet", arrow_schema(self.site.columns)) as returned:
-            outcome = bisect_ranges(
-                self.client, self._site_spec(), self.staging / "sorted", key_cols, self.metrics["rows_before"],
-                seed=self.seed, bits=self.options.hash_bits, batch_rows=self.options.batch_rows, on_rows=returned.write,
-            )
-        with _Sink(self.staging / "verified.parquet", key_schema) as verified:
-            for batch in keys_outside(self.staging / "sorted", key_cols, outcome.shipped):
-                verified.write(batch)
-        with _Sink(self.staging / "deleted.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), *key_schema])):
-            pass
-        with _Sink(self.staging / "broken.parquet", pa.schema([pa.field(WIRE_UID, pa.int64()), pa.field(HASH, pa.binary(self.options.hash_bits // 8)), pa.field(COUNT, pa.int64())])):
-            pass
-        self.metrics.update(
-            rows_scanned=outcome.rows_scanned,
-            rows_received=returned.rows,
-            groups_sent=outcome.ranges_sent,
-            range_rounds=outcome.rounds,
-            ranges_shipped=len(outcome.shipped),
-            tuples_ungrouped=sum(r.count for r in outcome.shipped),
-            tuples_grouped=verified.rows,
-        )
-
-    def regroup(self) -> None:
-        """Check the surviving part of every unit that lost tuples; re-fetch only those that changed."""
-        broken = pq.read_table(self.staging / "broken.parquet")
-        if broken.num_rows == 0:
-            return
-        reported = {uid: (hash_from_bytes(h), n) for uid, h, n in zip(broken.column(WIRE_UID).to_pylist(), broken.column(HASH).to_pylist(), broken.column(COUNT).to_pylist())}
-        gone_table = pq.read_table(self.staging / "deleted.parquet")
-        gone = set(_keys(gone_table, self.site.key))
-        plan = ds.dataset(self.staging / "plan", format="parquet")
-        members = plan.to_table(columns=[*self.site.key, UID, ROW_HASH], filter=pc.field(UID).isin(pa.array(list(reported), pa.int64())) & pc.field(ROW_HASH).is_valid())
-        survivors: dict[int, list] = {}
-        sums: dict[int, int] = {}
-        for k, uid, rh in zip(_keys(members, self.site.key), members.column(UID).to_pylist(), members.column(ROW_HASH).to_pylist()):
-            if k in gone:
-                continue
-            survivors.setdefault(uid, []).append(k)
-            sums[uid] = sums.get(uid, 0) + hash_from_bytes(rh)
-        bits = self.options.hash_bits
-        changed = [uid for uid, (h, n) in reported.items() if n and (combine([sums.get(uid, 0)], bits) != h or len(survivors.get(uid, ())) != n)]
-        self.metrics["groups_regrouped_changed"] = len(changed)
-        if not changed:
-            return
-        keys = [k for uid in changed for k in survivors.get(uid, [])]
-        key_cols = [c for c in self.site.columns if c.name in self.site.key]
-        key_table = _key_table(keys, key_cols)
-        control = FetchControl(site=self._site_spec(), batch_rows=self.options.batch_rows)
-
-        def body() -> Iterator[bytes]:
-            yield frames.json_frame(frames.CONTROL, control.model_dump())
-            for batch in key_table.to_batches(max_chunksize=SEND_BATCH_ROWS):
-                yield frames.arrow_frame(frames.FETCH_KEYS, batch)
-
-        with _Sink(self.staging / "refetched.parquet", arrow_schema(self.site.columns)) as sink:
-            for frame in self.client.exchange("/v1/fetch", body()):
-                if frame.kind == frames.ROWS:
-                    sink.write(frame.batch())
-        self.metrics["rows_received"] += sink.rows
-
-    def build_delta(self) -> None:
-        """Compare returned rows with the snapshot tuple by tuple; stage the next version."""
-        schema = spark_schema(self.site.columns)
-        paths = [str(self.staging / "returned.parquet")]
-        if (self.staging / "refetched.parquet").exists():
-            paths.append(str(self.staging / "refetched.parquet"))
-        returned = self.spark.read.schema(schema).parquet(*paths)
-        check_unique(returned, self.site.key, f"site query of view {self.view_name!r} at source {self.site.source!r}")
-        key_schema = spark_schema([c for c in self.site.columns if c.name in self.site.key])
-        deleted = self.spark.read.schema(key_schema).parquet(str(self.staging / "deleted.parquet"))
-        if self.planned:
-            plan = self.spark.read.parquet(str(self.staging / "plan"))
-            grouped = plan.filter(F.col(UID).isNotNull() & F.col(GROUP_HASH).isNull()).select(*self.site.key)
-        elif self.tuple_mode:
-            grouped = self.spark.read.parquet(str(self.staging / "tuples")).select(*self.site.key)
-        elif self.range_mode:
-            grouped = self.spark.read.schema(key_schema).parquet(str(self.staging / "verified.parquet"))
+    def assemble_view(self) -> None:
+        """The view's delta: the fragment's own for one site; for several, recompute and compare."""
+        if getattr(self.view, "assembly", None) is None:
+            result = self.results[0]
+            result.delta(self.view.sites[0].columns).write.parquet(str(self.store.staged_delta(self.sync_id)))
+            counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
         else:
-            grouped = deleted.limit(0)
-        snapshot = self.snapshot if self.snapshot is not None else self.spark.createDataFrame([], spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint")
-        result = build_delta(snapshot, self.site.columns, self.site.key, grouped_keys=grouped, returned=returned, deleted_keys=deleted)
-        try:
-            number = (self.current.number + 1) if self.current else 1
-            self.staged = self.store.staged_version(self.sync_id, number)
-            result.fragment(self.site.columns).write.parquet(str(self.staged.fragment(0)))
-            result.delta(self.site.columns).write.parquet(str(self.store.staged_delta(self.sync_id)))
-            history = self._deletions(self.current)
-            row = self.spark.createDataFrame([(self.sync_id, result.before, result.deleted)], f"{SYNC_COLUMN} string, tno bigint, dno bigint")
-            history.unionByName(row).coalesce(1).write.parquet(str(self.staged.deletions(0)))
-        finally:
-            result.release()
-        self.metrics.update(rows_inserted=result.inserted, rows_updated=result.updated, rows_deleted=result.deleted, rows_after=result.inserted + result.updated + result.kept)
-        full = self.cost.tuple_bytes * self.metrics["rows_scanned"]
-        self.metrics["full_ship_estimate_bytes"] = round(full)
+            counts = self._assemble()
+        self.metrics.update(rows_inserted=counts[0], rows_updated=counts[1], rows_deleted=counts[2], rows_in_view=counts[3])
+
+    def _assemble(self) -> tuple[int, int, int, int]:
+        """Join the new fragments into the view and diff it with the stored one, by the view key."""
+        for i in range(len(self.sites)):
+            frag = self.spark.read.parquet(str(self.staged.fragment(i)))
+            frag.createOrReplaceTempView(f"site_{i}")
+        names = [c.name for c in self.view.columns]
+        new = self.spark.sql(self.view.assembly).select(*names)
+        new.write.parquet(str(self.staged.rows()))
+        new = self.spark.read.schema(spark_schema(self.view.columns)).parquet(str(self.staged.rows()))
+        if self.current is not None and self.current.rows().exists():
+            old = self.spark.read.schema(spark_schema(self.view.columns)).parquet(str(self.current.rows()))
+        else:
+            old = self.spark.createDataFrame([], spark_schema(self.view.columns))
+        delta = view_delta(old, new, names, self.view.key)
+        delta.write.parquet(str(self.store.staged_delta(self.sync_id)))
+        stored = self.spark.read.parquet(str(self.store.staged_delta(self.sync_id)))
+        counts = {r[OP]: r["count"] for r in stored.groupBy(OP).count().collect()}
+        size = new.count()
+        return counts.get(INSERT, 0), counts.get(UPDATE, 0), counts.get(DELETE, 0), size
 
     def commit(self) -> None:
         """Make the staged version current in one atomic step."""
-        self.metrics.update(self._traffic())
+        site_metrics = [s.metrics for s in self.sites]
+        for key in SUMMED:
+            self.metrics[key] = sum(m.get(key) or 0 for m in site_metrics)
+        self.metrics["rows_before"] = sum(m.get("rows_before", 0) for m in site_metrics)
         self.metrics["realized_benefit_bytes"] = self.metrics["full_ship_estimate_bytes"] - self.metrics["bytes_to_agent"] - self.metrics["bytes_from_agent"]
-        meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": self.metrics["rows_after"], "metrics": self.metrics}
+        for key in ("cost_model", "planning", "range_rounds", "ranges_shipped", "agent_seconds"):
+            if key in site_metrics[0] and len(site_metrics) == 1:
+                self.metrics[key] = site_metrics[0][key]
+        self.metrics["sites"] = site_metrics
+        self.metrics["rows_after"] = self.metrics["rows_in_view"]
+        meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": self.metrics["rows_in_view"], "metrics": self.metrics}
         self.store.commit(self.staged, meta)
 
-    # -- helpers -----------------------------------------------------------------------
-    def _site_spec(self) -> SiteSpec:
-        return SiteSpec(sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns])
 
-    def _deletions(self, version: Version | None) -> DataFrame:
-        schema = f"{SYNC_COLUMN} string, tno bigint, dno bigint"
-        if version is None or not version.deletions(0).exists():
-            return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(str(version.deletions(0)))
-
-    def _request_body(self, control: ExtractControl) -> Iterator[bytes]:
-        yield frames.json_frame(frames.CONTROL, control.model_dump())
-        key_types = {c.name: c.type.arrow() for c in self.site.columns}
-        if self.tuple_mode:
-            tuples = ds.dataset(self.staging / "tuples", format="parquet")
-            for batch in tuples.to_batches(columns=[*self.site.key, ROW_HASH], batch_size=SEND_BATCH_ROWS):
-                if batch.num_rows:
-                    arrays = [batch.column(i).cast(key_types[k]) for i, k in enumerate(self.site.key)] + [batch.column(len(self.site.key)).cast(pa.binary(TUPLE_HASH_BITS // 8))]
-                    yield frames.arrow_frame(frames.TUPLE_HASHES, pa.RecordBatch.from_arrays(arrays, names=[*self.site.key, HASH]))
-            return
-        if not self.planned:
-            return
-        plan = ds.dataset(self.staging / "plan", format="parquet")
-        units = plan.scanner(columns=[UID, GROUP_HASH], filter=pc.field(GROUP_HASH).is_valid(), batch_size=SEND_BATCH_ROWS)
-        width = self.options.hash_bits // 8
-        for batch in units.to_batches():
-            if batch.num_rows:
-                out = pa.RecordBatch.from_arrays([batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH])
-                yield frames.arrow_frame(frames.UNITS, out)
-        keys = plan.scanner(columns=[UID, *self.site.key], filter=pc.field(UID).is_valid() & pc.field(GROUP_HASH).is_null(), batch_size=SEND_BATCH_ROWS)
-        for batch in keys.to_batches():
-            if batch.num_rows:
-                arrays = [batch.column(0)] + [batch.column(i + 1).cast(key_types[k]) for i, k in enumerate(self.site.key)]
-                yield frames.arrow_frame(frames.UNIT_KEYS, pa.RecordBatch.from_arrays(arrays, names=[WIRE_UID, *self.site.key]))
-
-
-class _Sink:
-    """A Parquet file written batch by batch on the driver (bounded memory)."""
-
-    def __init__(self, path: Path, schema: pa.Schema):
-        self.path = path
-        self.schema = schema
-        self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
-
-    def __enter__(self) -> "_Sink":
-        self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
-        return self
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        if batch.schema != self.schema:
-            try:
-                batch = batch.select(self.schema.names).cast(self.schema)
-            except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SourceDataError(f"the agent's rows do not match the expected columns: {exc}") from None
-        self._writer.write_batch(batch)
-        self.rows += batch.num_rows
-
-    def __exit__(self, *exc) -> None:
-        self._writer.close()
-
-
-def _keys(table: pa.Table, key: list[str]) -> list:
-    if len(key) == 1:
-        return table.column(key[0]).to_pylist()
-    return list(zip(*(table.column(k).to_pylist() for k in key)))
-
-
-def _key_table(keys: list, key_cols: list[Column]) -> pa.Table:
-    if len(key_cols) == 1:
-        return pa.table({key_cols[0].name: pa.array(keys, key_cols[0].type.arrow())})
-    return pa.table({c.name: pa.array([k[i] for k in keys], c.type.arrow()) for i, c in enumerate(key_cols)})
+def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str]) -> DataFrame:
+    """insert / update / delete rows turning `old` into `new`, matched by `key`."""
+    values = [c for c in columns if c not in key]
+    o = old.select(*key, *[F.col(v).alias("__o_" + v) for v in values]).withColumn("__in_o", F.lit(True))
+    n = new.withColumn("__in_n", F.lit(True))
+    j = o.join(n, key, "full_outer")
+    in_o = F.coalesce(F.col("__in_o"), F.lit(False))
+    in_n = F.coalesce(F.col("__in_n"), F.lit(False))
+    same = F.lit(True)
+    for v in values:
+        same = same & F.col(v).eqNullSafe(F.col("__o_" + v))
+    op = F.when(in_o & in_n, F.when(same, F.lit("keep")).otherwise(F.lit(UPDATE))).when(in_n, F.lit(INSERT)).otherwise(F.lit(DELETE))
+    out = [F.col(c) if c in key else F.when(in_n, F.col(c)).otherwise(F.col("__o_" + c)).alias(c) for c in columns]
+    return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")

@@ -88,7 +88,7 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streaming
     """Rows of the view as of its last successful sync, as NDJSON."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
-    return StreamingResponse(ndjson_lines(version.fragment(0), definition.columns), media_type=NDJSON)
+    return StreamingResponse(ndjson_lines(version.view_rows(), definition.columns), media_type=NDJSON)
 
 
 @router.get("/{name}/statistics", operation_id="get_view_statistics")
