@@ -27,10 +27,16 @@ test-unit: install
 test-integration: install
 	$(PY) -m pytest -q tests/integration
 
-bench: install
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[service,test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks --full
 
-bench-quick: install
+bench-quick: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks --quick
 
 clean:

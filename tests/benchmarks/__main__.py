@@ -1,0 +1,123 @@
+"""Run the benchmark suite: `python -m tests.benchmarks --quick | --full [options]`.
+
+Only parses arguments and hands over to `runner.run` and `report.write`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from workloads.generators import WORKLOADS
+
+from . import report, runner
+from .strategies import STRATEGIES
+
+HERE = Path(__file__).resolve().parent
+
+#: The two profiles of the issue. Quick must finish in under 5 minutes on a 2-core
+#: machine; each of its cuts is recorded in the results' `meta.reductions`.
+PROFILES = {
+    "full": {"rows": 1_000_000, "rounds": 10, "workloads": list(WORKLOADS), "verify": "ends", "rows_by_workload": {}, "reductions": {}},
+    "quick": {
+        "rows": 200_000,
+        "rounds": 5,
+        # One workload: each costs (rounds + 1) x strategies syncs of 4-14 s at 200k rows here,
+        # so students alone takes about 4 minutes and all five would take over 20.
+        "workloads": ["students"],
+        # Comparing all rows of every view every round cost another ~50 s at 200k rows.
+        "verify": "ends",
+        "rows_by_workload": {},
+        # Each cut is keyed by the option that undoes it.
+        "reductions": {
+            "workloads": "workloads: students only (all five would take over 20 minutes on a 2-core machine; run --quick --workloads NAME for another)",
+            "verify": "verification: all rows of each view compared with the source on the load and the last round; the rounds between are checked through their deltas and counts",
+        },
+    },
+}
+
+
+def _names(text: str, known: dict, what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m tests.benchmarks", description="Bytes on the wire and time per sync, per strategy and workload, against the lower bound.")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--replot", type=Path, metavar="JSON", help="only rewrite the plots and the table of an existing results file")
+    mode.add_argument("--quick", action="store_const", dest="profile", const="quick", help="reduced run, under 5 minutes (200k rows, 5 rounds)")
+    mode.add_argument("--full", action="store_const", dest="profile", const="full", help="the full run (1M rows, 10 rounds)")
+    p.add_argument("--rows", type=int, help="rows per workload's source table (default: 1,000,000 full, 200,000 quick)")
+    p.add_argument("--rounds", type=int, help="sync rounds after the initial load (default: 10 full, 5 quick)")
+    p.add_argument("--workloads", type=lambda t: _names(t, WORKLOADS, "workload"), help=f"comma-separated, of: {', '.join(WORKLOADS)} (default: all)")
+    p.add_argument("--strategies", type=lambda t: _names(t, STRATEGIES, "strategy"), help=f"comma-separated, of: {', '.join(STRATEGIES)} (default: all; those not available are skipped and listed)")
+    p.add_argument("--out", type=Path, help="results JSON (default: tests/benchmarks/results/<quick|full>.json); plots and table go beside it")
+    p.add_argument("--verify", choices=("every", "ends"), help="check all rows of every view every round, or on the load and last round only (default: every quick, ends full)")
+    p.add_argument("--seed", type=int, default=7, help="seed of the generators and change simulators")
+    p.add_argument("--link-mbit", type=float, help="run the agent behind a rate-limited link of N Mbit/s (not implemented yet)")
+    p.add_argument("--work-dir", type=Path, default=HERE / "work", help="scratch space for sources and the warehouse (wiped first)")
+    p.add_argument("--keep-work", action="store_true", help="keep the scratch space (sources, warehouse, logs) afterwards")
+    args = p.parse_args(argv)
+    if args.rows is not None and args.rows < 1:
+        p.error("--rows must be at least 1")
+    if args.rounds is not None and args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    if args.link_mbit is not None:
+        p.exit(2, f"{p.prog}: --link-mbit {args.link_mbit:g}: not implemented yet (the agent's network namespace with a tc tbf rate limit comes later); run without it.\n")
+    return args
+
+
+def config_from(args: argparse.Namespace) -> runner.RunConfig:
+    profile = PROFILES[args.profile]
+    overridden = {option for option in ("rows", "workloads", "verify") if getattr(args, option) is not None}
+    reductions = [text for option, text in profile["reductions"].items() if option not in overridden]
+    # an explicit --rows applies to every workload
+    rows_by_workload = {} if args.rows is not None else dict(profile["rows_by_workload"])
+    return runner.RunConfig(
+        name=(args.out.stem if args.out else args.profile),
+        rows=args.rows or profile["rows"],
+        rounds=args.rounds or profile["rounds"],
+        workloads=args.workloads or profile["workloads"],
+        strategies=args.strategies or list(STRATEGIES),
+        verify=args.verify or profile["verify"],
+        work_dir=args.work_dir / (args.out.stem if args.out else args.profile),
+        seed=args.seed,
+        keep_work=args.keep_work,
+        rows_by_workload=rows_by_workload,
+        reductions=reductions,
+        link_mbit=args.link_mbit,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.replot:
+        written = report.write(json.loads(args.replot.read_text()), args.replot)
+        print("wrote " + ", ".join(str(p) for p in written.values()))
+        return 0
+    config = config_from(args)
+    out = args.out or HERE / "results" / f"{args.profile}.json"
+    started = time.perf_counter()
+    results = runner.run(config, log=lambda line: print(line, flush=True))
+    written = report.write(results, out)
+    print()
+    print(written["md"].read_text())
+    print("wrote " + ", ".join(str(p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p) for p in written.values()))
+    print(f"benchmark '{config.name}' took {(time.perf_counter() - started) / 60:.1f} min")
+    broken = [f"{w}/{s}" for w, ws in results["summary"].items() for s, t in ws["strategies"].items() if not t["exact"]]
+    broken += [f"{w}: {r['error']}" for w, r in results["workloads"].items() if r.get("error")]
+    if broken:
+        print("NOT EXACT or failed: " + ", ".join(broken))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Results on disk: the JSON, one PNG per workload and a Markdown summary table.
+
+The summary is the steady state: medians over the last half of the rounds (never round 0,
+the initial load, nor round 1 unless it is the only one), so that statistics that warm up
+over the first syncs do not blur the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+#: One colour per strategy across all plots, so a figure reads like the previous one.
+COLOURS = {"full_ship": "tab:red", "tuple_hash": "tab:orange", "range_checksum": "tab:purple", "group_hash": "tab:blue", "reladiff": "tab:green"}
+
+
+def steady_rounds(rounds: int) -> list[int]:
+    """Rounds whose median is the steady state: the last half, rounded up.
+
+    >>> steady_rounds(5), steady_rounds(10), steady_rounds(1)
+    ([3, 4, 5], [6, 7, 8, 9, 10], [1])
+    """
+    first = max(1, rounds - (rounds + 1) // 2 + 1)
+    return list(range(first, rounds + 1))
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(results: dict) -> dict:
+    """{workload: {"lower_bound_bytes", "bare_scan_s", "strategies": {name: steady-state figures}}}."""
+    steady = steady_rounds(results["meta"]["rounds"])
+    out = {}
+    for wname, w in results["workloads"].items():
+        lbs = w.get("lower_bound_bytes", [])
+        scans = w.get("bare_scan_s_rounds", [])
+        views = w.get("view_rows", [])
+        entry = {"rounds": steady, "lower_bound_bytes": _median([lbs[i] for i in steady if i < len(lbs)]), "bare_scan_s": w.get("bare_scan_s"), "strategies": {}}
+        for sname, s in w.get("strategies", {}).items():
+            rounds = {r["round"]: r for r in s["rounds"]}
+            picked = [rounds[i] for i in steady if i in rounds and not rounds[i].get("error")]
+            entry["strategies"][sname] = {
+                "bytes": _median([r["bytes"] for r in picked]),
+                "bytes_to_agent": _median([r["bytes_to_agent"] for r in picked]),
+                "bytes_from_agent": _median([r["bytes_from_agent"] for r in picked]),
+                "round_trips": _median([r["round_trips"] for r in picked]),
+                "x_lower_bound": _median([r["bytes"] / lbs[r["round"]] for r in picked if lbs[r["round"]]]),
+                "wall_s": _median([r["wall_s"] for r in picked]),
+                "x_bare_scan": _median([r["wall_s"] / scans[r["round"]] for r in picked if scans[r["round"]]]),
+                # rows read at the source per row of the view: 1 for one pass over the site query
+                "x_rows_scanned": _median([r["rows_scanned"] / views[r["round"]] for r in picked if r.get("rows_scanned") is not None and views[r["round"]]]),
+                "load_bytes": rounds[0]["bytes"] if 0 in rounds else None,
+                "load_wall_s": rounds[0]["wall_s"] if 0 in rounds else None,
+                "agent_peak_rss_kb": s.get("agent_peak_rss_kb"),
+                "exact": bool(s["rounds"]) and all(r["exact"] for r in s["rounds"]) and len(s["rounds"]) == results["meta"]["rounds"] + 1,
+                "failed": s.get("failed"),
+            }
+        out[wname] = entry
+    return out
+
+
+def _size(n: float | None) -> str:
+    if n is None:
+        return "—"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:,.{0 if n >= 100 * scale else 1}f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def _si_bytes(n: float) -> str:
+    """Decimal units for axis ticks at 1-2-5 steps: 200 kB, not 195 KiB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+def _x(v: float | None, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}×"
+
+
+def markdown(results: dict, summary: dict) -> str:
+    meta = results["meta"]
+    steady = steady_rounds(meta["rounds"])
+    commit = (meta.get("git_commit") or "?")[:10] + (" (uncommitted changes)" if meta.get("git_dirty") else "")
+    lines = [
+        f"# Benchmark `{meta['name']}`",
+        "",
+        f"{meta['date']}, commit {commit}; {meta['cpus']} CPUs ({meta.get('cpu') or '?'}); "
+        f"{meta['rounds']} rounds after the load; rows per workload: "
+        + ", ".join(f"{w} {n:,}" for w, n in meta["rows_by_workload"].items())
+        + (f"; link {meta['link_mbit']} Mbit/s" if meta.get("link_mbit") else "; no link limit (loopback)")
+        + f"; whole run {meta.get('elapsed_s', 0) / 60:.1f} min.",
+        "",
+        f"Steady state = median over rounds {steady[0]}–{steady[-1]}. *bytes/round* = bytes to + from the agent per sync; "
+        "*× LB* = ratio to the lower bound (zstd Arrow of the true delta); *× scan* = sync wall time over a bare "
+        "scan of the site query at the source; *rows read* = rows the agent read at the source per row of the view.",
+        "",
+        "| workload | strategy | bytes/round | to agent | from agent | × LB | sync time | × scan | rows read | agent peak RSS | exact |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+    ]
+    for wname, s in summary.items():
+        w = results["workloads"][wname]
+        if w.get("error"):
+            lines.append(f"| {wname} | *error: {w['error'][:120]}* | | | | | | | | | |")
+        lines.append(f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | |")
+        for sname, t in s["strategies"].items():
+            rss = f"{t['agent_peak_rss_kb'] / 1024:,.0f} MiB" if t["agent_peak_rss_kb"] else "—"
+            exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
+            sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
+            lines.append(f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {exact} |")
+    skipped = {s: r for w in results["workloads"].values() for s, r in w.get("skipped", {}).items()}
+    if skipped:
+        lines += ["", "Not run: " + "; ".join(f"`{s}` ({r})" for s, r in skipped.items()) + "."]
+    if meta.get("reductions"):
+        lines += ["", "Reduced run: " + "; ".join(meta["reductions"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, workload: str, path: Path) -> None:
+    """Bytes per round (log scale) with the lower bound, and sync time per round with the bare scan."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
+
+    w = results["workloads"][workload]
+    fig, (ax_b, ax_t) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for sname, s in w["strategies"].items():
+        rounds = [r for r in s["rounds"] if not r.get("error")]
+        colour = COLOURS.get(sname)
+        ax_b.plot([r["round"] for r in rounds], [r["bytes"] for r in rounds], marker="o", ms=4, label=sname, color=colour)
+        ax_t.plot([r["round"] for r in rounds], [r["wall_s"] for r in rounds], marker="o", ms=4, label=sname, color=colour)
+        bad = [r for r in rounds if not r["exact"]]
+        if bad:
+            ax_b.plot([r["round"] for r in bad], [r["bytes"] for r in bad], "x", color="black", ms=9, label=f"{sname}: not exact")
+    lbs = w.get("lower_bound_bytes", [])
+    ax_b.plot(range(len(lbs)), lbs, "k--", label="lower bound (zstd true delta)")
+    scans = w.get("bare_scan_s_rounds", [])
+    ax_t.plot(range(len(scans)), scans, ":", color="grey", lw=2, label="bare scan at the source")
+    ax_b.set_yscale("log")
+    ax_t.set_yscale("log")  # a bare scan is often 100x faster than a sync
+    ax_b.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax_b.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _si_bytes(v)))
+    ax_t.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax_t.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} s"))
+    ax_b.set_ylabel("bytes on the wire per sync (to + from agent)")
+    ax_t.set_ylabel("sync wall time (s), as seen by the client")
+    for ax in (ax_b, ax_t):
+        ax.set_xlabel("round (0 = initial load)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, which="both", alpha=0.3)
+    # One legend under both panels, so no line is hidden behind it.
+    handles, labels = ax_b.get_legend_handles_labels()
+    scan = ax_t.get_legend_handles_labels()
+    handles.append(scan[0][-1])
+    labels.append(scan[1][-1])
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False)
+    meta = results["meta"]
+    fig.suptitle(f"{workload}: {w['rows']:,} rows, {meta['rounds']} rounds — {w.get('description', '')}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(results: dict, out: Path) -> dict:
+    """Write `out` (JSON), `<name>-<workload>.png` beside it and `<name>.md`; returns their paths."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary = summarize(results)
+    results["summary"] = summary
+    out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    written = {"json": out}
+    for wname, w in results["workloads"].items():
+        if w.get("strategies") and any(s["rounds"] for s in w["strategies"].values()):
+            path = out.with_name(f"{out.stem}-{wname}.png")
+            plot(results, wname, path)
+            written[f"png:{wname}"] = path
+    md = out.with_suffix(".md")
+    md.write_text(markdown(results, summary))
+    written["md"] = md
+    return written

@@ -1,0 +1,314 @@
+"""Drive every strategy through the same rounds of the same workloads and record each sync.
+
+For one workload: build the legacy SQLite table, start an agent on it, define one view per
+strategy over the same SQL, then round 0 loads every view and each later round applies one
+change of the simulator and syncs every strategy's view in turn. The oracle gives the
+round's true delta (hence the lower bound) and checks every sync: its metrics' counts and
+its delta against the true delta, and on the verified rounds all of the view's rows
+against the source. One service process serves all workloads, so Spark starts once.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remote_agent.protocol.types import Column
+from workloads.generators import WORKLOADS, Workload
+from workloads.harness import Api, start_agent, start_service
+
+from . import machine
+from .oracle import SourceTruth, TrueDelta
+from .strategies import STRATEGIES, Skipped, SyncResult, make_runner
+
+#: Rows of the warm-up view: enough to run every step of a sync, too few to cost time.
+WARM_UP_ROWS = 2_000
+#: Metrics of a sync record copied into each round as they are.
+COPIED_METRICS = (
+    "rows_scanned", "rows_received", "rows_inserted", "rows_updated", "rows_deleted", "rows_before", "rows_after",
+    "groups_sent", "groups_identical", "groups_changed", "groups_regrouped", "groups_regrouped_changed",
+    "tuples_grouped", "tuples_ungrouped", "expected_benefit_bytes", "full_ship_estimate_bytes",
+    "realized_benefit_bytes", "agent_seconds", "cost_model", "planning", "phases",
+)
+
+
+@dataclass
+class RunConfig:
+    name: str
+    rows: int
+    rounds: int
+    workloads: list[str]
+    strategies: list[str]
+    #: "every": all rows of every view checked every round; "ends": on round 0 and the last
+    #: round only (the rounds between are checked through their deltas).
+    verify: str
+    work_dir: Path
+    seed: int = 7
+    keep_work: bool = False
+    rows_by_workload: dict[str, int] = field(default_factory=dict)
+    reductions: list[str] = field(default_factory=list)
+    link_mbit: float | None = None
+
+    def rows_for(self, workload: str) -> int:
+        return self.rows_by_workload.get(workload, self.rows)
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.2f} MiB" if n >= 2**20 else f"{n / 1024:,.1f} KiB"
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+class WorkloadRun:
+    """One workload: its source, its agent, one runner per strategy, all rounds."""
+
+    def __init__(self, config: RunConfig, api: Api, workload: Workload, work_dir: Path, log):
+        self.config = config
+        self.api = api
+        self.workload = workload
+        self.dir = work_dir
+        self.log = log
+        self.slug = workload.name.replace("-", "_")
+        self.result: dict = {
+            **workload.to_json(),
+            "rows": config.rows_for(workload.name),
+            "lower_bound_bytes": [],
+            "true_delta": [],
+            "changes": [],
+            "view_rows": [],
+            "bare_scan_s_rounds": [],
+            "strategies": {},
+            "skipped": {},
+        }
+
+    def run(self) -> dict:
+        wl, res = self.workload, self.result
+        self.dir.mkdir(parents=True, exist_ok=True)
+        db = self.dir / f"{self.slug}.db"
+        sim = wl.simulator(db, seed=self.config.seed)
+        started = time.perf_counter()
+        sim.create(res["rows"])
+        res["generate_s"] = round(time.perf_counter() - started, 2)
+        res["source_bytes"] = db.stat().st_size
+        self.log(f"[{wl.name}] {res['rows']:,} rows generated in {res['generate_s']:.1f} s ({res['source_bytes'] / res['rows']:.0f} B/row in SQLite)")
+
+        token = secrets.token_hex(16)  # hex: a token starting with "-" would read as a flag
+        agent = start_agent(f"sqlite:///{db}", self.dir, token=token, allow=[wl.shape.table])
+        try:
+            res["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
+            self._rounds(sim, agent, token)
+        finally:
+            agent.stop()
+        return res
+
+    def _prepare(self, token: str, agent_url: str) -> list:
+        source = f"src_{self.slug}"
+        self.api.add_source(source, agent_url, token)
+        sql = self.workload.shape.view_sql.format(source=source)
+        self.result["view_sql"] = sql
+        runners = []
+        for name in self.config.strategies:
+            runner = make_runner(self.api, STRATEGIES[name], f"{self.slug}_{name}", sql)
+            try:
+                runner.prepare()
+            except Skipped as exc:
+                self.result["skipped"][name] = str(exc)
+                self.log(f"[{self.workload.name}] {name}: skipped — {exc}")
+                continue
+            runners.append(runner)
+        if not runners:
+            raise RuntimeError(f"no strategy of {self.config.strategies} can run")
+        return runners
+
+    def _rounds(self, sim, agent, token: str) -> None:
+        res, cfg = self.result, self.config
+        runners = self._prepare(token, agent.url)
+        site = runners[0].definition["sites"][0]
+        for r in runners[1:]:
+            if r.definition["sites"][0]["sql"] != site["sql"]:
+                raise RuntimeError("strategies' views have different site queries")
+        res["site_sql"] = site["sql"]
+        truth = SourceTruth(sim.path, site["sql"], [Column.from_json(c) for c in site["columns"]], site["key"])
+        per_sync_rss = machine.reset_peak_rss(agent.proc.pid)
+        res["agent_peak_rss_scope"] = "per sync (VmHWM reset before each)" if per_sync_rss else "agent lifetime, shared by all strategies"
+        live = {r.strategy.name: r for r in runners}
+        for r in runners:
+            res["strategies"][r.strategy.name] = {"description": r.strategy.description, "rounds": []}
+
+        for rnd in range(cfg.rounds + 1):
+            change = sim.change() if rnd else None
+            res["changes"].append(change.counts() if change else {"inserted": res["rows"], "updated": 0, "deleted": 0})
+            scan_s, n = truth.bare_scan()
+            res["bare_scan_s_rounds"].append(round(scan_s, 4))
+            delta = truth.load() if rnd == 0 else truth.advance(change.touched())
+            full = rnd in (0, cfg.rounds) or cfg.verify == "every"
+            if full and rnd:
+                fp = truth.rescan()
+                if fp != truth.fingerprint:
+                    raise RuntimeError(f"oracle out of step with the source after round {rnd}: the simulator touched keys it did not report")
+            res["lower_bound_bytes"].append(delta.lower_bound_bytes)
+            res["true_delta"].append(delta.counts())
+            res["view_rows"].append(n)
+            for name, runner in list(live.items()):
+                record = self._sync(runner, agent, truth, delta, rnd, full, per_sync_rss)
+                res["strategies"][name]["rounds"].append(record)
+                self._progress(rnd, name, record, delta, scan_s)
+                if record.get("error"):
+                    res["strategies"][name]["failed"] = record["error"]
+                    del live[name]  # its view is behind now; later rounds would only repeat the failure
+            if not live:
+                break
+        for entry in res["strategies"].values():
+            entry["agent_peak_rss_kb"] = max((r["agent_peak_rss_kb"] for r in entry["rounds"] if r.get("agent_peak_rss_kb")), default=None)
+        res["bare_scan_s"] = _median(res["bare_scan_s_rounds"])
+
+    def _sync(self, runner, agent, truth: SourceTruth, delta: TrueDelta, rnd: int, full: bool, per_sync_rss: bool) -> dict:
+        rss_before = machine.rss_kb(agent.proc.pid)
+        if per_sync_rss:
+            machine.reset_peak_rss(agent.proc.pid)
+        result: SyncResult = runner.sync()
+        rss = machine.peak_rss_kb(agent.proc.pid)
+        m = result.record.get("metrics") or {}
+        record = {
+            "round": rnd,
+            "bytes_to_agent": m.get("bytes_to_agent"),
+            "bytes_from_agent": m.get("bytes_from_agent"),
+            "bytes": (m.get("bytes_to_agent") or 0) + (m.get("bytes_from_agent") or 0),
+            "round_trips": m.get("round_trips"),
+            "wall_s": round(result.wall_s, 3),
+            "sync_wall_s": m.get("wall_seconds"),
+            "exact": False,
+            "verified": "full" if full else "delta",
+            "agent_peak_rss_kb": rss,
+            "agent_rss_before_kb": rss_before,  # a reset peak starts here: memory the agent kept from earlier syncs
+        }
+        record.update({k: m[k] for k in COPIED_METRICS if k in m})
+        if not result.ok:
+            record["error"] = result.record.get("error") or result.record.get("status")
+            return record
+        started = time.perf_counter()
+        problems = self._check(runner, result, truth, delta, rnd, full)
+        record["check_s"] = round(time.perf_counter() - started, 3)
+        record["exact"] = not problems
+        if problems:
+            record["problems"] = problems[:10]
+        return record
+
+    def _check(self, runner, result: SyncResult, truth: SourceTruth, delta: TrueDelta, rnd: int, full: bool) -> list[str]:
+        m = result.record["metrics"]
+        problems = []
+        want, got = delta.counts(), {"inserted": m.get("rows_inserted"), "updated": m.get("rows_updated"), "deleted": m.get("rows_deleted")}
+        if want != got:
+            problems.append(f"metrics count {got}, true delta {want}")
+        if rnd:  # round 0's delta is the whole view: the full check below covers it
+            problems += truth.check_delta(runner.delta(result), delta)
+        if full:
+            found = truth.check_rows(runner.rows())
+            if found:
+                problems += found + truth.explain(runner.rows())
+        return problems
+
+    def _progress(self, rnd: int, name: str, r: dict, delta: TrueDelta, scan_s: float) -> None:
+        label = "load" if rnd == 0 else f"{rnd}/{self.config.rounds}"
+        lb = delta.lower_bound_bytes
+        ratio = f"{r['bytes'] / lb:8.1f}x LB" if lb else " " * 11
+        status = "exact" if r["exact"] else ("FAILED: " + str(r.get("error"))[:200] if r.get("error") else "NOT EXACT: " + "; ".join(r.get("problems", []))[:300])
+        rss = f"{r['agent_peak_rss_kb'] / 1024:5.0f} MiB" if r.get("agent_peak_rss_kb") else "    ? MiB"
+        self.log(
+            f"[{self.workload.name}] round {label:>5} {name:<15} {_mib(r['bytes']):>12} {ratio} "
+            f"(to {_mib(r['bytes_to_agent'] or 0)}, from {_mib(r['bytes_from_agent'] or 0)}, {r['round_trips']} rt)  "
+            f"{r['wall_s']:6.1f} s = {r['wall_s'] / scan_s:6.1f}x scan  agent {rss}  {status}"
+        )
+
+
+def _warm_up(api: Api, work_dir: Path, log) -> float:
+    """Load and sync a tiny view twice, so the first measured sync does not pay for warming up the JVM."""
+    started = time.perf_counter()
+    workload = WORKLOADS["students"]
+    sim = workload.simulator(work_dir / "warm-up.db")
+    sim.create(WARM_UP_ROWS)
+    token = secrets.token_hex(16)  # hex: a token starting with "-" would read as a flag
+    agent = start_agent(f"sqlite:///{sim.path}", work_dir, token=token, allow=[workload.shape.table])
+    try:
+        api.add_source("warm_up", agent.url, token)
+        api.add_view("warm_up", workload.shape.view_sql.format(source="warm_up"))
+        for rnd in range(2):
+            if rnd:
+                sim.change()
+            if api.sync("warm_up")["status"] != "succeeded":
+                raise RuntimeError(f"the warm-up sync failed; see the logs in {work_dir.parent}")
+    finally:
+        agent.stop()
+    elapsed = time.perf_counter() - started
+    log(f"warmed up in {elapsed:.1f} s")
+    return round(elapsed, 1)
+
+
+def run(config: RunConfig, log=print) -> dict:
+    """Run every workload of `config`; returns the results (see `report.write`)."""
+    unknown = [w for w in config.workloads if w not in WORKLOADS] + [s for s in config.strategies if s not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown workloads or strategies: {unknown}")
+    started = time.perf_counter()
+    results = {
+        "meta": {
+            **machine.describe(),
+            "name": config.name,
+            "rows": config.rows,
+            "rows_by_workload": {w: config.rows_for(w) for w in config.workloads},
+            "rounds": config.rounds,
+            "seed": config.seed,
+            "workloads": config.workloads,
+            "strategies": config.strategies,
+            "verify": config.verify,
+            "link_mbit": config.link_mbit,
+            "reductions": config.reductions,
+            "definitions": {
+                "bytes": "bytes_to_agent + bytes_from_agent of the sync: every byte on the agent's sockets, HTTP headers and framing included",
+                "lower_bound_bytes": "zstd Arrow IPC frames (<= 16,384 rows each, as the agent frames rows) of the view's true delta: new and updated rows in full, deleted keys",
+                "wall_s": "time of POST /syncs?wait=true as seen by the client",
+                "bare_scan_s": "median per workload of the time to fetch every row of the site query through Python's sqlite3 at the source",
+                "exact": "the sync succeeded, its metrics' counts and its delta equal the true delta, and (on verified='full' rounds) the view's rows equal the source",
+            },
+        },
+        "workloads": {},
+    }
+    shutil.rmtree(config.work_dir, ignore_errors=True)
+    config.work_dir.mkdir(parents=True)
+    log(f"service starting (Spark takes a few seconds); work dir {config.work_dir}")
+    service = start_service(config.work_dir / "warehouse", config.work_dir)
+    api = Api(service.url, timeout=3600)
+    failed = False
+    try:
+        results["meta"]["warm_up_s"] = _warm_up(api, config.work_dir / "warm-up", log)
+        for name in config.workloads:
+            run_ = WorkloadRun(config, api, WORKLOADS[name], config.work_dir / name, log)
+            results["workloads"][name] = run_.result
+            run_started = time.perf_counter()
+            try:
+                run_.run()
+            except Exception as exc:  # one broken workload should not cost the others' numbers
+                failed = True
+                run_.result["error"] = f"{type(exc).__name__}: {exc}"
+                log(f"[{name}] ERROR {run_.result['error']}")
+            finally:
+                run_.result["elapsed_s"] = round(time.perf_counter() - run_started, 1)
+                # the source is not needed any more; at 1M wide rows it is a gigabyte
+                if not config.keep_work and not failed:
+                    (config.work_dir / name / f"{run_.slug}.db").unlink(missing_ok=True)
+    finally:
+        api.close()
+        service.stop()
+        results["meta"]["elapsed_s"] = round(time.perf_counter() - started, 1)
+        if config.keep_work or failed:
+            log(f"work dir kept: {config.work_dir} (agent and service logs are there)")
+        else:
+            shutil.rmtree(config.work_dir, ignore_errors=True)
+    return results
