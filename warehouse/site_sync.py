@@ -10,6 +10,7 @@ the view (see `sync.py`).
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -67,6 +68,10 @@ class Endpoint:
     verify: object = True
 
 
+def _utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
 def spark_schema(columns: list[Column]) -> str:
     return ", ".join(f"`{c.name}` {c.type.spark_ddl()}" for c in columns)
 
@@ -120,6 +125,7 @@ class SiteRun:
 
     def extract(self) -> None:
         """Run the extraction steps against the site's agent, timing each."""
+        self.metrics["extract_started_at"] = _utcnow()
         try:
             for step in self.EXTRACT_STEPS:
                 self.progress({"phase": step, "site": self.index, **self.traffic()})
@@ -129,6 +135,7 @@ class SiteRun:
         finally:
             self.client.close()
             self.metrics.update(self.traffic())
+            self.metrics["extract_finished_at"] = _utcnow()
 
     def traffic(self) -> dict:
         c = self.client.counter
