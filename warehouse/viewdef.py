@@ -45,11 +45,11 @@ VIEW_FORM = (
 ASSEMBLY_DIALECT = "spark"
 #: What a condition across sites may contain, appended to its rejections.
 CROSS_SITE_HELP = (
-    "a condition that reads tables of several sources (or of one source, not joined there) "
-    "is evaluated in the warehouse by Spark SQL, and may use columns, literals, "
-    "= <> != < <= > >= between values of the same kind (numbers, text, dates, ...), "
-    "[NOT] BETWEEN, [NOT] IN, IS [NOT] NULL, AND/OR/NOT and + - * on numbers; "
-    "division and LIKE are supported in conditions that read one source only"
+    "conditions across sites (tables of several sources, or of one source not joined there) "
+    "run in the warehouse on Spark SQL and may use columns, literals, = <> != < <= > >= "
+    "between values of the same kind (numbers, text, dates, ...), [NOT] BETWEEN, [NOT] IN, "
+    "IS [NOT] NULL, AND/OR/NOT and + - * on numbers; division and LIKE are supported in "
+    "conditions that read one site only, which run at the source"
 )
 
 
@@ -573,7 +573,7 @@ def _check_cross_site(condition: exp.Expression, bound: _Bound) -> None:
     """
 
     def fail(problem: str) -> None:
-        raise ViewDefinitionError(f"the condition {sitesql.snippet(condition)} reads tables of different sites, so the warehouse evaluates it, and {problem}; {CROSS_SITE_HELP}")
+        raise ViewDefinitionError(f"the condition {sitesql.snippet(condition)} reads tables of several sites, so the warehouse evaluates it, where {problem}; {CROSS_SITE_HELP}")
 
     def family(node: exp.Expression) -> str | None:
         """The kind of value `node` yields; None for NULL and string literals, which adapt."""
@@ -588,14 +588,14 @@ def _check_cross_site(condition: exp.Expression, bound: _Bound) -> None:
         if isinstance(node, exp.Literal):
             return "number"
         if isinstance(node, exp.Div):
-            fail(f"division is not supported there ({sitesql.snippet(node)})")
+            fail(f"division is not supported ({sitesql.snippet(node)})")
         if isinstance(node, exp.Like):
-            fail(f"LIKE is not supported there ({sitesql.snippet(node)})")
+            fail(f"LIKE is not supported ({sitesql.snippet(node)})")
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)):
             for operand in (node.this, node.args.get("expression")):
                 kind = family(operand) if operand is not None else None
                 if kind not in (None, "number"):
-                    fail(f"arithmetic there works on numbers only ({sitesql.snippet(node)} uses a {kind} value)")
+                    fail(f"arithmetic works on numbers only ({sitesql.snippet(node)} uses a {kind} value)")
             return "number"
         if isinstance(node, _COMPARISONS):
             same(node, node.this, node.expression)

@@ -436,10 +436,104 @@ def test_table_without_any_key():
     rejected("SELECT l.at, l.message FROM crm.logs l", "no primary key and no unique key")
 
 
-def test_several_sources_not_supported_yet():
-    rejected(
-        "SELECT e.id, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.id = e.id",
-        "views over several sources are not supported yet", "crm, hr",
+# --- several sites (golden cases with data: test_decomposition.py) ------------------------
+
+
+def test_several_sources_decompose_into_sites_and_an_assembly(dialect, schemas):
+    view = analyze_view("SELECT e.id, e.name, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.id = e.manager_id WHERE s.team = 'ops'", schemas)
+    assert [s.source for s in view.sites] == ["crm", "hr"]
+    assert view.sites[0].sql == 'SELECT "e"."id" AS "id", "e"."name" AS "name", "e"."manager_id" AS "e_manager_id" FROM "employees" AS "e"'
+    assert view.sites[1].sql == 'SELECT "s"."id" AS "sid" FROM "staff" AS "s" WHERE "s"."team" = \'ops\''
+    assert [c.name for c in view.sites[0].columns] == ["id", "name", "e_manager_id"]
+    assert view.sites[0].key == ["id"] and view.sites[1].key == ["sid"] and view.key == ["id", "sid"]
+    assert view.assembly == (
+        "SELECT `s0`.`id` AS `id`, `s0`.`name` AS `name`, `s1`.`sid` AS `sid` "
+        "FROM `site_0` AS `s0` JOIN `site_1` AS `s1` ON `s1`.`sid` = `s0`.`e_manager_id`"
+    )
+
+
+def test_single_site_view_has_no_assembly():
+    view = analyze("SELECT c.id, l.order_no, l.line FROM crm.customers c JOIN crm.order_lines l ON l.customer_id = c.id")
+    assert view.assembly is None
+    assert "assembly" not in view.to_json()
+
+
+def test_tables_of_one_source_not_joined_there_are_separate_sites():
+    view = analyze("SELECT c.id, e.id AS eid FROM crm.customers c JOIN crm.employees e ON e.id = 1")
+    assert [s.sql for s in view.sites] == [
+        'SELECT "c"."id" AS "id" FROM "customers" AS "c"',
+        'SELECT "e"."id" AS "eid" FROM "employees" AS "e" WHERE "e"."id" = 1',
+    ]
+    assert view.assembly == "SELECT `s0`.`id` AS `id`, `s1`.`eid` AS `eid` FROM `site_0` AS `s0` CROSS JOIN `site_1` AS `s1`"
+
+
+def test_extra_columns_avoid_output_names_and_reserved_prefix():
+    view = analyze("SELECT __e.id, __e.name AS e_manager_id, s.id AS sid FROM crm.employees __e JOIN hr.staff s ON s.id = __e.manager_id")
+    assert [c.name for c in view.sites[0].columns] == ["id", "e_manager_id", "e_manager_id_2"]
+    assert view.assembly.endswith("ON `s1`.`sid` = `s0`.`e_manager_id_2`")
+
+
+def test_column_needed_by_the_warehouse_reuses_its_output_name():
+    view = analyze("SELECT e.id, e.manager_id AS boss, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.id = e.manager_id")
+    assert [c.name for c in view.sites[0].columns] == ["id", "boss"]
+    assert view.assembly.endswith("ON `s1`.`sid` = `s0`.`boss`")
+
+
+def test_view_json_without_assembly_loads():
+    view = analyze("SELECT e.id, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.id = e.id")
+    data = view.to_json()
+    assert data["assembly"] == view.assembly
+    assert ViewDef.from_json(data) == view
+    del data["assembly"]
+    assert ViewDef.from_json(data).assembly is None
+
+
+def test_unknown_source_among_several():
+    with pytest.raises(UnknownSourceError) as info:
+        analyze("SELECT e.id, x.id AS xid FROM crm.employees e JOIN nope.staff x ON x.id = e.id")
+    assert info.value.detail.startswith("source 'nope' is not registered: register it with POST /v1/sources")
+
+
+def test_outer_join_across_sources():
+    rejected("SELECT e.id, s.id AS sid FROM crm.employees e LEFT JOIN hr.staff s ON s.id = e.id", "outer joins", SUPPORTED)
+
+
+def test_unknown_column_of_another_source():
+    rejected("SELECT e.id, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.nope = e.id", "column 'nope' does not exist", "hr.staff")
+
+
+def test_every_site_needs_its_key():
+    rejected("SELECT e.id, s.team FROM crm.employees e JOIN hr.staff s ON s.id = e.id", "hr.staff", "primary key (id)", "must be selected")
+
+
+@pytest.mark.parametrize(
+    ("where", "needles"),
+    [
+        pytest.param("e.id / s.id > 1", ("division is not supported",), id="division"),
+        pytest.param("e.name LIKE s.team", ("LIKE is not supported",), id="like"),
+        pytest.param("e.name = s.id", ("compares values of different kinds", "number and text"), id="text-vs-number"),
+        pytest.param("s.id BETWEEN e.id AND e.name", ("different kinds",), id="between-kinds"),
+        pytest.param("s.team + e.id > 1", ("arithmetic works on numbers only", "text value"), id="arithmetic-on-text"),
+        pytest.param("e.id + s.id", ("is a number value, not a condition",), id="not-a-condition"),
+        pytest.param("e.id = 1 OR s.id", ("not a condition",), id="or-with-number"),
+    ],
+)
+def test_conditions_across_sites_spark_would_evaluate_differently(where, needles):
+    detail = rejected(f"SELECT e.id, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.id = e.id WHERE {where}", "several sites", *needles)
+    assert "division and LIKE are supported in conditions that read one site only" in detail
+
+
+def test_division_and_like_within_one_site_are_pushed_down():
+    view = analyze("SELECT e.id, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.id = e.id WHERE e.id / 2 = 1 AND s.team LIKE 'o%'")
+    assert view.sites[0].sql.endswith('WHERE "e"."id" / 2 = 1')
+    assert view.sites[1].sql.endswith("WHERE \"s\".\"team\" LIKE 'o%'")
+
+
+def test_conditions_across_sites_may_compare_with_literals_and_null():
+    view = analyze("SELECT e.id, s.id AS sid FROM crm.employees e JOIN hr.staff s ON s.id = e.id WHERE (e.name = s.team OR s.team IS NULL OR e.name IN ('a', NULL)) AND e.id - s.id * 2 <> -1")
+    assert view.assembly.endswith(
+        "ON `s1`.`sid` = `s0`.`id` AND (`s0`.`e_name` = `s1`.`s_team` OR `s1`.`s_team` IS NULL OR `s0`.`e_name` IN ('a', NULL)) "
+        "AND `s0`.`id` - `s1`.`sid` * 2 <> -1"
     )
 
 
