@@ -20,11 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workloads.harness import Api, start_agent, start_service  # noqa: E402
-from workloads.students import COLUMNS, StudentsSource  # noqa: E402
+from workloads.students import COLUMNS, EnrolmentsSource, StudentsSource  # noqa: E402
 
 VIEW_SQL = (
     "SELECT s.student_id, s.first_name, s.middle_name, s.last_name, s.title, s.birth_date, s.country, "
     "s.phone, s.address, s.mailing_address, s.enrolled, s.gpa FROM campus.students s WHERE s.active = 1"
+)
+#: The two-source scenario: students in one legacy system, enrolments in another.
+JOIN_SQL = (
+    "SELECT s.student_id, s.first_name, s.last_name, s.phone, e.student_id AS enrolled_id, e.course, e.term, e.grade "
+    "FROM campus.students s JOIN registry.enrolments e ON e.student_id = s.student_id "
+    "WHERE s.active = 1 AND e.term >= '2025'"
 )
 TOKEN = "demo-token"
 
@@ -33,8 +39,8 @@ def kib(n: float) -> str:
     return f"{n / 1024:,.1f} KiB"
 
 
-def source_truth(db: Path) -> dict:
-    """The view evaluated straight on the legacy database."""
+def students_truth(db: Path) -> dict:
+    """The students view evaluated straight on the legacy database."""
     cols = COLUMNS[:-1]
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         rows = conn.execute(f"SELECT {', '.join(cols)} FROM students WHERE active = 1").fetchall()
@@ -42,14 +48,27 @@ def source_truth(db: Path) -> dict:
     for row in rows:
         rec = dict(zip(cols, row))
         rec["gpa"] = None if rec["gpa"] is None else str(Decimal(repr(rec["gpa"])).quantize(Decimal("0.01")))
-        truth[rec["student_id"]] = rec
+        truth[(rec["student_id"],)] = rec
     return truth
+
+
+def join_truth(students_db: Path, enrolments_db: Path) -> dict:
+    """The two-source view evaluated over both legacy databases at once (ATTACH)."""
+    with sqlite3.connect(f"file:{students_db}?mode=ro", uri=True) as conn:
+        conn.execute("ATTACH DATABASE ? AS registry", (f"file:{enrolments_db}?mode=ro",))
+        cur = conn.execute(
+            "SELECT s.student_id, s.first_name, s.last_name, s.phone, e.student_id AS enrolled_id, e.course, e.term, e.grade FROM students s "
+            "JOIN registry.enrolments e ON e.student_id = s.student_id WHERE s.active = 1 AND e.term >= '2025'"
+        )
+        names = [d[0] for d in cur.description]
+        return {(r[0], r[4], r[5], r[6]): dict(zip(names, r)) for r in cur.fetchall()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000, help="students in the legacy table")
     parser.add_argument("--rounds", type=int, default=10, help="sync rounds after the initial load")
+    parser.add_argument("--scenario", choices=["students", "two-sources"], default="students", help="one legacy table, or students joined with a second system's enrolments")
     parser.add_argument("--dir", type=Path, default=ROOT / "demo-data", help="where the demo keeps its files (wiped first)")
     args = parser.parse_args()
 
@@ -59,19 +78,40 @@ def main() -> int:
     print(f"creating the legacy database {db} with {args.rows:,} students ...", flush=True)
     legacy = StudentsSource(db)
     legacy.create(args.rows)
+    changers = [legacy]
+    if args.scenario == "two-sources":
+        registry_db = args.dir / "registry.db"
+        registry = EnrolmentsSource(registry_db, legacy)
+        registry.create()
+        changers.append(registry)
+        print(f"creating the second legacy database {registry_db} (enrolments) ...", flush=True)
 
-    agent = service = None
+    agents = []
+    service = None
     try:
-        agent = start_agent(f"sqlite:///{db}", args.dir, token=TOKEN, allow=["students"])
-        print(f"agent   up at {agent.url} (read-only, token required)", flush=True)
+        agents.append(start_agent(f"sqlite:///{db}", args.dir, token=TOKEN, allow=["students"]))
+        print(f"agent   up at {agents[0].url} (students; read-only, token required)", flush=True)
+        if args.scenario == "two-sources":
+            agents.append(start_agent(f"sqlite:///{registry_db}", args.dir, token=TOKEN, allow=["enrolments"]))
+            print(f"agent   up at {agents[1].url} (enrolments; read-only, token required)", flush=True)
         print("service starting (Spark takes a few seconds) ...", flush=True)
         service = start_service(args.dir / "warehouse", args.dir)
         print(f"service up at {service.url}", flush=True)
         api = Api(service.url)
-        api.add_source("campus", agent.url, TOKEN)
-        view = api.add_view("active_students", VIEW_SQL)
-        api.add_view("active_students_fullship", VIEW_SQL, strategy="full_ship")
-        print(f"view active_students: key {view['key']}, site query:\n  {view['sites'][0]['sql']}\n", flush=True)
+        api.add_source("campus", agents[0].url, TOKEN)
+        if args.scenario == "two-sources":
+            api.add_source("registry", agents[1].url, TOKEN)
+            name, sql = "current_enrolments", JOIN_SQL
+            truth = lambda: join_truth(db, registry_db)  # noqa: E731
+        else:
+            name, sql = "active_students", VIEW_SQL
+            truth = lambda: students_truth(db)  # noqa: E731
+        view = api.add_view(name, sql)
+        api.add_view(f"{name}_fullship", sql, strategy="full_ship")
+        print(f"view {name}: key {view['key']}, site queries:")
+        for site in view["sites"]:
+            print(f"  [{site['source']}] {site['sql']}")
+        print(flush=True)
 
         header = f"{'round':>5}  {'ins':>5} {'upd':>5} {'del':>5}   {'groups sent/ident/chg/regr':>27}  {'bytes (group hash)':>18}  {'bytes (full ship)':>17}  {'ratio':>6}  {'time':>6}"
         print(header)
@@ -79,11 +119,12 @@ def main() -> int:
         totals = [0, 0]
         for rnd in range(args.rounds + 1):
             if rnd > 0:
-                legacy.change()
+                for changer in changers:
+                    changer.change()
             t0 = time.monotonic()
-            s = api.sync("active_students")
+            s = api.sync(name)
             elapsed = time.monotonic() - t0
-            f = api.sync("active_students_fullship")
+            f = api.sync(f"{name}_fullship")
             for sync in (s, f):
                 if sync["status"] != "succeeded":
                     print(f"sync failed: {sync['error']}")
@@ -98,24 +139,25 @@ def main() -> int:
             label = "load" if rnd == 0 else str(rnd)
             print(f"{label:>5}  {m['rows_inserted']:>5} {m['rows_updated']:>5} {m['rows_deleted']:>5}   {groups:>27}  {kib(ours):>18}  {kib(full):>17}  {ours / full:>6.1%}  {elapsed:>5.1f}s", flush=True)
         print("-" * len(header))
-        print(f"after the load: {kib(totals[0])} moved by the group-hash method versus {kib(totals[1])} by shipping the site query whole ({totals[0] / totals[1]:.1%}).")
+        print(f"after the load: {kib(totals[0])} moved by the group-hash method versus {kib(totals[1])} by shipping the site queries whole ({totals[0] / totals[1]:.1%}).")
 
-        rows = {r["student_id"]: r for r in api.rows("active_students")}
-        truth = source_truth(db)
-        if rows == truth:
-            print(f"check: the view equals the legacy source ({len(rows):,} rows) — OK")
+        key = view["key"]
+        rows = {tuple(r[k] for k in key): r for r in api.rows(name)}
+        expected = truth()
+        if rows == expected:
+            print(f"check: the view equals the view definition evaluated on the legacy source(s) ({len(rows):,} rows) — OK")
             return 0
-        missing = truth.keys() - rows.keys()
-        extra = rows.keys() - truth.keys()
-        differ = [k for k in truth.keys() & rows.keys() if truth[k] != rows[k]]
+        missing = expected.keys() - rows.keys()
+        extra = rows.keys() - expected.keys()
+        differ = [k for k in expected.keys() & rows.keys() if expected[k] != rows[k]]
         print(f"check FAILED: {len(missing)} missing, {len(extra)} extra, {len(differ)} different rows")
         for k in list(differ)[:3]:
-            print("  view:  ", rows[k], "\n  source:", truth[k])
+            print("  view:  ", rows[k], "\n  source:", expected[k])
         return 1
     finally:
         if service:
             service.stop()
-        if agent:
+        for agent in agents:
             agent.stop()
 
 

@@ -146,3 +146,45 @@ class StudentsSource:
             if rng.random() < rates.volatile_fraction:
                 self.volatile.add(row[0])
         return {"updated": len(updated), "deleted": len(deleted), "inserted": len(new)}
+
+
+COURSES = ["CSCI235", "CSCI317", "MATH221", "STAT231", "ISIT312", "CSIT314", "ENGG100", "LAW101"]
+TERMS = ["2024-S1", "2024-S2", "2025-S1", "2025-S2", "2026-S1"]
+GRADES = ["HD", "D", "C", "P", "F", None]
+
+
+@dataclass
+class EnrolmentsSource:
+    """A second legacy system: the registry's enrolments, keyed by (student, course, term)."""
+
+    path: Path
+    students: StudentsSource
+    seed: int = 8
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def create(self, per_student: float = 1.5) -> None:
+        if self.path.exists():
+            self.path.unlink()
+        with sqlite3.connect(self.path) as conn:
+            conn.execute("CREATE TABLE enrolments (student_id INTEGER NOT NULL, course TEXT NOT NULL, term TEXT NOT NULL, grade TEXT, PRIMARY KEY (student_id, course, term))")
+            rows = [self._row(sid) for sid in self.students.ids for _ in range(self.rng.randint(0, round(per_student * 2)))]
+            conn.executemany("INSERT OR IGNORE INTO enrolments VALUES (?, ?, ?, ?)", rows)
+
+    def _row(self, sid: int) -> tuple:
+        return (sid, self.rng.choice(COURSES), self.rng.choice(TERMS), self.rng.choice(GRADES))
+
+    def change(self) -> dict:
+        """Grades come out, students enrol (new students too) and withdraw."""
+        rng = self.rng
+        with sqlite3.connect(self.path) as conn:
+            keys = conn.execute("SELECT student_id, course, term FROM enrolments").fetchall()
+            graded = rng.sample(keys, min(len(keys), len(keys) // 100))
+            conn.executemany("UPDATE enrolments SET grade = ? WHERE student_id = ? AND course = ? AND term = ?", [(rng.choice(GRADES), *k) for k in graded])
+            withdrawn = rng.sample(keys, min(len(keys), len(keys) // 500))
+            conn.executemany("DELETE FROM enrolments WHERE student_id = ? AND course = ? AND term = ?", withdrawn)
+            ids = self.students.ids
+            new = [self._row(rng.choice(ids[-500:] if rng.random() < 0.5 else ids)) for _ in range(len(keys) // 200)]
+            conn.executemany("INSERT OR IGNORE INTO enrolments VALUES (?, ?, ?, ?)", new)
+        return {"graded": len(graded), "withdrawn": len(withdrawn), "enrolled": len(new)}
