@@ -43,7 +43,7 @@ _WIDE = Context(prec=80)
 
 def decimal_converter(type_: LogicalType) -> Callable[[Any], Decimal]:
     quantum = Decimal(1).scaleb(-type_.scale)
-    limit = Decimal(10) ** (type_.precision - type_.scale)
+    limit = Decimal(10).scaleb(type_.precision - type_.scale - 1)  # exact, no context rounding
 
     def convert(v: Any) -> Decimal:
         if isinstance(v, Decimal):
@@ -60,7 +60,7 @@ def decimal_converter(type_: LogicalType) -> Callable[[Any], Decimal]:
         if not d.is_finite():
             raise ValueError(f"decimal {v!r} is not finite")
         d = d.quantize(quantum, context=_WIDE)
-        if abs(d) >= limit:
+        if d.copy_abs() >= limit:  # copy_abs: abs() would round to the context's 28 digits
             raise ValueError(f"decimal {v!r} does not fit {type_}")
         return d
 
