@@ -96,7 +96,7 @@ class SyncRun:
 
     def assemble_view(self) -> None:
         """The view's delta: the fragment's own for one site; for several, recompute and compare."""
-        if getattr(self.view, "assembly", None) is None:
+        if self.view.assembly is None:
             result = self.results[0]
             result.delta(self.view.sites[0].columns).write.parquet(str(self.store.staged_delta(self.sync_id)))
             counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
