@@ -127,11 +127,11 @@ def test_two_sqlite_sources(api, tmp_path, logs_dir):
     crm = start_agent(f"sqlite:///{cdb}", logs_dir)
     shop = start_agent(f"sqlite:///{tmp_path / 'shop.db'}", logs_dir)
     try:
-        api.add_source("crm", crm.url)
-        api.add_source("shop", shop.url)
-        view = api.add_view("orders_by_customer", VIEW_SQL.format(orders="shop", customers="crm"))
+        api.add_source("ms_crm", crm.url)
+        api.add_source("ms_shop", shop.url)
+        view = api.add_view("orders_by_customer", VIEW_SQL.format(orders="ms_shop", customers="ms_crm"))
         assert view["key"] == KEY and len(view["sites"]) == 2
-        assert {s["source"] for s in view["sites"]} == {"crm", "shop"}
+        assert {s["source"] for s in view["sites"]} == {"ms_crm", "ms_shop"}
         rounds(api, world, "orders_by_customer", 6)
     finally:
         crm.stop()
