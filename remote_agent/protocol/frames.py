@@ -1,7 +1,9 @@
 """Framing of the binary exchange between the warehouse and the agent.
 
 A body is a sequence of frames: one kind byte, a 4-byte big-endian payload length, the
-payload. Control frames carry JSON; data frames carry one Arrow IPC stream (schema plus
+8-byte big-endian xxh3-64 checksum of the payload (seed 0), the payload. TCP's own 16-bit
+checksum lets corruption through now and then; the frame checksum turns a damaged payload
+into an error instead of wrong rows in the warehouse. Control frames carry JSON; data frames carry one Arrow IPC stream (schema plus
 one record batch) compressed with zstd. The last frame of a complete response is always a
 summary (`S`) or an error (`E`) frame, so a truncated body is detected, never mistaken
 for a short answer.
@@ -12,10 +14,11 @@ from __future__ import annotations
 import io
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import pyarrow as pa
+import xxhash
 
 MEDIA_TYPE = "application/vnd.deltasieve.frames"
 #: One frame may not exceed this; a longer length prefix means a corrupt or hostile body.
@@ -23,7 +26,7 @@ MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: zstd level for data frames: level 3 is zstd's default trade of speed for size.
 ZSTD_LEVEL = 3
 
-_HEADER = struct.Struct(">cI")
+_HEADER = struct.Struct(">cIQ")
 
 # Control frames (JSON).
 CONTROL = b"J"
@@ -52,22 +55,45 @@ class FrameError(ValueError):
 class Frame:
     kind: bytes
     payload: bytes
+    _decoded: object = field(default=None, repr=False, compare=False)
 
     def json(self) -> dict:
-        return json.loads(self.payload)
+        """The payload of a control frame; a payload that is not a JSON object is a FrameError."""
+        if self._decoded is None:
+            try:
+                message = json.loads(self.payload)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise FrameError(f"control frame {self.kind!r} is not valid JSON: {exc}") from None
+            if not isinstance(message, dict):
+                raise FrameError(f"control frame {self.kind!r} holds a JSON {type(message).__name__}, expected an object")
+            self._decoded = message
+        return self._decoded
 
     def batch(self) -> pa.RecordBatch:
-        reader = pa.ipc.open_stream(pa.BufferReader(self.payload))
-        batches = list(reader)
-        if len(batches) != 1:
-            raise FrameError(f"data frame {self.kind!r} holds {len(batches)} batches, expected 1")
-        return batches[0]
+        """The record batch of a data frame (decoded once); a corrupt payload is a FrameError."""
+        if self._decoded is None:
+            try:
+                batches = list(pa.ipc.open_stream(pa.BufferReader(self.payload)))
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise FrameError(f"data frame {self.kind!r} is not a valid Arrow IPC stream: {exc}") from None
+            if len(batches) != 1:
+                raise FrameError(f"data frame {self.kind!r} holds {len(batches)} batches, expected 1")
+            self._decoded = batches[0]
+        return self._decoded
+
+    def decode(self) -> "Frame":
+        """Parse the payload now, so a corrupt frame fails where the caller expects errors."""
+        if self.kind in JSON_KINDS:
+            self.json()
+        else:
+            self.batch()
+        return self
 
 
 def frame(kind: bytes, payload: bytes) -> bytes:
     if len(payload) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(payload)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
-    return _HEADER.pack(kind, len(payload)) + payload
+    return _HEADER.pack(kind, len(payload), xxhash.xxh3_64_intdigest(payload)) + payload
 
 
 def json_frame(kind: bytes, message: dict) -> bytes:
@@ -93,13 +119,16 @@ def read_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
     for chunk in chunks:
         buffer.extend(chunk)
         while len(buffer) >= _HEADER.size:
-            kind, length = _HEADER.unpack_from(buffer)
+            kind, length, checksum = _HEADER.unpack_from(buffer)
             if length > MAX_FRAME_BYTES:
                 raise FrameError(f"frame length {length} exceeds the {MAX_FRAME_BYTES}-byte limit")
             end = _HEADER.size + length
             if len(buffer) < end:
                 break
-            yield Frame(kind, bytes(buffer[_HEADER.size:end]))
+            payload = bytes(buffer[_HEADER.size:end])
+            if xxhash.xxh3_64_intdigest(payload) != checksum:
+                raise FrameError(f"frame {kind!r} of {length} bytes fails its checksum (damaged in transit?)")
+            yield Frame(kind, payload)
             del buffer[:end]
     if buffer:
         raise FrameError(f"body ends inside a frame ({len(buffer)} stray bytes)")

@@ -1,0 +1,67 @@
+"""Framing: what arrives damaged must fail loudly, never decode into different rows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from remote_agent.protocol import frames
+
+
+def _body() -> bytes:
+    batch = pa.record_batch({"id": pa.array(range(1000), pa.int64()), "name": pa.array([f"n{i}" for i in range(1000)])})
+    return frames.json_frame(frames.CONTROL, {"a": 1}) + frames.arrow_frame(frames.ROWS, batch) + frames.json_frame(frames.SUMMARY, {"rows": 1000})
+
+
+def _decode_all(body: bytes, chunk: int = 997) -> list:
+    return [f.decode() for f in frames.read_frames(body[i:i + chunk] for i in range(0, len(body), chunk))]
+
+
+def test_a_body_round_trips_in_chunks_of_any_size():
+    body = _body()
+    for chunk in (1, 13, 997, len(body)):
+        decoded = _decode_all(body, chunk)
+        assert [f.kind for f in decoded] == [frames.CONTROL, frames.ROWS, frames.SUMMARY]
+        assert decoded[1].batch().column("id").to_pylist() == list(range(1000))
+        assert decoded[2].json() == {"rows": 1000}
+
+
+@pytest.mark.parametrize("offset", [0, 5, 14, 40, 200, 1000, -20, -1])
+def test_any_flipped_byte_is_an_error(offset):
+    body = bytearray(_body())
+    body[offset] ^= 0x5A
+    with pytest.raises(frames.FrameError):
+        _decode_all(bytes(body))
+
+
+def test_every_single_byte_flip_is_caught():
+    """Exhaustive over a small body: no damaged byte may decode as a valid, different answer."""
+    batch = pa.record_batch({"k": pa.array([1, 2, 3], pa.int64())})
+    body = frames.arrow_frame(frames.ROWS, batch) + frames.json_frame(frames.SUMMARY, {})
+    for i in range(len(body)):
+        damaged = bytearray(body)
+        damaged[i] ^= 0x01
+        with pytest.raises(frames.FrameError):
+            _decode_all(bytes(damaged))
+
+
+@pytest.mark.parametrize("cut", [1, 12, 13, 50, -1])
+def test_a_cut_body_is_an_error(cut):
+    body = _body()
+    with pytest.raises(frames.FrameError, match="ends inside a frame"):
+        _decode_all(body[:cut])
+
+
+def test_a_well_framed_payload_that_is_not_arrow_or_json_is_a_frame_error():
+    with pytest.raises(frames.FrameError, match="not a valid Arrow IPC stream"):
+        frames.Frame(frames.ROWS, b"not arrow at all").batch()
+    with pytest.raises(frames.FrameError, match="not valid JSON"):
+        frames.Frame(frames.SUMMARY, b"\xff{").json()
+    with pytest.raises(frames.FrameError, match="expected an object"):
+        frames.Frame(frames.SUMMARY, b"[1, 2]").json()
+
+
+def test_an_oversized_length_prefix_is_refused_before_reading_it():
+    header = frames._HEADER.pack(frames.ROWS, frames.MAX_FRAME_BYTES + 1, 0)
+    with pytest.raises(frames.FrameError, match="exceeds"):
+        _decode_all(header + b"x" * 100)
