@@ -24,6 +24,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import faults
 from .errors import StorageError
 
 TNO = "__tno"
@@ -107,12 +108,20 @@ class ViewStore:
         pointer_tmp = self.root / "CURRENT.tmp"
         pointer_tmp.write_text(json.dumps({"version": staged.number, "sync_id": staged.sync_id}))
         _fsync_file(pointer_tmp)
+        faults.checkpoint("before_visible")
         os.replace(pointer_tmp, self.root / "CURRENT")  # the commit point
         _fsync_dir(self.root)
         return Version(staged.number, staged.sync_id, final)
 
     def discard(self, sync_id: str) -> None:
         shutil.rmtree(self.root / "staging" / sync_id, ignore_errors=True)
+
+    def forget(self, sync_id: str) -> None:
+        """Remove all a sync that never became current may have left: staging and delta."""
+        self.discard(sync_id)
+        current = self.current()
+        if current is None or current.sync_id != sync_id:
+            shutil.rmtree(self.delta(sync_id), ignore_errors=True)
 
     def cleanup(self, keep_syncs: set[str] | None = None) -> list[Path]:
         """Remove staging leftovers, versions newer than CURRENT and all but the newest old ones."""
