@@ -46,15 +46,16 @@ class SyncRunner:
                 self.catalog.update_sync(sync["id"], status="succeeded", finished_at=now(), metrics=current.meta().get("metrics", {}), progress=None)
             else:
                 self.catalog.update_sync(sync["id"], status="failed", finished_at=now(), error="interrupted: the service stopped before this sync finished; the view is unchanged", progress=None)
+                self.store(sync["view"]).forget(sync["id"])
         for view in self.catalog.views():
             removed = self.store(view["name"]).cleanup()
             if removed:
                 log.info("view %s: removed %d leftover path(s)", view["name"], len(removed))
 
-    def submit(self, view: str) -> dict:
+    def submit(self, view: str, *, verify: bool = False) -> dict:
         record = self.catalog.queue_sync(view)
         with self._lock:
-            self.futures[record["id"]] = self.pool.submit(self._run, view, record["id"])
+            self.futures[record["id"]] = self.pool.submit(self._run, view, record["id"], verify)
         return record
 
     def wait(self, sync_id: str) -> None:
@@ -65,7 +66,7 @@ class SyncRunner:
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def _options(self, view: dict) -> SyncOptions:
+    def _options(self, view: dict, verify: bool) -> SyncOptions:
         s = self.settings
         return SyncOptions(
             strategy=view["options"].get("strategy", "group_hash"),
@@ -74,6 +75,11 @@ class SyncRunner:
             default_prior=s.default_prior,
             plan_partitions=s.plan_partitions,
             grouping=s.grouping,
+            agent_read_timeout_s=s.agent_read_timeout_s,
+            agent_deadline_s=s.agent_deadline_s,
+            agent_retries=s.agent_retries,
+            agent_retry_backoff_s=s.agent_retry_backoff_s,
+            verify=verify,
         )
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
@@ -86,22 +92,26 @@ class SyncRunner:
             out[site.source] = Endpoint(source["name"], source["url"], source["token"], verify)
         return out
 
-    def _run(self, view_name: str, sync_id: str) -> None:
+    def _run(self, view_name: str, sync_id: str, verify: bool = False) -> None:
         self.catalog.update_sync(sync_id, status="running", started_at=now())
         progress = _Progress(self.catalog, sync_id)
 
+        run: SyncRun | None = None
         try:
             view = self.catalog.view(view_name)
             definition = ViewDef.from_json(view["definition"])
             self.spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
-            run = SyncRun(self.spark, self.store(view_name), view_name, definition, self._endpoints(definition), sync_id, self._options(view), progress)
+            run = SyncRun(self.spark, self.store(view_name), view_name, definition, self._endpoints(definition), sync_id, self._options(view, verify), progress)
             metrics = run.run()
+            progress.close()
         except WarehouseError as exc:
+            progress.close()
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, exc.message)
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=exc.message, progress=None, metrics=getattr(locals().get("run"), "metrics", {}))
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=exc.message, progress=None, metrics=run.metrics if run else {})
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
+            progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=f"internal error: {type(exc).__name__}: {exc}", progress=None)
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=f"internal error: {type(exc).__name__}: {exc}", progress=None, metrics=run.metrics if run else {})
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
         finally:
@@ -110,17 +120,52 @@ class SyncRunner:
 
 
 class _Progress:
-    """Writes a running sync's phase and counters to the catalog, at most every interval."""
+    """Writes a running sync's phase and counters to the catalog, at most every interval.
+
+    An update that comes too soon after the last write is kept and written when the
+    interval is over, so the record never lags behind a stalled sync's last news.
+    """
 
     def __init__(self, catalog: Catalog, sync_id: str):
         self.catalog = catalog
         self.sync_id = sync_id
         self.phase: str | None = None
         self.last = 0.0
+        self.pending: dict | None = None
+        self.closed = False
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
 
     def __call__(self, info: dict) -> None:
-        t = time.monotonic()
-        if info.get("phase") != self.phase or t - self.last >= PROGRESS_INTERVAL_S:
-            self.phase = info.get("phase")
-            self.last = t
-            self.catalog.update_sync(self.sync_id, progress=info)
+        with self._lock:
+            if self.closed:
+                return
+            t = time.monotonic()
+            if info.get("phase") != self.phase or t - self.last >= PROGRESS_INTERVAL_S:
+                self._write(info, t)
+            else:
+                self.pending = info
+                if self._timer is None:
+                    self._timer = threading.Timer(PROGRESS_INTERVAL_S - (t - self.last), self._flush)
+                    self._timer.daemon = True
+                    self._timer.start()
+
+    def _write(self, info: dict, t: float) -> None:
+        self.phase = info.get("phase")
+        self.last = t
+        self.pending = None
+        self.catalog.update_sync(self.sync_id, progress=info)
+
+    def _flush(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self.pending is not None and not self.closed:
+                self._write(self.pending, time.monotonic())
+
+    def close(self) -> None:
+        """No more writes: the sync's final record replaces the progress."""
+        with self._lock:
+            self.closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None

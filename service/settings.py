@@ -28,6 +28,9 @@ class ServiceSettings(BaseSettings):
     grouping: Literal["per_tuple", "group"] = Field(default="per_tuple", description="grow a group while it raises EB per tuple, or the group's EB (the paper's rule)")
     plan_partitions: int = Field(default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism")
     agent_read_timeout_s: float = Field(default=600.0, gt=0, description="seconds without a byte from an agent before a call fails")
+    agent_deadline_s: float = Field(default=6 * 3600.0, gt=0, description="seconds one call to an agent may take in all")
+    agent_retries: int = Field(default=2, ge=0, le=10, description="extra attempts at a site's extraction after a transient failure (link, timeout, cut answer)")
+    agent_retry_backoff_s: float = Field(default=2.0, ge=0, le=600, description="pause before the first retry, doubled before each next one")
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
     log_level: str = "info"
 

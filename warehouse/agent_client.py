@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -20,6 +21,8 @@ CONNECT_TIMEOUT_S = 10.0
 #: Seconds without a byte from the agent before the call is abandoned (the agent scans the
 #: whole site query before it can answer about changed groups).
 READ_TIMEOUT_S = 600.0
+#: Seconds one call may take in all, however steadily the agent trickles bytes.
+DEADLINE_S = 6 * 3600.0
 
 
 @dataclass
@@ -86,8 +89,9 @@ def _counting_transport(counter: ByteCounter, verify: ssl.SSLContext | str | boo
 class AgentClient:
     """Calls to one agent; use as a context manager. `counter` holds the bytes so far."""
 
-    def __init__(self, url: str, token: str | None = None, *, verify: ssl.SSLContext | str | bool = True, read_timeout_s: float = READ_TIMEOUT_S):
+    def __init__(self, url: str, token: str | None = None, *, verify: ssl.SSLContext | str | bool = True, read_timeout_s: float = READ_TIMEOUT_S, deadline_s: float = DEADLINE_S):
         self.url = url.rstrip("/")
+        self.deadline_s = deadline_s
         self.counter = ByteCounter()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
@@ -127,9 +131,10 @@ class AgentClient:
                     response.read()
                     raise _rejection(response)
                 finished = False
-                for frame in frames.read_frames(response.iter_bytes()):
+                for frame in frames.read_frames(self._within_deadline(response.iter_bytes(), path)):
                     if finished:
                         raise ProtocolError("the agent sent frames after its summary")
+                    frame.decode()
                     if frame.kind == frames.ERROR:
                         info = frame.json()
                         if info.get("transient"):
@@ -146,6 +151,14 @@ class AgentClient:
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
             raise AgentUnavailable(f"agent at {self.url} unreachable or connection broken: {type(exc).__name__}: {exc}") from None
+
+    def _within_deadline(self, chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
+        """Pass the answer's chunks on until the call has run longer than its deadline."""
+        deadline = time.monotonic() + self.deadline_s
+        for chunk in chunks:
+            if time.monotonic() > deadline:
+                raise AgentUnavailable(f"agent at {self.url}: {path} did not finish within {self.deadline_s:g} s (SERVICE_AGENT_DEADLINE_S)")
+            yield chunk
 
     def _call(self, method: str, path: str) -> httpx.Response:
         self.counter.requests += 1

@@ -28,7 +28,8 @@ from remote_agent.protocol.models import ExtractControl, FetchControl, SiteSpec
 from remote_agent.protocol.types import Column, arrow_schema
 
 from . import costs, planning
-from .agent_client import AgentClient
+from . import faults
+from .agent_client import DEADLINE_S, READ_TIMEOUT_S, AgentClient
 from .delta import DeltaResult, build_delta, check_unique
 from .errors import SourceDataError
 from .grouping import BENEFIT, GROUP_HASH, GROUP_SIZE, ROW_HASH, UID, plan_groups
@@ -56,6 +57,16 @@ class SyncOptions:
     plan_partitions: int = 0  # 0: Spark's default parallelism
     grouping: str = planning.DEFAULT_GROUPING
     batch_rows: int = 16_384
+    #: Seconds without a byte from the agent before a call fails.
+    agent_read_timeout_s: float = READ_TIMEOUT_S
+    #: Seconds one call to the agent may take in all.
+    agent_deadline_s: float = DEADLINE_S
+    #: Extra attempts at a site's extraction after a transient failure (link, timeout, cut answer).
+    agent_retries: int = 2
+    #: Wait before the first retry; doubled before each next one.
+    agent_retry_backoff_s: float = 2.0
+    #: Also read every site query in full and report where the result differs (audit mode).
+    verify: bool = False
 
 
 @dataclass
@@ -121,7 +132,7 @@ class SiteRun:
         self.tuple_mode = False
         self.range_mode = False
         self.staging.mkdir(parents=True, exist_ok=True)
-        self.client = AgentClient(self.endpoint.url, self.endpoint.token, verify=self.endpoint.verify)
+        self.client = AgentClient(self.endpoint.url, self.endpoint.token, verify=self.endpoint.verify, read_timeout_s=self.options.agent_read_timeout_s, deadline_s=self.options.agent_deadline_s)
 
     def extract(self) -> None:
         """Run the extraction steps against the site's agent, timing each."""
@@ -208,6 +219,7 @@ class SiteRun:
                     continue  # a newer agent's extra frame kinds are ignored
                 sink.write(frame.batch())
                 self.progress({"phase": "exchange_units", "site": self.index, "rows_received": returned.rows, **self.traffic()})
+                faults.checkpoint("exchange_units")
         self.metrics.update(
             rows_scanned=self.summary.get("rows_scanned", 0),
             rows_received=returned.rows,

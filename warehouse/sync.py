@@ -10,20 +10,30 @@ staged files and leaves the previous version as it was.
 
 from __future__ import annotations
 
+import logging
 import secrets
+import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
+from . import faults
 from .delta import DELETE, INSERT, UPDATE, DeltaResult
+from .errors import WarehouseError
 from .site_sync import STRATEGIES, Endpoint, SiteRun, SyncOptions, spark_schema
 from .storage import OP, Version, ViewStore
 from .viewdef import ViewDef
 
 __all__ = ["STRATEGIES", "Endpoint", "SyncOptions", "SyncRun"]
+
+log = logging.getLogger("warehouse.sync")
+
+#: Divergent rows a verify sync quotes in its record.
+VERIFY_EXAMPLES = 5
 
 #: Metrics summed over the sites of a view.
 SUMMED = (
@@ -48,9 +58,13 @@ class SyncRun:
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
-        self.metrics: dict = {"strategy": self.options.strategy, "hash_bits": self.options.hash_bits, "phases": {}}
+        self.metrics: dict = {"strategy": self.options.strategy, "hash_bits": self.options.hash_bits, "phases": {}, "retries": 0, "attempts": []}
+        if self.options.verify:
+            self.metrics["mode"] = "verify"
         self.sites: list[SiteRun] = []
+        self.checks: list[SiteRun] = []  # verify mode: the full reads
         self.results: list[DeltaResult] = []
+        self._lock = threading.Lock()
 
     def run(self) -> dict:
         started = time.monotonic()
@@ -60,32 +74,79 @@ class SyncRun:
                 t0 = time.monotonic()
                 getattr(self, step)()
                 self.metrics["phases"][step] = round(time.monotonic() - t0, 3)
+        except BaseException:
+            self.metrics.update(self._traffic())  # a failed sync still reports what crossed the link
+            raise
         finally:
             for result in self.results:
                 result.release()
             self.store.discard(self.sync_id)
-        self.metrics["wall_seconds"] = round(time.monotonic() - started, 3)
+            self.metrics["wall_seconds"] = round(time.monotonic() - started, 3)
         return self.metrics
 
     def _traffic(self) -> dict:
-        return {k: sum(s.traffic()[k] for s in self.sites) for k in ("bytes_to_agent", "bytes_from_agent", "round_trips")}
+        """Bytes and calls so far, failed attempts included."""
+        out = {}
+        for k in ("bytes_to_agent", "bytes_from_agent", "round_trips"):
+            out[k] = sum(s.traffic()[k] for s in [*self.sites, *self.checks]) + sum(a[k] for a in self.metrics["attempts"])
+        return out
 
     # -- steps -------------------------------------------------------------------------
     def extract_sites(self) -> None:
         """Extract every site query from its agent, the sites side by side."""
-        staging = self.store.staging(self.sync_id)
+        self.staging = self.store.staging(self.sync_id)
         self.current: Version | None = self.store.current()
-        self.sites = [
-            SiteRun(self.spark, i, site, self.endpoints[site.source], staging / f"site-{i}", self.seed, self.current, self.view_name, self.options, self.progress)
-            for i, site in enumerate(self.view.sites)
-        ]
-        if len(self.sites) == 1:
-            self.sites[0].extract()
-            return
-        with ThreadPoolExecutor(len(self.sites), thread_name_prefix=f"site-{self.sync_id[:8]}") as pool:
-            futures = [pool.submit(site.extract) for site in self.sites]
-            for future in futures:
-                future.result()  # the first failure fails the sync
+        self.sites = self._extract_all("site", self.options)
+
+    def _extract_all(self, prefix: str, options: SyncOptions) -> list[SiteRun]:
+        """Extract every site with `options`, each retried after transient failures."""
+        count = len(self.view.sites)
+        runs: list[SiteRun | None] = [None] * count
+        target = self.checks if prefix == "check" else self.sites
+        target.clear()
+
+        def one(i: int) -> None:
+            runs[i] = self._extract_site(i, prefix, options, target)
+
+        if count == 1:
+            one(0)
+        else:
+            with ThreadPoolExecutor(count, thread_name_prefix=f"{prefix}-{self.sync_id[:8]}") as pool:
+                for future in [pool.submit(one, i) for i in range(count)]:
+                    future.result()  # the first failure fails the sync
+        return runs
+
+    def _extract_site(self, i: int, prefix: str, options: SyncOptions, live: list[SiteRun]) -> SiteRun:
+        """One site's extraction; a transient failure (link, timeout, cut or corrupt answer)
+        is retried from the start after a growing pause, up to `agent_retries` times."""
+        site = self.view.sites[i]
+        staging = self.staging / f"{prefix}-{i}"
+        for attempt in range(self.options.agent_retries + 1):
+            shutil.rmtree(staging, ignore_errors=True)
+            run = SiteRun(self.spark, i, site, self.endpoints[site.source], staging, self.seed, self.current, self.view_name, options, self.progress)
+            with self._lock:
+                live.append(run)
+            t0 = time.monotonic()
+            try:
+                run.extract()
+                return run
+            except WarehouseError as exc:
+                with self._lock:
+                    live.remove(run)
+                    self.metrics["attempts"].append({
+                        "site": i, "source": site.source, "attempt": attempt + 1, "error": exc.message,
+                        "seconds": round(time.monotonic() - t0, 3), **run.traffic(),
+                    })
+                if not exc.transient or attempt == self.options.agent_retries:
+                    if exc.transient:
+                        exc.message = f"{exc.message} (gave up after {attempt + 1} attempt(s); SERVICE_AGENT_RETRIES={self.options.agent_retries})"
+                    raise
+                self.metrics["retries"] += 1
+                pause = self.options.agent_retry_backoff_s * 2 ** attempt
+                log.warning("sync %s, source %s: %s; retrying in %.1f s", self.sync_id, site.source, exc.message, pause)
+                self.progress({"phase": "retry_wait", "site": i, "attempt": attempt + 1, "error": exc.message, "retry_in_s": pause, **self._traffic()})
+                time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def build_fragments(self) -> None:
         """Build each site's exact delta and stage its next fragment and statistics."""
@@ -93,6 +154,41 @@ class SyncRun:
         self.staged = self.store.staged_version(self.sync_id, number)
         for site in self.sites:
             self.results.append(site.build_fragment(self.staged))
+        if self.options.verify:
+            self._verify(number)
+        faults.checkpoint("fragments_written")
+
+    def _verify(self, number: int) -> None:
+        """Audit: read every site query in full as well, report where the view's own method
+        disagrees with it, and keep the full read's result (exact by construction)."""
+        self.progress({"phase": "verify", **self._traffic()})
+        self._extract_all("check", replace(self.options, strategy="full_ship", verify=False))
+        checked = Version(number, self.sync_id, self.staging / "checked")
+        results = [site.build_fragment(checked) for site in self.checks]
+        report = {"rows_compared": 0, "divergent_rows": 0, "examples": [], "sources": []}
+        for i, (site, result) in enumerate(zip(self.view.sites, results)):
+            names = [c.name for c in site.columns]
+            schema = spark_schema(site.columns)
+            method = self.spark.read.schema(schema).parquet(str(self.staged.fragment(i)))
+            full = self.spark.read.schema(schema).parquet(str(checked.fragment(i)))
+            # what the method's result lacks to equal the full read: ops turn it into the truth
+            diff = view_delta(method, full, names, site.key).cache()
+            try:
+                n = diff.count()
+                report["rows_compared"] += result.inserted + result.updated + result.kept
+                report["divergent_rows"] += n
+                report["sources"].append({"source": site.source, "divergent_rows": n})
+                for row in diff.limit(max(0, VERIFY_EXAMPLES - len(report["examples"]))).collect():
+                    d = row.asDict()
+                    report["examples"].append({"source": site.source, "fix": d.pop(OP), "key": {k: d[k] for k in site.key}, "row": d})
+            finally:
+                diff.unpersist()
+        for result in self.results:
+            result.release()
+        self.results, self.staged = results, checked
+        if report["divergent_rows"]:
+            log.warning("verify sync %s of view %s: %d row(s) differ from a full read", self.sync_id, self.view_name, report["divergent_rows"])
+        self.metrics["verify"] = report
 
     def assemble_view(self) -> None:
         """The view's delta: the fragment's own for one site; for several, recompute and compare."""
@@ -103,6 +199,7 @@ class SyncRun:
         else:
             counts = self._assemble()
         self.metrics.update(rows_inserted=counts[0], rows_updated=counts[1], rows_deleted=counts[2], rows_in_view=counts[3])
+        faults.checkpoint("delta_written")
 
     def _assemble(self) -> tuple[int, int, int, int]:
         """Join the new fragments into the view and diff it with the stored one, by the view key."""
@@ -129,6 +226,7 @@ class SyncRun:
         site_metrics = [s.metrics for s in self.sites]
         for key in SUMMED:
             self.metrics[key] = sum(m.get(key) or 0 for m in site_metrics)
+        self.metrics.update(self._traffic())  # verify reads and failed attempts count too
         self.metrics["rows_before"] = sum(m.get("rows_before", 0) for m in site_metrics)
         self.metrics["realized_benefit_bytes"] = self.metrics["full_ship_estimate_bytes"] - self.metrics["bytes_to_agent"] - self.metrics["bytes_from_agent"]
         for key in ("cost_model", "planning", "range_rounds", "ranges_shipped", "agent_seconds"):
@@ -138,6 +236,7 @@ class SyncRun:
         self.metrics["rows_after"] = self.metrics["rows_in_view"]
         meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": self.metrics["rows_in_view"], "metrics": self.metrics}
         self.store.commit(self.staged, meta)
+        faults.checkpoint("after_visible")
 
 
 def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str]) -> DataFrame:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from warehouse.storage import OP, ViewStore
@@ -18,6 +19,7 @@ from ..models import SyncOut, SyncQueued
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
 
 NDJSON = "application/x-ndjson"
+SyncMode = Literal["normal", "verify"]
 
 
 @router.post(
@@ -27,10 +29,17 @@ NDJSON = "application/x-ndjson"
     operation_id="start_sync",
     responses={200: {"model": SyncOut, "description": "with ?wait=true: the finished sync"}, 409: {"description": "a sync of this view is already queued or running"}},
 )
-async def start_sync(name: str, catalog: CatalogDep, runner: RunnerDep, _: ApiKey, wait: bool = False):
+async def start_sync(
+    name: str,
+    catalog: CatalogDep,
+    runner: RunnerDep,
+    _: ApiKey,
+    wait: bool = False,
+    mode: Annotated[SyncMode, Query(description="verify: also read every site query in full and report rows where the view's method disagrees (an audit; costs a full read)")] = "normal",
+):
     """Queue a sync of the view (the first one loads it); with wait=true, answer when it ends."""
     catalog.view(name)
-    record = runner.submit(name)
+    record = runner.submit(name, verify=mode == "verify")
     if not wait:
         return SyncQueued(id=record["id"], status="queued")
     await asyncio.to_thread(runner.wait, record["id"])
