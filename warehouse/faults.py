@@ -1,17 +1,20 @@
 """Test-only fault injection: end the process abruptly at a named point of a sync.
 
-Set `DELTASIEVE_KILL_AT` to one of `POINTS` in the service's environment and the process
-kills itself with SIGKILL the first time a sync reaches that point, as a power cut or an
-out-of-memory kill would. The crash tests use it to prove that a sync is atomic; in normal
-operation the variable is unset and a checkpoint costs one dictionary lookup.
+Point `DELTASIEVE_KILL_FILE` at a file in the service's environment. When a sync reaches
+a checkpoint whose name the file holds, the process removes the file (so the kill fires
+once) and kills itself with SIGKILL, as a power cut or an out-of-memory kill would. The
+crash tests arm the file, run a sync, and restart the service on the same data directory
+to prove that a sync is atomic. In normal operation the variable is unset and a
+checkpoint costs one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
-KILL_AT_ENV = "DELTASIEVE_KILL_AT"
+KILL_FILE_ENV = "DELTASIEVE_KILL_FILE"
 
 #: Where a sync can be cut, in the order a sync reaches them.
 POINTS = (
@@ -24,5 +27,14 @@ POINTS = (
 
 
 def checkpoint(point: str) -> None:
-    if os.environ.get(KILL_AT_ENV) == point:
-        os.kill(os.getpid(), signal.SIGKILL)
+    path = os.environ.get(KILL_FILE_ENV)
+    if not path:
+        return
+    armed = Path(path)
+    try:
+        if armed.read_text().strip() != point:
+            return
+        armed.unlink()
+    except OSError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)

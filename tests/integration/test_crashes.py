@@ -1,0 +1,166 @@
+"""Atomic syncs: the service is SIGKILLed in the middle of a sync and restarted on its data.
+
+The kill lands at each named point of a sync (warehouse/faults.py: the test arms a file the
+service checks at every point) and at seeded random moments. After the restart the view is
+exactly the old version or exactly the new one, the sync record says which, nothing the
+interrupted sync wrote is left on disk, and the next sync is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.oracle import check_sync, keyed
+from tests.support.people import KEY, VIEW_SQL, People
+from warehouse.faults import KILL_FILE_ENV, POINTS
+from workloads.harness import Api, start_agent, start_service
+
+pytestmark = pytest.mark.integration
+
+VIEW = "people"
+#: Seconds a killed service is given to die once armed (the sync itself takes a few).
+DIE_WITHIN_S = 300
+
+
+class Warehouse:
+    """A service process that can be killed and started again on the same data directory."""
+
+    def __init__(self, root: Path, logs_dir: Path):
+        self.data_dir = root / "warehouse"
+        self.kill_file = root / "kill-at"
+        self.logs_dir = logs_dir
+        self.proc = None
+        self.api = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = start_service(self.data_dir, self.logs_dir, env={KILL_FILE_ENV: str(self.kill_file)})
+        self.api = Api(self.proc.url)
+
+    def reap(self) -> None:
+        """Kill what is left of the process group (Spark's JVM outlives a SIGKILLed parent)."""
+        self.api.close()
+        try:
+            os.killpg(self.proc.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.proc.wait(timeout=30)
+        self.proc.stop()
+
+    def restart(self) -> None:
+        self.reap()
+        self.start()
+
+    def view_dir(self) -> Path:
+        return self.data_dir / "views" / VIEW
+
+    def current(self) -> dict:
+        return json.loads((self.view_dir() / "CURRENT").read_text())
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory, logs_dir):
+    root = tmp_path_factory.mktemp("crashes")
+    people = People(root / "people.db", rows=30_000, seed=5)
+    agent = start_agent(f"sqlite:///{people.path}", logs_dir)
+    w = Warehouse(root, logs_dir)
+    w.people = people
+    w.api.add_source("crashy", agent.url)
+    w.api.add_view(VIEW, VIEW_SQL.format(source="crashy"))
+    check_sync(w.api, VIEW, KEY, {}, people.truth(), w.api.sync(VIEW))
+    yield w
+    w.reap()
+    agent.stop()
+
+
+def _start_sync(api: Api) -> str:
+    r = api.http.post(f"/v1/views/{VIEW}/syncs")
+    assert r.status_code == 202, r.text
+    return r.json()["id"]
+
+
+def _record(api: Api, sync_id: str) -> dict:
+    r = api.http.get(f"/v1/views/{VIEW}/syncs/{sync_id}")
+    r.raise_for_status()
+    return r.json()
+
+
+def _assert_no_leftovers(w: Warehouse, sync_id: str, committed: bool) -> None:
+    view_dir = w.view_dir()
+    staging = view_dir / "staging"
+    assert not staging.exists() or not any(staging.iterdir()), f"staging not cleaned: {list(staging.iterdir())}"
+    delta = view_dir / "deltas" / sync_id
+    assert delta.exists() == committed, f"delta of sync {sync_id}: exists={delta.exists()}, committed={committed}"
+    versions = sorted(int(p.name) for p in (view_dir / "versions").iterdir())
+    current = w.current()["version"]
+    assert max(versions) == current, f"a version newer than CURRENT ({current}) is left: {versions}"
+    assert not (view_dir / "CURRENT.tmp").exists()
+
+
+def _settle(w: Warehouse, sync_id: str, before: dict) -> dict:
+    """After the restart: the record and the view agree, one of exactly two ways."""
+    record = _record(w.api, sync_id)
+    rows = keyed(w.api.rows(VIEW), KEY)
+    if record["status"] == "succeeded":
+        assert rows == w.people.truth(), "the sync is recorded as succeeded but the view is not the new version"
+        assert w.current()["sync_id"] == sync_id
+    else:
+        assert record["status"] == "failed", record
+        assert "interrupted" in record["error"], record["error"]
+        assert rows == before, "the sync failed but the view changed"
+        assert w.current()["sync_id"] != sync_id
+    _assert_no_leftovers(w, sync_id, committed=record["status"] == "succeeded")
+    return record
+
+
+def _next_sync_is_exact(w: Warehouse) -> None:
+    before = keyed(w.api.rows(VIEW), KEY)
+    w.people.change(updates=40, inserts=15, deletes=5)
+    check_sync(w.api, VIEW, KEY, before, w.people.truth(), w.api.sync(VIEW))
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_at_each_point_leaves_the_old_or_the_new_view_whole(wh, point):
+    before = keyed(wh.api.rows(VIEW), KEY)
+    wh.people.change()
+    wh.kill_file.write_text(point)
+    sync_id = _start_sync(wh.api)
+    wh.proc.proc.wait(timeout=DIE_WITHIN_S)
+    assert wh.proc.proc.returncode == -signal.SIGKILL, f"the service did not die at {point}: {wh.proc.tail()}"
+    assert not wh.kill_file.exists(), "the kill point was never reached"
+    wh.restart()
+    record = _settle(wh, sync_id, before)
+    # only a kill after the pointer moved leaves the new version; the restart records it as succeeded
+    assert record["status"] == ("succeeded" if point == "after_visible" else "failed")
+    _next_sync_is_exact(wh)
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_a_kill_at_a_random_moment_leaves_the_old_or_the_new_view_whole(wh, seed):
+    rng = random.Random(seed)
+    # how long a sync takes here, to aim the kill inside one
+    before = keyed(wh.api.rows(VIEW), KEY)
+    wh.people.change()
+    started = time.monotonic()
+    check_sync(wh.api, VIEW, KEY, before, wh.people.truth(), wh.api.sync(VIEW))
+    duration = time.monotonic() - started
+
+    before = keyed(wh.api.rows(VIEW), KEY)
+    wh.people.change()
+    sync_id = _start_sync(wh.api)
+    time.sleep(rng.uniform(0.1, 1.1) * duration)
+    status = _record(wh.api, sync_id)["status"]
+    wh.proc.kill(signal.SIGKILL)
+    wh.restart()
+    record = _settle(wh, sync_id, before)
+    if status == "succeeded":
+        assert record["status"] == "succeeded"
+    _next_sync_is_exact(wh)
+
