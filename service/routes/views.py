@@ -79,7 +79,10 @@ def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
 )
 def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
     """Give a view a new SQL or strategy. Its stored rows and sync history go; the next sync loads it afresh."""
-    catalog.view(name)
+    try:
+        catalog.view(name)
+    except NotFound:
+        raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
     busy = catalog.busy_sync(name)
     if busy is not None:  # fail fast, before asking the agents; checked again when replacing
         raise Conflict(f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry")

@@ -95,8 +95,8 @@ def test_view_sql_the_service_cannot_maintain(bi, case):
 
 BODY_CASES = [
     # (method, path, body: bytes or JSON value, status, words)
-    ("POST", "/v1/views", b"{not json", 422, ["json"]),
-    ("POST", "/v1/views", b'{"name": "v2", "sql": "SELECT', 422, ["json"]),
+    ("POST", "/v1/views", b"{not json", 422, ["json", "double quotes", "position 1"]),
+    ("POST", "/v1/views", b'{"name": "v2", "sql": "SELECT', 422, ["json", "unterminated string"]),
     ("POST", "/v1/views", b"", 422, ["body"]),
     ("POST", "/v1/views", [], 422, ["object"]),
     ("POST", "/v1/views", "SELECT p.id FROM bi.people p", 422, ["object"]),
@@ -119,7 +119,7 @@ BODY_CASES = [
     ("PUT", "/v1/views/bi_v", {"sql": "SELECT p.id FROM nosuch.people p"}, 422, ["nosuch", "not registered"]),
     ("PUT", "/v1/views/bi_v", {"name": "other", "sql": GOOD_SQL}, 422, ["name", "extra"]),
     ("PUT", "/v1/views/bi_v", b"{oops", 422, ["json"]),
-    ("PUT", "/v1/views/nope", {"sql": GOOD_SQL}, 404, ["nope", "not found"]),
+    ("PUT", "/v1/views/nope", {"sql": GOOD_SQL}, 404, ["nope", "not found", "POST /v1/views"]),
 ]
 
 
