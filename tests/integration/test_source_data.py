@@ -37,8 +37,9 @@ def recreate(db, ddl: str, select: str = COLUMNS, extra: list[tuple] = ()) -> No
 
 
 def existing_id(db) -> int:
+    """A stored row of the view, with an id distinctive enough to look for in a message."""
     with sqlite3.connect(db) as c:
-        return c.execute("SELECT min(id) FROM people WHERE score >= 0").fetchone()[0]
+        return c.execute("SELECT min(id) FROM people WHERE score >= 0 AND id >= 1234").fetchone()[0]
 
 
 # name -> (break the table, words the error must hold, repair the table)
@@ -64,7 +65,7 @@ SCENARIOS = {
         lambda db: recreate(db, GOOD_DDL, "id, name, city, CAST(substr(score, 2) AS INTEGER)"),
     ),
     "value of another type": (
-        lambda db: _repair(db, "UPDATE people SET score = 'n/a' WHERE id = (SELECT min(id) FROM people WHERE score >= 0)", keep_schema=True),
+        lambda db: _repair(db, f"UPDATE people SET score = 'n/a' WHERE id = {existing_id(db)}", keep_schema=True),
         ["people", "score", "n/a", "{id}"],
         lambda db: _repair(db, "UPDATE people SET score = 1 WHERE score = 'n/a'", keep_schema=True),
     ),
