@@ -128,7 +128,7 @@ def test_broken_source_data_fails_the_sync_and_applies_nothing(api, legacy, scen
     check_sync(api, "sd_v", KEY, before, people.truth(), sync)
 
 
-def test_duplicate_key_on_postgres(api, tmp_path_factory, logs_dir):
+def test_duplicate_key_and_changed_type_on_postgres(api, tmp_path_factory, logs_dir):
     server = start_postgres(tmp_path_factory.mktemp("pg_dup"))
     agent = None
     try:
@@ -150,6 +150,16 @@ def test_duplicate_key_on_postgres(api, tmp_path_factory, logs_dir):
         before = keyed(api.rows("pgdup_v"), ["id"])
         truth = {(i,): {"id": i, "name": "changed" if i == 3 else f"member {i}"} for i in range(1, 501)}
         truth[(501,)] = {"id": 501, "name": "new"}
+        check_sync(api, "pgdup_v", ["id"], before, truth, api.sync("pgdup_v"))
+
+        with psycopg.connect(server.owner_url, autocommit=True) as c:
+            c.execute("ALTER TABLE members ALTER COLUMN name TYPE bytea USING convert_to(name, 'UTF8')")
+        fails_and_applies_nothing(api, "pgdup_v", ["id"], ["members", "name", "bytes", "text", "PUT"])
+        with psycopg.connect(server.owner_url, autocommit=True) as c:
+            c.execute("ALTER TABLE members ALTER COLUMN name TYPE text USING convert_from(name, 'UTF8')")
+            c.execute("UPDATE members SET name = 'changed again' WHERE id = 4")
+        before = keyed(api.rows("pgdup_v"), ["id"])
+        truth[(4,)] = {"id": 4, "name": "changed again"}
         check_sync(api, "pgdup_v", ["id"], before, truth, api.sync("pgdup_v"))
     finally:
         if agent is not None:
