@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import sqlite3
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .errors import Conflict, NotFound
 
@@ -124,10 +125,9 @@ class Catalog:
         with self._lock:
             self.view(name)
             self._refuse_if_busy(name, "deleted")
-            self._conn.execute("BEGIN")
-            self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
-            self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
-            self._conn.execute("COMMIT")
+            with self._transaction():
+                self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
             drop_data()
 
     def replace_view(self, name: str, sql: str, definition: dict, options: dict, drop_data: Callable[[], None]) -> dict:
@@ -136,10 +136,9 @@ class Catalog:
         with self._lock:
             self.view(name)
             self._refuse_if_busy(name, "redefined")
-            self._conn.execute("BEGIN")
-            self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
-            self._conn.execute("UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?", (sql, json.dumps(definition), json.dumps(options), now(), name))
-            self._conn.execute("COMMIT")
+            with self._transaction():
+                self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?", (sql, json.dumps(definition), json.dumps(options), now(), name))
             drop_data()
         return self.view(name)
 
@@ -147,6 +146,17 @@ class Catalog:
         """The view's sync that is queued or running, if any."""
         row = self._conn.execute("SELECT id, status FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)).fetchone()
         return dict(row) if row else None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """All statements inside, or none (call with the lock held)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     def _refuse_if_busy(self, view: str, what: str) -> None:
         busy = self.busy_sync(view)
