@@ -195,7 +195,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
             batch = _batch(f)
             _require(batch, query.key)
             keys.extend(key_values(batch, query.key))
-        converter = RowConverter(state.adapter, query.columns)
+        converter = RowConverter(state.adapter, query.columns, query.where())
 
         def work() -> Iterator[bytes]:
             sent = 0

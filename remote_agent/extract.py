@@ -43,13 +43,32 @@ def key_values(batch: pa.RecordBatch | pa.Table, key: Sequence[str]) -> list:
     return list(zip(*(batch.column(k).to_pylist() for k in key)))
 
 
-class RowConverter:
-    """Turns raw database rows into Arrow batches of canonical values."""
+#: Characters of one value quoted in an error message's example row.
+EXAMPLE_VALUE_CHARS = 80
 
-    def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo]):
+
+def example_row(row: dict) -> str:
+    """A row for an error message, long values cut: {'id': 7, 'name': 'Ann'}."""
+    parts = []
+    for name, value in row.items():
+        text = repr(value)
+        if len(text) > EXAMPLE_VALUE_CHARS:
+            text = text[:EXAMPLE_VALUE_CHARS] + "..."
+        parts.append(f"{name!r}: {text}")
+    return "{" + ", ".join(parts) + "}"
+
+
+class RowConverter:
+    """Turns raw database rows into Arrow batches of canonical values.
+
+    `where` names what the rows come from in error messages ("table 'people'").
+    """
+
+    def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo], where: str = "the site query"):
         self.columns = list(columns)
         self.converters = [adapter.converter(c) for c in columns]
         self.schema = arrow_schema([Column(c.name, c.type) for c in columns])
+        self.where = where
 
     def batch(self, rows: list[tuple], key: Sequence[str]) -> pa.RecordBatch:
         if not rows:
@@ -62,7 +81,12 @@ class RowConverter:
                     values.append(convert(row[i]))
                 except (ValueError, TypeError, ArithmeticError) as exc:
                     example = {k: row[self._pos(k)] for k in key}
-                    raise SourceDataError(f"column {column.name!r} ({column.type}) of the row with key {example} cannot be read: {exc}") from None
+                    whole = example_row({c.name: v for c, v in zip(self.columns, row)})
+                    raise SourceDataError(
+                        f"{self.where}: column {column.name!r} should hold {column.type} values, but the row with key {example} has {row[i]!r}, "
+                        f"which cannot be read as {column.type} ({exc}); the row: {whole}. Fix the value at the source, "
+                        f"or redefine the view if the column's meaning changed"
+                    ) from None
             arrays.append(pa.array(values, type=self.schema.field(i).type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
@@ -135,16 +159,46 @@ class TupleIndex:
 
 
 def check_columns(query: ValidatedQuery, expected: list[dict]) -> None:
+    """Refuse a site query whose columns at the source no longer match the registered ones."""
     got = [{"name": c.name, "type": str(c.type)} for c in query.columns]
     want = [{"name": c["name"], "type": c["type"]} for c in expected]
-    if got != want:
-        raise SourceDataError(f"the site query's columns at the source are {got}, but the warehouse expects {want}: the source schema changed since the view was registered")
+    if got == want:
+        return
+    origins = dict(zip((c.name for c in query.columns), query.origins))
+    have = {g["name"]: g["type"] for g in got}
+    problems = []
+    for w in want:
+        name = w["name"]
+        if name not in have:
+            problems.append(f"column {name!r} is gone")
+        elif have[name] != w["type"]:
+            problems.append(f"column {name!r} ({origins.get(name, name)}) is {have[name]} at the source but was {w['type']} when the view was registered")
+    problems += [f"column {g['name']!r} is new" for g in got if g["name"] not in {w["name"] for w in want}]
+    if not problems:
+        problems.append(f"the columns are now {[g['name'] for g in got]} instead of {[w['name'] for w in want]}")
+    raise SourceDataError(
+        f"the source schema of {query.where()} changed since the view was registered: {'; '.join(problems)}. "
+        "Restore the column at the source, or redefine the view (PUT /v1/views/NAME) to match the new schema"
+    )
 
 
-def _null_key_check(keys: list, key: Sequence[str], batch: pa.RecordBatch) -> None:
-    for k in keys:
+def check_keys(keys: list, query: ValidatedQuery, batch: pa.RecordBatch) -> None:
+    """Refuse a batch with a NULL in a key column, quoting the first such row."""
+    for i, k in enumerate(keys):
         if k is None or (isinstance(k, tuple) and any(v is None for v in k)):
-            raise SourceDataError(f"NULL in key column(s) {list(key)} at the source (row key {k!r}); keys must be non-NULL")
+            raise SourceDataError(
+                f"{query.where()}: NULL in key column(s) {list(query.key)} (key {k!r}) of the row {example_row(batch.slice(i, 1).to_pylist()[0])}; "
+                "the view's key must identify every row, so key columns must be non-NULL: fix the row at the source, or exclude it in the view's WHERE"
+            )
+
+
+def duplicate_key(k, query: ValidatedQuery, batch: pa.RecordBatch, keys: list) -> SourceDataError:
+    """The error for key `k` met a second time in one scan, quoting the row of this batch."""
+    row = batch.slice(keys.index(k), 1).to_pylist()[0]
+    return SourceDataError(
+        f"{query.where()}: key {dict(zip(query.key, k if isinstance(k, tuple) else (k,)))} occurs more than once, e.g. in the row {example_row(row)}; "
+        f"the declared key {list(query.key)} is not unique at the source: remove the duplicate rows, or redefine the view with a key that is unique"
+    )
 
 
 class Extraction:
@@ -160,7 +214,7 @@ class Extraction:
         self.seed = seed
         self.bits = bits
         self.batch_rows = batch_rows
-        self.converter = RowConverter(adapter, query.columns)
+        self.converter = RowConverter(adapter, query.columns, query.where())
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
         self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "rows_changed": 0, "units": len(units.uids), "unit_keys": len(units.key_unit), "tuple_hashes": len(self.tuples.expected)}
 
@@ -183,7 +237,7 @@ class Extraction:
             batch = self.converter.batch(rows, self.query.key)
             self.stats["rows_scanned"] += batch.num_rows
             keys = key_values(batch, self.query.key)
-            _null_key_check(keys, self.query.key, batch)
+            check_keys(keys, self.query, batch)
             if self.tuples.positions:
                 batch, keys, changed = self._compare_tuples(batch, keys)
                 if changed is not None:
@@ -196,7 +250,7 @@ class Extraction:
                 hashes = row_hashes(grouped, self.hash_columns, self.seed, self.bits)
                 for pos, h, k in zip((p for p in positions if p is not None), hashes, (k for k, f in zip(keys, in_unit) if f)):
                     if units.seen[pos]:
-                        raise SourceDataError(f"key {k!r} occurs more than once in the site query: the declared key {self.query.key} is not unique at the source")
+                        raise duplicate_key(k, self.query, batch, keys)
                     units.seen[pos] = 1
                     unit = units.key_unit[pos]
                     units.sums[unit] += h
@@ -223,7 +277,7 @@ class Extraction:
         changed = []
         for pos, h, k in zip((p for p in positions if p is not None), row_hashes(sub, self.hash_columns, self.seed, self.tuple_bits), (k for k, f in zip(keys, hashed) if f)):
             if tuples.seen[pos]:
-                raise SourceDataError(f"key {k!r} occurs more than once in the site query: the declared key {self.query.key} is not unique at the source")
+                raise duplicate_key(k, self.query, batch, keys)
             tuples.seen[pos] = 1
             changed.append(h != tuples.expected[pos])
         rest = [not f for f in hashed]

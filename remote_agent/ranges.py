@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .adapters.base import Adapter
 from .errors import BadRequest
-from .extract import HASH, RowConverter, key_values
+from .extract import HASH, RowConverter, check_keys, key_values
 from .protocol import frames
 from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
 from .protocol.types import Column
@@ -93,7 +93,7 @@ def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, see
     """Scan once; ship rows of ranges marked ship; report the other ranges that differ."""
     started = time.monotonic()
     ranges.freeze()
-    converter = RowConverter(adapter, query.columns)
+    converter = RowConverter(adapter, query.columns, query.where())
     columns = [Column(c.name, c.type) for c in query.columns]
     n = len(ranges.rids)
     counts = [0] * n
@@ -105,7 +105,9 @@ def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, see
         for rows in reader.stream(query.sql, fetch_rows=min(batch_rows, 10_000)):
             batch = converter.batch(rows, query.key)
             scanned += batch.num_rows
-            where = [ranges.locate(k) for k in key_values(batch, query.key)]
+            keys = key_values(batch, query.key)
+            check_keys(keys, query, batch)
+            where = [ranges.locate(k) for k in keys]
             to_ship = [i is not None and ranges.ship[i] for i in where]
             to_sum = [i is not None and not ranges.ship[i] for i in where]
             if any(to_sum):

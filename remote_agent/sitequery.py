@@ -41,6 +41,16 @@ class ValidatedQuery:
     dialect: str = field(repr=False)
     _tree: exp.Select = field(repr=False, compare=False)
     _key_exprs: tuple[exp.Expression, ...] = field(repr=False, compare=False)
+    #: The exposed tables the query reads, in FROM order.
+    tables: tuple[str, ...] = ()
+    #: Where each output column comes from, as "table.column", parallel to `columns`.
+    origins: tuple[str, ...] = ()
+
+    def where(self) -> str:
+        """The tables read, for error messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
+        if len(self.tables) == 1:
+            return f"table {self.tables[0]!r}"
+        return f"tables {', '.join(map(repr, self.tables))} (joined)"
 
     def lookup_sql(self, n_keys: int) -> str:
         """The same query restricted to `n_keys` key values bound as parameters.
@@ -92,6 +102,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
 
     items: list[tuple[exp.Expression, str]] = []
     columns: list[ColumnInfo] = []
+    origins: list[str] = []
     for item in parts.items:
         index, name = scope.resolve(item.column)
         table, alias = relations[index]
@@ -102,6 +113,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
             ref = sitesql.wrap_read_as(source.read_as, ref, dialect)
         items.append((ref, out))
         columns.append(ColumnInfo(out, source.type, source.nullable, source.declared, source.read_as))
+        origins.append(f"{table.name}.{name}")
     sitesql.check_output_names([c.name for c in columns], UnsupportedQuery)
     key_exprs = _key_expressions(key, items)
 
@@ -121,7 +133,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         text = sitesql.render(tree, dialect)
     except SqlglotError as exc:
         raise UnsupportedQuery(f"the site query cannot be written in the {dialect!r} dialect: {exc}") from None
-    return ValidatedQuery(text, columns, list(key), dialect, tree, key_exprs)
+    return ValidatedQuery(text, columns, list(key), dialect, tree, key_exprs, tuple(dict.fromkeys(t.name for t, _ in relations)), tuple(origins))
 
 
 def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple[TableInfo, str]:

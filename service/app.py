@@ -48,9 +48,20 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
-        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        errors = [_validation_item(e) for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
     for module in (health, sources, views, syncs):
         app.include_router(module.router)
     return app
+
+
+def _validation_item(error: dict) -> dict:
+    """One request-validation error as the API reports it: where, what, which kind."""
+    item = {k: v for k, v in error.items() if k in ("loc", "msg", "type")}
+    reason = (error.get("ctx") or {}).get("error")
+    if error.get("type") == "json_invalid" and reason:
+        # "JSON decode error" alone does not say what to fix; the decoder's reason does.
+        at = error["loc"][-1] if error.get("loc") and isinstance(error["loc"][-1], int) else None
+        item["msg"] = f"{item['msg']}: {reason}" + (f" (position {at})" if at is not None else "")
+    return item

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import sqlite3
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from .errors import Conflict, NotFound
 
@@ -114,11 +115,59 @@ class Catalog:
     def views(self) -> list[dict]:
         return [_view(r) for r in self._conn.execute("SELECT * FROM views ORDER BY name")]
 
+    def delete_view(self, name: str, drop_data: Callable[[], None]) -> None:
+        """Remove a view with its sync history; `drop_data` removes its stored rows.
+
+        Refused (Conflict) while a sync of the view is queued or running. The check, the
+        removal and `drop_data` happen under the catalog's lock, so no sync can be queued
+        in between.
+        """
+        with self._lock:
+            self.view(name)
+            self._refuse_if_busy(name, "deleted")
+            with self._transaction():
+                self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
+            drop_data()
+
+    def replace_view(self, name: str, sql: str, definition: dict, options: dict, drop_data: Callable[[], None]) -> dict:
+        """Give an existing view a new definition; its history and stored rows go (the next
+        sync loads it afresh). Refused (Conflict) while a sync of the view is queued or running."""
+        with self._lock:
+            self.view(name)
+            self._refuse_if_busy(name, "redefined")
+            with self._transaction():
+                self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?", (sql, json.dumps(definition), json.dumps(options), now(), name))
+            drop_data()
+        return self.view(name)
+
+    def busy_sync(self, view: str) -> dict | None:
+        """The view's sync that is queued or running, if any."""
+        row = self._conn.execute("SELECT id, status FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)).fetchone()
+        return dict(row) if row else None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """All statements inside, or none (call with the lock held)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _refuse_if_busy(self, view: str, what: str) -> None:
+        busy = self.busy_sync(view)
+        if busy is not None:
+            raise Conflict(f"view {view!r} cannot be {what} while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{view}/syncs/{busy['id']}), then retry")
+
     # -- syncs -------------------------------------------------------------------------
     def queue_sync(self, view: str) -> dict:
         """Record a queued sync, or raise Conflict if the view already has one under way."""
         with self._lock:
-            busy = self._conn.execute("SELECT id, status FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)).fetchone()
+            busy = self.busy_sync(view)
             if busy is not None:
                 raise Conflict(f"view {view!r} already has sync {busy['id']} {busy['status']}; wait for it to finish")
             sync_id = uuid.uuid4().hex

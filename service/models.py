@@ -23,14 +23,23 @@ class SourceOut(BaseModel):
     created_at: str
 
 
+Strategy = Literal["group_hash", "tuple_hash", "range_checksum", "full_ship"]
+STRATEGY_HELP = "how syncs find changes: group_hash (the paper's method), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query)"
+
+
 class ViewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
     sql: str = Field(min_length=1, max_length=100_000)
-    strategy: Literal["group_hash", "tuple_hash", "range_checksum", "full_ship"] = Field(
-        default="group_hash",
-        description="how syncs find changes: group_hash (the paper's method), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query)",
-    )
+    strategy: Strategy = Field(default="group_hash", description=STRATEGY_HELP)
+
+
+class ViewRedefine(BaseModel):
+    """A new definition for an existing view (PUT /v1/views/{name})."""
+
+    model_config = ConfigDict(extra="forbid")
+    sql: str = Field(min_length=1, max_length=100_000)
+    strategy: Strategy = Field(default="group_hash", description=STRATEGY_HELP)
 
 
 class SiteOut(BaseModel):

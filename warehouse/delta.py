@@ -42,12 +42,21 @@ class DeltaResult:
         self.classified.unpersist()
 
 
+#: Rows sharing a duplicate key that an error message quotes.
+DUPLICATE_EXAMPLES = 2
+
+
 def check_unique(rows: DataFrame, key: list[str], what: str) -> None:
-    """Fail with an example if two rows share a key."""
+    """Fail with an example key and its rows if two rows share a key."""
     dup = rows.groupBy(*key).count().filter(F.col("count") > 1).limit(1).collect()
     if dup:
         example = {k: dup[0][k] for k in key}
-        raise SourceDataError(f"{what}: key {example} occurs {dup[0]['count']} times; the declared key {key} is not unique at the source")
+        match = reduce(lambda a, b: a & b, [F.col(k).eqNullSafe(F.lit(v)) for k, v in example.items()])
+        quoted = [r.asDict() for r in rows.filter(match).limit(DUPLICATE_EXAMPLES).collect()]
+        raise SourceDataError(
+            f"{what}: key {example} occurs {dup[0]['count']} times, e.g. in the rows {quoted}; the declared key {key} is not unique at the source: "
+            "remove the duplicate rows, or redefine the view with a key that is unique"
+        )
 
 
 def build_delta(snapshot: DataFrame, columns: list[Column], key: list[str], *, grouped_keys: DataFrame, returned: DataFrame, deleted_keys: DataFrame) -> DeltaResult:

@@ -302,7 +302,7 @@ class SiteRun:
         if (self.staging / "refetched.parquet").exists():
             paths.append(str(self.staging / "refetched.parquet"))
         returned = self.spark.read.schema(schema).parquet(*paths)
-        check_unique(returned, self.site.key, f"site query of view {self.view_name!r} at source {self.site.source!r}")
+        check_unique(returned, self.site.key, f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})")
         key_schema = spark_schema(self._key_columns())
         deleted = self.spark.read.schema(key_schema).parquet(str(self.staging / "deleted.parquet"))
         if self.planned:

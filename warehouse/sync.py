@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from . import faults
 from .delta import DELETE, INSERT, UPDATE, DeltaResult
-from .errors import WarehouseError
+from .errors import AgentRejected, WarehouseError
 from .site_sync import STRATEGIES, Endpoint, SiteRun, SyncOptions, spark_schema
 from .storage import OP, Version, ViewStore
 from .viewdef import ViewDef
@@ -31,6 +31,10 @@ from .viewdef import ViewDef
 __all__ = ["STRATEGIES", "Endpoint", "SyncOptions", "SyncRun"]
 
 log = logging.getLogger("warehouse.sync")
+
+#: Agent refusals of a site query it accepted at registration: a table or column is gone
+#: or no longer exposed (403), or no longer fits the site-query grammar (422).
+SCHEMA_DRIFT_STATUSES = (403, 422)
 
 #: Divergent rows a verify sync quotes in its record.
 VERIFY_EXAMPLES = 5
@@ -138,6 +142,8 @@ class SyncRun:
                         "seconds": round(time.monotonic() - t0, 3), **run.traffic(),
                     })
                 if not exc.transient or attempt == self.options.agent_retries:
+                    if isinstance(exc, AgentRejected) and exc.status in SCHEMA_DRIFT_STATUSES:
+                        exc.message = f"source {site.source!r}: {exc.message}. The agent accepted this site query when the view was registered: the source schema (or the agent's --allow list) changed since; restore it, or redefine the view (PUT /v1/views/{self.view_name})"
                     if exc.transient:
                         exc.message = f"{exc.message} (gave up after {attempt + 1} attempt(s); SERVICE_AGENT_RETRIES={self.options.agent_retries})"
                     raise

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
@@ -127,6 +128,18 @@ class SiteQuery:
 
     def to_json(self) -> dict:
         return {"source": self.source, "sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key)}
+
+    def where(self) -> str:
+        """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
+        try:
+            names = list(dict.fromkeys(t.name for t in sqlglot.parse_one(self.sql).find_all(exp.Table)))
+        except SqlglotError:
+            names = []
+        if not names:
+            return "the site query"
+        if len(names) == 1:
+            return f"table {names[0]!r}"
+        return f"tables {', '.join(map(repr, names))} (joined)"
 
     @classmethod
     def from_json(cls, data: dict) -> "SiteQuery":

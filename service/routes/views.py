@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, status
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pyspark.sql import functions as F
 
 from warehouse.agent_client import AgentClient
@@ -14,7 +14,7 @@ from warehouse.viewdef import SourceSchema, UnknownSourceError, ViewDef, ViewDef
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import ndjson_lines
-from ..models import ViewIn, ViewOut
+from ..models import ViewIn, ViewOut, ViewRedefine
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -35,16 +35,10 @@ def view_out(row: dict) -> ViewOut:
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view")
-def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
+def _analyze(sql: str, catalog) -> ViewDef:
+    """Check the view's SQL against the schemas of the sources it names (422 / 424 if it cannot be maintained)."""
     try:
-        catalog.view(body.name)
-    except NotFound:
-        pass
-    else:
-        raise Conflict(f"view {body.name!r} already exists")
-    try:
-        names = referenced_sources(body.sql)
+        names = referenced_sources(sql)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
     schemas = {}
@@ -59,11 +53,54 @@ def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
         except WarehouseError as exc:
             raise DependencyFailed(f"cannot read the schema of source {name!r}: {exc.message}") from None
     try:
-        definition = analyze_view(body.sql, schemas)
+        return analyze_view(sql, schemas)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view")
+def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
+    try:
+        catalog.view(body.name)
+    except NotFound:
+        pass
+    else:
+        raise Conflict(f"view {body.name!r} already exists (PUT /v1/views/{body.name} redefines it, DELETE removes it)")
+    definition = _analyze(body.sql, catalog)
     row = catalog.add_view(body.name, body.sql, definition.to_json(), {"strategy": body.strategy})
     return view_out(row)
+
+
+@router.put(
+    "/{name}",
+    response_model=ViewOut,
+    operation_id="redefine_view",
+    responses={404: {"description": "no such view (create it with POST /v1/views)"}, 409: {"description": "a sync of the view is queued or running"}},
+)
+def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
+    """Give a view a new SQL or strategy. Its stored rows and sync history go; the next sync loads it afresh."""
+    try:
+        catalog.view(name)
+    except NotFound:
+        raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
+    busy = catalog.busy_sync(name)
+    if busy is not None:  # fail fast, before asking the agents; checked again when replacing
+        raise Conflict(f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry")
+    definition = _analyze(body.sql, catalog)
+    row = catalog.replace_view(name, body.sql, definition.to_json(), {"strategy": body.strategy}, ViewStore(settings.data_dir, name).drop)
+    return view_out(row)
+
+
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    operation_id="delete_view",
+    responses={404: {"description": "no such view"}, 409: {"description": "a sync of the view is queued or running"}},
+)
+def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> Response:
+    """Remove a view, its stored rows and its sync history."""
+    catalog.delete_view(name, ViewStore(settings.data_dir, name).drop)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("", response_model=list[ViewOut], operation_id="list_views")

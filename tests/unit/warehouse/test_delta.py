@@ -78,6 +78,7 @@ def test_negative_zero_is_not_an_update(spark):
 
 def test_duplicate_keys_are_reported_with_an_example(spark):
     rows = spark.createDataFrame([(1, "a", 1.0), (1, "b", 2.0), (2, "c", 3.0)], ROWS)
-    with pytest.raises(SourceDataError, match=r"key \{'k': 1\} occurs 2 times"):
+    with pytest.raises(SourceDataError, match=r"key \{'k': 1\} occurs 2 times") as caught:
         check_unique(rows, ["k"], "site query of view v")
+    assert "'v': 'a'" in caught.value.message and "'v': 'b'" in caught.value.message  # the rows, not only the key
     check_unique(rows.filter("v != 'b'"), ["k"], "site query of view v")
