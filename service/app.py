@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from .catalog import Catalog
 from .errors import ServiceError
 from .jobs import SyncRunner
+from .limits import BodySizeLimit
 from .routes import health, sources, syncs, views
 from .settings import ServiceSettings
 
@@ -53,4 +54,5 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
 
     for module in (health, sources, views, syncs):
         app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

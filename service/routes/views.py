@@ -36,7 +36,7 @@ def view_out(row: dict) -> ViewOut:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view")
-def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
+def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
     try:
         catalog.view(body.name)
     except NotFound:
@@ -54,7 +54,7 @@ def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
         except NotFound:
             raise Unprocessable(f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})") from None
         try:
-            with AgentClient(source["url"], source["token"]) as client:
+            with AgentClient(source["url"], source["token"], verify=settings.agent_verify(), read_timeout_s=settings.agent_read_timeout_s, deadline_s=settings.agent_deadline_s) as client:
                 schemas[name] = SourceSchema.from_json(client.schema())
         except WarehouseError as exc:
             raise DependencyFailed(f"cannot read the schema of source {name!r}: {exc.message}") from None
