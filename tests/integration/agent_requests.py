@@ -26,6 +26,18 @@ def post_site_query(client: httpx.Client, endpoint: str, sql: str, key: list[str
     return client.post(endpoint, content=site_body(endpoint, sql, key, columns), headers={"Content-Type": frames.MEDIA_TYPE})
 
 
+def bearer_client(url: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+
+def assert_refused(response: httpx.Response, words: list[str], secret: str) -> None:
+    """A 4xx whose detail names the problem (one of `words`) and leaks nothing of `secret`."""
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    detail = response.json()["detail"]
+    assert any(w.lower() in detail.lower() for w in words), f"{detail!r} mentions none of {words}"
+    assert secret not in response.text
+
+
 def answer_frames(response: httpx.Response) -> list[frames.Frame]:
     return [f.decode() for f in frames.read_frames([response.content])]
 
