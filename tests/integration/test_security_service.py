@@ -124,9 +124,10 @@ def test_every_mutating_endpoint_needs_the_api_key(secure, tmp_path):
     wrong = [{}, {"X-API-Key": "nope"}, {"X-API-Key": API_KEY[:-1]}, {"Authorization": "Bearer nope"}, {"Authorization": f"Basic {API_KEY}"}, {"Authorization": API_KEY}]
     for method, path in mutating:
         for headers in wrong:
-            r = httpx.request(method, secure.url + path, headers=headers, json={})
-            assert r.status_code == 401, (method, path, headers, r.status_code, r.text)
-            assert "API key" in r.json()["detail"] and API_KEY not in r.text
+            for body in (b"{}", b"{not json"):  # the key is checked before the body is read
+                r = httpx.request(method, secure.url + path, headers={**headers, "Content-Type": "application/json"}, content=body)
+                assert r.status_code == 401, (method, path, headers, body, r.status_code, r.text)
+                assert "API key" in r.json()["detail"] and API_KEY not in r.text
         for headers in ({"X-API-Key": API_KEY}, {"Authorization": f"Bearer {API_KEY}"}):
             r = httpx.request(method, secure.url + path, headers=headers, json={})
             assert r.status_code != 401 and r.status_code < 500, (method, path, headers, r.text)

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import remote_agent.app as agent_app
-import service.deps as service_deps
+import service.auth as service_auth
 from remote_agent.settings import AgentSettings
 from service.app import create_app as create_service
 from service.settings import ServiceSettings
@@ -53,8 +53,10 @@ def test_the_service_compares_its_api_key_in_constant_time(tmp_path, compare_cal
         body = {"name": "s", "url": "http://127.0.0.1:9"}
         assert client.post("/v1/sources", json=body, headers={"X-API-Key": "wrong-key"}).status_code == 401
         assert client.post("/v1/sources", json=body, headers={"X-API-Key": "right-key"}).status_code == 201
-    assert compare_calls == [(b"wrong-key", b"right-key"), (b"right-key", b"right-key")]
-    assert service_deps.hmac is hmac
+        assert client.post("/v1/sources", content=b"{not json", headers={"Content-Type": "application/json"}).status_code == 401
+    # the ApiKeyGate middleware and the routes' dependency both compare
+    assert set(compare_calls) == {(b"wrong-key", b"right-key"), (b"right-key", b"right-key"), (b"", b"right-key")}
+    assert service_auth.hmac is hmac
 
 
 def outbound_calls_without_timeout(path: Path) -> list[str]:
