@@ -103,15 +103,25 @@ REFUSED = [
     ("SELECT i.sku FROM items i WHERE i.name = ?", ["parameter"]),
 ]
 
-#: Hostile text where the language allows any text: aliases and string literals. The agent
-#: may run these — they are names and values, quoted on the way out — or refuse them.
+#: Hostile text where the language allows any text: aliases and string literals, with the
+#: output columns of each query. They are names and values, quoted on the way out: the
+#: agent runs them and nothing else.
 INERT = [
-    ('SELECT i.sku, i.name AS "n""; DROP TABLE items; --" FROM items i', ["sku"]),
+    ('SELECT i.sku, i.name AS "n""; DROP TABLE items; --" FROM items i', ["sku", 'n"; DROP TABLE items; --']),
     ('SELECT x.sku FROM items AS "x" WHERE x.name <> \'\'\'; DROP TABLE items; --\'', ["sku"]),
     ("SELECT i.sku FROM items i WHERE i.name = 'a'' OR 1=1; DELETE FROM items; --'", ["sku"]),
     ('SELECT "i; DROP TABLE items".sku FROM items AS "i; DROP TABLE items"', ["sku"]),
     ("SELECT i.sku /* ; DROP TABLE items */ FROM items i", ["sku"]),
 ]
+
+
+def inert_request(client: httpx.Client, endpoint: str, sql: str, names: list[str]) -> list[frames.Frame]:
+    """Send an INERT query; it must be answered in full."""
+    r = post_site_query(client, endpoint, sql, ["sku"], [{"name": n, "type": "text"} for n in names])
+    assert r.status_code == 200, r.text
+    got = answer_frames(r)
+    assert got[-1].kind == frames.SUMMARY, [f.json() for f in got if f.kind == frames.ERROR]
+    return got
 
 
 def payload_params(payloads):

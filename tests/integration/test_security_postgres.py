@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from remote_agent.adapters.postgres import PostgresAdapter
-from tests.integration.agent_requests import QUERY_ENDPOINTS, REFUSED, assert_refused, bearer_client, payload_params, post_site_query
+from tests.integration.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, assert_refused, bearer_client, inert_request, payload_params, post_site_query
 from tests.integration.oracle import keyed, normalize, run_rounds
 from tests.support.postgres import start_postgres
 from workloads.harness import start_agent
@@ -125,6 +125,14 @@ def test_anything_but_a_select_over_exposed_columns_is_refused(client, legacy, e
     assert legacy.fingerprint() == before
 
 
+@pytest.mark.parametrize("endpoint", list(QUERY_ENDPOINTS))
+@pytest.mark.parametrize("sql, names", payload_params(INERT))
+def test_hostile_names_and_strings_stay_names_and_strings(client, legacy, endpoint, sql, names):
+    before = legacy.fingerprint()
+    inert_request(client, endpoint, sql, names)
+    assert legacy.fingerprint() == before
+
+
 def test_the_agents_connections_refuse_to_write_even_for_a_superuser(postgres):
     """The session the adapter opens is read-only by default; the owner could write otherwise."""
     adapter = PostgresAdapter(postgres.owner_url, statement_timeout_s=30)
@@ -170,11 +178,13 @@ def agent_statements(logfile, user: str) -> list[str]:
 def test_the_agent_session_only_ever_read(postgres, legacy):
     """Everything above — the attacks and the syncs — as the server saw it from the agent's role."""
     statements = agent_statements(postgres.logfile, "reader")
+    assert any("DROP TABLE items" in s for s in statements), "the hostile names never reached the database: this test would prove less"
     assert any(s.upper().startswith("DECLARE") for s in statements), "no reads by the agent in the log: this test would prove nothing"
     assert sum(1 for s in statements if s.upper().startswith("BEGIN")) >= 10
     problems = []
     for sql in statements:
-        bare = re.sub(r"'(?:[^']|'')*'", "''", sql)  # string literals may say anything
+        # string literals and quoted names may say anything (the hostile ones above do)
+        bare = re.sub(r'"(?:[^"]|"")*"', '""', re.sub(r"'(?:[^']|'')*'", "''", sql))
         first = bare.split(None, 1)[0].upper().rstrip(";") if bare.split() else ""
         if first not in READING:
             problems.append(f"starts with {first}: {sql[:200]}")
