@@ -1,4 +1,4 @@
-"""`python -m remote_agent --db-url URL [--host H] [--port P] [--token T] [--allow TABLE]...`"""
+"""`python -m remote_agent --db-url URL [--host H] [--port P] [--token T] [--allow TABLE]... [--ssl-certfile CERT --ssl-keyfile KEY]`"""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow", action="append", metavar="TABLE[:COL,...]", help="expose only these tables (repeatable; env AGENT_ALLOW, ';'-separated)")
     parser.add_argument("--statement-timeout-s", type=float, help="cancel a statement after this many seconds (env AGENT_STATEMENT_TIMEOUT_S)")
     parser.add_argument("--max-concurrent-extractions", type=int, help="extractions at once; more get 429 (env AGENT_MAX_CONCURRENT_EXTRACTIONS)")
+    parser.add_argument("--max-body-bytes", type=int, help="largest request body; larger gets 413 (env AGENT_MAX_BODY_BYTES)")
+    parser.add_argument("--ssl-certfile", help="serve HTTPS with this PEM certificate (chain) (env AGENT_SSL_CERTFILE)")
+    parser.add_argument("--ssl-keyfile", help="PEM private key of --ssl-certfile (env AGENT_SSL_KEYFILE)")
     parser.add_argument("--log-level", help="uvicorn log level (env AGENT_LOG_LEVEL)")
     args = parser.parse_args(argv)
     overrides = {k: v for k, v in vars(args).items() if v is not None}
@@ -28,13 +31,15 @@ def main(argv: list[str] | None = None) -> int:
         settings = AgentSettings(**overrides)
     except Exception as exc:
         parser.error(str(exc))
+    if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
+        parser.error("--ssl-certfile and --ssl-keyfile go together")
     try:
         app = create_app(settings)
         app.state.agent.adapter.check()
     except AgentError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile)
     return 0
 
 

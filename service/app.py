@@ -9,9 +9,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from .auth import ApiKeyGate
 from .catalog import Catalog
 from .errors import ServiceError
 from .jobs import SyncRunner
+from .limits import BodySizeLimit
 from .routes import health, sources, syncs, views
 from .settings import ServiceSettings
 
@@ -53,6 +55,8 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
 
     for module in (health, sources, views, syncs):
         app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ApiKeyGate, key=settings.api_key)  # outermost: no key, no further work
     return app
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
 from pyspark.sql import SparkSession
 
+from .auth import WRONG_KEY, key_matches
 from .catalog import Catalog
 from .errors import Unauthorized
 from .jobs import SyncRunner
@@ -31,16 +31,14 @@ def get_spark(request: Request) -> SparkSession:
 
 
 def require_api_key(request: Request) -> None:
-    """Mutating calls need the API key when one is configured (X-API-Key or Bearer)."""
+    """Mutating calls need the API key when one is configured (X-API-Key or Bearer).
+
+    The app's ApiKeyGate already refuses such calls; this marks the routes that need the
+    key and holds for an app mounted without the middleware.
+    """
     key = request.app.state.settings.api_key
-    if key is None:
-        return
-    given = request.headers.get("x-api-key")
-    if given is None:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        given = token if scheme.lower() == "bearer" else ""
-    if not hmac.compare_digest(given.encode(), key.get_secret_value().encode()):
-        raise Unauthorized("missing or wrong API key (send X-API-Key or Authorization: Bearer)")
+    if key is not None and not key_matches(key, request.headers):
+        raise Unauthorized(WRONG_KEY)
 
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import ssl
 import threading
 import time
 import traceback
@@ -83,9 +82,7 @@ class SyncRunner:
         )
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
-        verify: object = True
-        if self.settings.agent_ca_bundle:
-            verify = ssl.create_default_context(cafile=str(self.settings.agent_ca_bundle))
+        verify = self.settings.agent_verify()
         out = {}
         for site in definition.sites:
             source = self.catalog.source(site.source)

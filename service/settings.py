@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Literal
 
@@ -32,9 +33,19 @@ class ServiceSettings(BaseSettings):
     agent_retries: int = Field(default=2, ge=0, le=10, description="extra attempts at a site's extraction after a transient failure (link, timeout, cut answer)")
     agent_retry_backoff_s: float = Field(default=2.0, ge=0, le=600, description="pause before the first retry, doubled before each next one")
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
+    #: Largest request body accepted; the biggest legitimate one is a view of 100,000 characters.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="largest request body in bytes; larger gets 413")
+    ssl_certfile: str | None = Field(default=None, description="serve HTTPS with this certificate (PEM; uvicorn's ssl_certfile)")
+    ssl_keyfile: str | None = Field(default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)")
     log_level: str = "info"
 
     @field_validator("api_key", mode="before")
     @classmethod
     def _empty_is_none(cls, value):
         return None if value in ("", None) else value
+
+    def agent_verify(self) -> ssl.SSLContext | bool:
+        """How to check an https:// agent's certificate: the CA bundle if set, else the system's CAs."""
+        if self.agent_ca_bundle:
+            return ssl.create_default_context(cafile=str(self.agent_ca_bundle))
+        return True

@@ -150,7 +150,7 @@ class AgentClient:
         except httpx.TimeoutException as exc:
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
-            raise AgentUnavailable(f"agent at {self.url} unreachable or connection broken: {type(exc).__name__}: {exc}") from None
+            raise _transport_failure(self.url, exc, "unreachable or connection broken") from None
 
     def _within_deadline(self, chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
         """Pass the answer's chunks on until the call has run longer than its deadline."""
@@ -167,10 +167,23 @@ class AgentClient:
         except httpx.TimeoutException as exc:
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
-            raise AgentUnavailable(f"agent at {self.url} unreachable: {type(exc).__name__}: {exc}") from None
+            raise _transport_failure(self.url, exc, "unreachable") from None
         if response.status_code != 200:
             raise _rejection(response)
         return response
+
+
+def _transport_failure(url: str, exc: httpx.TransportError, what: str) -> Exception:
+    """A link failure is worth a retry; a certificate the service does not trust is not."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ssl.SSLCertVerificationError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is not None:
+        return AgentRejected(
+            f"agent at {url}: its TLS certificate is not trusted ({cause.verify_message or cause}); "
+            "if the agent uses a private or self-signed certificate, point SERVICE_AGENT_CA_BUNDLE at the CA certificate that signed it"
+        )
+    return AgentUnavailable(f"agent at {url} {what}: {type(exc).__name__}: {exc}")
 
 
 def _rejection(response: httpx.Response) -> Exception:

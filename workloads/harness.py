@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -73,15 +74,20 @@ class Process:
         self._log_handle.close()
 
 
-def start_agent(db_url: str, log_dir: Path, *, token: str | None = None, allow: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None, extra: list[str] | None = None, env: dict | None = None, prefix: list[str] | None = None) -> Process:
+def start_agent(db_url: str, log_dir: Path, *, token: str | None = None, allow: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None, extra: list[str] | None = None, env: dict | None = None, prefix: list[str] | None = None, tls: tuple[Path, Path] | None = None) -> Process:
+    """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by the readiness check."""
     port = port or free_port()
     args = ["-m", "remote_agent", "--db-url", db_url, "--host", host, "--port", str(port), "--log-level", "warning"]
     if token:
         args += ["--token", token]
     for table in allow or []:
         args += ["--allow", table]
+    scheme, verify = "http", True
+    if tls:
+        args += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
+        scheme, verify = "https", ssl.create_default_context(cafile=str(tls[0]))
     args += extra or []
-    return Process(args, port=port, host=host, log=log_dir / f"agent-{port}.log", startup_timeout_s=30, env=env, prefix=prefix)
+    return Process(args, port=port, host=host, log=log_dir / f"agent-{port}.log", startup_timeout_s=30, env=env, prefix=prefix, scheme=scheme, verify=verify)
 
 
 def start_service(data_dir: Path, log_dir: Path, *, port: int | None = None, env: dict | None = None) -> Process:

@@ -35,7 +35,7 @@ def view_out(row: dict) -> ViewOut:
     )
 
 
-def _analyze(sql: str, catalog) -> ViewDef:
+def _analyze(sql: str, catalog, settings) -> ViewDef:
     """Check the view's SQL against the schemas of the sources it names (422 / 424 if it cannot be maintained)."""
     try:
         names = referenced_sources(sql)
@@ -48,7 +48,7 @@ def _analyze(sql: str, catalog) -> ViewDef:
         except NotFound:
             raise Unprocessable(f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})") from None
         try:
-            with AgentClient(source["url"], source["token"]) as client:
+            with AgentClient(source["url"], source["token"], verify=settings.agent_verify(), read_timeout_s=settings.agent_read_timeout_s, deadline_s=settings.agent_deadline_s) as client:
                 schemas[name] = SourceSchema.from_json(client.schema())
         except WarehouseError as exc:
             raise DependencyFailed(f"cannot read the schema of source {name!r}: {exc.message}") from None
@@ -59,14 +59,14 @@ def _analyze(sql: str, catalog) -> ViewDef:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view")
-def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
+def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
     try:
         catalog.view(body.name)
     except NotFound:
         pass
     else:
         raise Conflict(f"view {body.name!r} already exists (PUT /v1/views/{body.name} redefines it, DELETE removes it)")
-    definition = _analyze(body.sql, catalog)
+    definition = _analyze(body.sql, catalog, settings)
     row = catalog.add_view(body.name, body.sql, definition.to_json(), {"strategy": body.strategy})
     return view_out(row)
 
@@ -86,7 +86,7 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
     busy = catalog.busy_sync(name)
     if busy is not None:  # fail fast, before asking the agents; checked again when replacing
         raise Conflict(f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry")
-    definition = _analyze(body.sql, catalog)
+    definition = _analyze(body.sql, catalog, settings)
     row = catalog.replace_view(name, body.sql, definition.to_json(), {"strategy": body.strategy}, ViewStore(settings.data_dir, name).drop)
     return view_out(row)
 
