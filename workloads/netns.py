@@ -227,6 +227,6 @@ def remove_stale() -> list[str]:
     for dev in links:
         m = _NAME.match(dev)
         if m and m.group(3) == "h" and not _alive(int(m.group(1))):
-            _run(["ip", "link", "del", dev], check=False)
-            removed.append(dev)
+            if _run(["ip", "link", "del", dev], check=False).returncode == 0:  # gone with its namespace otherwise
+                removed.append(dev)
     return removed

@@ -128,6 +128,7 @@ class MeteredApi:
 
 @pytest.fixture(scope="module")
 def link():
+    netns.remove_stale()  # what killed runs left behind
     with netns.legacy_host(rate_mbit=LINK_MBIT) as link:
         yield link
 
