@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from workloads import netns
 from workloads.generators import WORKLOADS
 
 from . import report, runner
@@ -61,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="results JSON (default: tests/benchmarks/results/<quick|full>.json); plots and table go beside it")
     p.add_argument("--verify", choices=("every", "ends"), help="check all rows of every view every round, or on the load and last round only (default: every quick, ends full)")
     p.add_argument("--seed", type=int, default=7, help="seed of the generators and change simulators")
-    p.add_argument("--link-mbit", type=float, help="run the agent behind a rate-limited link of N Mbit/s (not implemented yet)")
+    p.add_argument("--link-mbit", type=float, metavar="N", help="run each workload's agent on its own network namespace behind a veth link limited to N Mbit/s by tc tbf (needs root), so wall time includes the link")
     p.add_argument("--work-dir", type=Path, default=HERE / "work", help="scratch space for sources and the warehouse (wiped first)")
     p.add_argument("--keep-work", action="store_true", help="keep the scratch space (sources, warehouse, logs) afterwards")
     args = p.parse_args(argv)
@@ -70,7 +71,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.rounds is not None and args.rounds < 1:
         p.error("--rounds must be at least 1")
     if args.link_mbit is not None:
-        p.exit(2, f"{p.prog}: --link-mbit {args.link_mbit:g}: not implemented yet (the agent's network namespace with a tc tbf rate limit comes later); run without it.\n")
+        if args.link_mbit <= 0:
+            p.error("--link-mbit must be a positive rate in Mbit/s")
+        ok, why = netns.available()
+        if not ok:
+            p.error(f"--link-mbit {args.link_mbit:g}: {why}")
     return args
 
 

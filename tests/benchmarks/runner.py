@@ -14,11 +14,13 @@ import secrets
 import shutil
 import statistics
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from remote_agent.protocol.types import Column
 from workloads.generators import WORKLOADS, Workload
+from workloads import netns
 from workloads.harness import Api, start_agent, start_service
 
 from . import machine
@@ -76,6 +78,7 @@ class WorkloadRun:
         self.dir = work_dir
         self.log = log
         self.slug = workload.name.replace("-", "_")
+        self.link: netns.Link | None = None
         self.result: dict = {
             **workload.to_json(),
             "rows": config.rows_for(workload.name),
@@ -100,12 +103,17 @@ class WorkloadRun:
         self.log(f"[{wl.name}] {res['rows']:,} rows generated in {res['generate_s']:.1f} s ({res['source_bytes'] / res['rows']:.0f} B/row in SQLite)")
 
         token = secrets.token_hex(16)  # hex: a token starting with "-" would read as a flag
-        agent = start_agent(f"sqlite:///{db}", self.dir, token=token, allow=[wl.shape.table])
-        try:
-            res["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
-            self._rounds(sim, agent, token)
-        finally:
-            agent.stop()
+        # with a link: the agent and its database on a legacy host behind a tbf rate limit
+        with netns.legacy_host(self.config.link_mbit) if self.config.link_mbit else nullcontext() as link:
+            self.link = link
+            where = {"host": link.ns_ip, "prefix": link.prefix()} if link else {}
+            agent = start_agent(f"sqlite:///{db}", self.dir, token=token, allow=[wl.shape.table], **where)
+            try:
+                res["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
+                self._rounds(sim, agent, token)
+            finally:
+                agent.stop()
+                self.link = None
         return res
 
     def _prepare(self, token: str, agent_url: str) -> list:
@@ -173,6 +181,7 @@ class WorkloadRun:
         rss_before = machine.rss_kb(agent.proc.pid)
         if per_sync_rss:
             machine.reset_peak_rss(agent.proc.pid)
+        counters = self.link.counters() if self.link else None
         result: SyncResult = runner.sync()
         rss = machine.peak_rss_kb(agent.proc.pid)
         m = result.record.get("metrics") or {}
@@ -190,6 +199,9 @@ class WorkloadRun:
             "agent_rss_before_kb": rss_before,  # a reset peak starts here: memory the agent kept from earlier syncs
         }
         record.update({k: m[k] for k in COPIED_METRICS if k in m})
+        if counters is not None:
+            seen = self.link.counters() - counters
+            record["link_bytes_to_agent"], record["link_bytes_from_agent"] = seen.tx_bytes, seen.rx_bytes
         if not result.ok:
             record["error"] = result.record.get("error") or result.record.get("status")
             return record
@@ -276,6 +288,8 @@ def run(config: RunConfig, log=print) -> dict:
                 "wall_s": "time of POST /syncs?wait=true as seen by the client",
                 "bare_scan_s": "median per workload of the time to fetch every row of the site query through Python's sqlite3 at the source",
                 "exact": "the sync succeeded, its metrics' counts and its delta equal the true delta, and (on verified='full' rounds) the view's rows equal the source",
+                "link_mbit": "with --link-mbit: the agent and its database run in a network namespace joined to the service's by a veth pair with a tc tbf limit of this rate on both ends, so wall_s includes the link; reladiff, which does not go through the agent, is not behind it",
+                "link_bytes_to_agent": "with --link-mbit: bytes of the Ethernet frames the link carried towards the agent during the sync (TCP/IP headers included); link_bytes_from_agent likewise",
             },
         },
         "workloads": {},

@@ -44,6 +44,11 @@ class PostgresServer:
     _bindir: Path
     _as_postgres: bool
 
+    @property
+    def socket_dir(self) -> Path:
+        """Directory of the server's unix socket (trusted local connections, no network)."""
+        return self._root
+
     def stop(self) -> None:
         """Stop the server at once and remove its files; safe to call twice."""
         if self.datadir.exists():
