@@ -77,3 +77,9 @@ class SchemaOut(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
+
+
+class ErrorOut(BaseModel):
+    """The body of every error answer: what went wrong and what to fix."""
+
+    detail: str
