@@ -14,7 +14,7 @@ from warehouse.viewdef import SourceSchema, UnknownSourceError, ViewDef, ViewDef
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import ndjson_lines
-from ..models import ViewIn, ViewOut
+from ..models import ViewIn, ViewOut, error_responses
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -35,7 +35,7 @@ def view_out(row: dict) -> ViewOut:
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view")
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view", responses=error_responses(401, 409, 422, 424))
 def create_view(body: ViewIn, catalog: CatalogDep, _: ApiKey) -> ViewOut:
     try:
         catalog.view(body.name)
@@ -71,7 +71,7 @@ def list_views(catalog: CatalogDep) -> list[ViewOut]:
     return [view_out(r) for r in catalog.views()]
 
 
-@router.get("/{name}", response_model=ViewOut, operation_id="get_view")
+@router.get("/{name}", response_model=ViewOut, operation_id="get_view", responses=error_responses(404, 422))
 def get_view(name: str, catalog: CatalogDep) -> ViewOut:
     return view_out(catalog.view(name))
 
@@ -83,7 +83,7 @@ def _current(settings, name: str):
     return version
 
 
-@router.get("/{name}/rows", operation_id="get_view_rows", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one JSON object per row"}})
+@router.get("/{name}/rows", operation_id="get_view_rows", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one JSON object per row"}, **error_responses(404, 409, 422)})
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
     """Rows of the view as of its last successful sync, as NDJSON."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
@@ -91,7 +91,7 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streaming
     return StreamingResponse(ndjson_lines(version.view_rows(), definition.columns), media_type=NDJSON)
 
 
-@router.get("/{name}/statistics", operation_id="get_view_statistics")
+@router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))
 def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
     """Update statistics (ω±) and deletion statistics (ω−) in summary, per site."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
