@@ -254,8 +254,9 @@ SERVICE_OPERATIONS = [
     "GET /v1/views/{name}/syncs/{sync_id}/delta",
     "POST /v1/views/{name}/syncs",
 ]
-#: A generated sync request may run a real sync (Spark): fewer of those.
-SYNC_EXAMPLES = 12
+#: Operations that run Spark jobs on the known view (a sync, statistics): fewer examples.
+SPARK_EXAMPLES = 12
+SPARK_OPERATIONS = ("POST /v1/views/{name}/syncs", "GET /v1/views/{name}/statistics")
 
 
 @pytest.mark.timeout(300)
@@ -264,7 +265,7 @@ def test_service_answers_every_generated_request_without_a_server_error(seeded, 
     schema, existing = seeded
     method, path = label.split(" ")
     operation = schema[path][method]
-    examples = SYNC_EXAMPLES if label == "POST /v1/views/{name}/syncs" else EXAMPLES
+    examples = SPARK_EXAMPLES if label in SPARK_OPERATIONS else EXAMPLES
 
     @fuzz_settings(examples)
     @given(case=operation.as_strategy(), known=st.booleans())
