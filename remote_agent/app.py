@@ -8,13 +8,14 @@ import threading
 from typing import Annotated, Iterator
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from .adapters import Adapter, TableInfo, open_adapter
 from .errors import AgentError, BadRequest, Busy
 from .extract import HASH, UID, Extraction, RowConverter, TupleIndex, UnitIndex, check_columns as _check_site_columns, key_values, lookup_rows
 from .protocol import frames
-from .protocol.models import ExtractControl, FetchControl, Health, RangesControl, SchemaOut
+from .protocol.models import ErrorOut, ExtractControl, FetchControl, Health, RangesControl, SchemaOut
 from .ranges import RangeSet, range_scan
 from .settings import AgentSettings, parse_allow
 from .sitequery import ValidatedQuery, validate_site_query
@@ -23,6 +24,39 @@ log = logging.getLogger("remote_agent")
 
 #: Seconds a client is told to wait after a 429.
 RETRY_AFTER_S = 5
+
+#: What each error status of the API means, for the OpenAPI document.
+ERROR_STATUSES = {
+    400: "malformed request: bad frames, control message, key or unit set",
+    401: "missing or wrong bearer token",
+    403: "the site query names a table or column this agent does not expose",
+    409: "the source's data breaks an assumption (schema changed, NULL or duplicate key)",
+    413: "the request body exceeds the agent's limit (AGENT_MAX_BODY_BYTES)",
+    422: "the site query is not a SELECT-project-join the agent will run",
+    429: "the agent already runs its maximum of extractions; retry after Retry-After seconds",
+    503: "the legacy database cannot be reached or timed out; retry later",
+}
+#: Error statuses of the extraction endpoints (those that read a body and a site query).
+EXTRACTION_ERRORS = (400, 401, 403, 409, 413, 422, 429, 503)
+#: Request body of the extraction endpoints, for the OpenAPI document.
+FRAMES_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "binary frames: a JSON control frame first, then Arrow data frames (see remote_agent/protocol/frames.py)",
+        "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+FRAMES_ANSWER = {"description": "binary frames, ending with a summary frame, or an error frame if the extraction failed midway", "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+
+
+def error_responses(*statuses: int) -> dict:
+    """OpenAPI `responses` for the error statuses an endpoint may answer with."""
+    out: dict = {}
+    for status in statuses:
+        out[status] = {"model": ErrorOut, "description": ERROR_STATUSES[status]}
+        if status == 429:
+            out[status]["headers"] = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
+    return out
 
 
 class AgentState:
@@ -52,7 +86,11 @@ class AgentState:
         return tables
 
 
-def authorize(request: Request) -> None:
+#: Only documents the scheme in OpenAPI: authorize() parses and checks the header itself.
+_bearer = HTTPBearer(auto_error=False, description="the agent's token (--token); needed on every call but /health when one is set")
+
+
+def authorize(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
     """With a token configured, every call but /health needs `Authorization: Bearer TOKEN`."""
     token = request.app.state.agent.settings.token
     if token is None:
@@ -85,7 +123,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
     def health() -> Health:
         return Health()
 
-    @app.get("/v1/schema", response_model=SchemaOut, operation_id="describe_schema", tags=["schema"])
+    @app.get("/v1/schema", response_model=SchemaOut, operation_id="describe_schema", tags=["schema"], responses=error_responses(401, 503))
     def schema(_: Authorized) -> dict:
         tables = state.exposed()
         return {
@@ -143,7 +181,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
 
         return StreamingResponse(body(), media_type=frames.MEDIA_TYPE)
 
-    @app.post("/v1/extract", operation_id="extract", tags=["extraction"], response_class=StreamingResponse)
+    @app.post("/v1/extract", operation_id="extract", tags=["extraction"], response_class=StreamingResponse, responses={200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, openapi_extra=FRAMES_BODY)
     async def extract(request: Request, _: Authorized):
         """Steps 2 and 3: units in, inserts / deletes / changed groups out (binary frames)."""
         parsed = await read_body(request)
@@ -168,7 +206,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
         work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, tuple_bits=control.tuple_hash_bits)
         return stream(work.run())
 
-    @app.post("/v1/ranges", operation_id="range_checksums", tags=["extraction"], response_class=StreamingResponse)
+    @app.post("/v1/ranges", operation_id="range_checksums", tags=["extraction"], response_class=StreamingResponse, responses={200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, openapi_extra=FRAMES_BODY)
     async def ranges(request: Request, _: Authorized):
         """Range checksums: per key range, ship its rows or say whether its count and hash differ."""
         parsed = await read_body(request)
@@ -182,7 +220,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
             wanted.add(_batch(f))
         return stream(range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows))
 
-    @app.post("/v1/fetch", operation_id="fetch", tags=["extraction"], response_class=StreamingResponse)
+    @app.post("/v1/fetch", operation_id="fetch", tags=["extraction"], response_class=StreamingResponse, responses={200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, openapi_extra=FRAMES_BODY)
     async def fetch(request: Request, _: Authorized):
         """Current rows of the site query for the keys sent (binary frames)."""
         parsed = await read_body(request)

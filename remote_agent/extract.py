@@ -26,6 +26,7 @@ from .adapters.base import Adapter, ColumnInfo, Reader
 from .errors import BadRequest, SourceDataError
 from .protocol import frames
 from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
+from .protocol.models import SiteColumn
 from .protocol.types import Column, arrow_schema
 from .sitequery import ValidatedQuery
 
@@ -158,10 +159,10 @@ class TupleIndex:
             self.seen.append(0)
 
 
-def check_columns(query: ValidatedQuery, expected: list[dict]) -> None:
+def check_columns(query: ValidatedQuery, expected: list[SiteColumn]) -> None:
     """Refuse a site query whose columns at the source no longer match the registered ones."""
     got = [{"name": c.name, "type": str(c.type)} for c in query.columns]
-    want = [{"name": c["name"], "type": c["type"]} for c in expected]
+    want = [{"name": c.name, "type": c.type} for c in expected]
     if got == want:
         return
     origins = dict(zip((c.name for c in query.columns), query.origins))
@@ -204,7 +205,7 @@ def duplicate_key(k, query: ValidatedQuery, batch: pa.RecordBatch, keys: list) -
 class Extraction:
     """One extraction request: state and the generator of response frames."""
 
-    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[dict], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, tuple_bits: int = 64):
+    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[SiteColumn], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, tuple_bits: int = 64):
         check_columns(query, expected_columns)
         self.adapter = adapter
         self.query = query

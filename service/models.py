@@ -79,3 +79,30 @@ class SyncQueued(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorOut(BaseModel):
+    """The body of every error answer: what is wrong and what to fix (per field for a malformed request)."""
+
+    detail: str | list[FieldError]
+
+
+#: What each error status of the API means, for the OpenAPI document.
+ERROR_STATUSES = {
+    401: "missing or wrong API key (when the service has one: X-API-Key or Authorization: Bearer)",
+    404: "no such source, view or sync",
+    409: "conflicts with the current state (exists already, not loaded yet, a sync under way, sync not succeeded)",
+    422: "the request is malformed, or the view cannot be maintained; detail says why",
+    424: "an agent the request needs cannot be reached or refused the call",
+}
+
+
+def error_responses(*statuses: int) -> dict:
+    """OpenAPI `responses` for the error statuses an endpoint may answer with."""
+    return {status: {"model": ErrorOut, "description": ERROR_STATUSES[status]} for status in statuses}

@@ -11,12 +11,19 @@ from .encoding import DEFAULT_HASH_BITS
 PROTOCOL_VERSION = 1
 
 
+class SiteColumn(BaseModel):
+    """One output column of the site query as the warehouse expects it."""
+
+    name: str
+    type: str = Field(description="logical type, as the agent's GET /v1/schema names it")
+
+
 class SiteSpec(BaseModel):
     """The site query as the warehouse wants it run."""
 
     sql: str = Field(description="SELECT in the agent's dialect; the agent re-parses and validates it")
     key: list[str] = Field(min_length=1, description="output columns forming the key")
-    columns: list[dict] = Field(description="expected output columns [{name, type}]; a mismatch fails the request")
+    columns: list[SiteColumn] = Field(description="expected output columns [{name, type}]; a mismatch fails the request")
 
 
 class ExtractControl(BaseModel):
@@ -70,3 +77,9 @@ class SchemaOut(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
+
+
+class ErrorOut(BaseModel):
+    """The body of every error answer: what went wrong and what to fix."""
+
+    detail: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from ..deps import ApiKey, CatalogDep
-from ..models import SourceIn, SourceOut
+from ..models import SourceIn, SourceOut, error_responses
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
 
@@ -15,7 +15,7 @@ def _out(row: dict) -> SourceOut:
     return SourceOut(name=row["name"], url=row["url"], has_token=bool(row["token"]), created_at=row["created_at"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=SourceOut, operation_id="create_source")
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=SourceOut, operation_id="create_source", responses=error_responses(401, 409, 422))
 def create_source(body: SourceIn, catalog: CatalogDep, _: ApiKey) -> SourceOut:
     return _out(catalog.add_source(body.name, body.url.rstrip("/"), body.token))
 
@@ -25,6 +25,6 @@ def list_sources(catalog: CatalogDep) -> list[SourceOut]:
     return [_out(r) for r in catalog.sources()]
 
 
-@router.get("/{name}", response_model=SourceOut, operation_id="get_source")
+@router.get("/{name}", response_model=SourceOut, operation_id="get_source", responses=error_responses(404, 422))
 def get_source(name: str, catalog: CatalogDep) -> SourceOut:
     return _out(catalog.source(name))

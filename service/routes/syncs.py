@@ -14,7 +14,7 @@ from warehouse.viewdef import ViewDef
 from ..deps import ApiKey, CatalogDep, RunnerDep, SettingsDep
 from ..errors import Conflict, NotFound
 from ..jsonvalues import ndjson_lines
-from ..models import SyncOut, SyncQueued
+from ..models import SyncOut, SyncQueued, error_responses
 
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
 
@@ -27,7 +27,7 @@ SyncMode = Literal["normal", "verify"]
     status_code=status.HTTP_202_ACCEPTED,
     response_model=SyncQueued,
     operation_id="start_sync",
-    responses={200: {"model": SyncOut, "description": "with ?wait=true: the finished sync"}, 409: {"description": "a sync of this view is already queued or running"}},
+    responses={200: {"model": SyncOut, "description": "with ?wait=true: the finished sync"}, **error_responses(401, 404, 409, 422)},
 )
 async def start_sync(
     name: str,
@@ -46,18 +46,18 @@ async def start_sync(
     return JSONResponse(SyncOut(**catalog.sync(name, record["id"])).model_dump(), status_code=200)
 
 
-@router.get("", response_model=list[SyncOut], operation_id="list_syncs")
+@router.get("", response_model=list[SyncOut], operation_id="list_syncs", responses=error_responses(404, 422))
 def list_syncs(name: str, catalog: CatalogDep) -> list[SyncOut]:
     catalog.view(name)
     return [SyncOut(**s) for s in catalog.syncs(name)]
 
 
-@router.get("/{sync_id}", response_model=SyncOut, operation_id="get_sync")
+@router.get("/{sync_id}", response_model=SyncOut, operation_id="get_sync", responses=error_responses(404, 422))
 def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
     return SyncOut(**catalog.sync(name, sync_id))
 
 
-@router.get("/{sync_id}/delta", operation_id="get_sync_delta", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one {op, row} object per changed view row"}})
+@router.get("/{sync_id}/delta", operation_id="get_sync_delta", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one {op, row} object per changed view row"}, **error_responses(404, 409, 422)})
 def get_delta(name: str, sync_id: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
     """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line."""
     sync = catalog.sync(name, sync_id)

@@ -14,7 +14,7 @@ from warehouse.viewdef import SourceSchema, UnknownSourceError, ViewDef, ViewDef
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import ndjson_lines
-from ..models import ViewIn, ViewOut, ViewRedefine
+from ..models import ViewIn, ViewOut, ViewRedefine, error_responses
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -58,7 +58,7 @@ def _analyze(sql: str, catalog, settings) -> ViewDef:
         raise Unprocessable(exc.detail) from None
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view")
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view", responses=error_responses(401, 409, 422, 424))
 def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
     try:
         catalog.view(body.name)
@@ -75,7 +75,7 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
     "/{name}",
     response_model=ViewOut,
     operation_id="redefine_view",
-    responses={404: {"description": "no such view (create it with POST /v1/views)"}, 409: {"description": "a sync of the view is queued or running"}},
+    responses=error_responses(401, 404, 409, 422, 424),
 )
 def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
     """Give a view a new SQL or strategy. Its stored rows and sync history go; the next sync loads it afresh."""
@@ -95,7 +95,7 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
     "/{name}",
     status_code=status.HTTP_204_NO_CONTENT,
     operation_id="delete_view",
-    responses={404: {"description": "no such view"}, 409: {"description": "a sync of the view is queued or running"}},
+    responses=error_responses(401, 404, 409, 422),
 )
 def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> Response:
     """Remove a view, its stored rows and its sync history."""
@@ -108,7 +108,7 @@ def list_views(catalog: CatalogDep) -> list[ViewOut]:
     return [view_out(r) for r in catalog.views()]
 
 
-@router.get("/{name}", response_model=ViewOut, operation_id="get_view")
+@router.get("/{name}", response_model=ViewOut, operation_id="get_view", responses=error_responses(404, 422))
 def get_view(name: str, catalog: CatalogDep) -> ViewOut:
     return view_out(catalog.view(name))
 
@@ -120,7 +120,7 @@ def _current(settings, name: str):
     return version
 
 
-@router.get("/{name}/rows", operation_id="get_view_rows", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one JSON object per row"}})
+@router.get("/{name}/rows", operation_id="get_view_rows", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one JSON object per row"}, **error_responses(404, 409, 422)})
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
     """Rows of the view as of its last successful sync, as NDJSON."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
@@ -128,7 +128,7 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streaming
     return StreamingResponse(ndjson_lines(version.view_rows(), definition.columns), media_type=NDJSON)
 
 
-@router.get("/{name}/statistics", operation_id="get_view_statistics")
+@router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))
 def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
     """Update statistics (ω±) and deletion statistics (ω−) in summary, per site."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])

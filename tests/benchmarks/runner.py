@@ -25,6 +25,7 @@ from workloads.harness import Api, start_agent, start_service
 
 from . import machine
 from .oracle import SourceTruth, TrueDelta
+from .reladiff_runner import SourceContext
 from .strategies import STRATEGIES, Skipped, SyncResult, make_runner
 
 #: Rows of the warm-up view: enough to run every step of a sync, too few to cost time.
@@ -35,6 +36,7 @@ COPIED_METRICS = (
     "groups_sent", "groups_identical", "groups_changed", "groups_regrouped", "groups_regrouped_changed",
     "tuples_grouped", "tuples_ungrouped", "expected_benefit_bytes", "full_ship_estimate_bytes",
     "realized_benefit_bytes", "agent_seconds", "cost_model", "planning", "phases",
+    "connections", "postgres_bare_scan_s",  # the reladiff strategy's own
 )
 
 
@@ -79,6 +81,7 @@ class WorkloadRun:
         self.log = log
         self.slug = workload.name.replace("-", "_")
         self.link: netns.Link | None = None
+        self.runners: list = []
         self.result: dict = {
             **workload.to_json(),
             "rows": config.rows_for(workload.name),
@@ -112,32 +115,37 @@ class WorkloadRun:
                 res["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
                 self._rounds(sim, agent, token)
             finally:
+                for r in self.runners:
+                    r.close()
                 agent.stop()
                 self.link = None
         return res
 
-    def _prepare(self, token: str, agent_url: str) -> list:
+    def _prepare(self, sim, token: str, agent_url: str) -> list:
         source = f"src_{self.slug}"
         self.api.add_source(source, agent_url, token)
         sql = self.workload.shape.view_sql.format(source=source)
         self.result["view_sql"] = sql
-        runners = []
+        runners = self.runners
+        context = SourceContext(sim.path, self.workload.shape, self.dir)
         for name in self.config.strategies:
-            runner = make_runner(self.api, STRATEGIES[name], f"{self.slug}_{name}", sql)
+            runner = make_runner(self.api, STRATEGIES[name], f"{self.slug}_{name}", sql, source=context)
             try:
+                runners.append(runner)  # closed at the end even if prepare fails midway
                 runner.prepare()
             except Skipped as exc:
                 self.result["skipped"][name] = str(exc)
                 self.log(f"[{self.workload.name}] {name}: skipped — {exc}")
+                runners.remove(runner)
+                runner.close()
                 continue
-            runners.append(runner)
         if not runners:
             raise RuntimeError(f"no strategy of {self.config.strategies} can run")
         return runners
 
     def _rounds(self, sim, agent, token: str) -> None:
         res, cfg = self.result, self.config
-        runners = self._prepare(token, agent.url)
+        runners = self._prepare(sim, token, agent.url)
         site = runners[0].definition["sites"][0]
         for r in runners[1:]:
             if r.definition["sites"][0]["sql"] != site["sql"]:
@@ -152,6 +160,9 @@ class WorkloadRun:
 
         for rnd in range(cfg.rounds + 1):
             change = sim.change() if rnd else None
+            if change:
+                for runner in live.values():
+                    runner.on_change(change)
             res["changes"].append(change.counts() if change else {"inserted": res["rows"], "updated": 0, "deleted": 0})
             scan_s, n = truth.bare_scan()
             res["bare_scan_s_rounds"].append(round(scan_s, 4))
@@ -183,7 +194,7 @@ class WorkloadRun:
             machine.reset_peak_rss(agent.proc.pid)
         counters = self.link.counters() if self.link else None
         result: SyncResult = runner.sync()
-        rss = machine.peak_rss_kb(agent.proc.pid)
+        rss = machine.peak_rss_kb(agent.proc.pid) if runner.uses_agent else None
         m = result.record.get("metrics") or {}
         record = {
             "round": rnd,
@@ -287,6 +298,7 @@ def run(config: RunConfig, log=print) -> dict:
                 "lower_bound_bytes": "zstd Arrow IPC frames (<= 16,384 rows each, as the agent frames rows) of the view's true delta: new and updated rows in full, deleted keys",
                 "wall_s": "time of POST /syncs?wait=true as seen by the client",
                 "bare_scan_s": "median per workload of the time to fetch every row of the site query through Python's sqlite3 at the source",
+                "reladiff": "the reladiff tool (hashdiff, its default bisection) between a PostgreSQL copy of the source and the warehouse's previous copy; bytes_to_agent/bytes_from_agent = bytes to/from the source database through a counting TCP proxy, round_trips = request turns summed over its connections",
                 "exact": "the sync succeeded, its metrics' counts and its delta equal the true delta, and (on verified='full' rounds) the view's rows equal the source",
                 "link_mbit": "with --link-mbit: the agent and its database run in a network namespace joined to the service's by a veth pair with a tc tbf limit of this rate on both ends, so wall_s includes the link; reladiff, which does not go through the agent, is not behind it",
                 "link_bytes_to_agent": "with --link-mbit: bytes of the Ethernet frames the link carried towards the agent during the sync (TCP/IP headers included); link_bytes_from_agent likewise",

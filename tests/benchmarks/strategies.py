@@ -4,8 +4,8 @@ A strategy the service implements is a view option (`{"strategy": name}` on `POS
 /v1/views`): it gets its own view over the workload's SQL and is synced through the API. A
 strategy the service does not (yet) accept is skipped with the service's reason, so the
 suite picks up `tuple_hash` and `range_checksum` as soon as the service offers them.
-`reladiff` runs outside the service (the real tool against a PostgreSQL copy, its traffic
-counted by a TCP proxy); its runner is not written yet and is skipped.
+`reladiff` runs outside the service: the real tool against a PostgreSQL copy of the
+workload, its traffic counted by a TCP proxy (`reladiff_runner.py`).
 
 Every runner answers with the same things: a sync record (`metrics` as the service's), the
 sync's delta and the view's rows as NDJSON objects, so the oracle can check any of them.
@@ -73,6 +73,9 @@ def _rejects_strategy(body: dict) -> bool:
 class ViewRunner:
     """A strategy the service implements, on a view of its own."""
 
+    #: Its syncs go through the agent, whose memory is measured.
+    uses_agent = True
+
     def __init__(self, api: Api, strategy: Strategy, view: str, sql: str):
         self.api = api
         self.strategy = strategy
@@ -104,18 +107,19 @@ class ViewRunner:
     def rows(self) -> Iterator[dict]:
         return iter_ndjson(self.api, f"/v1/views/{self.view}/rows")
 
+    def on_change(self, change) -> None:
+        """The source changed (the service finds out by itself)."""
 
-class ExternalRunner:
-    """A strategy that runs outside the service; none is implemented yet."""
-
-    def __init__(self, strategy: Strategy):
-        self.strategy = strategy
-
-    def prepare(self) -> dict:
-        raise Skipped(f"{self.strategy.name}: runner not implemented yet (needs a PostgreSQL copy of the workload and a byte-counting proxy)")
+    def close(self) -> None:
+        """Nothing of its own to stop: the view lives in the service."""
 
 
-def make_runner(api: Api, strategy: Strategy, view: str, sql: str):
+def make_runner(api: Api, strategy: Strategy, view: str, sql: str, source=None):
+    """The runner of `strategy`; an external one needs the workload's `source` (a SourceContext)."""
     if strategy.kind == "view":
         return ViewRunner(api, strategy, view, sql)
-    return ExternalRunner(strategy)
+    if strategy.name == "reladiff":
+        from .reladiff_runner import ReladiffRunner
+
+        return ReladiffRunner(api, strategy, view, sql, source)
+    raise ValueError(f"no runner for strategy {strategy.name!r}")
