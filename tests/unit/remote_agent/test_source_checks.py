@@ -7,6 +7,7 @@ import pytest
 
 from remote_agent.errors import SourceDataError
 from remote_agent.extract import check_columns, check_keys, duplicate_key, example_row
+from remote_agent.protocol.models import SiteColumn
 from tests.unit.remote_agent.test_sitequery import check
 
 
@@ -20,9 +21,9 @@ def test_site_query_knows_its_tables_and_where_each_column_comes_from():
 
 def test_a_changed_column_type_is_named_with_its_table():
     query = check("SELECT c.id, c.name AS who FROM customers c")
-    check_columns(query, [{"name": "id", "type": "int"}, {"name": "who", "type": "text"}])
+    check_columns(query, [SiteColumn(name="id", type="int"), SiteColumn(name="who", type="text")])
     with pytest.raises(SourceDataError) as caught:
-        check_columns(query, [{"name": "id", "type": "int"}, {"name": "who", "type": "int"}])
+        check_columns(query, [SiteColumn(name="id", type="int"), SiteColumn(name="who", type="int")])
     message = caught.value.message
     assert "table 'customers'" in message and "'who' (customers.name) is text at the source but was int" in message and "PUT" in message
 
@@ -30,7 +31,7 @@ def test_a_changed_column_type_is_named_with_its_table():
 def test_a_vanished_or_new_column_is_named():
     query = check("SELECT c.id, c.region FROM customers c")
     with pytest.raises(SourceDataError, match=r"column 'name' is gone; column 'region' is new"):
-        check_columns(query, [{"name": "id", "type": "int"}, {"name": "name", "type": "text"}])
+        check_columns(query, [SiteColumn(name="id", type="int"), SiteColumn(name="name", type="text")])
 
 
 def test_null_keys_are_refused_with_the_row():
