@@ -202,3 +202,24 @@ def test_postgres_connection_is_idle_between_chunks(pg):
             assert (state, xact_start, app) == ("idle", None, "deltasieve-agent")
             starts.append(xact_start)
         scan.close()
+
+
+@pytest.mark.parametrize("table, key_sql, wanted", [("people", "p.id", [3, 9, 40]), ("days", "p.day", ["2024-01-03", "2024-01-09"])])
+def test_lookups_run_in_bounded_statements_and_rescans_in_chunks(sqlite_db, table, key_sql, wanted):
+    """Keys SQLite can match (ints) are looked up a few per statement; others (dates,
+    stored as text) by a chunked rescan; both find exactly the rows asked for."""
+    import datetime as dt
+
+    from remote_agent.extract import RowConverter, lookup_rows
+
+    with sqlite3.connect(sqlite_db) as c:
+        c.execute("CREATE TABLE days (day DATE PRIMARY KEY, v TEXT)")
+        c.executemany("INSERT INTO days VALUES (?, ?)", [(f"2024-01-{d:02d}", str(d)) for d in range(1, 29)])
+    adapter = open_adapter(f"sqlite:///{sqlite_db}", statement_timeout_s=5)
+    column = key_sql.split(".")[1]
+    query = _query(adapter, f"SELECT {key_sql}, p.{'name' if table == 'people' else 'v'} FROM {table} p", [column])
+    keys = [dt.date.fromisoformat(k) if isinstance(k, str) else k for k in wanted]
+    converter = RowConverter(adapter, query.columns)
+    with adapter.session() as session:
+        found = [k for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows=100, chunk_rows=2) for k in batch.column(column).to_pylist()]
+    assert sorted(found) == sorted(keys)
