@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every call but /health (env AGENT_TOKEN)")
     parser.add_argument("--allow", action="append", metavar="TABLE[:COL,...]", help="expose only these tables (repeatable; env AGENT_ALLOW, ';'-separated)")
     parser.add_argument("--statement-timeout-s", type=float, help="cancel a statement after this many seconds (env AGENT_STATEMENT_TIMEOUT_S)")
+    parser.add_argument("--chunk-rows", type=int, help="rows read per short read-only transaction (default 50000; env AGENT_CHUNK_ROWS)")
     parser.add_argument("--max-concurrent-extractions", type=int, help="extractions at once; more get 429 (env AGENT_MAX_CONCURRENT_EXTRACTIONS)")
     parser.add_argument("--max-body-bytes", type=int, help="largest request body; larger gets 413 (env AGENT_MAX_BODY_BYTES)")
     parser.add_argument("--ssl-certfile", help="serve HTTPS with this PEM certificate (chain) (env AGENT_SSL_CERTFILE)")

@@ -203,7 +203,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
                 tuples.add(_batch(f))
             elif f.kind != frames.UNITS:
                 raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
-        work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, tuple_bits=control.tuple_hash_bits)
+        work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, tuple_bits=control.tuple_hash_bits, chunk_rows=settings.chunk_rows)
         return stream(work.run())
 
     @app.post("/v1/ranges", operation_id="range_checksums", tags=["extraction"], response_class=StreamingResponse, responses={200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, openapi_extra=FRAMES_BODY)
@@ -218,7 +218,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
             if f.kind != frames.RANGES:
                 raise BadRequest(f"unexpected frame kind {f.kind!r} in a ranges request")
             wanted.add(_batch(f))
-        return stream(range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows))
+        return stream(range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, chunk_rows=settings.chunk_rows))
 
     @app.post("/v1/fetch", operation_id="fetch", tags=["extraction"], response_class=StreamingResponse, responses={200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, openapi_extra=FRAMES_BODY)
     async def fetch(request: Request, _: Authorized):
@@ -237,8 +237,8 @@ def create_app(settings: AgentSettings) -> FastAPI:
 
         def work() -> Iterator[bytes]:
             sent = 0
-            with state.adapter.read() as reader:
-                for batch in lookup_rows(state.adapter, reader, query, converter, keys, control.batch_rows):
+            with state.adapter.session() as session:
+                for batch in lookup_rows(state.adapter, session, query, converter, keys, control.batch_rows, settings.chunk_rows):
                     sent += batch.num_rows
                     yield frames.arrow_frame(frames.ROWS, batch)
             yield frames.json_frame(frames.SUMMARY, {"rows": sent, "keys": len(keys)})

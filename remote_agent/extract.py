@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from .adapters.base import Adapter, ColumnInfo, Reader
+from . import chunks
+from .adapters.base import Adapter, ColumnInfo, Session
 from .errors import BadRequest, SourceDataError
 from .protocol import frames
 from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
@@ -205,7 +206,7 @@ def duplicate_key(k, query: ValidatedQuery, batch: pa.RecordBatch, keys: list) -
 class Extraction:
     """One extraction request: state and the generator of response frames."""
 
-    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[SiteColumn], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, tuple_bits: int = 64):
+    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[SiteColumn], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, tuple_bits: int = 64, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS):
         check_columns(query, expected_columns)
         self.adapter = adapter
         self.query = query
@@ -215,26 +216,29 @@ class Extraction:
         self.seed = seed
         self.bits = bits
         self.batch_rows = batch_rows
+        self.chunk_rows = chunk_rows
         self.converter = RowConverter(adapter, query.columns, query.where())
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
         self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "rows_changed": 0, "units": len(units.uids), "unit_keys": len(units.key_unit), "tuple_hashes": len(self.tuples.expected)}
 
     def run(self) -> Iterator[bytes]:
         started = time.monotonic()
-        with self.adapter.read() as reader:
-            yield from self._scan(reader)
+        # One connection; every chunk and every lookup is a short transaction of its own
+        # (see chunks.py for why the answer stays exact).
+        with self.adapter.session() as session:
+            yield from self._scan(session)
             scanned = time.monotonic()
             yield from self._deleted_and_broken()
             changed = self._changed_units()
-            yield from self._changed_rows(reader, changed)
+            yield from self._changed_rows(session, changed)
         self.stats.update(scan_s=round(scanned - started, 4), elapsed_s=round(time.monotonic() - started, 4))
         yield frames.json_frame(frames.SUMMARY, self.stats)
 
-    def _scan(self, reader: Reader) -> Iterator[bytes]:
+    def _scan(self, session: Session) -> Iterator[bytes]:
         units = self.units
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        for rows in reader.stream(self.query.sql, fetch_rows=min(self.batch_rows, 10_000)):
+        for rows in slices(chunks.scan(self.adapter, session, self.query, self.chunk_rows), min(self.batch_rows, 10_000)):
             batch = self.converter.batch(rows, self.query.key)
             self.stats["rows_scanned"] += batch.num_rows
             keys = key_values(batch, self.query.key)
@@ -341,31 +345,48 @@ class Extraction:
         self.stats["units_identical"] = len(units.uids) - len(changed) - self.stats["units_broken"]
         return changed
 
-    def _changed_rows(self, reader: Reader, changed: set[int]) -> Iterator[bytes]:
+    def _changed_rows(self, session: Session, changed: set[int]) -> Iterator[bytes]:
         if not changed:
             return
         units = self.units
         wanted = [k for k, pos in units.positions.items() if units.key_unit[pos] in changed]
         sent = 0
-        for batch in lookup_rows(self.adapter, reader, self.query, self.converter, wanted, self.batch_rows):
+        for batch in lookup_rows(self.adapter, session, self.query, self.converter, wanted, self.batch_rows, self.chunk_rows):
             sent += batch.num_rows
             yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
         self.stats["rows_changed"] += sent
 
 
-def lookup_rows(adapter: Adapter, reader: Reader, query: ValidatedQuery, converter: RowConverter, keys: list, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """Current rows of the site query for `keys`, in batches (inside the caller's transaction)."""
+def slices(chunked: Iterable[list[tuple]], size: int) -> Iterator[list[tuple]]:
+    """The rows of every chunk again, in lists of at most `size`.
+
+    >>> list(slices([[1, 2, 3], [4]], 2))
+    [[1, 2], [3], [4]]
+    """
+    for rows in chunked:
+        for start in range(0, len(rows), size):
+            yield rows[start:start + size]
+
+
+def lookup_rows(adapter: Adapter, session: Session, query: ValidatedQuery, converter: RowConverter, keys: list, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+    """Current rows of the site query for `keys`, in batches.
+
+    At most `chunk_rows` keys per statement, each statement in a transaction of its own.
+    """
     if not keys:
         return
     if adapter.can_lookup([c.type for c in query.columns if c.name in query.key]):
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            chunk = keys[start:start + LOOKUP_CHUNK]
+        per_statement = min(LOOKUP_CHUNK, chunk_rows)
+        for start in range(0, len(keys), per_statement):
+            chunk = keys[start:start + per_statement]
             params: list[Any] = []
             for k in chunk:
                 params.extend(k if isinstance(k, tuple) else (k,))
-            for rows in reader.stream(query.lookup_sql(len(chunk)), [adapter.bind(v) for v in params]):
+            with session.read() as reader:  # a key matches one row at most: the read is bounded
+                rows = reader.rows(query.lookup_sql(len(chunk)), [adapter.bind(v) for v in params], limit=len(chunk))
+            if rows:
                 batch = converter.batch(rows, query.key)
                 pending.append(batch)
                 pending_rows += batch.num_rows
@@ -378,7 +399,7 @@ def lookup_rows(adapter: Adapter, reader: Reader, query: ValidatedQuery, convert
     # Keys whose stored form may differ from their canonical value (dates kept as text in
     # SQLite, for instance) cannot be matched in SQL reliably: filter a rescan instead.
     wanted = set(keys)
-    for rows in reader.stream(query.sql):
+    for rows in chunks.scan(adapter, session, query, chunk_rows):
         batch = converter.batch(rows, query.key)
         mask = [k in wanted for k in key_values(batch, query.key)]
         if any(mask):

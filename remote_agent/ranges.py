@@ -16,9 +16,10 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from . import chunks
 from .adapters.base import Adapter
 from .errors import BadRequest
-from .extract import HASH, RowConverter, check_keys, key_values
+from .extract import HASH, RowConverter, check_keys, key_values, slices
 from .protocol import frames
 from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
 from .protocol.types import Column
@@ -89,8 +90,8 @@ def _bounds(batch: pa.RecordBatch, prefix: str, key: list[str]) -> list:
     return out
 
 
-def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, seed: int, bits: int, batch_rows: int) -> Iterator[bytes]:
-    """Scan once; ship rows of ranges marked ship; report the other ranges that differ."""
+def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, seed: int, bits: int, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS) -> Iterator[bytes]:
+    """Scan once (in chunks, see chunks.py); ship rows of ranges marked ship; report the other ranges that differ."""
     started = time.monotonic()
     ranges.freeze()
     converter = RowConverter(adapter, query.columns, query.where())
@@ -101,8 +102,8 @@ def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, see
     scanned = shipped = 0
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
-    with adapter.read() as reader:
-        for rows in reader.stream(query.sql, fetch_rows=min(batch_rows, 10_000)):
+    with adapter.session() as session:
+        for rows in slices(chunks.scan(adapter, session, query, chunk_rows), min(batch_rows, 10_000)):
             batch = converter.batch(rows, query.key)
             scanned += batch.num_rows
             keys = key_values(batch, query.key)

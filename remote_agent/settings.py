@@ -8,6 +8,9 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_PORT = 8765
+#: Rows per chunk: large enough that a chunk costs little more than its rows, small
+#: enough that its transaction is short and its rows (held in memory) few.
+DEFAULT_CHUNK_ROWS = 50_000
 
 
 class AgentSettings(BaseSettings):
@@ -23,6 +26,9 @@ class AgentSettings(BaseSettings):
     )
     #: A statement running longer than this is cancelled: the legacy database comes first.
     statement_timeout_s: float = 300.0
+    #: Rows of the site query read per chunk, each chunk in a short read-only transaction of
+    #: its own (keyset pagination on the key): bounds how long a read holds a snapshot or lock.
+    chunk_rows: int = Field(default=DEFAULT_CHUNK_ROWS, ge=1)
     #: Extractions running at once; more get 429 with Retry-After.
     max_concurrent_extractions: int = Field(default=2, ge=1)
     #: Largest request body accepted (unit key sets grow with the snapshot).

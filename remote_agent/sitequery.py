@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from .adapters.base import ColumnInfo, TableInfo
@@ -45,12 +46,63 @@ class ValidatedQuery:
     tables: tuple[str, ...] = ()
     #: Where each output column comes from, as "table.column", parallel to `columns`.
     origins: tuple[str, ...] = ()
+    #: The key columns as stored (no read_as): what chunks are ordered and cut by, so
+    #: that the database can walk the key's index.
+    _key_columns: tuple[exp.Expression, ...] = field(repr=False, compare=False, default=())
 
     def where(self) -> str:
         """The tables read, for error messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
         if len(self.tables) == 1:
             return f"table {self.tables[0]!r}"
         return f"tables {', '.join(map(repr, self.tables))} (joined)"
+
+    @property
+    def key_positions(self) -> list[int]:
+        """Positions of the key columns in the select list."""
+        names = [c.name for c in self.columns]
+        return [names.index(k) for k in self.key]
+
+    @property
+    def nulls_first(self) -> bool:
+        """Whether the dialect sorts NULL before every value in ascending order."""
+        return Dialect.get_or_raise(self.dialect).NULL_ORDERING == "nulls_are_small"
+
+    def chunk_sql(self, limit: int, *, from_cursor: bool) -> str:
+        """The query ordered by its key, cut to `limit` rows, from a cursor bound as parameters.
+
+        `WHERE (original where) AND (k1, k2) >= (?, ?) ORDER BY k1, k2 LIMIT n` (keyset
+        pagination); `k >= ?` for a one-column key; no cursor condition for the first chunk.
+        The comparison is inclusive so that a second row with the cursor's key (a key that
+        is not unique at the source) cannot fall between two chunks unseen.
+        """
+        if limit < 1:
+            raise ValueError("a chunk holds at least one row")
+        tree = self._tree.copy()
+        if from_cursor:
+            columns = [c.copy() for c in self._key_columns]
+            width = len(columns)
+            if width == 1:
+                condition: exp.Expression = exp.GTE(this=columns[0], expression=exp.Placeholder())
+            else:
+                condition = exp.GTE(this=exp.Tuple(expressions=columns), expression=exp.Tuple(expressions=[exp.Placeholder() for _ in range(width)]))
+            where = tree.args.get("where")
+            if where is not None:
+                condition = exp.and_(exp.Paren(this=where.this), condition)
+            tree.set("where", exp.Where(this=condition))
+        tree.set("order", exp.Order(expressions=[exp.Ordered(this=c.copy(), nulls_first=self.nulls_first) for c in self._key_columns]))
+        tree.set("limit", exp.Limit(expression=exp.Literal.number(limit)))
+        return sitesql.render(tree, self.dialect)
+
+    def null_key_sql(self) -> str:
+        """The query restricted to rows with a NULL in a key column, at most one of them."""
+        condition: exp.Expression = exp.or_(*(exp.Is(this=c.copy(), expression=exp.Null()) for c in self._key_columns))
+        tree = self._tree.copy()
+        where = tree.args.get("where")
+        if where is not None:
+            condition = exp.and_(exp.Paren(this=where.this), exp.Paren(this=condition))
+        tree.set("where", exp.Where(this=condition))
+        tree.set("limit", exp.Limit(expression=exp.Literal.number(1)))
+        return sitesql.render(tree, self.dialect)
 
     def lookup_sql(self, n_keys: int) -> str:
         """The same query restricted to `n_keys` key values bound as parameters.
@@ -101,6 +153,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     scope = sitesql.Scope(scope_entries, UnsupportedQuery, Forbidden)
 
     items: list[tuple[exp.Expression, str]] = []
+    stored: dict[str, exp.Expression] = {}
     columns: list[ColumnInfo] = []
     origins: list[str] = []
     for item in parts.items:
@@ -109,6 +162,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         source = table.column(name)
         out = item.alias or name
         ref: exp.Expression = sitesql.column_ref(alias, name)
+        stored[out] = ref
         if source.read_as:
             ref = sitesql.wrap_read_as(source.read_as, ref, dialect)
         items.append((ref, out))
@@ -133,7 +187,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         text = sitesql.render(tree, dialect)
     except SqlglotError as exc:
         raise UnsupportedQuery(f"the site query cannot be written in the {dialect!r} dialect: {exc}") from None
-    return ValidatedQuery(text, columns, list(key), dialect, tree, key_exprs, tuple(dict.fromkeys(t.name for t, _ in relations)), tuple(origins))
+    return ValidatedQuery(text, columns, list(key), dialect, tree, key_exprs, tables=tuple(dict.fromkeys(t.name for t, _ in relations)), origins=tuple(origins), _key_columns=tuple(stored[k] for k in key))
 
 
 def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple[TableInfo, str]:

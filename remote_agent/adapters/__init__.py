@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..errors import BadRequest
-from .base import Adapter, ColumnInfo, Reader, TableInfo
+from .base import Adapter, ColumnInfo, Reader, Session, TableInfo
 from .postgres import PostgresAdapter
 from .sqlite import SqliteAdapter
 
@@ -26,4 +26,4 @@ def open_adapter(url: str, *, statement_timeout_s: float) -> Adapter:
     return cls(url, statement_timeout_s=statement_timeout_s)
 
 
-__all__ = ["ADAPTERS", "Adapter", "ColumnInfo", "Reader", "TableInfo", "open_adapter"]
+__all__ = ["ADAPTERS", "Adapter", "ColumnInfo", "Reader", "Session", "TableInfo", "open_adapter"]

@@ -44,6 +44,24 @@ class Reader(ABC):
     def stream(self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS) -> Iterator[list[tuple]]:
         """Run one SELECT and yield its rows in lists of at most `fetch_rows`."""
 
+    def rows(self, sql: str, params: Sequence[Any] = (), *, limit: int) -> list[tuple]:
+        """All rows of one SELECT that returns at most `limit` rows (LIMIT, or bound keys), in one fetch.
+
+        One fetch is one statement, so the statement timeout bounds the whole read.
+        """
+        return [row for rows in self.stream(sql, params, fetch_rows=limit + 1) for row in rows]
+
+
+class Session(ABC):
+    """One read-only connection; each `read()` is a transaction of its own, ended on exit.
+
+    Between two reads the connection holds no transaction, hence no lock and no snapshot.
+    """
+
+    @abstractmethod
+    def read(self) -> contextlib.AbstractContextManager[Reader]:
+        """Begin a read-only transaction; leaving the block ends it."""
+
 
 class Adapter(ABC):
     """One legacy database. Subclasses are registered by URL scheme in `adapters/__init__.py`."""
@@ -60,8 +78,14 @@ class Adapter(ABC):
         """Every table the read-only connection can read, with columns, types and keys."""
 
     @abstractmethod
-    def read(self) -> contextlib.AbstractContextManager[Reader]:
-        """Open a read-only transaction."""
+    def session(self) -> contextlib.AbstractContextManager[Session]:
+        """Open a read-only connection, closed on exit."""
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Reader]:
+        """Open a connection with one read-only transaction."""
+        with self.session() as session, session.read() as reader:
+            yield reader
 
     @abstractmethod
     def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
@@ -73,6 +97,10 @@ class Adapter(ABC):
 
     def bind(self, value: Any) -> Any:
         """A canonical value as a statement parameter."""
+        return value
+
+    def rebind(self, value: Any) -> Any:
+        """A value as the driver read it, as a parameter comparing equal to the stored value."""
         return value
 
     def check(self) -> None:

@@ -19,7 +19,7 @@ from sqlglot.tokens import TokenType
 
 from ..errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
 from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
-from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, TableInfo
+from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from .convert import converter_for
 
 #: Selected instead of a column whose type has no logical counterpart (uuid, json, arrays...).
@@ -28,6 +28,9 @@ CAST_TO_TEXT = "CAST({col} AS TEXT)"
 #: Seconds to wait for a TCP connection when the URL sets no `connect_timeout`; libpq
 #: would otherwise wait for the operating system's timeout (minutes) on a silent host.
 DEFAULT_CONNECT_TIMEOUT_S = 10
+
+#: application_name of the agent's sessions, as pg_stat_activity shows them.
+APPLICATION_NAME = "deltasieve-agent"
 
 #: Session settings that fix how values are rendered, so that a value cast to text (and
 #: hence its hash) is the same at every sync whatever the server's or role's defaults are.
@@ -198,6 +201,22 @@ class _PostgresReader(Reader):
                 cursor.close()
 
 
+class _PostgresSession(Session):
+    def __init__(self, conn: psycopg.Connection, timeout_s: float):
+        self.conn = conn
+        self.timeout_s = timeout_s
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Reader]:
+        # psycopg begins the transaction at the first statement; rollback ends it (nothing
+        # was written), leaving the connection idle: no snapshot, no lock.
+        try:
+            yield _PostgresReader(self.conn, self.timeout_s)
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                self.conn.rollback()
+
+
 class PostgresAdapter(Adapter):
     dialect = "postgres"
 
@@ -212,10 +231,15 @@ class PostgresAdapter(Adapter):
         self.user = str(params.get("user") or "")
         # Read-only twice over: the session default and the connection's own setting.
         # Ours come after any options of the URL so that they win.
-        settings = {"default_transaction_read_only": "on", "statement_timeout": str(max(1, round(statement_timeout_s * 1000))), **_SESSION_SETTINGS}
+        timeout_ms = str(max(1, round(statement_timeout_s * 1000)))
+        # A transaction left idle (an agent that stalled mid-read) is ended by the server
+        # after as long as a statement may run: no snapshot outlives the bound.
+        settings = {"default_transaction_read_only": "on", "statement_timeout": timeout_ms, "idle_in_transaction_session_timeout": timeout_ms, **_SESSION_SETTINGS}
         options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         params["options"] = f"{params['options']} {options}" if params.get("options") else options
         params.setdefault("connect_timeout", str(DEFAULT_CONNECT_TIMEOUT_S))
+        # The DBA sees who we are in pg_stat_activity (a URL's application_name wins).
+        params.setdefault("application_name", APPLICATION_NAME)
         self._conninfo = make_conninfo(**params)
 
     def _redact(self, text: str) -> str:
@@ -255,14 +279,21 @@ class PostgresAdapter(Adapter):
             conn.close()
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[Reader]:
+    def session(self) -> Iterator[Session]:
         conn = self._connect()
         try:
-            yield _PostgresReader(conn, self.statement_timeout_s)
+            yield _PostgresSession(conn, self.statement_timeout_s)
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.rollback()
             conn.close()
+
+    def rebind(self, value: Any) -> Any:
+        # A float goes back as its text, typed by the server as the column's own type: a
+        # `real` read as 0.1 and bound as a double would not compare equal to itself.
+        if isinstance(value, float):
+            return repr(value)
+        return value
 
     def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
         # A `real` compared with a bound double is widened first, so the shortest decimal

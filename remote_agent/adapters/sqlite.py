@@ -12,7 +12,7 @@ from urllib.parse import quote, urlsplit, unquote
 
 from ..errors import BadRequest, SourceUnavailable
 from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
-from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, TableInfo
+from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from .convert import converter_for
 
 _DECIMAL_ARGS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
@@ -64,6 +64,7 @@ class _SqliteReader(Reader):
         started = time.monotonic()
         # SQLite has no statement timeout; a progress handler aborts a statement that runs too long.
         self.conn.set_progress_handler(lambda: int(time.monotonic() - started > self.deadline_s), 10_000)
+        cursor = None
         try:
             cursor = self.conn.execute(sql, tuple(params))
             while True:
@@ -77,7 +78,26 @@ class _SqliteReader(Reader):
                 raise SourceUnavailable(f"SQLite statement exceeded the {self.deadline_s:g} s timeout") from None
             raise
         finally:
+            if cursor is not None:
+                cursor.close()  # a statement left open would keep the read transaction alive
             self.conn.set_progress_handler(None, 0)
+
+
+class _SqliteSession(Session):
+    def __init__(self, conn: sqlite3.Connection, deadline_s: float):
+        self.conn = conn
+        self.deadline_s = deadline_s
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Reader]:
+        # One read transaction: its statements see one state, and it holds SQLite's shared
+        # lock (writers wait to commit) until it ends.
+        self.conn.execute("BEGIN")
+        try:
+            yield _SqliteReader(self.conn, self.deadline_s)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
 
 
 class SqliteAdapter(Adapter):
@@ -123,15 +143,11 @@ class SqliteAdapter(Adapter):
             conn.close()
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[Reader]:
+    def session(self) -> Iterator[Session]:
         conn = self._connect()
         try:
-            # One read transaction: every statement of an extraction sees the same state.
-            conn.execute("BEGIN")
-            yield _SqliteReader(conn, self.statement_timeout_s)
+            yield _SqliteSession(conn, self.statement_timeout_s)
         finally:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
             conn.close()
 
     def can_lookup(self, key_types) -> bool:

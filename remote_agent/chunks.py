@@ -1,0 +1,115 @@
+"""Reading the site query in key-range chunks, each in its own short read-only transaction.
+
+A legacy OLTP database must barely notice us (002 §2 and §3.4): a scan in one transaction
+holds its snapshot (PostgreSQL: vacuum cannot clean behind it) or its shared lock (SQLite:
+writers cannot commit) for as long as the whole extraction lasts. So the agent reads the
+site query by keyset pagination, `... WHERE (k1, k2) >= (cursor) ORDER BY k1, k2 LIMIT n`,
+each chunk a statement of its own transaction that ends before a row goes on the wire;
+the statement timeout bounds each transaction, and between chunks the connection is idle.
+
+What this means for exactness — the result is a *fuzzy snapshot*, and that is enough:
+
+- Chunks cover consecutive, disjoint key ranges, and the cursor only moves forward: every
+  key present throughout the scan is read exactly once, never skipped and never twice.
+  A row updated between chunks is read either before or after the update, once.
+- A key inserted below the cursor (or deleted above it) after the scan passed (or before
+  it got there) is missed (or not seen) this time: to the warehouse it looks as if the
+  change had happened just after (before) the sync. Lookups of changed groups run later,
+  in transactions of their own, and may see a newer state still.
+- None of that can leave the warehouse wrong for good: it stores rows, not the agent's
+  verdicts, and every sync compares the stored rows afresh with the source (hashes are
+  computed from what the warehouse holds). A sync with no concurrent writes therefore
+  sees one consistent state and makes the view exactly equal to the source — which is
+  what the exactness tests check.
+
+Keys are compared by the database, in its own order, with the values read back as
+parameters (`Adapter.rebind`); Python never orders keys. A NULL in a key column is an
+error as before; where NULL sorts last (PostgreSQL) such rows never come after a cursor,
+so a nullable key is probed for NULLs once before the second chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator, Sequence
+
+from .adapters.base import Adapter, Session
+from .errors import SourceDataError
+from .settings import DEFAULT_CHUNK_ROWS
+from .sitequery import ValidatedQuery
+
+__all__ = ["DEFAULT_CHUNK_ROWS", "scan", "probe_null_keys", "check_key", "same_key"]
+
+
+def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: int) -> Iterator[list[tuple]]:
+    """Every row of the site query in key order, as lists of at most `chunk_rows` raw rows.
+
+    Each list is read in one transaction of `session`, ended before the list is yielded.
+
+    Raises:
+        SourceDataError: a key column holds NULL, or more than `chunk_rows` rows share a key.
+    """
+    if chunk_rows < 1:
+        raise ValueError("chunk_rows must be at least 1")
+    positions = query.key_positions
+    nullable = any(c.nullable for c in query.columns if c.name in query.key)
+
+    def key_of(row: tuple) -> tuple:
+        return tuple(row[p] for p in positions)
+
+    cursor: tuple | None = None
+    tail = 0  # rows of the last chunk, at its end, that have the cursor's key
+    while True:
+        # Inclusive of the cursor: the rows with its key come back first; asking for `tail`
+        # more rows keeps a chunk at `chunk_rows` new rows.
+        limit = chunk_rows + tail
+        params = [adapter.rebind(v) for v in cursor] if cursor is not None else []
+        with session.read() as reader:
+            rows = reader.rows(query.chunk_sql(limit, from_cursor=cursor is not None), params, limit=limit)
+        full = len(rows) == limit
+        if cursor is not None:
+            seen = 0
+            while seen < min(tail, len(rows)) and same_key(key_of(rows[seen]), cursor):
+                seen += 1
+            rows = rows[seen:]  # read in the last chunk (perhaps updated since: keep that one)
+        for row in rows:
+            check_key(key_of(row), query.key)
+        if rows:
+            yield rows
+        if not full:
+            return
+        last = key_of(rows[-1])
+        run = 1
+        while run < len(rows) and same_key(key_of(rows[-run - 1]), last):
+            run += 1
+        tail = tail + run if cursor is not None and same_key(last, cursor) else run
+        if tail > chunk_rows:
+            raise SourceDataError(f"more than {chunk_rows} rows of the site query share the key {dict(zip(query.key, last))}: the declared key {query.key} is not unique at the source")
+        if cursor is None and nullable and not query.nulls_first:
+            probe_null_keys(session, query)
+        cursor = last
+
+
+def probe_null_keys(session: Session, query: ValidatedQuery) -> None:
+    """Fail if a row of the site query has a NULL in a key column (one short read)."""
+    positions = query.key_positions
+    with session.read() as reader:
+        found = reader.rows(query.null_key_sql(), limit=1)
+    for row in found:
+        check_key(tuple(row[p] for p in positions), query.key)
+
+
+def check_key(key: tuple, names: Sequence[str]) -> None:
+    """Fail on a NULL in a key column, naming the key."""
+    if any(v is None for v in key):
+        shown = key[0] if len(key) == 1 else key
+        raise SourceDataError(f"NULL in key column(s) {list(names)} at the source (row key {shown!r}); keys must be non-NULL")
+
+
+def same_key(a: tuple, b: tuple) -> bool:
+    """Equal keys as the database sees them (a NaN equals itself in a database's order).
+
+    >>> same_key((1, float("nan")), (1, float("nan"))), same_key((1, 2.0), (1, 3.0))
+    (True, False)
+    """
+    return all(x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
