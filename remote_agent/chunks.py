@@ -34,7 +34,7 @@ import math
 from typing import Iterator, Sequence
 
 from .adapters.base import Adapter, Session
-from .errors import SourceDataError
+from .errors import SourceDataError, example_row
 from .settings import DEFAULT_CHUNK_ROWS
 from .sitequery import ValidatedQuery
 
@@ -73,7 +73,7 @@ def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: 
                 seen += 1
             rows = rows[seen:]  # read in the last chunk (perhaps updated since: keep that one)
         for row in rows:
-            check_key(key_of(row), query.key)
+            check_key(key_of(row), query, row)
         if rows:
             yield rows
         if not full:
@@ -96,14 +96,17 @@ def probe_null_keys(session: Session, query: ValidatedQuery) -> None:
     with session.read() as reader:
         found = reader.rows(query.null_key_sql(), limit=1)
     for row in found:
-        check_key(tuple(row[p] for p in positions), query.key)
+        check_key(tuple(row[p] for p in positions), query, row)
 
 
-def check_key(key: tuple, names: Sequence[str]) -> None:
-    """Fail on a NULL in a key column, naming the key."""
+def check_key(key: tuple, query: ValidatedQuery, row: Sequence) -> None:
+    """Fail on a NULL in a key column, naming the table, the key and the row."""
     if any(v is None for v in key):
         shown = key[0] if len(key) == 1 else key
-        raise SourceDataError(f"NULL in key column(s) {list(names)} at the source (row key {shown!r}); keys must be non-NULL")
+        raise SourceDataError(
+            f"{query.where()}: NULL in key column(s) {list(query.key)} (key {shown!r}) of the row {example_row(dict(zip((c.name for c in query.columns), row)))}; "
+            "the view's key must identify every row, so key columns must be non-NULL: fix the row at the source, or exclude it in the view's WHERE"
+        )
 
 
 def same_key(a: tuple, b: tuple) -> bool:

@@ -50,3 +50,18 @@ class Busy(AgentError):
 
     status = 429
     transient = True
+
+
+#: Characters of one value quoted in an error message's example row.
+EXAMPLE_VALUE_CHARS = 80
+
+
+def example_row(row: dict) -> str:
+    """A row for an error message, long values cut: {'id': 7, 'name': 'Ann'}."""
+    parts = []
+    for name, value in row.items():
+        text = repr(value)
+        if len(text) > EXAMPLE_VALUE_CHARS:
+            text = text[:EXAMPLE_VALUE_CHARS] + "..."
+        parts.append(f"{name!r}: {text}")
+    return "{" + ", ".join(parts) + "}"

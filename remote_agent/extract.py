@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from . import chunks
 from .adapters.base import Adapter, ColumnInfo, Session
-from .errors import BadRequest, SourceDataError
+from .errors import BadRequest, SourceDataError, example_row
 from .protocol import frames
 from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
 from .protocol.models import SiteColumn
@@ -43,21 +43,6 @@ def key_values(batch: pa.RecordBatch | pa.Table, key: Sequence[str]) -> list:
     if len(key) == 1:
         return batch.column(key[0]).to_pylist()
     return list(zip(*(batch.column(k).to_pylist() for k in key)))
-
-
-#: Characters of one value quoted in an error message's example row.
-EXAMPLE_VALUE_CHARS = 80
-
-
-def example_row(row: dict) -> str:
-    """A row for an error message, long values cut: {'id': 7, 'name': 'Ann'}."""
-    parts = []
-    for name, value in row.items():
-        text = repr(value)
-        if len(text) > EXAMPLE_VALUE_CHARS:
-            text = text[:EXAMPLE_VALUE_CHARS] + "..."
-        parts.append(f"{name!r}: {text}")
-    return "{" + ", ".join(parts) + "}"
 
 
 class RowConverter:
