@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.integration.oracle import check_sync, keyed
-from tests.support.faultproxy import REFUSE, Corrupt, FaultProxy, Stall, Truncate
+from tests.support.faultproxy import REFUSE, Corrupt, FaultProxy, Slow, Stall, Truncate
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import Api, start_agent, start_service
 
@@ -22,6 +22,8 @@ pytestmark = pytest.mark.integration
 READ_TIMEOUT_S = 3
 RETRIES = 2
 BACKOFF_S = 0.2
+#: A call that trickles bytes (never idle for the read timeout) still ends at this deadline.
+DEADLINE_S = 20
 #: Generous bound on a failing sync: every attempt waits out the read timeout, plus Spark's work.
 FAIL_WITHIN_S = (RETRIES + 1) * (READ_TIMEOUT_S + 15) + 30
 
@@ -32,7 +34,7 @@ def setup(tmp_path_factory, logs_dir):
     people = People(root / "people.db", rows=40_000)  # the load answer spans three frames of 16,384 rows
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     proxy = FaultProxy("127.0.0.1", agent.port)
-    env = {"SERVICE_AGENT_READ_TIMEOUT_S": str(READ_TIMEOUT_S), "SERVICE_AGENT_RETRIES": str(RETRIES), "SERVICE_AGENT_RETRY_BACKOFF_S": str(BACKOFF_S)}
+    env = {"SERVICE_AGENT_READ_TIMEOUT_S": str(READ_TIMEOUT_S), "SERVICE_AGENT_RETRIES": str(RETRIES), "SERVICE_AGENT_RETRY_BACKOFF_S": str(BACKOFF_S), "SERVICE_AGENT_DEADLINE_S": str(DEADLINE_S)}
     service = start_service(root / "warehouse", logs_dir, env=env)
     api = Api(service.url)
     api.add_source("flaky", proxy.url)
@@ -62,7 +64,11 @@ def _exact_next(state) -> dict:
     return sync
 
 
-@pytest.mark.parametrize("fault", [Truncate(400), Truncate(5_000), Corrupt(700), Corrupt(3_000), REFUSE], ids=["cut-early", "cut-late", "damaged-early", "damaged-late", "refused"])
+@pytest.mark.parametrize(
+    "fault",
+    [Truncate(400), Truncate(5_000), Corrupt(700), Corrupt(3_000), REFUSE, Slow(300)],
+    ids=["cut-early", "cut-late", "damaged-early", "damaged-late", "refused", "too-slow"],
+)
 def test_a_transient_failure_is_retried_and_the_retry_is_recorded(setup, fault):
     api, people, proxy = setup["api"], setup["people"], setup["proxy"]
     people.change()
@@ -74,6 +80,8 @@ def test_a_transient_failure_is_retried_and_the_retry_is_recorded(setup, fault):
     assert m["retries"] == 1, m["attempts"]
     [failed] = m["attempts"]
     assert failed["attempt"] == 1 and failed["source"] == "flaky" and failed["error"]
+    if fault.kind == "slow":  # bytes kept coming, so only the call's deadline could end it
+        assert "SERVICE_AGENT_DEADLINE_S" in failed["error"] and failed["seconds"] >= DEADLINE_S, failed
     # the failed attempt's bytes are counted: the totals exceed the successful attempt's own
     assert m["bytes_from_agent"] >= failed["bytes_from_agent"] + m["sites"][0]["bytes_from_agent"]
 

@@ -149,8 +149,9 @@ class FaultProxy:
                     damaged[fault.at - sent] ^= 0xFF
                     data = bytes(damaged)
                 if fault.kind == "slow":
-                    for i in range(0, len(data), 1024):
-                        piece = data[i:i + 1024]
+                    step = max(1, int(fault.rate / 4))  # a few pieces a second: never idle long
+                    for i in range(0, len(data), step):
+                        piece = data[i:i + step]
                         dst.sendall(piece)
                         time.sleep(len(piece) / fault.rate)
                 else:
