@@ -185,7 +185,9 @@ def test_extractions_beyond_the_cap_get_429_with_retry_after(big_legacy, logs_di
             # cannot finish its extraction and keeps its only slot.
             with slow.stream("POST", "/v1/extract", content=body, headers=headers) as held:
                 assert held.status_code == 200
-                next(held.iter_raw(1024))
+                # keep the iterator: a dropped one is closed, and the connection with it
+                answer = held.iter_raw(1024)
+                next(answer)
                 time.sleep(0.5)
                 r = other.post("/v1/extract", content=body, headers=headers)
                 assert r.status_code == 429, r.text
