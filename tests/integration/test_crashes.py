@@ -68,7 +68,7 @@ class Warehouse:
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory, logs_dir):
     root = tmp_path_factory.mktemp("crashes")
-    people = People(root / "people.db", rows=30_000, seed=5)
+    people = People(root / "people.db", rows=15_000, seed=5)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     w = Warehouse(root, logs_dir)
     w.people = people
@@ -142,7 +142,7 @@ def test_a_kill_at_each_point_leaves_the_old_or_the_new_view_whole(wh, point):
     _next_sync_is_exact(wh)
 
 
-@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("seed", [11])
 def test_a_kill_at_a_random_moment_leaves_the_old_or_the_new_view_whole(wh, seed):
     rng = random.Random(seed)
     # how long a sync takes here, to aim the kill inside one
