@@ -169,16 +169,6 @@ def check_columns(query: ValidatedQuery, expected: list[SiteColumn]) -> None:
     )
 
 
-def check_keys(keys: list, query: ValidatedQuery, batch: pa.RecordBatch) -> None:
-    """Refuse a batch with a NULL in a key column, quoting the first such row."""
-    for i, k in enumerate(keys):
-        if k is None or (isinstance(k, tuple) and any(v is None for v in k)):
-            raise SourceDataError(
-                f"{query.where()}: NULL in key column(s) {list(query.key)} (key {k!r}) of the row {example_row(batch.slice(i, 1).to_pylist()[0])}; "
-                "the view's key must identify every row, so key columns must be non-NULL: fix the row at the source, or exclude it in the view's WHERE"
-            )
-
-
 def duplicate_key(k, query: ValidatedQuery, batch: pa.RecordBatch, keys: list) -> SourceDataError:
     """The error for key `k` met a second time in one scan, quoting the row of this batch."""
     row = batch.slice(keys.index(k), 1).to_pylist()[0]
@@ -227,7 +217,6 @@ class Extraction:
             batch = self.converter.batch(rows, self.query.key)
             self.stats["rows_scanned"] += batch.num_rows
             keys = key_values(batch, self.query.key)
-            check_keys(keys, self.query, batch)
             if self.tuples.positions:
                 batch, keys, changed = self._compare_tuples(batch, keys)
                 if changed is not None:

@@ -6,7 +6,8 @@ import pyarrow as pa
 import pytest
 
 from remote_agent.errors import SourceDataError
-from remote_agent.extract import check_columns, check_keys, duplicate_key, example_row
+from remote_agent.chunks import check_key
+from remote_agent.extract import check_columns, duplicate_key, example_row
 from remote_agent.protocol.models import SiteColumn
 from tests.unit.remote_agent.test_sitequery import check
 
@@ -36,11 +37,9 @@ def test_a_vanished_or_new_column_is_named():
 
 def test_null_keys_are_refused_with_the_row():
     query = check("SELECT o.shop, o.no, o.amount FROM orders o", key=("shop", "no"))
-    batch = pa.RecordBatch.from_pylist([{"shop": 1, "no": 1, "amount": 3}, {"shop": 1, "no": None, "amount": 4}])
-    keys = [(1, 1), (1, None)]
-    check_keys(keys[:1], query, batch)
+    check_key((1, 1), query, (1, 1, 3))
     with pytest.raises(SourceDataError) as caught:
-        check_keys(keys, query, batch)
+        check_key((1, None), query, (1, None, 4))
     message = caught.value.message
     assert message.startswith("table 'orders': NULL in key column(s) ['shop', 'no']") and "'amount': 4" in message
 
