@@ -132,5 +132,22 @@ class Api:
     def delta(self, view: str, sync_id: str) -> list[dict]:
         return self.ndjson(f"/v1/views/{view}/syncs/{sync_id}/delta")
 
+    def active_syncs(self) -> list[dict]:
+        """Every queued or running sync of every view."""
+        active = []
+        for view in self.http.get("/v1/views").json():
+            for sync in self.http.get(f"/v1/views/{view['name']}/syncs").json():
+                if sync["status"] in ("queued", "running"):
+                    active.append({"view": view["name"], **sync})
+        return active
+
+    def wait_idle(self, within_s: float = 300.0) -> None:
+        """Wait until no sync of any view is queued or running (other tests' leftovers)."""
+        deadline = time.monotonic() + within_s
+        while active := self.active_syncs():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"syncs still under way after {within_s} s: {active}")
+            time.sleep(0.5)
+
     def close(self) -> None:
         self.http.close()

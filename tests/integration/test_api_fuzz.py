@@ -236,6 +236,9 @@ def seeded(api, service, tmp_path_factory, logs_dir):
     assert sync["status"] == "succeeded", sync
     schema = schemathesis.openapi.from_url(f"{service.url}/openapi.json")
     yield schema, {"name": f"{PREFIX}items", "sync_id": sync["id"]}
+    # Generated requests start syncs without waiting for them; one still reading from the
+    # agent would fail into retries, holding one of the shared service's workers.
+    api.wait_idle()
     agent.stop()
 
 

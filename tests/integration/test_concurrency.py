@@ -25,6 +25,9 @@ FINISH_WITHIN_S = 300
 
 @pytest.fixture(scope="module")
 def held(api, tmp_path_factory, logs_dir):
+    # The session's service is shared: a sync another module left under way would hold one
+    # of the two workers, and the syncs below would queue behind it.
+    api.wait_idle()
     people = People(tmp_path_factory.mktemp("busy") / "people.db", rows=3_000)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     proxy = FaultProxy("127.0.0.1", agent.port)
