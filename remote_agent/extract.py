@@ -15,12 +15,14 @@ bytes each in CPython) and per unit, plus one batch of rows in flight.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import chunks
 from .adapters.base import Adapter, ColumnInfo, Session
@@ -62,6 +64,10 @@ class RowConverter:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
         arrays = []
         for i, (column, convert) in enumerate(zip(self.columns, self.converters)):
+            fast = _whole_column(column.type.kind, [row[i] for row in rows], self.schema.field(i).type)
+            if fast is not None:
+                arrays.append(fast)
+                continue
             values = []
             for row in rows:
                 try:
@@ -79,6 +85,35 @@ class RowConverter:
 
     def _pos(self, name: str) -> int:
         return next(i for i, c in enumerate(self.columns) if c.name == name)
+
+
+_NONE = type(None)
+#: Raw value types a driver hands over that already are the canonical value of the column's
+#: kind, exactly (bool is not int, datetime is not date): such a column is built by Arrow
+#: in one call instead of value by value.
+_CANONICAL_TYPES = {"int": {int, _NONE}, "float": {float, _NONE}, "text": {str, _NONE}, "bytes": {bytes, _NONE}, "date": {dt.date, _NONE}}
+#: Day number of 0001-01-01: Arrow reads year 0 from text, Python's dates start at year 1.
+_FIRST_DAY = (dt.date(1, 1, 1) - dt.date(1970, 1, 1)).days
+
+
+def _whole_column(kind: str, values: list, arrow_type: pa.DataType) -> pa.Array | None:
+    """The column as an Arrow array when no value needs converting (None: convert one by one).
+
+    Also takes dates stored as ISO text (SQLite): Arrow's parser accepts exactly
+    YYYY-MM-DD, which reads the same as date.fromisoformat; anything else falls back to
+    the value-by-value converter and its error message.
+    """
+    present = set(map(type, values))
+    try:
+        if present <= _CANONICAL_TYPES.get(kind, set()):
+            return pa.array(values, arrow_type)
+        if kind == "date" and present <= {str, _NONE}:
+            days = pa.array(values, pa.string()).cast(pa.date32())
+            low = pc.min(days.cast(pa.int32())).as_py()
+            return days if low is None or low >= _FIRST_DAY else None
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return None
 
 
 @dataclass
