@@ -53,6 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tests.benchmarks", description="Bytes on the wire and time per sync, per strategy and workload, against the lower bound.")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--replot", type=Path, metavar="JSON", help="only rewrite the plots and the table of an existing results file")
+    mode.add_argument("--merge", type=Path, nargs="+", metavar="JSON", help="join results files of the same settings but different workloads (runs split over several sittings) into --out, with their plots and table")
     mode.add_argument("--quick", action="store_const", dest="profile", const="quick", help="reduced run, under 5 minutes (200k rows, 5 rounds)")
     mode.add_argument("--full", action="store_const", dest="profile", const="full", help="the full run (1M rows, 10 rounds)")
     p.add_argument("--rows", type=int, help="rows per workload's source table (default: 1,000,000 full, 200,000 quick)")
@@ -66,6 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=HERE / "work", help="scratch space for sources and the warehouse (wiped first)")
     p.add_argument("--keep-work", action="store_true", help="keep the scratch space (sources, warehouse, logs) afterwards")
     args = p.parse_args(argv)
+    if args.merge and not args.out:
+        p.error("--merge needs --out, the joined results file")
     if args.rows is not None and args.rows < 1:
         p.error("--rows must be at least 1")
     if args.rounds is not None and args.rounds < 1:
@@ -101,10 +104,51 @@ def config_from(args: argparse.Namespace) -> runner.RunConfig:
     )
 
 
+#: Settings that must agree for results of separate runs to form one table.
+MERGE_SAME = ("rounds", "seed", "strategies", "verify", "link_mbit", "cpus")
+
+
+def merge(parts: list[dict]) -> dict:
+    """One results document from runs of disjoint workloads with the same settings.
+
+    `meta.parts` keeps each run's own commit, date, machine load and duration, so a table
+    joined from sittings on different commits says so.
+    """
+    first = parts[0]["meta"]
+    seen: set[str] = set()
+    for part in parts:
+        meta = part["meta"]
+        differ = [k for k in MERGE_SAME if meta.get(k) != first.get(k)]
+        if differ:
+            raise ValueError(f"run {meta.get('name')!r} differs from {first.get('name')!r} in {', '.join(differ)}")
+        twice = seen & set(part["workloads"])
+        if twice:
+            raise ValueError(f"workload(s) {', '.join(sorted(twice))} appear in more than one run")
+        seen |= set(part["workloads"])
+    keep = ("name", "date", "git_commit", "git_dirty", "load_avg_at_start", "warm_up_s", "elapsed_s", "workloads", "rows_by_workload")
+    meta = {
+        **first,
+        "workloads": [w for part in parts for w in part["meta"]["workloads"]],
+        "rows_by_workload": {w: n for part in parts for w, n in part["meta"]["rows_by_workload"].items()},
+        "elapsed_s": round(sum(part["meta"].get("elapsed_s", 0) for part in parts), 1),
+        "parts": [{k: part["meta"].get(k) for k in keep} for part in parts],
+    }
+    return {"meta": meta, "workloads": {w: r for part in parts for w, r in part["workloads"].items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replot:
         written = report.write(json.loads(args.replot.read_text()), args.replot)
+        print("wrote " + ", ".join(str(p) for p in written.values()))
+        return 0
+    if args.merge:
+        try:
+            results = merge([json.loads(path.read_text()) for path in args.merge])
+        except ValueError as exc:
+            print(f"cannot merge: {exc}", file=sys.stderr)
+            return 2
+        written = report.write(results, args.out)
         print("wrote " + ", ".join(str(p) for p in written.values()))
         return 0
     config = config_from(args)

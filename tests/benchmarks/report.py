@@ -114,6 +114,11 @@ def markdown(results: dict, summary: dict) -> str:
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
             lines.append(f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {exact} |")
+    if meta.get("parts"):
+        lines += ["", "Joined from runs in several sittings (`--merge`): " + "; ".join(
+            f"{', '.join(part['workloads'])} on {part['date'][:16]} at commit {(part.get('git_commit') or '?')[:10]}"
+            + (" (uncommitted changes)" if part.get("git_dirty") else "") + f", {part.get('elapsed_s', 0) / 60:.0f} min"
+            for part in meta["parts"]) + "."]
     skipped = {s: r for w in results["workloads"].values() for s, r in w.get("skipped", {}).items()}
     if skipped:
         lines += ["", "Not run: " + "; ".join(f"`{s}` ({r})" for s, r in skipped.items()) + "."]

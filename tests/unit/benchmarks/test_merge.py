@@ -1,0 +1,60 @@
+"""Joining benchmark runs made in several sittings (`python -m tests.benchmarks --merge`)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks import report
+from tests.benchmarks.__main__ import main, merge
+
+QUICK = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "quick.json"
+
+
+def part(workload: str, commit: str, **meta) -> dict:
+    """The committed quick run, as if it had measured `workload` at `commit`."""
+    results = json.loads(QUICK.read_text())
+    [(_, measured)] = results["workloads"].items()
+    results["workloads"] = {workload: copy.deepcopy(measured)}
+    results["meta"].update(workloads=[workload], rows_by_workload={workload: measured["rows"]}, git_commit=commit, name=f"part-{workload}", **meta)
+    results.pop("summary", None)
+    return results
+
+
+def test_parts_join_into_one_table_that_names_each_sitting():
+    a, b = part("students", "a" * 40, elapsed_s=600.0), part("narrow", "b" * 40, elapsed_s=300.0)
+    joined = merge([a, b])
+    assert list(joined["workloads"]) == ["students", "narrow"]
+    assert joined["meta"]["workloads"] == ["students", "narrow"]
+    assert joined["meta"]["elapsed_s"] == 900.0
+    assert [p["git_commit"] for p in joined["meta"]["parts"]] == ["a" * 40, "b" * 40]
+    text = report.markdown(joined, report.summarize(joined))
+    assert "| students | group_hash |" in text and "| narrow | group_hash |" in text
+    assert "students on" in text and "at commit aaaaaaaaaa" in text and "narrow on" in text and "at commit bbbbbbbbbb" in text
+
+
+@pytest.mark.parametrize("setting, value", [("rounds", 3), ("seed", 8), ("strategies", ["group_hash"]), ("link_mbit", 10.0)])
+def test_runs_with_other_settings_are_refused(setting, value):
+    with pytest.raises(ValueError, match=setting):
+        merge([part("students", "a" * 40), part("narrow", "b" * 40, **{setting: value})])
+
+
+def test_a_workload_measured_twice_is_refused():
+    with pytest.raises(ValueError, match="students"):
+        merge([part("students", "a" * 40), part("students", "b" * 40)])
+
+
+def test_the_command_needs_an_output_and_reports_a_refusal(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--merge", str(QUICK)])
+    assert exc.value.code == 2 and "--out" in capsys.readouterr().err
+    paths = []
+    for name, results in (("a", part("students", "a" * 40)), ("b", part("students", "b" * 40))):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(results))
+    assert main(["--merge", *map(str, paths), "--out", str(tmp_path / "joined.json")]) == 2
+    assert "appear in more than one run" in capsys.readouterr().err
+    assert not (tmp_path / "joined.json").exists()
