@@ -31,7 +31,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         if start_spark:
             from warehouse.spark import build_session
 
-            spark = build_session(settings.spark_master, driver_memory=settings.spark_driver_memory)
+            spark = build_session(settings.spark_master, driver_memory=settings.spark_driver_memory, extra_conf=settings.spark_conf)
         app.state.spark = spark
         app.state.runner = SyncRunner(settings, app.state.catalog, spark)
         app.state.runner.recover()

@@ -20,6 +20,7 @@ class ServiceSettings(BaseSettings):
     data_dir: Path = Path("./data")
     spark_master: str = Field(default="local[*]", description="local[*] or a cluster master URL")
     spark_driver_memory: str = "2g"
+    spark_conf: dict[str, str] = Field(default_factory=dict, description='extra Spark properties, as JSON: {"spark.executor.memory": "8g"}')
     #: Syncs of different views that may run at once (Spark shares the machine between them).
     max_concurrent_syncs: int = Field(default=2, ge=1)
     api_key: SecretStr | None = Field(default=None, description="when set, required (X-API-Key or Bearer) on every mutating call")
