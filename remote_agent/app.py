@@ -189,19 +189,20 @@ def create_app(settings: AgentSettings) -> FastAPI:
         query = prepare(control)
         units = UnitIndex(key=query.key, bits=control.hash_bits)
         tuples = TupleIndex(key=query.key)
+        unit_kinds = (frames.UNITS, frames.UNITS_DELTA)
         for f in parsed[1:]:
-            if f.kind == frames.UNITS:
-                batch = _batch(f)
+            if f.kind in unit_kinds:
+                batch = _data(f, frames.UNITS_DELTA)
                 _require(batch, [UID, HASH])
                 units.add_units(batch)
         for f in parsed[1:]:
-            if f.kind == frames.UNIT_KEYS:
-                batch = _batch(f)
+            if f.kind in (frames.UNIT_KEYS, frames.UNIT_KEYS_DELTA):
+                batch = _data(f, frames.UNIT_KEYS_DELTA)
                 _require(batch, [UID])
                 units.add_keys(batch)
             elif f.kind == frames.TUPLE_HASHES:
                 tuples.add(_batch(f))
-            elif f.kind != frames.UNITS:
+            elif f.kind not in unit_kinds:
                 raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
         work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, tuple_bits=control.tuple_hash_bits, chunk_rows=settings.chunk_rows)
         return stream(work.run())
@@ -271,6 +272,17 @@ def _batch(frame: frames.Frame):
         return frame.batch()
     except Exception as exc:
         raise BadRequest(f"frame {frame.kind!r} is not a valid Arrow stream: {exc}") from None
+
+
+def _data(frame: frames.Frame, delta_kind: bytes):
+    """A data frame's batch, delta-decoded if it is of the delta-coded kind."""
+    batch = _batch(frame)
+    if frame.kind != delta_kind:
+        return batch
+    try:
+        return frames.delta_decode(batch)
+    except frames.FrameError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _require(batch, names) -> None:

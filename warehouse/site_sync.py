@@ -360,12 +360,16 @@ class SiteRun:
         for batch in units.to_batches():
             if batch.num_rows:
                 out = pa.RecordBatch.from_arrays([batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH])
-                yield frames.arrow_frame(frames.UNITS, out)
+                yield frames.delta_or_plain_frame(frames.UNITS, frames.UNITS_DELTA, out)  # uids ascend: their differences pack small
         keys = plan.scanner(columns=[UID, *self.site.key], filter=pc.field(UID).is_valid() & pc.field(GROUP_HASH).is_null(), batch_size=SEND_BATCH_ROWS)
         for batch in keys.to_batches():
             if batch.num_rows:
                 arrays = [batch.column(0)] + [batch.column(i + 1).cast(key_types[k]) for i, k in enumerate(self.site.key)]
-                yield frames.arrow_frame(frames.UNIT_KEYS, pa.RecordBatch.from_arrays(arrays, names=[WIRE_UID, *self.site.key]))
+                names = [WIRE_UID, *self.site.key]
+                plain = pa.Table.from_arrays(arrays, names=names).sort_by([(n, "ascending") for n in names]).combine_chunks().to_batches()[0]
+                # A unit's keys come in key order and its uid repeats: as differences they
+                # pack into a fraction of the bytes (the agent adds them back up).
+                yield frames.delta_or_plain_frame(frames.UNIT_KEYS, frames.UNIT_KEYS_DELTA, plain)
 
 
 

@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import xxhash
 
@@ -35,7 +36,9 @@ ERROR = b"E"
 JSON_KINDS = frozenset({CONTROL, SUMMARY, ERROR})
 # Data frames (Arrow).
 UNIT_KEYS = b"K"  # request: uid + key columns of every grouped tuple
+UNIT_KEYS_DELTA = b"k"  # request: as UNIT_KEYS, every int64 column delta-coded (see delta_encode)
 UNITS = b"U"  # request: uid + group hash
+UNITS_DELTA = b"u"  # request: as UNITS, the uid column delta-coded (see delta_encode)
 FETCH_KEYS = b"F"  # request: keys whose current rows are wanted
 TUPLE_HASHES = b"T"  # request: key columns + the 64-bit hash of each tuple (one hash per tuple)
 RANGES = b"G"  # request: key ranges with expected count and hash, or to be shipped whole
@@ -111,6 +114,40 @@ def arrow_frame(kind: bytes, batch: pa.RecordBatch | pa.Table) -> bytes:
     with pa.ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS) as writer:
         writer.write_batch(batch)
     return frame(kind, sink.getvalue())
+
+
+def delta_encode(batch: pa.RecordBatch) -> pa.RecordBatch | None:
+    """Each int64 column as differences from the previous row (the first row's value as
+    is), in wrapping 64-bit arithmetic, so that ascending keys and runs of one uid become
+    small numbers that zstd packs into a byte or less. None if an int64 column has NULLs.
+    """
+    columns = []
+    for column in batch.columns:
+        if pa.types.is_int64(column.type):
+            if column.null_count:
+                return None
+            values = column.to_numpy()
+            column = pa.array(np.diff(values, prepend=np.int64(0)) if len(values) else values, pa.int64())
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def delta_or_plain_frame(plain_kind: bytes, delta_kind: bytes, batch: pa.RecordBatch) -> bytes:
+    """The batch as a frame of `delta_kind`, delta-coded, or of `plain_kind` if it cannot be."""
+    coded = delta_encode(batch)
+    return arrow_frame(plain_kind, batch) if coded is None else arrow_frame(delta_kind, coded)
+
+
+def delta_decode(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The inverse of delta_encode: running sums of every int64 column, wrapping as it did."""
+    columns = []
+    for column in batch.columns:
+        if pa.types.is_int64(column.type):
+            if column.null_count:
+                raise FrameError("a delta-coded column holds NULLs")
+            column = pa.array(np.cumsum(column.to_numpy(), dtype=np.int64), pa.int64())
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def read_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:

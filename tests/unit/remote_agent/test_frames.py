@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from remote_agent.protocol import frames
 
@@ -65,3 +66,28 @@ def test_an_oversized_length_prefix_is_refused_before_reading_it():
     header = frames._HEADER.pack(frames.ROWS, frames.MAX_FRAME_BYTES + 1, 0)
     with pytest.raises(frames.FrameError, match="exceeds"):
         _decode_all(header + b"x" * 100)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.text(max_size=3)), max_size=30))
+def test_delta_coding_round_trips_every_int64_column_and_leaves_others(rows):
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([r[0] for r in rows], pa.int64()), pa.array([r[1] for r in rows], pa.int64()), pa.array([r[2] for r in rows], pa.string())],
+        names=["__uid", "k", "t"],
+    )
+    coded = frames.delta_encode(batch)
+    assert coded.column(2).equals(batch.column(2))
+    [frame] = frames.read_frames([frames.arrow_frame(frames.UNIT_KEYS_DELTA, coded)])
+    decoded = frames.delta_decode(frame.batch())
+    assert decoded.equals(batch)
+
+
+def test_delta_coding_packs_ascending_keys_and_refuses_nulls():
+    keys = pa.array(range(1_000_000, 1_065_536), pa.int64())
+    uids = pa.array([i // 9 for i in range(65_536)], pa.int64())
+    plain = pa.RecordBatch.from_arrays([uids, keys], names=["__uid", "k"])
+    assert len(frames.arrow_frame(frames.UNIT_KEYS_DELTA, frames.delta_encode(plain))) * 10 < len(frames.arrow_frame(frames.UNIT_KEYS, plain))
+    with_null = pa.RecordBatch.from_arrays([uids, pa.array([None] + list(range(65_535)), pa.int64())], names=["__uid", "k"])
+    assert frames.delta_encode(with_null) is None
+    with pytest.raises(frames.FrameError, match="NULL"):
+        frames.delta_decode(with_null)
