@@ -48,7 +48,7 @@ class RunConfig:
     workloads: list[str]
     strategies: list[str]
     #: "every": all rows of every view checked every round; "ends": on round 0 and the last
-    #: round only (the rounds between are checked through their deltas).
+    #: round only; "last": on the last round only (the others are checked through their deltas).
     verify: str
     work_dir: Path
     seed: int = 7
@@ -56,6 +56,7 @@ class RunConfig:
     rows_by_workload: dict[str, int] = field(default_factory=dict)
     reductions: list[str] = field(default_factory=list)
     link_mbit: float | None = None
+    warm_up: bool = True
 
     def rows_for(self, workload: str) -> int:
         return self.rows_by_workload.get(workload, self.rows)
@@ -167,7 +168,7 @@ class WorkloadRun:
             scan_s, n = truth.bare_scan()
             res["bare_scan_s_rounds"].append(round(scan_s, 4))
             delta = truth.load() if rnd == 0 else truth.advance(change.touched())
-            full = rnd in (0, cfg.rounds) or cfg.verify == "every"
+            full = rnd == cfg.rounds or cfg.verify == "every" or (rnd == 0 and cfg.verify == "ends")
             if full and rnd:
                 fp = truth.rescan()
                 if fp != truth.fingerprint:
@@ -291,6 +292,7 @@ def run(config: RunConfig, log=print) -> dict:
             "workloads": config.workloads,
             "strategies": config.strategies,
             "verify": config.verify,
+            "warm_up": config.warm_up,
             "link_mbit": config.link_mbit,
             "reductions": config.reductions,
             "definitions": {
@@ -313,7 +315,7 @@ def run(config: RunConfig, log=print) -> dict:
     api = Api(service.url, timeout=3600)
     failed = False
     try:
-        results["meta"]["warm_up_s"] = _warm_up(api, config.work_dir / "warm-up", log)
+        results["meta"]["warm_up_s"] = _warm_up(api, config.work_dir / "warm-up", log) if config.warm_up else None
         for name in config.workloads:
             run_ = WorkloadRun(config, api, WORKLOADS[name], config.work_dir / name, log)
             results["workloads"][name] = run_.result

@@ -1,0 +1,20 @@
+"""The quick and full profiles, and that every cut of the quick one is recorded and can be undone."""
+
+from __future__ import annotations
+
+from tests.benchmarks.__main__ import config_from, parse_args
+
+
+def test_quick_cuts_are_recorded_and_each_option_undoes_its_own():
+    quick = config_from(parse_args(["--quick"]))
+    assert (quick.rows, quick.rounds, quick.workloads, quick.verify, quick.warm_up) == (200_000, 5, ["students"], "last", False)
+    assert len(quick.reductions) == 3 and any("warm-up" in r for r in quick.reductions)
+    undone = config_from(parse_args(["--quick", "--warm-up", "--verify", "ends"]))
+    assert (undone.verify, undone.warm_up) == ("ends", True)
+    assert len(undone.reductions) == 1 and "students only" in undone.reductions[0]
+
+
+def test_the_full_run_cuts_nothing():
+    full = config_from(parse_args(["--full"]))
+    assert (full.rows, full.rounds, full.verify, full.warm_up, full.reductions) == (1_000_000, 10, "ends", True, [])
+    assert len(full.workloads) == 5 and len(full.strategies) == 5
