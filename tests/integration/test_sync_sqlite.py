@@ -18,7 +18,7 @@ from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
 
-ROUNDS = 8
+ROUNDS = 5
 WORDS = ["alpha", "Ærø", "naïve café", "日本語テキスト", "emoji 🚀✨", "", "tab\there", "quote ' \" \\", "Zürich", "ß"]
 
 
