@@ -63,8 +63,8 @@ class RowConverter:
         if not rows:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
         arrays = []
-        for i, (column, convert) in enumerate(zip(self.columns, self.converters)):
-            fast = _whole_column(column.type.kind, [row[i] for row in rows], self.schema.field(i).type)
+        for i, (column, convert, raw) in enumerate(zip(self.columns, self.converters, zip(*rows))):
+            fast = _whole_column(column.type.kind, list(raw), self.schema.field(i).type)
             if fast is not None:
                 arrays.append(fast)
                 continue

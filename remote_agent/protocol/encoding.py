@@ -190,10 +190,10 @@ def _encode_column_arrow(type_: LogicalType, array: pa.Array) -> pa.Array | None
         bits = np.ascontiguousarray(values.astype(">f8")).view(">u8").copy()
         bits[np.isnan(values)] = 0x7FF8000000000000
         encoded = _tagged(b"f", bits.view(np.uint8).reshape(len(values), 8))
-    elif kind in ("text", "bytes") and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)):
-        if kind == "text" and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
-            return None
-        encoded = _length_prefixed(b"s" if kind == "text" else b"b", array.cast(pa.binary()))
+    elif kind == "text" and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        encoded = _length_prefixed(b"s", array.cast(pa.binary()))
+    elif kind == "bytes" and (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+        encoded = _length_prefixed(b"b", array.cast(pa.binary()))
     elif kind == "bool" and pa.types.is_boolean(t):
         encoded = pc.if_else(array, pa.scalar(b"?\x01", pa.binary()), pa.scalar(b"?\x00", pa.binary()))
     elif kind == "date" and (pa.types.is_date32(t) or pa.types.is_date64(t)):
