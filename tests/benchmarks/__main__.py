@@ -118,11 +118,12 @@ def config_from(args: argparse.Namespace) -> runner.RunConfig:
 MERGE_SAME = ("rounds", "seed", "strategies", "verify", "link_mbit", "cpus")
 
 
-def merge(parts: list[dict]) -> dict:
+def merge(parts: list[dict], name: str = "merged") -> dict:
     """One results document from runs of disjoint workloads with the same settings.
 
     `meta.parts` keeps each run's own commit, date, machine load and duration, so a table
-    joined from sittings on different commits says so.
+    joined from sittings on different commits says so; the joined run is called `name`, and
+    its own date and commit are those of the latest sitting.
     """
     first = parts[0]["meta"]
     seen: set[str] = set()
@@ -135,9 +136,14 @@ def merge(parts: list[dict]) -> dict:
         if twice:
             raise ValueError(f"workload(s) {', '.join(sorted(twice))} appear in more than one run")
         seen |= set(part["workloads"])
+    latest = max((part["meta"] for part in parts), key=lambda m: m["date"])
     keep = ("name", "date", "git_commit", "git_dirty", "load_avg_at_start", "warm_up_s", "elapsed_s", "workloads", "rows_by_workload")
     meta = {
         **first,
+        "name": name,
+        "date": latest["date"],
+        "git_commit": latest.get("git_commit"),
+        "git_dirty": any(part["meta"].get("git_dirty") for part in parts),
         "workloads": [w for part in parts for w in part["meta"]["workloads"]],
         "rows_by_workload": {w: n for part in parts for w, n in part["meta"]["rows_by_workload"].items()},
         "elapsed_s": round(sum(part["meta"].get("elapsed_s", 0) for part in parts), 1),
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.merge:
         try:
-            results = merge([json.loads(path.read_text()) for path in args.merge])
+            results = merge([json.loads(path.read_text()) for path in args.merge], name=args.out.stem)
         except ValueError as exc:
             print(f"cannot merge: {exc}", file=sys.stderr)
             return 2

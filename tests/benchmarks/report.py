@@ -88,14 +88,18 @@ def markdown(results: dict, summary: dict) -> str:
     meta = results["meta"]
     steady = steady_rounds(meta["rounds"])
     commit = (meta.get("git_commit") or "?")[:10] + (" (uncommitted changes)" if meta.get("git_dirty") else "")
+    parts = meta.get("parts") or []
+    days = sorted(part["date"][:10] for part in parts)
+    span = days and (days[0] if days[0] == days[-1] else f"{days[0]} to {days[-1]}")
+    when = f"{len(parts)} sittings, {span} (listed below)" if parts else f"{meta['date']}, commit {commit}"
     lines = [
         f"# Benchmark `{meta['name']}`",
         "",
-        f"{meta['date']}, commit {commit}; {meta['cpus']} CPUs ({meta.get('cpu') or '?'}); "
+        f"{when}; {meta['cpus']} CPUs ({meta.get('cpu') or '?'}); "
         f"{meta['rounds']} rounds after the load; rows per workload: "
         + ", ".join(f"{w} {n:,}" for w, n in meta["rows_by_workload"].items())
         + (f"; link {meta['link_mbit']} Mbit/s" if meta.get("link_mbit") else "; no link limit (loopback)")
-        + f"; whole run {meta.get('elapsed_s', 0) / 60:.1f} min.",
+        + f"; {'all sittings' if parts else 'whole run'} {meta.get('elapsed_s', 0) / 60:.1f} min.",
         "",
         f"Steady state = median over rounds {steady[0]}–{steady[-1]}. *bytes/round* = bytes to + from the agent per sync; "
         "*× LB* = ratio to the lower bound (zstd Arrow of the true delta); *× scan* = sync wall time over a bare "
@@ -114,11 +118,11 @@ def markdown(results: dict, summary: dict) -> str:
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
             lines.append(f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {exact} |")
-    if meta.get("parts"):
+    if parts:
         lines += ["", "Joined from runs in several sittings (`--merge`): " + "; ".join(
             f"{', '.join(part['workloads'])} on {part['date'][:16]} at commit {(part.get('git_commit') or '?')[:10]}"
             + (" (uncommitted changes)" if part.get("git_dirty") else "") + f", {part.get('elapsed_s', 0) / 60:.0f} min"
-            for part in meta["parts"]) + "."]
+            for part in parts) + "."]
     skipped = {s: r for w in results["workloads"].values() for s, r in w.get("skipped", {}).items()}
     if skipped:
         lines += ["", "Not run: " + "; ".join(f"`{s}` ({r})" for s, r in skipped.items()) + "."]

@@ -24,6 +24,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .relay import Relay, close_socket
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -52,21 +54,23 @@ def Slow(bytes_per_s: float) -> Fault:
     return Fault("slow", rate=bytes_per_s)
 
 
-class FaultProxy:
+@dataclass
+class _Leg:
+    """One direction of one connection: its fault and the bytes it has forwarded."""
+
+    fault: Fault
+    answer: bool
+    sent: int = 0
+
+
+class FaultProxy(Relay):
     def __init__(self, target_host: str, target_port: int):
-        self.target = (target_host, target_port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
         self._plan: list[Fault] = []
-        self._lock = threading.Lock()
         self._released = threading.Event()
-        self._closing = False
-        self._sockets: list[socket.socket] = []
         self.connections = 0
         self._hook: tuple[int, object] | None = None
         self.answer_bytes = 0  # forwarded from the agent, all connections
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target_host, target_port)
 
     def plan(self, *faults: Fault) -> None:
         """The faults of the next connections, in order (then PASS)."""
@@ -86,92 +90,53 @@ class FaultProxy:
     def close(self) -> None:
         self._closing = True
         self._released.set()
-        self._listener.close()
-        with self._lock:
-            for s in self._sockets:
-                _close(s)
-
-    def __enter__(self) -> "FaultProxy":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().close()
 
     # -- forwarding --------------------------------------------------------------------
-    def _accept(self) -> None:
-        while not self._closing:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            with self._lock:
-                fault = self._plan.pop(0) if self._plan else PASS
-                self.connections += 1
-                hook = self._hook if self._hook and self._hook[0] == self.connections else None
-            if hook:
-                hook[1]()
-            if fault.kind == "refuse":
-                _close(client)
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=10)
-            except OSError:
-                _close(client)
-                continue
-            upstream.settimeout(None)
-            with self._lock:
-                self._sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, PASS, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, fault, True), daemon=True).start()
+    def _open(self) -> tuple[_Leg, _Leg] | None:
+        with self._lock:
+            fault = self._plan.pop(0) if self._plan else PASS
+            self.connections += 1
+            hook = self._hook if self._hook and self._hook[0] == self.connections else None
+        if hook:
+            hook[1]()
+        if fault.kind == "refuse":
+            return None
+        return _Leg(PASS, answer=False), _Leg(fault, answer=True)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, fault: Fault, answer: bool) -> None:
-        sent = 0
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if fault.kind in ("truncate", "stall") and sent + len(data) >= fault.at:
-                    head = data[: max(0, fault.at - sent)]
-                    dst.sendall(head)
-                    sent += len(head)
-                    if answer:
-                        self.answer_bytes += len(head)
-                    if fault.kind == "truncate":
-                        break
-                    self._released.wait()
-                    if self._closing:
-                        break
-                    data = data[len(head):]
-                    fault = PASS
-                if fault.kind == "corrupt" and sent <= fault.at < sent + len(data):
-                    damaged = bytearray(data)
-                    damaged[fault.at - sent] ^= 0xFF
-                    data = bytes(damaged)
-                if fault.kind == "slow":
-                    step = max(1, int(fault.rate / 4))  # a few pieces a second: never idle long
-                    for i in range(0, len(data), step):
-                        piece = data[i:i + step]
-                        dst.sendall(piece)
-                        time.sleep(len(piece) / fault.rate)
-                else:
-                    dst.sendall(data)
-                sent += len(data)
-                if answer:
-                    self.answer_bytes += len(data)
-        except OSError:
-            pass
-        finally:
-            _close(src)
-            _close(dst)
+    def _forward(self, data: bytes, sink: socket.socket, leg: _Leg, to_target: bool) -> bool:
+        fault = leg.fault
+        if fault.kind in ("truncate", "stall") and leg.sent + len(data) >= fault.at:
+            head = data[: max(0, fault.at - leg.sent)]
+            self._send(sink, head, leg)
+            if fault.kind == "truncate":
+                return False
+            self._released.wait()
+            if self._closing:
+                return False
+            data = data[len(head):]
+            leg.fault = fault = PASS
+        if fault.kind == "corrupt" and leg.sent <= fault.at < leg.sent + len(data):
+            damaged = bytearray(data)
+            damaged[fault.at - leg.sent] ^= 0xFF
+            data = bytes(damaged)
+        if fault.kind == "slow":
+            step = max(1, int(fault.rate / 4))  # a few pieces a second: never idle long
+            for i in range(0, len(data), step):
+                piece = data[i:i + step]
+                self._send(sink, piece, leg)
+                time.sleep(len(piece) / fault.rate)
+        else:
+            self._send(sink, data, leg)
+        return True
 
+    def _send(self, sink: socket.socket, data: bytes, leg: _Leg) -> None:
+        sink.sendall(data)
+        leg.sent += len(data)
+        if leg.answer:
+            self.answer_bytes += len(data)
 
-def _close(s: socket.socket) -> None:
-    try:
-        s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    try:
-        s.close()
-    except OSError:
-        pass
+    def _finish(self, source: socket.socket, sink: socket.socket) -> None:
+        # a fault cuts the whole connection, and a finished one is not kept half open
+        close_socket(source)
+        close_socket(sink)

@@ -25,8 +25,11 @@ def part(workload: str, commit: str, **meta) -> dict:
 
 
 def test_parts_join_into_one_table_that_names_each_sitting():
-    a, b = part("students", "a" * 40, elapsed_s=600.0), part("narrow", "b" * 40, elapsed_s=300.0)
-    joined = merge([a, b])
+    a = part("students", "a" * 40, elapsed_s=600.0, date="2026-11-23T18:00:00+00:00")
+    b = part("narrow", "b" * 40, elapsed_s=300.0, date="2026-11-22T09:00:00+00:00")
+    joined = merge([a, b], name="full")
+    assert joined["meta"]["name"] == "full"
+    assert (joined["meta"]["date"], joined["meta"]["git_commit"]) == (a["meta"]["date"], "a" * 40)  # the latest sitting
     assert list(joined["workloads"]) == ["students", "narrow"]
     assert joined["meta"]["workloads"] == ["students", "narrow"]
     assert joined["meta"]["elapsed_s"] == 900.0
@@ -34,6 +37,7 @@ def test_parts_join_into_one_table_that_names_each_sitting():
     text = report.markdown(joined, report.summarize(joined))
     assert "| students | group_hash |" in text and "| narrow | group_hash |" in text
     assert "students on" in text and "at commit aaaaaaaaaa" in text and "narrow on" in text and "at commit bbbbbbbbbb" in text
+    assert text.startswith("# Benchmark `full`") and "2 sittings, 2026-11-22 to 2026-11-23" in text
 
 
 @pytest.mark.parametrize("setting, value", [("rounds", 3), ("seed", 8), ("strategies", ["group_hash"]), ("link_mbit", 10.0)])
