@@ -44,7 +44,8 @@ def _version(dist: str) -> str | None:
 
 
 def describe() -> dict:
-    status = _git("status", "--porcelain")
+    # changes to tracked files outside the results: what the measured code could differ by
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)tests/benchmarks/results")
     return {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git("rev-parse", "HEAD"),
