@@ -24,7 +24,7 @@ class ServiceSettings(BaseSettings):
     #: Syncs of different views that may run at once (Spark shares the machine between them).
     max_concurrent_syncs: int = Field(default=2, ge=1)
     api_key: SecretStr | None = Field(default=None, description="when set, required (X-API-Key or Bearer) on every mutating call")
-    hash_bits: Literal[64, 128] = 128
+    hash_bits: Literal[64, 128] = Field(default=128, description="width of the group hashes in bits (64 or 128)")
     prior_mode: Literal["site", "paper"] = Field(default="site", description="how update probabilities treat a tuple's entry; see README")
     default_prior: float = Field(default=0.05, ge=0.0, le=1.0, description="update probability assumed before any update was observed")
     grouping: Literal["per_tuple", "group"] = Field(default="per_tuple", description="grow a group while it raises EB per tuple, or the group's EB (the paper's rule)")
@@ -44,6 +44,12 @@ class ServiceSettings(BaseSettings):
     @classmethod
     def _empty_is_none(cls, value):
         return None if value in ("", None) else value
+
+    @field_validator("hash_bits", mode="before")
+    @classmethod
+    def _bits_from_text(cls, value):
+        # an environment variable arrives as text, which a Literal of ints never equals
+        return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
     def agent_verify(self) -> ssl.SSLContext | bool:
         """How to check an https:// agent's certificate: the CA bundle if set, else the system's CAs."""

@@ -28,3 +28,18 @@ def test_a_property_list_that_is_not_json_stops_the_service_with_a_message(monke
         main(["--port", "1"])
     assert exc.value.code == 2
     assert "spark_conf" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, bits", [("64", 64), ("128", 128), (" 64 ", 64)])
+def test_the_group_hash_width_comes_from_the_environment(monkeypatch, text, bits):
+    monkeypatch.setenv("SERVICE_HASH_BITS", text)
+    assert ServiceSettings().hash_bits == bits
+
+
+@pytest.mark.parametrize("text", ["96", "sixty-four", ""])
+def test_a_group_hash_width_other_than_64_or_128_stops_the_service_with_a_message(monkeypatch, capsys, text):
+    monkeypatch.setenv("SERVICE_HASH_BITS", text)
+    with pytest.raises(SystemExit) as exc:
+        main(["--port", "1"])
+    assert exc.value.code == 2
+    assert "hash_bits" in capsys.readouterr().err
