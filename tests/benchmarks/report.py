@@ -89,9 +89,11 @@ def markdown(results: dict, summary: dict) -> str:
     steady = steady_rounds(meta["rounds"])
     commit = (meta.get("git_commit") or "?")[:10] + (" (uncommitted changes)" if meta.get("git_dirty") else "")
     parts = meta.get("parts") or []
-    days = sorted(part["date"][:10] for part in parts)
-    span = days and (days[0] if days[0] == days[-1] else f"{days[0]} to {days[-1]}")
-    when = f"{len(parts)} sittings, {span} (listed below)" if parts else f"{meta['date']}, commit {commit}"
+    when = f"{meta['date']}, commit {commit}"
+    if parts:
+        first_day, last_day = min(p["date"][:10] for p in parts), max(p["date"][:10] for p in parts)
+        span = first_day if first_day == last_day else f"{first_day} to {last_day}"
+        when = f"{len(parts)} sittings, {span} (listed below)"
     lines = [
         f"# Benchmark `{meta['name']}`",
         "",
