@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from .adapters import Adapter, TableInfo, open_adapter
 from .errors import AgentError, BadRequest, Busy
-from .extract import HASH, UID, Extraction, RowConverter, TupleIndex, UnitIndex, check_columns as _check_site_columns, key_values, lookup_rows
+from .extract import HASH, UID, Extraction, RowConverter, TupleIndex, UnitIndex, check_columns as _check_site_columns, key_columns, key_values, lookup_rows
 from .protocol import frames
 from .protocol.models import ErrorOut, ExtractControl, FetchControl, Health, RangesControl, SchemaOut
 from .ranges import RangeSet, range_scan
@@ -187,8 +187,8 @@ def create_app(settings: AgentSettings) -> FastAPI:
         parsed = await read_body(request)
         control = _parse(ExtractControl, parsed[0])
         query = prepare(control)
-        units = UnitIndex(key=query.key, bits=control.hash_bits)
-        tuples = TupleIndex(key=query.key)
+        units = UnitIndex(key_columns(query), bits=control.hash_bits)
+        tuples = TupleIndex(key_columns(query), bits=control.tuple_hash_bits)
         unit_kinds = (frames.UNITS, frames.UNITS_DELTA)
         for f in parsed[1:]:
             if f.kind in unit_kinds:
@@ -204,7 +204,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
                 tuples.add(_batch(f))
             elif f.kind not in unit_kinds:
                 raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
-        work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, tuple_bits=control.tuple_hash_bits, chunk_rows=settings.chunk_rows)
+        work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, chunk_rows=settings.chunk_rows)
         return stream(work.run())
 
     @app.post("/v1/ranges", operation_id="range_checksums", tags=["extraction"], response_class=StreamingResponse, responses={200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, openapi_extra=FRAMES_BODY)

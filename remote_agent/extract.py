@@ -9,26 +9,27 @@ agent reads the site query once and answers with:
   the surviving part against its own copy without resending the unit;
 - the current rows of every intact unit whose hash differs.
 
-Memory is bounded by the request, not by the table: one entry per unit key (about 120
-bytes each in CPython) and per unit, plus one batch of rows in flight.
+Memory is bounded by the request, not by the table: about 17 bytes per unit key (plus the
+key's own bytes when it is not a single integer; see keyindex.py), about 80 per unit, the
+request body while it is decoded, and one batch of rows in flight.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from array import array
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import chunks
 from .adapters.base import Adapter, ColumnInfo, Session
 from .errors import BadRequest, SourceDataError, example_row
+from .keyindex import KeyIndex, python_keys
 from .protocol import frames
-from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
+from .protocol.encoding import LIMB_BITS, carry_limbs, limbs_from_bytes, limbs_to_bytes, row_hash_limbs
 from .protocol.models import SiteColumn
 from .protocol.types import Column, arrow_schema
 from .sitequery import ValidatedQuery
@@ -116,68 +117,118 @@ def _whole_column(kind: str, values: list, arrow_type: pa.DataType) -> pa.Array 
     return None
 
 
-@dataclass
-class UnitIndex:
-    """The units of one request: key -> position, and per unit its expected and running hash."""
+def wire_hashes(batch: pa.RecordBatch, bits: int, what: str, setting: str) -> list[bytes]:
+    """The HASH column of a request frame, each checked to be `bits` wide."""
+    hashes = batch.column(HASH).to_pylist()
+    bad = next((h for h in hashes if h is None or len(h) != bits // 8), b"")
+    if bad != b"":
+        raise BadRequest(f"{what} {bad!r} is not {bits // 8} bytes ({setting} {bits})")
+    return hashes
 
-    key: list[str]
-    bits: int
-    positions: dict = field(default_factory=dict)
-    key_unit: array = field(default_factory=lambda: array("l"))  # unit index of each key
-    seen: bytearray = field(default_factory=bytearray)
-    uids: list[int] = field(default_factory=list)
-    expected: list[int] = field(default_factory=list)
-    sums: list[int] = field(default_factory=list)
-    counts: array = field(default_factory=lambda: array("l"))
-    sizes: array = field(default_factory=lambda: array("l"))
-    unit_of_uid: dict[int, int] = field(default_factory=dict)
+
+class UnitIndex:
+    """The units of one request: their keys, and per unit its uid, expected hash, and the
+    running sum and count of the rows the scan met.
+
+    Columnar throughout (numpy arrays and a `KeyIndex`), so a request of millions of keys
+    costs tens of bytes a key on the agent, not the hundreds a dict of Python objects did.
+    """
+
+    def __init__(self, key: Sequence[Column], bits: int):
+        self.key = list(key)
+        self.bits = bits
+        self.keys = KeyIndex(self.key, "unit")
+        self._uid_parts: list[np.ndarray] = []
+        self._hash_parts: list[bytes] = []
+        self.uids = np.empty(0, np.int64)
+        self.expected = np.empty((0, bits // LIMB_BITS), np.uint64)
+        self._uid_order: np.ndarray | None = None
+        self.sums = self.expected.copy()
+        self.counts = np.empty(0, np.int64)
+        self.sizes = np.empty(0, np.int64)
 
     def add_units(self, batch: pa.RecordBatch) -> None:
-        for uid, h in zip(batch.column(UID).to_pylist(), batch.column(HASH).to_pylist()):
-            if uid in self.unit_of_uid:
-                raise BadRequest(f"unit {uid} sent twice")
-            self.unit_of_uid[uid] = len(self.uids)
-            self.uids.append(uid)
-            self.expected.append(hash_from_bytes(h))
-            self.sums.append(0)
-            self.counts.append(0)
-            self.sizes.append(0)
+        hashes = wire_hashes(batch, self.bits, "unit hash", "hash_bits")
+        uids = batch.column(UID).to_numpy(zero_copy_only=False)
+        if batch.column(UID).null_count:
+            raise BadRequest("a unit has no uid")
+        self._uid_parts.append(uids.astype(np.int64))
+        self._hash_parts.extend(hashes)
+
+    def _freeze_units(self) -> None:
+        if self._uid_order is not None:
+            return
+        self.uids = np.concatenate(self._uid_parts) if self._uid_parts else np.empty(0, np.int64)
+        self.expected = limbs_from_bytes(self._hash_parts, self.bits) if self._hash_parts else self.expected
+        self._uid_parts, self._hash_parts = [], []
+        self._uid_order = np.argsort(self.uids, kind="stable")
+        ordered = self.uids[self._uid_order]
+        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if len(twice):
+            raise BadRequest(f"unit {int(ordered[twice[0]])} sent twice")
+        self.sums = np.zeros_like(self.expected)
+        self.counts = np.zeros(len(self.uids), np.int64)
 
     def add_keys(self, batch: pa.RecordBatch) -> None:
-        missing = [k for k in self.key if k not in batch.schema.names]
-        if missing:
-            raise BadRequest(f"unit key frame lacks key columns {missing}")
-        for uid, k in zip(batch.column(UID).to_pylist(), key_values(batch, self.key)):
-            unit = self.unit_of_uid.get(uid)
-            if unit is None:
-                raise BadRequest(f"key {k!r} refers to unit {uid}, which was not sent")
-            if k in self.positions:
-                raise BadRequest(f"key {k!r} is in more than one unit")
-            self.positions[k] = len(self.key_unit)
-            self.key_unit.append(unit)
-            self.seen.append(0)
-            self.sizes[unit] += 1
+        """Keys with the uid of their unit; every unit must have been added before."""
+        self._freeze_units()
+        if batch.column(UID).null_count:
+            raise BadRequest("a unit key has no uid")
+        uids = batch.column(UID).to_numpy(zero_copy_only=False).astype(np.int64)
+        ordered = self.uids[self._uid_order]
+        at = np.searchsorted(ordered, uids)
+        at[at == len(ordered)] = 0
+        unknown = np.flatnonzero(ordered[at] != uids) if len(ordered) else np.arange(len(uids))
+        if len(unknown):
+            row = int(unknown[0])
+            missing = [c.name for c in self.key if c.name not in batch.schema.names]
+            where = f"key {key_values(batch.slice(row, 1), [c.name for c in self.key])[0]!r}" if not missing else "a key"
+            raise BadRequest(f"{where} refers to unit {int(uids[row])}, which was not sent")
+        self.keys.add(batch, self._uid_order[at])
+
+    def freeze(self) -> None:
+        """Done adding: index the keys and size the units."""
+        self._freeze_units()
+        self.keys.freeze()
+        self.sizes = np.bincount(self.keys.payload, minlength=len(self.uids)).astype(np.int64)
+
+    def met(self, positions: np.ndarray, limbs: np.ndarray) -> None:
+        """Scanned rows at key `positions` (each new) with their row hashes as limbs."""
+        self.keys.seen[positions] = True
+        unit = self.keys.payload[positions]
+        np.add.at(self.sums, unit, limbs)
+        self.counts += np.bincount(unit, minlength=len(self.counts))
+
+    def totals(self, units: np.ndarray) -> np.ndarray:
+        """The hash of what the scan met of each unit, as limbs."""
+        return carry_limbs(self.sums[units])
 
 
-@dataclass
 class TupleIndex:
-    """Per-tuple hashes (the ⟨K, b⟩ baseline): key -> position, expected hash, seen flag."""
+    """Per-tuple hashes (the ⟨K, b⟩ baseline): the keys, and the expected hash of each."""
 
-    key: list[str]
-    positions: dict = field(default_factory=dict)
-    expected: list[int] = field(default_factory=list)
-    seen: bytearray = field(default_factory=bytearray)
+    def __init__(self, key: Sequence[Column], bits: int = 64):
+        self.key = list(key)
+        self.bits = bits
+        self.keys = KeyIndex(self.key, "tuple hash", twice="sent twice")
+        self._parts: list[np.ndarray] = []
+        self.expected = np.empty((0, bits // LIMB_BITS), np.uint64)
+        self._count = 0
 
     def add(self, batch: pa.RecordBatch) -> None:
-        missing = [k for k in [*self.key, HASH] if k not in batch.schema.names]
-        if missing:
-            raise BadRequest(f"tuple hash frame lacks columns {missing}")
-        for k, h in zip(key_values(batch, self.key), batch.column(HASH).to_pylist()):
-            if k in self.positions:
-                raise BadRequest(f"key {k!r} sent twice")
-            self.positions[k] = len(self.expected)
-            self.expected.append(hash_from_bytes(h))
-            self.seen.append(0)
+        if HASH not in batch.schema.names:
+            raise BadRequest(f"tuple hash frame lacks columns {[HASH]}")
+        hashes = wire_hashes(batch, self.bits, "tuple hash", "tuple_hash_bits")
+        self.keys.add(batch, np.arange(self._count, self._count + len(hashes)))
+        self._count += len(hashes)
+        if hashes:
+            self._parts.append(limbs_from_bytes(hashes, self.bits))
+
+    def freeze(self) -> None:
+        self.keys.freeze()
+        if self._parts:
+            self.expected = np.concatenate(self._parts)[self.keys.payload]
+            self._parts = []
 
 
 def check_columns(query: ValidatedQuery, expected: list[SiteColumn]) -> None:
@@ -213,23 +264,40 @@ def duplicate_key(k, query: ValidatedQuery, batch: pa.RecordBatch, keys: list) -
     )
 
 
+def key_columns(query: ValidatedQuery) -> list[Column]:
+    """The key columns of a site query with their logical types, in key order."""
+    types = {c.name: c.type for c in query.columns}
+    return [Column(k, types[k]) for k in query.key]
+
+
+def _first_repeat(positions: np.ndarray, seen: np.ndarray) -> int | None:
+    """Index into `positions` of the first one met before (in an earlier batch or this one)."""
+    again = seen[positions]
+    if again.any():
+        return int(np.flatnonzero(again)[0])
+    order = np.argsort(positions, kind="stable")
+    same = np.flatnonzero(positions[order][1:] == positions[order][:-1])
+    return int(order[same[0] + 1]) if len(same) else None
+
+
 class Extraction:
     """One extraction request: state and the generator of response frames."""
 
-    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[SiteColumn], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, tuple_bits: int = 64, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS):
+    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[SiteColumn], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS):
         check_columns(query, expected_columns)
         self.adapter = adapter
         self.query = query
         self.units = units
-        self.tuples = tuples or TupleIndex(key=query.key)
-        self.tuple_bits = tuple_bits
+        self.tuples = tuples or TupleIndex(key_columns(query))
+        self.units.freeze()
+        self.tuples.freeze()
         self.seed = seed
         self.bits = bits
         self.batch_rows = batch_rows
         self.chunk_rows = chunk_rows
         self.converter = RowConverter(adapter, query.columns, query.where())
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
-        self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "rows_changed": 0, "units": len(units.uids), "unit_keys": len(units.key_unit), "tuple_hashes": len(self.tuples.expected)}
+        self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "rows_changed": 0, "units": len(units.uids), "unit_keys": len(units.keys), "tuple_hashes": len(self.tuples.keys)}
 
     def run(self) -> Iterator[bytes]:
         started = time.monotonic()
@@ -251,26 +319,21 @@ class Extraction:
         for rows in slices(chunks.scan(self.adapter, session, self.query, self.chunk_rows), min(self.batch_rows, 10_000)):
             batch = self.converter.batch(rows, self.query.key)
             self.stats["rows_scanned"] += batch.num_rows
-            keys = key_values(batch, self.query.key)
-            if self.tuples.positions:
-                batch, keys, changed = self._compare_tuples(batch, keys)
+            if len(self.tuples.keys):
+                batch, changed = self._compare_tuples(batch)
                 if changed is not None:
                     self.stats["rows_changed"] += changed.num_rows
                     yield frames.arrow_frame(frames.CHANGED_ROWS, changed)
-            positions = [units.positions.get(k) for k in keys]
-            in_unit = [p is not None for p in positions]
-            if any(in_unit):
-                grouped = batch.filter(pa.array(in_unit))
-                hashes = row_hashes(grouped, self.hash_columns, self.seed, self.bits)
-                for pos, h, k in zip((p for p in positions if p is not None), hashes, (k for k, f in zip(keys, in_unit) if f)):
-                    if units.seen[pos]:
-                        raise duplicate_key(k, self.query, batch, keys)
-                    units.seen[pos] = 1
-                    unit = units.key_unit[pos]
-                    units.sums[unit] += h
-                    units.counts[unit] += 1
-            if not all(in_unit):
-                rest = batch.filter(pa.array([not f for f in in_unit]))
+            positions = units.keys.find(batch)
+            in_unit = positions >= 0
+            if in_unit.any():
+                met = positions[in_unit]
+                repeat = _first_repeat(met, units.keys.seen)
+                if repeat is not None:
+                    raise self._duplicate(batch, int(np.flatnonzero(in_unit)[repeat]))
+                units.met(met, row_hash_limbs(batch.filter(pa.array(in_unit)), self.hash_columns, self.seed, self.bits))
+            if not in_unit.all():
+                rest = batch.filter(pa.array(~in_unit))
                 pending.append(rest)
                 pending_rows += rest.num_rows
                 self.stats["rows_ungrouped"] += rest.num_rows
@@ -280,50 +343,45 @@ class Extraction:
         if pending:
             yield frames.arrow_frame(frames.UNGROUPED_ROWS, pa.Table.from_batches(pending))
 
-    def _compare_tuples(self, batch: pa.RecordBatch, keys: list):
+    def _duplicate(self, batch: pa.RecordBatch, row: int) -> SourceDataError:
+        keys = key_values(batch, self.query.key)
+        return duplicate_key(keys[row], self.query, batch, keys)
+
+    def _compare_tuples(self, batch: pa.RecordBatch):
         """Split off rows that carry a per-tuple hash; return the rest and the changed ones."""
         tuples = self.tuples
-        positions = [tuples.positions.get(k) for k in keys]
-        hashed = [p is not None for p in positions]
-        if not any(hashed):
-            return batch, keys, None
+        positions = tuples.keys.find(batch)
+        hashed = positions >= 0
+        if not hashed.any():
+            return batch, None
+        met = positions[hashed]
+        repeat = _first_repeat(met, tuples.keys.seen)
+        if repeat is not None:
+            raise self._duplicate(batch, int(np.flatnonzero(hashed)[repeat]))
+        tuples.keys.seen[met] = True
         sub = batch.filter(pa.array(hashed))
-        changed = []
-        for pos, h, k in zip((p for p in positions if p is not None), row_hashes(sub, self.hash_columns, self.seed, self.tuple_bits), (k for k, f in zip(keys, hashed) if f)):
-            if tuples.seen[pos]:
-                raise duplicate_key(k, self.query, batch, keys)
-            tuples.seen[pos] = 1
-            changed.append(h != tuples.expected[pos])
-        rest = [not f for f in hashed]
-        out = sub.filter(pa.array(changed)) if any(changed) else None
-        return batch.filter(pa.array(rest)), [k for k, f in zip(keys, rest) if f], out
+        got = row_hash_limbs(sub, self.hash_columns, self.seed, tuples.bits)
+        changed = (got != tuples.expected[met]).any(axis=1)
+        out = sub.filter(pa.array(changed)) if changed.any() else None
+        return batch.filter(pa.array(~hashed)), out
 
     def _deleted_and_broken(self) -> Iterator[bytes]:
         yield from self._deleted_tuples()
         units = self.units
-        key_schema = [(k, self.converter.schema.field(k).type) for k in self.query.key]
-        deleted_uids, deleted_keys = [], []
-        count = 0
-        for k, pos in units.positions.items():
-            if not units.seen[pos]:
-                deleted_uids.append(units.uids[units.key_unit[pos]])
-                deleted_keys.append(k)
-                count += 1
-                if len(deleted_keys) >= self.batch_rows:
-                    yield self._deleted_frame(deleted_uids, deleted_keys, key_schema)
-                    deleted_uids, deleted_keys = [], []
-        if deleted_keys:
-            yield self._deleted_frame(deleted_uids, deleted_keys, key_schema)
-        self.stats["keys_deleted"] = count
-        broken = [u for u in range(len(units.uids)) if units.counts[u] < units.sizes[u]]
+        gone = np.flatnonzero(~units.keys.seen)
+        for start in range(0, len(gone), self.batch_rows):
+            part = gone[start:start + self.batch_rows]
+            yield self._deleted_frame(units.uids[units.keys.payload[part]], units.keys.keys(part))
+        self.stats["keys_deleted"] = len(gone)
+        broken = np.flatnonzero(units.counts < units.sizes)
         self.stats["units_broken"] = len(broken)
         for start in range(0, len(broken), self.batch_rows):
             part = broken[start:start + self.batch_rows]
             batch = pa.RecordBatch.from_pydict(
                 {
-                    UID: pa.array([units.uids[u] for u in part], pa.int64()),
-                    HASH: pa.array([hash_to_bytes(combine([units.sums[u]], self.bits), self.bits) for u in part], pa.binary(self.bits // 8)),
-                    COUNT: pa.array([units.counts[u] for u in part], pa.int64()),
+                    UID: pa.array(units.uids[part], pa.int64()),
+                    HASH: pa.array(limbs_to_bytes(units.totals(part)), pa.binary(self.bits // 8)),
+                    COUNT: pa.array(units.counts[part], pa.int64()),
                 }
             )
             yield frames.arrow_frame(frames.BROKEN_UNITS, batch)
@@ -331,36 +389,35 @@ class Extraction:
     def _deleted_tuples(self) -> Iterator[bytes]:
         """Keys sent with a per-tuple hash that the scan did not meet (uid -1: no unit)."""
         tuples = self.tuples
-        key_schema = [(k, self.converter.schema.field(k).type) for k in self.query.key]
-        gone = [k for k, pos in tuples.positions.items() if not tuples.seen[pos]]
+        gone = np.flatnonzero(~tuples.keys.seen)
         self.stats["tuples_deleted"] = len(gone)
         for start in range(0, len(gone), self.batch_rows):
             part = gone[start:start + self.batch_rows]
-            yield self._deleted_frame([-1] * len(part), part, key_schema)
+            yield self._deleted_frame(np.full(len(part), -1, np.int64), tuples.keys.keys(part))
 
-    def _deleted_frame(self, uids: list[int], keys: list, key_schema) -> bytes:
+    def _deleted_frame(self, uids: np.ndarray, keys: pa.Table) -> bytes:
         data = {UID: pa.array(uids, pa.int64())}
-        if len(key_schema) == 1:
-            data[key_schema[0][0]] = pa.array(keys, key_schema[0][1])
-        else:
-            for i, (name, type_) in enumerate(key_schema):
-                data[name] = pa.array([k[i] for k in keys], type_)
+        for name in self.query.key:
+            data[name] = keys.column(name).combine_chunks()
         return frames.arrow_frame(frames.DELETED_KEYS, pa.RecordBatch.from_pydict(data))
 
-    def _changed_units(self) -> set[int]:
+    def _changed_units(self) -> np.ndarray:
         units = self.units
-        changed = {u for u in range(len(units.uids)) if units.counts[u] == units.sizes[u] and combine([units.sums[u]], self.bits) != units.expected[u]}
+        whole = np.flatnonzero(units.counts == units.sizes)
+        differ = (units.totals(whole) != units.expected[whole]).any(axis=1)
+        changed = whole[differ]
         self.stats["units_changed"] = len(changed)
         self.stats["units_identical"] = len(units.uids) - len(changed) - self.stats["units_broken"]
         return changed
 
-    def _changed_rows(self, session: Session, changed: set[int]) -> Iterator[bytes]:
-        if not changed:
+    def _changed_rows(self, session: Session, changed: np.ndarray) -> Iterator[bytes]:
+        if not len(changed):
             return
         units = self.units
-        wanted = [k for k, pos in units.positions.items() if units.key_unit[pos] in changed]
+        wanted = np.flatnonzero(np.isin(units.keys.payload, changed))
+        keys = python_keys(units.keys.keys(wanted), units.key)
         sent = 0
-        for batch in lookup_rows(self.adapter, session, self.query, self.converter, wanted, self.batch_rows, self.chunk_rows):
+        for batch in lookup_rows(self.adapter, session, self.query, self.converter, keys, self.batch_rows, self.chunk_rows):
             sent += batch.num_rows
             yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
         self.stats["rows_changed"] += sent

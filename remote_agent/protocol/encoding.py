@@ -247,6 +247,49 @@ def row_hashes(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed
     return [hasher(row, seed) for row in encode_rows(batch, columns)]
 
 
+_DIGESTS = {64: xxhash.xxh3_64_digest, 128: xxhash.xxh3_128_digest}
+#: Row hashes are summed in 32-bit limbs held in 64-bit lanes: a group of up to 2**32 rows
+#: cannot overflow a lane, so the sums need no Python integers.
+LIMB_BITS = 32
+_LIMB_MASK = np.uint64((1 << LIMB_BITS) - 1)
+
+
+def row_hash_limbs(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int, bits: int = DEFAULT_HASH_BITS) -> np.ndarray:
+    """The row hashes of `row_hashes` as a (rows, bits/32) uint64 array of 32-bit limbs, most significant first."""
+    if bits not in _DIGESTS:
+        raise ValueError(f"hash width {bits} not supported; use one of {SUPPORTED_HASH_BITS}")
+    digest = _DIGESTS[bits]
+    data = b"".join(digest(row, seed) for row in encode_rows(batch, columns))
+    return np.frombuffer(data, dtype=">u4").reshape(-1, bits // LIMB_BITS).astype(np.uint64)
+
+
+def limbs_from_bytes(hashes: Sequence[bytes], bits: int = DEFAULT_HASH_BITS) -> np.ndarray:
+    """Wire hashes (big-endian, bits/8 bytes each) as limbs, like `row_hash_limbs`."""
+    return np.frombuffer(b"".join(hashes), dtype=">u4").reshape(-1, bits // LIMB_BITS).astype(np.uint64)
+
+
+def carry_limbs(sums: np.ndarray) -> np.ndarray:
+    """Limb sums (each below 2**64) reduced to one hash modulo 2**bits, still as limbs.
+
+    >>> carry_limbs(np.array([[0, 0, 1, 2**32 + 5]], np.uint64)).tolist()
+    [[0, 0, 2, 5]]
+    """
+    out = np.empty_like(sums)
+    carry = np.zeros(len(sums), np.uint64)
+    for i in range(sums.shape[1] - 1, -1, -1):
+        total = sums[:, i] + carry  # below 2**64: a lane holds under 2**32 limbs plus their carry
+        out[:, i] = total & _LIMB_MASK
+        carry = total >> np.uint64(LIMB_BITS)
+    return out
+
+
+def limbs_to_bytes(limbs: np.ndarray) -> list[bytes]:
+    """Carried limbs back to wire hashes (big-endian bytes)."""
+    data = limbs.astype(">u4").tobytes()
+    width = limbs.shape[1] * LIMB_BITS // 8
+    return [data[i:i + width] for i in range(0, len(data), width)]
+
+
 def combine(hashes: Iterable[int], bits: int = DEFAULT_HASH_BITS) -> int:
     """Group hash: the sum of the row hashes modulo 2**bits.
 
