@@ -19,7 +19,7 @@ class ServiceSettings(BaseSettings):
     port: int = DEFAULT_PORT
     data_dir: Path = Path("./data")
     spark_master: str = Field(default="local[*]", description="local[*] or a cluster master URL")
-    spark_driver_memory: str = "2g"
+    spark_driver_memory: str | None = Field(default=None, description="Spark driver heap, e.g. 8g; default: a quarter of the machine's memory (2g to 16g) on a local master, 2g with a cluster")
     spark_conf: dict[str, str] = Field(default_factory=dict, description='extra Spark properties, as JSON: {"spark.executor.memory": "8g"}')
     #: Syncs of different views that may run at once (Spark shares the machine between them).
     max_concurrent_syncs: int = Field(default=2, ge=1)

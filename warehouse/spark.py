@@ -29,15 +29,48 @@ def local_cores(master: str) -> int | None:
     return os.cpu_count() or 1 if match.group(1) == "*" else int(match.group(1))
 
 
-def build_session(master: str = "local[*]", *, app_name: str = "deltasieve", driver_memory: str = "2g", extra_conf: dict[str, str] | None = None) -> SparkSession:
+#: Driver heap bounds on a local master, where the driver also runs every task: a quarter
+#: of the machine, so that a 1M-row view of 1 KB rows (about 1 GB to classify and cache)
+#: fits; 2g ran out of heap there.
+LOCAL_DRIVER_MEMORY_MIN_MIB = 2048
+LOCAL_DRIVER_MEMORY_MAX_MIB = 16384
+#: With a cluster master the tasks run on executors; the driver only plans and collects.
+CLUSTER_DRIVER_MEMORY = "2g"
+
+
+def default_driver_memory(master: str, machine_bytes: int | None) -> str:
+    """The driver heap to ask for when SERVICE_SPARK_DRIVER_MEMORY is not set.
+
+    >>> default_driver_memory("local[*]", 24 * 2**30), default_driver_memory("local[2]", 4 * 2**30)
+    ('6144m', '2048m')
+    >>> default_driver_memory("local[*]", 256 * 2**30), default_driver_memory("spark://h:7077", 24 * 2**30)
+    ('16384m', '2g')
+    """
+    if local_cores(master) is None:
+        return CLUSTER_DRIVER_MEMORY
+    quarter = (machine_bytes or 0) // 4 // 2**20
+    return f"{min(max(quarter, LOCAL_DRIVER_MEMORY_MIN_MIB), LOCAL_DRIVER_MEMORY_MAX_MIB)}m"
+
+
+def machine_memory_bytes() -> int | None:
+    """Physical memory of this machine (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def build_session(master: str = "local[*]", *, app_name: str = "deltasieve", driver_memory: str | None = None, extra_conf: dict[str, str] | None = None) -> SparkSession:
     """Start (or reuse) the Spark session; `master` may be a cluster URL.
 
     Timestamps are read and written in UTC so that the canonical encoding does not depend
     on the machine's time zone. Python workers run the interpreter that runs the driver.
     Local masters get few shuffle partitions and no adaptive execution; a cluster keeps
-    Spark's defaults. `extra_conf` (SERVICE_SPARK_CONF) overrides either.
+    Spark's defaults. `extra_conf` (SERVICE_SPARK_CONF) overrides either. Without
+    `driver_memory`, `default_driver_memory` sizes the heap.
     """
     cores = local_cores(master)
+    driver_memory = driver_memory or default_driver_memory(master, machine_memory_bytes())
     tuning = {"spark.sql.adaptive.enabled": "true"} if cores is None else {
         "spark.sql.shuffle.partitions": str(LOCAL_PARTITIONS_PER_CORE * cores),
         "spark.sql.adaptive.enabled": "false",
