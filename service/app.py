@@ -27,13 +27,13 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
     async def lifespan(app: FastAPI):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         app.state.catalog = Catalog(settings.data_dir / "catalog.db")
-        spark = None
+        engine = None
         if start_spark:
-            from warehouse.spark import build_session
+            from .engine import SparkEngine
 
-            spark = build_session(settings.spark_master, driver_memory=settings.spark_driver_memory, extra_conf=settings.spark_conf)
-        app.state.spark = spark
-        app.state.runner = SyncRunner(settings, app.state.catalog, spark)
+            engine = SparkEngine(settings)
+        app.state.engine = engine
+        app.state.runner = SyncRunner(settings, app.state.catalog, engine)
         app.state.runner.recover()
         try:
             yield

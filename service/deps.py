@@ -27,7 +27,7 @@ def get_runner(request: Request) -> SyncRunner:
 
 
 def get_spark(request: Request) -> SparkSession:
-    return request.app.state.spark
+    return request.app.state.engine.current()[0]
 
 
 def require_api_key(request: Request) -> None:

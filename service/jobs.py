@@ -8,14 +8,13 @@ import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from pyspark.sql import SparkSession
-
 from warehouse.errors import WarehouseError
 from warehouse.storage import ViewStore
 from warehouse.sync import Endpoint, SyncOptions, SyncRun
 from warehouse.viewdef import ViewDef
 
 from .catalog import Catalog, now
+from .engine import ENGINE_LOST, SparkEngine
 from .settings import ServiceSettings
 
 log = logging.getLogger("service.jobs")
@@ -25,13 +24,17 @@ PROGRESS_INTERVAL_S = 0.5
 
 
 class SyncRunner:
-    def __init__(self, settings: ServiceSettings, catalog: Catalog, spark: SparkSession):
+    def __init__(self, settings: ServiceSettings, catalog: Catalog, engine: SparkEngine | None):
         self.settings = settings
         self.catalog = catalog
-        self.spark = spark
+        self.engine = engine
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
         self.futures: dict[str, Future] = {}
         self._lock = threading.Lock()
+
+    def _engine_lost(self, generation: int | None) -> bool:
+        """Whether the sync failed because Spark's JVM died under it (it is restarted then)."""
+        return generation is not None and self.engine.lost(generation)
 
     def store(self, view: str) -> ViewStore:
         return ViewStore(self.settings.data_dir, view)
@@ -94,21 +97,25 @@ class SyncRunner:
         progress = _Progress(self.catalog, sync_id)
 
         run: SyncRun | None = None
+        generation = None
         try:
             view = self.catalog.view(view_name)
             definition = ViewDef.from_json(view["definition"])
-            self.spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
-            run = SyncRun(self.spark, self.store(view_name), view_name, definition, self._endpoints(definition), sync_id, self._options(view, verify), progress)
+            spark, generation = self.engine.current()
+            spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
+            run = SyncRun(spark, self.store(view_name), view_name, definition, self._endpoints(definition), sync_id, self._options(view, verify), progress)
             metrics = run.run()
             progress.close()
         except WarehouseError as exc:
             progress.close()
-            log.warning("sync %s of view %s failed: %s", sync_id, view_name, exc.message)
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=exc.message, progress=None, metrics=run.metrics if run else {})
+            error = ENGINE_LOST if self._engine_lost(generation) else exc.message
+            log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics if run else {})
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=f"internal error: {type(exc).__name__}: {exc}", progress=None, metrics=run.metrics if run else {})
+            error = ENGINE_LOST if self._engine_lost(generation) else f"internal error: {type(exc).__name__}: {exc}"
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics if run else {})
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
         finally:

@@ -15,6 +15,9 @@ import signal
 from pathlib import Path
 
 KILL_FILE_ENV = "DELTASIEVE_KILL_FILE"
+#: A file holding `spark:POINT` kills only Spark's JVM at that point, as its own exit on
+#: java.lang.OutOfMemoryError would; the service process lives on.
+SPARK_TARGET = "spark"
 
 #: Where a sync can be cut, in the order a sync reaches them.
 POINTS = (
@@ -32,9 +35,21 @@ def checkpoint(point: str) -> None:
         return
     armed = Path(path)
     try:
-        if armed.read_text().strip() != point:
+        target, _, name = armed.read_text().strip().rpartition(":")
+        if name != point:
             return
         armed.unlink()
     except OSError:
         return
-    os.kill(os.getpid(), signal.SIGKILL)
+    if target == SPARK_TARGET:
+        _kill_spark_jvm()
+    else:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_spark_jvm() -> None:
+    from pyspark import SparkContext
+
+    process = SparkContext._gateway.proc
+    process.kill()
+    process.wait()

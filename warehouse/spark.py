@@ -96,3 +96,41 @@ def build_session(master: str = "local[*]", *, app_name: str = "deltasieve", dri
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def jvm_alive(session: SparkSession) -> bool:
+    """Whether the session's JVM still runs and its context is not stopped.
+
+    On a local master an out-of-memory error in a task makes Spark exit the whole JVM;
+    the Python side keeps a session object whose every call is then refused.
+    """
+    context = session.sparkContext
+    process = getattr(context._gateway, "proc", None)
+    if process is not None and process.poll() is not None:
+        return False
+    try:
+        return not context._jsc.sc().isStopped()
+    except Exception:  # py4j's errors when the JVM is gone: refused or reset connections
+        return False
+
+
+def forget_dead_session() -> None:
+    """Drop PySpark's singletons of a session whose JVM died, so that a new one can start.
+
+    PySpark keeps one gateway and one active context per process and would hand the dead
+    ones out again; these are the class attributes it checks (PySpark 4.x).
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        try:
+            gateway.shutdown()
+        except Exception:  # the JVM end is gone already; only local sockets are closed
+            pass
+    with SparkContext._lock:
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None

@@ -7,38 +7,13 @@ line, the only place the heap size takes effect.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
+from tests.support.jvm import java_heap
 from warehouse.spark import default_driver_memory, machine_memory_bytes
 from workloads.harness import start_service
 
 pytestmark = pytest.mark.integration
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children = (task / "children").read_text().split()
-        out += [int(c) for c in children]
-    return out
-
-
-def java_heap(pid: int) -> str:
-    """The -Xmx of the Java process started under `pid`."""
-    todo, seen = [pid], []
-    while todo:
-        p = todo.pop()
-        seen.append(p)
-        args = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
-        if args and os.path.basename(args[0]) == b"java":
-            heaps = [a.decode()[4:] for a in args if a.startswith(b"-Xmx")]
-            assert heaps, f"java process {p} has no -Xmx: {args}"
-            return heaps[-1]
-        todo += _children(p)
-    raise AssertionError(f"no java process under {pid} (looked at {seen})")
 
 
 def test_the_default_heap_is_a_quarter_of_the_machine(service):
