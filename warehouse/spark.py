@@ -52,12 +52,26 @@ def default_driver_memory(master: str, machine_bytes: int | None) -> str:
     return f"{min(max(quarter, LOCAL_DRIVER_MEMORY_MIN_MIB), LOCAL_DRIVER_MEMORY_MAX_MIB)}m"
 
 
+#: Where a container's memory limit is found (cgroup v2, then v1).
+CGROUP_LIMIT_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
 def machine_memory_bytes() -> int | None:
-    """Physical memory of this machine (None where the OS does not say)."""
+    """Memory this process may use: physical memory, or a container's lower limit (None if unknown)."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
-        return None
+        physical = None
+    limits = [physical] if physical else []
+    for name in CGROUP_LIMIT_FILES:
+        try:
+            text = open(name).read().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max" (v2) means no limit
+            limits.append(int(text))
+        break
+    return min(limits) if limits else None
 
 
 def build_session(master: str = "local[*]", *, app_name: str = "deltasieve", driver_memory: str | None = None, extra_conf: dict[str, str] | None = None) -> SparkSession:
