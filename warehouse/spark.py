@@ -124,8 +124,8 @@ def jvm_alive(session: SparkSession) -> bool:
         return False
     try:
         return not context._jsc.sc().isStopped()
-    except Exception:  # py4j's errors when the JVM is gone: refused or reset connections
-        return False
+    except Exception:  # py4j's errors: with the JVM process still running, not a reason to replace it
+        return process is not None
 
 
 def forget_dead_session() -> None:
