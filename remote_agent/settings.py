@@ -53,8 +53,8 @@ class AgentSettings(BaseSettings):
 def parse_allow(rules: list[str]) -> dict[str, set[str] | None]:
     """Allow rules by table: None exposes all the table's columns.
 
-    >>> parse_allow(["students", "grades:sid,course"])
-    {'students': None, 'grades': {'course', 'sid'}}
+    >>> parse_allow(["students", "grades:sid,course"]) == {"students": None, "grades": {"course", "sid"}}
+    True
     """
     allowed: dict[str, set[str] | None] = {}
     for rule in rules:
