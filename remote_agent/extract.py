@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from . import chunks
 from .adapters.base import Adapter, ColumnInfo, Session
 from .errors import BadRequest, SourceDataError, example_row
-from .keyindex import KeyIndex, python_keys
+from .keyindex import KeyIndex
 from .protocol import frames
 from .protocol.encoding import LIMB_BITS, carry_limbs, limbs_from_bytes, limbs_to_bytes, row_hash_limbs
 from .protocol.models import SiteColumn
@@ -415,7 +415,7 @@ class Extraction:
             return
         units = self.units
         wanted = np.flatnonzero(np.isin(units.keys.payload, changed))
-        keys = python_keys(units.keys.keys(wanted), units.key)
+        keys = key_values(units.keys.keys(wanted), [c.name for c in units.key])
         sent = 0
         for batch in lookup_rows(self.adapter, session, self.query, self.converter, keys, self.batch_rows, self.chunk_rows):
             sent += batch.num_rows

@@ -165,10 +165,3 @@ def _key_of(table: pa.Table, row: int, columns: Sequence[Column]):
     """One key as the agent's errors and lookups use it: a scalar, or a tuple of scalars."""
     values = tuple(table.column(c.name)[row].as_py() for c in columns)
     return values[0] if len(values) == 1 else values
-
-
-def python_keys(table: pa.Table, columns: Sequence[Column]) -> list:
-    """The keys of `table` as scalars (one key column) or tuples."""
-    if len(columns) == 1:
-        return table.column(columns[0].name).to_pylist()
-    return list(zip(*(table.column(c.name).to_pylist() for c in columns)))

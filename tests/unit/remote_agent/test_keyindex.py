@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remote_agent.errors import BadRequest
-from remote_agent.extract import UnitIndex
-from remote_agent.keyindex import KeyIndex, hashed_fingerprint, python_keys
+from remote_agent.extract import UnitIndex, key_values
+from remote_agent.keyindex import KeyIndex, hashed_fingerprint
 from remote_agent.protocol.encoding import combine, limbs_to_bytes, row_hash_limbs, row_hashes
 from remote_agent.protocol.types import Column, LogicalType
 
@@ -53,7 +53,7 @@ def agrees_with_dict(index: KeyIndex, columns, sent, probes) -> None:
     assert got == [reference.get(k) for k in probes]
     for p, k in zip(found, probes):
         if p >= 0:
-            assert python_keys(index.keys(np.array([p])), columns) == [k]
+            assert key_values(index.keys(np.array([p])), [c.name for c in columns]) == [k]
 
 
 int_keys = st.lists(st.integers(-(2**63), 2**63 - 1), unique=True, max_size=60)
