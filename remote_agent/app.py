@@ -13,10 +13,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from .adapters import Adapter, TableInfo, open_adapter
 from .errors import AgentError, BadRequest, Busy
-from .extract import HASH, UID, Extraction, RowConverter, TupleIndex, UnitIndex, check_columns as _check_site_columns, key_columns, key_values, lookup_rows
+from .extract import Extraction, RowConverter, TupleIndex, UnitIndex, check_columns as _check_site_columns, key_columns, lookup_rows
 from .protocol import frames
+from .protocol.schema import schema_to_json
+from .protocol.wire import HASH, UID, key_values
 from .protocol.models import ErrorOut, ExtractControl, FetchControl, Health, RangesControl, SchemaOut
-from .ranges import RangeSet, range_scan
+from .ranges import range_scan, range_set
 from .settings import AgentSettings, parse_allow
 from .sitequery import ValidatedQuery, validate_site_query
 
@@ -125,19 +127,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
 
     @app.get("/v1/schema", response_model=SchemaOut, operation_id="describe_schema", tags=["schema"], responses=error_responses(401, 503))
     def schema(_: Authorized) -> dict:
-        tables = state.exposed()
-        return {
-            "dialect": state.adapter.dialect,
-            "tables": [
-                {
-                    "name": t.name,
-                    "columns": [{"name": c.name, "type": str(c.type), "nullable": c.nullable, "declared": c.declared, "read_as": c.read_as} for c in t.columns],
-                    "primary_key": list(t.primary_key),
-                    "unique_keys": [list(u) for u in t.unique_keys],
-                }
-                for t in tables.values()
-            ],
-        }
+        return schema_to_json(state.adapter.dialect, list(state.exposed().values()))
 
     async def read_body(request: Request) -> list[frames.Frame]:
         declared = request.headers.get("content-length")
@@ -214,11 +204,10 @@ def create_app(settings: AgentSettings) -> FastAPI:
         control = _parse(RangesControl, parsed[0])
         query = prepare(control)
         _check_site_columns(query, control.site.columns)
-        wanted = RangeSet(key=query.key)
         for f in parsed[1:]:
             if f.kind != frames.RANGES:
                 raise BadRequest(f"unexpected frame kind {f.kind!r} in a ranges request")
-            wanted.add(_batch(f))
+        wanted = range_set(query.key, [_batch(f) for f in parsed[1:]])
         return stream(range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, chunk_rows=settings.chunk_rows))
 
     @app.post("/v1/fetch", operation_id="fetch", tags=["extraction"], response_class=StreamingResponse, responses={200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, openapi_extra=FRAMES_BODY)

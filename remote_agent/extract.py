@@ -32,20 +32,11 @@ from .protocol import frames
 from .protocol.encoding import LIMB_BITS, carry_limbs, limbs_from_bytes, limbs_to_bytes, row_hash_limbs
 from .protocol.models import SiteColumn
 from .protocol.types import Column, arrow_schema
+from .protocol.wire import COUNT, HASH, UID, key_values
 from .sitequery import ValidatedQuery
 
-UID = "__uid"
-HASH = "__hash"
-COUNT = "__count"
 #: Keys per lookup statement; well under SQLite's and PostgreSQL's bound-parameter limits.
 LOOKUP_CHUNK = 500
-
-
-def key_values(batch: pa.RecordBatch | pa.Table, key: Sequence[str]) -> list:
-    """The key of every row: a scalar for a one-column key, else a tuple."""
-    if len(key) == 1:
-        return batch.column(key[0]).to_pylist()
-    return list(zip(*(batch.column(k).to_pylist() for k in key)))
 
 
 class RowConverter:

@@ -9,9 +9,7 @@ the warehouse asked for (the small ones, at the bottom of the bisection).
 
 from __future__ import annotations
 
-import bisect
 import time
-from dataclasses import dataclass, field
 from typing import Iterator
 
 import pyarrow as pa
@@ -19,64 +17,36 @@ import pyarrow as pa
 from . import chunks
 from .adapters.base import Adapter
 from .errors import BadRequest
-from .extract import HASH, RowConverter, key_values, slices
+from .extract import RowConverter, slices
 from .protocol import frames
+from .protocol.ranges import RangeSet, RangesOverlap
+from .protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
 from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
 from .protocol.types import Column
 from .sitequery import ValidatedQuery
 
-RID = "__rid"
-SHIP = "__ship"
-COUNT = "__count"
-LO = "__lo_"
-HI = "__hi_"
+def range_set(key: list[str], batches) -> RangeSet:
+    """The ranges of a request's frames, sorted and checked (400 when they overlap)."""
+    ranges = RangeSet(key=key)
+    for batch in batches:
+        add_ranges(ranges, batch)
+    try:
+        ranges.freeze()
+    except RangesOverlap as exc:
+        raise BadRequest(str(exc)) from None
+    return ranges
 
 
-@dataclass
-class RangeSet:
-    """Non-overlapping half-open key ranges [lo, hi); a missing bound is unbounded."""
-
-    key: list[str]
-    rids: list[int] = field(default_factory=list)
-    los: list = field(default_factory=list)
-    his: list = field(default_factory=list)
-    ship: list[bool] = field(default_factory=list)
-    expected: list[tuple[int, int]] = field(default_factory=list)
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        names = [RID, SHIP, COUNT, HASH] + [LO + k for k in self.key] + [HI + k for k in self.key]
-        missing = [n for n in names if n not in batch.schema.names]
-        if missing:
-            raise BadRequest(f"range frame lacks columns {missing}")
-        los = _bounds(batch, LO, self.key)
-        his = _bounds(batch, HI, self.key)
-        for rid, ship, count, h, lo, hi in zip(batch.column(RID).to_pylist(), batch.column(SHIP).to_pylist(), batch.column(COUNT).to_pylist(), batch.column(HASH).to_pylist(), los, his):
-            self.rids.append(rid)
-            self.los.append(lo)
-            self.his.append(hi)
-            self.ship.append(bool(ship))
-            self.expected.append((count, hash_from_bytes(h) if h is not None else 0))
-
-    def freeze(self) -> None:
-        order = sorted(range(len(self.rids)), key=lambda i: (self.los[i] is not None, self.los[i] if self.los[i] is not None else 0))
-        for name in ("rids", "los", "his", "ship", "expected"):
-            values = getattr(self, name)
-            setattr(self, name, [values[i] for i in order])
-        self._open_first = bool(self.los) and self.los[0] is None
-        self._bounded = self.los[1:] if self._open_first else self.los
-        for a, b in zip(self.his, self.los[1:]):
-            if a is None or b is None or b < a:
-                raise BadRequest("ranges overlap")
-
-    def locate(self, k) -> int | None:
-        """Index of the range holding key k, or None."""
-        i = bisect.bisect_right(self._bounded, k) - 1
-        if self._open_first:
-            i += 1
-        if i < 0:
-            return None
-        hi = self.his[i]
-        return i if hi is None or k < hi else None
+def add_ranges(ranges: RangeSet, batch: pa.RecordBatch) -> None:
+    """Append the ranges of one RANGES frame."""
+    names = [RID, SHIP, COUNT, HASH] + [LO + k for k in ranges.key] + [HI + k for k in ranges.key]
+    missing = [n for n in names if n not in batch.schema.names]
+    if missing:
+        raise BadRequest(f"range frame lacks columns {missing}")
+    los = _bounds(batch, LO, ranges.key)
+    his = _bounds(batch, HI, ranges.key)
+    for rid, ship, count, h, lo, hi in zip(batch.column(RID).to_pylist(), batch.column(SHIP).to_pylist(), batch.column(COUNT).to_pylist(), batch.column(HASH).to_pylist(), los, his):
+        ranges.append(rid, lo, hi, ship, (count, hash_from_bytes(h) if h is not None else 0))
 
 
 def _bounds(batch: pa.RecordBatch, prefix: str, key: list[str]) -> list:
@@ -93,7 +63,6 @@ def _bounds(batch: pa.RecordBatch, prefix: str, key: list[str]) -> list:
 def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, seed: int, bits: int, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS) -> Iterator[bytes]:
     """Scan once (in chunks, see chunks.py); ship rows of ranges marked ship; report the other ranges that differ."""
     started = time.monotonic()
-    ranges.freeze()
     converter = RowConverter(adapter, query.columns, query.where())
     columns = [Column(c.name, c.type) for c in query.columns]
     n = len(ranges.rids)

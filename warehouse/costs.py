@@ -8,9 +8,9 @@ import random
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from remote_agent.extract import HASH, UID
 from remote_agent.protocol import frames
 from remote_agent.protocol.types import arrow_schema
+from remote_agent.protocol.wire import HASH, UID
 
 from .planning import CostModel
 from .viewdef import SiteQuery

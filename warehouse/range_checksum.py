@@ -21,12 +21,12 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from remote_agent.extract import HASH, key_values
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_from_bytes, hash_to_bytes
 from remote_agent.protocol.models import RangesControl, SiteSpec
 from remote_agent.protocol.types import Column
-from remote_agent.ranges import COUNT, HI, LO, RID, SHIP, RangeSet
+from remote_agent.protocol.ranges import RangeSet
+from remote_agent.protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
 
 from .agent_client import AgentClient
 from .errors import ProtocolError
@@ -106,11 +106,7 @@ def split(path: Path, key: list[str], differing: list[Range]) -> list[Range]:
 def _index(key: list[str], ranges: list[Range]) -> RangeSet:
     rs = RangeSet(key=key)
     for i, r in enumerate(ranges):
-        rs.rids.append(i)
-        rs.los.append(r.lo)
-        rs.his.append(r.hi)
-        rs.ship.append(False)
-        rs.expected.append((r.count, r.total))
+        rs.append(i, r.lo, r.hi, False, (r.count, r.total))
     rs.freeze()
     return rs
 

@@ -21,11 +21,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from remote_agent.extract import COUNT, HASH, UID as WIRE_UID
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import DEFAULT_HASH_BITS, combine, hash_from_bytes
 from remote_agent.protocol.models import ExtractControl, FetchControl, SiteSpec
 from remote_agent.protocol.types import Column, arrow_schema
+from remote_agent.protocol.wire import COUNT, HASH, UID as WIRE_UID
 
 from . import costs, planning
 from . import faults

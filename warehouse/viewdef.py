@@ -31,8 +31,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
-from remote_agent.adapters.base import ColumnInfo, TableInfo
 from remote_agent.protocol import sitesql
+from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
 from remote_agent.protocol.types import Column, LogicalType
 
 #: sqlglot dialect the view's own SQL is read in (None is sqlglot's standard dialect).
@@ -77,44 +77,6 @@ class UnknownSourceError(ViewDefinitionError):
     def __init__(self, source: str):
         super().__init__(f"source {source!r} is not registered: register it with POST /v1/sources, then write its tables as {source}.table")
         self.source = source
-
-
-@dataclass(frozen=True)
-class SourceSchema:
-    """What a source's agent exposes (its GET /v1/schema answer)."""
-
-    dialect: str
-    tables: dict[str, TableInfo]
-
-    @classmethod
-    def from_json(cls, data: dict) -> "SourceSchema":
-        tables = {}
-        for t in data["tables"]:
-            columns = tuple(
-                ColumnInfo(c["name"], LogicalType.parse(c["type"]), bool(c.get("nullable", True)), c.get("declared", ""), c.get("read_as"))
-                for c in t["columns"]
-            )
-            tables[t["name"]] = TableInfo(t["name"], columns, tuple(t.get("primary_key") or ()), tuple(tuple(u) for u in t.get("unique_keys") or ()))
-        return cls(data["dialect"], tables)
-
-    def to_json(self) -> dict:
-        return schema_to_json(self.dialect, list(self.tables.values()))
-
-
-def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
-    """The body of the agent's GET /v1/schema for `tables`."""
-    return {
-        "dialect": dialect,
-        "tables": [
-            {
-                "name": t.name,
-                "columns": [{"name": c.name, "type": str(c.type), "nullable": c.nullable, "declared": c.declared, "read_as": c.read_as} for c in t.columns],
-                "primary_key": list(t.primary_key),
-                "unique_keys": [list(u) for u in t.unique_keys],
-            }
-            for t in tables
-        ],
-    }
 
 
 @dataclass(frozen=True)

@@ -7,34 +7,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from ..protocol.schema import ColumnInfo, TableInfo
 from ..protocol.types import LogicalType
+
+__all__ = ["Adapter", "ColumnInfo", "TableInfo"]
 
 #: Rows fetched from the database per round trip of the cursor.
 DEFAULT_FETCH_ROWS = 5_000
-
-
-@dataclass(frozen=True)
-class ColumnInfo:
-    name: str
-    type: LogicalType
-    nullable: bool
-    declared: str  # the type as the database declares it
-    #: SQL the adapter must select instead of the bare column (e.g. a cast to text), or None.
-    read_as: str | None = None
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    name: str
-    columns: tuple[ColumnInfo, ...]
-    primary_key: tuple[str, ...]
-    unique_keys: tuple[tuple[str, ...], ...] = field(default=())
-
-    def column(self, name: str) -> ColumnInfo | None:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        return None
 
 
 class Reader(ABC):

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from schemathesis.checks import CHECKS, load_all_checks
 
 from remote_agent.app import create_app as create_agent
-from remote_agent.extract import HASH
+from remote_agent.protocol.wire import HASH
 from remote_agent.protocol import frames
 from remote_agent.errors import AgentError
 from remote_agent.protocol.models import ExtractControl, FetchControl, RangesControl

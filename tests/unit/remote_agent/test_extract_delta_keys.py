@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from remote_agent.app import create_app
-from remote_agent.extract import HASH, UID
+from remote_agent.protocol.wire import HASH, UID
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_to_bytes, row_hashes
 from remote_agent.protocol.models import ExtractControl, SiteSpec

@@ -1,0 +1,81 @@
+"""What an agent exposes: tables, their columns and keys, and the JSON of GET /v1/schema.
+
+The agent builds the answer from its adapter's description; the warehouse reads it back
+into the same classes. One definition serves both, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .models import ColumnOut, SchemaOut, TableOut
+from .types import LogicalType
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    type: LogicalType
+    nullable: bool
+    declared: str  # the type as the database declares it
+    #: SQL the adapter must select instead of the bare column (e.g. a cast to text), or None.
+    read_as: str | None = None
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    columns: tuple[ColumnInfo, ...]
+    primary_key: tuple[str, ...]
+    unique_keys: tuple[tuple[str, ...], ...] = field(default=())
+
+    def column(self, name: str) -> ColumnInfo | None:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        return None
+
+
+@dataclass(frozen=True)
+class SourceSchema:
+    """What a source's agent exposes (its GET /v1/schema answer).
+
+    >>> t = TableInfo("t", (ColumnInfo("id", LogicalType.parse("int"), False, "INTEGER"),), ("id",))
+    >>> s = SourceSchema("sqlite", {"t": t})
+    >>> SourceSchema.from_json(s.to_json()) == s
+    True
+    """
+
+    dialect: str
+    tables: dict[str, TableInfo]
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SourceSchema":
+        """Lenient about fields an older agent (or a hand-written fixture) leaves out."""
+        tables = {}
+        for t in data["tables"]:
+            columns = tuple(
+                ColumnInfo(c["name"], LogicalType.parse(c["type"]), bool(c.get("nullable", True)), c.get("declared", ""), c.get("read_as"))
+                for c in t["columns"]
+            )
+            tables[t["name"]] = TableInfo(t["name"], columns, tuple(t.get("primary_key") or ()), tuple(tuple(u) for u in t.get("unique_keys") or ()))
+        return cls(data["dialect"], tables)
+
+    def to_json(self) -> dict:
+        return schema_to_json(self.dialect, list(self.tables.values()))
+
+
+def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
+    """The body of the agent's GET /v1/schema for `tables`."""
+    return SchemaOut(
+        dialect=dialect,
+        tables=[
+            TableOut(
+                name=t.name,
+                columns=[ColumnOut(name=c.name, type=str(c.type), nullable=c.nullable, declared=c.declared, read_as=c.read_as) for c in t.columns],
+                primary_key=list(t.primary_key),
+                unique_keys=[list(u) for u in t.unique_keys],
+            )
+            for t in tables
+        ],
+    ).model_dump()
