@@ -10,7 +10,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from warehouse.errors import WarehouseError
 from warehouse.storage import ViewStore
-from warehouse.sync import Endpoint, SyncOptions, SyncRun
+from warehouse.options import DEFAULT_STRATEGY, SyncOptions
+from warehouse.sync import Endpoint, SyncRun
 from warehouse.viewdef import ViewDef
 
 from .catalog import Catalog, now
@@ -71,7 +72,7 @@ class SyncRunner:
     def _options(self, view: dict, verify: bool) -> SyncOptions:
         s = self.settings
         return SyncOptions(
-            strategy=view["options"].get("strategy", "group_hash"),
+            strategy=view["options"].get("strategy", DEFAULT_STRATEGY),
             hash_bits=s.hash_bits,
             prior_mode=s.prior_mode,
             default_prior=s.default_prior,
@@ -104,18 +105,18 @@ class SyncRunner:
             spark, generation = self.engine.current()
             spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
             run = SyncRun(spark, self.store(view_name), view_name, definition, self._endpoints(definition), sync_id, self._options(view, verify), progress)
-            metrics = run.run()
+            metrics = run.run().to_json()
             progress.close()
         except WarehouseError as exc:
             progress.close()
             error = ENGINE_LOST if self._engine_lost(generation) else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics if run else {})
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics.to_json() if run else {})
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
             error = ENGINE_LOST if self._engine_lost(generation) else f"internal error: {type(exc).__name__}: {exc}"
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics if run else {})
+            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics.to_json() if run else {})
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
         finally:

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from warehouse.options import DEFAULT_STRATEGY
+
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
 
@@ -23,6 +25,7 @@ class SourceOut(BaseModel):
     created_at: str
 
 
+#: The names of warehouse/strategies (a test holds the two lists equal).
 Strategy = Literal["group_hash", "tuple_hash", "range_checksum", "full_ship"]
 STRATEGY_HELP = "how syncs find changes: group_hash (the paper's method), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query)"
 
@@ -31,7 +34,7 @@ class ViewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
     sql: str = Field(min_length=1, max_length=100_000)
-    strategy: Strategy = Field(default="group_hash", description=STRATEGY_HELP)
+    strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
 
 
 class ViewRedefine(BaseModel):
@@ -39,7 +42,7 @@ class ViewRedefine(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     sql: str = Field(min_length=1, max_length=100_000)
-    strategy: Strategy = Field(default="group_hash", description=STRATEGY_HELP)
+    strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
 
 
 class SiteOut(BaseModel):

@@ -89,3 +89,19 @@ def build_delta(snapshot: DataFrame, columns: list[Column], key: list[str], *, g
     counts = {row[OP]: row["count"] for row in classified.groupBy(OP).count().collect()}
     inserted, updated, deleted, kept = (counts.get(x, 0) for x in (INSERT, UPDATE, DELETE, KEEP))
     return DeltaResult(classified, inserted, updated, deleted, kept, before=updated + deleted + kept)
+
+
+def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str]) -> DataFrame:
+    """insert / update / delete rows turning `old` into `new`, matched by `key`."""
+    values = [c for c in columns if c not in key]
+    o = old.select(*key, *[F.col(v).alias("__o_" + v) for v in values]).withColumn("__in_o", F.lit(True))
+    n = new.withColumn("__in_n", F.lit(True))
+    j = o.join(n, key, "full_outer")
+    in_o = F.coalesce(F.col("__in_o"), F.lit(False))
+    in_n = F.coalesce(F.col("__in_n"), F.lit(False))
+    same = F.lit(True)
+    for v in values:
+        same = same & F.col(v).eqNullSafe(F.col("__o_" + v))
+    op = F.when(in_o & in_n, F.when(same, F.lit("keep")).otherwise(F.lit(UPDATE))).when(in_n, F.lit(INSERT)).otherwise(F.lit(DELETE))
+    out = [F.col(c) if c in key else F.when(in_n, F.col(c)).otherwise(F.col("__o_" + c)).alias(c) for c in columns]
+    return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")

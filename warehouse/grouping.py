@@ -2,11 +2,14 @@
 
 The snapshot is range-partitioned by update probability and sorted inside each partition,
 most stable first. Each partition then runs the group builder of `planning` on its own
-tuples, hashes the grouped ones with the sync's seed, and emits two kinds of rows:
+tuples, hashes the grouped ones with the sync's seed, and emits two kinds of rows, told
+apart by their `KIND` column (`MEMBER` or `UNIT`; the other kind's columns are NULL):
 
-- a tuple row per snapshot tuple: its key, its unit id (NULL when ungrouped) and its
+- a member row per snapshot tuple: its key, its unit id (NULL when ungrouped) and its
   row hash (kept so a unit that lost tuples can be re-checked without the agent);
 - a unit row per closed group: unit id, group hash, size and expected benefit.
+
+`members` and `units` read one kind each out of the stored plan.
 
 Partitions hold disjoint ranges of probability, so each stops about where one pass over
 the globally sorted list would have: only group boundaries at partition edges differ.
@@ -14,9 +17,12 @@ the globally sorted list would have: only group boundaries at partition edges di
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyspark.sql import Column as SparkColumn, DataFrame, functions as F
 
 from remote_agent.protocol.encoding import combine, hash_to_bytes, row_hashes
@@ -26,6 +32,8 @@ from .planning import DEFAULT_GROUPING, CostModel, GroupBuilder
 from .storage import TNO, UNO
 
 PROB = "__p"
+KIND = "__kind"
+MEMBER, UNIT = "m", "u"
 UID = "__uid"
 ROW_HASH = "__rh"
 GROUP_HASH = "__ghash"
@@ -46,7 +54,7 @@ def probability(prior: float | None) -> SparkColumn:
 def plan_schema(columns: list[Column], key: list[str]) -> str:
     keyed = {c.name: c for c in columns}
     fields = [f"`{k}` {keyed[k].type.spark_ddl()}" for k in key]
-    return ", ".join(fields + [f"{UID} bigint", f"{ROW_HASH} binary", f"{GROUP_HASH} binary", f"{GROUP_SIZE} int", f"{BENEFIT} double"])
+    return ", ".join(fields + [f"{KIND} string", f"{UID} bigint", f"{ROW_HASH} binary", f"{GROUP_HASH} binary", f"{GROUP_SIZE} int", f"{BENEFIT} double"])
 
 
 def _partition_planner(columns: list[Column], key: list[str], seed: int, bits: int, p_delete: float, cost: CostModel, criterion: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -112,25 +120,27 @@ def _partition_planner(columns: list[Column], key: list[str], seed: int, bits: i
 def _tuple_rows(batch: pa.RecordBatch, key: list[str], uids, hashes, width: int) -> pa.RecordBatch:
     n = batch.num_rows
     arrays = [batch.column(k) for k in key] + [
+        pa.array([MEMBER] * n, pa.string()),
         pa.array(uids, pa.int64()),
         pa.array(hashes, pa.binary()),
         pa.nulls(n, pa.binary()),
         pa.nulls(n, pa.int32()),
         pa.nulls(n, pa.float64()),
     ]
-    return pa.RecordBatch.from_arrays(arrays, names=key + [UID, ROW_HASH, GROUP_HASH, GROUP_SIZE, BENEFIT])
+    return pa.RecordBatch.from_arrays(arrays, names=key + [KIND, UID, ROW_HASH, GROUP_HASH, GROUP_SIZE, BENEFIT])
 
 
 def _unit_rows(closed, sums: dict[int, int], partition: int, key: list[str], key_types, bits: int) -> pa.RecordBatch:
     n = len(closed)
     arrays = [pa.nulls(n, t) for t in key_types] + [
+        pa.array([UNIT] * n, pa.string()),
         pa.array([(partition << 32) | g.index for g in closed], pa.int64()),
         pa.nulls(n, pa.binary()),
         pa.array([hash_to_bytes(combine([sums.pop(g.index)], bits), bits) for g in closed], pa.binary()),
         pa.array([g.size for g in closed], pa.int32()),
         pa.array([g.benefit for g in closed], pa.float64()),
     ]
-    return pa.RecordBatch.from_arrays(arrays, names=key + [UID, ROW_HASH, GROUP_HASH, GROUP_SIZE, BENEFIT])
+    return pa.RecordBatch.from_arrays(arrays, names=key + [KIND, UID, ROW_HASH, GROUP_HASH, GROUP_SIZE, BENEFIT])
 
 
 def plan_groups(snapshot: DataFrame, columns: list[Column], key: list[str], *, prior: float | None, p_delete: float, cost: CostModel, seed: int, bits: int, partitions: int, criterion: str = DEFAULT_GROUPING) -> DataFrame:
@@ -139,3 +149,13 @@ def plan_groups(snapshot: DataFrame, columns: list[Column], key: list[str], *, p
     ordered = with_p.repartitionByRange(max(1, partitions), F.col(PROB)).sortWithinPartitions(PROB, *key)
     planner = _partition_planner(columns, key, seed, bits, p_delete, cost, criterion)
     return ordered.mapInArrow(planner, plan_schema(columns, key))
+
+
+def units(plan: Path) -> ds.Dataset:
+    """The unit rows of a stored plan: uid, group hash, size, expected benefit."""
+    return ds.dataset(plan, format="parquet").filter(pc.field(KIND) == UNIT)
+
+
+def members(plan: Path) -> ds.Dataset:
+    """The member rows of a stored plan: key, uid (NULL: left ungrouped), row hash."""
+    return ds.dataset(plan, format="parquet").filter(pc.field(KIND) == MEMBER)

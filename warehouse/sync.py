@@ -22,13 +22,16 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from . import faults
-from .delta import DELETE, INSERT, UPDATE, DeltaResult
+from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
 from .errors import AgentRejected, WarehouseError
-from .site_sync import STRATEGIES, Endpoint, SiteRun, SyncOptions, spark_schema
+from .metrics import Attempt, SyncMetrics
+from .options import SyncOptions
+from .site_sync import Endpoint, SiteRun
 from .storage import OP, Version, ViewStore
+from .strategies.base import spark_schema
 from .viewdef import ViewDef
 
-__all__ = ["STRATEGIES", "Endpoint", "SyncOptions", "SyncRun"]
+__all__ = ["Endpoint", "SyncOptions", "SyncRun"]
 
 log = logging.getLogger("warehouse.sync")
 
@@ -38,14 +41,6 @@ SCHEMA_DRIFT_STATUSES = (403, 422)
 
 #: Divergent rows a verify sync quotes in its record.
 VERIFY_EXAMPLES = 5
-
-#: Metrics summed over the sites of a view.
-SUMMED = (
-    "bytes_to_agent", "bytes_from_agent", "round_trips", "groups_sent", "groups_identical", "groups_changed",
-    "groups_regrouped", "groups_regrouped_changed", "tuples_grouped", "tuples_ungrouped", "rows_scanned",
-    "rows_received", "full_ship_estimate_bytes", "expected_benefit_bytes",
-)
-
 
 @dataclass
 class SyncRun:
@@ -62,38 +57,40 @@ class SyncRun:
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
-        self.metrics: dict = {"strategy": self.options.strategy, "hash_bits": self.options.hash_bits, "phases": {}, "retries": 0, "attempts": []}
-        if self.options.verify:
-            self.metrics["mode"] = "verify"
+        self.metrics = SyncMetrics(strategy=self.options.strategy, hash_bits=self.options.hash_bits, mode="verify" if self.options.verify else None)
         self.sites: list[SiteRun] = []
         self.checks: list[SiteRun] = []  # verify mode: the full reads
         self.results: list[DeltaResult] = []
         self._lock = threading.Lock()
 
-    def run(self) -> dict:
+    def run(self) -> SyncMetrics:
         started = time.monotonic()
         try:
             for step in self.STEPS:
                 self.progress({"phase": step, **self._traffic()})
                 t0 = time.monotonic()
                 getattr(self, step)()
-                self.metrics["phases"][step] = round(time.monotonic() - t0, 3)
+                self.metrics.phases[step] = round(time.monotonic() - t0, 3)
         except BaseException:
-            self.metrics.update(self._traffic())  # a failed sync still reports what crossed the link
+            self._count_traffic()  # a failed sync still reports what crossed the link
             raise
         finally:
             for result in self.results:
                 result.release()
             self.store.discard(self.sync_id)
-            self.metrics["wall_seconds"] = round(time.monotonic() - started, 3)
+            self.metrics.wall_seconds = round(time.monotonic() - started, 3)
         return self.metrics
 
     def _traffic(self) -> dict:
         """Bytes and calls so far, failed attempts included."""
         out = {}
         for k in ("bytes_to_agent", "bytes_from_agent", "round_trips"):
-            out[k] = sum(s.traffic()[k] for s in [*self.sites, *self.checks]) + sum(a[k] for a in self.metrics["attempts"])
+            out[k] = sum(s.traffic()[k] for s in [*self.sites, *self.checks]) + sum(getattr(a, k) for a in self.metrics.attempts)
         return out
+
+    def _count_traffic(self) -> None:
+        for name, value in self._traffic().items():
+            setattr(self.metrics, name, value)
 
     # -- steps -------------------------------------------------------------------------
     def extract_sites(self) -> None:
@@ -137,17 +134,14 @@ class SyncRun:
             except WarehouseError as exc:
                 with self._lock:
                     live.remove(run)
-                    self.metrics["attempts"].append({
-                        "site": i, "source": site.source, "attempt": attempt + 1, "error": exc.message,
-                        "seconds": round(time.monotonic() - t0, 3), **run.traffic(),
-                    })
+                    self.metrics.attempts.append(Attempt(site=i, source=site.source, attempt=attempt + 1, error=exc.message, seconds=round(time.monotonic() - t0, 3), **run.traffic()))
                 if not exc.transient or attempt == self.options.agent_retries:
                     if isinstance(exc, AgentRejected) and exc.status in SCHEMA_DRIFT_STATUSES:
                         exc.message = f"source {site.source!r}: {exc.message}. The agent accepted this site query when the view was registered: the source schema (or the agent's --allow list) changed since; restore it, or redefine the view (PUT /v1/views/{self.view_name})"
                     if exc.transient:
                         exc.message = f"{exc.message} (gave up after {attempt + 1} attempt(s); SERVICE_AGENT_RETRIES={self.options.agent_retries})"
                     raise
-                self.metrics["retries"] += 1
+                self.metrics.retries += 1
                 pause = self.options.agent_retry_backoff_s * 2 ** attempt
                 log.warning("sync %s, source %s: %s; retrying in %.1f s", self.sync_id, site.source, exc.message, pause)
                 self.progress({"phase": "retry_wait", "site": i, "attempt": attempt + 1, "error": exc.message, "retry_in_s": pause, **self._traffic()})
@@ -194,7 +188,7 @@ class SyncRun:
         self.results, self.staged = results, checked
         if report["divergent_rows"]:
             log.warning("verify sync %s of view %s: %d row(s) differ from a full read", self.sync_id, self.view_name, report["divergent_rows"])
-        self.metrics["verify"] = report
+        self.metrics.verify = report
 
     def assemble_view(self) -> None:
         """The view's delta: the fragment's own for one site; for several, recompute and compare."""
@@ -204,7 +198,8 @@ class SyncRun:
             counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
         else:
             counts = self._assemble()
-        self.metrics.update(rows_inserted=counts[0], rows_updated=counts[1], rows_deleted=counts[2], rows_in_view=counts[3])
+        m = self.metrics
+        m.rows_inserted, m.rows_updated, m.rows_deleted, m.rows_in_view = counts
         faults.checkpoint("delta_written")
 
     def _assemble(self) -> tuple[int, int, int, int]:
@@ -229,33 +224,12 @@ class SyncRun:
 
     def commit(self) -> None:
         """Make the staged version current in one atomic step."""
-        site_metrics = [s.metrics for s in self.sites]
-        for key in SUMMED:
-            self.metrics[key] = sum(m.get(key) or 0 for m in site_metrics)
-        self.metrics.update(self._traffic())  # verify reads and failed attempts count too
-        self.metrics["rows_before"] = sum(m.get("rows_before", 0) for m in site_metrics)
-        self.metrics["realized_benefit_bytes"] = self.metrics["full_ship_estimate_bytes"] - self.metrics["bytes_to_agent"] - self.metrics["bytes_from_agent"]
-        for key in ("cost_model", "planning", "range_rounds", "ranges_shipped", "agent_seconds"):
-            if key in site_metrics[0] and len(site_metrics) == 1:
-                self.metrics[key] = site_metrics[0][key]
-        self.metrics["sites"] = site_metrics
-        self.metrics["rows_after"] = self.metrics["rows_in_view"]
-        meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": self.metrics["rows_in_view"], "metrics": self.metrics}
+        m = self.metrics
+        m.add_sites([s.metrics for s in self.sites])
+        self._count_traffic()  # verify reads and failed attempts count too
+        m.realized_benefit_bytes = m.full_ship_estimate_bytes - m.bytes_to_agent - m.bytes_from_agent
+        m.rows_after = m.rows_in_view
+        meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view, "metrics": m.to_json()}
         self.store.commit(self.staged, meta)
         faults.checkpoint("after_visible")
 
-
-def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str]) -> DataFrame:
-    """insert / update / delete rows turning `old` into `new`, matched by `key`."""
-    values = [c for c in columns if c not in key]
-    o = old.select(*key, *[F.col(v).alias("__o_" + v) for v in values]).withColumn("__in_o", F.lit(True))
-    n = new.withColumn("__in_n", F.lit(True))
-    j = o.join(n, key, "full_outer")
-    in_o = F.coalesce(F.col("__in_o"), F.lit(False))
-    in_n = F.coalesce(F.col("__in_n"), F.lit(False))
-    same = F.lit(True)
-    for v in values:
-        same = same & F.col(v).eqNullSafe(F.col("__o_" + v))
-    op = F.when(in_o & in_n, F.when(same, F.lit("keep")).otherwise(F.lit(UPDATE))).when(in_n, F.lit(INSERT)).otherwise(F.lit(DELETE))
-    out = [F.col(c) if c in key else F.when(in_n, F.col(c)).otherwise(F.col("__o_" + c)).alias(c) for c in columns]
-    return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")

@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 
 from warehouse.agent_client import AgentClient
 from warehouse.errors import WarehouseError
+from warehouse.options import DEFAULT_STRATEGY
 from warehouse.storage import TNO, UNO, ViewStore
 from warehouse.viewdef import SourceSchema, UnknownSourceError, ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
@@ -30,7 +31,7 @@ def view_out(row: dict) -> ViewOut:
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,
         sites=[{"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key} for s in d.sites],
-        strategy=row["options"].get("strategy", "group_hash"),
+        strategy=row["options"].get("strategy", DEFAULT_STRATEGY),
         created_at=row["created_at"],
     )
 

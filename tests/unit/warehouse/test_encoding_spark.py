@@ -13,7 +13,7 @@ from remote_agent.protocol.types import Column, LogicalType
 from tests.support.vectors import SEED, VECTORS, arrow_column
 from warehouse.hashing import spark_row_hashes
 from warehouse.spark import build_session
-from warehouse.site_sync import spark_schema
+from warehouse.strategies.base import spark_schema
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,150 @@
+"""What a sync records: typed here, stored and served as JSON (the sync record's `metrics`).
+
+Fields left at None were not measured by this sync (another strategy's counters, a failed
+sync's counts) and are left out of the JSON, as they always were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+#: Counters summed over the sites of a view.
+SUMMED = (
+    "bytes_to_agent", "bytes_from_agent", "round_trips", "groups_sent", "groups_identical", "groups_changed",
+    "groups_regrouped", "groups_regrouped_changed", "tuples_grouped", "tuples_ungrouped", "rows_scanned",
+    "rows_received", "full_ship_estimate_bytes", "expected_benefit_bytes",
+)
+#: Fields a one-site view repeats at the top of its sync's metrics.
+LIFTED = ("cost_model", "planning", "range_rounds", "ranges_shipped", "agent_seconds")
+
+
+def _json(obj) -> dict:
+    """The dataclass as a dict, without the fields left at None.
+
+    >>> _json(Traffic(bytes_to_agent=3))
+    {'bytes_to_agent': 3, 'bytes_from_agent': 0, 'round_trips': 0}
+    """
+    out = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if value is None:
+            continue
+        out[f.name] = [v.to_json() if hasattr(v, "to_json") else v for v in value] if isinstance(value, list) else value
+    return out
+
+
+@dataclass
+class Traffic:
+    """Bytes and calls that crossed the link to the agents, both ways, headers included."""
+
+    bytes_to_agent: int = 0
+    bytes_from_agent: int = 0
+    round_trips: int = 0
+
+
+@dataclass
+class SiteMetrics(Traffic):
+    """One site query's extraction and fragment maintenance."""
+
+    source: str = ""
+    groups_sent: int = 0
+    groups_identical: int = 0
+    groups_changed: int = 0
+    groups_regrouped: int = 0
+    groups_regrouped_changed: int = 0
+    tuples_grouped: int = 0
+    tuples_ungrouped: int = 0
+    rows_scanned: int = 0
+    rows_received: int = 0
+    rows_before: int = 0
+    rows_after: int = 0
+    #: Seconds per step of the site's extraction.
+    phases: dict[str, float] = field(default_factory=dict)
+    extract_started_at: str | None = None
+    extract_finished_at: str | None = None
+    #: Φ_t, Φ_k, Φ_h as measured on the snapshot.
+    cost_model: dict[str, float] | None = None
+    #: Bytes each strategy was expected to cost this sync, from the statistics.
+    expected_bytes: dict[str, float] | None = None
+    # group_hash
+    planning: dict | None = None
+    expected_benefit_bytes: float | None = None
+    # strategies that call /v1/extract
+    agent_seconds: float | None = None
+    # range_checksum
+    range_rounds: int | None = None
+    ranges_shipped: int | None = None
+    # the fragment's own delta
+    fragment_inserted: int | None = None
+    fragment_updated: int | None = None
+    fragment_deleted: int | None = None
+    full_ship_estimate_bytes: int | None = None
+
+    def to_json(self) -> dict:
+        return _json(self)
+
+
+@dataclass
+class Attempt(Traffic):
+    """A failed attempt at a site's extraction, before a retry or the sync's failure."""
+
+    site: int = 0
+    source: str = ""
+    attempt: int = 0
+    error: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"site": self.site, "source": self.source, "attempt": self.attempt, "error": self.error, "seconds": self.seconds, **_json(Traffic(self.bytes_to_agent, self.bytes_from_agent, self.round_trips))}
+
+
+@dataclass
+class SyncMetrics(Traffic):
+    """One sync of a view; the contract's fields are all here (see CONTRACT.md)."""
+
+    strategy: str = ""
+    hash_bits: int = 0
+    mode: str | None = None  # "verify" for an audit sync
+    phases: dict[str, float] = field(default_factory=dict)
+    retries: int = 0
+    attempts: list[Attempt] = field(default_factory=list)
+    groups_sent: int | None = None
+    groups_identical: int | None = None
+    groups_changed: int | None = None
+    groups_regrouped: int | None = None
+    groups_regrouped_changed: int | None = None
+    tuples_grouped: int | None = None
+    tuples_ungrouped: int | None = None
+    rows_scanned: int | None = None
+    rows_received: int | None = None
+    full_ship_estimate_bytes: int | None = None
+    expected_benefit_bytes: float | None = None
+    rows_inserted: int | None = None
+    rows_updated: int | None = None
+    rows_deleted: int | None = None
+    rows_in_view: int | None = None
+    rows_before: int | None = None
+    rows_after: int | None = None
+    realized_benefit_bytes: int | None = None
+    cost_model: dict[str, float] | None = None
+    planning: dict | None = None
+    range_rounds: int | None = None
+    ranges_shipped: int | None = None
+    agent_seconds: float | None = None
+    sites: list[SiteMetrics] | None = None
+    #: A verify sync's comparison with a full read.
+    verify: dict | None = None
+    wall_seconds: float | None = None
+
+    def to_json(self) -> dict:
+        return _json(self)
+
+    def add_sites(self, sites: list[SiteMetrics]) -> None:
+        """Sum the sites' counters into the view's, and lift a lone site's details."""
+        for name in SUMMED:
+            setattr(self, name, sum(getattr(m, name) or 0 for m in sites))
+        self.rows_before = sum(m.rows_before for m in sites)
+        if len(sites) == 1:
+            for name in LIFTED:
+                setattr(self, name, getattr(sites[0], name))
+        self.sites = sites

@@ -1,0 +1,44 @@
+"""Options of one sync, with their defaults defined once (the service's settings use them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Re-exported: the service's settings take every sync default from this module.
+from remote_agent.protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
+
+from .agent_client import DEADLINE_S, READ_TIMEOUT_S  # noqa: F401
+from .planning import DEFAULT_GROUPING  # noqa: F401
+
+#: The strategy of a view that names none (and of views registered before strategies existed).
+DEFAULT_STRATEGY = "group_hash"
+#: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
+DEFAULT_PRIOR_MODE = "site"
+#: Update probability assumed before any update has been observed.
+DEFAULT_PRIOR = 0.05
+#: Rows per Arrow frame the agent answers with: large enough to compress well, small
+#: enough to keep a frame's memory modest on both sides.
+DEFAULT_BATCH_ROWS = 16_384
+#: Extra attempts at a site's extraction after a transient failure (link, timeout, cut answer).
+DEFAULT_AGENT_RETRIES = 2
+#: Wait before the first retry; doubled before each next one.
+DEFAULT_RETRY_BACKOFF_S = 2.0
+
+
+@dataclass
+class SyncOptions:
+    strategy: str = DEFAULT_STRATEGY
+    hash_bits: int = DEFAULT_HASH_BITS
+    prior_mode: str = DEFAULT_PRIOR_MODE
+    default_prior: float = DEFAULT_PRIOR
+    plan_partitions: int = 0  # 0: Spark's default parallelism
+    grouping: str = DEFAULT_GROUPING
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    #: Seconds without a byte from the agent before a call fails.
+    agent_read_timeout_s: float = READ_TIMEOUT_S
+    #: Seconds one call to the agent may take in all.
+    agent_deadline_s: float = DEADLINE_S
+    agent_retries: int = DEFAULT_AGENT_RETRIES
+    agent_retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S
+    #: Also read every site query in full and report where the result differs (audit mode).
+    verify: bool = False

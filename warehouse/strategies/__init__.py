@@ -1,0 +1,31 @@
+"""The ways to find a site query's delta, one module each, registered here by name.
+
+A view's `strategy` names one of them. Whatever the strategy, a view's first sync (the load)
+ships its site queries whole: there is nothing yet to compare with.
+"""
+
+from __future__ import annotations
+
+from .base import SiteContext, SiteEstimate, Strategy
+from .full_ship import FullShip
+from .group_hash import GroupHash
+from .range_checksum import RangeChecksum
+from .tuple_hash import TupleHash
+
+#: Name -> strategy class, in the order the README and the benchmarks list them.
+STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (GroupHash, TupleHash, RangeChecksum, FullShip)}
+#: The strategy of a load, whatever the view's.
+LOAD = FullShip
+
+__all__ = ["LOAD", "STRATEGIES", "SiteContext", "SiteEstimate", "Strategy"]
+
+
+def expected_bytes(estimate: SiteEstimate) -> dict[str, float]:
+    """What each strategy expects a sync to cost, given the statistics.
+
+    >>> from warehouse.planning import CostModel
+    >>> costs = expected_bytes(SiteEstimate(10_000, 0.001, 0.0, CostModel(50, 4, 16), 128))
+    >>> sorted(costs) == sorted(STRATEGIES) and costs["full_ship"] == 500_000.0
+    True
+    """
+    return {name: round(cls.expected_bytes(estimate), 1) for name, cls in STRATEGIES.items()}

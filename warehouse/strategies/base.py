@@ -1,0 +1,198 @@
+"""What every strategy provides, and what it is given to work with.
+
+A strategy is one way of finding a site query's delta by talking to the site's agent. Each
+is a class in a module of its own, registered by name in `strategies/__init__.py`; the
+site's sync (`site_sync.SiteRun`) runs the same steps whatever the strategy:
+
+    plan        decide what to send, from the stored snapshot (staging files, metrics)
+    exchange    send it and file the answer: returned rows, deleted keys
+    follow_up   any further round the answer calls for (the group-hash regroup)
+    delta_inputs  what the exact delta is built from (rows, deleted keys, keys vouched for)
+
+and each says what a sync would cost it in bytes, given the statistics, so that a choice
+between strategies can compare them before any of them runs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, ClassVar, Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from remote_agent.protocol import frames
+from remote_agent.protocol.models import SiteSpec
+from remote_agent.protocol.types import Column, arrow_schema
+from remote_agent.protocol.wire import UID
+
+from .. import faults
+from ..agent_client import AgentClient
+from ..metrics import SiteMetrics
+from ..options import SyncOptions
+from ..planning import CostModel
+from ..sinks import Sink
+from ..storage import Version
+from ..viewdef import SiteQuery
+
+#: Rows per Arrow frame sent to the agent.
+SEND_BATCH_ROWS = 65_536
+
+
+def spark_schema(columns: list[Column]) -> str:
+    return ", ".join(f"`{c.name}` {c.type.spark_ddl()}" for c in columns)
+
+
+@dataclass(frozen=True)
+class SiteEstimate:
+    """What the statistics predict for the next sync of a site, as a strategy's cost needs it."""
+
+    rows: int  # tuples in the snapshot
+    p_update: float  # mean chance that a tuple is updated before the next sync
+    p_delete: float  # chance that a tuple is deleted before the next sync (ω−)
+    cost: CostModel  # measured Φ_t, Φ_k, Φ_h
+    hash_bits: int
+
+    @property
+    def changes(self) -> float:
+        """Expected changed tuples: updates, deletes, and as many inserts as deletes."""
+        return self.rows * (self.p_update + 2 * self.p_delete)
+
+    @property
+    def full_bytes(self) -> float:
+        """The whole site query on the wire (inserts and deletes taken as balancing)."""
+        return self.rows * self.cost.tuple_bytes
+
+
+@dataclass
+class SiteContext:
+    """One site's share of a sync, as a strategy sees it."""
+
+    spark: SparkSession
+    index: int
+    site: SiteQuery
+    client: AgentClient
+    staging: Path
+    seed: int
+    current: Version | None
+    options: SyncOptions
+    metrics: SiteMetrics
+    progress: Callable[[dict], None]
+    traffic: Callable[[], dict]
+    snapshot: DataFrame | None = None
+    cost: CostModel | None = None
+    estimate: SiteEstimate | None = None
+    #: Σ(tno − 1) and Σ(uno − 1) over the snapshot: observations and updates seen.
+    observed: tuple[int, int] = (0, 0)
+    history: list[tuple[int, int]] = field(default_factory=list)
+
+    def spec(self) -> SiteSpec:
+        return SiteSpec(sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns])
+
+    def key_columns(self) -> list[Column]:
+        by_name = {c.name: c for c in self.site.columns}
+        return [by_name[k] for k in self.site.key]
+
+    def rows_schema(self) -> pa.Schema:
+        return arrow_schema(self.site.columns)
+
+    def deleted_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(UID, pa.int64()), *arrow_schema(self.key_columns())])
+
+    def tick(self, rows_received: int) -> None:
+        """Report the exchange's progress, and let fault injection strike mid-answer."""
+        self.progress({"phase": "exchange_units", "site": self.index, "rows_received": rows_received, **self.traffic()})
+        faults.checkpoint("exchange_units")
+
+
+@dataclass
+class Answer:
+    """Where an exchange filed the agent's answer (Parquet files in the site's staging)."""
+
+    returned: list[Path]  # rows to compare with the snapshot: new, changed, shipped
+    deleted: Path | None = None  # keys the agent reported gone (with their uid)
+
+
+@dataclass
+class DeltaInputs:
+    """What the exact delta of a site is built from (see delta.build_delta)."""
+
+    returned: DataFrame
+    deleted_keys: DataFrame
+    unchanged_keys: DataFrame  # snapshot keys the answer vouches for without returning them
+
+
+class Strategy(ABC):
+    """One way to find a site query's delta; see the module's docstring."""
+
+    name: ClassVar[str]
+
+    def __init__(self, ctx: SiteContext):
+        self.ctx = ctx
+
+    @abstractmethod
+    def plan(self) -> None:
+        """Prepare what to send from the snapshot (None on a first load)."""
+
+    @abstractmethod
+    def exchange(self) -> Answer:
+        """Send the request(s) and file the answer."""
+
+    def follow_up(self, answer: Answer) -> Answer:
+        """A further round the answer calls for; none by default."""
+        return answer
+
+    def unchanged_keys(self) -> DataFrame | None:
+        """Snapshot keys found unchanged without their rows travelling; None: no such keys."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def expected_bytes(cls, estimate: SiteEstimate) -> float:
+        """Bytes both ways a sync is expected to cost, given the statistics."""
+
+    def delta_inputs(self, answer: Answer) -> DeltaInputs:
+        ctx = self.ctx
+        returned = ctx.spark.read.schema(spark_schema(ctx.site.columns)).parquet(*[str(p) for p in answer.returned])
+        key_schema = spark_schema(ctx.key_columns())
+        if answer.deleted is not None:
+            deleted = ctx.spark.read.schema(key_schema).parquet(str(answer.deleted))
+        else:
+            deleted = ctx.spark.createDataFrame([], key_schema)
+        unchanged = self.unchanged_keys()
+        if unchanged is None:
+            unchanged = ctx.spark.createDataFrame([], key_schema)
+        return DeltaInputs(returned, deleted, unchanged)
+
+
+def extract_exchange(ctx: SiteContext, body: Iterator[bytes], *, hash_bits: int) -> tuple[Answer, dict]:
+    """One POST /v1/extract: stream `body`, file the answer's frames; returns it with the summary.
+
+    Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
+    """
+    from remote_agent.protocol.wire import COUNT, HASH
+
+    returned_path, deleted_path = ctx.staging / "returned.parquet", ctx.staging / "deleted.parquet"
+    broken_schema = pa.schema([pa.field(UID, pa.int64()), pa.field(HASH, pa.binary(hash_bits // 8)), pa.field(COUNT, pa.int64())])
+    summary: dict = {}
+    with Sink(returned_path, ctx.rows_schema()) as returned, Sink(deleted_path, ctx.deleted_schema()) as deleted, Sink(ctx.staging / "broken.parquet", broken_schema) as broken:
+        sinks = {frames.UNGROUPED_ROWS: returned, frames.CHANGED_ROWS: returned, frames.DELETED_KEYS: deleted, frames.BROKEN_UNITS: broken}
+        for frame in ctx.client.exchange("/v1/extract", body):
+            if frame.kind == frames.SUMMARY:
+                summary = frame.json()
+                continue
+            sink = sinks.get(frame.kind)
+            if sink is None:
+                continue  # a newer agent's extra frame kinds are ignored
+            sink.write(frame.batch())
+            ctx.tick(returned.rows)
+    m = ctx.metrics
+    m.rows_scanned = summary.get("rows_scanned", 0)
+    m.rows_received = returned.rows
+    m.groups_identical = summary.get("units_identical", 0)
+    m.groups_changed = summary.get("units_changed", 0)
+    m.groups_regrouped = summary.get("units_broken", 0)
+    m.agent_seconds = summary.get("elapsed_s")
+    return Answer([returned_path], deleted_path), summary
