@@ -1,0 +1,393 @@
+"""An invertible Bloom lookup table (IBLT) of (key fingerprint, row hash) pairs.
+
+Each pair is folded into one cell of each of `hashes` sub-tables: the cell's count goes up
+by the pair's sign and its three sums are XORed with the key, the row hash and a checksum
+of both. Folding the source's pairs with sign -1 into the warehouse's table leaves only the
+pairs the two sides do not share, however many rows they have in common. A cell left with
+one pair ("pure": count +-1 and a checksum that matches its sums) gives that pair away; taking
+it out of its other cells may make them pure in turn. Peeling stops when no cell is pure;
+it recovers the whole difference when the table has enough cells for it (`cells_for`).
+
+Both sides must build their tables with the same cells, hashes and seed: everything here
+is deterministic 64-bit integer arithmetic, identical on any machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import pyarrow as pa
+
+FORMAT_VERSION = 1
+"""Version of the Arrow layout written by `Iblt.to_arrow`; bumped when the layout or the hashing changes."""
+
+MAX_ABS_COUNT = 2**62
+"""Largest count magnitude accepted from the wire: subtracting two such tables cannot overflow int64."""
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_META = {"version": b"iblt.version", "cells": b"iblt.cells", "hashes": b"iblt.hashes", "seed": b"iblt.seed"}
+_SUMS = ("key_sum", "hash_sum", "check_sum")
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finalizer: a bijection of uint64 that spreads every input bit over the output.
+
+    >>> mix64(np.array([0, 1, 2**64 - 1], dtype=np.uint64))
+    array([                   0,  6238072747940578789, 13029008266876403067], dtype=uint64)
+    """
+    x = np.asarray(x, dtype=np.uint64)
+    with np.errstate(over="ignore"):  # multiplication modulo 2**64 is the point
+        x = x ^ (x >> np.uint64(30))
+        x = x * _M1
+        x = x ^ (x >> np.uint64(27))
+        x = x * _M2
+        return x ^ (x >> np.uint64(31))
+
+
+def _mix_int(x: int) -> int:
+    """mix64 of one Python int, for deriving the salts from the seed."""
+    x &= _MASK
+    x ^= x >> 30
+    x = (x * int(_M1)) & _MASK
+    x ^= x >> 27
+    x = (x * int(_M2)) & _MASK
+    return x ^ (x >> 31)
+
+
+def _pair_hash(keys: np.ndarray, hashes: np.ndarray, salt) -> np.ndarray:
+    """A 64-bit hash of each (key, row hash) pair; distinct salts give independent hashes.
+
+    For a fixed key and salt it is a bijection of the row hash, so an updated row (same key,
+    new row hash) never hashes like the old one.
+    """
+    return mix64(mix64(keys ^ salt) ^ hashes)
+
+
+def _as_u64(values, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise TypeError(f"{name} must be a one-dimensional array of 64-bit integers, not {array.dtype} of shape {array.shape}")
+    return array.astype(np.uint64, copy=False)  # signed values keep their bit pattern
+
+
+@dataclass(frozen=True)
+class Peeled:
+    """What peeling a table gave: the pairs counted +1 and -1 (sorted by key, then row hash).
+
+    `complete` is True iff the table emptied entirely; when False the pairs listed are a
+    correct part of the difference, not all of it.
+    """
+
+    plus_keys: np.ndarray
+    plus_hashes: np.ndarray
+    minus_keys: np.ndarray
+    minus_hashes: np.ndarray
+    complete: bool
+
+
+class Iblt:
+    """An IBLT of `cells` cells (rounded up to a multiple of `hashes`) in `hashes` equal sub-tables.
+
+    >>> ours = Iblt(30, seed=7)
+    >>> ours.add(np.array([1, 2, 3], dtype=np.uint64), np.array([10, 20, 30], dtype=np.uint64))
+    >>> theirs = ours.copy()      # the other side starts from the table it was sent...
+    >>> theirs.add(np.array([2, 3, 4], dtype=np.uint64), np.array([20, 31, 40], dtype=np.uint64), sign=-1)
+    >>> p = theirs.peel()         # ...and folds its own pairs in with the opposite sign
+    >>> p.complete, p.plus_keys.tolist(), p.plus_hashes.tolist(), p.minus_keys.tolist(), p.minus_hashes.tolist()
+    (True, [1, 3], [10, 30], [3, 4], [31, 40])
+    """
+
+    def __init__(self, cells: int, hashes: int = 3, seed: int = 0):
+        if not isinstance(hashes, int) or hashes < 1:
+            raise ValueError(f"hashes must be a positive integer, got {hashes!r}")
+        if not isinstance(cells, int) or cells < 1:
+            raise ValueError(f"cells must be a positive integer, got {cells!r}")
+        if not isinstance(seed, int) or not 0 <= seed <= _MASK:
+            raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+        self.hashes = hashes
+        self.seed = seed
+        self.width = -(-cells // hashes)
+        self.cells = self.width * hashes
+        self.count = np.zeros(self.cells, dtype=np.int64)
+        self.key_sum = np.zeros(self.cells, dtype=np.uint64)
+        self.hash_sum = np.zeros(self.cells, dtype=np.uint64)
+        self.check_sum = np.zeros(self.cells, dtype=np.uint64)
+        # one salt per sub-table, then the checksum's: all derived from the seed alone
+        self._salts = np.array([_mix_int(seed * _GOLDEN + i + 1) for i in range(hashes + 1)], dtype=np.uint64)
+
+    def __repr__(self) -> str:
+        return f"Iblt(cells={self.cells}, hashes={self.hashes}, seed={self.seed})"
+
+    def _cells(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        """The cell of each pair in each sub-table, as global indices, shape (hashes, n)."""
+        width = np.uint64(self.width)
+        out = np.empty((self.hashes, keys.size), dtype=np.int64)
+        for j in range(self.hashes):
+            out[j] = (_pair_hash(keys, hashes, self._salts[j]) % width).astype(np.int64) + j * self.width
+        return out
+
+    def _checksums(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+        return _pair_hash(keys, hashes, self._salts[self.hashes])
+
+    def _fold(self, cells: np.ndarray, keys: np.ndarray, hashes: np.ndarray, signs) -> None:
+        """Fold pairs into their cells; `signs` is one int or one per pair."""
+        checks = self._checksums(keys, hashes)
+        if np.ndim(signs) == 0:
+            # bincount is several times faster than np.add.at on large inputs
+            self.count += int(signs) * np.bincount(cells.ravel(), minlength=self.cells)
+        # Sub-table by sub-table: each ufunc.at stays within one slice of the arrays, which
+        # caches better; and its values always have the shape of its indices (numpy 2.4's
+        # add.at reads garbage when 1-D values are broadcast over 2-D indices).
+        for row in cells:
+            if np.ndim(signs):
+                np.add.at(self.count, row, signs)
+            np.bitwise_xor.at(self.key_sum, row, keys)
+            np.bitwise_xor.at(self.hash_sum, row, hashes)
+            np.bitwise_xor.at(self.check_sum, row, checks)
+
+    def add(self, keys: np.ndarray, hashes: np.ndarray, sign: int = 1) -> None:
+        """Fold the pairs (keys[i], hashes[i]) in with sign +1 or -1.
+
+        Args:
+            keys: key fingerprints, uint64 (int64 is taken by its bit pattern).
+            hashes: row hashes, same length and types.
+            sign: +1 for one side's pairs, -1 for the other's. A pair is meant to be folded
+                once per side: a set, not a multiset.
+        """
+        if sign not in (1, -1):
+            raise ValueError(f"sign must be 1 or -1, got {sign!r}")
+        keys, hashes = _as_u64(keys, "keys"), _as_u64(hashes, "hashes")
+        if keys.size != hashes.size:
+            raise ValueError(f"{keys.size} keys but {hashes.size} row hashes")
+        if keys.size:
+            self._fold(self._cells(keys, hashes), keys, hashes, sign)
+
+    def _check_same_shape(self, other: Iblt) -> None:
+        if not isinstance(other, Iblt):
+            raise TypeError(f"cannot combine an Iblt with {type(other).__name__}")
+        if (self.cells, self.hashes, self.seed) != (other.cells, other.hashes, other.seed):
+            raise ValueError(f"tables differ in shape or seed: {self!r} and {other!r}")
+
+    def subtract(self, other: Iblt) -> Iblt:
+        """A new table of self's pairs with sign +1 and other's with sign -1.
+
+        >>> a, b = Iblt(12), Iblt(12)
+        >>> a.add(np.array([5], dtype=np.uint64), np.array([50], dtype=np.uint64))
+        >>> b.add(np.array([5], dtype=np.uint64), np.array([50], dtype=np.uint64))
+        >>> a.subtract(b).is_empty()
+        True
+        >>> a.subtract(Iblt(12, seed=1))
+        Traceback (most recent call last):
+        ...
+        ValueError: tables differ in shape or seed: Iblt(cells=12, hashes=3, seed=0) and Iblt(cells=12, hashes=3, seed=1)
+        """
+        self._check_same_shape(other)
+        out = self.copy()
+        out.count -= other.count
+        for name in _SUMS:
+            getattr(out, name)[:] ^= getattr(other, name)
+        return out
+
+    def copy(self) -> Iblt:
+        """An independent copy."""
+        out = Iblt(self.cells, self.hashes, self.seed)
+        out.count[:] = self.count
+        for name in _SUMS:
+            getattr(out, name)[:] = getattr(self, name)
+        return out
+
+    def is_empty(self) -> bool:
+        """True iff every count and every sum is zero (as after adding and removing the same pairs).
+
+        >>> t = Iblt(6)
+        >>> t.is_empty()
+        True
+        >>> t.add(np.array([1], dtype=np.uint64), np.array([1], dtype=np.uint64), sign=-1)
+        >>> t.is_empty()
+        False
+        """
+        return not (self.count.any() or self.key_sum.any() or self.hash_sum.any() or self.check_sum.any())
+
+    def _occupied(self, cells: np.ndarray) -> np.ndarray:
+        return (self.count[cells] != 0) | (self.key_sum[cells] != 0) | (self.hash_sum[cells] != 0) | (self.check_sum[cells] != 0)
+
+    def _pure(self, cells: np.ndarray) -> np.ndarray:
+        """Those of `cells` that hold one pair: count +-1, a matching checksum, and the pair's own cell."""
+        count = self.count[cells]
+        cells = cells[(count == 1) | (count == -1)]
+        keys, hashes = self.key_sum[cells], self.hash_sum[cells]
+        good = self._checksums(keys, hashes) == self.check_sum[cells]
+        cells, keys, hashes = cells[good], keys[good], hashes[good]
+        sub = cells // self.width
+        own = (_pair_hash(keys, hashes, self._salts[sub]) % np.uint64(self.width)).astype(np.int64) + sub * self.width
+        return cells[own == cells]
+
+    def peel(self) -> Peeled:
+        """Recover the pairs of the table (self is left unchanged).
+
+        Each round takes every pair of a pure cell out of all its cells and looks again at
+        the cells it touched. In a sound table each pair taken out empties at least its
+        pure cell, so the number of occupied cells falls every round; a round where it
+        does not (a corrupt or forged table) ends the peel, incomplete, without reporting
+        that round's pairs. Hence at most `cells` rounds.
+        """
+        t = self.copy()
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        candidates = np.arange(t.cells)
+        sound = True
+        for _ in range(t.cells + 1):
+            pure = t._pure(candidates)
+            if pure.size == 0:
+                break
+            keys, hashes, signs = _distinct(t.key_sum[pure], t.hash_sum[pure], t.count[pure])
+            if keys is None:  # one pair pure with both signs: not a table of sets
+                sound = False
+                break
+            cells = t._cells(keys, hashes)
+            touched = np.unique(cells)
+            before = int(t._occupied(touched).sum())
+            t._fold(cells, keys, hashes, -signs)
+            if before - int(t._occupied(touched).sum()) < keys.size:
+                sound = False
+                break
+            found.append((keys, hashes, signs))
+            candidates = touched
+        keys, hashes, signs = (np.concatenate(parts) for parts in zip(*found)) if found else (np.zeros(0, np.uint64),) * 2 + (np.zeros(0, np.int64),)
+        order = np.lexsort((hashes, keys))
+        keys, hashes, signs = keys[order], hashes[order], signs[order]
+        plus = signs == 1
+        return Peeled(keys[plus], hashes[plus], keys[~plus], hashes[~plus], complete=sound and t.is_empty())
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """The table as an Arrow record batch, one row per cell, parameters in the schema metadata.
+
+        >>> t = Iblt(3, hashes=3, seed=9)
+        >>> b = t.to_arrow()
+        >>> b.schema.field("count").type, b.num_rows, b.schema.metadata[b"iblt.seed"]
+        (DataType(int32), 3, b'9')
+        >>> Iblt.from_arrow(b)
+        Iblt(cells=3, hashes=3, seed=9)
+        """
+        small = self.count.size == 0 or (int(self.count.min()) >= -(2**31) and int(self.count.max()) < 2**31)
+        count = pa.array(self.count.astype(np.int32) if small else self.count)
+        metadata = {_META["version"]: str(FORMAT_VERSION), _META["cells"]: str(self.cells), _META["hashes"]: str(self.hashes), _META["seed"]: str(self.seed)}
+        return pa.record_batch(
+            [count, pa.array(self.key_sum), pa.array(self.hash_sum), pa.array(self.check_sum)],
+            names=["count", *_SUMS],
+            metadata=metadata,
+        )
+
+    @classmethod
+    def from_arrow(cls, batch: pa.RecordBatch) -> Iblt:
+        """The table written by `to_arrow`; raises ValueError on anything else."""
+        metadata = batch.schema.metadata or {}
+        params = {}
+        for name, field in _META.items():
+            raw = metadata.get(field)
+            if raw is None:
+                raise ValueError(f"IBLT batch lacks the {field.decode()} metadata")
+            try:
+                params[name] = int(raw.decode("ascii"))
+            except (UnicodeDecodeError, ValueError):
+                raise ValueError(f"IBLT metadata {field.decode()} is not an integer: {raw!r}") from None
+        if params["version"] != FORMAT_VERSION:
+            raise ValueError(f"unknown IBLT format version {params['version']} (this side reads version {FORMAT_VERSION})")
+        cells, hashes = params["cells"], params["hashes"]
+        if hashes < 1 or cells < 1 or cells % hashes:
+            raise ValueError(f"IBLT metadata says {cells} cells in {hashes} sub-tables: not a positive multiple")
+        if batch.schema.names != ["count", *_SUMS]:
+            raise ValueError(f"IBLT batch has columns {batch.schema.names}, expected {['count', *_SUMS]}")
+        if batch.num_rows != cells:
+            raise ValueError(f"IBLT batch has {batch.num_rows} rows but its metadata says {cells} cells")
+        for column, name in zip(batch.columns, batch.schema.names):
+            if column.null_count:
+                raise ValueError(f"IBLT column {name} has nulls")
+        count_type = batch.column(0).type
+        if count_type not in (pa.int32(), pa.int64()):
+            raise ValueError(f"IBLT column count is {count_type}, expected int32 or int64")
+        for name in _SUMS:
+            if batch.column(name).type != pa.uint64():
+                raise ValueError(f"IBLT column {name} is {batch.column(name).type}, expected uint64")
+        count = batch.column(0).to_numpy().astype(np.int64)
+        if ((count > MAX_ABS_COUNT) | (count < -MAX_ABS_COUNT)).any():
+            raise ValueError(f"IBLT counts out of range: magnitude above {MAX_ABS_COUNT}")
+        table = cls(cells, hashes, params["seed"])
+        table.count[:] = count
+        for name in _SUMS:
+            getattr(table, name)[:] = batch.column(name).to_numpy()
+        return table
+
+
+def _distinct(keys: np.ndarray, hashes: np.ndarray, signs: np.ndarray):
+    """The distinct (key, hash, sign) triples; (None, None, None) if a pair comes with both signs."""
+    order = np.lexsort((signs, hashes, keys))
+    keys, hashes, signs = keys[order], hashes[order], signs[order]
+    same_pair = (keys[1:] == keys[:-1]) & (hashes[1:] == hashes[:-1])
+    if (same_pair & (signs[1:] != signs[:-1])).any():
+        return None, None, None
+    keep = np.concatenate(([True], ~same_pair))
+    return keys[keep], hashes[keep], signs[keep]
+
+
+MIN_DIFFERENCES = 4
+"""Fewest differences a table is sized for: a few dozen cells cost nothing on the wire."""
+
+_PEELING = {3: (1.222, 5.0), 4: (1.295, 5.0)}
+"""Per number of hashes: cells per pair at the peeling threshold as pairs grow without bound,
+and the measured finite-size term a in (threshold + a / sqrt(n)) cells per pair (see cells_for)."""
+
+
+def cells_for(expected: float, variance: float, failure: float = 0.01, hashes: int = 3) -> int:
+    """Cells for a table that peels completely with probability at least 1 - failure.
+
+    The number of differences is taken at a one-sided normal bound, n = expected + z * sd
+    (at least MIN_DIFFERENCES), which it exceeds with probability failure / 2; the table is
+    then sized for n differences to fail to peel with probability at most failure / 2.
+
+    That takes two terms (w is the width of one of the `hashes` sub-tables):
+    - near the peeling threshold (many differences) w = (t + a / sqrt(n)) * n / hashes: t
+      is the asymptotic threshold (1.222 cells per pair for 3 hashes, 1.295 for 4) and a is
+      measured;
+    - for few differences, the peel fails mostly when two pairs share all their cells,
+      with probability about C(n, 2) / w**hashes; w = (2 n (n-1) / failure)**(1/hashes) keeps
+      that under failure / 4. This term dominates below about a thousand differences.
+
+    With a = 5 (chosen from a grid: at 3,000 pairs 1.27 cells per pair failed 1 peel in 150,
+    1.32 none), scripts/iblt_sizing.py measures, for 3 hashes, failure 0.01, variance 0:
+
+    ======  ======  =======  ======  ======
+    pairs   cells   per pair trials  failed
+    ======  ======  =======  ======  ======
+    0       42      -        200     0
+    1       42      42       2000    0
+    5       48      9.6      4000    15
+    20      129     6.45     4000    8
+    100     378     3.78     2000    6
+    1000    1755    1.75     600     2
+    10000   12720   1.27     100     0
+    ======  ======  =======  ======  ======
+
+    every one under the failure / 2 = 0.5% the peel is allowed.
+
+    >>> cells_for(0, 0), cells_for(20, 0), cells_for(1000, 0), cells_for(1000, 1000), cells_for(100_000, 0)
+    (42, 129, 1755, 1851, 123783)
+    """
+    if not (math.isfinite(expected) and expected >= 0):
+        raise ValueError(f"expected must be a finite number >= 0, got {expected!r}")
+    if not (math.isfinite(variance) and variance >= 0):
+        raise ValueError(f"variance must be a finite number >= 0, got {variance!r}")
+    if not 0 < failure < 1:
+        raise ValueError(f"failure must be in (0, 1), got {failure!r}")
+    if hashes not in _PEELING:
+        raise ValueError(f"no measured sizing for {hashes} hashes; use one of {sorted(_PEELING)}")
+    z = NormalDist().inv_cdf(1 - failure / 2)
+    n = max(MIN_DIFFERENCES, math.ceil(expected + z * math.sqrt(variance)))
+    threshold, finite = _PEELING[hashes]
+    width = max((threshold + finite / math.sqrt(n)) * n / hashes, (2 * n * (n - 1) / failure) ** (1 / hashes))
+    return hashes * math.ceil(width)

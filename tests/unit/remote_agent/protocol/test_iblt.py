@@ -1,0 +1,237 @@
+"""The IBLT recovers exactly the set differences, never a pair that is not in them.
+
+Python sets of (key, row hash) pairs are the reference: table(A) minus table(B) must peel
+to A - B with sign +1 and B - A with sign -1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remote_agent.protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash, cells_for
+
+U64 = st.integers(0, 2**64 - 1)
+
+
+def arrays(pairs):
+    pairs = sorted(pairs)
+    return np.array([k for k, _ in pairs], dtype=np.uint64), np.array([h for _, h in pairs], dtype=np.uint64)
+
+
+def table(pairs, cells, seed=0):
+    t = Iblt(cells, seed=seed)
+    t.add(*arrays(pairs))
+    return t
+
+
+def as_set(keys, hashes):
+    return set(zip(keys.tolist(), hashes.tolist()))
+
+
+arrays_to_pairs = as_set
+
+
+@st.composite
+def two_sides(draw):
+    """Sets A and B: shared pairs, updated rows (same key, new hash), keys on one side only."""
+    keys = draw(st.lists(U64, unique=True, max_size=300))
+    kinds = draw(st.lists(st.sampled_from("=uab"), min_size=len(keys), max_size=len(keys)))
+    a, b = set(), set()
+    for key, kind in zip(keys, kinds):
+        h = draw(U64)
+        if kind in "=ua":
+            a.add((key, h))
+        if kind == "=":
+            b.add((key, h))
+        elif kind == "u":
+            b.add((key, draw(U64.filter(lambda x, h=h: x != h))))
+        elif kind == "b":
+            b.add((key, h))
+    return a, b
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(two_sides(), st.integers(0, 2**64 - 1))
+def test_difference_peels_to_the_set_differences(sides, seed):
+    a, b = sides
+    cells = cells_for(len(a ^ b), 0)
+    peeled = table(a, cells, seed).subtract(table(b, cells, seed)).peel()
+    assert peeled.complete
+    assert as_set(peeled.plus_keys, peeled.plus_hashes) == a - b
+    assert as_set(peeled.minus_keys, peeled.minus_hashes) == b - a
+    assert peeled.plus_keys.dtype == peeled.minus_hashes.dtype == np.uint64
+
+
+def test_folding_the_other_side_with_sign_minus_one_is_subtracting_its_table():
+    rng = np.random.default_rng(3)
+    keys, hashes = rng.integers(0, 2**63, (2, 1000), dtype=np.uint64)
+    mine, theirs = table(arrays_to_pairs(keys[:600], hashes[:600]), 600), table(arrays_to_pairs(keys[300:], hashes[300:]), 600)
+    folded = mine.copy()
+    folded.add(keys[300:], hashes[300:], sign=-1)
+    subtracted = mine.subtract(theirs)
+    assert np.array_equal(folded.count, subtracted.count)
+    assert all(np.array_equal(getattr(folded, n), getattr(subtracted, n)) for n in ("key_sum", "hash_sum", "check_sum"))
+
+
+@pytest.mark.parametrize("d, cells", [(200, 30), (400, 360), (3000, 3300)])
+def test_a_table_too_small_reports_only_true_differences(d, cells):
+    rng = np.random.default_rng(d)
+    keys, hashes = rng.integers(0, 2**64, (2, d), dtype=np.uint64)
+    a, b = arrays_to_pairs(keys[: d // 2], hashes[: d // 2]), arrays_to_pairs(keys[d // 2 :], hashes[d // 2 :])
+    peeled = table(a, cells).subtract(table(b, cells)).peel()
+    assert not peeled.complete
+    assert as_set(peeled.plus_keys, peeled.plus_hashes) <= a
+    assert as_set(peeled.minus_keys, peeled.minus_hashes) <= b
+
+
+def test_sums_of_two_pairs_under_a_count_of_one_are_not_a_pair():
+    t = Iblt(3)  # one cell per sub-table: every pair lands in the same three cells
+    t.add(np.array([11, 22], dtype=np.uint64), np.array([111, 222], dtype=np.uint64))
+    t.count[:] = 1  # forged: count says one pair, the sums hold two
+    peeled = t.peel()
+    assert not peeled.complete
+    assert peeled.plus_keys.size == peeled.minus_keys.size == 0
+
+
+def test_a_valid_pair_in_a_cell_that_is_not_its_own_is_not_reported():
+    t = Iblt(300)
+    key, h = np.array([5], dtype=np.uint64), np.array([6], dtype=np.uint64)
+    own = int(t._cells(key, h)[0, 0])
+    forged = (own + 1) % t.width  # same sub-table, another cell
+    t.count[forged], t.key_sum[forged], t.hash_sum[forged] = 1, key[0], h[0]
+    t.check_sum[forged] = t._checksums(key, h)[0]
+    peeled = t.peel()
+    assert not peeled.complete and peeled.plus_keys.size == 0
+
+
+def test_a_pair_missing_from_one_of_its_cells_ends_the_peel():
+    """Taking the pair out would put it back, with the other sign, into the cell it is missing from."""
+    t = Iblt(300)
+    key, h = np.array([5], dtype=np.uint64), np.array([6], dtype=np.uint64)
+    t.add(key, h)
+    missing = int(t._cells(key, h)[1, 0])
+    t.count[missing] = t.key_sum[missing] = t.hash_sum[missing] = t.check_sum[missing] = 0
+    peeled = t.peel()
+    assert not peeled.complete
+    assert as_set(peeled.plus_keys, peeled.plus_hashes) <= {(5, 6)} and peeled.minus_keys.size == 0
+
+
+def test_peeling_random_garbage_terminates_without_completing():
+    rng = np.random.default_rng(0)
+    t = Iblt(3000)
+    t.count[:] = rng.integers(-1, 2, t.cells)
+    for name in ("key_sum", "hash_sum", "check_sum"):
+        getattr(t, name)[:] = rng.integers(0, 2**64, t.cells, dtype=np.uint64)
+    peeled = t.peel()
+    assert not peeled.complete and peeled.plus_keys.size == peeled.minus_keys.size == 0
+
+
+def test_an_update_lands_in_other_cells_than_the_old_row():
+    t = Iblt(3000)
+    keys = np.arange(100, dtype=np.uint64)
+    old, new = t._cells(keys, keys), t._cells(keys, keys + np.uint64(1))
+    assert not (old == new).all(axis=0).any()
+
+
+def test_hashing_is_pinned():
+    """Both sides of the wire must place a pair alike: a change here needs a new FORMAT_VERSION."""
+    t = Iblt(30, seed=0)
+    t.add(np.array([1], dtype=np.uint64), np.array([2], dtype=np.uint64))
+    assert np.flatnonzero(t.count).tolist() == GOLDEN_CELLS
+    assert int(_pair_hash(np.uint64(1), np.uint64(2), np.uint64(0))) == GOLDEN_HASH
+    assert FORMAT_VERSION == 1
+
+
+GOLDEN_CELLS = [4, 13, 20]
+GOLDEN_HASH = 17235469408947973867
+
+
+def test_signed_keys_are_taken_by_their_bit_pattern():
+    signed, unsigned = Iblt(30), Iblt(30)
+    signed.add(np.array([-1, 7], dtype=np.int64), np.array([3, -2], dtype=np.int64))
+    unsigned.add(np.array([2**64 - 1, 7], dtype=np.uint64), np.array([3, 2**64 - 2], dtype=np.uint64))
+    assert signed.subtract(unsigned).is_empty()
+
+
+@pytest.mark.parametrize(
+    "keys, hashes, sign, error",
+    [([1, 2], [1], 1, ValueError), ([1], [1], 0, ValueError), ([1.5], [1], 1, TypeError), ([[1]], [[1]], 1, TypeError)],
+)
+def test_add_rejects_bad_input(keys, hashes, sign, error):
+    with pytest.raises(error):
+        Iblt(30).add(np.array(keys), np.array(hashes), sign=sign)
+
+
+@pytest.mark.parametrize("other", [Iblt(33), Iblt(30, hashes=5), Iblt(30, seed=1)])
+def test_subtract_needs_the_same_shape_and_seed(other):
+    with pytest.raises(ValueError, match="differ in shape or seed"):
+        Iblt(30).subtract(other)
+
+
+def test_cells_round_up_to_a_multiple_of_hashes():
+    t = Iblt(31, hashes=4)
+    assert (t.cells, t.width) == (32, 8)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_arrow_round_trip(big):
+    rng = np.random.default_rng(1)
+    t = table(arrays_to_pairs(*rng.integers(0, 2**64, (2, 50), dtype=np.uint64)), 90, seed=2**64 - 1)
+    if big:
+        t.count[0] = -(2**40)
+    batch = t.to_arrow()
+    assert batch.schema.field("count").type == (pa.int64() if big else pa.int32())
+    back = Iblt.from_arrow(batch)
+    assert (back.cells, back.hashes, back.seed) == (t.cells, t.hashes, t.seed)
+    assert all(np.array_equal(getattr(back, n), getattr(t, n)) for n in ("count", "key_sum", "hash_sum", "check_sum"))
+    assert back.count.dtype == np.int64
+
+
+def _with(batch, metadata=None, **columns):
+    names = batch.schema.names
+    arrays = [columns.get(n, batch.column(n)) for n in names]
+    meta = dict(batch.schema.metadata)
+    meta.update(metadata or {})
+    return pa.record_batch(arrays, names=names, metadata={k: v for k, v in meta.items() if v is not None})
+
+
+GOOD = Iblt(6).to_arrow()
+
+
+@pytest.mark.parametrize(
+    "batch, message",
+    [
+        (_with(GOOD, {b"iblt.version": b"2"}), "unknown IBLT format version 2"),
+        (_with(GOOD, {b"iblt.seed": None}), "lacks the iblt.seed metadata"),
+        (_with(GOOD, {b"iblt.cells": b"six"}), "not an integer"),
+        (_with(GOOD, {b"iblt.cells": b"9"}), "has 6 rows but its metadata says 9 cells"),
+        (_with(GOOD, {b"iblt.cells": b"6", b"iblt.hashes": b"4"}), "not a positive multiple"),
+        (_with(GOOD, count=pa.array([0] * 6, pa.float64())), "expected int32 or int64"),
+        (_with(GOOD, key_sum=pa.array([0] * 6, pa.int64())), "key_sum is int64, expected uint64"),
+        (_with(GOOD, hash_sum=pa.array([0, None, 0, 0, 0, 0], pa.uint64())), "hash_sum has nulls"),
+        (_with(GOOD, count=pa.array([0, 0, MAX_ABS_COUNT + 1, 0, 0, 0], pa.int64())), "counts out of range"),
+        (pa.record_batch([pa.array([0] * 6, pa.int32())], names=["count"], metadata=GOOD.schema.metadata), "has columns"),
+    ],
+)
+def test_from_arrow_rejects_what_to_arrow_would_not_write(batch, message):
+    with pytest.raises(ValueError, match=message):
+        Iblt.from_arrow(batch)
+
+
+def test_cells_for_grows_with_the_expected_difference_its_spread_and_the_confidence():
+    assert cells_for(0, 0) >= 3
+    assert cells_for(10, 0) < cells_for(100, 0) < cells_for(10_000, 0)
+    assert cells_for(100, 0) < cells_for(100, 400)
+    assert cells_for(100, 0, failure=0.1) < cells_for(100, 0, failure=0.001)
+    assert cells_for(100_000, 0) < 1.4 * 100_000
+    assert cells_for(5, 0) % 3 == 0 and cells_for(5, 0, hashes=4) % 4 == 0
+
+
+@pytest.mark.parametrize("args", [(-1, 0), (1, -1), (1, 0, 0.0), (1, 0, 1.0), (1, 0, 0.01, 7)])
+def test_cells_for_rejects_bad_arguments(args):
+    with pytest.raises(ValueError):
+        cells_for(*args)
