@@ -15,6 +15,7 @@ is deterministic 64-bit integer arithmetic, identical on any machine.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -104,11 +105,12 @@ class Iblt:
     """
 
     def __init__(self, cells: int, hashes: int = 3, seed: int = 0):
-        if not isinstance(hashes, int) or hashes < 1:
+        cells, hashes, seed = operator.index(cells), operator.index(hashes), operator.index(seed)  # numpy ints too
+        if hashes < 1:
             raise ValueError(f"hashes must be a positive integer, got {hashes!r}")
-        if not isinstance(cells, int) or cells < 1:
+        if cells < 1:
             raise ValueError(f"cells must be a positive integer, got {cells!r}")
-        if not isinstance(seed, int) or not 0 <= seed <= _MASK:
+        if not 0 <= seed <= _MASK:
             raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
         self.hashes = hashes
         self.seed = seed

@@ -173,8 +173,14 @@ def test_subtract_needs_the_same_shape_and_seed(other):
 
 
 def test_cells_round_up_to_a_multiple_of_hashes():
-    t = Iblt(31, hashes=4)
+    t = Iblt(np.int64(31), hashes=4)
     assert (t.cells, t.width) == (32, 8)
+
+
+@pytest.mark.parametrize("args, error", [((0,), ValueError), ((6, 0), ValueError), ((6, 3, -1), ValueError), ((6, 3, 2**64), ValueError), ((6.0,), TypeError)])
+def test_constructor_rejects_bad_parameters(args, error):
+    with pytest.raises(error):
+        Iblt(*args)
 
 
 @pytest.mark.parametrize("big", [False, True])
