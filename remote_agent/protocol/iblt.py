@@ -7,6 +7,8 @@ pairs the two sides do not share, however many rows they have in common. A cell 
 one pair ("pure": count +-1 and a checksum that matches its sums) gives that pair away; taking
 it out of its other cells may make them pure in turn. Peeling stops when no cell is pure;
 it recovers the whole difference when the table has enough cells for it (`cells_for`).
+A pair's cells follow from its key and row hash together: an updated row (same key, new
+row hash) is two pairs in unrelated cells, not one that cancels out its own key.
 
 Both sides must build their tables with the same cells, hashes and seed: everything here
 is deterministic 64-bit integer arithmetic, identical on any machine.
@@ -80,6 +82,8 @@ def _as_u64(values, name: str) -> np.ndarray:
 @dataclass(frozen=True)
 class Peeled:
     """What peeling a table gave: the pairs counted +1 and -1 (sorted by key, then row hash).
+
+    For a.subtract(b), plus is what only a holds and minus what only b holds.
 
     `complete` is True iff the table emptied entirely; when False the pairs listed are a
     correct part of the difference, not all of it.
