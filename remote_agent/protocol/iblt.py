@@ -366,21 +366,27 @@ def cells_for(expected: float, variance: float, failure: float = 0.01, hashes: i
       that under failure / 4. This term dominates below about a thousand differences.
 
     With a = 5 (chosen from a grid: at 3,000 pairs 1.27 cells per pair failed 1 peel in 150,
-    1.32 none), scripts/iblt_sizing.py measures, for 3 hashes, failure 0.01, variance 0:
+    1.32 none), scripts/iblt_sizing.py measures, for 3 hashes and variance 0:
 
-    ======  ======  =======  ======  ======
-    pairs   cells   per pair trials  failed
-    ======  ======  =======  ======  ======
-    0       42      -        200     0
-    1       42      42       2000    0
-    5       48      9.6      4000    15
-    20      129     6.45     4000    8
-    100     378     3.78     2000    6
-    1000    1755    1.75     600     2
-    10000   12720   1.27     100     0
-    ======  ======  =======  ======  ======
+    =======  ======  ======  ========  =======  =======
+    failure  pairs   cells   per pair  trials   failed
+    =======  ======  ======  ========  =======  =======
+    0.01     0       42      -         200      0
+    0.01     1       42      42        2000     0
+    0.01     5       48      9.6       20000    61 (0.31%)
+    0.01     20      129     6.45      20000    50 (0.25%)
+    0.01     100     378     3.78      10000    20 (0.20%)
+    0.01     1000    1755    1.75      3000     8 (0.27%)
+    0.01     10000   12720   1.27      500      0
+    0.001    5       105     21        20000    7 (0.035%)
+    0.001    20      276     13.8      20000    4 (0.02%)
+    0.001    100     813     8.13      10000    1 (0.01%)
+    0.001    1000    3780    3.78      3000     0
+    =======  ======  ======  ========  =======  =======
 
-    every one under the failure / 2 = 0.5% the peel is allowed.
+    every one under the failure / 2 the peel is allowed. Strict targets for few pairs
+    cost many cells with 3 hashes; 4 hashes need fewer there (the two-pair term falls as
+    w**-4), more for many pairs.
 
     >>> cells_for(0, 0), cells_for(20, 0), cells_for(1000, 0), cells_for(1000, 1000), cells_for(100_000, 0)
     (42, 129, 1755, 1851, 123783)
