@@ -32,9 +32,6 @@ def as_set(keys, hashes):
     return set(zip(keys.tolist(), hashes.tolist()))
 
 
-arrays_to_pairs = as_set
-
-
 @st.composite
 def two_sides(draw):
     """Sets A and B: shared pairs, updated rows (same key, new hash), keys on one side only."""
@@ -54,6 +51,8 @@ def two_sides(draw):
     return a, b
 
 
+# At cells_for's sizes a peel may fail by design (under 0.5% of tables): fixed examples
+# keep this test from flaking on the rare unlucky draw.
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(two_sides(), st.integers(0, 2**64 - 1))
 def test_difference_peels_to_the_set_differences(sides, seed):
@@ -69,7 +68,7 @@ def test_difference_peels_to_the_set_differences(sides, seed):
 def test_folding_the_other_side_with_sign_minus_one_is_subtracting_its_table():
     rng = np.random.default_rng(3)
     keys, hashes = rng.integers(0, 2**63, (2, 1000), dtype=np.uint64)
-    mine, theirs = table(arrays_to_pairs(keys[:600], hashes[:600]), 600), table(arrays_to_pairs(keys[300:], hashes[300:]), 600)
+    mine, theirs = table(as_set(keys[:600], hashes[:600]), 600), table(as_set(keys[300:], hashes[300:]), 600)
     folded = mine.copy()
     folded.add(keys[300:], hashes[300:], sign=-1)
     subtracted = mine.subtract(theirs)
@@ -77,15 +76,16 @@ def test_folding_the_other_side_with_sign_minus_one_is_subtracting_its_table():
     assert all(np.array_equal(getattr(folded, n), getattr(subtracted, n)) for n in ("key_sum", "hash_sum", "check_sum"))
 
 
-@pytest.mark.parametrize("d, cells", [(200, 30), (400, 360), (3000, 3300)])
-def test_a_table_too_small_reports_only_true_differences(d, cells):
+@pytest.mark.parametrize("d, cells, partial", [(200, 30, False), (400, 360, True), (3000, 3300, True)])
+def test_a_table_too_small_reports_only_true_differences(d, cells, partial):
     rng = np.random.default_rng(d)
     keys, hashes = rng.integers(0, 2**64, (2, d), dtype=np.uint64)
-    a, b = arrays_to_pairs(keys[: d // 2], hashes[: d // 2]), arrays_to_pairs(keys[d // 2 :], hashes[d // 2 :])
+    a, b = as_set(keys[: d // 2], hashes[: d // 2]), as_set(keys[d // 2 :], hashes[d // 2 :])
     peeled = table(a, cells).subtract(table(b, cells)).peel()
     assert not peeled.complete
     assert as_set(peeled.plus_keys, peeled.plus_hashes) <= a
     assert as_set(peeled.minus_keys, peeled.minus_hashes) <= b
+    assert (peeled.plus_keys.size + peeled.minus_keys.size > 0) == partial
 
 
 def test_sums_of_two_pairs_under_a_count_of_one_are_not_a_pair():
@@ -186,7 +186,7 @@ def test_constructor_rejects_bad_parameters(args, error):
 @pytest.mark.parametrize("big", [False, True])
 def test_arrow_round_trip(big):
     rng = np.random.default_rng(1)
-    t = table(arrays_to_pairs(*rng.integers(0, 2**64, (2, 50), dtype=np.uint64)), 90, seed=2**64 - 1)
+    t = table(as_set(*rng.integers(0, 2**64, (2, 50), dtype=np.uint64)), 90, seed=2**64 - 1)
     if big:
         t.count[0] = -(2**40)
     batch = t.to_arrow()
