@@ -41,8 +41,8 @@ _SUMS = ("key_sum", "hash_sum", "check_sum")
 def mix64(x: np.ndarray) -> np.ndarray:
     """The splitmix64 finalizer: a bijection of uint64 that spreads every input bit over the output.
 
-    >>> mix64(np.array([0, 1, 2**64 - 1], dtype=np.uint64))
-    array([                   0,  6238072747940578789, 13029008266876403067], dtype=uint64)
+    >>> mix64(np.array([0, 1, 2**64 - 1], dtype=np.uint64)).tolist()
+    [0, 6238072747940578789, 13029008266876403067]
     """
     x = np.asarray(x, dtype=np.uint64)
     with np.errstate(over="ignore"):  # multiplication modulo 2**64 is the point
@@ -206,6 +206,31 @@ class Iblt:
         out.count[:] = self.count
         for name in _SUMS:
             getattr(out, name)[:] = getattr(self, name)
+        return out
+
+    def shrink(self, width: int) -> Iblt:
+        """The table of the same pairs with `width` cells per sub-table; `width` must divide this one's.
+
+        A pair's cell is its hash modulo the width, so the cells that a smaller width maps
+        onto one are summed (counts) and XORed (sums): a big table kept up to date at the
+        warehouse serves every sync at the size that sync needs.
+
+        >>> big = Iblt(3 * 8, seed=1)
+        >>> big.add(np.array([1, 2], dtype=np.uint64), np.array([5, 6], dtype=np.uint64))
+        >>> small = Iblt(3 * 2, seed=1)
+        >>> small.add(np.array([1, 2], dtype=np.uint64), np.array([5, 6], dtype=np.uint64))
+        >>> folded = big.shrink(2)
+        >>> bool((folded.count == small.count).all() and (folded.check_sum == small.check_sum).all())
+        True
+        """
+        width = operator.index(width)
+        if width < 1 or self.width % width:
+            raise ValueError(f"cannot shrink a table {self.width} cells wide to {width}: the width must divide it")
+        out = Iblt(width * self.hashes, self.hashes, self.seed)
+        shape = (self.hashes, self.width // width, width)
+        out.count = self.count.reshape(shape).sum(axis=1).reshape(-1)
+        for name in ("key_sum", "hash_sum", "check_sum"):
+            setattr(out, name, np.bitwise_xor.reduce(getattr(self, name).reshape(shape), axis=1).reshape(-1))
         return out
 
     def is_empty(self) -> bool:

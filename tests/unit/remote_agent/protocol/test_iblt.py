@@ -241,3 +241,20 @@ def test_cells_for_grows_with_the_expected_difference_its_spread_and_the_confide
 def test_cells_for_rejects_bad_arguments(args):
     with pytest.raises(ValueError):
         cells_for(*args)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=200), st.sampled_from([1, 2, 4, 8]), st.integers(0, 2**64 - 1))
+def test_a_shrunk_table_is_the_table_built_at_that_width(pairs, width, seed):
+    keys, hashes = arrays(pairs)
+    big, small = Iblt(3 * 16, seed=seed), Iblt(3 * width, seed=seed)
+    big.add(keys, hashes)
+    small.add(keys, hashes)
+    shrunk = big.shrink(width)
+    for name in ("count", "key_sum", "hash_sum", "check_sum"):
+        assert (getattr(shrunk, name) == getattr(small, name)).all(), name
+
+
+def test_shrink_needs_a_width_that_divides():
+    with pytest.raises(ValueError, match="must divide"):
+        Iblt(3 * 16).shrink(3)

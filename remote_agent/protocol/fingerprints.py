@@ -1,0 +1,63 @@
+"""64-bit fingerprints of a row's key and of the whole row, as the sketch strategy pairs them.
+
+Both sides compute them from the same canonical encoding, so a row read from SQLite,
+PostgreSQL or the warehouse's Parquet gets the same pair. A key of one integer column is
+its own fingerprint (its two's complement bits): unique, and invertible, so either side
+goes from the fingerprint straight back to the key. Any other key gets a seeded 64-bit
+hash of its canonical encoding; a side that needs the key back keeps the pairing it met.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import xxhash
+
+from .encoding import encode_rows
+from .types import Column
+
+
+def integer_key(key: Sequence[Column]) -> bool:
+    """Whether the key is one integer column (its values are their own fingerprints)."""
+    return len(key) == 1 and key[0].type.kind == "int"
+
+
+def key_fingerprints(batch: pa.RecordBatch | pa.Table, key: Sequence[Column], seed: int) -> np.ndarray:
+    """The key fingerprint of every row, as uint64.
+
+    >>> from remote_agent.protocol.types import LogicalType
+    >>> ints = [Column("id", LogicalType.parse("int"))]
+    >>> key_fingerprints(pa.table({"id": [1, -1]}), ints, seed=7).tolist()
+    [1, 18446744073709551615]
+    >>> texts = [Column("code", LogicalType.parse("text"))]
+    >>> a, b = key_fingerprints(pa.table({"code": ["x", "x"]}), texts, seed=7)
+    >>> bool(a == b)
+    True
+    """
+    if integer_key(key):
+        values = batch.column(key[0].name)
+        if values.null_count:
+            raise ValueError(f"key column {key[0].name!r} holds NULL")
+        return values.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    return row_fingerprints(batch, key, seed)
+
+
+def row_fingerprints(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int) -> np.ndarray:
+    """Seeded xxh3-64 of each row's canonical encoding over `columns`, as uint64."""
+    digest = xxhash.xxh3_64_digest
+    data = b"".join(digest(row, seed) for row in encode_rows(batch, columns))
+    return np.frombuffer(data, dtype=">u8").astype(np.uint64)
+
+
+def keys_from_fingerprints(fingerprints: np.ndarray, key: Sequence[Column]) -> pa.Table:
+    """The keys of an integer key's fingerprints (see `integer_key`).
+
+    >>> from remote_agent.protocol.types import LogicalType
+    >>> keys_from_fingerprints(np.array([5, 2**64 - 2], np.uint64), [Column("id", LogicalType.parse("int"))]).column(0).to_pylist()
+    [5, -2]
+    """
+    if not integer_key(key):
+        raise ValueError("only a key of one integer column is its own fingerprint")
+    return pa.table({key[0].name: pa.array(np.asarray(fingerprints, np.uint64).view(np.int64), key[0].type.arrow())})
