@@ -13,12 +13,16 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from .adapters import Adapter, TableInfo, open_adapter
 from .errors import AgentError, BadRequest, Busy
-from .extract import Extraction, RowConverter, TupleIndex, UnitIndex, check_columns as _check_site_columns, key_columns, lookup_rows
+from .strategies.checks import check_columns as _check_site_columns, key_columns
+from .strategies.extraction import Extraction
+from .strategies.fetch import fetch_rows
+from .strategies.group_hash import UnitIndex
+from .strategies.range_checksum import range_scan, range_set
+from .strategies.tuple_hash import TupleIndex
 from .protocol import frames
 from .protocol.schema import schema_to_json
 from .protocol.wire import HASH, UID, key_values
 from .protocol.models import ErrorOut, ExtractControl, FetchControl, Health, RangesControl, SchemaOut
-from .ranges import range_scan, range_set
 from .settings import AgentSettings, parse_allow
 from .sitequery import ValidatedQuery, validate_site_query
 
@@ -223,17 +227,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
             batch = _batch(f)
             _require(batch, query.key)
             keys.extend(key_values(batch, query.key))
-        converter = RowConverter(state.adapter, query.columns, query.where())
-
-        def work() -> Iterator[bytes]:
-            sent = 0
-            with state.adapter.session() as session:
-                for batch in lookup_rows(state.adapter, session, query, converter, keys, control.batch_rows, settings.chunk_rows):
-                    sent += batch.num_rows
-                    yield frames.arrow_frame(frames.ROWS, batch)
-            yield frames.json_frame(frames.SUMMARY, {"rows": sent, "keys": len(keys)})
-
-        return stream(work())
+        return stream(fetch_rows(state.adapter, query, keys, batch_rows=control.batch_rows, chunk_rows=settings.chunk_rows))
 
     return app
 
