@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import BadRequest
 from .protocol import frames
-from .protocol.models import ExtractControl, FetchControl, RangesControl
+from .protocol.models import PROTOCOL_VERSION, ExtractControl, FetchControl, RangesControl
 from .state import AgentState
 
 
@@ -75,8 +75,41 @@ Frames = Annotated[list[frames.Frame], Depends(read_frames)]
 Control = TypeVar("Control", bound=BaseModel)
 
 
+class _Versioned(BaseModel):
+    """Only the protocol version of a control message, read before the rest."""
+
+    protocol: int = PROTOCOL_VERSION
+
+
+def version_mismatch(version: int) -> str | None:
+    """Why a request of protocol `version` is refused, or None when this agent speaks it.
+
+    >>> version_mismatch(PROTOCOL_VERSION) is None
+    True
+    >>> version_mismatch(PROTOCOL_VERSION + 1)  # doctest: +ELLIPSIS
+    'this agent speaks deltasieve protocol version 1; the request is version 2: upgrade the older ...'
+    """
+    if version == PROTOCOL_VERSION:
+        return None
+    return (
+        f"this agent speaks deltasieve protocol version {PROTOCOL_VERSION}; the request is version {version}: "
+        "upgrade the older of the agent and the warehouse so both speak the same version"
+    )
+
+
 def parse_control(model: type[Control], frame: frames.Frame) -> Control:
-    """The control message of a request (400 if it does not read as `model`)."""
+    """The control message of a request, refused (400) if it is of another protocol version.
+
+    The version is checked first, so that a message of another version is not reported as
+    merely malformed.
+    """
+    try:
+        version = _Versioned.model_validate_json(frame.payload).protocol
+    except ValidationError:
+        version = PROTOCOL_VERSION  # not even that reads: the whole model says what is wrong
+    mismatch = version_mismatch(version)
+    if mismatch:
+        raise BadRequest(mismatch)
     try:
         return model.model_validate_json(frame.payload)
     except ValidationError as exc:

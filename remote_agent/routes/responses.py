@@ -10,7 +10,7 @@ RETRY_AFTER_S = 5
 
 #: What each error status of the API means, for the OpenAPI document.
 ERROR_STATUSES = {
-    400: "malformed request: bad frames, control message, key or unit set",
+    400: "malformed request: bad frames, control message, key or unit set; or a control message of another protocol version",
     401: "missing or wrong bearer token",
     403: "the site query names a table or column this agent does not expose",
     409: "the source's data breaks an assumption (schema changed, NULL or duplicate key)",
