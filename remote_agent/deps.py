@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from typing import Annotated, Callable, TypeVar
+from typing import Annotated, Awaitable, Callable, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -116,7 +116,9 @@ def parse_control(model: type[Control], frame: frames.Frame) -> Control:
         raise BadRequest(f"bad control message: {exc.errors(include_url=False)}") from None
 
 
-def _control(model: type[Control]) -> Callable[[list[frames.Frame]], Control]:
+def _control(model: type[Control]) -> Callable[[list[frames.Frame]], Awaitable[Control]]:
+    """The dependency that parses a request's control frame as `model`."""
+
     async def control(parsed: Frames) -> Control:
         return parse_control(model, parsed[0])
 
