@@ -31,14 +31,14 @@ so a nullable key is probed for NULLs once before the second chunk.
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from .adapters.base import Adapter, Session
 from .errors import SourceDataError, example_row
 from .settings import DEFAULT_CHUNK_ROWS
 from .sitequery import ValidatedQuery
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "scan", "probe_null_keys", "check_key", "same_key"]
+__all__ = ["DEFAULT_CHUNK_ROWS", "scan", "slices", "probe_null_keys", "check_key", "same_key"]
 
 
 def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: int) -> Iterator[list[tuple]]:
@@ -88,6 +88,17 @@ def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: 
         if cursor is None and nullable and not query.nulls_first:
             probe_null_keys(session, query)
         cursor = last
+
+
+def slices(chunked: Iterable[list[tuple]], size: int) -> Iterator[list[tuple]]:
+    """The rows of every chunk again, in lists of at most `size`.
+
+    >>> list(slices([[1, 2, 3], [4]], 2))
+    [[1, 2], [3], [4]]
+    """
+    for rows in chunked:
+        for start in range(0, len(rows), size):
+            yield rows[start:start + size]
 
 
 def probe_null_keys(session: Session, query: ValidatedQuery) -> None:

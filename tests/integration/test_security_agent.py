@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 
 from remote_agent.app import create_app
 from remote_agent.protocol import frames
@@ -73,7 +73,8 @@ def api_operations(legacy) -> list[tuple[str, str]]:
     FastAPI builds out of its routes: an endpoint added later is covered by the tests below."""
     app = create_app(AgentSettings(db_url=f"sqlite:///{legacy}", token="x"))
     ops = [(m.upper(), re.sub(r"\{[^}]+\}", "nope", path)) for path, item in app.openapi()["paths"].items() for m in item]
-    hidden = {getattr(r, "path", repr(r)) for r in app.routes if not isinstance(r, APIRoute) or not r.include_in_schema}
+    # iter_route_contexts: the routes of included routers too, each with its full path
+    hidden = {r.path or repr(r.original_route) for r in iter_route_contexts(app.routes) if not isinstance(r.original_route, APIRoute) or not r.include_in_schema}
     assert hidden <= DOC_PATHS, f"routes missing from the OpenAPI document: {hidden - DOC_PATHS}; decide whether they need the token"
     return ops
 

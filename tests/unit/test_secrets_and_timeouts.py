@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import remote_agent.app as agent_app
+import remote_agent.deps as agent_deps
 import service.auth as service_auth
 from remote_agent.settings import AgentSettings
 from service.app import create_app as create_service
@@ -44,7 +45,7 @@ def test_the_agent_compares_its_token_in_constant_time(tmp_path, compare_calls):
         assert client.get("/v1/schema", headers={"Authorization": "Bearer wrong-token"}).status_code == 401
         assert client.get("/v1/schema", headers={"Authorization": "Bearer right-token"}).status_code == 200
     assert compare_calls == [(b"wrong-token", b"right-token"), (b"right-token", b"right-token")]
-    assert agent_app.hmac is hmac
+    assert agent_deps.hmac is hmac
 
 
 def test_the_service_compares_its_api_key_in_constant_time(tmp_path, compare_calls):

@@ -210,7 +210,8 @@ def test_lookups_run_in_bounded_statements_and_rescans_in_chunks(sqlite_db, tabl
     stored as text) by a chunked rescan; both find exactly the rows asked for."""
     import datetime as dt
 
-    from remote_agent.extract import RowConverter, lookup_rows
+    from remote_agent.adapters.rows import RowConverter
+    from remote_agent.strategies.fetch import lookup_rows
 
     with sqlite3.connect(sqlite_db) as c:
         c.execute("CREATE TABLE days (day DATE PRIMARY KEY, v TEXT)")

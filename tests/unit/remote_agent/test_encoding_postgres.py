@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from remote_agent.adapters.postgres import PostgresAdapter
-from remote_agent.extract import RowConverter
+from remote_agent.adapters.rows import RowConverter
 from remote_agent.protocol.encoding import encode_rows
 from remote_agent.protocol.types import Column
 from tests.support.postgres import start_postgres

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remote_agent.errors import BadRequest
-from remote_agent.extract import UnitIndex
+from remote_agent.strategies.group_hash import UnitIndex
 from remote_agent.protocol.wire import key_values
 from remote_agent.keyindex import KeyIndex, hashed_fingerprint
 from remote_agent.protocol.encoding import combine, limbs_to_bytes, row_hash_limbs, row_hashes

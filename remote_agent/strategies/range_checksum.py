@@ -14,16 +14,17 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from . import chunks
-from .adapters.base import Adapter
-from .errors import BadRequest
-from .extract import RowConverter, slices
-from .protocol import frames
-from .protocol.ranges import RangeSet, RangesOverlap
-from .protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
-from .protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
-from .protocol.types import Column
-from .sitequery import ValidatedQuery
+from .. import chunks
+from ..adapters.base import Adapter
+from ..adapters.rows import RowConverter
+from ..errors import BadRequest
+from ..protocol import frames
+from ..protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
+from ..protocol.ranges import RangeSet, RangesOverlap
+from ..protocol.types import Column
+from ..protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
+from ..sitequery import ValidatedQuery
+
 
 def range_set(key: list[str], batches) -> RangeSet:
     """The ranges of a request's frames, sorted and checked (400 when they overlap)."""
@@ -72,7 +73,7 @@ def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, see
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
     with adapter.session() as session:
-        for rows in slices(chunks.scan(adapter, session, query, chunk_rows), min(batch_rows, 10_000)):
+        for rows in chunks.slices(chunks.scan(adapter, session, query, chunk_rows), min(batch_rows, 10_000)):
             batch = converter.batch(rows, query.key)
             scanned += batch.num_rows
             keys = key_values(batch, query.key)

@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from remote_agent.adapters.base import ColumnInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.errors import SourceDataError
-from remote_agent.extract import RowConverter, _whole_column
+from remote_agent.adapters.rows import RowConverter, _whole_column
 from remote_agent.protocol.types import LogicalType
 
 

@@ -1,0 +1,87 @@
+"""Raw database rows to Arrow batches of canonical values, whatever the adapter."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import SourceDataError, example_row
+from ..protocol.types import Column, arrow_schema
+from .base import Adapter, ColumnInfo
+
+
+class RowConverter:
+    """Turns raw database rows into Arrow batches of canonical values.
+
+    `where` names what the rows come from in error messages ("table 'people'").
+    """
+
+    def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo], where: str = "the site query"):
+        self.columns = list(columns)
+        self.converters = [adapter.converter(c) for c in columns]
+        self.schema = arrow_schema([Column(c.name, c.type) for c in columns])
+        self.where = where
+
+    def batch(self, rows: list[tuple], key: Sequence[str]) -> pa.RecordBatch:
+        if not rows:
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        arrays = []
+        for i, (column, convert, raw) in enumerate(zip(self.columns, self.converters, zip(*rows))):
+            fast = _whole_column(column.type.kind, list(raw), self.schema.field(i).type)
+            if fast is not None:
+                arrays.append(fast)
+                continue
+            values = []
+            for row in rows:
+                try:
+                    values.append(convert(row[i]))
+                except (ValueError, TypeError, ArithmeticError) as exc:
+                    example = {k: row[self._pos(k)] for k in key}
+                    whole = example_row({c.name: v for c, v in zip(self.columns, row)})
+                    raise SourceDataError(
+                        f"{self.where}: column {column.name!r} should hold {column.type} values, but the row with key {example} has {row[i]!r}, "
+                        f"which cannot be read as {column.type} ({exc}); the row: {whole}. Fix the value at the source, "
+                        f"or redefine the view if the column's meaning changed"
+                    ) from None
+            arrays.append(pa.array(values, type=self.schema.field(i).type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _pos(self, name: str) -> int:
+        return next(i for i, c in enumerate(self.columns) if c.name == name)
+
+
+_NONE = type(None)
+#: Raw value types a driver hands over that already are the canonical value of the column's
+#: kind, exactly (bool is not int, datetime is not date): such a column is built by Arrow
+#: in one call instead of value by value.
+_CANONICAL_TYPES = {"int": {int, _NONE}, "float": {float, _NONE}, "text": {str, _NONE}, "bytes": {bytes, _NONE}, "date": {dt.date, _NONE}}
+#: Day number of 0001-01-01: Arrow reads year 0 from text, Python's dates start at year 1.
+_FIRST_DAY = (dt.date(1, 1, 1) - dt.date(1970, 1, 1)).days
+
+
+def _whole_column(kind: str, values: list, arrow_type: pa.DataType) -> pa.Array | None:
+    """The column as an Arrow array when no value needs converting (None: convert one by one).
+
+    Also takes dates stored as ISO text (SQLite): Arrow's parser accepts exactly
+    YYYY-MM-DD, which reads the same as date.fromisoformat; anything else falls back to
+    the value-by-value converter and its error message.
+
+    >>> _whole_column("int", [1, None, 3], pa.int64()).to_pylist()
+    [1, None, 3]
+    >>> _whole_column("int", [1, True], pa.int64()) is None
+    True
+    """
+    present = set(map(type, values))
+    try:
+        if present <= _CANONICAL_TYPES.get(kind, set()):
+            return pa.array(values, arrow_type)
+        if kind == "date" and present <= {str, _NONE}:
+            days = pa.array(values, pa.string()).cast(pa.date32())
+            low = pc.min(days.cast(pa.int32())).as_py()
+            return days if low is None or low >= _FIRST_DAY else None
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return None

@@ -1,0 +1,130 @@
+"""Dependencies of the agent's routes, declared once."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Awaitable, Callable, TypeVar
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ValidationError
+
+from .errors import BadRequest
+from .protocol import frames
+from .protocol.models import PROTOCOL_VERSION, ExtractControl, FetchControl, RangesControl
+from .state import AgentState
+
+
+class Unauthorized(Exception):
+    """No bearer token, or a wrong one (the app answers 401 with WWW-Authenticate)."""
+
+
+class TooLarge(Exception):
+    """The request body exceeds the agent's limit (the app answers 413)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+
+def get_state(request: Request) -> AgentState:
+    return request.app.state.agent
+
+
+StateDep = Annotated[AgentState, Depends(get_state)]
+
+#: Only documents the scheme in OpenAPI: authorize() parses and checks the header itself.
+_bearer = HTTPBearer(auto_error=False, description="the agent's token (--token); needed on every call but /health when one is set")
+
+
+def authorize(request: Request, state: StateDep, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+    """With a token configured, every call but /health needs `Authorization: Bearer TOKEN`."""
+    token = state.settings.token
+    if token is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    # compare_digest: the time taken does not reveal how much of the token matched.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
+        raise Unauthorized()
+
+
+Authorized = Annotated[None, Depends(authorize)]
+
+
+async def read_frames(request: Request, state: StateDep) -> list[frames.Frame]:
+    """The request's frames, the body read up to AGENT_MAX_BODY_BYTES; the first one is the control frame."""
+    limit = state.settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(limit)
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise TooLarge(limit)
+    try:
+        parsed = list(frames.read_frames([bytes(body)]))
+    except frames.FrameError as exc:
+        raise BadRequest(f"malformed body: {exc}") from None
+    if not parsed or parsed[0].kind != frames.CONTROL:
+        raise BadRequest(f"body must start with a JSON control frame ({frames.MEDIA_TYPE})")
+    return parsed
+
+
+Frames = Annotated[list[frames.Frame], Depends(read_frames)]
+
+Control = TypeVar("Control", bound=BaseModel)
+
+
+class _Versioned(BaseModel):
+    """Only the protocol version of a control message, read before the rest."""
+
+    protocol: int = PROTOCOL_VERSION
+
+
+def version_mismatch(version: int) -> str | None:
+    """Why a request of protocol `version` is refused, or None when this agent speaks it.
+
+    >>> version_mismatch(PROTOCOL_VERSION) is None
+    True
+    >>> version_mismatch(PROTOCOL_VERSION + 1)  # doctest: +ELLIPSIS
+    'this agent speaks deltasieve protocol version 1; the request is version 2: upgrade the older ...'
+    """
+    if version == PROTOCOL_VERSION:
+        return None
+    return (
+        f"this agent speaks deltasieve protocol version {PROTOCOL_VERSION}; the request is version {version}: "
+        "upgrade the older of the agent and the warehouse so both speak the same version"
+    )
+
+
+def parse_control(model: type[Control], frame: frames.Frame) -> Control:
+    """The control message of a request, refused (400) if it is of another protocol version.
+
+    The version is checked first, so that a message of another version is not reported as
+    merely malformed.
+    """
+    try:
+        version = _Versioned.model_validate_json(frame.payload).protocol
+    except ValidationError:
+        version = PROTOCOL_VERSION  # not even that reads: the whole model says what is wrong
+    mismatch = version_mismatch(version)
+    if mismatch:
+        raise BadRequest(mismatch)
+    try:
+        return model.model_validate_json(frame.payload)
+    except ValidationError as exc:
+        raise BadRequest(f"bad control message: {exc.errors(include_url=False)}") from None
+
+
+def _control(model: type[Control]) -> Callable[[list[frames.Frame]], Awaitable[Control]]:
+    """The dependency that parses a request's control frame as `model`."""
+
+    async def control(parsed: Frames) -> Control:
+        return parse_control(model, parsed[0])
+
+    return control
+
+
+ExtractRequest = Annotated[ExtractControl, Depends(_control(ExtractControl))]
+RangesRequest = Annotated[RangesControl, Depends(_control(RangesControl))]
+FetchRequest = Annotated[FetchControl, Depends(_control(FetchControl))]

@@ -1,0 +1,1 @@
+"""The agent's routes, one router per resource: health, schema, extraction."""

@@ -1,0 +1,130 @@
+"""The extraction endpoints: binary frames in, binary frames out (extract, ranges, fetch).
+
+Each reads the control frame (refused at once if of another protocol version), validates
+the site query, decodes its data frames, and only then takes one of the agent's
+extraction slots and streams the strategy's answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+import pyarrow as pa
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from ..deps import Authorized, ExtractRequest, FetchRequest, Frames, RangesRequest, StateDep
+from ..errors import AgentError, BadRequest, Busy
+from ..protocol import frames
+from ..protocol.wire import HASH, UID, key_values
+from ..state import AgentState
+from ..strategies.checks import check_columns, key_columns
+from ..strategies.extraction import Extraction
+from ..strategies.fetch import fetch_rows
+from ..strategies.group_hash import UnitIndex
+from ..strategies.range_checksum import range_scan, range_set
+from ..strategies.tuple_hash import TupleIndex
+from .responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
+
+log = logging.getLogger("remote_agent")
+
+router = APIRouter(prefix="/v1", tags=["extraction"])
+#: What the three endpoints have in common in the OpenAPI document.
+FRAMES_ROUTE = {"response_class": StreamingResponse, "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, "openapi_extra": FRAMES_BODY}
+
+
+@router.post("/extract", operation_id="extract", **FRAMES_ROUTE)
+async def extract(state: StateDep, _: Authorized, parsed: Frames, control: ExtractRequest):
+    """Steps 2 and 3: units in, inserts / deletes / changed groups out (binary frames)."""
+    query = state.site_query(control.site)
+    units = UnitIndex(key_columns(query), bits=control.hash_bits)
+    tuples = TupleIndex(key_columns(query), bits=control.tuple_hash_bits)
+    unit_kinds = (frames.UNITS, frames.UNITS_DELTA)
+    for f in parsed[1:]:
+        if f.kind in unit_kinds:
+            batch = _data(f, frames.UNITS_DELTA)
+            _require(batch, [UID, HASH])
+            units.add_units(batch)
+    for f in parsed[1:]:
+        if f.kind in (frames.UNIT_KEYS, frames.UNIT_KEYS_DELTA):
+            batch = _data(f, frames.UNIT_KEYS_DELTA)
+            _require(batch, [UID])
+            units.add_keys(batch)
+        elif f.kind == frames.TUPLE_HASHES:
+            tuples.add(_batch(f))
+        elif f.kind not in unit_kinds:
+            raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
+    settings = state.settings
+    work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, chunk_rows=settings.chunk_rows)
+    return _stream(state, work.run())
+
+
+@router.post("/ranges", operation_id="range_checksums", **FRAMES_ROUTE)
+async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: RangesRequest):
+    """Range checksums: per key range, ship its rows or say whether its count and hash differ."""
+    query = state.site_query(control.site)
+    check_columns(query, control.site.columns)
+    for f in parsed[1:]:
+        if f.kind != frames.RANGES:
+            raise BadRequest(f"unexpected frame kind {f.kind!r} in a ranges request")
+    wanted = range_set(query.key, [_batch(f) for f in parsed[1:]])
+    return _stream(state, range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows))
+
+
+@router.post("/fetch", operation_id="fetch", **FRAMES_ROUTE)
+async def fetch(state: StateDep, _: Authorized, parsed: Frames, control: FetchRequest):
+    """Current rows of the site query for the keys sent (binary frames)."""
+    query = state.site_query(control.site)
+    keys: list = []
+    for f in parsed[1:]:
+        if f.kind != frames.FETCH_KEYS:
+            raise BadRequest(f"unexpected frame kind {f.kind!r} in a fetch request")
+        batch = _batch(f)
+        _require(batch, query.key)
+        keys.extend(key_values(batch, query.key))
+    return _stream(state, fetch_rows(state.adapter, query, keys, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows))
+
+
+def _stream(state: AgentState, work: Iterator[bytes]) -> StreamingResponse:
+    """The answer, streamed while holding one of the agent's extraction slots (429 if none is free)."""
+    if not state.slots.acquire(blocking=False):
+        raise Busy(f"this agent already runs {state.settings.max_concurrent_extractions} extraction(s); retry later")
+
+    def body() -> Iterator[bytes]:
+        try:
+            yield from work
+        except AgentError as exc:
+            log.warning("extraction failed: %s", exc.message)
+            yield frames.json_frame(frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient})
+        except Exception as exc:  # the status line is gone: report in-band
+            log.exception("extraction failed")
+            yield frames.json_frame(frames.ERROR, {"detail": f"agent error: {type(exc).__name__}: {exc}", "status": 500, "transient": False})
+        finally:
+            state.slots.release()
+
+    return StreamingResponse(body(), media_type=frames.MEDIA_TYPE)
+
+
+def _batch(frame: frames.Frame) -> pa.RecordBatch:
+    try:
+        return frame.batch()
+    except Exception as exc:
+        raise BadRequest(f"frame {frame.kind!r} is not a valid Arrow stream: {exc}") from None
+
+
+def _data(frame: frames.Frame, delta_kind: bytes) -> pa.RecordBatch:
+    """A data frame's batch, delta-decoded if it is of the delta-coded kind."""
+    batch = _batch(frame)
+    if frame.kind != delta_kind:
+        return batch
+    try:
+        return frames.delta_decode(batch)
+    except frames.FrameError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _require(batch: pa.RecordBatch, names) -> None:
+    missing = [n for n in names if n not in batch.schema.names]
+    if missing:
+        raise BadRequest(f"frame lacks columns {missing}")

@@ -1,0 +1,46 @@
+"""What the routes answer besides their result, for the OpenAPI document."""
+
+from __future__ import annotations
+
+from ..protocol import frames
+from ..protocol.models import ErrorOut
+
+#: Seconds a client is told to wait after a 429.
+RETRY_AFTER_S = 5
+
+#: What each error status of the API means, for the OpenAPI document.
+ERROR_STATUSES = {
+    400: "malformed request: bad frames, control message, key or unit set; or a control message of another protocol version",
+    401: "missing or wrong bearer token",
+    403: "the site query names a table or column this agent does not expose",
+    409: "the source's data breaks an assumption (schema changed, NULL or duplicate key)",
+    413: "the request body exceeds the agent's limit (AGENT_MAX_BODY_BYTES)",
+    422: "the site query is not a SELECT-project-join the agent will run",
+    429: "the agent already runs its maximum of extractions; retry after Retry-After seconds",
+    503: "the legacy database cannot be reached or timed out; retry later",
+}
+#: Error statuses of the extraction endpoints (those that read a body and a site query).
+EXTRACTION_ERRORS = (400, 401, 403, 409, 413, 422, 429, 503)
+#: Request body of the extraction endpoints, for the OpenAPI document.
+FRAMES_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "binary frames: a JSON control frame first, then Arrow data frames (see remote_agent/protocol/frames.py)",
+        "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+FRAMES_ANSWER = {"description": "binary frames, ending with a summary frame, or an error frame if the extraction failed midway", "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+
+
+def error_responses(*statuses: int) -> dict:
+    """OpenAPI `responses` for the error statuses an endpoint may answer with.
+
+    >>> error_responses(401)[401]["description"]
+    'missing or wrong bearer token'
+    """
+    out: dict = {}
+    for status in statuses:
+        out[status] = {"model": ErrorOut, "description": ERROR_STATUSES[status]}
+        if status == 429:
+            out[status]["headers"] = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
+    return out

@@ -1,0 +1,17 @@
+"""The tables and columns this agent exposes, with their logical types and keys."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ..deps import Authorized, StateDep
+from ..protocol.models import SchemaOut
+from ..protocol.schema import schema_to_json
+from .responses import error_responses
+
+router = APIRouter(tags=["schema"])
+
+
+@router.get("/v1/schema", response_model=SchemaOut, operation_id="describe_schema", responses=error_responses(401, 503))
+def schema(state: StateDep, _: Authorized) -> dict:
+    return schema_to_json(state.adapter.dialect, list(state.exposed().values()))

@@ -1,0 +1,41 @@
+"""The agent's state between requests."""
+
+from __future__ import annotations
+
+import threading
+
+from .adapters import Adapter, TableInfo, open_adapter
+from .protocol.models import SiteSpec
+from .settings import AgentSettings, parse_allow
+from .sitequery import ValidatedQuery, validate_site_query
+
+
+class AgentState:
+    """What the app holds between requests: the adapter, the allow rules, the slot counter."""
+
+    def __init__(self, settings: AgentSettings):
+        self.settings = settings
+        self.adapter: Adapter = open_adapter(settings.db_url, statement_timeout_s=settings.statement_timeout_s)
+        self.allow = parse_allow(settings.allow)
+        self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
+
+    def exposed(self) -> dict[str, TableInfo]:
+        """The tables (and columns) this agent lets the warehouse read."""
+        tables = {}
+        for table in self.adapter.describe():
+            if self.allow and table.name not in self.allow:
+                continue
+            cols = self.allow.get(table.name) if self.allow else None
+            if cols is not None:
+                table = TableInfo(
+                    table.name,
+                    tuple(c for c in table.columns if c.name in cols),
+                    table.primary_key if set(table.primary_key) <= cols else (),
+                    tuple(u for u in table.unique_keys if set(u) <= cols),
+                )
+            tables[table.name] = table
+        return tables
+
+    def site_query(self, site: SiteSpec) -> ValidatedQuery:
+        """The warehouse's site query, checked against what this agent exposes."""
+        return validate_site_query(site.sql, site.key, self.exposed(), self.adapter.dialect)
