@@ -41,6 +41,10 @@ class StorageError(WarehouseError):
     """The versioned store is missing or inconsistent."""
 
 
+class FormatError(StorageError):
+    """Stored state is in a format this deltasieve does not read (written by a newer one)."""
+
+
 class SchemaUnavailable(WarehouseError):
     """A source's agent did not give its schema (unreachable or refusing); `source` names it."""
 

@@ -9,7 +9,7 @@ from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo, sc
 
 from .binding import VIEW_DIALECT, VIEW_FORM, referenced_sources
 from .decomposition import ASSEMBLY_DIALECT, CROSS_SITE_HELP, analyze_view, site_table
-from .model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError
+from .model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError, upgrade_definition
 
 __all__ = [
     "ASSEMBLY_DIALECT",
@@ -27,4 +27,5 @@ __all__ = [
     "referenced_sources",
     "schema_to_json",
     "site_table",
+    "upgrade_definition",
 ]

@@ -10,6 +10,8 @@ from sqlglot.errors import SqlglotError
 
 from remote_agent.protocol.types import Column
 
+from ..errors import FormatError
+from ..formats import DEFINITION_FORMAT, read_format
 
 
 class ViewDefinitionError(ValueError):
@@ -74,13 +76,31 @@ class ViewDef:
     assembly: str | None = None
 
     def to_json(self) -> dict:
-        data = {"sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key), "sites": [s.to_json() for s in self.sites]}
+        """The definition as the catalog stores it, in format DEFINITION_FORMAT."""
+        data = {"format": DEFINITION_FORMAT, "sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key), "sites": [s.to_json() for s in self.sites]}
         if self.assembly is not None:  # single-site definitions keep the form stored before assemblies existed
             data["assembly"] = self.assembly
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> "ViewDef":
+        """Read a stored definition of any format up to DEFINITION_FORMAT (FormatError if newer)."""
+        read_format(data, DEFINITION_FORMAT, "the view definition")
         sites = [SiteQuery.from_json(s) for s in data["sites"]]
         return cls(data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]), sites, data.get("assembly"))
 
+
+def upgrade_definition(data: dict) -> dict | None:
+    """`data` rewritten in DEFINITION_FORMAT, or None if it is in that format or a newer one.
+
+    A newer definition is left for its readers to refuse (FormatError) rather than upgraded.
+
+    >>> old = {"sql": "SELECT t.id FROM s.t", "columns": [{"name": "id", "type": "int"}], "key": ["id"], "sites": []}
+    >>> upgrade_definition(old)["format"], upgrade_definition(upgrade_definition(old))
+    (2, None)
+    """
+    try:
+        older = read_format(data, DEFINITION_FORMAT, "the view definition") < DEFINITION_FORMAT
+    except FormatError:  # newer, or no format number: every reader refuses it with this error
+        return None
+    return ViewDef.from_json(data).to_json() if older else None
