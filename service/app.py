@@ -9,6 +9,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from warehouse.errors import FormatError
+from warehouse.viewdef import upgrade_definition
+
 from .auth import ApiKeyGate
 from .catalog import Catalog
 from .errors import ServiceError
@@ -27,6 +30,9 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
     async def lifespan(app: FastAPI):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         app.state.catalog = Catalog(settings.data_dir / "catalog.db")
+        upgraded = app.state.catalog.upgrade_definitions(upgrade_definition)
+        if upgraded:
+            log.info("view definitions rewritten in the current format: %s", ", ".join(upgraded))
         engine = None
         if start_spark:
             from .engine import SparkEngine
@@ -47,6 +53,11 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+
+    @app.exception_handler(FormatError)
+    async def _format_error(request: Request, exc: FormatError):
+        # State written by a newer deltasieve: the request is fine, this installation is too old for it.
+        return JSONResponse({"detail": exc.message}, status_code=409)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):

@@ -39,3 +39,16 @@ class ProtocolError(WarehouseError):
 
 class StorageError(WarehouseError):
     """The versioned store is missing or inconsistent."""
+
+
+class FormatError(StorageError):
+    """Stored state is in a format this deltasieve does not read (written by a newer one)."""
+
+
+class SchemaUnavailable(WarehouseError):
+    """A source's agent did not give its schema (unreachable or refusing); `source` names it."""
+
+    def __init__(self, source: str, cause: WarehouseError):
+        super().__init__(f"cannot read the schema of source {source!r}: {cause.message}")
+        self.source = source
+        self.transient = cause.transient

@@ -2,8 +2,8 @@
 
 Layout under `<data-dir>/views/<view>/`:
 
-    CURRENT                      {"version": N, "sync_id": ...}; replaced atomically
-    versions/<N>/meta.json       what version N holds
+    CURRENT                      {"format": 2, "version": N, "sync_id": ...}; replaced atomically
+    versions/<N>/meta.json       what version N holds ({"format": 2, ...})
     versions/<N>/site-<i>/fragment/   the site query's rows plus ω± columns (__tno, __uno)
     versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno)
     versions/<N>/view/           the view's rows, when it joins several sites
@@ -14,6 +14,9 @@ A sync writes everything under its staging directory, moves the finished version
 into place, and then replaces CURRENT: that rename is the single step that makes the new
 version visible. Anything a crash leaves behind is not referenced by CURRENT and is
 removed by `cleanup()`.
+
+CURRENT and meta.json carry the layout's format (formats.STORAGE_FORMAT); without one they
+are format 1, read alike. A newer format is refused (FormatError), never guessed at.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from . import faults
 from .errors import StorageError
+from .formats import STORAGE_FORMAT, read_format
 
 TNO = "__tno"
 UNO = "__uno"
@@ -54,7 +58,9 @@ class Version:
         return self.rows() if self.rows().exists() else self.fragment(0)
 
     def meta(self) -> dict:
-        return json.loads((self.path / "meta.json").read_text())
+        meta = json.loads((self.path / "meta.json").read_text())
+        read_format(meta, STORAGE_FORMAT, f"version {self.number} at {self.path}")
+        return meta
 
 
 class ViewStore:
@@ -70,6 +76,7 @@ class ViewStore:
         if not pointer.exists():
             return None
         data = json.loads(pointer.read_text())
+        read_format(data, STORAGE_FORMAT, f"view {self.view!r}")
         path = self.root / "versions" / str(data["version"])
         if not path.is_dir():
             raise StorageError(f"view {self.view!r}: CURRENT names version {data['version']}, which is missing")
@@ -94,7 +101,7 @@ class ViewStore:
 
     def commit(self, staged: Version, meta: dict) -> Version:
         """Move a staged version and its delta into place and make it current, atomically."""
-        (staged.path / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+        (staged.path / "meta.json").write_text(json.dumps({"format": STORAGE_FORMAT, **meta}, indent=1, default=str))
         versions = self.root / "versions"
         versions.mkdir(parents=True, exist_ok=True)
         final = versions / str(staged.number)
@@ -106,7 +113,7 @@ class ViewStore:
             (self.root / "deltas").mkdir(exist_ok=True)
             os.replace(delta, self.delta(staged.sync_id))
         pointer_tmp = self.root / "CURRENT.tmp"
-        pointer_tmp.write_text(json.dumps({"version": staged.number, "sync_id": staged.sync_id}))
+        pointer_tmp.write_text(json.dumps({"format": STORAGE_FORMAT, "version": staged.number, "sync_id": staged.sync_id}))
         _fsync_file(pointer_tmp)
         faults.checkpoint("before_visible")
         os.replace(pointer_tmp, self.root / "CURRENT")  # the commit point

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
-from pyspark.sql import functions as F
 
-from warehouse.agent_client import AgentClient
-from warehouse.errors import WarehouseError
+from warehouse.errors import SchemaUnavailable
 from warehouse.options import DEFAULT_STRATEGY
-from warehouse.storage import TNO, UNO, ViewStore
-from warehouse.viewdef import SourceSchema, UnknownSourceError, ViewDef, ViewDefinitionError, analyze_view, referenced_sources
+from warehouse.schemas import fetch_schemas
+from warehouse.statistics import view_statistics
+from warehouse.storage import ViewStore
+from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
@@ -42,17 +42,19 @@ def _analyze(sql: str, catalog, settings) -> ViewDef:
         names = referenced_sources(sql)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
-    schemas = {}
-    for name in names:
-        try:
-            source = catalog.source(name)
-        except NotFound:
-            raise Unprocessable(f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})") from None
-        try:
-            with AgentClient(source["url"], source["token"], verify=settings.agent_verify(), read_timeout_s=settings.agent_read_timeout_s, deadline_s=settings.agent_deadline_s) as client:
-                schemas[name] = SourceSchema.from_json(client.schema())
-        except WarehouseError as exc:
-            raise DependencyFailed(f"cannot read the schema of source {name!r}: {exc.message}") from None
+
+    def agents():  # looked up one at a time, as the agents are asked: the first failure answers
+        for name in names:
+            try:
+                source = catalog.source(name)
+            except NotFound:
+                raise Unprocessable(f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})") from None
+            yield name, source["url"], source["token"]
+
+    try:
+        schemas = fetch_schemas(agents(), verify=settings.agent_verify(), read_timeout_s=settings.agent_read_timeout_s, deadline_s=settings.agent_deadline_s)
+    except SchemaUnavailable as exc:
+        raise DependencyFailed(exc.message) from None
     try:
         return analyze_view(sql, schemas)
     except ViewDefinitionError as exc:
@@ -134,40 +136,4 @@ def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark:
     """Update statistics (ω±) and deletion statistics (ω−) in summary, per site."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
-    sites = []
-    for i, site in enumerate(definition.sites):
-        frag = spark.read.parquet(str(version.fragment(i)))
-        p = F.col(UNO) / F.col(TNO)
-        agg = frag.agg(
-            F.count(F.lit(1)).alias("tuples"),
-            F.avg(TNO).alias("mean_tno"),
-            F.max(TNO).alias("max_tno"),
-            F.sum(F.col(UNO) - 1).alias("updates_observed"),
-            F.sum(F.col(TNO) - 1).alias("observations"),
-            F.sum(F.when(F.col(UNO) > 1, 1).otherwise(0)).alias("tuples_ever_updated"),
-        ).collect()[0]
-        buckets = frag.select(F.least(F.floor(p * 10), F.lit(9)).alias("b")).groupBy("b").count().collect()
-        histogram = [0] * 10
-        for row in buckets:
-            histogram[int(row["b"])] = row["count"]
-        deletions = [r.asDict() for r in spark.read.parquet(str(version.deletions(i))).collect()]
-        ratios = [d["dno"] / d["tno"] for d in deletions if d["tno"]]
-        sites.append(
-            {
-                "source": site.source,
-                "update_statistics": {
-                    "tuples": agg["tuples"],
-                    "mean_tno": agg["mean_tno"],
-                    "max_tno": agg["max_tno"],
-                    "updates_observed": agg["updates_observed"] or 0,
-                    "observations": agg["observations"] or 0,
-                    "tuples_ever_updated": agg["tuples_ever_updated"] or 0,
-                    "update_probability_histogram": {"bucket_width": 0.1, "counts": histogram},
-                },
-                "deletion_statistics": {
-                    "syncs": [{"sync": d["__sync"], "tno": d["tno"], "dno": d["dno"]} for d in deletions],
-                    "deletion_probability": sum(ratios) / len(ratios) if ratios else 0.0,
-                },
-            }
-        )
-    return {"view": name, "version": version.number, "sites": sites}
+    return {"view": name, **view_statistics(spark, definition, version)}

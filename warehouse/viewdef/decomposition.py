@@ -1,15 +1,4 @@
-"""View definitions: check a view's SQL against the sources' schemas and cut it into site queries.
-
-A view is a select-project-join block over tables written `source.table`::
-
-    SELECT c.id, c.name, o.id AS order_id, o.amount
-    FROM crm.customers AS c JOIN crm.orders AS o ON o.customer_id = c.id
-    WHERE o.amount > 10
-
-The view's SQL is read in sqlglot's standard dialect (identifiers in double quotes,
-strings in single quotes); each site query is generated in its source's dialect. The
-analysis runs as ordered steps: parse -> bind tables -> bind columns -> choose keys ->
-decompose into site queries.
+"""Decomposition: cut a bound view into one site query per site and the assembly that joins them.
 
 Decomposition (003 §IV.A, push-down as in 002 §3.1). A *site* is a connected component of
 the local join graph: tables of one source linked by conditions that read only tables of
@@ -18,8 +7,9 @@ sites against the same source. Every AND term of the ON and WHERE predicates tha
 one site only is pushed down into that site's query; the others (joins and filters across
 sites) are evaluated in the warehouse by the *assembly*, a Spark SQL query over the site
 fragments `site_0`, `site_1`, ... Each site query projects the view's columns from its
-tables, the columns the assembly's conditions need, and every key of its tables. A view
-with a single site has no assembly: its site query is the view.
+tables, the columns the assembly's conditions need, and every key of its tables, and is
+generated in its source's dialect. A view with a single site has no assembly: its site
+query is the view.
 """
 
 from __future__ import annotations
@@ -27,21 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from remote_agent.protocol import sitesql
-from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
-from remote_agent.protocol.types import Column, LogicalType
+from remote_agent.protocol.schema import SourceSchema
+from remote_agent.protocol.types import Column
 
-#: sqlglot dialect the view's own SQL is read in (None is sqlglot's standard dialect).
-VIEW_DIALECT: str | None = None
-#: What a view may look like, appended to every rejection.
-VIEW_FORM = (
-    "a view is SELECT t.column [AS name], ... FROM source.table [AS t] "
-    "[[INNER] JOIN source.table [AS u] ON condition]... [WHERE condition]"
-)
+from .binding import BoundView, bind_view
+from .model import SiteQuery, ViewDef, ViewDefinitionError
+
 #: sqlglot dialect of the assembly, the warehouse-side query that joins the site fragments.
 ASSEMBLY_DIALECT = "spark"
 #: What a condition across sites may contain, appended to its rejections.
@@ -63,151 +48,6 @@ def site_table(number: int) -> str:
     return f"site_{number}"
 
 
-class ViewDefinitionError(ValueError):
-    """The view cannot be maintained; `detail` says why and what is supported (HTTP 422)."""
-
-    def __init__(self, detail: str):
-        super().__init__(detail)
-        self.detail = detail
-
-
-class UnknownSourceError(ViewDefinitionError):
-    """The view names a source that is not registered."""
-
-    def __init__(self, source: str):
-        super().__init__(f"source {source!r} is not registered: register it with POST /v1/sources, then write its tables as {source}.table")
-        self.source = source
-
-
-@dataclass(frozen=True)
-class SiteQuery:
-    """The part of a view evaluated at one source, as SQL in the source's dialect."""
-
-    source: str
-    sql: str
-    columns: list[Column]
-    key: list[str]
-
-    def to_json(self) -> dict:
-        return {"source": self.source, "sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key)}
-
-    def where(self) -> str:
-        """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
-        try:
-            names = list(dict.fromkeys(t.name for t in sqlglot.parse_one(self.sql).find_all(exp.Table)))
-        except SqlglotError:
-            names = []
-        if not names:
-            return "the site query"
-        if len(names) == 1:
-            return f"table {names[0]!r}"
-        return f"tables {', '.join(map(repr, names))} (joined)"
-
-    @classmethod
-    def from_json(cls, data: dict) -> "SiteQuery":
-        return cls(data["source"], data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]))
-
-
-@dataclass(frozen=True)
-class ViewDef:
-    """A checked view: its SQL, typed output columns, key, and one site query per site.
-
-    `assembly` is None when the view has one site (the site query computes the view).
-    With several sites it is a Spark SQL query over the tables `site_0`, `site_1`, ...
-    (the site queries' results, columns named as in `sites[i].columns`) that computes the
-    view's rows, columns named and ordered as `columns`.
-    """
-
-    sql: str
-    columns: list[Column]
-    key: list[str]
-    sites: list[SiteQuery]
-    assembly: str | None = None
-
-    def to_json(self) -> dict:
-        data = {"sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key), "sites": [s.to_json() for s in self.sites]}
-        if self.assembly is not None:  # single-site definitions keep the form stored before assemblies existed
-            data["assembly"] = self.assembly
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> "ViewDef":
-        sites = [SiteQuery.from_json(s) for s in data["sites"]]
-        return cls(data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]), sites, data.get("assembly"))
-
-
-@dataclass(frozen=True)
-class _Relation:
-    """A table occurrence of the view, bound to its source and schema."""
-
-    source: str
-    table: TableInfo
-    alias: str  # the name it is visible under: its alias, else its table name
-    aliased: bool
-
-    @property
-    def label(self) -> str:
-        name = f"{self.source}.{self.table.name}"
-        return f"table {name!r} (alias {self.alias!r})" if self.aliased else f"table {name!r}"
-
-
-@dataclass(frozen=True)
-class _Output:
-    """One output column of the view: which relation and column it reads, and its name."""
-
-    relation: int
-    column: ColumnInfo
-    name: str
-
-
-@dataclass(frozen=True)
-class _Bound:
-    """The view with every name resolved."""
-
-    relations: list[_Relation]
-    outputs: list[_Output]
-    conditions: list[exp.Expression | None]  # ON per relation, columns as "alias"."column"
-    where: exp.Expression | None
-    keys: list[list[str]]  # per relation, its key columns' output names
-
-    @property
-    def key(self) -> list[str]:
-        """The view's key: every relation's key, relation by relation."""
-        return [name for key in self.keys for name in key]
-
-    def relation_of(self, column: exp.Column) -> int:
-        """Index of the relation a bound column reference ("alias"."column") reads."""
-        return next(i for i, r in enumerate(self.relations) if r.alias == column.table)
-
-    def type_of(self, column: exp.Column) -> LogicalType:
-        return self.relations[self.relation_of(column)].table.column(column.name).type
-
-
-def _parse(sql: str) -> sitesql.SelectParts:
-    parts = sitesql.parse_select(sql, VIEW_DIALECT, ViewDefinitionError, VIEW_FORM)
-    for ref in parts.tables:
-        if ref.catalog is not None:
-            raise ViewDefinitionError(f"table {ref.written()!r} has too many qualifiers: write tables as source.table ({VIEW_FORM})")
-        if ref.db is None:
-            raise ViewDefinitionError(f"table {ref.name!r} must be written source.table, naming the registered source it comes from: {VIEW_FORM}")
-    return parts
-
-
-def referenced_sources(sql: str) -> list[str]:
-    """The sources the view's tables come from, in order of first use, as written.
-
-    Raises ViewDefinitionError when the SQL is not a view at all, before any agent is asked.
-
-    >>> referenced_sources("SELECT c.id FROM crm.customers c JOIN erp.orders o ON o.cid = c.id")
-    ['crm', 'erp']
-    """
-    sources: list[str] = []
-    for ref in _parse(sql).tables:
-        if ref.db not in sources:
-            sources.append(ref.db)
-    return sources
-
-
 def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     """Check a view against its sources' schemas and decompose it into site queries.
 
@@ -220,9 +60,7 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
         UnknownSourceError: a table's source is not in `schemas`.
         ViewDefinitionError: anything else the warehouse cannot maintain.
     """
-    parts = _parse(sql)
-    relations = _bind_tables(parts, schemas)
-    bound = _bind_columns(parts, relations)
+    bound = bind_view(sql, schemas)
     conjuncts = _conjuncts(bound)
     groups = _local_sites(bound, conjuncts)
     columns = [Column(o.name, o.column.type) for o in bound.outputs]
@@ -232,83 +70,7 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     return ViewDef(sql.strip(), columns, bound.key, sites, assembly)
 
 
-def _bind_tables(parts: sitesql.SelectParts, schemas: Mapping[str, SourceSchema]) -> list[_Relation]:
-    relations = []
-    for ref in parts.tables:
-        source = sitesql.pick_name(ref.db, schemas, ViewDefinitionError, "source")
-        if source is None:
-            raise UnknownSourceError(ref.db)
-        tables = schemas[source].tables
-        name = sitesql.pick_name(ref.name, tables, ViewDefinitionError, f"table of source {source!r}")
-        if name is None:
-            raise ViewDefinitionError(f"source {source!r} has no table {ref.name!r} (its tables: {sitesql.name_list(sorted(tables))})")
-        relations.append(_Relation(source, tables[name], ref.alias or name, ref.alias is not None))
-    sitesql.check_unique_visible([_scope_entry(r) for r in relations], ViewDefinitionError)
-    return relations
-
-
-def _scope_entry(r: _Relation) -> sitesql.Relation:
-    return sitesql.Relation(r.alias, r.table.name, tuple(c.name for c in r.table.columns), r.aliased, r.label, prefix=r.source)
-
-
-def _bind_columns(parts: sitesql.SelectParts, relations: list[_Relation]) -> _Bound:
-    scope = sitesql.Scope([_scope_entry(r) for r in relations], ViewDefinitionError, ViewDefinitionError)
-    outputs = []
-    for item in parts.items:
-        index, name = scope.resolve(item.column)
-        column = relations[index].table.column(name)
-        outputs.append(_Output(index, column, item.alias or name))
-    sitesql.check_output_names([o.name for o in outputs], ViewDefinitionError)
-
-    def bind(col: exp.Column, joined: int | None = None) -> exp.Column:
-        index, name = scope.resolve(col)
-        if joined is not None and index > joined:
-            raise ViewDefinitionError(
-                f"the ON condition of the join with {relations[joined].label} refers to {relations[index].alias}.{name}, "
-                f"which is joined later: an ON condition may only use the tables joined so far ({VIEW_FORM})"
-            )
-        return sitesql.column_ref(relations[index].alias, name)
-
-    conditions: list[exp.Expression | None] = [None]
-    for position, on in enumerate(parts.conditions[1:], start=1):
-        conditions.append(sitesql.requalify(on, lambda col, p=position: bind(col, p)))
-    where = sitesql.requalify(parts.where, bind) if parts.where is not None else None
-    return _Bound(relations, outputs, conditions, where, _choose_key(relations, outputs))
-
-
-def _choose_key(relations: list[_Relation], outputs: list[_Output]) -> list[list[str]]:
-    """Each relation's primary key (else a unique key) as output names, relation by relation."""
-    keys: list[list[str]] = []
-    for index, relation in enumerate(relations):
-        selected: dict[str, str] = {}
-        for o in outputs:
-            if o.relation == index:
-                selected.setdefault(o.column.name, o.name)
-        table = relation.table
-        if table.primary_key:
-            candidates = [table.primary_key]
-        else:
-            # NOT NULL unique keys first: a NULL in a key column breaks the sync at run time.
-            candidates = sorted(table.unique_keys, key=lambda u: any(table.column(c) is None or table.column(c).nullable for c in u))
-        chosen = next((k for k in candidates if all(c in selected for c in k)), None)
-        if chosen is None:
-            raise ViewDefinitionError(_missing_key_message(relation, candidates))
-        keys.append([selected[c] for c in chosen])
-    return keys
-
-
-def _missing_key_message(relation: _Relation, candidates: list[tuple[str, ...]]) -> str:
-    rule = "every table of a view must contribute its primary key (or, without one, a unique key) to the select list; aliases are allowed"
-    if not candidates:
-        return f"{relation.label} has no primary key and no unique key, so its rows cannot be told apart: {rule}"
-    refs = lambda k: ", ".join(f"{relation.alias}.{c}" for c in k)  # noqa: E731
-    if relation.table.primary_key:
-        return f"{relation.label} has the primary key ({', '.join(relation.table.primary_key)}), which must be selected: add {refs(relation.table.primary_key)}; {rule}"
-    options = " or ".join(f"({', '.join(k)})" for k in candidates)
-    return f"{relation.label} has no primary key; the columns of one of its unique keys {options} must be selected: add for example {refs(candidates[0])}; {rule}"
-
-
-def _single_site(bound: _Bound, schemas: Mapping[str, SourceSchema]) -> SiteQuery:
+def _single_site(bound: BoundView, schemas: Mapping[str, SourceSchema]) -> SiteQuery:
     """The site query of a view whose tables form one site: the view itself, as written."""
     source = bound.relations[0].source
     tree = sitesql.build_select(
@@ -354,7 +116,7 @@ def _split_and(predicate: exp.Expression) -> list[exp.Expression]:
     return [predicate]
 
 
-def _conjuncts(bound: _Bound) -> list[_Conjunct]:
+def _conjuncts(bound: BoundView) -> list[_Conjunct]:
     """Every AND term of the ON predicates (in FROM order), then of WHERE."""
     predicates = [(i, on) for i, on in enumerate(bound.conditions) if on is not None]
     if bound.where is not None:
@@ -366,7 +128,7 @@ def _conjuncts(bound: _Bound) -> list[_Conjunct]:
     ]
 
 
-def _local_sites(bound: _Bound, conjuncts: list[_Conjunct]) -> list[list[int]]:
+def _local_sites(bound: BoundView, conjuncts: list[_Conjunct]) -> list[list[int]]:
     """The sites: relations of one source linked by conditions over that source only.
 
     Returns each site's relations in FROM order; sites ordered by their first relation.
@@ -417,7 +179,7 @@ def _conjunction(terms: list[exp.Expression]) -> exp.Expression | None:
     return exp.and_(*terms) if terms else None
 
 
-def _decompose(bound: _Bound, conjuncts: list[_Conjunct], groups: list[list[int]], schemas: Mapping[str, SourceSchema]) -> tuple[list[SiteQuery], str]:
+def _decompose(bound: BoundView, conjuncts: list[_Conjunct], groups: list[list[int]], schemas: Mapping[str, SourceSchema]) -> tuple[list[SiteQuery], str]:
     """One site query per site, and the assembly that joins their results into the view."""
     site_of = {r: s for s, members in enumerate(groups) for r in members}
     pushed: list[list[_Conjunct]] = [[] for _ in groups]
@@ -435,7 +197,7 @@ def _decompose(bound: _Bound, conjuncts: list[_Conjunct], groups: list[list[int]
     return sites, _assembly(bound, central, site_of, names, len(groups))
 
 
-def _site_column_names(bound: _Bound, central: list[_Conjunct], site_of: dict[int, int], n_sites: int) -> tuple[dict[tuple[int, str], str], list[list[tuple[int, str, str]]]]:
+def _site_column_names(bound: BoundView, central: list[_Conjunct], site_of: dict[int, int], n_sites: int) -> tuple[dict[tuple[int, str], str], list[list[tuple[int, str, str]]]]:
     """Output name of every column a site projects, and each site's extra columns.
 
     A column the view outputs keeps its output name. A column that only the warehouse's
@@ -467,7 +229,7 @@ def _site_column_names(bound: _Bound, central: list[_Conjunct], site_of: dict[in
     return names, extras
 
 
-def _site_query(bound: _Bound, members: list[int], pushed: list[_Conjunct], extras: list[tuple[int, str, str]], schemas: Mapping[str, SourceSchema]) -> SiteQuery:
+def _site_query(bound: BoundView, members: list[int], pushed: list[_Conjunct], extras: list[tuple[int, str, str]], schemas: Mapping[str, SourceSchema]) -> SiteQuery:
     """The query of one site: its tables joined locally, its conditions pushed down.
 
     A condition over several of its tables is an ON of the last of them to be joined; the
@@ -497,7 +259,7 @@ def _site_query(bound: _Bound, members: list[int], pushed: list[_Conjunct], extr
     return SiteQuery(source, _render_site(tree, source, schemas), columns, key)
 
 
-def _assembly(bound: _Bound, central: list[_Conjunct], site_of: dict[int, int], names: dict[tuple[int, str], str], n_sites: int) -> str:
+def _assembly(bound: BoundView, central: list[_Conjunct], site_of: dict[int, int], names: dict[tuple[int, str], str], n_sites: int) -> str:
     """The Spark SQL query joining the sites' results into the view.
 
     Site i is read as `site_i` AS `si`; each condition across sites is an ON of the last
@@ -538,7 +300,7 @@ _FAMILY = {"int": "number", "float": "number", "decimal": "number", "text": "tex
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
-def _check_cross_site(condition: exp.Expression, bound: _Bound) -> None:
+def _check_cross_site(condition: exp.Expression, bound: BoundView) -> None:
     """Reject a condition across sites that Spark would evaluate differently from the sources.
 
     Spark runs it on the fragments: division (integer or not, by zero or not) and LIKE

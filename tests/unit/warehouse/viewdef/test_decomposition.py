@@ -25,7 +25,7 @@ from remote_agent.sitequery import validate_site_query
 from warehouse.spark import build_session
 from warehouse.viewdef import ASSEMBLY_DIALECT, SourceSchema, ViewDef, analyze_view, site_table
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "decomposition"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "decomposition"
 CASES = {path.stem: json.loads(path.read_text()) for path in sorted(FIXTURES.glob("*.json"))}
 WITH_DATA = [name for name, case in CASES.items() if "data" in case]
 

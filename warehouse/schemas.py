@@ -1,0 +1,32 @@
+"""Ask the sources' agents what they expose, for checking a view against it."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Iterable
+
+from remote_agent.protocol.schema import SourceSchema
+
+from .agent_client import DEADLINE_S, READ_TIMEOUT_S, AgentClient
+from .errors import SchemaUnavailable, WarehouseError
+
+
+def fetch_schemas(agents: Iterable[tuple[str, str, str | None]], *, verify: ssl.SSLContext | str | bool = True, read_timeout_s: float = READ_TIMEOUT_S, deadline_s: float = DEADLINE_S) -> dict[str, SourceSchema]:
+    """The schema of each source, asked of its agent, one source after the other.
+
+    Args:
+        agents: (source name, agent URL, token) per source; taken one at a time, so a lazy
+            lookup of the next source happens only once the previous agent has answered.
+        verify, read_timeout_s, deadline_s: as for AgentClient.
+
+    Raises:
+        SchemaUnavailable: an agent could not be reached or refused; the first such source.
+    """
+    schemas = {}
+    for name, url, token in agents:
+        try:
+            with AgentClient(url, token, verify=verify, read_timeout_s=read_timeout_s, deadline_s=deadline_s) as client:
+                schemas[name] = SourceSchema.from_json(client.schema())
+        except WarehouseError as exc:
+            raise SchemaUnavailable(name, exc) from None
+    return schemas

@@ -1,0 +1,31 @@
+"""View definitions: check a view's SQL against the sources' schemas and cut it into site queries.
+
+The analysis runs as ordered steps: parse -> bind tables -> bind columns -> choose keys
+(`binding`) -> decompose into site queries and the assembly (`decomposition`). Its result
+is a `ViewDef` (`model`), which the catalog stores as JSON.
+"""
+
+from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
+
+from .binding import VIEW_DIALECT, VIEW_FORM, referenced_sources
+from .decomposition import ASSEMBLY_DIALECT, CROSS_SITE_HELP, analyze_view, site_table
+from .model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError, upgrade_definition
+
+__all__ = [
+    "ASSEMBLY_DIALECT",
+    "CROSS_SITE_HELP",
+    "VIEW_DIALECT",
+    "VIEW_FORM",
+    "ColumnInfo",
+    "SiteQuery",
+    "SourceSchema",
+    "TableInfo",
+    "UnknownSourceError",
+    "ViewDef",
+    "ViewDefinitionError",
+    "analyze_view",
+    "referenced_sources",
+    "schema_to_json",
+    "site_table",
+    "upgrade_definition",
+]

@@ -1,0 +1,196 @@
+"""Binding: resolve the tables and columns of a view's SQL against its sources' schemas, and derive its key.
+
+A view is a select-project-join block over tables written `source.table`::
+
+    SELECT c.id, c.name, o.id AS order_id, o.amount
+    FROM crm.customers AS c JOIN crm.orders AS o ON o.customer_id = c.id
+    WHERE o.amount > 10
+
+Its SQL is read in sqlglot's standard dialect (identifiers in double quotes, strings in
+single quotes). Binding runs as ordered steps: parse -> bind tables -> bind columns ->
+choose keys; the result, a `BoundView`, is what decomposition cuts into site queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from sqlglot import exp
+
+from remote_agent.protocol import sitesql
+from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from remote_agent.protocol.types import LogicalType
+
+from .model import UnknownSourceError, ViewDefinitionError
+
+#: sqlglot dialect the view's own SQL is read in (None is sqlglot's standard dialect).
+VIEW_DIALECT: str | None = None
+#: What a view may look like, appended to every rejection.
+VIEW_FORM = (
+    "a view is SELECT t.column [AS name], ... FROM source.table [AS t] "
+    "[[INNER] JOIN source.table [AS u] ON condition]... [WHERE condition]"
+)
+
+
+@dataclass(frozen=True)
+class BoundRelation:
+    """A table occurrence of the view, bound to its source and schema."""
+
+    source: str
+    table: TableInfo
+    alias: str  # the name it is visible under: its alias, else its table name
+    aliased: bool
+
+    @property
+    def label(self) -> str:
+        name = f"{self.source}.{self.table.name}"
+        return f"table {name!r} (alias {self.alias!r})" if self.aliased else f"table {name!r}"
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output column of the view: which relation and column it reads, and its name."""
+
+    relation: int
+    column: ColumnInfo
+    name: str
+
+
+@dataclass(frozen=True)
+class BoundView:
+    """The view with every name resolved."""
+
+    relations: list[BoundRelation]
+    outputs: list[Output]
+    conditions: list[exp.Expression | None]  # ON per relation, columns as "alias"."column"
+    where: exp.Expression | None
+    keys: list[list[str]]  # per relation, its key columns' output names
+
+    @property
+    def key(self) -> list[str]:
+        """The view's key: every relation's key, relation by relation."""
+        return [name for key in self.keys for name in key]
+
+    def relation_of(self, column: exp.Column) -> int:
+        """Index of the relation a bound column reference ("alias"."column") reads."""
+        return next(i for i, r in enumerate(self.relations) if r.alias == column.table)
+
+    def type_of(self, column: exp.Column) -> LogicalType:
+        return self.relations[self.relation_of(column)].table.column(column.name).type
+
+
+def _parse(sql: str) -> sitesql.SelectParts:
+    parts = sitesql.parse_select(sql, VIEW_DIALECT, ViewDefinitionError, VIEW_FORM)
+    for ref in parts.tables:
+        if ref.catalog is not None:
+            raise ViewDefinitionError(f"table {ref.written()!r} has too many qualifiers: write tables as source.table ({VIEW_FORM})")
+        if ref.db is None:
+            raise ViewDefinitionError(f"table {ref.name!r} must be written source.table, naming the registered source it comes from: {VIEW_FORM}")
+    return parts
+
+
+def referenced_sources(sql: str) -> list[str]:
+    """The sources the view's tables come from, in order of first use, as written.
+
+    Raises ViewDefinitionError when the SQL is not a view at all, before any agent is asked.
+
+    >>> referenced_sources("SELECT c.id FROM crm.customers c JOIN erp.orders o ON o.cid = c.id")
+    ['crm', 'erp']
+    """
+    sources: list[str] = []
+    for ref in _parse(sql).tables:
+        if ref.db not in sources:
+            sources.append(ref.db)
+    return sources
+
+
+def bind_view(sql: str, schemas: Mapping[str, SourceSchema]) -> BoundView:
+    """Resolve every table and column of the view and choose its key.
+
+    Args:
+        sql: the view's SQL, tables written `source.table`.
+        schemas: registered source name -> what its agent exposes.
+
+    Raises:
+        UnknownSourceError: a table's source is not in `schemas`.
+        ViewDefinitionError: a name that does not resolve, or a table whose key is not selected.
+    """
+    parts = _parse(sql)
+    return _bind_columns(parts, _bind_tables(parts, schemas))
+
+
+def _bind_tables(parts: sitesql.SelectParts, schemas: Mapping[str, SourceSchema]) -> list[BoundRelation]:
+    relations = []
+    for ref in parts.tables:
+        source = sitesql.pick_name(ref.db, schemas, ViewDefinitionError, "source")
+        if source is None:
+            raise UnknownSourceError(ref.db)
+        tables = schemas[source].tables
+        name = sitesql.pick_name(ref.name, tables, ViewDefinitionError, f"table of source {source!r}")
+        if name is None:
+            raise ViewDefinitionError(f"source {source!r} has no table {ref.name!r} (its tables: {sitesql.name_list(sorted(tables))})")
+        relations.append(BoundRelation(source, tables[name], ref.alias or name, ref.alias is not None))
+    sitesql.check_unique_visible([_scope_entry(r) for r in relations], ViewDefinitionError)
+    return relations
+
+
+def _scope_entry(r: BoundRelation) -> sitesql.Relation:
+    return sitesql.Relation(r.alias, r.table.name, tuple(c.name for c in r.table.columns), r.aliased, r.label, prefix=r.source)
+
+
+def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) -> BoundView:
+    scope = sitesql.Scope([_scope_entry(r) for r in relations], ViewDefinitionError, ViewDefinitionError)
+    outputs = []
+    for item in parts.items:
+        index, name = scope.resolve(item.column)
+        column = relations[index].table.column(name)
+        outputs.append(Output(index, column, item.alias or name))
+    sitesql.check_output_names([o.name for o in outputs], ViewDefinitionError)
+
+    def bind(col: exp.Column, joined: int | None = None) -> exp.Column:
+        index, name = scope.resolve(col)
+        if joined is not None and index > joined:
+            raise ViewDefinitionError(
+                f"the ON condition of the join with {relations[joined].label} refers to {relations[index].alias}.{name}, "
+                f"which is joined later: an ON condition may only use the tables joined so far ({VIEW_FORM})"
+            )
+        return sitesql.column_ref(relations[index].alias, name)
+
+    conditions: list[exp.Expression | None] = [None]
+    for position, on in enumerate(parts.conditions[1:], start=1):
+        conditions.append(sitesql.requalify(on, lambda col, p=position: bind(col, p)))
+    where = sitesql.requalify(parts.where, bind) if parts.where is not None else None
+    return BoundView(relations, outputs, conditions, where, _choose_key(relations, outputs))
+
+
+def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[list[str]]:
+    """Each relation's primary key (else a unique key) as output names, relation by relation."""
+    keys: list[list[str]] = []
+    for index, relation in enumerate(relations):
+        selected: dict[str, str] = {}
+        for o in outputs:
+            if o.relation == index:
+                selected.setdefault(o.column.name, o.name)
+        table = relation.table
+        if table.primary_key:
+            candidates = [table.primary_key]
+        else:
+            # NOT NULL unique keys first: a NULL in a key column breaks the sync at run time.
+            candidates = sorted(table.unique_keys, key=lambda u: any(table.column(c) is None or table.column(c).nullable for c in u))
+        chosen = next((k for k in candidates if all(c in selected for c in k)), None)
+        if chosen is None:
+            raise ViewDefinitionError(_missing_key_message(relation, candidates))
+        keys.append([selected[c] for c in chosen])
+    return keys
+
+
+def _missing_key_message(relation: BoundRelation, candidates: list[tuple[str, ...]]) -> str:
+    rule = "every table of a view must contribute its primary key (or, without one, a unique key) to the select list; aliases are allowed"
+    if not candidates:
+        return f"{relation.label} has no primary key and no unique key, so its rows cannot be told apart: {rule}"
+    refs = lambda k: ", ".join(f"{relation.alias}.{c}" for c in k)  # noqa: E731
+    if relation.table.primary_key:
+        return f"{relation.label} has the primary key ({', '.join(relation.table.primary_key)}), which must be selected: add {refs(relation.table.primary_key)}; {rule}"
+    options = " or ".join(f"({', '.join(k)})" for k in candidates)
+    return f"{relation.label} has no primary key; the columns of one of its unique keys {options} must be selected: add for example {refs(candidates[0])}; {rule}"

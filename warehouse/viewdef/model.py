@@ -1,0 +1,106 @@
+"""The checked view as the warehouse keeps it: ViewDef, its SiteQuery per site, their JSON, the errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from remote_agent.protocol.types import Column
+
+from ..errors import FormatError
+from ..formats import DEFINITION_FORMAT, read_format
+
+
+class ViewDefinitionError(ValueError):
+    """The view cannot be maintained; `detail` says why and what is supported (HTTP 422)."""
+
+    def __init__(self, detail: str):
+        super().__init__(detail)
+        self.detail = detail
+
+
+class UnknownSourceError(ViewDefinitionError):
+    """The view names a source that is not registered."""
+
+    def __init__(self, source: str):
+        super().__init__(f"source {source!r} is not registered: register it with POST /v1/sources, then write its tables as {source}.table")
+        self.source = source
+
+
+@dataclass(frozen=True)
+class SiteQuery:
+    """The part of a view evaluated at one source, as SQL in the source's dialect."""
+
+    source: str
+    sql: str
+    columns: list[Column]
+    key: list[str]
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key)}
+
+    def where(self) -> str:
+        """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
+        try:
+            names = list(dict.fromkeys(t.name for t in sqlglot.parse_one(self.sql).find_all(exp.Table)))
+        except SqlglotError:
+            names = []
+        if not names:
+            return "the site query"
+        if len(names) == 1:
+            return f"table {names[0]!r}"
+        return f"tables {', '.join(map(repr, names))} (joined)"
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SiteQuery":
+        return cls(data["source"], data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]))
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    """A checked view: its SQL, typed output columns, key, and one site query per site.
+
+    `assembly` is None when the view has one site (the site query computes the view).
+    With several sites it is a Spark SQL query over the tables `site_0`, `site_1`, ...
+    (the site queries' results, columns named as in `sites[i].columns`) that computes the
+    view's rows, columns named and ordered as `columns`.
+    """
+
+    sql: str
+    columns: list[Column]
+    key: list[str]
+    sites: list[SiteQuery]
+    assembly: str | None = None
+
+    def to_json(self) -> dict:
+        """The definition as the catalog stores it, in format DEFINITION_FORMAT."""
+        data = {"format": DEFINITION_FORMAT, "sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key), "sites": [s.to_json() for s in self.sites]}
+        if self.assembly is not None:  # single-site definitions keep the form stored before assemblies existed
+            data["assembly"] = self.assembly
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ViewDef":
+        """Read a stored definition of any format up to DEFINITION_FORMAT (FormatError if newer)."""
+        read_format(data, DEFINITION_FORMAT, "the view definition")
+        sites = [SiteQuery.from_json(s) for s in data["sites"]]
+        return cls(data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]), sites, data.get("assembly"))
+
+
+def upgrade_definition(data: dict) -> dict | None:
+    """`data` rewritten in DEFINITION_FORMAT, or None if it is in that format or a newer one.
+
+    A newer definition is left for its readers to refuse (FormatError) rather than upgraded.
+
+    >>> old = {"sql": "SELECT t.id FROM s.t", "columns": [{"name": "id", "type": "int"}], "key": ["id"], "sites": []}
+    >>> upgrade_definition(old)["format"], upgrade_definition(upgrade_definition(old))
+    (2, None)
+    """
+    try:
+        older = read_format(data, DEFINITION_FORMAT, "the view definition") < DEFINITION_FORMAT
+    except FormatError:  # newer, or no format number: every reader refuses it with this error
+        return None
+    return ViewDef.from_json(data).to_json() if older else None
