@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import BadRequest
 from .protocol import frames
-from .protocol.models import PROTOCOL_VERSION, ExtractControl, FetchControl, RangesControl
+from .protocol.models import PROTOCOL_VERSION, ExtractControl, FetchControl, RangesControl, SketchControl
 from .state import AgentState
 
 
@@ -128,3 +128,4 @@ def _control(model: type[Control]) -> Callable[[list[frames.Frame]], Awaitable[C
 ExtractRequest = Annotated[ExtractControl, Depends(_control(ExtractControl))]
 RangesRequest = Annotated[RangesControl, Depends(_control(RangesControl))]
 FetchRequest = Annotated[FetchControl, Depends(_control(FetchControl))]
+SketchRequest = Annotated[SketchControl, Depends(_control(SketchControl))]

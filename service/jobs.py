@@ -82,6 +82,7 @@ class SyncRunner:
             agent_deadline_s=s.agent_deadline_s,
             agent_retries=s.agent_retries,
             agent_retry_backoff_s=s.agent_retry_backoff_s,
+            sketch_seed_rotation=s.sketch_seed_rotation,
             verify=verify,
         )
 

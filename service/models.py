@@ -26,8 +26,8 @@ class SourceOut(BaseModel):
 
 
 #: The names of warehouse/strategies (a test holds the two lists equal).
-Strategy = Literal["group_hash", "tuple_hash", "range_checksum", "full_ship"]
-STRATEGY_HELP = "how syncs find changes: group_hash (the paper's method), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query)"
+Strategy = Literal["auto", "sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship"]
+STRATEGY_HELP = "how syncs find changes: auto (per site and sync, the strategy expected to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the default: the paper's method), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query)"
 
 
 class ViewIn(BaseModel):

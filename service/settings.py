@@ -35,6 +35,7 @@ class ServiceSettings(BaseSettings):
     agent_deadline_s: float = Field(default=sync_defaults.DEADLINE_S, gt=0, description="seconds one call to an agent may take in all")
     agent_retries: int = Field(default=sync_defaults.DEFAULT_AGENT_RETRIES, ge=0, le=10, description="extra attempts at a site's extraction after a transient failure (link, timeout, cut answer)")
     agent_retry_backoff_s: float = Field(default=sync_defaults.DEFAULT_RETRY_BACKOFF_S, ge=0, le=600, description="pause before the first retry, doubled before each next one")
+    sketch_seed_rotation: int = Field(default=sync_defaults.DEFAULT_SKETCH_SEED_ROTATION, ge=1, description="syncs a sketch table's secret serves before a new one is drawn and the table rebuilt")
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
     #: Largest request body accepted; the biggest legitimate one is a view of 100,000 characters.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="largest request body in bytes; larger gets 413")

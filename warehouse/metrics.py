@@ -15,7 +15,10 @@ SUMMED = (
     "rows_received", "full_ship_estimate_bytes", "expected_benefit_bytes",
 )
 #: Fields a one-site view repeats at the top of its sync's metrics.
-LIFTED = ("cost_model", "planning", "range_rounds", "ranges_shipped", "agent_seconds")
+LIFTED = (
+    "cost_model", "planning", "range_rounds", "ranges_shipped", "agent_seconds", "expected_bytes", "chosen",
+    "sketch_cells", "sketch_bytes", "sketch_rebuilt", "differences_expected", "differences_found", "peel_failed", "fallback",
+)
 
 
 def _json(obj) -> dict:
@@ -74,6 +77,17 @@ class SiteMetrics(Traffic):
     # range_checksum
     range_rounds: int | None = None
     ranges_shipped: int | None = None
+    # sketch (and auto when it chose sketch)
+    sketch_cells: int | None = None
+    sketch_bytes: int | None = None
+    sketch_rebuilt: bool | None = None
+    differences_expected: float | None = None
+    differences_found: int | None = None
+    peel_failed: bool | None = None
+    #: The strategy that stood in for the chosen one at this site ("group_hash" after a failed peel).
+    fallback: str | None = None
+    # auto
+    chosen: str | None = None
     # the fragment's own delta
     fragment_inserted: int | None = None
     fragment_updated: int | None = None
@@ -131,6 +145,15 @@ class SyncMetrics(Traffic):
     range_rounds: int | None = None
     ranges_shipped: int | None = None
     agent_seconds: float | None = None
+    expected_bytes: dict[str, float] | None = None
+    chosen: str | None = None
+    sketch_cells: int | None = None
+    sketch_bytes: int | None = None
+    sketch_rebuilt: bool | None = None
+    differences_expected: float | None = None
+    differences_found: int | None = None
+    peel_failed: bool | None = None
+    fallback: str | None = None
     sites: list[SiteMetrics] | None = None
     #: A verify sync's comparison with a full read.
     verify: dict | None = None

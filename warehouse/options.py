@@ -19,6 +19,9 @@ DEFAULT_PRIOR = 0.05
 #: Rows per Arrow frame the agent answers with: large enough to compress well, small
 #: enough to keep a frame's memory modest on both sides.
 DEFAULT_BATCH_ROWS = 16_384
+#: Syncs a sketch table's secret serves before a new one is drawn and the table rebuilt:
+#: the secret crosses the link with every sync, so it must not serve for long.
+DEFAULT_SKETCH_SEED_ROTATION = 100
 #: Extra attempts at a site's extraction after a transient failure (link, timeout, cut answer).
 DEFAULT_AGENT_RETRIES = 2
 #: Wait before the first retry; doubled before each next one.
@@ -40,5 +43,7 @@ class SyncOptions:
     agent_deadline_s: float = DEADLINE_S
     agent_retries: int = DEFAULT_AGENT_RETRIES
     agent_retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S
+    #: Syncs between two secrets of a sketch table (each new secret rebuilds the table).
+    sketch_seed_rotation: int = DEFAULT_SKETCH_SEED_ROTATION
     #: Also read every site query in full and report where the result differs (audit mode).
     verify: bool = False

@@ -29,7 +29,9 @@ from .strategies.base import Answer, spark_schema
 from .viewdef import SiteQuery
 
 SYNC_COLUMN = "__sync"
-DELETIONS_SCHEMA = f"{SYNC_COLUMN} string, tno bigint, dno bigint"
+#: ω− per sync: tuples before, deleted, inserted (ino is absent, so NULL, in versions
+#: written before it was kept).
+DELETIONS_SCHEMA = f"{SYNC_COLUMN} string, tno bigint, dno bigint, ino bigint"
 
 
 @dataclass
@@ -105,11 +107,19 @@ class SiteRun:
         if ctx.snapshot is None:
             self.strategy = LOAD(ctx)
         else:
-            totals = ctx.snapshot.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(TNO) - 1).alias("obs"), F.sum(F.col(UNO) - 1).alias("upd")).collect()[0]
+            tno, upd = F.col(TNO).cast("double"), (F.col(UNO) - 1).cast("double")
+            totals = ctx.snapshot.agg(
+                F.count(F.lit(1)).alias("n"), F.sum(F.col(TNO) - 1).alias("obs"), F.sum(F.col(UNO) - 1).alias("upd"),
+                # the moments of P(update t) = (uno - 1 + prior) / tno, whatever the prior
+                F.sum(upd / tno).alias("a"), F.sum(1 / tno).alias("b"), F.sum(upd * upd / (tno * tno)).alias("c"),
+                F.sum(upd / (tno * tno)).alias("e"), F.sum(1 / (tno * tno)).alias("f"),
+            ).collect()[0]
             self.metrics.rows_before = totals["n"]
             ctx.observed = (totals["obs"] or 0, totals["upd"] or 0)
-            ctx.history = [(r["tno"], r["dno"]) for r in self._deletions(self.current).collect()]
-            ctx.estimate = self._estimate()
+            history = self._deletions(self.current).collect()
+            ctx.history = [(r["tno"], r["dno"]) for r in history]
+            inserts = [r["ino"] for r in history if r["ino"] is not None]
+            ctx.estimate = self._estimate(totals, sum(inserts) / len(inserts) if inserts else None)
             self.metrics.expected_bytes = expected_bytes(ctx.estimate)
             self.strategy = STRATEGIES[self.options.strategy](ctx)
         self.strategy.plan()
@@ -134,8 +144,9 @@ class SiteRun:
         try:
             result.fragment(self.site.columns).write.parquet(str(staged.fragment(self.index)))
             history = self._deletions(self.current)
-            row = self.spark.createDataFrame([(staged.sync_id, result.before, result.deleted)], DELETIONS_SCHEMA)
+            row = self.spark.createDataFrame([(staged.sync_id, result.before, result.deleted, result.inserted)], DELETIONS_SCHEMA)
             history.unionByName(row).coalesce(1).write.parquet(str(staged.deletions(self.index)))
+            self.strategy.stage(staged)
         except BaseException:
             result.release()
             raise
@@ -146,11 +157,18 @@ class SiteRun:
         return result
 
     # -- helpers -----------------------------------------------------------------------
-    def _estimate(self) -> SiteEstimate:
-        """The statistics' prediction for this sync: mean update rate, deletion probability."""
+    def _estimate(self, totals, inserts: float | None) -> SiteEstimate:
+        """The statistics' prediction for this sync: updates (Σ P(update t) and its spread),
+        deletion probability, inserts per sync."""
         obs, upd = self.ctx.observed
-        p_update = planning.site_prior(obs, upd, self.options.default_prior)
-        return SiteEstimate(self.metrics.rows_before, p_update, planning.deletion_probability(self.ctx.history), self.ctx.cost, self.options.hash_bits)
+        prior = planning.site_prior(obs, upd, self.options.default_prior)
+        if self.options.prior_mode == "paper":
+            prior = 1.0  # P = uno / tno = (uno - 1 + 1) / tno
+        updates = (totals["a"] or 0.0) + prior * (totals["b"] or 0.0)
+        squares = (totals["c"] or 0.0) + 2 * prior * (totals["e"] or 0.0) + prior * prior * (totals["f"] or 0.0)
+        n = self.metrics.rows_before
+        p_delete = planning.deletion_probability(self.ctx.history)
+        return SiteEstimate(n, updates / n if n else 0.0, p_delete, self.ctx.cost, self.options.hash_bits, updates=updates, updates_variance=max(0.0, updates - squares), inserts=inserts)
 
     def _deletions(self, version: Version | None) -> DataFrame:
         if version is None or not version.deletions(self.index).exists():

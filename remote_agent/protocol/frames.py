@@ -42,12 +42,14 @@ UNITS_DELTA = b"u"  # request: as UNITS, the uid column delta-coded (see delta_e
 FETCH_KEYS = b"F"  # request: keys whose current rows are wanted
 TUPLE_HASHES = b"T"  # request: key columns + the 64-bit hash of each tuple (one hash per tuple)
 RANGES = b"G"  # request: key ranges with expected count and hash, or to be shipped whole
+SKETCH = b"I"  # request: the warehouse's reconciliation table (IBLT cells, see iblt.py)
 UNGROUPED_ROWS = b"N"  # response: rows whose key is in no unit (new or ungrouped)
 CHANGED_ROWS = b"C"  # response: current rows of units whose hash differs
 DELETED_KEYS = b"D"  # response: keys of a unit missing at the source, with the uid
 BROKEN_UNITS = b"B"  # response: uid, hash and count of the surviving part of a broken unit
 ROWS = b"R"  # response to fetch and ranges: current rows
 RANGE_SUMS = b"Q"  # response to ranges: count and hash of each range that differs
+PAIRS = b"P"  # response to sketch: (key fingerprint, row hash) pairs found only at the warehouse
 
 
 class FrameError(ValueError):

@@ -47,6 +47,15 @@ class RangesControl(BaseModel):
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
 
 
+class SketchControl(BaseModel):
+    """First frame of POST /v1/sketch: set reconciliation of the site query (the sketch strategy)."""
+
+    protocol: int = PROTOCOL_VERSION
+    site: SiteSpec
+    seed: int = Field(ge=0, lt=2**64, description="the table's secret: seeds key fingerprints (seed), row hashes (seed + 1) and cells")
+    batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
+
+
 class FetchControl(BaseModel):
     """First frame of POST /v1/fetch: current rows for a set of keys."""
 

@@ -1,4 +1,4 @@
-"""The extraction endpoints: binary frames in, binary frames out (extract, ranges, fetch).
+"""The extraction endpoints: binary frames in, binary frames out (extract, ranges, sketch, fetch).
 
 Each reads the control frame (refused at once if of another protocol version), validates
 the site query, decodes its data frames, and only then takes one of the agent's
@@ -14,7 +14,7 @@ import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from ..deps import Authorized, ExtractRequest, FetchRequest, Frames, RangesRequest, StateDep
+from ..deps import Authorized, ExtractRequest, FetchRequest, Frames, RangesRequest, SketchRequest, StateDep
 from ..errors import AgentError, BadRequest, Busy
 from ..protocol import frames
 from ..protocol.wire import HASH, UID, key_values
@@ -24,6 +24,8 @@ from ..strategies.extraction import Extraction
 from ..strategies.fetch import fetch_rows
 from ..strategies.group_hash import UnitIndex
 from ..strategies.range_checksum import range_scan, range_set
+from ..strategies.sketch import sketch_answer
+from ..protocol.iblt import Iblt
 from ..strategies.tuple_hash import TupleIndex
 from .responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
 
@@ -70,6 +72,24 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
             raise BadRequest(f"unexpected frame kind {f.kind!r} in a ranges request")
     wanted = range_set(query.key, [_batch(f) for f in parsed[1:]])
     return _stream(state, range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows))
+
+
+@router.post("/sketch", operation_id="sketch", **FRAMES_ROUTE)
+async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: SketchRequest):
+    """Set reconciliation: the warehouse's table in, the rows and pairs only one side holds out."""
+    query = state.site_query(control.site)
+    check_columns(query, control.site.columns)
+    tables = [f for f in parsed[1:] if f.kind == frames.SKETCH]
+    stray = [f.kind for f in parsed[1:] if f.kind != frames.SKETCH]
+    if stray or len(tables) != 1:
+        raise BadRequest(f"a sketch request holds one {frames.SKETCH!r} frame after the control frame; got {[f.kind for f in parsed[1:]]!r}")
+    try:
+        table = Iblt.from_arrow(_batch(tables[0]))
+    except ValueError as exc:
+        raise BadRequest(f"bad sketch table: {exc}") from None
+    if table.seed != control.seed:
+        raise BadRequest("the sketch table's seed differs from the control message's")
+    return _stream(state, sketch_answer(state.adapter, query, table, seed=control.seed, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows))
 
 
 @router.post("/fetch", operation_id="fetch", **FRAMES_ROUTE)

@@ -6,14 +6,18 @@ ships its site queries whole: there is nothing yet to compare with.
 
 from __future__ import annotations
 
+import math
+
+from .auto import Auto
 from .base import SiteContext, SiteEstimate, Strategy
 from .full_ship import FullShip
 from .group_hash import GroupHash
 from .range_checksum import RangeChecksum
+from .sketch import Sketch
 from .tuple_hash import TupleHash
 
 #: Name -> strategy class, in the order the README and the benchmarks list them.
-STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (GroupHash, TupleHash, RangeChecksum, FullShip)}
+STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip)}
 #: The strategy of a load, whatever the view's.
 LOAD = FullShip
 
@@ -25,7 +29,12 @@ def expected_bytes(estimate: SiteEstimate) -> dict[str, float]:
 
     >>> from warehouse.planning import CostModel
     >>> costs = expected_bytes(SiteEstimate(10_000, 0.001, 0.0, CostModel(50, 4, 16), 128))
-    >>> sorted(costs) == sorted(STRATEGIES) and costs["full_ship"] == 500_000.0
+    >>> sorted(costs) == sorted(set(STRATEGIES) - {"auto"}) and costs["full_ship"] == 500_000.0
     True
     """
-    return {name: round(cls.expected_bytes(estimate), 1) for name, cls in STRATEGIES.items()}
+    out = {}
+    for name, cls in STRATEGIES.items():
+        if cls is not Auto:
+            cost = cls.expected_bytes(estimate)
+            out[name] = round(cost, 1) if math.isfinite(cost) else None  # None: cannot serve this sync
+    return out

@@ -47,18 +47,50 @@ def spark_schema(columns: list[Column]) -> str:
 
 @dataclass(frozen=True)
 class SiteEstimate:
-    """What the statistics predict for the next sync of a site, as a strategy's cost needs it."""
+    """What the statistics predict for the next sync of a site, as a strategy's cost needs it.
+
+    >>> from warehouse.planning import CostModel
+    >>> est = SiteEstimate(1000, 0.01, 0.02, CostModel(50, 4, 16), 128, updates=10.0, updates_variance=9.9, inserts=20.0)
+    >>> est.differences, est.deletes
+    (60.0, 20.0)
+    """
 
     rows: int  # tuples in the snapshot
     p_update: float  # mean chance that a tuple is updated before the next sync
     p_delete: float  # chance that a tuple is deleted before the next sync (ω−)
     cost: CostModel  # measured Φ_t, Φ_k, Φ_h
     hash_bits: int
+    #: Σ over tuples of P(update t), and of P(update t)(1 − P(update t)) (ω±).
+    updates: float | None = None
+    updates_variance: float | None = None
+    #: Rows inserted per sync, on average (ω−'s insert counts); None: taken equal to the deletes.
+    inserts: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.updates is None:
+            object.__setattr__(self, "updates", self.rows * self.p_update)
+            object.__setattr__(self, "updates_variance", self.rows * self.p_update * (1 - self.p_update))
+        if self.inserts is None:
+            object.__setattr__(self, "inserts", self.deletes)
+
+    @property
+    def deletes(self) -> float:
+        return self.rows * self.p_delete
 
     @property
     def changes(self) -> float:
-        """Expected changed tuples: updates, deletes, and as many inserts as deletes."""
-        return self.rows * (self.p_update + 2 * self.p_delete)
+        """Expected changed tuples: updates, deletes and inserts."""
+        return self.updates + self.deletes + self.inserts
+
+    @property
+    def differences(self) -> float:
+        """Expected pairs (key, row hash) found on one side only: two per update, one per delete or insert."""
+        return 2 * self.updates + self.deletes + self.inserts
+
+    @property
+    def differences_variance(self) -> float:
+        """Their variance: Bernoulli updates (each worth two pairs) and deletes, Poisson inserts."""
+        return 4 * self.updates_variance + self.rows * self.p_delete * (1 - self.p_delete) + self.inserts
 
     @property
     def full_bytes(self) -> float:
@@ -152,6 +184,9 @@ class Strategy(ABC):
     @abstractmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
         """Bytes both ways a sync is expected to cost, given the statistics."""
+
+    def stage(self, staged: Version) -> None:
+        """Stage what the strategy keeps between syncs beside the new fragment; nothing by default."""
 
     def delta_inputs(self, answer: Answer) -> DeltaInputs:
         ctx = self.ctx

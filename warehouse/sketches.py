@@ -1,0 +1,138 @@
+"""The reconciliation table (IBLT) a site's fragment keeps for the sketch strategy.
+
+The table holds one pair (key fingerprint, row hash) per row of the fragment. It is stored
+beside the fragment in the view version (so it commits with it), at a width chosen for the
+fragment's size, and each sync sends it shrunk to the width that sync's expected number
+of differences needs. After a sketch sync it is kept up to date in O(changes): the pairs
+that left are subtracted and the pairs of the rows that came back are added. When it is
+missing (a load, a sync of another strategy, an audit) or its seed is due for rotation, it
+is rebuilt from the fragment on the executors.
+
+The seed is the view's secret for this table: it seeds the key fingerprints, the row
+hashes and the cells. Whoever sees one sync's traffic learns it, so it is replaced (and
+the table rebuilt) every `rotation` syncs.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+from pyspark.sql import DataFrame, functions as F
+
+from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints
+from remote_agent.protocol.iblt import Iblt
+from remote_agent.protocol.types import Column
+
+#: Sub-tables of the table: three hashes need the fewest cells once differences number in
+#: the hundreds (see iblt.cells_for).
+HASHES = 3
+#: Stored cells per fragment row: a table this wide absorbs differences up to a fifth or so
+#: of the rows, past which shipping the site query whole costs less anyway.
+STORED_CELLS_PER_ROW = 0.25
+#: Narrowest stored sub-table: 3,072 cells (86 KB) resolve about a thousand differences, so a
+#: small table is never the reason a sync falls back.
+MIN_WIDTH = 1024
+#: Syncs between seed rotations unless the service says otherwise (SERVICE_SKETCH_SEED_ROTATION).
+DEFAULT_ROTATION = 100
+FILE = "sketch.arrow"
+
+
+def stored_width(rows: int) -> int:
+    """Cells per sub-table stored for a fragment of `rows` rows: a power of two, so any
+    smaller power of two divides it.
+
+    >>> stored_width(0), stored_width(1_000), stored_width(1_000_000)
+    (1024, 1024, 131072)
+    """
+    want = max(MIN_WIDTH, math.ceil(rows * STORED_CELLS_PER_ROW / HASHES))
+    return 1 << (want - 1).bit_length()
+
+
+def sent_width(cells: int, stored: int) -> int | None:
+    """The power-of-two width to send for `cells` cells in all, or None if wider than stored.
+
+    >>> sent_width(42, 4096), sent_width(3 * 5000, 4096)
+    (16, None)
+    """
+    want = max(1, math.ceil(cells / HASHES))
+    width = 1 << (want - 1).bit_length()
+    return width if width <= stored else None
+
+
+def seeds(secret: int) -> tuple[int, int]:
+    """Seeds of the key fingerprints and of the row hashes, from the table's secret.
+
+    >>> seeds(5)
+    (5, 6)
+    """
+    return secret, (secret + 1) % 2**64
+
+
+@dataclass
+class SiteSketch:
+    """A fragment's table, with its secret and the syncs since the secret was drawn."""
+
+    table: Iblt
+    syncs: int = 0
+
+    @property
+    def secret(self) -> int:
+        return self.table.seed
+
+    def pairs(self, batch: pa.RecordBatch | pa.Table, columns: list[Column], key: list[Column]) -> tuple[np.ndarray, np.ndarray]:
+        key_seed, row_seed = seeds(self.secret)
+        return key_fingerprints(batch, key, key_seed), row_fingerprints(batch, columns, row_seed)
+
+    def save(self, directory: Path) -> None:
+        batch = self.table.to_arrow()
+        meta = dict(batch.schema.metadata or {})
+        meta[b"sketch.syncs"] = str(self.syncs).encode()
+        batch = batch.replace_schema_metadata(meta)
+        directory.mkdir(parents=True, exist_ok=True)
+        with ipc.new_file(directory / FILE, batch.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
+            writer.write_batch(batch)
+
+    @classmethod
+    def load(cls, directory: Path) -> SiteSketch | None:
+        path = directory / FILE
+        if not path.exists():
+            return None
+        with ipc.open_file(path) as reader:
+            batch = reader.get_batch(0)
+        syncs = int((batch.schema.metadata or {}).get(b"sketch.syncs", b"0"))
+        return cls(Iblt.from_arrow(batch), syncs)
+
+
+def build(fragment: DataFrame, columns: list[Column], key: list[Column], rows: int, secret: int | None = None) -> SiteSketch:
+    """The table of a fragment, built on the executors: a partial table per partition, then
+    its occupied cells summed and XORed by cell index. Only the table reaches the driver."""
+    secret = secrets.randbits(64) if secret is None else secret
+    width = stored_width(rows)
+    key_seed, row_seed = seeds(secret)
+
+    def run(batches):
+        table = Iblt(width * HASHES, HASHES, secret)
+        for batch in batches:
+            if batch.num_rows:
+                table.add(key_fingerprints(batch, key, key_seed), row_fingerprints(batch, columns, row_seed))
+        used = np.flatnonzero((table.count != 0) | (table.key_sum != 0) | (table.hash_sum != 0) | (table.check_sum != 0))
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(used, pa.int64()), pa.array(table.count[used])] + [pa.array(getattr(table, n)[used].view(np.int64)) for n in ("key_sum", "hash_sum", "check_sum")],
+            names=["cell", "n", "k", "h", "c"],
+        )
+
+    parts = fragment.select(*[c.name for c in columns]).mapInArrow(run, "cell bigint, n bigint, k bigint, h bigint, c bigint")
+    cells = parts.groupBy("cell").agg(F.sum("n").alias("n"), F.bit_xor("k").alias("k"), F.bit_xor("h").alias("h"), F.bit_xor("c").alias("c")).toArrow()
+    table = Iblt(width * HASHES, HASHES, secret)
+    at = cells.column("cell").to_numpy()
+    table.count[at] = cells.column("n").to_numpy()
+    table.key_sum[at] = cells.column("k").to_numpy().view(np.uint64)
+    table.hash_sum[at] = cells.column("h").to_numpy().view(np.uint64)
+    table.check_sum[at] = cells.column("c").to_numpy().view(np.uint64)
+    return SiteSketch(table)
