@@ -15,8 +15,8 @@ from .full_ship import FullShip
 from .group_hash import GroupHash
 from .sketch import Sketch
 
-#: What auto chooses among, cheapest first when two expect the same.
-CANDIDATES: tuple[type[Strategy], ...] = (Sketch, GroupHash, FullShip)
+#: What auto chooses among; of two that expect the same, the earlier (the simpler exchange) wins.
+CANDIDATES: tuple[type[Strategy], ...] = (FullShip, GroupHash, Sketch)
 
 
 def choose(estimate: SiteEstimate) -> type[Strategy]:
