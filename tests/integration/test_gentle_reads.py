@@ -19,7 +19,7 @@ import pytest
 
 from tests.integration import test_sync_postgres as pg_rounds
 from tests.integration import test_sync_sqlite as sqlite_rounds
-from tests.integration.oracle import check_sync, keyed, normalize, run_rounds
+from tests.support.oracle import check_sync, keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
-from tests.support.postgres import start_postgres
+from tests.support.oracle import check_sync, keyed
+from workloads.postgres import start_postgres
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

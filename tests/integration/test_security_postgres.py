@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from remote_agent.adapters.postgres import PostgresAdapter
-from tests.integration.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, assert_refused, bearer_client, inert_request, payload_params, post_site_query
-from tests.integration.oracle import keyed, normalize, run_rounds
-from tests.support.postgres import start_postgres
+from tests.support.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, assert_refused, bearer_client, inert_request, payload_params, post_site_query
+from tests.support.oracle import keyed, normalize, run_rounds
+from workloads.postgres import start_postgres
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

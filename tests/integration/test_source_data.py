@@ -14,9 +14,9 @@ import sqlite3
 import psycopg
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
+from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from tests.support.postgres import start_postgres
+from workloads.postgres import start_postgres
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

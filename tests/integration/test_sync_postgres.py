@@ -14,8 +14,8 @@ import random
 import psycopg
 import pytest
 
-from tests.integration.oracle import keyed, normalize, run_rounds
-from tests.support.postgres import start_postgres
+from tests.support.oracle import keyed, normalize, run_rounds
+from workloads.postgres import start_postgres
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

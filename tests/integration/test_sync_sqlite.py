@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.integration.oracle import keyed, normalize, run_rounds
+from tests.support.oracle import keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

@@ -20,8 +20,8 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from tests.integration.oracle import check_sync, keyed, run_rounds
-from tests.support.postgres import start_postgres
+from tests.support.oracle import check_sync, keyed, run_rounds
+from workloads.postgres import start_postgres
 from workloads import netns
 from workloads.harness import Api, start_agent, start_service
 

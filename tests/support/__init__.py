@@ -1,0 +1,7 @@
+"""Helpers that only the test suite uses (tests/unit, tests/integration, the conftest files).
+
+The truth oracle, the fault proxy, TLS certificates, the row-encoding vectors, request
+payloads for the security tests. What the demo or the benchmarks need too lives in
+workloads/ (this package may import it; workloads/ never imports from here). Fixtures
+themselves are in tests/conftest.py.
+"""

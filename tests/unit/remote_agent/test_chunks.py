@@ -12,7 +12,7 @@ from remote_agent import chunks
 from remote_agent.adapters import open_adapter
 from remote_agent.errors import SourceDataError
 from remote_agent.sitequery import validate_site_query
-from tests.support.postgres import start_postgres
+from workloads.postgres import start_postgres
 
 
 def _query(adapter, sql: str, key: list[str]):

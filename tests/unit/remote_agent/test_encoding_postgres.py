@@ -9,7 +9,7 @@ from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.extract import RowConverter
 from remote_agent.protocol.encoding import encode_rows
 from remote_agent.protocol.types import Column
-from tests.support.postgres import start_postgres
+from workloads.postgres import start_postgres
 from tests.support.vectors import VECTORS, value
 
 DECLARED = {"int": "bigint", "float": "double precision", "text": "text", "bytes": "bytea", "bool": "boolean", "date": "date", "timestamp": "timestamp", "timestamptz": "timestamptz"}

@@ -15,7 +15,7 @@ from remote_agent.adapters.base import TableInfo
 from remote_agent.adapters.postgres import CAST_TO_TEXT, PostgresAdapter, logical_type
 from remote_agent.errors import BadRequest, Forbidden, SourceUnavailable
 from remote_agent.protocol.types import LogicalType
-from tests.support.postgres import PostgresServer, start_postgres
+from workloads.postgres import PostgresServer, start_postgres
 
 UTC = dt.timezone.utc
 

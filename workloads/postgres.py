@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for tests, started from the Debian packages' binaries.
+"""A throwaway PostgreSQL server for tests and benchmarks, started from the Debian packages' binaries.
 
 PostgreSQL refuses to run as root, so when the suite runs as root (as in CI) the server
 runs as the `postgres` system user via `runuser`, in a directory that user owns.
