@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole suite: real service and agent processes, scratch dirs."""
+"""Fixtures shared by the whole suite: real service and agent processes, scratch dirs, and
+one PostgreSQL server per session, with a database of its own for each module."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.support.sources import database_name  # noqa: E402
 from workloads.harness import Api, start_service  # noqa: E402
+from workloads.postgres import PostgresDatabase, PostgresServer, start_postgres  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +35,17 @@ def api(service):
     client = Api(service.url)
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory) -> PostgresServer:
+    """One PostgreSQL server for the session, started on first use; tests get databases in it."""
+    server = start_postgres(tmp_path_factory.mktemp("postgres"), dbname=None)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres(postgres_server, request) -> PostgresDatabase:
+    """A database of the module's own in the session's server (roles `owner` and `reader`)."""
+    return postgres_server.create_database(database_name(request.module.__name__))

@@ -51,10 +51,6 @@ def test_tiny_chunks_are_exact_for_every_strategy_on_sqlite(api, tmp_path, logs_
     assert last["chunky_people_v"]["metrics"]["rows_scanned"] > 20 * CHUNK_ROWS
 
 
-#: A server of our own for this module (the fixture is module-scoped).
-postgres = pg_rounds.postgres
-
-
 def test_tiny_chunks_are_exact_for_every_strategy_on_postgres(api, postgres, logs_dir):
     legacy = pg_rounds.Legacy(postgres.owner_url, seed=8)
     views = _renamed(pg_rounds.VIEWS, "pg", "chunky_pg", "chunky_")
@@ -129,7 +125,7 @@ class Monitor:
                     # autocommit: now() is this statement's own start, not an old one.
                     for start, age, query in c.execute(
                         "SELECT xact_start, extract(epoch FROM now() - xact_start)::float8, query FROM pg_stat_activity "
-                        "WHERE application_name = %s AND xact_start IS NOT NULL",
+                        "WHERE application_name = %s AND datname = current_database() AND xact_start IS NOT NULL",
                         (AGENT_APP,),
                     ):
                         self.samples += 1
@@ -203,7 +199,9 @@ def test_a_chunk_running_past_the_statement_timeout_is_cancelled_and_the_sync_fa
         assert sync["status"] == "failed"
         assert "statement timeout" in sync["error"] and "0.3 s" in sync["error"], sync["error"]
         with psycopg.connect(postgres.owner_url, autocommit=True) as c:
-            active = c.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state = 'active'", (AGENT_APP,)).fetchone()[0]
+            active = c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database() AND state = 'active'", (AGENT_APP,)
+            ).fetchone()[0]
         assert active == 0, "a cancelled chunk query is still running"
     finally:
         agent.stop()

@@ -1,6 +1,6 @@
 """Agent and service as real processes over HTTP, on a PostgreSQL legacy database.
 
-The suite starts its own server from Debian's binaries; the agent connects as a role that
+The suite starts a server from Debian's binaries (one per session, a database per module); the agent connects as a role that
 may only SELECT. Randomized rounds cover numerics, timestamps with and without zone,
 bytea, booleans, NULLs, Unicode, a composite key and rows crossing the WHERE clause.
 """
@@ -15,7 +15,6 @@ import psycopg
 import pytest
 
 from tests.support.oracle import keyed, normalize, run_rounds
-from workloads.postgres import start_postgres
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -124,13 +123,6 @@ VIEWS = {
         {},
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def postgres(tmp_path_factory):
-    server = start_postgres(tmp_path_factory.mktemp("pg"))
-    yield server
-    server.stop()
 
 
 def test_randomized_rounds_are_exact_on_postgres(api, postgres, logs_dir):
