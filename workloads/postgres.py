@@ -75,7 +75,10 @@ class PostgresServer:
             name=name,
             owner_url=f"postgresql://owner:{self._owner_password}@{self.host}:{self.port}/{name}",
             reader_url=f"postgresql://reader:{self._reader_password}@{self.host}:{self.port}/{name}",
-            server=self,
+            host=self.host,
+            port=self.port,
+            logfile=self.logfile,
+            socket_dir=self.socket_dir,
         )
 
     def stop(self) -> None:
@@ -95,24 +98,12 @@ class PostgresDatabase:
     name: str
     owner_url: str
     reader_url: str
-    server: PostgresServer
-
-    @property
-    def host(self) -> str:
-        return self.server.host
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    @property
-    def logfile(self) -> Path:
-        """The server's statement log, shared by every database (lines say `user@database`)."""
-        return self.server.logfile
-
-    @property
-    def socket_dir(self) -> Path:
-        return self.server.socket_dir
+    host: str
+    port: int
+    #: The server's statement log, shared by every database (lines say `user@database`).
+    logfile: Path
+    #: The server's unix socket directory (trusted local connections, no network).
+    socket_dir: Path
 
 
 def start_postgres(tmpdir: Path, dbname: str | None = "legacy") -> PostgresServer:
