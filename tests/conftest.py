@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole suite: real service and agent processes, scratch dirs."""
+"""Fixtures shared by the whole suite: real service and agent processes, scratch dirs, and
+the legacy databases (one PostgreSQL server per session; `source` over every engine)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,24 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.support.sources import ENGINES, SourceDatabase, database_name  # noqa: E402
 from workloads.harness import Api, start_service  # noqa: E402
+from workloads.postgres import PostgresDatabase, PostgresServer, start_postgres  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "engines(*names): run a test taking `source` on these engines only (default: all of tests.support.sources.ENGINES)")
+
+
+def pytest_generate_tests(metafunc):
+    """`source` runs on every engine, or on those its `engines` marker names."""
+    if "source" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("engines")
+        engines = list(marker.args) if marker else list(ENGINES)
+        unknown = set(engines) - set(ENGINES)
+        if unknown:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: unknown engine(s) {sorted(unknown)}; known: {sorted(ENGINES)}")
+        metafunc.parametrize("source", engines, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +50,23 @@ def api(service):
     client = Api(service.url)
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory) -> PostgresServer:
+    """One PostgreSQL server for the session, started on first use; tests get databases in it."""
+    server = start_postgres(tmp_path_factory.mktemp("postgres"), dbname=None)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres(postgres_server, request) -> PostgresDatabase:
+    """A database of the module's own in the session's server (roles `owner` and `reader`)."""
+    return postgres_server.create_database(database_name(request.module.__name__))
+
+
+@pytest.fixture
+def source(request, tmp_path) -> SourceDatabase:
+    """A fresh, empty legacy database on the engine of the test's parameter."""
+    return ENGINES[request.param](request, tmp_path)

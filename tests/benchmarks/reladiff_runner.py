@@ -137,7 +137,7 @@ class ReladiffRunner:
     # -- setup -----------------------------------------------------------------------------
     def prepare(self) -> dict:
         """Define the view in the service too (never synced): the same site query as the others."""
-        from tests.support.postgres import start_postgres
+        from workloads.postgres import start_postgres
 
         try:
             import psycopg2  # noqa: F401  (reladiff's PostgreSQL driver)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from tests.support.relay import Relay
+from workloads.relay import Relay
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
+from tests.support.oracle import check_sync, keyed
 from tests.support.faultproxy import REFUSE, Corrupt, FaultProxy, Slow, Stall, Truncate
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import Api, start_agent, start_service

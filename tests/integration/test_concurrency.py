@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
+from tests.support.oracle import check_sync, keyed
 from tests.support.faultproxy import FaultProxy, Stall
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import start_agent

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
+from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from warehouse.faults import KILL_FILE_ENV, POINTS
 from workloads.harness import Api, start_agent, start_service

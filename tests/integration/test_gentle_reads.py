@@ -2,10 +2,10 @@
 
 The agent reads the site query in key-range chunks (keyset pagination), each in its own
 short read-only transaction (remote_agent/chunks.py). Here, end to end through the service:
-tiny chunks give exactly the answer of one big read for every strategy on SQLite and
-PostgreSQL; on PostgreSQL no transaction of the agent outlives the statement timeout while
-another session keeps writing; a chunk that runs too long is cancelled and the sync fails
-with a clear error.
+tiny chunks give exactly the answer of one big read for every strategy on every engine
+(the `source` fixture); on PostgreSQL no transaction of the agent outlives the statement
+timeout while another session keeps writing; a chunk that runs too long is cancelled and
+the sync fails with a clear error.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import time
 import psycopg
 import pytest
 
-from tests.integration import test_sync_postgres as pg_rounds
-from tests.integration import test_sync_sqlite as sqlite_rounds
-from tests.integration.oracle import check_sync, keyed, normalize, run_rounds
+from tests.support.legacy import POSTGRES_VIEWS, SQLITE_VIEWS, PostgresLegacy, Rounds, SqliteLegacy
+from tests.support.oracle import check_sync, keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -32,40 +31,44 @@ AGENT_APP = "deltasieve-agent"
 
 
 def _renamed(views: dict, source_from: str, source_to: str, prefix: str) -> dict:
-    """The views of another test module, over our own source and under our own names."""
+    """The views of the sync tests, over our own source and under our own names."""
     return {f"{prefix}{name}": (sql.replace(f"{source_from}.", f"{source_to}."), *rest) for name, (sql, *rest) in views.items()}
 
 
-def test_tiny_chunks_are_exact_for_every_strategy_on_sqlite(api, tmp_path, logs_dir):
-    legacy = sqlite_rounds.Legacy(tmp_path / "legacy.db", seed=7)
-    # One view per strategy, single and composite keys (a sync costs seconds of Spark).
-    chosen = ["people_v", "enrol_v", "people_tuple_hash", "people_full_ship", "enrol_ranges"]
-    views = _renamed({k: sqlite_rounds.VIEWS[k] for k in chosen}, "src", "chunky_sq", "chunky_")
-    agent = start_agent(f"sqlite:///{legacy.path}", logs_dir, extra=["--chunk-rows", str(CHUNK_ROWS)])
+_POSTGRES_CHUNKY = _renamed(POSTGRES_VIEWS, "pg", "chunky_pg", "chunky_")
+#: One view per strategy, single and composite keys (a sync costs seconds of Spark); the
+#: group_hash view must have sent units (so lookups ran in chunks) and, on SQLite, scanned
+#: more than 20 chunks.
+CHUNKY = {
+    "sqlite": Rounds(
+        lambda db: SqliteLegacy(db.path, seed=7),
+        _renamed({k: SQLITE_VIEWS[k] for k in ["people_v", "enrol_v", "people_tuple_hash", "people_full_ship", "enrol_ranges"]}, "src", "chunky_sq", "chunky_"),
+        "chunky_sq",
+        "chunky_people_v",
+        rounds=ROUNDS,
+        min_rows_scanned=20 * CHUNK_ROWS,
+    ),
+    "postgres": Rounds(
+        lambda db: PostgresLegacy(db.owner_url, seed=8),
+        {**_POSTGRES_CHUNKY, "chunky_ledger_ranges": (*_POSTGRES_CHUNKY["chunky_pg_ledger"], {"strategy": "range_checksum"})},
+        "chunky_pg",
+        "chunky_pg_accounts",
+        rounds=ROUNDS,
+    ),
+}
+
+
+def test_tiny_chunks_are_exact_for_every_strategy(api, source, logs_dir):
+    case = CHUNKY[source.engine]
+    legacy = case.legacy(source)
+    agent = start_agent(source.reader_url, logs_dir, extra=["--chunk-rows", str(CHUNK_ROWS)])
     try:
-        api.add_source("chunky_sq", agent.url)
-        last = run_rounds(api, legacy, views, ROUNDS)
+        api.add_source(case.name, agent.url)
+        last = run_rounds(api, legacy, case.views, case.rounds)
     finally:
         agent.stop()
-    assert last["chunky_people_v"]["metrics"]["groups_sent"] > 0, "group_hash must have sent units (so lookups ran in chunks)"
-    assert last["chunky_people_v"]["metrics"]["rows_scanned"] > 20 * CHUNK_ROWS
-
-
-#: A server of our own for this module (the fixture is module-scoped).
-postgres = pg_rounds.postgres
-
-
-def test_tiny_chunks_are_exact_for_every_strategy_on_postgres(api, postgres, logs_dir):
-    legacy = pg_rounds.Legacy(postgres.owner_url, seed=8)
-    views = _renamed(pg_rounds.VIEWS, "pg", "chunky_pg", "chunky_")
-    views["chunky_ledger_ranges"] = (*views["chunky_pg_ledger"], {"strategy": "range_checksum"})
-    agent = start_agent(postgres.reader_url, logs_dir, extra=["--chunk-rows", str(CHUNK_ROWS)])
-    try:
-        api.add_source("chunky_pg", agent.url)
-        last = run_rounds(api, legacy, views, ROUNDS)
-    finally:
-        agent.stop()
-    assert last["chunky_pg_accounts"]["metrics"]["groups_sent"] > 0
+    assert last[case.grouped_view]["metrics"]["groups_sent"] > 0, "group_hash must have sent units (so lookups ran in chunks)"
+    assert last[case.grouped_view]["metrics"]["rows_scanned"] > case.min_rows_scanned
 
 
 class Busy:
@@ -129,7 +132,7 @@ class Monitor:
                     # autocommit: now() is this statement's own start, not an old one.
                     for start, age, query in c.execute(
                         "SELECT xact_start, extract(epoch FROM now() - xact_start)::float8, query FROM pg_stat_activity "
-                        "WHERE application_name = %s AND xact_start IS NOT NULL",
+                        "WHERE application_name = %s AND datname = current_database() AND xact_start IS NOT NULL",
                         (AGENT_APP,),
                     ):
                         self.samples += 1
@@ -203,7 +206,9 @@ def test_a_chunk_running_past_the_statement_timeout_is_cancelled_and_the_sync_fa
         assert sync["status"] == "failed"
         assert "statement timeout" in sync["error"] and "0.3 s" in sync["error"], sync["error"]
         with psycopg.connect(postgres.owner_url, autocommit=True) as c:
-            active = c.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state = 'active'", (AGENT_APP,)).fetchone()[0]
+            active = c.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database() AND state = 'active'", (AGENT_APP,)
+            ).fetchone()[0]
         assert active == 0, "a cancelled chunk query is still running"
     finally:
         agent.stop()

@@ -15,8 +15,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
-from tests.support.postgres import start_postgres
+from tests.support.oracle import check_sync, keyed
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -138,26 +137,21 @@ def test_two_sqlite_sources(api, tmp_path, logs_dir):
         shop.stop()
 
 
-def test_sqlite_and_postgres_sources(api, tmp_path_factory, logs_dir):
-    pg = start_postgres(tmp_path_factory.mktemp("pg-multi"))
-    tmp = tmp_path_factory.mktemp("multi")
+def test_sqlite_and_postgres_sources(api, postgres, tmp_path, logs_dir):
+    customers = Customers(lambda: psycopg.connect(postgres.owner_url, autocommit=True), "%s")
+    world = World(customers, tmp_path / "shop.db", seed=9)
+    crm = start_agent(postgres.reader_url, logs_dir)
+    shop = start_agent(f"sqlite:///{tmp_path / 'shop.db'}", logs_dir)
     try:
-        customers = Customers(lambda: psycopg.connect(pg.owner_url, autocommit=True), "%s")
-        world = World(customers, tmp / "shop.db", seed=9)
-        crm = start_agent(pg.reader_url, logs_dir)
-        shop = start_agent(f"sqlite:///{tmp / 'shop.db'}", logs_dir)
-        try:
-            api.add_source("pgcrm", crm.url)
-            api.add_source("sqlshop", shop.url)
-            view = api.add_view("orders_mixed", VIEW_SQL.format(orders="sqlshop", customers="pgcrm"))
-            dialects = {s["source"]: s["sql"] for s in view["sites"]}
-            assert '"customers"' in dialects["pgcrm"] and '"orders"' in dialects["sqlshop"]
-            rounds(api, world, "orders_mixed", 5)
-        finally:
-            crm.stop()
-            shop.stop()
+        api.add_source("pgcrm", crm.url)
+        api.add_source("sqlshop", shop.url)
+        view = api.add_view("orders_mixed", VIEW_SQL.format(orders="sqlshop", customers="pgcrm"))
+        dialects = {s["source"]: s["sql"] for s in view["sites"]}
+        assert '"customers"' in dialects["pgcrm"] and '"orders"' in dialects["sqlshop"]
+        rounds(api, world, "orders_mixed", 5)
     finally:
-        pg.stop()
+        crm.stop()
+        shop.stop()
 
 
 def test_a_dangling_row_enters_only_when_its_partner_arrives(api, tmp_path, logs_dir):

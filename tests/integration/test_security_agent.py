@@ -16,7 +16,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from remote_agent.app import create_app
 from remote_agent.protocol import frames
 from remote_agent.settings import AgentSettings
-from tests.integration.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, answer_frames, assert_refused, bearer_client, inert_request, payload_params, post_site_query, site_body
+from tests.support.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, answer_frames, assert_refused, bearer_client, inert_request, payload_params, post_site_query, site_body
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,8 @@ import psycopg
 import pytest
 
 from remote_agent.adapters.postgres import PostgresAdapter
-from tests.integration.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, assert_refused, bearer_client, inert_request, payload_params, post_site_query
-from tests.integration.oracle import keyed, normalize, run_rounds
-from tests.support.postgres import start_postgres
+from tests.support.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, assert_refused, bearer_client, inert_request, payload_params, post_site_query
+from tests.support.oracle import keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -34,7 +33,7 @@ VIEWS = {
     for s in STRATEGIES
 }
 
-#: One log entry: `%m [%p] %u@%d ` then the message (see start_postgres's log_line_prefix).
+#: One log entry: `%m [%p] %u@%d ` then the message (see workloads.postgres.start_postgres's log_line_prefix).
 ENTRY = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \S+ \[\d+\] (?P<user>[^@ ]*)@(?P<db>\S*) (?P<level>[A-Z]+):\s+(?P<message>.*)$")
 #: How a statement is logged: simple protocol, or the steps of the extended protocol.
 STATEMENT = re.compile(r"^(?:statement|execute [^:]+|bind [^:]+|parse [^:]+): (?P<sql>.*)$", re.S)
@@ -89,13 +88,6 @@ class Legacy:
                 c.execute("SELECT relname, relkind FROM pg_class WHERE relnamespace = 'public'::regnamespace ORDER BY relname").fetchall(),
                 c.execute("SELECT last_value, is_called FROM item_numbers").fetchone(),
             )
-
-
-@pytest.fixture(scope="module")
-def postgres(tmp_path_factory):
-    server = start_postgres(tmp_path_factory.mktemp("pgsec"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +148,8 @@ def test_full_syncs_are_exact(api, agent, legacy):
     assert all(s["status"] == "succeeded" for s in last.values())
 
 
-def agent_statements(logfile, user: str) -> list[str]:
-    """The statements `user` ran, from the server's log (continuation lines joined)."""
+def agent_statements(logfile, user: str, database: str) -> list[str]:
+    """The statements `user` ran in `database`, from the server's log (continuation lines joined)."""
     entries: list[dict] = []
     for line in logfile.read_text(errors="replace").splitlines():
         match = ENTRY.match(line)
@@ -167,7 +159,7 @@ def agent_statements(logfile, user: str) -> list[str]:
             entries[-1]["message"] += "\n" + line
     out = []
     for e in entries:
-        if e["user"] != user or e["level"] != "LOG":
+        if e["user"] != user or e["db"] != database or e["level"] != "LOG":
             continue
         stmt = STATEMENT.match(e["message"])
         if stmt:
@@ -177,7 +169,7 @@ def agent_statements(logfile, user: str) -> list[str]:
 
 def test_the_agent_session_only_ever_read(postgres, legacy):
     """Everything above — the attacks and the syncs — as the server saw it from the agent's role."""
-    statements = agent_statements(postgres.logfile, "reader")
+    statements = agent_statements(postgres.logfile, "reader", postgres.name)
     assert any("DROP TABLE items" in s for s in statements), "the hostile names never reached the database: this test would prove less"
     assert any(s.upper().startswith("DECLARE") for s in statements), "no reads by the agent in the log: this test would prove nothing"
     assert sum(1 for s in statements if s.upper().startswith("BEGIN")) >= 10

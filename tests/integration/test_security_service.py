@@ -15,7 +15,7 @@ import pytest
 
 from service.app import create_app
 from service.settings import ServiceSettings
-from tests.integration.oracle import keyed, normalize, run_rounds
+from tests.support.oracle import keyed, normalize, run_rounds
 from tests.support.tls import self_signed
 from workloads.harness import Api, start_agent, start_service
 

@@ -14,9 +14,8 @@ import sqlite3
 import psycopg
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
+from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from tests.support.postgres import start_postgres
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -128,8 +127,8 @@ def test_broken_source_data_fails_the_sync_and_applies_nothing(api, legacy, scen
     check_sync(api, "sd_v", KEY, before, people.truth(), sync)
 
 
-def test_duplicate_key_and_changed_type_on_postgres(api, tmp_path_factory, logs_dir):
-    server = start_postgres(tmp_path_factory.mktemp("pg_dup"))
+def test_duplicate_key_and_changed_type_on_postgres(api, postgres, logs_dir):
+    server = postgres
     agent = None
     try:
         with psycopg.connect(server.owner_url, autocommit=True) as c:
@@ -164,4 +163,3 @@ def test_duplicate_key_and_changed_type_on_postgres(api, tmp_path_factory, logs_
     finally:
         if agent is not None:
             agent.stop()
-        server.stop()

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
+from tests.support.oracle import check_sync, keyed
 from tests.support.jvm import java_pid
 from tests.support.people import KEY, VIEW_SQL, People
 from warehouse.faults import KILL_FILE_ENV, SPARK_TARGET

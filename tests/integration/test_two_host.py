@@ -20,8 +20,7 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from tests.integration.oracle import check_sync, keyed, run_rounds
-from tests.support.postgres import start_postgres
+from tests.support.oracle import check_sync, keyed, run_rounds
 from workloads import netns
 from workloads.harness import Api, start_agent, start_service
 
@@ -206,10 +205,12 @@ def test_rounds_across_the_link_are_exact_and_bytes_match_the_link(warehouse, li
     _rounds_match_the_link(warehouse, link, legacy, VIEWS, ROUNDS)
 
 
-def test_postgres_on_the_legacy_host(warehouse, link, logs_dir, tmp_path_factory):
+def test_postgres_on_the_legacy_host(warehouse, link, logs_dir, postgres):
     """The agent reaches its PostgreSQL through the server's unix socket, as on one host:
-    the database's own traffic stays off the link, so the counters see only the service's."""
-    server = start_postgres(tmp_path_factory.mktemp("pg-legacy"))
+    the database's own traffic stays off the link, so the counters see only the service's.
+    (The session's server serves the namespace too: a unix socket is a file, which a
+    network namespace does not hide.)"""
+    server = postgres
     agent = None
     try:
         legacy = People(lambda: psycopg.connect(server.owner_url), "%s", rows=2000, seed=6)
@@ -221,7 +222,6 @@ def test_postgres_on_the_legacy_host(warehouse, link, logs_dir, tmp_path_factory
     finally:
         if agent:
             agent.stop()
-        server.stop()
 
 
 def _start_sync(api: Api, view: str) -> str:

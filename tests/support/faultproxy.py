@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .relay import Relay, close_socket
+from workloads.relay import Relay, close_socket
 
 
 @dataclass(frozen=True)

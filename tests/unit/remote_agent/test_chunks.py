@@ -12,7 +12,6 @@ from remote_agent import chunks
 from remote_agent.adapters import open_adapter
 from remote_agent.errors import SourceDataError
 from remote_agent.sitequery import validate_site_query
-from tests.support.postgres import start_postgres
 
 
 def _query(adapter, sql: str, key: list[str]):
@@ -153,12 +152,10 @@ GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader;
 
 
 @pytest.fixture(scope="module")
-def pg(tmp_path_factory):
-    server = start_postgres(tmp_path_factory.mktemp("pg"))
-    with psycopg.connect(server.owner_url, autocommit=True) as c:
+def pg(postgres):
+    with psycopg.connect(postgres.owner_url, autocommit=True) as c:
         c.execute(PG_SCHEMA)
-    yield server
-    server.stop()
+    return postgres
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 3, 1000])
@@ -197,7 +194,7 @@ def test_postgres_connection_is_idle_between_chunks(pg):
         for _ in range(3):
             next(scan)
             state, xact_start, app = owner.execute(
-                "SELECT state, xact_start, application_name FROM pg_stat_activity WHERE usename = 'reader' AND backend_type = 'client backend'"
+                "SELECT state, xact_start, application_name FROM pg_stat_activity WHERE usename = 'reader' AND datname = current_database() AND backend_type = 'client backend'"
             ).fetchone()
             assert (state, xact_start, app) == ("idle", None, "deltasieve-agent")
             starts.append(xact_start)

@@ -9,7 +9,6 @@ from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.protocol.encoding import encode_rows
 from remote_agent.protocol.types import Column
-from tests.support.postgres import start_postgres
 from tests.support.vectors import VECTORS, value
 
 DECLARED = {"int": "bigint", "float": "double precision", "text": "text", "bytes": "bytea", "bool": "boolean", "date": "date", "timestamp": "timestamp", "timestamptz": "timestamptz"}
@@ -17,16 +16,14 @@ CASES = VECTORS["values"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    pg = start_postgres(tmp_path_factory.mktemp("pg-vectors"))
-    with psycopg.connect(pg.owner_url, autocommit=True) as conn:
+def server(postgres):
+    with psycopg.connect(postgres.owner_url, autocommit=True) as conn:
         for i, case in enumerate(CASES):
             kind = case["type"].split("(")[0]
             declared = case["type"].replace("decimal", "numeric") if kind == "decimal" else DECLARED[kind]
             conn.execute(f"CREATE TABLE t{i} (id integer PRIMARY KEY, v {declared})")
             conn.execute(f"INSERT INTO t{i} VALUES (1, %s)", (value(case["type"], case["value"]),))
-    yield pg
-    pg.stop()
+    return postgres
 
 
 def test_postgres_values_encode_like_the_vectors(server):

@@ -15,7 +15,7 @@ from remote_agent.adapters.base import TableInfo
 from remote_agent.adapters.postgres import CAST_TO_TEXT, PostgresAdapter, logical_type
 from remote_agent.errors import BadRequest, Forbidden, SourceUnavailable
 from remote_agent.protocol.types import LogicalType
-from tests.support.postgres import PostgresServer, start_postgres
+from workloads.postgres import PostgresDatabase
 
 UTC = dt.timezone.utc
 
@@ -72,15 +72,11 @@ ALTER TABLE dropped_col DROP COLUMN gone;
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> PostgresServer:
-    srv = start_postgres(tmp_path_factory.mktemp("postgres"))
-    try:
-        with psycopg.connect(srv.owner_url, autocommit=True) as conn:
-            conn.execute(SCHEMA)
-            conn.execute(PAIRS)
-        yield srv
-    finally:
-        srv.stop()
+def server(postgres) -> PostgresDatabase:
+    with psycopg.connect(postgres.owner_url, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+        conn.execute(PAIRS)
+    return postgres
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +230,7 @@ def test_stream_fetches_in_batches_through_a_server_side_cursor(adapter, server)
     assert all(len(b) == 1000 for b in batches)
     assert [b[0][0] for b in batches[:3]] == [1, 1001, 2001]
     log = server.logfile.read_text(encoding="utf-8", errors="replace")
-    ours = [line for line in log.splitlines() if f"[{pid}] reader@legacy" in line]
+    ours = [line for line in log.splitlines() if f"[{pid}] reader@{server.name} " in line]
     ours = ours[max(i for i, line in enumerate(ours) if "pg_backend_pid" in line):]  # in case the pid was reused
     assert any('CURSOR FOR SELECT id, payload FROM big' in line for line in ours)
     # One FETCH per list, and one more that finds the end.
@@ -303,7 +299,7 @@ def test_unreachable_port_is_unavailable(server):
     real_password = urlsplit(server.reader_url).password
     url = server.reader_url.replace(f":{server.port}/", ":1/")
     adapter = PostgresAdapter(url.replace("postgresql://", "postgres://"), statement_timeout_s=5)
-    with pytest.raises(SourceUnavailable, match="cannot connect to PostgreSQL at 127.0.0.1:1/legacy as reader") as info:
+    with pytest.raises(SourceUnavailable, match=f"cannot connect to PostgreSQL at 127.0.0.1:1/{server.name} as reader") as info:
         adapter.describe()
     assert real_password not in str(info.value)
 

@@ -1,51 +1,23 @@
-"""Checks that behaviour over HTTP cannot show: secrets are compared in constant time, and
-every outbound HTTP call of the service has a timeout."""
+"""Checks that behaviour over HTTP cannot show: the service compares its API key in
+constant time, and every outbound HTTP call of the service has a timeout.
+
+(The agent's token: tests/unit/remote_agent/test_agent_token.py.)"""
 
 from __future__ import annotations
 
 import ast
 import hmac
-import sqlite3
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
-import remote_agent.app as agent_app
-import remote_agent.deps as agent_deps
 import service.auth as service_auth
-from remote_agent.settings import AgentSettings
 from service.app import create_app as create_service
 from service.settings import ServiceSettings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: httpx functions and classes that open connections, and so need a timeout.
 HTTPX_CALLS = {"get", "post", "put", "patch", "delete", "head", "options", "request", "stream", "Client", "AsyncClient"}
-
-
-@pytest.fixture
-def compare_calls(monkeypatch):
-    """Record the arguments of every hmac.compare_digest call (the real one still decides)."""
-    calls = []
-    real = hmac.compare_digest
-
-    def recording(a, b):
-        calls.append((a, b))
-        return real(a, b)
-
-    monkeypatch.setattr(hmac, "compare_digest", recording)
-    return calls
-
-
-def test_the_agent_compares_its_token_in_constant_time(tmp_path, compare_calls):
-    db = tmp_path / "t.db"
-    sqlite3.connect(db).close()
-    app = agent_app.create_app(AgentSettings(db_url=f"sqlite:///{db}", token="right-token"))
-    with TestClient(app) as client:
-        assert client.get("/v1/schema", headers={"Authorization": "Bearer wrong-token"}).status_code == 401
-        assert client.get("/v1/schema", headers={"Authorization": "Bearer right-token"}).status_code == 200
-    assert compare_calls == [(b"wrong-token", b"right-token"), (b"right-token", b"right-token")]
-    assert agent_deps.hmac is hmac
 
 
 def test_the_service_compares_its_api_key_in_constant_time(tmp_path, compare_calls):

@@ -1,5 +1,7 @@
-"""A throwaway PostgreSQL server for tests, started from the Debian packages' binaries.
+"""A throwaway PostgreSQL server for tests and benchmarks, started from the Debian packages' binaries.
 
+The test suite starts one per session (tests/conftest.py) and gives each module a database
+of its own in it (`PostgresServer.create_database`); the reladiff benchmark starts its own.
 PostgreSQL refuses to run as root, so when the suite runs as root (as in CI) the server
 runs as the `postgres` system user via `runuser`, in a directory that user owns.
 """
@@ -16,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -32,7 +34,10 @@ SYSTEM_USER = "postgres"
 
 @dataclass
 class PostgresServer:
-    """A running server: roles `owner` (superuser, writes the data) and `reader` (SELECT only)."""
+    """A running server: roles `owner` (superuser, writes the data) and `reader` (SELECT only).
+
+    `owner_url` and `reader_url` reach the database `start_postgres` created, if any.
+    """
 
     host: str
     port: int
@@ -43,11 +48,38 @@ class PostgresServer:
     _root: Path
     _bindir: Path
     _as_postgres: bool
+    _owner_password: str = field(default="", repr=False)
+    _reader_password: str = field(default="", repr=False)
 
     @property
     def socket_dir(self) -> Path:
         """Directory of the server's unix socket (trusted local connections, no network)."""
         return self._root
+
+    def create_database(self, name: str) -> PostgresDatabase:
+        """A new database `name` owned by `owner`, whose tables `reader` may only SELECT.
+
+        Nothing is granted to PUBLIC (no TEMP, no CONNECT): the reader gets exactly what is granted.
+        """
+        admin = f"host={self._root} port={self.port} user=owner"
+        with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" OWNER owner')
+            conn.execute(f'REVOKE ALL ON DATABASE "{name}" FROM PUBLIC')
+            conn.execute(f'GRANT CONNECT ON DATABASE "{name}" TO reader')
+        with psycopg.connect(f"{admin} dbname={name}", autocommit=True) as conn:
+            conn.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
+            conn.execute("GRANT USAGE ON SCHEMA public TO reader")
+            conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+            conn.execute("ALTER DEFAULT PRIVILEGES FOR ROLE owner IN SCHEMA public GRANT SELECT ON TABLES TO reader")
+        return PostgresDatabase(
+            name=name,
+            owner_url=f"postgresql://owner:{self._owner_password}@{self.host}:{self.port}/{name}",
+            reader_url=f"postgresql://reader:{self._reader_password}@{self.host}:{self.port}/{name}",
+            host=self.host,
+            port=self.port,
+            logfile=self.logfile,
+            socket_dir=self.socket_dir,
+        )
 
     def stop(self) -> None:
         """Stop the server at once and remove its files; safe to call twice."""
@@ -59,8 +91,23 @@ class PostgresServer:
         shutil.rmtree(self._root, ignore_errors=True)
 
 
-def start_postgres(tmpdir: Path, dbname: str = "legacy") -> PostgresServer:
-    """Initialise and start a server on 127.0.0.1 with database `dbname` and both roles.
+@dataclass(frozen=True)
+class PostgresDatabase:
+    """One database of a running server: `owner` writes it, `reader` may only SELECT."""
+
+    name: str
+    owner_url: str
+    reader_url: str
+    host: str
+    port: int
+    #: The server's statement log, shared by every database (lines say `user@database`).
+    logfile: Path
+    #: The server's unix socket directory (trusted local connections, no network).
+    socket_dir: Path
+
+
+def start_postgres(tmpdir: Path, dbname: str | None = "legacy") -> PostgresServer:
+    """Initialise and start a server on 127.0.0.1 with both roles and, unless None, database `dbname`.
 
     Settings: `fsync=off` (speed), `log_statement=all` with each line prefixed by
     `user@database`, logged to `<datadir>/postgres.log`. Local socket connections are
@@ -92,13 +139,14 @@ def start_postgres(tmpdir: Path, dbname: str = "legacy") -> PostgresServer:
         with open(datadir / "postgresql.conf", "a", encoding="utf-8") as conf:
             conf.write("\n# test server\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
         _run(bindir, as_postgres, root, "pg_ctl", "start", "-D", str(datadir), "-l", str(logfile), "-w", "-t", str(COMMAND_TIMEOUT_S))
-        owner_password, reader_password = secrets.token_hex(12), secrets.token_hex(12)
-        _create_roles(root, port, dbname, owner_password, reader_password)
+        server._owner_password, server._reader_password = secrets.token_hex(12), secrets.token_hex(12)
+        _create_roles(root, port, server._owner_password, server._reader_password)
+        if dbname is not None:
+            database = server.create_database(dbname)
+            server.owner_url, server.reader_url = database.owner_url, database.reader_url
     except BaseException:
         server.stop()
         raise
-    server.owner_url = f"postgresql://owner:{owner_password}@127.0.0.1:{port}/{dbname}"
-    server.reader_url = f"postgresql://reader:{reader_password}@127.0.0.1:{port}/{dbname}"
     return server
 
 
@@ -156,18 +204,8 @@ def _kill_postmaster(datadir: Path) -> None:
             time.sleep(0.1)
 
 
-def _create_roles(socket_dir: Path, port: int, dbname: str, owner_password: str, reader_password: str) -> None:
-    admin = f"host={socket_dir} port={port} user=owner"
-    with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
+def _create_roles(socket_dir: Path, port: int, owner_password: str, reader_password: str) -> None:
+    with psycopg.connect(f"host={socket_dir} port={port} user=owner dbname=postgres", autocommit=True) as conn:
         conn.execute("SET log_statement = 'none'")  # keep the passwords out of the statement log
         conn.execute(f"ALTER ROLE owner PASSWORD '{owner_password}'")
         conn.execute(f"CREATE ROLE reader LOGIN PASSWORD '{reader_password}'")
-        conn.execute(f'CREATE DATABASE "{dbname}" OWNER owner')
-        # Nothing for PUBLIC (no TEMP, no CONNECT): the reader gets exactly what is granted.
-        conn.execute(f'REVOKE ALL ON DATABASE "{dbname}" FROM PUBLIC')
-        conn.execute(f'GRANT CONNECT ON DATABASE "{dbname}" TO reader')
-    with psycopg.connect(f"{admin} dbname={dbname}", autocommit=True) as conn:
-        conn.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
-        conn.execute("GRANT USAGE ON SCHEMA public TO reader")
-        conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
-        conn.execute("ALTER DEFAULT PRIVILEGES FOR ROLE owner IN SCHEMA public GRANT SELECT ON TABLES TO reader")

@@ -1,0 +1,111 @@
+"""Agent and service as real processes over HTTP, on every legacy engine (the `source` fixture).
+
+Randomized rounds of inserts, updates, deletes, NULLs, Unicode, composite keys and rows
+crossing the WHERE clause; after every sync the view equals the truth read straight from
+the database, the delta is exact and the metrics count what the delta holds. On SQLite the
+rounds cover every strategy; on PostgreSQL (a server the suite starts from Debian's
+binaries; the agent connects as a role that may only SELECT) numerics, timestamps with and
+without zone, bytea, booleans, NaN and infinities. The larger-table tests run on SQLite only:
+their data comes from workloads.students, which writes SQLite.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tests.support.legacy import POSTGRES_VIEWS, SQLITE_VIEWS, PostgresLegacy, Rounds, SqliteLegacy, decimal_2
+from tests.support.oracle import keyed, normalize, run_rounds
+from workloads.harness import start_agent
+
+pytestmark = pytest.mark.integration
+
+
+ROUNDS = {
+    "sqlite": Rounds(lambda db: SqliteLegacy(db.path, seed=20261122), SQLITE_VIEWS, "src", "people_v", rounds=5, token="s3cret"),
+    "postgres": Rounds(lambda db: PostgresLegacy(db.owner_url, seed=15), POSTGRES_VIEWS, "pg", "pg_accounts", rounds=6, token="pg-token"),
+}
+
+
+def test_randomized_rounds_are_exact(api, source, logs_dir):
+    case = ROUNDS[source.engine]
+    legacy = case.legacy(source)
+    agent = start_agent(source.reader_url, logs_dir, token=case.token)
+    try:
+        api.add_source(case.name, agent.url, case.token)
+        last = run_rounds(api, legacy, case.views, case.rounds)[case.grouped_view]
+        again = api.sync(case.grouped_view)
+    finally:
+        agent.stop()
+    for sync in (last, again):
+        assert sync["metrics"]["groups_sent"] > 0, f"after several rounds the statistics must produce groups: {sync['metrics']}"
+
+
+@pytest.mark.engines("sqlite")  # workloads.students writes SQLite only
+def test_unchanged_source_gives_empty_delta_and_few_bytes(api, source, logs_dir):
+    from workloads.students import StudentsSource
+
+    StudentsSource(source.path, seed=3).create(20_000)
+    agent = start_agent(source.reader_url, logs_dir)
+    try:
+        api.add_source("still", agent.url)
+        api.add_view("still_v", "SELECT s.student_id, s.first_name, s.last_name, s.phone, s.address, s.birth_date FROM still.students s")
+        load = api.sync("still_v")
+        assert load["metrics"]["rows_inserted"] == 20_000
+        load_bytes = load["metrics"]["bytes_to_agent"] + load["metrics"]["bytes_from_agent"]
+        for _ in range(2):
+            sync = api.sync("still_v")
+            assert sync["status"] == "succeeded", sync["error"]
+            assert api.delta("still_v", sync["id"]) == []
+            m = sync["metrics"]
+            assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (0, 0, 0)
+            moved = m["bytes_to_agent"] + m["bytes_from_agent"]
+            assert moved < 0.25 * load_bytes, f"a no-change sync moved {moved} bytes, the load {load_bytes}"
+            assert m["groups_changed"] == 0 and m["groups_regrouped"] == 0
+    finally:
+        agent.stop()
+
+
+@pytest.mark.engines("sqlite")  # workloads.students writes SQLite only
+@pytest.mark.parametrize("strategy", ["range_checksum", "tuple_hash", "group_hash"])
+def test_strategies_on_a_larger_table(api, source, logs_dir, strategy):
+    """Enough rows that range bisection runs several rounds and groups form for real."""
+    from workloads.students import StudentsSource
+
+    db = source.path
+    legacy = StudentsSource(db, seed=11)
+    legacy.create(20_000)
+    agent = start_agent(source.reader_url, logs_dir)
+    name = f"big_{strategy}"
+    cols = "student_id, first_name, last_name, phone, address, gpa"
+
+    class Students:
+        def change(self):
+            legacy.change()
+
+        def truth(self, sql, key, normalizers):
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+                cur = c.execute(sql)
+                names = [d[0] for d in cur.description]
+                return keyed(normalize(cur.fetchall(), names, normalizers), key)
+
+    try:
+        api.add_source(name, agent.url)
+        views = {
+            f"students_{strategy}": (
+                f"SELECT s.{cols.replace(', ', ', s.')} FROM {name}.students s WHERE s.active = 1",
+                f"SELECT {cols} FROM students WHERE active = 1",
+                ["student_id"],
+                {"gpa": decimal_2},
+                {"strategy": strategy},
+            )
+        }
+        last = run_rounds(api, Students(), views, 3)[f"students_{strategy}"]["metrics"]
+        load = api.http.get(f"/v1/views/students_{strategy}/syncs").json()[-1]["metrics"]
+        moved, loaded = last["bytes_to_agent"] + last["bytes_from_agent"], load["bytes_to_agent"] + load["bytes_from_agent"]
+        assert moved < 0.6 * loaded, (moved, loaded)
+        if strategy == "range_checksum":
+            assert last["range_rounds"] >= 2 and last["round_trips"] == last["range_rounds"]
+    finally:
+        agent.stop()
