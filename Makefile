@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration bench bench-quick openapi clean
+.PHONY: install demo test test-unit test-integration lint format bench bench-quick openapi clean
 
 install: $(STAMP)
 
@@ -18,8 +18,17 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) scripts/demo.py
 
-test: install
+test: install lint
 	$(PY) -m pytest -q
+
+# ruff, configured in pyproject.toml: lint, and check that the code is formatted
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 test-unit: install
 	$(PY) -m pytest -q tests/unit

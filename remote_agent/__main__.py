@@ -13,16 +13,39 @@ from .settings import AgentSettings
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m remote_agent", description="Read-only deltasieve agent next to a legacy database.")
-    parser.add_argument("--db-url", help="sqlite:///ABSOLUTE/PATH.db or postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (env AGENT_DB_URL)")
+    parser = argparse.ArgumentParser(
+        prog="python -m remote_agent", description="Read-only deltasieve agent next to a legacy database."
+    )
+    parser.add_argument(
+        "--db-url", help="sqlite:///ABSOLUTE/PATH.db or postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (env AGENT_DB_URL)"
+    )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1; env AGENT_HOST)")
     parser.add_argument("--port", type=int, help="port (default 8765; env AGENT_PORT)")
-    parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every call but /health (env AGENT_TOKEN)")
-    parser.add_argument("--allow", action="append", metavar="TABLE[:COL,...]", help="expose only these tables (repeatable; env AGENT_ALLOW, ';'-separated)")
-    parser.add_argument("--statement-timeout-s", type=float, help="cancel a statement after this many seconds (env AGENT_STATEMENT_TIMEOUT_S)")
-    parser.add_argument("--chunk-rows", type=int, help="rows read per short read-only transaction (default 50000; env AGENT_CHUNK_ROWS)")
-    parser.add_argument("--max-concurrent-extractions", type=int, help="extractions at once; more get 429 (env AGENT_MAX_CONCURRENT_EXTRACTIONS)")
-    parser.add_argument("--max-body-bytes", type=int, help="largest request body; larger gets 413 (env AGENT_MAX_BODY_BYTES)")
+    parser.add_argument(
+        "--token", help="require 'Authorization: Bearer TOKEN' on every call but /health (env AGENT_TOKEN)"
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        metavar="TABLE[:COL,...]",
+        help="expose only these tables (repeatable; env AGENT_ALLOW, ';'-separated)",
+    )
+    parser.add_argument(
+        "--statement-timeout-s",
+        type=float,
+        help="cancel a statement after this many seconds (env AGENT_STATEMENT_TIMEOUT_S)",
+    )
+    parser.add_argument(
+        "--chunk-rows", type=int, help="rows read per short read-only transaction (default 50000; env AGENT_CHUNK_ROWS)"
+    )
+    parser.add_argument(
+        "--max-concurrent-extractions",
+        type=int,
+        help="extractions at once; more get 429 (env AGENT_MAX_CONCURRENT_EXTRACTIONS)",
+    )
+    parser.add_argument(
+        "--max-body-bytes", type=int, help="largest request body; larger gets 413 (env AGENT_MAX_BODY_BYTES)"
+    )
     parser.add_argument("--ssl-certfile", help="serve HTTPS with this PEM certificate (chain) (env AGENT_SSL_CERTFILE)")
     parser.add_argument("--ssl-keyfile", help="PEM private key of --ssl-certfile (env AGENT_SSL_KEYFILE)")
     parser.add_argument("--log-level", help="uvicorn log level (env AGENT_LOG_LEVEL)")
@@ -40,7 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        ssl_certfile=settings.ssl_certfile,
+        ssl_keyfile=settings.ssl_keyfile,
+    )
     return 0
 
 

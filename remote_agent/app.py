@@ -24,7 +24,9 @@ def create_app(settings: AgentSettings) -> FastAPI:
 
     @app.exception_handler(Unauthorized)
     async def _unauthorized(request: Request, exc: Unauthorized):
-        return JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return JSONResponse(
+            {"detail": "missing or wrong bearer token"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+        )
 
     @app.exception_handler(TooLarge)
     async def _too_large(request: Request, exc: TooLarge):

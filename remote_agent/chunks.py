@@ -31,7 +31,7 @@ so a nullable key is probed for NULLs once before the second chunk.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .adapters.base import Adapter, Session
 from .errors import SourceDataError, example_row
@@ -84,7 +84,9 @@ def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: 
             run += 1
         tail = tail + run if cursor is not None and same_key(last, cursor) else run
         if tail > chunk_rows:
-            raise SourceDataError(f"more than {chunk_rows} rows of the site query share the key {dict(zip(query.key, last))}: the declared key {query.key} is not unique at the source")
+            raise SourceDataError(
+                f"more than {chunk_rows} rows of the site query share the key {dict(zip(query.key, last))}: the declared key {query.key} is not unique at the source"
+            )
         if cursor is None and nullable and not query.nulls_first:
             probe_null_keys(session, query)
         cursor = last
@@ -98,7 +100,7 @@ def slices(chunked: Iterable[list[tuple]], size: int) -> Iterator[list[tuple]]:
     """
     for rows in chunked:
         for start in range(0, len(rows), size):
-            yield rows[start:start + size]
+            yield rows[start : start + size]
 
 
 def probe_null_keys(session: Session, query: ValidatedQuery) -> None:
@@ -126,4 +128,7 @@ def same_key(a: tuple, b: tuple) -> bool:
     >>> same_key((1, float("nan")), (1, float("nan"))), same_key((1, 2.0), (1, 3.0))
     (True, False)
     """
-    return all(x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+    return all(
+        x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+        for x, y in zip(a, b)
+    )

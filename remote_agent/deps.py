@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hmac
-from typing import Annotated, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -33,10 +34,14 @@ def get_state(request: Request) -> AgentState:
 StateDep = Annotated[AgentState, Depends(get_state)]
 
 #: Only documents the scheme in OpenAPI: authorize() parses and checks the header itself.
-_bearer = HTTPBearer(auto_error=False, description="the agent's token (--token); needed on every call but /health when one is set")
+_bearer = HTTPBearer(
+    auto_error=False, description="the agent's token (--token); needed on every call but /health when one is set"
+)
 
 
-def authorize(request: Request, state: StateDep, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+def authorize(
+    request: Request, state: StateDep, _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
     """With a token configured, every call but /health needs `Authorization: Bearer TOKEN`."""
     token = state.settings.token
     if token is None:

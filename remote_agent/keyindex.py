@@ -17,7 +17,7 @@ that.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +43,9 @@ def hashed_fingerprint(columns: Sequence[Column]) -> Fingerprint:
 
     def fingerprint(keys: pa.Table) -> np.ndarray:
         encoded = encode_rows(keys, columns)
-        return np.fromiter((xxhash.xxh3_64_intdigest(row, FINGERPRINT_SEED) for row in encoded), dtype=np.uint64, count=len(encoded))
+        return np.fromiter(
+            (xxhash.xxh3_64_intdigest(row, FINGERPRINT_SEED) for row in encoded), dtype=np.uint64, count=len(encoded)
+        )
 
     return fingerprint
 
@@ -62,7 +64,13 @@ class KeyIndex:
     [2, None, 3]
     """
 
-    def __init__(self, columns: Sequence[Column], what: str, twice: str = "is in more than one unit", fingerprint: Fingerprint | None = None):
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        what: str,
+        twice: str = "is in more than one unit",
+        fingerprint: Fingerprint | None = None,
+    ):
         self.columns = list(columns)
         self.schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in self.columns])
         self.what = what  # names the request part in errors ("unit", "tuple hash")
@@ -88,7 +96,9 @@ class KeyIndex:
             table = pa.Table.from_batches([keys]) if isinstance(keys, pa.RecordBatch) else keys
             table = table.select([c.name for c in self.columns]).cast(self.schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise BadRequest(f"{self.what} keys do not have the key's types {[str(c.type) for c in self.columns]}: {exc}") from None
+            raise BadRequest(
+                f"{self.what} keys do not have the key's types {[str(c.type) for c in self.columns]}: {exc}"
+            ) from None
         if table.num_rows:
             for c in self.columns:
                 if table.column(c.name).null_count:

@@ -33,8 +33,12 @@ class AgentSettings(BaseSettings):
     max_concurrent_extractions: int = Field(default=2, ge=1)
     #: Largest request body accepted (unit key sets grow with the snapshot).
     max_body_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
-    ssl_certfile: str | None = Field(default=None, description="serve HTTPS with this certificate (PEM; uvicorn's ssl_certfile)")
-    ssl_keyfile: str | None = Field(default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)")
+    ssl_certfile: str | None = Field(
+        default=None, description="serve HTTPS with this certificate (PEM; uvicorn's ssl_certfile)"
+    )
+    ssl_keyfile: str | None = Field(
+        default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)"
+    )
     log_level: str = "info"
 
     @field_validator("allow", mode="before")

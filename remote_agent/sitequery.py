@@ -9,8 +9,8 @@ name, an alias or a string — can add a statement, a function call or a table.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -84,12 +84,20 @@ class ValidatedQuery:
             if width == 1:
                 condition: exp.Expression = exp.GTE(this=columns[0], expression=exp.Placeholder())
             else:
-                condition = exp.GTE(this=exp.Tuple(expressions=columns), expression=exp.Tuple(expressions=[exp.Placeholder() for _ in range(width)]))
+                condition = exp.GTE(
+                    this=exp.Tuple(expressions=columns),
+                    expression=exp.Tuple(expressions=[exp.Placeholder() for _ in range(width)]),
+                )
             where = tree.args.get("where")
             if where is not None:
                 condition = exp.and_(exp.Paren(this=where.this), condition)
             tree.set("where", exp.Where(this=condition))
-        tree.set("order", exp.Order(expressions=[exp.Ordered(this=c.copy(), nulls_first=self.nulls_first) for c in self._key_columns]))
+        tree.set(
+            "order",
+            exp.Order(
+                expressions=[exp.Ordered(this=c.copy(), nulls_first=self.nulls_first) for c in self._key_columns]
+            ),
+        )
         tree.set("limit", exp.Limit(expression=exp.Literal.number(limit)))
         return sitesql.render(tree, self.dialect)
 
@@ -146,7 +154,13 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     parts = sitesql.parse_select(sql, dialect, UnsupportedQuery, SITE_FORM)
     relations = [_bind_table(ref, tables) for ref in parts.tables]
     scope_entries = [
-        sitesql.Relation(alias, t.name, tuple(c.name for c in t.columns), alias != t.name, f"exposed table {t.name!r}" + (f" (alias {alias!r})" if alias != t.name else ""))
+        sitesql.Relation(
+            alias,
+            t.name,
+            tuple(c.name for c in t.columns),
+            alias != t.name,
+            f"exposed table {t.name!r}" + (f" (alias {alias!r})" if alias != t.name else ""),
+        )
         for t, alias in relations
     ]
     sitesql.check_unique_visible(scope_entries, UnsupportedQuery)
@@ -174,7 +188,9 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     def qualified(col: exp.Column, limit: int | None = None) -> exp.Column:
         index, name = scope.resolve(col)
         if limit is not None and index > limit:
-            raise UnsupportedQuery(f"the ON condition of the join with {scope_entries[limit].label} uses {relations[index][1]}.{name}, which is joined later: {SITE_FORM}")
+            raise UnsupportedQuery(
+                f"the ON condition of the join with {scope_entries[limit].label} uses {relations[index][1]}.{name}, which is joined later: {SITE_FORM}"
+            )
         return sitesql.column_ref(relations[index][1], name)
 
     conditions: list[exp.Expression | None] = [None]
@@ -187,12 +203,24 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         text = sitesql.render(tree, dialect)
     except SqlglotError as exc:
         raise UnsupportedQuery(f"the site query cannot be written in the {dialect!r} dialect: {exc}") from None
-    return ValidatedQuery(text, columns, list(key), dialect, tree, key_exprs, tables=tuple(dict.fromkeys(t.name for t, _ in relations)), origins=tuple(origins), _key_columns=tuple(stored[k] for k in key))
+    return ValidatedQuery(
+        text,
+        columns,
+        list(key),
+        dialect,
+        tree,
+        key_exprs,
+        tables=tuple(dict.fromkeys(t.name for t, _ in relations)),
+        origins=tuple(origins),
+        _key_columns=tuple(stored[k] for k in key),
+    )
 
 
 def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple[TableInfo, str]:
     if ref.db is not None or ref.catalog is not None:
-        raise Forbidden(f"table {ref.written()!r} is not exposed by this agent: site queries name exposed tables without a schema or database qualifier")
+        raise Forbidden(
+            f"table {ref.written()!r} is not exposed by this agent: site queries name exposed tables without a schema or database qualifier"
+        )
     name = sitesql.pick_name(ref.name, tables, UnsupportedQuery, "table")
     if name is None:
         raise Forbidden(f"table {ref.name!r} is not exposed by this agent (GET /v1/schema lists the tables it exposes)")
@@ -208,5 +236,7 @@ def _key_expressions(key: Sequence[str], items: list[tuple[exp.Expression, str]]
     by_name = {name: expr for expr, name in items}
     missing = [k for k in key if k not in by_name]
     if missing:
-        raise BadRequest(f"key column(s) {', '.join(map(repr, missing))} are not output columns of the site query (those are: {', '.join(by_name)})")
+        raise BadRequest(
+            f"key column(s) {', '.join(map(repr, missing))} are not output columns of the site query (those are: {', '.join(by_name)})"
+        )
     return tuple(by_name[k] for k in key)

@@ -68,8 +68,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000, help="students in the legacy table")
     parser.add_argument("--rounds", type=int, default=10, help="sync rounds after the initial load")
-    parser.add_argument("--scenario", choices=["students", "two-sources"], default="students", help="one legacy table, or students joined with a second system's enrolments")
-    parser.add_argument("--dir", type=Path, default=ROOT / "demo-data", help="where the demo keeps its files (wiped first)")
+    parser.add_argument(
+        "--scenario",
+        choices=["students", "two-sources"],
+        default="students",
+        help="one legacy table, or students joined with a second system's enrolments",
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=ROOT / "demo-data", help="where the demo keeps its files (wiped first)"
+    )
     args = parser.parse_args()
 
     shutil.rmtree(args.dir, ignore_errors=True)
@@ -137,15 +144,22 @@ def main() -> int:
                 totals[1] += full
             groups = f"{m['groups_sent']}/{m['groups_identical']}/{m['groups_changed']}/{m['groups_regrouped']}"
             label = "load" if rnd == 0 else str(rnd)
-            print(f"{label:>5}  {m['rows_inserted']:>5} {m['rows_updated']:>5} {m['rows_deleted']:>5}   {groups:>27}  {kib(ours):>18}  {kib(full):>17}  {ours / full:>6.1%}  {elapsed:>5.1f}s", flush=True)
+            print(
+                f"{label:>5}  {m['rows_inserted']:>5} {m['rows_updated']:>5} {m['rows_deleted']:>5}   {groups:>27}  {kib(ours):>18}  {kib(full):>17}  {ours / full:>6.1%}  {elapsed:>5.1f}s",
+                flush=True,
+            )
         print("-" * len(header))
-        print(f"after the load: {kib(totals[0])} moved by the group-hash method versus {kib(totals[1])} by shipping the site queries whole ({totals[0] / totals[1]:.1%}).")
+        print(
+            f"after the load: {kib(totals[0])} moved by the group-hash method versus {kib(totals[1])} by shipping the site queries whole ({totals[0] / totals[1]:.1%})."
+        )
 
         key = view["key"]
         rows = {tuple(r[k] for k in key): r for r in api.rows(name)}
         expected = truth()
         if rows == expected:
-            print(f"check: the view equals the view definition evaluated on the legacy source(s) ({len(rows):,} rows) — OK")
+            print(
+                f"check: the view equals the view definition evaluated on the legacy source(s) ({len(rows):,} rows) — OK"
+            )
             return 0
         missing = expected.keys() - rows.keys()
         extra = rows.keys() - expected.keys()

@@ -24,7 +24,10 @@ def documents() -> dict[str, str]:
 
     agent = create_agent(AgentSettings(db_url="sqlite:///nonexistent/for-openapi.db"))
     service = create_service(ServiceSettings(), start_spark=False)
-    return {name: json.dumps(app.openapi(), indent=2, sort_keys=True) + "\n" for name, app in (("agent.json", agent), ("service.json", service))}
+    return {
+        name: json.dumps(app.openapi(), indent=2, sort_keys=True) + "\n"
+        for name, app in (("agent.json", agent), ("service.json", service))
+    }
 
 
 def main() -> int:

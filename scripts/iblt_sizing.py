@@ -26,7 +26,9 @@ def trial(d: int, cells: int, hashes: int, seed: int, rng: np.random.Generator) 
     peeled = table.peel()
     found = set(zip(peeled.plus_keys.tolist(), peeled.plus_hashes.tolist()))
     lost = set(zip(peeled.minus_keys.tolist(), peeled.minus_hashes.tolist()))
-    if not found <= set(zip(keys[:half].tolist(), row_hashes[:half].tolist())) or not lost <= set(zip(keys[half:].tolist(), row_hashes[half:].tolist())):
+    if not found <= set(zip(keys[:half].tolist(), row_hashes[:half].tolist())) or not lost <= set(
+        zip(keys[half:].tolist(), row_hashes[half:].tolist())
+    ):
         raise AssertionError(f"peel invented a pair (d={d}, seed={seed})")
     return peeled.complete and len(found) + len(lost) == d
 

@@ -18,9 +18,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="port (default 8000; env SERVICE_PORT)")
     parser.add_argument("--data-dir", help="catalog and stored views (default ./data; env SERVICE_DATA_DIR)")
     parser.add_argument("--spark-master", help="Spark master URL (default local[*]; env SERVICE_SPARK_MASTER)")
-    parser.add_argument("--max-concurrent-syncs", type=int, help="syncs of different views at once (env SERVICE_MAX_CONCURRENT_SYNCS)")
-    parser.add_argument("--max-body-bytes", type=int, help="largest request body; larger gets 413 (default 1 MiB; env SERVICE_MAX_BODY_BYTES)")
-    parser.add_argument("--ssl-certfile", help="serve HTTPS with this PEM certificate (chain) (env SERVICE_SSL_CERTFILE)")
+    parser.add_argument(
+        "--max-concurrent-syncs", type=int, help="syncs of different views at once (env SERVICE_MAX_CONCURRENT_SYNCS)"
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        help="largest request body; larger gets 413 (default 1 MiB; env SERVICE_MAX_BODY_BYTES)",
+    )
+    parser.add_argument(
+        "--ssl-certfile", help="serve HTTPS with this PEM certificate (chain) (env SERVICE_SSL_CERTFILE)"
+    )
     parser.add_argument("--ssl-keyfile", help="PEM private key of --ssl-certfile (env SERVICE_SSL_KEYFILE)")
     parser.add_argument("--log-level", help="log level (env SERVICE_LOG_LEVEL)")
     args = parser.parse_args(argv)
@@ -32,7 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
         parser.error("--ssl-certfile and --ssl-keyfile go together")
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower(), ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        ssl_certfile=settings.ssl_certfile,
+        ssl_keyfile=settings.ssl_keyfile,
+    )
     return 0
 
 

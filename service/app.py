@@ -47,7 +47,12 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
             app.state.runner.shutdown()
             app.state.catalog.close()
 
-    app = FastAPI(title="deltasieve service", version="0.1.0", description="Keeps warehouse views in step with read-only legacy databases.", lifespan=lifespan)
+    app = FastAPI(
+        title="deltasieve service",
+        version="0.1.0",
+        description="Keeps warehouse views in step with read-only legacy databases.",
+        lifespan=lifespan,
+    )
     app.state.settings = settings
 
     @app.exception_handler(ServiceError)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Mapping
+from collections.abc import Mapping
 
 from pydantic import SecretStr
 from starlette.datastructures import Headers
@@ -40,7 +40,11 @@ class ApiKeyGate:
         if scope["type"] == "http" and self.key is not None and scope["method"] in MUTATING_METHODS:
             if not key_matches(self.key, Headers(scope=scope)):
                 body = json.dumps({"detail": WRONG_KEY}).encode()
-                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"www-authenticate", b"Bearer")]
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                ]
                 await send({"type": "http.response.start", "status": 401, "headers": headers})
                 await send({"type": "http.response.body", "body": body})
                 return

@@ -8,8 +8,9 @@ import json
 import sqlite3
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .errors import Conflict, NotFound
 
@@ -51,7 +52,7 @@ ACTIVE = ("queued", "running")
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 class Catalog:
@@ -101,7 +102,10 @@ class Catalog:
     def add_view(self, name: str, sql: str, definition: dict, options: dict) -> dict:
         with self._lock:
             try:
-                self._conn.execute("INSERT INTO views VALUES (?, ?, ?, ?, ?)", (name, sql, json.dumps(definition), json.dumps(options), now()))
+                self._conn.execute(
+                    "INSERT INTO views VALUES (?, ?, ?, ?, ?)",
+                    (name, sql, json.dumps(definition), json.dumps(options), now()),
+                )
             except sqlite3.IntegrityError:
                 raise Conflict(f"view {name!r} already exists") from None
         return self.view(name)
@@ -138,7 +142,10 @@ class Catalog:
             self._refuse_if_busy(name, "redefined")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
-                self._conn.execute("UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?", (sql, json.dumps(definition), json.dumps(options), now(), name))
+                self._conn.execute(
+                    "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?",
+                    (sql, json.dumps(definition), json.dumps(options), now(), name),
+                )
             drop_data()
         return self.view(name)
 
@@ -152,13 +159,17 @@ class Catalog:
             for row in self._conn.execute("SELECT name, definition FROM views ORDER BY name").fetchall():
                 definition = upgrade(json.loads(row["definition"]))
                 if definition is not None:
-                    self._conn.execute("UPDATE views SET definition = ? WHERE name = ?", (json.dumps(definition), row["name"]))
+                    self._conn.execute(
+                        "UPDATE views SET definition = ? WHERE name = ?", (json.dumps(definition), row["name"])
+                    )
                     upgraded.append(row["name"])
         return upgraded
 
     def busy_sync(self, view: str) -> dict | None:
         """The view's sync that is queued or running, if any."""
-        row = self._conn.execute("SELECT id, status FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)).fetchone()
+        row = self._conn.execute(
+            "SELECT id, status FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)
+        ).fetchone()
         return dict(row) if row else None
 
     @contextlib.contextmanager
@@ -175,7 +186,9 @@ class Catalog:
     def _refuse_if_busy(self, view: str, what: str) -> None:
         busy = self.busy_sync(view)
         if busy is not None:
-            raise Conflict(f"view {view!r} cannot be {what} while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{view}/syncs/{busy['id']}), then retry")
+            raise Conflict(
+                f"view {view!r} cannot be {what} while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{view}/syncs/{busy['id']}), then retry"
+            )
 
     # -- syncs -------------------------------------------------------------------------
     def queue_sync(self, view: str) -> dict:
@@ -185,7 +198,9 @@ class Catalog:
             if busy is not None:
                 raise Conflict(f"view {view!r} already has sync {busy['id']} {busy['status']}; wait for it to finish")
             sync_id = uuid.uuid4().hex
-            self._conn.execute("INSERT INTO syncs (id, view, status, created_at) VALUES (?, ?, 'queued', ?)", (sync_id, view, now()))
+            self._conn.execute(
+                "INSERT INTO syncs (id, view, status, created_at) VALUES (?, ?, 'queued', ?)", (sync_id, view, now())
+            )
         return self.sync(view, sync_id)
 
     def update_sync(self, sync_id: str, **fields: Any) -> None:
@@ -210,7 +225,9 @@ class Catalog:
         return [_sync(r) for r in self._conn.execute("SELECT * FROM syncs WHERE status IN ('queued', 'running')")]
 
     def last_succeeded(self, view: str) -> dict | None:
-        row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)).fetchone()
+        row = self._conn.execute(
+            "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)
+        ).fetchone()
         return _sync(row) if row else None
 
 

@@ -57,7 +57,10 @@ class SparkEngine:
             return True
 
     def _restart(self, why: str) -> None:
-        log.error("Spark's JVM %s (see the lines above for the cause, often java.lang.OutOfMemoryError); starting a new session", why)
+        log.error(
+            "Spark's JVM %s (see the lines above for the cause, often java.lang.OutOfMemoryError); starting a new session",
+            why,
+        )
         forget_dead_session()
         self.session = self._build()
         self.generation += 1

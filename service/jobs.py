@@ -9,8 +9,8 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from warehouse.errors import WarehouseError
-from warehouse.storage import ViewStore
 from warehouse.options import DEFAULT_STRATEGY, SyncOptions
+from warehouse.storage import ViewStore
 from warehouse.sync import Endpoint, SyncRun
 from warehouse.viewdef import ViewDef
 
@@ -46,9 +46,21 @@ class SyncRunner:
             current = self.store(sync["view"]).current()
             if current is not None and current.sync_id == sync["id"]:
                 # It committed, but the process died before the catalog heard of it.
-                self.catalog.update_sync(sync["id"], status="succeeded", finished_at=now(), metrics=current.meta().get("metrics", {}), progress=None)
+                self.catalog.update_sync(
+                    sync["id"],
+                    status="succeeded",
+                    finished_at=now(),
+                    metrics=current.meta().get("metrics", {}),
+                    progress=None,
+                )
             else:
-                self.catalog.update_sync(sync["id"], status="failed", finished_at=now(), error="interrupted: the service stopped before this sync finished; the view is unchanged", progress=None)
+                self.catalog.update_sync(
+                    sync["id"],
+                    status="failed",
+                    finished_at=now(),
+                    error="interrupted: the service stopped before this sync finished; the view is unchanged",
+                    progress=None,
+                )
                 self.store(sync["view"]).forget(sync["id"])
         for view in self.catalog.views():
             removed = self.store(view["name"]).cleanup()
@@ -105,19 +117,42 @@ class SyncRunner:
             definition = ViewDef.from_json(view["definition"])
             spark, generation = self.engine.current()
             spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
-            run = SyncRun(spark, self.store(view_name), view_name, definition, self._endpoints(definition), sync_id, self._options(view, verify), progress)
+            run = SyncRun(
+                spark,
+                self.store(view_name),
+                view_name,
+                definition,
+                self._endpoints(definition),
+                sync_id,
+                self._options(view, verify),
+                progress,
+            )
             metrics = run.run().to_json()
             progress.close()
         except WarehouseError as exc:
             progress.close()
             error = ENGINE_LOST if self._engine_lost(generation) else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics.to_json() if run else {})
+            self.catalog.update_sync(
+                sync_id,
+                status="failed",
+                finished_at=now(),
+                error=error,
+                progress=None,
+                metrics=run.metrics.to_json() if run else {},
+            )
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
             error = ENGINE_LOST if self._engine_lost(generation) else f"internal error: {type(exc).__name__}: {exc}"
-            self.catalog.update_sync(sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=run.metrics.to_json() if run else {})
+            self.catalog.update_sync(
+                sync_id,
+                status="failed",
+                finished_at=now(),
+                error=error,
+                progress=None,
+                metrics=run.metrics.to_json() if run else {},
+            )
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
         finally:

@@ -7,9 +7,9 @@ import base64
 import datetime as dt
 import json
 import math
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow.dataset as ds
 
@@ -37,7 +37,9 @@ def to_json_value(value):
     return str(value)
 
 
-def ndjson_lines(path: Path, columns: list[Column], *, op_column: str | None = None, batch_rows: int = 8192) -> Iterator[bytes]:
+def ndjson_lines(
+    path: Path, columns: list[Column], *, op_column: str | None = None, batch_rows: int = 8192
+) -> Iterator[bytes]:
     """Stream a Parquet dataset as NDJSON, one batch in memory at a time.
 
     Values are first cast to the columns' logical Arrow types, so the JSON does not depend
@@ -48,7 +50,10 @@ def ndjson_lines(path: Path, columns: list[Column], *, op_column: str | None = N
     wanted = ([op_column] if op_column else []) + names
     types = {c.name: c.type.arrow() for c in columns}
     for batch in dataset.to_batches(columns=wanted, batch_size=batch_rows):
-        data = {name: (batch.column(name).cast(types[name]) if name in types else batch.column(name)).to_pylist() for name in wanted}
+        data = {
+            name: (batch.column(name).cast(types[name]) if name in types else batch.column(name)).to_pylist()
+            for name in wanted
+        }
         lines = []
         for i in range(batch.num_rows):
             row = {c: to_json_value(data[c][i]) for c in names}

@@ -21,26 +21,74 @@ class ServiceSettings(BaseSettings):
     port: int = DEFAULT_PORT
     data_dir: Path = Path("./data")
     spark_master: str = Field(default="local[*]", description="local[*] or a cluster master URL")
-    spark_driver_memory: str | None = Field(default=None, description="Spark driver heap, e.g. 8g; default: a quarter of the machine's memory (2g to 16g) on a local master, 2g with a cluster")
-    spark_conf: dict[str, str] = Field(default_factory=dict, description='extra Spark properties, as JSON: {"spark.executor.memory": "8g"}')
+    spark_driver_memory: str | None = Field(
+        default=None,
+        description="Spark driver heap, e.g. 8g; default: a quarter of the machine's memory (2g to 16g) on a local master, 2g with a cluster",
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, description='extra Spark properties, as JSON: {"spark.executor.memory": "8g"}'
+    )
     #: Syncs of different views that may run at once (Spark shares the machine between them).
     max_concurrent_syncs: int = Field(default=2, ge=1)
-    api_key: SecretStr | None = Field(default=None, description="when set, required (X-API-Key or Bearer) on every mutating call")
-    hash_bits: Literal[64, 128] = Field(default=sync_defaults.DEFAULT_HASH_BITS, description="width of the group hashes in bits (64 or 128)")
-    prior_mode: Literal["site", "paper"] = Field(default=sync_defaults.DEFAULT_PRIOR_MODE, description="how update probabilities treat a tuple's entry; see README")
-    default_prior: float = Field(default=sync_defaults.DEFAULT_PRIOR, ge=0.0, le=1.0, description="update probability assumed before any update was observed")
-    grouping: Literal["per_tuple", "group"] = Field(default=sync_defaults.DEFAULT_GROUPING, description="grow a group while it raises EB per tuple, or the group's EB (the paper's rule)")
-    plan_partitions: int = Field(default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism")
-    agent_read_timeout_s: float = Field(default=sync_defaults.READ_TIMEOUT_S, gt=0, description="seconds without a byte from an agent before a call fails")
-    agent_deadline_s: float = Field(default=sync_defaults.DEADLINE_S, gt=0, description="seconds one call to an agent may take in all")
-    agent_retries: int = Field(default=sync_defaults.DEFAULT_AGENT_RETRIES, ge=0, le=10, description="extra attempts at a site's extraction after a transient failure (link, timeout, cut answer)")
-    agent_retry_backoff_s: float = Field(default=sync_defaults.DEFAULT_RETRY_BACKOFF_S, ge=0, le=600, description="pause before the first retry, doubled before each next one")
-    sketch_seed_rotation: int = Field(default=sync_defaults.DEFAULT_SKETCH_SEED_ROTATION, ge=1, description="syncs a sketch table's secret serves before a new one is drawn and the table rebuilt")
+    api_key: SecretStr | None = Field(
+        default=None, description="when set, required (X-API-Key or Bearer) on every mutating call"
+    )
+    hash_bits: Literal[64, 128] = Field(
+        default=sync_defaults.DEFAULT_HASH_BITS, description="width of the group hashes in bits (64 or 128)"
+    )
+    prior_mode: Literal["site", "paper"] = Field(
+        default=sync_defaults.DEFAULT_PRIOR_MODE,
+        description="how update probabilities treat a tuple's entry; see README",
+    )
+    default_prior: float = Field(
+        default=sync_defaults.DEFAULT_PRIOR,
+        ge=0.0,
+        le=1.0,
+        description="update probability assumed before any update was observed",
+    )
+    grouping: Literal["per_tuple", "group"] = Field(
+        default=sync_defaults.DEFAULT_GROUPING,
+        description="grow a group while it raises EB per tuple, or the group's EB (the paper's rule)",
+    )
+    plan_partitions: int = Field(
+        default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism"
+    )
+    agent_read_timeout_s: float = Field(
+        default=sync_defaults.READ_TIMEOUT_S,
+        gt=0,
+        description="seconds without a byte from an agent before a call fails",
+    )
+    agent_deadline_s: float = Field(
+        default=sync_defaults.DEADLINE_S, gt=0, description="seconds one call to an agent may take in all"
+    )
+    agent_retries: int = Field(
+        default=sync_defaults.DEFAULT_AGENT_RETRIES,
+        ge=0,
+        le=10,
+        description="extra attempts at a site's extraction after a transient failure (link, timeout, cut answer)",
+    )
+    agent_retry_backoff_s: float = Field(
+        default=sync_defaults.DEFAULT_RETRY_BACKOFF_S,
+        ge=0,
+        le=600,
+        description="pause before the first retry, doubled before each next one",
+    )
+    sketch_seed_rotation: int = Field(
+        default=sync_defaults.DEFAULT_SKETCH_SEED_ROTATION,
+        ge=1,
+        description="syncs a sketch table's secret serves before a new one is drawn and the table rebuilt",
+    )
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
     #: Largest request body accepted; the biggest legitimate one is a view of 100,000 characters.
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, description="largest request body in bytes; larger gets 413")
-    ssl_certfile: str | None = Field(default=None, description="serve HTTPS with this certificate (PEM; uvicorn's ssl_certfile)")
-    ssl_keyfile: str | None = Field(default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)")
+    max_body_bytes: int = Field(
+        default=1024 * 1024, ge=1024, description="largest request body in bytes; larger gets 413"
+    )
+    ssl_certfile: str | None = Field(
+        default=None, description="serve HTTPS with this certificate (PEM; uvicorn's ssl_certfile)"
+    )
+    ssl_keyfile: str | None = Field(
+        default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)"
+    )
     log_level: str = "info"
 
     @field_validator("api_key", mode="before")

@@ -18,7 +18,10 @@ from workloads.postgres import PostgresDatabase, PostgresServer, start_postgres 
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "engines(*names): run a test taking `source` on these engines only (default: all of tests.support.sources.ENGINES)")
+    config.addinivalue_line(
+        "markers",
+        "engines(*names): run a test taking `source` on these engines only (default: all of tests.support.sources.ENGINES)",
+    )
 
 
 def pytest_generate_tests(metafunc):
@@ -28,7 +31,9 @@ def pytest_generate_tests(metafunc):
         engines = list(marker.args) if marker else list(ENGINES)
         unknown = set(engines) - set(ENGINES)
         if unknown:
-            raise pytest.UsageError(f"{metafunc.definition.nodeid}: unknown engine(s) {sorted(unknown)}; known: {sorted(ENGINES)}")
+            raise pytest.UsageError(
+                f"{metafunc.definition.nodeid}: unknown engine(s) {sorted(unknown)}; known: {sorted(ENGINES)}"
+            )
         metafunc.parametrize("source", engines, indirect=True)
 
 

@@ -6,8 +6,8 @@ import json
 import ssl
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import httpcore
 import httpx
@@ -57,7 +57,9 @@ class _CountingStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None) -> httpcore.NetworkStream:
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
         return _CountingStream(self._inner.start_tls(ssl_context, server_hostname, timeout), self._counter)
 
     def get_extra_info(self, info: str):
@@ -70,7 +72,9 @@ class _CountingBackend(httpcore.NetworkBackend):
         self._counter = counter
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        return _CountingStream(self._inner.connect_tcp(host, port, timeout, local_address, socket_options), self._counter)
+        return _CountingStream(
+            self._inner.connect_tcp(host, port, timeout, local_address, socket_options), self._counter
+        )
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
         return _CountingStream(self._inner.connect_unix_socket(path, timeout, socket_options), self._counter)
@@ -82,14 +86,24 @@ class _CountingBackend(httpcore.NetworkBackend):
 def _counting_transport(counter: ByteCounter, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
     transport = httpx.HTTPTransport(verify=verify)
     ssl_context = transport._pool._ssl_context  # keep httpx's TLS set-up (verify, CA bundle)
-    transport._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=4, network_backend=_CountingBackend(counter))
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=ssl_context, max_connections=4, network_backend=_CountingBackend(counter)
+    )
     return transport
 
 
 class AgentClient:
     """Calls to one agent; use as a context manager. `counter` holds the bytes so far."""
 
-    def __init__(self, url: str, token: str | None = None, *, verify: ssl.SSLContext | str | bool = True, read_timeout_s: float = READ_TIMEOUT_S, deadline_s: float = DEADLINE_S):
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        verify: ssl.SSLContext | str | bool = True,
+        read_timeout_s: float = READ_TIMEOUT_S,
+        deadline_s: float = DEADLINE_S,
+    ):
         self.url = url.rstrip("/")
         self.deadline_s = deadline_s
         self.counter = ByteCounter()
@@ -101,7 +115,7 @@ class AgentClient:
             timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s, write=read_timeout_s),
         )
 
-    def __enter__(self) -> "AgentClient":
+    def __enter__(self) -> AgentClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -144,7 +158,9 @@ class AgentClient:
                         finished = True
                     yield frame
                 if not finished:
-                    raise ProtocolError(f"the answer of the agent at {self.url} ended before its summary frame (connection cut?)")
+                    raise ProtocolError(
+                        f"the answer of the agent at {self.url} ended before its summary frame (connection cut?)"
+                    )
         except frames.FrameError as exc:
             raise ProtocolError(f"malformed answer from the agent at {self.url}: {exc}") from None
         except httpx.TimeoutException as exc:
@@ -157,7 +173,9 @@ class AgentClient:
         deadline = time.monotonic() + self.deadline_s
         for chunk in chunks:
             if time.monotonic() > deadline:
-                raise AgentUnavailable(f"agent at {self.url}: {path} did not finish within {self.deadline_s:g} s (SERVICE_AGENT_DEADLINE_S)")
+                raise AgentUnavailable(
+                    f"agent at {self.url}: {path} did not finish within {self.deadline_s:g} s (SERVICE_AGENT_DEADLINE_S)"
+                )
             yield chunk
 
     def _call(self, method: str, path: str) -> httpx.Response:

@@ -39,7 +39,12 @@ def measure(snapshot: DataFrame | None, site: SiteQuery, hash_bits: int) -> Cost
     keys = pa.table({UID: uids, **{k: shuffled.column(k) for k in site.key}})
     key_bytes = _marginal(frames.UNIT_KEYS, keys)
     n_units = max(1, n // SAMPLE_GROUP_SIZE)
-    units = pa.table({UID: pa.array(range(n_units), pa.int64()), HASH: pa.array([os.urandom(hash_bits // 8) for _ in range(n_units)], pa.binary(hash_bits // 8))})
+    units = pa.table(
+        {
+            UID: pa.array(range(n_units), pa.int64()),
+            HASH: pa.array([os.urandom(hash_bits // 8) for _ in range(n_units)], pa.binary(hash_bits // 8)),
+        }
+    )
     hash_bytes = _marginal(frames.UNITS, units)
     return CostModel(tuple_bytes=tuple_bytes, key_bytes=key_bytes, hash_bytes=hash_bytes)
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from functools import reduce
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import Column
 
@@ -59,7 +60,15 @@ def check_unique(rows: DataFrame, key: list[str], what: str) -> None:
         )
 
 
-def build_delta(snapshot: DataFrame, columns: list[Column], key: list[str], *, grouped_keys: DataFrame, returned: DataFrame, deleted_keys: DataFrame) -> DeltaResult:
+def build_delta(
+    snapshot: DataFrame,
+    columns: list[Column],
+    key: list[str],
+    *,
+    grouped_keys: DataFrame,
+    returned: DataFrame,
+    deleted_keys: DataFrame,
+) -> DeltaResult:
     """Classify every tuple as insert / update / delete / keep and count them."""
     values = [c.name for c in columns if c.name not in key]
     s = (
@@ -82,9 +91,19 @@ def build_delta(snapshot: DataFrame, columns: list[Column], key: list[str], *, g
         .otherwise(F.lit(INSERT))
     )
     j = j.withColumn(OP, op)
-    out = [F.col(c.name) if c.name in key else F.when(in_r & (F.col(OP) != DELETE), F.col(_R + c.name)).otherwise(F.col(c.name)).alias(c.name) for c in columns]
+    out = [
+        F.col(c.name)
+        if c.name in key
+        else F.when(in_r & (F.col(OP) != DELETE), F.col(_R + c.name)).otherwise(F.col(c.name)).alias(c.name)
+        for c in columns
+    ]
     tno = F.when(in_s, F.col(TNO) + 1).otherwise(F.lit(1)).cast("bigint").alias(TNO)
-    uno = F.when(in_s, F.col(UNO) + F.when(F.col(OP) == UPDATE, 1).otherwise(0)).otherwise(F.lit(1)).cast("bigint").alias(UNO)
+    uno = (
+        F.when(in_s, F.col(UNO) + F.when(F.col(OP) == UPDATE, 1).otherwise(0))
+        .otherwise(F.lit(1))
+        .cast("bigint")
+        .alias(UNO)
+    )
     classified = j.select(F.col(OP), *out, tno, uno).persist(StorageLevel.MEMORY_AND_DISK)
     counts = {row[OP]: row["count"] for row in classified.groupBy(OP).count().collect()}
     inserted, updated, deleted, kept = (counts.get(x, 0) for x in (INSERT, UPDATE, DELETE, KEEP))
@@ -102,6 +121,10 @@ def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str
     same = F.lit(True)
     for v in values:
         same = same & F.col(v).eqNullSafe(F.col("__o_" + v))
-    op = F.when(in_o & in_n, F.when(same, F.lit("keep")).otherwise(F.lit(UPDATE))).when(in_n, F.lit(INSERT)).otherwise(F.lit(DELETE))
+    op = (
+        F.when(in_o & in_n, F.when(same, F.lit("keep")).otherwise(F.lit(UPDATE)))
+        .when(in_n, F.lit(INSERT))
+        .otherwise(F.lit(DELETE))
+    )
     out = [F.col(c) if c in key else F.when(in_n, F.col(c)).otherwise(F.col("__o_" + c)).alias(c) for c in columns]
     return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")

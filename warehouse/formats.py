@@ -34,5 +34,7 @@ def read_format(data: dict, known: int, what: str) -> int:
     if type(number) is not int or number < UNNUMBERED_FORMAT:
         raise FormatError(f"{what} has the format {number!r}, which is not a format number")
     if number > known:
-        raise FormatError(f"{what} is stored in format {number}, newer than this deltasieve reads (formats {UNNUMBERED_FORMAT} to {known}): upgrade deltasieve to use it")
+        raise FormatError(
+            f"{what} is stored in format {number}, newer than this deltasieve reads (formats {UNNUMBERED_FORMAT} to {known}): upgrade deltasieve to use it"
+        )
     return number

@@ -17,13 +17,15 @@ the globally sorted list would have: only group boundaries at partition edges di
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from pyspark.sql import Column as SparkColumn, DataFrame, functions as F
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from remote_agent.protocol.encoding import combine, hash_to_bytes, row_hashes
 from remote_agent.protocol.types import Column
@@ -54,10 +56,22 @@ def probability(prior: float | None) -> SparkColumn:
 def plan_schema(columns: list[Column], key: list[str]) -> str:
     keyed = {c.name: c for c in columns}
     fields = [f"`{k}` {keyed[k].type.spark_ddl()}" for k in key]
-    return ", ".join(fields + [f"{KIND} string", f"{UID} bigint", f"{ROW_HASH} binary", f"{GROUP_HASH} binary", f"{GROUP_SIZE} int", f"{BENEFIT} double"])
+    return ", ".join(
+        fields
+        + [
+            f"{KIND} string",
+            f"{UID} bigint",
+            f"{ROW_HASH} binary",
+            f"{GROUP_HASH} binary",
+            f"{GROUP_SIZE} int",
+            f"{BENEFIT} double",
+        ]
+    )
 
 
-def _partition_planner(columns: list[Column], key: list[str], seed: int, bits: int, p_delete: float, cost: CostModel, criterion: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _partition_planner(
+    columns: list[Column], key: list[str], seed: int, bits: int, p_delete: float, cost: CostModel, criterion: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     width = bits // 8
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -143,7 +157,19 @@ def _unit_rows(closed, sums: dict[int, int], partition: int, key: list[str], key
     return pa.RecordBatch.from_arrays(arrays, names=key + [KIND, UID, ROW_HASH, GROUP_HASH, GROUP_SIZE, BENEFIT])
 
 
-def plan_groups(snapshot: DataFrame, columns: list[Column], key: list[str], *, prior: float | None, p_delete: float, cost: CostModel, seed: int, bits: int, partitions: int, criterion: str = DEFAULT_GROUPING) -> DataFrame:
+def plan_groups(
+    snapshot: DataFrame,
+    columns: list[Column],
+    key: list[str],
+    *,
+    prior: float | None,
+    p_delete: float,
+    cost: CostModel,
+    seed: int,
+    bits: int,
+    partitions: int,
+    criterion: str = DEFAULT_GROUPING,
+) -> DataFrame:
     """The grouping plan of a snapshot (site columns + ω± columns), computed on the executors."""
     with_p = snapshot.withColumn(PROB, probability(prior))
     ordered = with_p.repartitionByRange(max(1, partitions), F.col(PROB)).sortWithinPartitions(PROB, *key)

@@ -11,7 +11,9 @@ from remote_agent.protocol.types import Column
 ROW_HASH = "__rh"
 
 
-def spark_row_hashes(df: DataFrame, columns: list[Column], keep: list[str], seed: int, bits: int = DEFAULT_HASH_BITS) -> DataFrame:
+def spark_row_hashes(
+    df: DataFrame, columns: list[Column], keep: list[str], seed: int, bits: int = DEFAULT_HASH_BITS
+) -> DataFrame:
     """`keep` columns plus the seeded hash of each row over `columns` (binary, bits/8 bytes).
 
     The hash runs in Python on Arrow batches, exactly the code the agent runs, so a row
@@ -22,7 +24,9 @@ def spark_row_hashes(df: DataFrame, columns: list[Column], keep: list[str], seed
     def run(batches):
         for batch in batches:
             hashes = [hash_to_bytes(h, bits) for h in row_hashes(batch, columns, seed, bits)]
-            yield pa.RecordBatch.from_arrays([batch.column(k) for k in keep] + [pa.array(hashes, pa.binary())], names=[*keep, ROW_HASH])
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(k) for k in keep] + [pa.array(hashes, pa.binary())], names=[*keep, ROW_HASH]
+            )
 
     schema = ", ".join([f"`{k}` {by_name[k].type.spark_ddl()}" for k in keep] + [f"{ROW_HASH} binary"])
     return df.select(*[c.name for c in columns]).mapInArrow(run, schema)

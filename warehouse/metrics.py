@@ -10,14 +10,37 @@ from dataclasses import dataclass, field, fields
 
 #: Counters summed over the sites of a view.
 SUMMED = (
-    "bytes_to_agent", "bytes_from_agent", "round_trips", "groups_sent", "groups_identical", "groups_changed",
-    "groups_regrouped", "groups_regrouped_changed", "tuples_grouped", "tuples_ungrouped", "rows_scanned",
-    "rows_received", "full_ship_estimate_bytes", "expected_benefit_bytes",
+    "bytes_to_agent",
+    "bytes_from_agent",
+    "round_trips",
+    "groups_sent",
+    "groups_identical",
+    "groups_changed",
+    "groups_regrouped",
+    "groups_regrouped_changed",
+    "tuples_grouped",
+    "tuples_ungrouped",
+    "rows_scanned",
+    "rows_received",
+    "full_ship_estimate_bytes",
+    "expected_benefit_bytes",
 )
 #: Fields a one-site view repeats at the top of its sync's metrics.
 LIFTED = (
-    "cost_model", "planning", "range_rounds", "ranges_shipped", "agent_seconds", "expected_bytes", "chosen",
-    "sketch_cells", "sketch_bytes", "sketch_rebuilt", "differences_expected", "differences_found", "peel_failed", "fallback",
+    "cost_model",
+    "planning",
+    "range_rounds",
+    "ranges_shipped",
+    "agent_seconds",
+    "expected_bytes",
+    "chosen",
+    "sketch_cells",
+    "sketch_bytes",
+    "sketch_rebuilt",
+    "differences_expected",
+    "differences_found",
+    "peel_failed",
+    "fallback",
 )
 
 
@@ -109,7 +132,14 @@ class Attempt(Traffic):
     seconds: float = 0.0
 
     def to_json(self) -> dict:
-        return {"site": self.site, "source": self.source, "attempt": self.attempt, "error": self.error, "seconds": self.seconds, **_json(Traffic(self.bytes_to_agent, self.bytes_from_agent, self.round_trips))}
+        return {
+            "site": self.site,
+            "source": self.source,
+            "attempt": self.attempt,
+            "error": self.error,
+            "seconds": self.seconds,
+            **_json(Traffic(self.bytes_to_agent, self.bytes_from_agent, self.round_trips)),
+        }
 
 
 @dataclass

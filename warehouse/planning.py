@@ -12,8 +12,8 @@ next sync, i.e. that its hash will match and its tuples need not travel.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 #: Largest group the planner builds, even while the expected benefit still grows. A changed
 #: group is re-shipped whole and the agent keeps a group's keys in memory while it reads,
@@ -254,7 +254,9 @@ class GroupBuilder:
     (3, 1, -8.0)
     """
 
-    def __init__(self, p_delete: float, cost: CostModel, max_group_size: int = MAX_GROUP_SIZE, criterion: str = DEFAULT_GROUPING):
+    def __init__(
+        self, p_delete: float, cost: CostModel, max_group_size: int = MAX_GROUP_SIZE, criterion: str = DEFAULT_GROUPING
+    ):
         _check_probability("p_delete", p_delete)
         if criterion not in GROUPING_CRITERIA:
             raise ValueError(f"unknown grouping criterion {criterion!r}; use one of {GROUPING_CRITERIA}")
@@ -334,7 +336,13 @@ class GroupBuilder:
         return True
 
 
-def select_groups(update_probs: Sequence[float], p_delete: float, cost: CostModel, max_group_size: int = MAX_GROUP_SIZE, criterion: str = DEFAULT_GROUPING) -> list[Group]:
+def select_groups(
+    update_probs: Sequence[float],
+    p_delete: float,
+    cost: CostModel,
+    max_group_size: int = MAX_GROUP_SIZE,
+    criterion: str = DEFAULT_GROUPING,
+) -> list[Group]:
     """The grouping plan of tuples already sorted most stable first (ascending probability).
 
     Returns:

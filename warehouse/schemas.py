@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ssl
-from typing import Iterable
+from collections.abc import Iterable
 
 from remote_agent.protocol.schema import SourceSchema
 
@@ -11,7 +11,13 @@ from .agent_client import DEADLINE_S, READ_TIMEOUT_S, AgentClient
 from .errors import SchemaUnavailable, WarehouseError
 
 
-def fetch_schemas(agents: Iterable[tuple[str, str, str | None]], *, verify: ssl.SSLContext | str | bool = True, read_timeout_s: float = READ_TIMEOUT_S, deadline_s: float = DEADLINE_S) -> dict[str, SourceSchema]:
+def fetch_schemas(
+    agents: Iterable[tuple[str, str, str | None]],
+    *,
+    verify: ssl.SSLContext | str | bool = True,
+    read_timeout_s: float = READ_TIMEOUT_S,
+    deadline_s: float = DEADLINE_S,
+) -> dict[str, SourceSchema]:
     """The schema of each source, asked of its agent, one source after the other.
 
     Args:

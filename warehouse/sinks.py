@@ -19,7 +19,7 @@ class Sink:
         self.rows = 0
         self._writer: pq.ParquetWriter | None = None
 
-    def __enter__(self) -> "Sink":
+    def __enter__(self) -> Sink:
         self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         return self
 

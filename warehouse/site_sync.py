@@ -11,12 +11,13 @@ and stages the next fragment with its ω± and ω−. A view over several sites 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from . import costs, planning
 from .agent_client import AgentClient
@@ -45,7 +46,7 @@ class Endpoint:
 
 
 def _utcnow() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -68,8 +69,26 @@ class SiteRun:
     def __post_init__(self) -> None:
         self.metrics = SiteMetrics(source=self.site.source)
         self.staging.mkdir(parents=True, exist_ok=True)
-        self.client = AgentClient(self.endpoint.url, self.endpoint.token, verify=self.endpoint.verify, read_timeout_s=self.options.agent_read_timeout_s, deadline_s=self.options.agent_deadline_s)
-        self.ctx = SiteContext(self.spark, self.index, self.site, self.client, self.staging, self.seed, self.current, self.options, self.metrics, self.progress, self.traffic)
+        self.client = AgentClient(
+            self.endpoint.url,
+            self.endpoint.token,
+            verify=self.endpoint.verify,
+            read_timeout_s=self.options.agent_read_timeout_s,
+            deadline_s=self.options.agent_deadline_s,
+        )
+        self.ctx = SiteContext(
+            self.spark,
+            self.index,
+            self.site,
+            self.client,
+            self.staging,
+            self.seed,
+            self.current,
+            self.options,
+            self.metrics,
+            self.progress,
+            self.traffic,
+        )
         self.strategy = None
         self.answer: Answer | None = None
 
@@ -103,16 +122,25 @@ class SiteRun:
         """Measure the cost model and the statistics, then let the strategy plan what to send."""
         ctx = self.ctx
         ctx.cost = costs.measure(ctx.snapshot, self.site, self.options.hash_bits)
-        self.metrics.cost_model = {"tuple_bytes": round(ctx.cost.tuple_bytes, 2), "key_bytes": round(ctx.cost.key_bytes, 2), "hash_bytes": round(ctx.cost.hash_bytes, 2)}
+        self.metrics.cost_model = {
+            "tuple_bytes": round(ctx.cost.tuple_bytes, 2),
+            "key_bytes": round(ctx.cost.key_bytes, 2),
+            "hash_bytes": round(ctx.cost.hash_bytes, 2),
+        }
         if ctx.snapshot is None:
             self.strategy = LOAD(ctx)
         else:
             tno, upd = F.col(TNO).cast("double"), (F.col(UNO) - 1).cast("double")
             totals = ctx.snapshot.agg(
-                F.count(F.lit(1)).alias("n"), F.sum(F.col(TNO) - 1).alias("obs"), F.sum(F.col(UNO) - 1).alias("upd"),
+                F.count(F.lit(1)).alias("n"),
+                F.sum(F.col(TNO) - 1).alias("obs"),
+                F.sum(F.col(UNO) - 1).alias("upd"),
                 # the moments of P(update t) = (uno - 1 + prior) / tno, whatever the prior
-                F.sum(upd / tno).alias("a"), F.sum(1 / tno).alias("b"), F.sum(upd * upd / (tno * tno)).alias("c"),
-                F.sum(upd / (tno * tno)).alias("e"), F.sum(1 / (tno * tno)).alias("f"),
+                F.sum(upd / tno).alias("a"),
+                F.sum(1 / tno).alias("b"),
+                F.sum(upd * upd / (tno * tno)).alias("c"),
+                F.sum(upd / (tno * tno)).alias("e"),
+                F.sum(1 / (tno * tno)).alias("f"),
             ).collect()[0]
             self.metrics.rows_before = totals["n"]
             ctx.observed = (totals["obs"] or 0, totals["upd"] or 0)
@@ -138,13 +166,30 @@ class SiteRun:
         Returns the classified tuples (persisted; the caller releases them) with counts.
         """
         inputs = self.strategy.delta_inputs(self.answer)
-        check_unique(inputs.returned, self.site.key, f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})")
-        snapshot = self.ctx.snapshot if self.ctx.snapshot is not None else self.spark.createDataFrame([], spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint")
-        result = build_delta(snapshot, self.site.columns, self.site.key, grouped_keys=inputs.unchanged_keys, returned=inputs.returned, deleted_keys=inputs.deleted_keys)
+        check_unique(
+            inputs.returned,
+            self.site.key,
+            f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})",
+        )
+        snapshot = (
+            self.ctx.snapshot
+            if self.ctx.snapshot is not None
+            else self.spark.createDataFrame([], spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint")
+        )
+        result = build_delta(
+            snapshot,
+            self.site.columns,
+            self.site.key,
+            grouped_keys=inputs.unchanged_keys,
+            returned=inputs.returned,
+            deleted_keys=inputs.deleted_keys,
+        )
         try:
             result.fragment(self.site.columns).write.parquet(str(staged.fragment(self.index)))
             history = self._deletions(self.current)
-            row = self.spark.createDataFrame([(staged.sync_id, result.before, result.deleted, result.inserted)], DELETIONS_SCHEMA)
+            row = self.spark.createDataFrame(
+                [(staged.sync_id, result.before, result.deleted, result.inserted)], DELETIONS_SCHEMA
+            )
             history.unionByName(row).coalesce(1).write.parquet(str(staged.deletions(self.index)))
             self.strategy.stage(staged)
         except BaseException:
@@ -168,7 +213,16 @@ class SiteRun:
         squares = (totals["c"] or 0.0) + 2 * prior * (totals["e"] or 0.0) + prior * prior * (totals["f"] or 0.0)
         n = self.metrics.rows_before
         p_delete = planning.deletion_probability(self.ctx.history)
-        return SiteEstimate(n, updates / n if n else 0.0, p_delete, self.ctx.cost, self.options.hash_bits, updates=updates, updates_variance=max(0.0, updates - squares), inserts=inserts)
+        return SiteEstimate(
+            n,
+            updates / n if n else 0.0,
+            p_delete,
+            self.ctx.cost,
+            self.options.hash_bits,
+            updates=updates,
+            updates_variance=max(0.0, updates - squares),
+            inserts=inserts,
+        )
 
     def _deletions(self, version: Version | None) -> DataFrame:
         if version is None or not version.deletions(self.index).exists():

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints
 from remote_agent.protocol.iblt import Iblt
@@ -85,7 +86,9 @@ class SiteSketch:
     def secret(self) -> int:
         return self.table.seed
 
-    def pairs(self, batch: pa.RecordBatch | pa.Table, columns: list[Column], key: list[Column]) -> tuple[np.ndarray, np.ndarray]:
+    def pairs(
+        self, batch: pa.RecordBatch | pa.Table, columns: list[Column], key: list[Column]
+    ) -> tuple[np.ndarray, np.ndarray]:
         key_seed, row_seed = seeds(self.secret)
         return key_fingerprints(batch, key, key_seed), row_fingerprints(batch, columns, row_seed)
 
@@ -109,7 +112,9 @@ class SiteSketch:
         return cls(Iblt.from_arrow(batch), syncs)
 
 
-def build(fragment: DataFrame, columns: list[Column], key: list[Column], rows: int, secret: int | None = None) -> SiteSketch:
+def build(
+    fragment: DataFrame, columns: list[Column], key: list[Column], rows: int, secret: int | None = None
+) -> SiteSketch:
     """The table of a fragment, built on the executors: a partial table per partition, then
     its occupied cells summed and XORed by cell index. Only the table reaches the driver."""
     secret = secrets.randbits(64) if secret is None else secret
@@ -121,14 +126,23 @@ def build(fragment: DataFrame, columns: list[Column], key: list[Column], rows: i
         for batch in batches:
             if batch.num_rows:
                 table.add(key_fingerprints(batch, key, key_seed), row_fingerprints(batch, columns, row_seed))
-        used = np.flatnonzero((table.count != 0) | (table.key_sum != 0) | (table.hash_sum != 0) | (table.check_sum != 0))
+        used = np.flatnonzero(
+            (table.count != 0) | (table.key_sum != 0) | (table.hash_sum != 0) | (table.check_sum != 0)
+        )
         yield pa.RecordBatch.from_arrays(
-            [pa.array(used, pa.int64()), pa.array(table.count[used])] + [pa.array(getattr(table, n)[used].view(np.int64)) for n in ("key_sum", "hash_sum", "check_sum")],
+            [pa.array(used, pa.int64()), pa.array(table.count[used])]
+            + [pa.array(getattr(table, n)[used].view(np.int64)) for n in ("key_sum", "hash_sum", "check_sum")],
             names=["cell", "n", "k", "h", "c"],
         )
 
-    parts = fragment.select(*[c.name for c in columns]).mapInArrow(run, "cell bigint, n bigint, k bigint, h bigint, c bigint")
-    cells = parts.groupBy("cell").agg(F.sum("n").alias("n"), F.bit_xor("k").alias("k"), F.bit_xor("h").alias("h"), F.bit_xor("c").alias("c")).toArrow()
+    parts = fragment.select(*[c.name for c in columns]).mapInArrow(
+        run, "cell bigint, n bigint, k bigint, h bigint, c bigint"
+    )
+    cells = (
+        parts.groupBy("cell")
+        .agg(F.sum("n").alias("n"), F.bit_xor("k").alias("k"), F.bit_xor("h").alias("h"), F.bit_xor("c").alias("c"))
+        .toArrow()
+    )
     table = Iblt(width * HASHES, HASHES, secret)
     at = cells.column("cell").to_numpy()
     table.count[at] = cells.column("n").to_numpy()

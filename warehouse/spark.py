@@ -74,7 +74,13 @@ def machine_memory_bytes() -> int | None:
     return min(limits) if limits else None
 
 
-def build_session(master: str = "local[*]", *, app_name: str = "deltasieve", driver_memory: str | None = None, extra_conf: dict[str, str] | None = None) -> SparkSession:
+def build_session(
+    master: str = "local[*]",
+    *,
+    app_name: str = "deltasieve",
+    driver_memory: str | None = None,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
     """Start (or reuse) the Spark session; `master` may be a cluster URL.
 
     Timestamps are read and written in UTC so that the canonical encoding does not depend
@@ -85,10 +91,14 @@ def build_session(master: str = "local[*]", *, app_name: str = "deltasieve", dri
     """
     cores = local_cores(master)
     driver_memory = driver_memory or default_driver_memory(master, machine_memory_bytes())
-    tuning = {"spark.sql.adaptive.enabled": "true"} if cores is None else {
-        "spark.sql.shuffle.partitions": str(LOCAL_PARTITIONS_PER_CORE * cores),
-        "spark.sql.adaptive.enabled": "false",
-    }
+    tuning = (
+        {"spark.sql.adaptive.enabled": "true"}
+        if cores is None
+        else {
+            "spark.sql.shuffle.partitions": str(LOCAL_PARTITIONS_PER_CORE * cores),
+            "spark.sql.adaptive.enabled": "false",
+        }
+    )
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (

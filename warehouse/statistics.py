@@ -46,7 +46,12 @@ def _update_statistics(fragment: DataFrame) -> dict:
         F.sum(F.when(F.col(UNO) > 1, 1).otherwise(0)).alias("tuples_ever_updated"),
     ).collect()[0]
     p = F.col(UNO) / F.col(TNO)
-    buckets = fragment.select(F.least(F.floor(p * HISTOGRAM_BUCKETS), F.lit(HISTOGRAM_BUCKETS - 1)).alias("b")).groupBy("b").count().collect()
+    buckets = (
+        fragment.select(F.least(F.floor(p * HISTOGRAM_BUCKETS), F.lit(HISTOGRAM_BUCKETS - 1)).alias("b"))
+        .groupBy("b")
+        .count()
+        .collect()
+    )
     histogram = [0] * HISTOGRAM_BUCKETS
     for row in buckets:
         histogram[int(row["b"])] = row["count"]

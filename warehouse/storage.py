@@ -113,7 +113,9 @@ class ViewStore:
             (self.root / "deltas").mkdir(exist_ok=True)
             os.replace(delta, self.delta(staged.sync_id))
         pointer_tmp = self.root / "CURRENT.tmp"
-        pointer_tmp.write_text(json.dumps({"format": STORAGE_FORMAT, "version": staged.number, "sync_id": staged.sync_id}))
+        pointer_tmp.write_text(
+            json.dumps({"format": STORAGE_FORMAT, "version": staged.number, "sync_id": staged.sync_id})
+        )
         _fsync_file(pointer_tmp)
         faults.checkpoint("before_visible")
         os.replace(pointer_tmp, self.root / "CURRENT")  # the commit point

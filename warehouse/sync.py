@@ -15,11 +15,11 @@ import secrets
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import SparkSession
 
 from . import faults
 from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
@@ -42,6 +42,7 @@ SCHEMA_DRIFT_STATUSES = (403, 422)
 #: Divergent rows a verify sync quotes in its record.
 VERIFY_EXAMPLES = 5
 
+
 @dataclass
 class SyncRun:
     spark: SparkSession
@@ -57,7 +58,11 @@ class SyncRun:
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
-        self.metrics = SyncMetrics(strategy=self.options.strategy, hash_bits=self.options.hash_bits, mode="verify" if self.options.verify else None)
+        self.metrics = SyncMetrics(
+            strategy=self.options.strategy,
+            hash_bits=self.options.hash_bits,
+            mode="verify" if self.options.verify else None,
+        )
         self.sites: list[SiteRun] = []
         self.checks: list[SiteRun] = []  # verify mode: the full reads
         self.results: list[DeltaResult] = []
@@ -85,7 +90,9 @@ class SyncRun:
         """Bytes and calls so far, failed attempts included."""
         out = {}
         for k in ("bytes_to_agent", "bytes_from_agent", "round_trips"):
-            out[k] = sum(s.traffic()[k] for s in [*self.sites, *self.checks]) + sum(getattr(a, k) for a in self.metrics.attempts)
+            out[k] = sum(s.traffic()[k] for s in [*self.sites, *self.checks]) + sum(
+                getattr(a, k) for a in self.metrics.attempts
+            )
         return out
 
     def _count_traffic(self) -> None:
@@ -124,7 +131,18 @@ class SyncRun:
         staging = self.staging / f"{prefix}-{i}"
         for attempt in range(self.options.agent_retries + 1):
             shutil.rmtree(staging, ignore_errors=True)
-            run = SiteRun(self.spark, i, site, self.endpoints[site.source], staging, self.seed, self.current, self.view_name, options, self.progress)
+            run = SiteRun(
+                self.spark,
+                i,
+                site,
+                self.endpoints[site.source],
+                staging,
+                self.seed,
+                self.current,
+                self.view_name,
+                options,
+                self.progress,
+            )
             with self._lock:
                 live.append(run)
             t0 = time.monotonic()
@@ -134,7 +152,16 @@ class SyncRun:
             except WarehouseError as exc:
                 with self._lock:
                     live.remove(run)
-                    self.metrics.attempts.append(Attempt(site=i, source=site.source, attempt=attempt + 1, error=exc.message, seconds=round(time.monotonic() - t0, 3), **run.traffic()))
+                    self.metrics.attempts.append(
+                        Attempt(
+                            site=i,
+                            source=site.source,
+                            attempt=attempt + 1,
+                            error=exc.message,
+                            seconds=round(time.monotonic() - t0, 3),
+                            **run.traffic(),
+                        )
+                    )
                 if not exc.transient or attempt == self.options.agent_retries:
                     if isinstance(exc, AgentRejected) and exc.status in SCHEMA_DRIFT_STATUSES:
                         exc.message = f"source {site.source!r}: {exc.message}. The agent accepted this site query when the view was registered: the source schema (or the agent's --allow list) changed since; restore it, or redefine the view (PUT /v1/views/{self.view_name})"
@@ -142,9 +169,18 @@ class SyncRun:
                         exc.message = f"{exc.message} (gave up after {attempt + 1} attempt(s); SERVICE_AGENT_RETRIES={self.options.agent_retries})"
                     raise
                 self.metrics.retries += 1
-                pause = self.options.agent_retry_backoff_s * 2 ** attempt
+                pause = self.options.agent_retry_backoff_s * 2**attempt
                 log.warning("sync %s, source %s: %s; retrying in %.1f s", self.sync_id, site.source, exc.message, pause)
-                self.progress({"phase": "retry_wait", "site": i, "attempt": attempt + 1, "error": exc.message, "retry_in_s": pause, **self._traffic()})
+                self.progress(
+                    {
+                        "phase": "retry_wait",
+                        "site": i,
+                        "attempt": attempt + 1,
+                        "error": exc.message,
+                        "retry_in_s": pause,
+                        **self._traffic(),
+                    }
+                )
                 time.sleep(pause)
         raise AssertionError("unreachable")
 
@@ -180,14 +216,21 @@ class SyncRun:
                 report["sources"].append({"source": site.source, "divergent_rows": n})
                 for row in diff.limit(max(0, VERIFY_EXAMPLES - len(report["examples"]))).collect():
                     d = row.asDict()
-                    report["examples"].append({"source": site.source, "fix": d.pop(OP), "key": {k: d[k] for k in site.key}, "row": d})
+                    report["examples"].append(
+                        {"source": site.source, "fix": d.pop(OP), "key": {k: d[k] for k in site.key}, "row": d}
+                    )
             finally:
                 diff.unpersist()
         for result in self.results:
             result.release()
         self.results, self.staged = results, checked
         if report["divergent_rows"]:
-            log.warning("verify sync %s of view %s: %d row(s) differ from a full read", self.sync_id, self.view_name, report["divergent_rows"])
+            log.warning(
+                "verify sync %s of view %s: %d row(s) differ from a full read",
+                self.sync_id,
+                self.view_name,
+                report["divergent_rows"],
+            )
         self.metrics.verify = report
 
     def assemble_view(self) -> None:
@@ -232,4 +275,3 @@ class SyncRun:
         meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view, "metrics": m.to_json()}
         self.store.commit(self.staged, meta)
         faults.checkpoint("after_visible")
-

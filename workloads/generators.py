@@ -16,9 +16,9 @@ from __future__ import annotations
 import datetime as dt
 import random
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import students
 
@@ -151,12 +151,32 @@ CREATE TABLE documents (
     tags TEXT
 )
 """,
-    columns=("doc_id", "title", "author", "status", "created", "modified", "version", "amount", "body", "notes", "tags"),
+    columns=(
+        "doc_id",
+        "title",
+        "author",
+        "status",
+        "created",
+        "modified",
+        "version",
+        "amount",
+        "body",
+        "notes",
+        "tags",
+    ),
     key="doc_id",
     make_row=_document,
     edits=(
-        Edit(0.5, "status = ?, modified = ?, version = version + 1", lambda rng: (rng.choice(STATUSES), _day(rng, dt.date(2024, 1, 1), 700))),
-        Edit(0.3, "notes = ?, modified = ?, version = version + 1", lambda rng: (_words(rng, 30), _day(rng, dt.date(2024, 1, 1), 700))),
+        Edit(
+            0.5,
+            "status = ?, modified = ?, version = version + 1",
+            lambda rng: (rng.choice(STATUSES), _day(rng, dt.date(2024, 1, 1), 700)),
+        ),
+        Edit(
+            0.3,
+            "notes = ?, modified = ?, version = version + 1",
+            lambda rng: (_words(rng, 30), _day(rng, dt.date(2024, 1, 1), 700)),
+        ),
         Edit(0.2, "amount = ?", lambda rng: (round(rng.uniform(0, 100_000), 2),)),
     ),
     view_sql=(
@@ -256,7 +276,7 @@ class Simulator:
         if p.volatile_fraction <= 0:
             return []
         if p.hot == "newest":
-            return self.alive[-max(1, round(len(self.alive) * p.volatile_fraction)):]
+            return self.alive[-max(1, round(len(self.alive) * p.volatile_fraction)) :]
         return self._volatile
 
     def change(self) -> Change:
@@ -281,7 +301,9 @@ class Simulator:
         conn = self._connect()
         try:
             for i, params in sorted(by_edit.items()):
-                conn.executemany(f"UPDATE {self.shape.table} SET {self.shape.edits[i].assign} WHERE {self.shape.key} = ?", params)
+                conn.executemany(
+                    f"UPDATE {self.shape.table} SET {self.shape.edits[i].assign} WHERE {self.shape.key} = ?", params
+                )
             conn.executemany(f"DELETE FROM {self.shape.table} WHERE {self.shape.key} = ?", [(k,) for k in deleted])
             conn.executemany(self._insert_sql, new_rows)
             conn.commit()
@@ -309,21 +331,40 @@ class Workload:
         return Simulator(self.shape, self.profile, path, seed=seed, key_order=self.key_order)
 
     def to_json(self) -> dict:
-        return {"description": self.description, "table": self.shape.table, "key_order": self.key_order, "profile": self.profile.to_json()}
+        return {
+            "description": self.description,
+            "table": self.shape.table,
+            "key_order": self.key_order,
+            "profile": self.profile.to_json(),
+        }
 
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
-        Workload("students", "the paper's student records (~150 B); a random tenth of the rows takes 90 % of the updates; keys scattered",
-                 STUDENTS, ChangeProfile(), key_order="scattered"),
-        Workload("recent-hot", "students, but the volatile tenth is the newest keys (changes cluster on recent inserts)",
-                 STUDENTS, ChangeProfile(hot="newest")),
-        Workload("churn", "students with 10 % of the rows updated per round, uniformly",
-                 STUDENTS, ChangeProfile(update=0.10, volatile_fraction=0.0), key_order="scattered"),
-        Workload("wide", "documents of ~1 KB (text body and notes); students' rates and hot tenth",
-                 WIDE, ChangeProfile()),
-        Workload("narrow", "a key and one integer; students' rates and hot tenth",
-                 NARROW, ChangeProfile()),
+        Workload(
+            "students",
+            "the paper's student records (~150 B); a random tenth of the rows takes 90 % of the updates; keys scattered",
+            STUDENTS,
+            ChangeProfile(),
+            key_order="scattered",
+        ),
+        Workload(
+            "recent-hot",
+            "students, but the volatile tenth is the newest keys (changes cluster on recent inserts)",
+            STUDENTS,
+            ChangeProfile(hot="newest"),
+        ),
+        Workload(
+            "churn",
+            "students with 10 % of the rows updated per round, uniformly",
+            STUDENTS,
+            ChangeProfile(update=0.10, volatile_fraction=0.0),
+            key_order="scattered",
+        ),
+        Workload(
+            "wide", "documents of ~1 KB (text body and notes); students' rates and hot tenth", WIDE, ChangeProfile()
+        ),
+        Workload("narrow", "a key and one integer; students' rates and hot tenth", NARROW, ChangeProfile()),
     )
 }

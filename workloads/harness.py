@@ -27,7 +27,19 @@ def free_port(host: str = "127.0.0.1") -> int:
 class Process:
     """A child process that serves HTTP; stopped (and its log kept) on exit."""
 
-    def __init__(self, args: list[str], *, port: int, host: str = "127.0.0.1", env: dict | None = None, log: Path, scheme: str = "http", startup_timeout_s: float = 120.0, verify=True, prefix: list[str] | None = None):
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        port: int,
+        host: str = "127.0.0.1",
+        env: dict | None = None,
+        log: Path,
+        scheme: str = "http",
+        startup_timeout_s: float = 120.0,
+        verify=True,
+        prefix: list[str] | None = None,
+    ):
         self.port = port
         self.host = host
         self.url = f"{scheme}://{host}:{port}"
@@ -36,14 +48,23 @@ class Process:
         full_env = {**os.environ, **(env or {})}
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         self._log_handle = open(log, "ab")
-        self.proc = subprocess.Popen([*(prefix or []), sys.executable, *args], cwd=ROOT, env=full_env, stdout=self._log_handle, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [*(prefix or []), sys.executable, *args],
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._wait_ready(startup_timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.url} exited with {self.proc.returncode} before it was ready; log:\n{self.tail()}")
+                raise RuntimeError(
+                    f"{self.url} exited with {self.proc.returncode} before it was ready; log:\n{self.tail()}"
+                )
             try:
                 if httpx.get(f"{self.url}/health", timeout=2, verify=self.verify).status_code == 200:
                     return
@@ -74,7 +95,19 @@ class Process:
         self._log_handle.close()
 
 
-def start_agent(db_url: str, log_dir: Path, *, token: str | None = None, allow: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None, extra: list[str] | None = None, env: dict | None = None, prefix: list[str] | None = None, tls: tuple[Path, Path] | None = None) -> Process:
+def start_agent(
+    db_url: str,
+    log_dir: Path,
+    *,
+    token: str | None = None,
+    allow: list[str] | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    extra: list[str] | None = None,
+    env: dict | None = None,
+    prefix: list[str] | None = None,
+    tls: tuple[Path, Path] | None = None,
+) -> Process:
     """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by the readiness check."""
     port = port or free_port()
     args = ["-m", "remote_agent", "--db-url", db_url, "--host", host, "--port", str(port), "--log-level", "warning"]
@@ -87,7 +120,17 @@ def start_agent(db_url: str, log_dir: Path, *, token: str | None = None, allow: 
         args += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
         scheme, verify = "https", ssl.create_default_context(cafile=str(tls[0]))
     args += extra or []
-    return Process(args, port=port, host=host, log=log_dir / f"agent-{port}.log", startup_timeout_s=30, env=env, prefix=prefix, scheme=scheme, verify=verify)
+    return Process(
+        args,
+        port=port,
+        host=host,
+        log=log_dir / f"agent-{port}.log",
+        startup_timeout_s=30,
+        env=env,
+        prefix=prefix,
+        scheme=scheme,
+        verify=verify,
+    )
 
 
 def start_service(data_dir: Path, log_dir: Path, *, port: int | None = None, env: dict | None = None) -> Process:

@@ -25,11 +25,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 #: Names of everything this module creates start with this.
 PREFIX = "ds-"
@@ -86,7 +86,7 @@ class Counters:
     tx_packets: int
     rx_packets: int
 
-    def __sub__(self, other: "Counters") -> "Counters":
+    def __sub__(self, other: Counters) -> Counters:
         return Counters(*(a - b for a, b in zip(self._values(), other._values())))
 
     def _values(self) -> tuple[int, int, int, int]:
@@ -130,7 +130,24 @@ class Link:
             _run([*prefix, "tc", "qdisc", "del", "dev", dev, "root"], check=False)  # none yet is fine
             if mbit is not None:
                 burst = max(MIN_BURST_BYTES, int(mbit * 1e6 / 8 / 100))
-                _run([*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit:g}mbit", "burst", str(burst), "latency", f"{TBF_LATENCY_MS}ms"])
+                _run(
+                    [
+                        *prefix,
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        dev,
+                        "root",
+                        "tbf",
+                        "rate",
+                        f"{mbit:g}mbit",
+                        "burst",
+                        str(burst),
+                        "latency",
+                        f"{TBF_LATENCY_MS}ms",
+                    ]
+                )
         self.rate_mbit = mbit
 
     def cut(self) -> None:
@@ -179,7 +196,13 @@ def create(rate_mbit: float | None = None) -> Link:
         for path in (f"/proc/sys/net/ipv6/conf/{link.host_dev}/disable_ipv6",):
             if os.path.exists(path):
                 Path(path).write_text("1")
-        link.run(["sh", "-c", f"[ ! -e /proc/sys/net/ipv6/conf/{link.ns_dev}/disable_ipv6 ] || echo 1 > /proc/sys/net/ipv6/conf/{link.ns_dev}/disable_ipv6"])
+        link.run(
+            [
+                "sh",
+                "-c",
+                f"[ ! -e /proc/sys/net/ipv6/conf/{link.ns_dev}/disable_ipv6 ] || echo 1 > /proc/sys/net/ipv6/conf/{link.ns_dev}/disable_ipv6",
+            ]
+        )
         link.run(["ip", "addr", "add", f"{link.ns_ip}/30", "dev", link.ns_dev])
         link.run(["ip", "link", "set", "lo", "up"])
         link.run(["ip", "link", "set", link.ns_dev, "up"])
@@ -217,8 +240,12 @@ def _alive(pid: int) -> bool:
 def remove_stale() -> list[str]:
     """Remove the namespaces and veth ends of runs whose process is gone; returns their names."""
     removed = []
-    namespaces = [line.split()[0] for line in _run(["ip", "netns", "list"], check=False).stdout.splitlines() if line.strip()]
-    links = re.findall(rf"^\d+: ({re.escape(PREFIX)}[^:@\s]+)", _run(["ip", "-o", "link", "show"], check=False).stdout, re.M)
+    namespaces = [
+        line.split()[0] for line in _run(["ip", "netns", "list"], check=False).stdout.splitlines() if line.strip()
+    ]
+    links = re.findall(
+        rf"^\d+: ({re.escape(PREFIX)}[^:@\s]+)", _run(["ip", "-o", "link", "show"], check=False).stdout, re.M
+    )
     for name in namespaces:
         m = _NAME.match(name)
         if m and not m.group(3) and not _alive(int(m.group(1))):

@@ -85,7 +85,18 @@ class PostgresServer:
         """Stop the server at once and remove its files; safe to call twice."""
         if self.datadir.exists():
             try:
-                _run(self._bindir, self._as_postgres, self._root, "pg_ctl", "stop", "-D", str(self.datadir), "-m", "immediate", "-w")
+                _run(
+                    self._bindir,
+                    self._as_postgres,
+                    self._root,
+                    "pg_ctl",
+                    "stop",
+                    "-D",
+                    str(self.datadir),
+                    "-m",
+                    "immediate",
+                    "-w",
+                )
             except (subprocess.SubprocessError, OSError):
                 _kill_postmaster(self.datadir)
         shutil.rmtree(self._root, ignore_errors=True)
@@ -119,12 +130,33 @@ def start_postgres(tmpdir: Path, dbname: str | None = "legacy") -> PostgresServe
     datadir, logfile = root / "data", root / "data" / "postgres.log"
     port = _free_port()
     server = PostgresServer(
-        host="127.0.0.1", port=port, datadir=datadir, logfile=logfile,
-        owner_url="", reader_url="", _root=root, _bindir=bindir, _as_postgres=as_postgres,
+        host="127.0.0.1",
+        port=port,
+        datadir=datadir,
+        logfile=logfile,
+        owner_url="",
+        reader_url="",
+        _root=root,
+        _bindir=bindir,
+        _as_postgres=as_postgres,
     )
     try:
-        _run(bindir, as_postgres, root, "initdb", "-D", str(datadir), "-U", "owner", "-E", "UTF8", "--locale=C",
-             "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
+        _run(
+            bindir,
+            as_postgres,
+            root,
+            "initdb",
+            "-D",
+            str(datadir),
+            "-U",
+            "owner",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--no-sync",
+        )
         settings = {
             "listen_addresses": "'127.0.0.1'",
             "port": str(port),
@@ -138,7 +170,20 @@ def start_postgres(tmpdir: Path, dbname: str | None = "legacy") -> PostgresServe
         }
         with open(datadir / "postgresql.conf", "a", encoding="utf-8") as conf:
             conf.write("\n# test server\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
-        _run(bindir, as_postgres, root, "pg_ctl", "start", "-D", str(datadir), "-l", str(logfile), "-w", "-t", str(COMMAND_TIMEOUT_S))
+        _run(
+            bindir,
+            as_postgres,
+            root,
+            "pg_ctl",
+            "start",
+            "-D",
+            str(datadir),
+            "-l",
+            str(logfile),
+            "-w",
+            "-t",
+            str(COMMAND_TIMEOUT_S),
+        )
         server._owner_password, server._reader_password = secrets.token_hex(12), secrets.token_hex(12)
         _create_roles(root, port, server._owner_password, server._reader_password)
         if dbname is not None:
@@ -151,11 +196,15 @@ def start_postgres(tmpdir: Path, dbname: str | None = "legacy") -> PostgresServe
 
 
 def _find_bindir() -> Path:
-    candidates = sorted(glob.glob(BIN_GLOB), key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0)
+    candidates = sorted(
+        glob.glob(BIN_GLOB), key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0
+    )
     for bindir in reversed(candidates):
         if (Path(bindir) / "initdb").is_file() and (Path(bindir) / "pg_ctl").is_file():
             return Path(bindir)
-    raise RuntimeError(f"no PostgreSQL server binaries match {BIN_GLOB}; install the postgresql (server) package, e.g. `apt-get install postgresql-15`")
+    raise RuntimeError(
+        f"no PostgreSQL server binaries match {BIN_GLOB}; install the postgresql (server) package, e.g. `apt-get install postgresql-15`"
+    )
 
 
 def _server_root(tmpdir: Path, as_postgres: bool) -> Path:
@@ -188,8 +237,9 @@ def _run(bindir: Path, as_postgres: bool, cwd: Path, program: str, *args: str) -
     if as_postgres:
         command = ["runuser", "-u", SYSTEM_USER, "--", *command]
     # cwd: the `postgres` user may not be allowed into the caller's working directory.
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
-                            env={**os.environ, "LC_ALL": "C"})
+    result = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env={**os.environ, "LC_ALL": "C"}
+    )
     if result.returncode != 0:
         raise RuntimeError(f"{program} failed ({result.returncode}): {result.stdout}\n{result.stderr}")
 

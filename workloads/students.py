@@ -14,10 +14,86 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FIRST = ["Ava", "Ben", "Chloé", "Dmitri", "Eun-ji", "Farah", "Gustav", "Hana", "Ilya", "Jun", "Kofi", "Lena", "Mateo", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sipho", "Tomás", "Uma", "Vikram", "Wen", "Ximena", "Yusuf", "Zoë"]
-LAST = ["Anderson", "Bianchi", "Chen", "Dubois", "Eriksson", "Fernández", "García", "Hoang", "Ivanova", "Jensen", "Kowalski", "Lefèvre", "Müller", "Nakamura", "Okafor", "Petrov", "Quispe", "Rossi", "Singh", "Tanaka", "Újvári", "Virtanen", "Wójcik", "Xu", "Yilmaz", "Zhang"]
-COUNTRIES = ["Australia", "China", "India", "Malaysia", "Vietnam", "Indonesia", "Nepal", "Brazil", "Germany", "Kenya", "Canada", "Japan"]
-STREETS = ["Northfields Ave", "Crown St", "Keira St", "Market St", "Corrimal St", "Smith St", "Burelli St", "Flinders St"]
+FIRST = [
+    "Ava",
+    "Ben",
+    "Chloé",
+    "Dmitri",
+    "Eun-ji",
+    "Farah",
+    "Gustav",
+    "Hana",
+    "Ilya",
+    "Jun",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Sipho",
+    "Tomás",
+    "Uma",
+    "Vikram",
+    "Wen",
+    "Ximena",
+    "Yusuf",
+    "Zoë",
+]
+LAST = [
+    "Anderson",
+    "Bianchi",
+    "Chen",
+    "Dubois",
+    "Eriksson",
+    "Fernández",
+    "García",
+    "Hoang",
+    "Ivanova",
+    "Jensen",
+    "Kowalski",
+    "Lefèvre",
+    "Müller",
+    "Nakamura",
+    "Okafor",
+    "Petrov",
+    "Quispe",
+    "Rossi",
+    "Singh",
+    "Tanaka",
+    "Újvári",
+    "Virtanen",
+    "Wójcik",
+    "Xu",
+    "Yilmaz",
+    "Zhang",
+]
+COUNTRIES = [
+    "Australia",
+    "China",
+    "India",
+    "Malaysia",
+    "Vietnam",
+    "Indonesia",
+    "Nepal",
+    "Brazil",
+    "Germany",
+    "Kenya",
+    "Canada",
+    "Japan",
+]
+STREETS = [
+    "Northfields Ave",
+    "Crown St",
+    "Keira St",
+    "Market St",
+    "Corrimal St",
+    "Smith St",
+    "Burelli St",
+    "Flinders St",
+]
 TITLES = ["Mr", "Ms", "Mx", "Dr", None]
 
 SCHEMA = """
@@ -37,7 +113,21 @@ CREATE TABLE students (
     active BOOLEAN NOT NULL
 )
 """
-COLUMNS = ["student_id", "first_name", "middle_name", "last_name", "title", "birth_date", "country", "phone", "address", "mailing_address", "enrolled", "gpa", "active"]
+COLUMNS = [
+    "student_id",
+    "first_name",
+    "middle_name",
+    "last_name",
+    "title",
+    "birth_date",
+    "country",
+    "phone",
+    "address",
+    "mailing_address",
+    "enrolled",
+    "gpa",
+    "active",
+]
 
 
 def _address(rng: random.Random) -> str:
@@ -131,11 +221,19 @@ class StudentsSource:
                 what = rng.random()
                 if what < 0.5:
                     addr = _address(rng)
-                    conn.execute("UPDATE students SET address = ?, mailing_address = ? WHERE student_id = ?", (addr, addr, sid))
+                    conn.execute(
+                        "UPDATE students SET address = ?, mailing_address = ? WHERE student_id = ?", (addr, addr, sid)
+                    )
                 elif what < 0.9:
-                    conn.execute("UPDATE students SET phone = ? WHERE student_id = ?", (f"+61 4{rng.randint(10, 99)} {rng.randint(100, 999)} {rng.randint(100, 999)}", sid))
+                    conn.execute(
+                        "UPDATE students SET phone = ? WHERE student_id = ?",
+                        (f"+61 4{rng.randint(10, 99)} {rng.randint(100, 999)} {rng.randint(100, 999)}", sid),
+                    )
                 else:
-                    conn.execute("UPDATE students SET active = 1 - active, gpa = ? WHERE student_id = ?", (round(rng.uniform(1.0, 7.0), 2), sid))
+                    conn.execute(
+                        "UPDATE students SET active = 1 - active, gpa = ? WHERE student_id = ?",
+                        (round(rng.uniform(1.0, 7.0), 2), sid),
+                    )
             conn.executemany("DELETE FROM students WHERE student_id = ?", [(sid,) for sid in deleted])
             new = [make_student(rng, self._new_id()) for _ in range(n_ins)]
             conn.executemany(f"INSERT INTO students VALUES ({','.join('?' * len(COLUMNS))})", new)
@@ -168,8 +266,12 @@ class EnrolmentsSource:
         if self.path.exists():
             self.path.unlink()
         with sqlite3.connect(self.path) as conn:
-            conn.execute("CREATE TABLE enrolments (student_id INTEGER NOT NULL, course TEXT NOT NULL, term TEXT NOT NULL, grade TEXT, PRIMARY KEY (student_id, course, term))")
-            rows = [self._row(sid) for sid in self.students.ids for _ in range(self.rng.randint(0, round(per_student * 2)))]
+            conn.execute(
+                "CREATE TABLE enrolments (student_id INTEGER NOT NULL, course TEXT NOT NULL, term TEXT NOT NULL, grade TEXT, PRIMARY KEY (student_id, course, term))"
+            )
+            rows = [
+                self._row(sid) for sid in self.students.ids for _ in range(self.rng.randint(0, round(per_student * 2)))
+            ]
             conn.executemany("INSERT OR IGNORE INTO enrolments VALUES (?, ?, ?, ?)", rows)
 
     def _row(self, sid: int) -> tuple:
@@ -181,7 +283,10 @@ class EnrolmentsSource:
         with sqlite3.connect(self.path) as conn:
             keys = conn.execute("SELECT student_id, course, term FROM enrolments").fetchall()
             graded = rng.sample(keys, min(len(keys), len(keys) // 100))
-            conn.executemany("UPDATE enrolments SET grade = ? WHERE student_id = ? AND course = ? AND term = ?", [(rng.choice(GRADES), *k) for k in graded])
+            conn.executemany(
+                "UPDATE enrolments SET grade = ? WHERE student_id = ? AND course = ? AND term = ?",
+                [(rng.choice(GRADES), *k) for k in graded],
+            )
             withdrawn = rng.sample(keys, min(len(keys), len(keys) // 500))
             conn.executemany("DELETE FROM enrolments WHERE student_id = ? AND course = ? AND term = ?", withdrawn)
             ids = self.students.ids

@@ -22,7 +22,9 @@ def open_adapter(url: str, *, statement_timeout_s: float) -> Adapter:
     try:
         cls = ADAPTERS[scheme]
     except KeyError:
-        raise BadRequest(f"unsupported database URL scheme {scheme!r}; supported: {', '.join(sorted(ADAPTERS))}") from None
+        raise BadRequest(
+            f"unsupported database URL scheme {scheme!r}; supported: {', '.join(sorted(ADAPTERS))}"
+        ) from None
     return cls(url, statement_timeout_s=statement_timeout_s)
 
 

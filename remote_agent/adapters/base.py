@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from ..protocol.schema import ColumnInfo, TableInfo
 from ..protocol.types import LogicalType
@@ -20,7 +20,9 @@ class Reader(ABC):
     """A read-only transaction: every statement sees the same state of the database."""
 
     @abstractmethod
-    def stream(self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS) -> Iterator[list[tuple]]:
+    def stream(
+        self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
+    ) -> Iterator[list[tuple]]:
         """Run one SELECT and yield its rows in lists of at most `fetch_rows`."""
 
     def rows(self, sql: str, params: Sequence[Any] = (), *, limit: int) -> list[tuple]:

@@ -8,8 +8,9 @@ column's type raises ValueError with the offending value in the message.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from decimal import Context, Decimal, InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 from ..protocol.types import LogicalType
 
@@ -122,15 +123,15 @@ def _parse_datetime(v: Any) -> dt.datetime:
 def _to_timestamp(v: Any) -> dt.datetime:
     d = _parse_datetime(v)
     if d.tzinfo is not None:
-        d = d.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        d = d.astimezone(dt.UTC).replace(tzinfo=None)
     return d
 
 
 def _to_timestamptz(v: Any) -> dt.datetime:
     d = _parse_datetime(v)
     if d.tzinfo is None:
-        return d.replace(tzinfo=dt.timezone.utc)
-    return d.astimezone(dt.timezone.utc)
+        return d.replace(tzinfo=dt.UTC)
+    return d.astimezone(dt.UTC)
 
 
 _SIMPLE: dict[str, Callable[[Any], Any]] = {

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -173,7 +174,9 @@ class _PostgresReader(Reader):
         self.timeout_s = timeout_s
         self._cursors = itertools.count()
 
-    def stream(self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS) -> Iterator[list[tuple]]:
+    def stream(
+        self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
+    ) -> Iterator[list[tuple]]:
         # Without parameters psycopg sends the text untouched, so `%` needs no escaping.
         query, args = (psycopg_placeholders(sql), tuple(params)) if params else (sql, None)
         # A named cursor lives on the server: each fetchmany() is one FETCH of `fetch_rows`.
@@ -188,7 +191,9 @@ class _PostgresReader(Reader):
                     return
         except pg_errors.QueryCanceled as exc:
             if "timeout" in str(exc):
-                raise SourceUnavailable(f"PostgreSQL statement exceeded the {self.timeout_s:g} s statement timeout") from None
+                raise SourceUnavailable(
+                    f"PostgreSQL statement exceeded the {self.timeout_s:g} s statement timeout"
+                ) from None
             raise SourceUnavailable(f"PostgreSQL statement was cancelled: {exc}") from None
         except psycopg.OperationalError as exc:
             raise SourceUnavailable(f"PostgreSQL connection failed during a read: {exc}") from None
@@ -234,7 +239,12 @@ class PostgresAdapter(Adapter):
         timeout_ms = str(max(1, round(statement_timeout_s * 1000)))
         # A transaction left idle (an agent that stalled mid-read) is ended by the server
         # after as long as a statement may run: no snapshot outlives the bound.
-        settings = {"default_transaction_read_only": "on", "statement_timeout": timeout_ms, "idle_in_transaction_session_timeout": timeout_ms, **_SESSION_SETTINGS}
+        settings = {
+            "default_transaction_read_only": "on",
+            "statement_timeout": timeout_ms,
+            "idle_in_transaction_session_timeout": timeout_ms,
+            **_SESSION_SETTINGS,
+        }
         options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         params["options"] = f"{params['options']} {options}" if params.get("options") else options
         params.setdefault("connect_timeout", str(DEFAULT_CONNECT_TIMEOUT_S))
@@ -250,7 +260,9 @@ class PostgresAdapter(Adapter):
             conn = psycopg.connect(self._conninfo, autocommit=False)
         except psycopg.Error as exc:
             message = self._redact(str(exc).strip())
-            raise SourceUnavailable(f"cannot connect to PostgreSQL at {self.where} as {self.user or 'default user'}: {message}") from None
+            raise SourceUnavailable(
+                f"cannot connect to PostgreSQL at {self.where} as {self.user or 'default user'}: {message}"
+            ) from None
         conn.read_only = True
         # One snapshot for the whole transaction, so every statement of a read agrees.
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -272,9 +284,13 @@ class PostgresAdapter(Adapter):
                     primary[oid] = tuple(names)
                 else:
                     uniques[oid].append(tuple(names))
-            return [TableInfo(name, tuple(columns[oid]), primary.get(oid, ()), tuple(uniques[oid])) for oid, name in tables]
+            return [
+                TableInfo(name, tuple(columns[oid]), primary.get(oid, ()), tuple(uniques[oid])) for oid, name in tables
+            ]
         except psycopg.OperationalError as exc:
-            raise SourceUnavailable(f"PostgreSQL connection failed while reading the catalog: {self._redact(str(exc))}") from None
+            raise SourceUnavailable(
+                f"PostgreSQL connection failed while reading the catalog: {self._redact(str(exc))}"
+            ) from None
         finally:
             conn.close()
 

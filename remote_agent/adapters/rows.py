@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +57,13 @@ _NONE = type(None)
 #: Raw value types a driver hands over that already are the canonical value of the column's
 #: kind, exactly (bool is not int, datetime is not date): such a column is built by Arrow
 #: in one call instead of value by value.
-_CANONICAL_TYPES = {"int": {int, _NONE}, "float": {float, _NONE}, "text": {str, _NONE}, "bytes": {bytes, _NONE}, "date": {dt.date, _NONE}}
+_CANONICAL_TYPES = {
+    "int": {int, _NONE},
+    "float": {float, _NONE},
+    "text": {str, _NONE},
+    "bytes": {bytes, _NONE},
+    "date": {dt.date, _NONE},
+}
 #: Day number of 0001-01-01: Arrow reads year 0 from text, Python's dates start at year 1.
 _FIRST_DAY = (dt.date(1, 1, 1) - dt.date(1970, 1, 1)).days
 

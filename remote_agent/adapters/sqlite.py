@@ -6,9 +6,10 @@ import contextlib
 import re
 import sqlite3
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
-from urllib.parse import quote, urlsplit, unquote
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from ..errors import BadRequest, SourceUnavailable
 from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
@@ -60,7 +61,9 @@ class _SqliteReader(Reader):
         self.conn = conn
         self.deadline_s = deadline_s
 
-    def stream(self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS) -> Iterator[list[tuple]]:
+    def stream(
+        self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
+    ) -> Iterator[list[tuple]]:
         started = time.monotonic()
         # SQLite has no statement timeout; a progress handler aborts a statement that runs too long.
         self.conn.set_progress_handler(lambda: int(time.monotonic() - started > self.deadline_s), 10_000)
@@ -116,7 +119,12 @@ class SqliteAdapter(Adapter):
         if not self.path.is_file():
             raise SourceUnavailable(f"SQLite database {self.path} does not exist")
         try:
-            conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=self.statement_timeout_s, check_same_thread=False)
+            conn = sqlite3.connect(
+                f"file:{quote(str(self.path))}?mode=ro",
+                uri=True,
+                timeout=self.statement_timeout_s,
+                check_same_thread=False,
+            )
             conn.execute("PRAGMA query_only = ON")
         except sqlite3.Error as exc:
             raise SourceUnavailable(f"cannot open SQLite database {self.path}: {exc}") from None
@@ -125,11 +133,19 @@ class SqliteAdapter(Adapter):
     def describe(self) -> list[TableInfo]:
         conn = self._connect()
         try:
-            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            names = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                )
+            ]
             tables = []
             for name in names:
                 info = conn.execute(f"PRAGMA table_info({_quote_ident(name)})").fetchall()
-                columns = tuple(ColumnInfo(r[1], logical_type(r[2] or ""), nullable=not r[3] and not r[5], declared=r[2] or "") for r in info)
+                columns = tuple(
+                    ColumnInfo(r[1], logical_type(r[2] or ""), nullable=not r[3] and not r[5], declared=r[2] or "")
+                    for r in info
+                )
                 pk = tuple(r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5]))
                 uniques = []
                 for idx in conn.execute(f"PRAGMA index_list({_quote_ident(name)})").fetchall():

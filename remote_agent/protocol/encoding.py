@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import struct
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Context, Decimal
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ SUPPORTED_HASH_BITS = (64, 128)
 _NULL = b"\x00"
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
-_EPOCH_TZ = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_TZ = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _CANONICAL_NAN = struct.pack(">Q", 0x7FF8000000000000)
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -90,13 +90,13 @@ def _micros(delta: dt.timedelta) -> int:
 
 def _enc_timestamp(v: dt.datetime) -> bytes:
     if v.tzinfo is not None:
-        v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        v = v.astimezone(dt.UTC).replace(tzinfo=None)
     return b"T" + _I64.pack(_micros(v - _EPOCH))
 
 
 def _enc_timestamptz(v: dt.datetime) -> bytes:
     if v.tzinfo is None:
-        v = v.replace(tzinfo=dt.timezone.utc)
+        v = v.replace(tzinfo=dt.UTC)
     return b"Z" + _I64.pack(_micros(v - _EPOCH_TZ))
 
 
@@ -157,7 +157,7 @@ def _decimal_text(array: pa.Array) -> pa.Array | None:
     if not pa.types.is_decimal128(array.type) or array.type.precision > _INT64_DECIMAL_DIGITS:
         return None
     # The low 8 bytes of each 16-byte little-endian value are the unscaled value itself.
-    words = np.frombuffer(array.buffers()[1], dtype="<i8")[2 * array.offset: 2 * (array.offset + len(array)): 2]
+    words = np.frombuffer(array.buffers()[1], dtype="<i8")[2 * array.offset : 2 * (array.offset + len(array)) : 2]
     unscaled = np.where(array.is_valid().to_numpy(zero_copy_only=False), words, 0)
     magnitude = np.abs(unscaled)
     zeros = np.zeros(len(array), dtype=np.int64)
@@ -241,7 +241,9 @@ def _hasher(bits: int) -> Callable[[bytes, int], int]:
     raise ValueError(f"hash width {bits} not supported; use one of {SUPPORTED_HASH_BITS}")
 
 
-def row_hashes(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int, bits: int = DEFAULT_HASH_BITS) -> list[int]:
+def row_hashes(
+    batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int, bits: int = DEFAULT_HASH_BITS
+) -> list[int]:
     """Seeded hash of every row: xxh3 (64 or 128 bits) of its canonical encoding."""
     hasher = _hasher(bits)
     return [hasher(row, seed) for row in encode_rows(batch, columns)]
@@ -254,7 +256,9 @@ LIMB_BITS = 32
 _LIMB_MASK = np.uint64((1 << LIMB_BITS) - 1)
 
 
-def row_hash_limbs(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int, bits: int = DEFAULT_HASH_BITS) -> np.ndarray:
+def row_hash_limbs(
+    batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int, bits: int = DEFAULT_HASH_BITS
+) -> np.ndarray:
     """The row hashes of `row_hashes` as a (rows, bits/32) uint64 array of 32-bit limbs, most significant first."""
     if bits not in _DIGESTS:
         raise ValueError(f"hash width {bits} not supported; use one of {SUPPORTED_HASH_BITS}")
@@ -287,7 +291,7 @@ def limbs_to_bytes(limbs: np.ndarray) -> list[bytes]:
     """Carried limbs back to wire hashes (big-endian bytes)."""
     data = limbs.astype(">u4").tobytes()
     width = limbs.shape[1] * LIMB_BITS // 8
-    return [data[i:i + width] for i in range(0, len(data), width)]
+    return [data[i : i + width] for i in range(0, len(data), width)]
 
 
 def combine(hashes: Iterable[int], bits: int = DEFAULT_HASH_BITS) -> int:

@@ -9,7 +9,7 @@ hash of its canonical encoding; a side that needs the key back keeps the pairing
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa

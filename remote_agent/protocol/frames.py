@@ -14,8 +14,8 @@ from __future__ import annotations
 import io
 import json
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -70,7 +70,9 @@ class Frame:
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise FrameError(f"control frame {self.kind!r} is not valid JSON: {exc}") from None
             if not isinstance(message, dict):
-                raise FrameError(f"control frame {self.kind!r} holds a JSON {type(message).__name__}, expected an object")
+                raise FrameError(
+                    f"control frame {self.kind!r} holds a JSON {type(message).__name__}, expected an object"
+                )
             self._decoded = message
         return self._decoded
 
@@ -86,7 +88,7 @@ class Frame:
             self._decoded = batches[0]
         return self._decoded
 
-    def decode(self) -> "Frame":
+    def decode(self) -> Frame:
         """Parse the payload now, so a corrupt frame fails where the caller expects errors."""
         if self.kind in JSON_KINDS:
             self.json()
@@ -111,7 +113,11 @@ _WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression
 def arrow_frame(kind: bytes, batch: pa.RecordBatch | pa.Table) -> bytes:
     """One data frame holding `batch` as a zstd-compressed Arrow IPC stream."""
     if isinstance(batch, pa.Table):
-        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+        batch = (
+            batch.combine_chunks().to_batches()[0]
+            if batch.num_rows
+            else pa.RecordBatch.from_pylist([], schema=batch.schema)
+        )
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS) as writer:
         writer.write_batch(batch)
@@ -164,7 +170,7 @@ def read_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
             end = _HEADER.size + length
             if len(buffer) < end:
                 break
-            payload = bytes(buffer[_HEADER.size:end])
+            payload = bytes(buffer[_HEADER.size : end])
             if xxhash.xxh3_64_intdigest(payload) != checksum:
                 raise FrameError(f"frame {kind!r} of {length} bytes fails its checksum (damaged in transit?)")
             yield Frame(kind, payload)

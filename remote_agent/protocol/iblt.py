@@ -75,7 +75,9 @@ def _pair_hash(keys: np.ndarray, hashes: np.ndarray, salt) -> np.ndarray:
 def _as_u64(values, name: str) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise TypeError(f"{name} must be a one-dimensional array of 64-bit integers, not {array.dtype} of shape {array.shape}")
+        raise TypeError(
+            f"{name} must be a one-dimensional array of 64-bit integers, not {array.dtype} of shape {array.shape}"
+        )
     return array.astype(np.uint64, copy=False)  # signed values keep their bit pattern
 
 
@@ -246,7 +248,12 @@ class Iblt:
         return not (self.count.any() or self.key_sum.any() or self.hash_sum.any() or self.check_sum.any())
 
     def _occupied(self, cells: np.ndarray) -> np.ndarray:
-        return (self.count[cells] != 0) | (self.key_sum[cells] != 0) | (self.hash_sum[cells] != 0) | (self.check_sum[cells] != 0)
+        return (
+            (self.count[cells] != 0)
+            | (self.key_sum[cells] != 0)
+            | (self.hash_sum[cells] != 0)
+            | (self.check_sum[cells] != 0)
+        )
 
     def _pure(self, cells: np.ndarray) -> np.ndarray:
         """Those of `cells` that hold one pair: count +-1, a matching checksum, and the pair's own cell."""
@@ -282,7 +289,9 @@ class Iblt:
                 break
             cells = t._cells(keys, hashes)
             touched = np.sort(cells, axis=None)
-            touched = touched[np.concatenate(([True], touched[1:] != touched[:-1]))]  # np.unique's hashing is slower here
+            touched = touched[
+                np.concatenate(([True], touched[1:] != touched[:-1]))
+            ]  # np.unique's hashing is slower here
             before = int(t._occupied(touched).sum())
             t._fold(cells, keys, hashes, -signs)
             if before - int(t._occupied(touched).sum()) < keys.size:
@@ -290,7 +299,11 @@ class Iblt:
                 break
             found.append((keys, hashes, signs))
             candidates = touched
-        keys, hashes, signs = (np.concatenate(parts) for parts in zip(*found)) if found else (np.zeros(0, np.uint64),) * 2 + (np.zeros(0, np.int64),)
+        keys, hashes, signs = (
+            (np.concatenate(parts) for parts in zip(*found))
+            if found
+            else (np.zeros(0, np.uint64),) * 2 + (np.zeros(0, np.int64),)
+        )
         order = np.lexsort((hashes, keys))
         keys, hashes, signs = keys[order], hashes[order], signs[order]
         plus = signs == 1
@@ -308,7 +321,12 @@ class Iblt:
         """
         small = self.count.size == 0 or (int(self.count.min()) >= -(2**31) and int(self.count.max()) < 2**31)
         count = pa.array(self.count.astype(np.int32) if small else self.count)
-        metadata = {_META["version"]: str(FORMAT_VERSION), _META["cells"]: str(self.cells), _META["hashes"]: str(self.hashes), _META["seed"]: str(self.seed)}
+        metadata = {
+            _META["version"]: str(FORMAT_VERSION),
+            _META["cells"]: str(self.cells),
+            _META["hashes"]: str(self.hashes),
+            _META["seed"]: str(self.seed),
+        }
         return pa.record_batch(
             [count, pa.array(self.key_sum), pa.array(self.hash_sum), pa.array(self.check_sum)],
             names=["count", *_SUMS],
@@ -329,7 +347,9 @@ class Iblt:
             except (UnicodeDecodeError, ValueError):
                 raise ValueError(f"IBLT metadata {field.decode()} is not an integer: {raw!r}") from None
         if params["version"] != FORMAT_VERSION:
-            raise ValueError(f"unknown IBLT format version {params['version']} (this side reads version {FORMAT_VERSION})")
+            raise ValueError(
+                f"unknown IBLT format version {params['version']} (this side reads version {FORMAT_VERSION})"
+            )
         cells, hashes = params["cells"], params["hashes"]
         if hashes < 1 or cells < 1 or cells % hashes:
             raise ValueError(f"IBLT metadata says {cells} cells in {hashes} sub-tables: not a positive multiple")

@@ -23,7 +23,9 @@ class SiteSpec(BaseModel):
 
     sql: str = Field(description="SELECT in the agent's dialect; the agent re-parses and validates it")
     key: list[str] = Field(min_length=1, description="output columns forming the key")
-    columns: list[SiteColumn] = Field(description="expected output columns [{name, type}]; a mismatch fails the request")
+    columns: list[SiteColumn] = Field(
+        description="expected output columns [{name, type}]; a mismatch fails the request"
+    )
 
 
 class ExtractControl(BaseModel):
@@ -52,7 +54,9 @@ class SketchControl(BaseModel):
 
     protocol: int = PROTOCOL_VERSION
     site: SiteSpec
-    seed: int = Field(ge=0, lt=2**64, description="the table's secret: seeds key fingerprints (seed), row hashes (seed + 1) and cells")
+    seed: int = Field(
+        ge=0, lt=2**64, description="the table's secret: seeds key fingerprints (seed), row hashes (seed + 1) and cells"
+    )
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
 
 

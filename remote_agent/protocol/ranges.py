@@ -41,7 +41,10 @@ class RangeSet:
 
     def freeze(self) -> None:
         """Sort by lower bound; raises RangesOverlap if two ranges overlap."""
-        order = sorted(range(len(self.rids)), key=lambda i: (self.los[i] is not None, self.los[i] if self.los[i] is not None else 0))
+        order = sorted(
+            range(len(self.rids)),
+            key=lambda i: (self.los[i] is not None, self.los[i] if self.los[i] is not None else 0),
+        )
         for name in ("rids", "los", "his", "ship", "expected"):
             values = getattr(self, name)
             setattr(self, name, [values[i] for i in order])

@@ -50,15 +50,26 @@ class SourceSchema:
     tables: dict[str, TableInfo]
 
     @classmethod
-    def from_json(cls, data: dict) -> "SourceSchema":
+    def from_json(cls, data: dict) -> SourceSchema:
         """Lenient about fields an older agent (or a hand-written fixture) leaves out."""
         tables = {}
         for t in data["tables"]:
             columns = tuple(
-                ColumnInfo(c["name"], LogicalType.parse(c["type"]), bool(c.get("nullable", True)), c.get("declared", ""), c.get("read_as"))
+                ColumnInfo(
+                    c["name"],
+                    LogicalType.parse(c["type"]),
+                    bool(c.get("nullable", True)),
+                    c.get("declared", ""),
+                    c.get("read_as"),
+                )
                 for c in t["columns"]
             )
-            tables[t["name"]] = TableInfo(t["name"], columns, tuple(t.get("primary_key") or ()), tuple(tuple(u) for u in t.get("unique_keys") or ()))
+            tables[t["name"]] = TableInfo(
+                t["name"],
+                columns,
+                tuple(t.get("primary_key") or ()),
+                tuple(tuple(u) for u in t.get("unique_keys") or ()),
+            )
         return cls(data["dialect"], tables)
 
     def to_json(self) -> dict:
@@ -72,7 +83,12 @@ def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
         tables=[
             TableOut(
                 name=t.name,
-                columns=[ColumnOut(name=c.name, type=str(c.type), nullable=c.nullable, declared=c.declared, read_as=c.read_as) for c in t.columns],
+                columns=[
+                    ColumnOut(
+                        name=c.name, type=str(c.type), nullable=c.nullable, declared=c.declared, read_as=c.read_as
+                    )
+                    for c in t.columns
+                ],
                 primary_key=list(t.primary_key),
                 unique_keys=[list(u) for u in t.unique_keys],
             )

@@ -17,8 +17,8 @@ service (`ViewDefinitionError`) or a 422/403 of the agent (`UnsupportedQuery`, `
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -214,17 +214,25 @@ def check_predicate(node: exp.Expression, error: ErrorClass, clause: str) -> Non
         if isinstance(sub, exp.Column) and not isinstance(sub.this, exp.Identifier):
             raise error(f"{describe(sub.this)} is not supported in {clause}: {PREDICATE_HELP}")
         if type(sub) is exp.Literal and not sub.is_string and not _NUMBER_RE.match(sub.this):
-            raise error(f"the number {sub.this!r} is not supported in {clause}, write plain decimal numbers; {PREDICATE_HELP}")
+            raise error(
+                f"the number {sub.this!r} is not supported in {clause}, write plain decimal numbers; {PREDICATE_HELP}"
+            )
         if type(sub) is exp.Literal and sub.is_string and "\\" in sub.this:
             # A server reading backslash escapes (PostgreSQL with standard_conforming_strings
             # off) would end the regenerated literal early, so no backslash goes out at all.
-            raise error(f"string literals containing a backslash are not supported in {clause} (found {snippet(sub)}), databases disagree on what it means; {PREDICATE_HELP}")
+            raise error(
+                f"string literals containing a backslash are not supported in {clause} (found {snippet(sub)}), databases disagree on what it means; {PREDICATE_HELP}"
+            )
         if isinstance(sub, exp.Is) and type(sub.expression) is not exp.Null:
-            raise error(f"IS {snippet(sub.expression)} is not supported in {clause}: only IS [NOT] NULL; {PREDICATE_HELP}")
+            raise error(
+                f"IS {snippet(sub.expression)} is not supported in {clause}: only IS [NOT] NULL; {PREDICATE_HELP}"
+            )
         if isinstance(sub, exp.In):
             for item in sub.expressions:
                 if not _is_literal(item):
-                    raise error(f"{describe(item)} in an IN list is not supported in {clause}: IN lists hold literals only; {PREDICATE_HELP}")
+                    raise error(
+                        f"{describe(item)} in an IN list is not supported in {clause}: IN lists hold literals only; {PREDICATE_HELP}"
+                    )
 
 
 def _is_literal(node: exp.Expression) -> bool:
@@ -290,7 +298,11 @@ def _plain_select(statement: exp.Expression, error: ErrorClass, form: str) -> ex
     if isinstance(statement, exp.Subquery):
         raise error(f"a parenthesized query is not supported: {form}")
     if not isinstance(statement, exp.Select):
-        kind = statement.key.upper() if isinstance(statement, (exp.Insert, exp.Update, exp.Delete, exp.Merge)) else type(statement).__name__.upper()
+        kind = (
+            statement.key.upper()
+            if isinstance(statement, (exp.Insert, exp.Update, exp.Delete, exp.Merge))
+            else type(statement).__name__.upper()
+        )
         raise error(f"{kind} statements are not supported, only a SELECT: {form}")
     for key, value in statement.args.items():
         if key in _ALLOWED_CLAUSES or value in (None, False, [], ""):
@@ -366,7 +378,9 @@ def _inner_join_condition(join: exp.Join, error: ErrorClass, form: str) -> exp.E
         raise error(f"{key.upper()} on a join is not supported: {form}")
     on = join.args.get("on")
     if on is None:
-        raise error(f"cross joins (a join without ON, or FROM a, b) are not supported, join with JOIN ... ON condition: {form}")
+        raise error(
+            f"cross joins (a join without ON, or FROM a, b) are not supported, join with JOIN ... ON condition: {form}"
+        )
     return on
 
 
@@ -383,7 +397,9 @@ def pick_name(wanted: str, names: Iterable[str], error: ErrorClass, what: str) -
         return wanted
     folded = [n for n in names if n.casefold() == wanted.casefold()]
     if len(folded) > 1:
-        raise error(f"{what} {wanted!r} matches {', '.join(map(repr, folded))}, which differ only in case: quote the exact name")
+        raise error(
+            f"{what} {wanted!r} matches {', '.join(map(repr, folded))}, which differ only in case: quote the exact name"
+        )
     return folded[0] if folded else None
 
 
@@ -422,7 +438,9 @@ class Scope:
             relation = self.relations[index]
             exact = pick_name(name, relation.columns, self.error, f"column of {relation.label}")
             if exact is None:
-                raise self.unknown(f"column {name!r} does not exist in {relation.label} (its columns: {name_list(relation.columns)})")
+                raise self.unknown(
+                    f"column {name!r} does not exist in {relation.label} (its columns: {name_list(relation.columns)})"
+                )
             return index, exact
         hits = []
         for index, relation in enumerate(self.relations):
@@ -442,7 +460,12 @@ class Scope:
         candidates = []
         for index, r in enumerate(self.relations):
             if prefix:
-                if r.aliased or r.prefix is None or r.prefix.casefold() != prefix.casefold() or r.table.casefold() != qualifier.casefold():
+                if (
+                    r.aliased
+                    or r.prefix is None
+                    or r.prefix.casefold() != prefix.casefold()
+                    or r.table.casefold() != qualifier.casefold()
+                ):
                     continue
             elif r.visible.casefold() != qualifier.casefold():
                 continue
@@ -450,7 +473,9 @@ class Scope:
         if not candidates:
             written = f"{prefix}.{qualifier}" if prefix else qualifier
             visible = ", ".join(r.visible for r in self.relations)
-            raise self.error(f"column reference {snippet(column)} names {written!r}, which is not a table or alias of the FROM clause (those are: {visible})")
+            raise self.error(
+                f"column reference {snippet(column)} names {written!r}, which is not a table or alias of the FROM clause (those are: {visible})"
+            )
         if len(candidates) > 1:
             raise self.error(f"column reference {snippet(column)} is ambiguous: give each table its own alias")
         return candidates[0]
@@ -469,7 +494,9 @@ def check_unique_visible(relations: Sequence[Relation], error: ErrorClass) -> No
     for r in relations:
         key = r.visible.casefold()
         if key in seen:
-            raise error(f"the name {r.visible!r} stands for two tables of the FROM clause ({seen[key]} and {r.label}): give each occurrence its own alias")
+            raise error(
+                f"the name {r.visible!r} stands for two tables of the FROM clause ({seen[key]} and {r.label}): give each occurrence its own alias"
+            )
         seen[key] = r.label
 
 
@@ -478,9 +505,13 @@ def check_output_names(names: Sequence[str], error: ErrorClass) -> None:
     seen: set[str] = set()
     for name in names:
         if name.startswith("__"):
-            raise error(f"output column name {name!r} is reserved (names starting with '__' are used internally): choose another alias")
+            raise error(
+                f"output column name {name!r} is reserved (names starting with '__' are used internally): choose another alias"
+            )
         if name.casefold() in seen:
-            raise error(f"output column name {name!r} occurs twice (names are compared ignoring case): give the columns distinct aliases")
+            raise error(
+                f"output column name {name!r} occurs twice (names are compared ignoring case): give the columns distinct aliases"
+            )
         seen.add(name.casefold())
 
 
@@ -501,7 +532,9 @@ def wrap_read_as(read_as: str, column: exp.Column, dialect: str) -> exp.Expressi
     tree, so nothing from the request is ever parsed as part of it.
     """
     template = sqlglot.parse_one(read_as.replace("{col}", _READ_AS_SLOT), read=dialect)
-    return template.transform(lambda node: column.copy() if isinstance(node, exp.Column) and node.name == _READ_AS_SLOT else node)
+    return template.transform(
+        lambda node: column.copy() if isinstance(node, exp.Column) and node.name == _READ_AS_SLOT else node
+    )
 
 
 def build_select(
@@ -530,7 +563,9 @@ def build_select(
 
 
 def _table(name: str, alias: str) -> exp.Table:
-    return exp.Table(this=exp.to_identifier(name, quoted=True), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    return exp.Table(
+        this=exp.to_identifier(name, quoted=True), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+    )
 
 
 def render(tree: exp.Expression, dialect: str) -> str:

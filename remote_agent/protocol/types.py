@@ -32,7 +32,9 @@ class LogicalType:
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"unknown logical type {self.kind!r}; supported: {', '.join(_KINDS)}")
-        if self.kind == "decimal" and not (0 <= self.scale <= self.precision <= MAX_DECIMAL_PRECISION and self.precision > 0):
+        if self.kind == "decimal" and not (
+            0 <= self.scale <= self.precision <= MAX_DECIMAL_PRECISION and self.precision > 0
+        ):
             raise ValueError(f"bad decimal shape ({self.precision},{self.scale})")
 
     def __str__(self) -> str:
@@ -41,7 +43,7 @@ class LogicalType:
         return self.kind
 
     @classmethod
-    def parse(cls, text: str) -> "LogicalType":
+    def parse(cls, text: str) -> LogicalType:
         """Parse the string form used in JSON messages.
 
         >>> LogicalType.parse("decimal(10,2)")
@@ -95,7 +97,7 @@ class Column:
         return {"name": self.name, "type": str(self.type)}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Column":
+    def from_json(cls, data: dict) -> Column:
         return cls(data["name"], LogicalType.parse(data["type"]))
 
 

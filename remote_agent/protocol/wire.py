@@ -5,7 +5,7 @@ Both sides build and read these frames, so the names live here once.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 

@@ -8,7 +8,7 @@ extraction slots and streams the strategy's answer.
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from fastapi import APIRouter
@@ -17,6 +17,7 @@ from fastapi.responses import StreamingResponse
 from ..deps import Authorized, ExtractRequest, FetchRequest, Frames, RangesRequest, SketchRequest, StateDep
 from ..errors import AgentError, BadRequest, Busy
 from ..protocol import frames
+from ..protocol.iblt import Iblt
 from ..protocol.wire import HASH, UID, key_values
 from ..state import AgentState
 from ..strategies.checks import check_columns, key_columns
@@ -25,7 +26,6 @@ from ..strategies.fetch import fetch_rows
 from ..strategies.group_hash import UnitIndex
 from ..strategies.range_checksum import range_scan, range_set
 from ..strategies.sketch import sketch_answer
-from ..protocol.iblt import Iblt
 from ..strategies.tuple_hash import TupleIndex
 from .responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
 
@@ -33,7 +33,11 @@ log = logging.getLogger("remote_agent")
 
 router = APIRouter(prefix="/v1", tags=["extraction"])
 #: What the three endpoints have in common in the OpenAPI document.
-FRAMES_ROUTE = {"response_class": StreamingResponse, "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)}, "openapi_extra": FRAMES_BODY}
+FRAMES_ROUTE = {
+    "response_class": StreamingResponse,
+    "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)},
+    "openapi_extra": FRAMES_BODY,
+}
 
 
 @router.post("/extract", operation_id="extract", **FRAMES_ROUTE)
@@ -58,7 +62,17 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         elif f.kind not in unit_kinds:
             raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
     settings = state.settings
-    work = Extraction(state.adapter, query, control.site.columns, units, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, tuples=tuples, chunk_rows=settings.chunk_rows)
+    work = Extraction(
+        state.adapter,
+        query,
+        control.site.columns,
+        units,
+        seed=control.seed,
+        bits=control.hash_bits,
+        batch_rows=control.batch_rows,
+        tuples=tuples,
+        chunk_rows=settings.chunk_rows,
+    )
     return _stream(state, work.run())
 
 
@@ -71,7 +85,18 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
         if f.kind != frames.RANGES:
             raise BadRequest(f"unexpected frame kind {f.kind!r} in a ranges request")
     wanted = range_set(query.key, [_batch(f) for f in parsed[1:]])
-    return _stream(state, range_scan(state.adapter, query, wanted, seed=control.seed, bits=control.hash_bits, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows))
+    return _stream(
+        state,
+        range_scan(
+            state.adapter,
+            query,
+            wanted,
+            seed=control.seed,
+            bits=control.hash_bits,
+            batch_rows=control.batch_rows,
+            chunk_rows=state.settings.chunk_rows,
+        ),
+    )
 
 
 @router.post("/sketch", operation_id="sketch", **FRAMES_ROUTE)
@@ -82,14 +107,26 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
     tables = [f for f in parsed[1:] if f.kind == frames.SKETCH]
     stray = [f.kind for f in parsed[1:] if f.kind != frames.SKETCH]
     if stray or len(tables) != 1:
-        raise BadRequest(f"a sketch request holds one {frames.SKETCH!r} frame after the control frame; got {[f.kind for f in parsed[1:]]!r}")
+        raise BadRequest(
+            f"a sketch request holds one {frames.SKETCH!r} frame after the control frame; got {[f.kind for f in parsed[1:]]!r}"
+        )
     try:
         table = Iblt.from_arrow(_batch(tables[0]))
     except ValueError as exc:
         raise BadRequest(f"bad sketch table: {exc}") from None
     if table.seed != control.seed:
         raise BadRequest("the sketch table's seed differs from the control message's")
-    return _stream(state, sketch_answer(state.adapter, query, table, seed=control.seed, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows))
+    return _stream(
+        state,
+        sketch_answer(
+            state.adapter,
+            query,
+            table,
+            seed=control.seed,
+            batch_rows=control.batch_rows,
+            chunk_rows=state.settings.chunk_rows,
+        ),
+    )
 
 
 @router.post("/fetch", operation_id="fetch", **FRAMES_ROUTE)
@@ -103,7 +140,10 @@ async def fetch(state: StateDep, _: Authorized, parsed: Frames, control: FetchRe
         batch = _batch(f)
         _require(batch, query.key)
         keys.extend(key_values(batch, query.key))
-    return _stream(state, fetch_rows(state.adapter, query, keys, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows))
+    return _stream(
+        state,
+        fetch_rows(state.adapter, query, keys, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows),
+    )
 
 
 def _stream(state: AgentState, work: Iterator[bytes]) -> StreamingResponse:
@@ -116,10 +156,14 @@ def _stream(state: AgentState, work: Iterator[bytes]) -> StreamingResponse:
             yield from work
         except AgentError as exc:
             log.warning("extraction failed: %s", exc.message)
-            yield frames.json_frame(frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient})
+            yield frames.json_frame(
+                frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient}
+            )
         except Exception as exc:  # the status line is gone: report in-band
             log.exception("extraction failed")
-            yield frames.json_frame(frames.ERROR, {"detail": f"agent error: {type(exc).__name__}: {exc}", "status": 500, "transient": False})
+            yield frames.json_frame(
+                frames.ERROR, {"detail": f"agent error: {type(exc).__name__}: {exc}", "status": 500, "transient": False}
+            )
         finally:
             state.slots.release()
 

@@ -29,7 +29,10 @@ FRAMES_BODY = {
         "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
     }
 }
-FRAMES_ANSWER = {"description": "binary frames, ending with a summary frame, or an error frame if the extraction failed midway", "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}
+FRAMES_ANSWER = {
+    "description": "binary frames, ending with a summary frame, or an error frame if the extraction failed midway",
+    "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+}
 
 
 def error_responses(*statuses: int) -> dict:

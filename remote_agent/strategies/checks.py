@@ -34,7 +34,9 @@ def check_columns(query: ValidatedQuery, expected: list[SiteColumn]) -> None:
         if name not in have:
             problems.append(f"column {name!r} is gone")
         elif have[name] != w["type"]:
-            problems.append(f"column {name!r} ({origins.get(name, name)}) is {have[name]} at the source but was {w['type']} when the view was registered")
+            problems.append(
+                f"column {name!r} ({origins.get(name, name)}) is {have[name]} at the source but was {w['type']} when the view was registered"
+            )
     problems += [f"column {g['name']!r} is new" for g in got if g["name"] not in {w["name"] for w in want}]
     if not problems:
         problems.append(f"the columns are now {[g['name'] for g in got]} instead of {[w['name'] for w in want]}")

@@ -19,7 +19,7 @@ request body while it is decoded, and one batch of rows in flight.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -61,7 +61,19 @@ def _first_repeat(positions: np.ndarray, seen: np.ndarray) -> int | None:
 class Extraction:
     """One extraction request: state and the generator of response frames."""
 
-    def __init__(self, adapter: Adapter, query: ValidatedQuery, expected_columns: list[SiteColumn], units: UnitIndex, *, seed: int, bits: int, batch_rows: int, tuples: TupleIndex | None = None, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS):
+    def __init__(
+        self,
+        adapter: Adapter,
+        query: ValidatedQuery,
+        expected_columns: list[SiteColumn],
+        units: UnitIndex,
+        *,
+        seed: int,
+        bits: int,
+        batch_rows: int,
+        tuples: TupleIndex | None = None,
+        chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
+    ):
         check_columns(query, expected_columns)
         self.adapter = adapter
         self.query = query
@@ -75,7 +87,14 @@ class Extraction:
         self.chunk_rows = chunk_rows
         self.converter = RowConverter(adapter, query.columns, query.where())
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
-        self.stats = {"rows_scanned": 0, "rows_ungrouped": 0, "rows_changed": 0, "units": len(units.uids), "unit_keys": len(units.keys), "tuple_hashes": len(self.tuples.keys)}
+        self.stats = {
+            "rows_scanned": 0,
+            "rows_ungrouped": 0,
+            "rows_changed": 0,
+            "units": len(units.uids),
+            "unit_keys": len(units.keys),
+            "tuple_hashes": len(self.tuples.keys),
+        }
 
     def run(self) -> Iterator[bytes]:
         started = time.monotonic()
@@ -94,7 +113,9 @@ class Extraction:
         units = self.units
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        for rows in chunks.slices(chunks.scan(self.adapter, session, self.query, self.chunk_rows), min(self.batch_rows, 10_000)):
+        for rows in chunks.slices(
+            chunks.scan(self.adapter, session, self.query, self.chunk_rows), min(self.batch_rows, 10_000)
+        ):
             batch = self.converter.batch(rows, self.query.key)
             self.stats["rows_scanned"] += batch.num_rows
             if len(self.tuples.keys):
@@ -148,13 +169,13 @@ class Extraction:
         units = self.units
         gone = np.flatnonzero(~units.keys.seen)
         for start in range(0, len(gone), self.batch_rows):
-            part = gone[start:start + self.batch_rows]
+            part = gone[start : start + self.batch_rows]
             yield self._deleted_frame(units.uids[units.keys.payload[part]], units.keys.keys(part))
         self.stats["keys_deleted"] = len(gone)
         broken = np.flatnonzero(units.counts < units.sizes)
         self.stats["units_broken"] = len(broken)
         for start in range(0, len(broken), self.batch_rows):
-            part = broken[start:start + self.batch_rows]
+            part = broken[start : start + self.batch_rows]
             batch = pa.RecordBatch.from_pydict(
                 {
                     UID: pa.array(units.uids[part], pa.int64()),
@@ -170,7 +191,7 @@ class Extraction:
         gone = np.flatnonzero(~tuples.keys.seen)
         self.stats["tuples_deleted"] = len(gone)
         for start in range(0, len(gone), self.batch_rows):
-            part = gone[start:start + self.batch_rows]
+            part = gone[start : start + self.batch_rows]
             yield self._deleted_frame(np.full(len(part), -1, np.int64), tuples.keys.keys(part))
 
     def _deleted_frame(self, uids: np.ndarray, keys: pa.Table) -> bytes:
@@ -195,8 +216,9 @@ class Extraction:
         wanted = np.flatnonzero(np.isin(units.keys.payload, changed))
         keys = key_values(units.keys.keys(wanted), [c.name for c in units.key])
         sent = 0
-        for batch in lookup_rows(self.adapter, session, self.query, self.converter, keys, self.batch_rows, self.chunk_rows):
+        for batch in lookup_rows(
+            self.adapter, session, self.query, self.converter, keys, self.batch_rows, self.chunk_rows
+        ):
             sent += batch.num_rows
             yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
         self.stats["rows_changed"] += sent
-

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -17,7 +18,9 @@ from ..sitequery import ValidatedQuery
 LOOKUP_CHUNK = 500
 
 
-def fetch_rows(adapter: Adapter, query: ValidatedQuery, keys: list, *, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS) -> Iterator[bytes]:
+def fetch_rows(
+    adapter: Adapter, query: ValidatedQuery, keys: list, *, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS
+) -> Iterator[bytes]:
     """The answer of /v1/fetch: ROWS frames with the current rows for `keys`, then a summary."""
     converter = RowConverter(adapter, query.columns, query.where())  # now, before the answer's first byte
 
@@ -32,7 +35,15 @@ def fetch_rows(adapter: Adapter, query: ValidatedQuery, keys: list, *, batch_row
     return answer()
 
 
-def lookup_rows(adapter: Adapter, session: Session, query: ValidatedQuery, converter: RowConverter, keys: list, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+def lookup_rows(
+    adapter: Adapter,
+    session: Session,
+    query: ValidatedQuery,
+    converter: RowConverter,
+    keys: list,
+    batch_rows: int,
+    chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
+) -> Iterator[pa.RecordBatch]:
     """Current rows of the site query for `keys`, in batches.
 
     At most `chunk_rows` keys per statement, each statement in a transaction of its own.
@@ -44,7 +55,7 @@ def lookup_rows(adapter: Adapter, session: Session, query: ValidatedQuery, conve
         pending_rows = 0
         per_statement = min(LOOKUP_CHUNK, chunk_rows)
         for start in range(0, len(keys), per_statement):
-            chunk = keys[start:start + per_statement]
+            chunk = keys[start : start + per_statement]
             params: list[Any] = []
             for k in chunk:
                 params.extend(k if isinstance(k, tuple) else (k,))

@@ -7,7 +7,7 @@ the units tell which of them lost keys and which differ.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -76,7 +76,9 @@ class UnitIndex:
         if len(unknown):
             row = int(unknown[0])
             missing = [c.name for c in self.key if c.name not in batch.schema.names]
-            where = f"key {key_values(batch.slice(row, 1), [c.name for c in self.key])[0]!r}" if not missing else "a key"
+            where = (
+                f"key {key_values(batch.slice(row, 1), [c.name for c in self.key])[0]!r}" if not missing else "a key"
+            )
             raise BadRequest(f"{where} refers to unit {int(uids[row])}, which was not sent")
         self.keys.add(batch, self._uid_order[at])
 

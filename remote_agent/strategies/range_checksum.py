@@ -10,7 +10,7 @@ the warehouse asked for (the small ones, at the bottom of the bisection).
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -46,7 +46,14 @@ def add_ranges(ranges: RangeSet, batch: pa.RecordBatch) -> None:
         raise BadRequest(f"range frame lacks columns {missing}")
     los = _bounds(batch, LO, ranges.key)
     his = _bounds(batch, HI, ranges.key)
-    for rid, ship, count, h, lo, hi in zip(batch.column(RID).to_pylist(), batch.column(SHIP).to_pylist(), batch.column(COUNT).to_pylist(), batch.column(HASH).to_pylist(), los, his):
+    for rid, ship, count, h, lo, hi in zip(
+        batch.column(RID).to_pylist(),
+        batch.column(SHIP).to_pylist(),
+        batch.column(COUNT).to_pylist(),
+        batch.column(HASH).to_pylist(),
+        los,
+        his,
+    ):
         ranges.append(rid, lo, hi, ship, (count, hash_from_bytes(h) if h is not None else 0))
 
 
@@ -61,7 +68,16 @@ def _bounds(batch: pa.RecordBatch, prefix: str, key: list[str]) -> list:
     return out
 
 
-def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, seed: int, bits: int, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS) -> Iterator[bytes]:
+def range_scan(
+    adapter: Adapter,
+    query: ValidatedQuery,
+    ranges: RangeSet,
+    *,
+    seed: int,
+    bits: int,
+    batch_rows: int,
+    chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
+) -> Iterator[bytes]:
     """Scan once (in chunks, see chunks.py); ship rows of ranges marked ship; report the other ranges that differ."""
     started = time.monotonic()
     converter = RowConverter(adapter, query.columns, query.where())
@@ -97,7 +113,7 @@ def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, see
         yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
     differ = [i for i in range(n) if not ranges.ship[i] and (counts[i], combine([sums[i]], bits)) != ranges.expected[i]]
     for start in range(0, len(differ), batch_rows):
-        part = differ[start:start + batch_rows]
+        part = differ[start : start + batch_rows]
         yield frames.arrow_frame(
             frames.RANGE_SUMS,
             pa.RecordBatch.from_pydict(
@@ -108,4 +124,13 @@ def range_scan(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet, *, see
                 }
             ),
         )
-    yield frames.json_frame(frames.SUMMARY, {"rows_scanned": scanned, "rows_shipped": shipped, "ranges": n, "ranges_differing": len(differ), "elapsed_s": round(time.monotonic() - started, 4)})
+    yield frames.json_frame(
+        frames.SUMMARY,
+        {
+            "rows_scanned": scanned,
+            "rows_shipped": shipped,
+            "ranges": n,
+            "ranges_differing": len(differ),
+            "elapsed_s": round(time.monotonic() - started, 4),
+        },
+    )

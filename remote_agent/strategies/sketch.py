@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +47,16 @@ KEY_FP, ROW_FP = "__kf", "__rf"
 SPILL_ROWS = 65_536
 
 
-def sketch_answer(adapter: Adapter, query: ValidatedQuery, table: Iblt, *, seed: int, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS, spill_dir: str | None = None) -> Iterator[bytes]:
+def sketch_answer(
+    adapter: Adapter,
+    query: ValidatedQuery,
+    table: Iblt,
+    *,
+    seed: int,
+    batch_rows: int,
+    chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
+    spill_dir: str | None = None,
+) -> Iterator[bytes]:
     """The answer of /v1/sketch, as frames; see the module docstring."""
     converter = RowConverter(adapter, query.columns, query.where())
     key = key_columns(query)
@@ -84,11 +93,22 @@ def sketch_answer(adapter: Adapter, query: ValidatedQuery, table: Iblt, *, seed:
                 for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows):
                     sent += batch.num_rows
                     yield frames.arrow_frame(frames.ROWS, batch)
-            left = pa.table({KEY_FP: pa.array(peeled.plus_keys, pa.uint64()), ROW_FP: pa.array(peeled.plus_hashes, pa.uint64())})
+            left = pa.table(
+                {KEY_FP: pa.array(peeled.plus_keys, pa.uint64()), ROW_FP: pa.array(peeled.plus_hashes, pa.uint64())}
+            )
             for part in left.to_batches(max_chunksize=SPILL_ROWS):
                 yield frames.arrow_frame(frames.PAIRS, part)
         differences = len(peeled.plus_keys) + len(peeled.minus_keys)
-        yield frames.json_frame(frames.SUMMARY, {**summary, "differences": differences, "rows_sent": sent, "pairs_sent": left.num_rows, "elapsed_s": round(time.monotonic() - started, 4)})
+        yield frames.json_frame(
+            frames.SUMMARY,
+            {
+                **summary,
+                "differences": differences,
+                "rows_sent": sent,
+                "pairs_sent": left.num_rows,
+                "elapsed_s": round(time.monotonic() - started, 4),
+            },
+        )
 
     return answer()
 

@@ -6,7 +6,7 @@ rows that differ; keys it never meets are reported deleted.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa

@@ -15,7 +15,13 @@ def _out(row: dict) -> SourceOut:
     return SourceOut(name=row["name"], url=row["url"], has_token=bool(row["token"]), created_at=row["created_at"])
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=SourceOut, operation_id="create_source", responses=error_responses(401, 409, 422))
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SourceOut,
+    operation_id="create_source",
+    responses=error_responses(401, 409, 422),
+)
 def create_source(body: SourceIn, catalog: CatalogDep, _: ApiKey) -> SourceOut:
     return _out(catalog.add_source(body.name, body.url.rstrip("/"), body.token))
 

@@ -27,7 +27,10 @@ SyncMode = Literal["normal", "verify"]
     status_code=status.HTTP_202_ACCEPTED,
     response_model=SyncQueued,
     operation_id="start_sync",
-    responses={200: {"model": SyncOut, "description": "with ?wait=true: the finished sync"}, **error_responses(401, 404, 409, 422)},
+    responses={
+        200: {"model": SyncOut, "description": "with ?wait=true: the finished sync"},
+        **error_responses(401, 404, 409, 422),
+    },
 )
 async def start_sync(
     name: str,
@@ -35,7 +38,12 @@ async def start_sync(
     runner: RunnerDep,
     _: ApiKey,
     wait: bool = False,
-    mode: Annotated[SyncMode, Query(description="verify: also read every site query in full and report rows where the view's method disagrees (an audit; costs a full read)")] = "normal",
+    mode: Annotated[
+        SyncMode,
+        Query(
+            description="verify: also read every site query in full and report rows where the view's method disagrees (an audit; costs a full read)"
+        ),
+    ] = "normal",
 ):
     """Queue a sync of the view (the first one loads it); with wait=true, answer when it ends."""
     catalog.view(name)
@@ -57,7 +65,15 @@ def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
     return SyncOut(**catalog.sync(name, sync_id))
 
 
-@router.get("/{sync_id}/delta", operation_id="get_sync_delta", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one {op, row} object per changed view row"}, **error_responses(404, 409, 422)})
+@router.get(
+    "/{sync_id}/delta",
+    operation_id="get_sync_delta",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {NDJSON: {}}, "description": "one {op, row} object per changed view row"},
+        **error_responses(404, 409, 422),
+    },
+)
 def get_delta(name: str, sync_id: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
     """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line."""
     sync = catalog.sync(name, sync_id)

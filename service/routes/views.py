@@ -30,7 +30,10 @@ def view_out(row: dict) -> ViewOut:
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,
-        sites=[{"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key} for s in d.sites],
+        sites=[
+            {"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key}
+            for s in d.sites
+        ],
         strategy=row["options"].get("strategy", DEFAULT_STRATEGY),
         created_at=row["created_at"],
     )
@@ -48,11 +51,18 @@ def _analyze(sql: str, catalog, settings) -> ViewDef:
             try:
                 source = catalog.source(name)
             except NotFound:
-                raise Unprocessable(f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})") from None
+                raise Unprocessable(
+                    f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})"
+                ) from None
             yield name, source["url"], source["token"]
 
     try:
-        schemas = fetch_schemas(agents(), verify=settings.agent_verify(), read_timeout_s=settings.agent_read_timeout_s, deadline_s=settings.agent_deadline_s)
+        schemas = fetch_schemas(
+            agents(),
+            verify=settings.agent_verify(),
+            read_timeout_s=settings.agent_read_timeout_s,
+            deadline_s=settings.agent_deadline_s,
+        )
     except SchemaUnavailable as exc:
         raise DependencyFailed(exc.message) from None
     try:
@@ -61,7 +71,13 @@ def _analyze(sql: str, catalog, settings) -> ViewDef:
         raise Unprocessable(exc.detail) from None
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ViewOut, operation_id="create_view", responses=error_responses(401, 409, 422, 424))
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ViewOut,
+    operation_id="create_view",
+    responses=error_responses(401, 409, 422, 424),
+)
 def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
     try:
         catalog.view(body.name)
@@ -88,9 +104,13 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
         raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
     busy = catalog.busy_sync(name)
     if busy is not None:  # fail fast, before asking the agents; checked again when replacing
-        raise Conflict(f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry")
+        raise Conflict(
+            f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry"
+        )
     definition = _analyze(body.sql, catalog, settings)
-    row = catalog.replace_view(name, body.sql, definition.to_json(), {"strategy": body.strategy}, ViewStore(settings.data_dir, name).drop)
+    row = catalog.replace_view(
+        name, body.sql, definition.to_json(), {"strategy": body.strategy}, ViewStore(settings.data_dir, name).drop
+    )
     return view_out(row)
 
 
@@ -123,7 +143,15 @@ def _current(settings, name: str):
     return version
 
 
-@router.get("/{name}/rows", operation_id="get_view_rows", response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}, "description": "one JSON object per row"}, **error_responses(404, 409, 422)})
+@router.get(
+    "/{name}/rows",
+    operation_id="get_view_rows",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {NDJSON: {}}, "description": "one JSON object per row"},
+        **error_responses(404, 409, 422),
+    },
+)
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
     """Rows of the view as of its last successful sync, as NDJSON."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])

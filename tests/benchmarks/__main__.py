@@ -22,7 +22,16 @@ HERE = Path(__file__).resolve().parent
 #: The two profiles of the issue. Quick must finish in under 5 minutes on a 2-core
 #: machine; each of its cuts is recorded in the results' `meta.reductions`.
 PROFILES = {
-    "full": {"rows": 1_000_000, "rounds": 10, "workloads": list(WORKLOADS), "strategies": list(STRATEGIES), "verify": "ends", "warm_up": True, "rows_by_workload": {}, "reductions": {}},
+    "full": {
+        "rows": 1_000_000,
+        "rounds": 10,
+        "workloads": list(WORKLOADS),
+        "strategies": list(STRATEGIES),
+        "verify": "ends",
+        "warm_up": True,
+        "rows_by_workload": {},
+        "reductions": {},
+    },
     "quick": {
         "rows": 200_000,
         "rounds": 5,
@@ -43,7 +52,9 @@ PROFILES = {
             "workloads": "workloads: students only (all five would take over 20 minutes on a 2-core machine; run --quick --workloads NAME for another)",
             "verify": "verification: all rows of each view compared with the source on the last round; the load and the rounds between are checked through their deltas and counts",
             "warm_up": "no warm-up sync: the first strategy's load and first rounds include the JVM's warming up (the steady-state table is unaffected)",
-            "strategies": "strategies: reladiff left out (its PostgreSQL copies cost ~40 s; run --quick --strategies " + ",".join(STRATEGIES) + " to include it)",
+            "strategies": "strategies: reladiff left out (its PostgreSQL copies cost ~40 s; run --quick --strategies "
+            + ",".join(STRATEGIES)
+            + " to include it)",
         },
     },
 }
@@ -58,23 +69,71 @@ def _names(text: str, known: dict, what: str) -> list[str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tests.benchmarks", description="Bytes on the wire and time per sync, per strategy and workload, against the lower bound.")
+    p = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks",
+        description="Bytes on the wire and time per sync, per strategy and workload, against the lower bound.",
+    )
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--replot", type=Path, metavar="JSON", help="only rewrite the plots and the table of an existing results file")
-    mode.add_argument("--merge", type=Path, nargs="+", metavar="JSON", help="join results files of the same settings but different workloads (runs split over several sittings) into --out, with their plots and table")
-    mode.add_argument("--quick", action="store_const", dest="profile", const="quick", help="reduced run, under 5 minutes (200k rows, 5 rounds)")
-    mode.add_argument("--full", action="store_const", dest="profile", const="full", help="the full run (1M rows, 10 rounds)")
+    mode.add_argument(
+        "--replot", type=Path, metavar="JSON", help="only rewrite the plots and the table of an existing results file"
+    )
+    mode.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="join results files of the same settings but different workloads (runs split over several sittings) into --out, with their plots and table",
+    )
+    mode.add_argument(
+        "--quick",
+        action="store_const",
+        dest="profile",
+        const="quick",
+        help="reduced run, under 5 minutes (200k rows, 5 rounds)",
+    )
+    mode.add_argument(
+        "--full", action="store_const", dest="profile", const="full", help="the full run (1M rows, 10 rounds)"
+    )
     p.add_argument("--rows", type=int, help="rows per workload's source table (default: 1,000,000 full, 200,000 quick)")
     p.add_argument("--rounds", type=int, help="sync rounds after the initial load (default: 10 full, 5 quick)")
-    p.add_argument("--workloads", type=lambda t: _names(t, WORKLOADS, "workload"), help=f"comma-separated, of: {', '.join(WORKLOADS)} (default: all)")
-    p.add_argument("--strategies", type=lambda t: _names(t, STRATEGIES, "strategy"), help=f"comma-separated, of: {', '.join(STRATEGIES)} (default: all on full, all but reladiff on quick; those not available are skipped and listed)")
-    p.add_argument("--out", type=Path, help="results JSON (default: tests/benchmarks/results/<quick|full>.json); plots and table go beside it")
-    p.add_argument("--verify", choices=("every", "ends", "last"), help="check all rows of every view every round, on the load and last round, or on the last round only (default: ends full, last quick); the other rounds are checked through their deltas and counts")
-    p.add_argument("--warm-up", action=argparse.BooleanOptionalAction, help="sync a small view twice before measuring, so the JVM is warm (default: on full, off quick)")
+    p.add_argument(
+        "--workloads",
+        type=lambda t: _names(t, WORKLOADS, "workload"),
+        help=f"comma-separated, of: {', '.join(WORKLOADS)} (default: all)",
+    )
+    p.add_argument(
+        "--strategies",
+        type=lambda t: _names(t, STRATEGIES, "strategy"),
+        help=f"comma-separated, of: {', '.join(STRATEGIES)} (default: all on full, all but reladiff on quick; those not available are skipped and listed)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="results JSON (default: tests/benchmarks/results/<quick|full>.json); plots and table go beside it",
+    )
+    p.add_argument(
+        "--verify",
+        choices=("every", "ends", "last"),
+        help="check all rows of every view every round, on the load and last round, or on the last round only (default: ends full, last quick); the other rounds are checked through their deltas and counts",
+    )
+    p.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        help="sync a small view twice before measuring, so the JVM is warm (default: on full, off quick)",
+    )
     p.add_argument("--seed", type=int, default=7, help="seed of the generators and change simulators")
-    p.add_argument("--link-mbit", type=float, metavar="N", help="run each workload's agent on its own network namespace behind a veth link limited to N Mbit/s by tc tbf (needs root), so wall time includes the link")
-    p.add_argument("--work-dir", type=Path, default=HERE / "work", help="scratch space for sources and the warehouse (wiped first)")
-    p.add_argument("--keep-work", action="store_true", help="keep the scratch space (sources, warehouse, logs) afterwards")
+    p.add_argument(
+        "--link-mbit",
+        type=float,
+        metavar="N",
+        help="run each workload's agent on its own network namespace behind a veth link limited to N Mbit/s by tc tbf (needs root), so wall time includes the link",
+    )
+    p.add_argument(
+        "--work-dir", type=Path, default=HERE / "work", help="scratch space for sources and the warehouse (wiped first)"
+    )
+    p.add_argument(
+        "--keep-work", action="store_true", help="keep the scratch space (sources, warehouse, logs) afterwards"
+    )
     args = p.parse_args(argv)
     if args.merge and not args.out:
         p.error("--merge needs --out, the joined results file")
@@ -93,7 +152,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config_from(args: argparse.Namespace) -> runner.RunConfig:
     profile = PROFILES[args.profile]
-    overridden = {option for option in ("rows", "workloads", "strategies", "verify", "warm_up") if getattr(args, option) is not None}
+    overridden = {
+        option
+        for option in ("rows", "workloads", "strategies", "verify", "warm_up")
+        if getattr(args, option) is not None
+    }
     reductions = [text for option, text in profile["reductions"].items() if option not in overridden]
     # an explicit --rows applies to every workload
     rows_by_workload = {} if args.rows is not None else dict(profile["rows_by_workload"])
@@ -137,7 +200,17 @@ def merge(parts: list[dict], name: str = "merged") -> dict:
             raise ValueError(f"workload(s) {', '.join(sorted(twice))} appear in more than one run")
         seen |= set(part["workloads"])
     latest = max((part["meta"] for part in parts), key=lambda m: m["date"])
-    keep = ("name", "date", "git_commit", "git_dirty", "load_avg_at_start", "warm_up_s", "elapsed_s", "workloads", "rows_by_workload")
+    keep = (
+        "name",
+        "date",
+        "git_commit",
+        "git_dirty",
+        "load_avg_at_start",
+        "warm_up_s",
+        "elapsed_s",
+        "workloads",
+        "rows_by_workload",
+    )
     meta = {
         **first,
         "name": name,
@@ -174,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     written = report.write(results, out)
     print()
     print(written["md"].read_text())
-    print("wrote " + ", ".join(str(p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p) for p in written.values()))
+    print(
+        "wrote "
+        + ", ".join(str(p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p) for p in written.values())
+    )
     print(f"benchmark '{config.name}' took {(time.perf_counter() - started) / 60:.1f} min")
     broken = [f"{w}/{s}" for w, ws in results["summary"].items() for s, t in ws["strategies"].items() if not t["exact"]]
     broken += [f"{w}: {r['error']}" for w, r in results["workloads"].items() if r.get("error")]

@@ -46,9 +46,16 @@ def request(n: int) -> bytes:
     unit = np.arange(n, dtype=np.int64) // UNIT_SIZE
     sums = np.zeros((int(unit[-1]) + 1, 4), np.uint64)
     np.add.at(sums, unit, row_hash_limbs(table, COLUMNS, SEED, 128))
-    units = pa.record_batch({"__uid": np.arange(len(sums), dtype=np.int64), "__hash": pa.array(limbs_to_bytes(carry_limbs(sums)), pa.binary(16))})
+    units = pa.record_batch(
+        {
+            "__uid": np.arange(len(sums), dtype=np.int64),
+            "__hash": pa.array(limbs_to_bytes(carry_limbs(sums)), pa.binary(16)),
+        }
+    )
     keys = pa.record_batch({"__uid": unit, "id": table.column("id").combine_chunks()})
-    site = SiteSpec(sql="SELECT t.id, t.v FROM t", key=["id"], columns=[{"name": c.name, "type": str(c.type)} for c in COLUMNS])
+    site = SiteSpec(
+        sql="SELECT t.id, t.v FROM t", key=["id"], columns=[{"name": c.name, "type": str(c.type)} for c in COLUMNS]
+    )
     return (
         frames.json_frame(frames.CONTROL, ExtractControl(site=site, seed=SEED).model_dump())
         + frames.arrow_frame(frames.UNITS_DELTA, frames.delta_encode(units))
@@ -76,7 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         body = request(args.keys)
         port = free_port()
         env = {**os.environ, "PYTHONPATH": str(args.code)}
-        agent = subprocess.Popen([sys.executable, "-m", "remote_agent", "--db-url", f"sqlite:///{db.resolve()}", "--port", str(port)], cwd=args.code, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "remote_agent", "--db-url", f"sqlite:///{db.resolve()}", "--port", str(port)],
+            cwd=args.code,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             for _ in range(300):
                 try:
@@ -86,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.1)
             idle = peak_rss_kib(agent.pid)
             started = time.monotonic()
-            answer = httpx.post(f"http://127.0.0.1:{port}/v1/extract", content=body, headers={"Content-Type": frames.MEDIA_TYPE}, timeout=600)
+            answer = httpx.post(
+                f"http://127.0.0.1:{port}/v1/extract",
+                content=body,
+                headers={"Content-Type": frames.MEDIA_TYPE},
+                timeout=600,
+            )
             summary = [f.json() for f in frames.read_frames([answer.content]) if f.kind == frames.SUMMARY][0]
             took = time.monotonic() - started
             after = peak_rss_kib(agent.pid)

@@ -47,7 +47,7 @@ def describe() -> dict:
     # changes to tracked files outside the results: what the measured code could differ by
     status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)tests/benchmarks/results")
     return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": bool(status) if status is not None else None,
         "platform": platform.platform(),

@@ -17,10 +17,11 @@ import base64
 import datetime as dt
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import xxhash
@@ -153,7 +154,7 @@ class SourceTruth:
         conn = self._connect()
         try:
             for start in range(0, len(keys), LOOKUP_CHUNK):
-                chunk = keys[start:start + LOOKUP_CHUNK]
+                chunk = keys[start : start + LOOKUP_CHUNK]
                 if len(names) == 1:
                     where, params = f"{names[0]} IN ({','.join('?' * len(chunk))})", chunk
                 else:
@@ -251,7 +252,10 @@ class SourceTruth:
     def lower_bound(self, delta: TrueDelta) -> int:
         """zstd-compressed Arrow frames of the new and updated rows in full plus the deleted keys."""
         rows = list(delta.rows.values())
-        total = sum(self._rows_frame_bytes(rows[i:i + LOWER_BOUND_FRAME_ROWS]) for i in range(0, len(rows), LOWER_BOUND_FRAME_ROWS))
+        total = sum(
+            self._rows_frame_bytes(rows[i : i + LOWER_BOUND_FRAME_ROWS])
+            for i in range(0, len(rows), LOWER_BOUND_FRAME_ROWS)
+        )
         return total + self._keys_frame_bytes(delta.deleted)
 
     # -- checking a view -----------------------------------------------------------------
@@ -289,7 +293,11 @@ class SourceTruth:
 
     def check_delta(self, lines: Iterable[dict], delta: TrueDelta) -> list[str]:
         """Problems found comparing a sync's delta (NDJSON {op, row}) with the true delta."""
-        want = {**{k: "insert" for k in delta.inserted}, **{k: "update" for k in delta.updated}, **{k: "delete" for k in delta.deleted}}
+        want = {
+            **{k: "insert" for k in delta.inserted},
+            **{k: "update" for k in delta.updated},
+            **{k: "delete" for k in delta.deleted},
+        }
         got: dict = {}
         problems = []
         for line in lines:
@@ -302,6 +310,8 @@ class SourceTruth:
                 problems.append(f"{op} of {k!r} carries {self.parse(obj)!r}, source has {delta.rows[k]!r}")
         wrong = [k for k in want.keys() | got.keys() if want.get(k) != got.get(k)]
         if wrong:
-            problems.append(f"{len(wrong)} keys with the wrong operation, e.g. " + ", ".join(f"{k!r}: {got.get(k)} (true: {want.get(k)})" for k in wrong[:3]))
+            problems.append(
+                f"{len(wrong)} keys with the wrong operation, e.g. "
+                + ", ".join(f"{k!r}: {got.get(k)} (true: {want.get(k)})" for k in wrong[:3])
+            )
         return problems
-

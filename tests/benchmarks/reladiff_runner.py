@@ -18,9 +18,9 @@ import logging
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import psycopg
 from sqlglot import exp, parse_one
@@ -65,7 +65,7 @@ class SiteShape:
     where: str | None  # PostgreSQL, unqualified
 
     @classmethod
-    def parse(cls, sql: str, key: list[str]) -> "SiteShape":
+    def parse(cls, sql: str, key: list[str]) -> SiteShape:
         """Read a single-table site query (the benchmark's workloads are all of that form).
 
         >>> s = SiteShape.parse('SELECT "s"."id" AS "id", "s"."x" AS "y" FROM "t" AS "s" WHERE "s"."on" = 1', ["id"])
@@ -86,7 +86,9 @@ class SiteShape:
         where = tree.args.get("where")
         where_sql = None
         if where is not None:
-            unqualified = where.this.transform(lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
+            unqualified = where.this.transform(
+                lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n
+            )
             where_sql = unqualified.sql("postgres")
         return cls(tables[0].name, sources[outputs.index(key[0])], sources, outputs, where_sql)
 
@@ -98,7 +100,9 @@ def postgres_ddl(sqlite_ddl: str) -> str:
     'CREATE TABLE t (id BIGINT PRIMARY KEY, on SMALLINT NOT NULL)'
     """
     types = {"INTEGER": "BIGINT", "BOOLEAN": "SMALLINT"}
-    return re.sub(r"\b(INTEGER|BOOLEAN)\b", lambda m: types[m.group(1).upper()], sqlite_ddl, flags=re.IGNORECASE).strip()
+    return re.sub(
+        r"\b(INTEGER|BOOLEAN)\b", lambda m: types[m.group(1).upper()], sqlite_ddl, flags=re.IGNORECASE
+    ).strip()
 
 
 def _from_reladiff(value: str | None, column: Column):
@@ -165,7 +169,9 @@ class ReladiffRunner:
         self._mirror(None)
         self.proxy = ByteCountingProxy(self.pg.host, self.pg.port)
         # The source as reladiff sees it: the read-only role, through the proxy.
-        self.source_url = self.pg.reader_url.replace(f"@{self.pg.host}:{self.pg.port}/", f"@{self.proxy.host}:{self.proxy.port}/")
+        self.source_url = self.pg.reader_url.replace(
+            f"@{self.pg.host}:{self.pg.port}/", f"@{self.proxy.host}:{self.proxy.port}/"
+        )
         return definition
 
     def close(self) -> None:
@@ -186,7 +192,7 @@ class ReladiffRunner:
                     yield rows
                 return
             for start in range(0, len(keys), COPY_CHUNK):
-                chunk = keys[start:start + COPY_CHUNK]
+                chunk = keys[start : start + COPY_CHUNK]
                 yield conn.execute(f"{select} WHERE {shape.key} IN ({','.join('?' * len(chunk))})", chunk).fetchall()
         finally:
             conn.close()
@@ -231,17 +237,30 @@ class ReladiffRunner:
         before = self.proxy.traffic()
         started = time.perf_counter()
         try:
-            copy = reladiff.connect_to_table(self.warehouse_url, self.source.shape.table, self.site.key, thread_count=THREADS)
-            source = reladiff.connect_to_table(self.source_url, self.source.shape.table, self.site.key, thread_count=THREADS)
+            copy = reladiff.connect_to_table(
+                self.warehouse_url, self.source.shape.table, self.site.key, thread_count=THREADS
+            )
+            source = reladiff.connect_to_table(
+                self.source_url, self.source.shape.table, self.site.key, thread_count=THREADS
+            )
             with reladiff.diff_tables(
-                copy, source, extra_columns=extra, where=self.site.where, algorithm="hashdiff",
-                bisection_factor=BISECTION_FACTOR, bisection_threshold=BISECTION_THRESHOLD, allow_empty_tables=True,
+                copy,
+                source,
+                extra_columns=extra,
+                where=self.site.where,
+                algorithm="hashdiff",
+                bisection_factor=BISECTION_FACTOR,
+                bisection_threshold=BISECTION_THRESHOLD,
+                allow_empty_tables=True,
             ) as diff:
                 found = list(diff)
             copy.database.close()
             source.database.close()
         except Exception as exc:  # the tool's failure is this strategy's failed sync, not the run's
-            return SyncResult({"id": sync_id, "status": "failed", "error": f"reladiff: {type(exc).__name__}: {exc}", "metrics": {}}, time.perf_counter() - started)
+            return SyncResult(
+                {"id": sync_id, "status": "failed", "error": f"reladiff: {type(exc).__name__}: {exc}", "metrics": {}},
+                time.perf_counter() - started,
+            )
         wall = time.perf_counter() - started
         traffic = self.proxy.since(before)
         scan_s = self._bare_scan()
@@ -268,7 +287,9 @@ class ReladiffRunner:
         minus, plus = {}, {}
         for sign, values in found:
             row = {name: _from_reladiff(v, c) for name, v, c in zip(self.site.view_columns, values, self.columns)}
-            (plus if sign == "+" else minus)[row[self.site.view_columns[self.site.source_columns.index(self.site.key)]]] = row
+            (plus if sign == "+" else minus)[
+                row[self.site.view_columns[self.site.source_columns.index(self.site.key)]]
+            ] = row
         out = [{"op": "update" if k in minus else "insert", "row": row} for k, row in plus.items()]
         out += [{"op": "delete", "row": row} for k, row in minus.items() if k not in plus]
         return out

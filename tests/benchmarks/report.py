@@ -12,7 +12,13 @@ import statistics
 from pathlib import Path
 
 #: One colour per strategy across all plots, so a figure reads like the previous one.
-COLOURS = {"full_ship": "tab:red", "tuple_hash": "tab:orange", "range_checksum": "tab:purple", "group_hash": "tab:blue", "reladiff": "tab:green"}
+COLOURS = {
+    "full_ship": "tab:red",
+    "tuple_hash": "tab:orange",
+    "range_checksum": "tab:purple",
+    "group_hash": "tab:blue",
+    "reladiff": "tab:green",
+}
 
 
 def steady_rounds(rounds: int) -> list[int]:
@@ -38,7 +44,12 @@ def summarize(results: dict) -> dict:
         lbs = w.get("lower_bound_bytes", [])
         scans = w.get("bare_scan_s_rounds", [])
         views = w.get("view_rows", [])
-        entry = {"rounds": steady, "lower_bound_bytes": _median([lbs[i] for i in steady if i < len(lbs)]), "bare_scan_s": w.get("bare_scan_s"), "strategies": {}}
+        entry = {
+            "rounds": steady,
+            "lower_bound_bytes": _median([lbs[i] for i in steady if i < len(lbs)]),
+            "bare_scan_s": w.get("bare_scan_s"),
+            "strategies": {},
+        }
         for sname, s in w.get("strategies", {}).items():
             rounds = {r["round"]: r for r in s["rounds"]}
             picked = [rounds[i] for i in steady if i in rounds and not rounds[i].get("error")]
@@ -50,13 +61,23 @@ def summarize(results: dict) -> dict:
                 "x_lower_bound": _median([r["bytes"] / lbs[r["round"]] for r in picked if lbs[r["round"]]]),
                 "wall_s": _median([r["wall_s"] for r in picked]),
                 # reladiff reads a PostgreSQL copy: its own bare scan there is the fair measure
-                "x_bare_scan": _median([r["wall_s"] / scan for r in picked if (scan := r.get("postgres_bare_scan_s") or scans[r["round"]])]),
+                "x_bare_scan": _median(
+                    [r["wall_s"] / scan for r in picked if (scan := r.get("postgres_bare_scan_s") or scans[r["round"]])]
+                ),
                 # rows read at the source per row of the view: 1 for one pass over the site query
-                "x_rows_scanned": _median([r["rows_scanned"] / views[r["round"]] for r in picked if r.get("rows_scanned") is not None and views[r["round"]]]),
+                "x_rows_scanned": _median(
+                    [
+                        r["rows_scanned"] / views[r["round"]]
+                        for r in picked
+                        if r.get("rows_scanned") is not None and views[r["round"]]
+                    ]
+                ),
                 "load_bytes": rounds[0]["bytes"] if 0 in rounds else None,
                 "load_wall_s": rounds[0]["wall_s"] if 0 in rounds else None,
                 "agent_peak_rss_kb": s.get("agent_peak_rss_kb"),
-                "exact": bool(s["rounds"]) and all(r["exact"] for r in s["rounds"]) and len(s["rounds"]) == results["meta"]["rounds"] + 1,
+                "exact": bool(s["rounds"])
+                and all(r["exact"] for r in s["rounds"])
+                and len(s["rounds"]) == results["meta"]["rounds"] + 1,
                 "failed": s.get("failed"),
             }
         out[wname] = entry
@@ -114,17 +135,28 @@ def markdown(results: dict, summary: dict) -> str:
         w = results["workloads"][wname]
         if w.get("error"):
             lines.append(f"| {wname} | *error: {w['error'][:120]}* | | | | | | | | | |")
-        lines.append(f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | |")
+        lines.append(
+            f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | |"
+        )
         for sname, t in s["strategies"].items():
             rss = f"{t['agent_peak_rss_kb'] / 1024:,.0f} MiB" if t["agent_peak_rss_kb"] else "—"
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
-            lines.append(f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {exact} |")
+            lines.append(
+                f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {exact} |"
+            )
     if parts:
-        lines += ["", "Joined from runs in several sittings (`--merge`): " + "; ".join(
-            f"{', '.join(part['workloads'])} on {part['date'][:16]} at commit {(part.get('git_commit') or '?')[:10]}"
-            + (" (uncommitted changes)" if part.get("git_dirty") else "") + f", {part.get('elapsed_s', 0) / 60:.0f} min"
-            for part in parts) + "."]
+        lines += [
+            "",
+            "Joined from runs in several sittings (`--merge`): "
+            + "; ".join(
+                f"{', '.join(part['workloads'])} on {part['date'][:16]} at commit {(part.get('git_commit') or '?')[:10]}"
+                + (" (uncommitted changes)" if part.get("git_dirty") else "")
+                + f", {part.get('elapsed_s', 0) / 60:.0f} min"
+                for part in parts
+            )
+            + ".",
+        ]
     skipped = {s: r for w in results["workloads"].values() for s, r in w.get("skipped", {}).items()}
     if skipped:
         lines += ["", "Not run: " + "; ".join(f"`{s}` ({r})" for s, r in skipped.items()) + "."]
@@ -146,11 +178,22 @@ def plot(results: dict, workload: str, path: Path) -> None:
     for sname, s in w["strategies"].items():
         rounds = [r for r in s["rounds"] if not r.get("error")]
         colour = COLOURS.get(sname)
-        ax_b.plot([r["round"] for r in rounds], [r["bytes"] for r in rounds], marker="o", ms=4, label=sname, color=colour)
-        ax_t.plot([r["round"] for r in rounds], [r["wall_s"] for r in rounds], marker="o", ms=4, label=sname, color=colour)
+        ax_b.plot(
+            [r["round"] for r in rounds], [r["bytes"] for r in rounds], marker="o", ms=4, label=sname, color=colour
+        )
+        ax_t.plot(
+            [r["round"] for r in rounds], [r["wall_s"] for r in rounds], marker="o", ms=4, label=sname, color=colour
+        )
         bad = [r for r in rounds if not r["exact"]]
         if bad:
-            ax_b.plot([r["round"] for r in bad], [r["bytes"] for r in bad], "x", color="black", ms=9, label=f"{sname}: not exact")
+            ax_b.plot(
+                [r["round"] for r in bad],
+                [r["bytes"] for r in bad],
+                "x",
+                color="black",
+                ms=9,
+                label=f"{sname}: not exact",
+            )
     lbs = w.get("lower_bound_bytes", [])
     ax_b.plot(range(len(lbs)), lbs, "k--", label="lower bound (zstd true delta)")
     scans = w.get("bare_scan_s_rounds", [])

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from remote_agent.protocol.types import Column
-from workloads.generators import WORKLOADS, Workload
 from workloads import netns
+from workloads.generators import WORKLOADS, Workload
 from workloads.harness import Api, start_agent, start_service
 
 from . import machine
@@ -32,11 +32,29 @@ from .strategies import STRATEGIES, Skipped, SyncResult, make_runner
 WARM_UP_ROWS = 2_000
 #: Metrics of a sync record copied into each round as they are.
 COPIED_METRICS = (
-    "rows_scanned", "rows_received", "rows_inserted", "rows_updated", "rows_deleted", "rows_before", "rows_after",
-    "groups_sent", "groups_identical", "groups_changed", "groups_regrouped", "groups_regrouped_changed",
-    "tuples_grouped", "tuples_ungrouped", "expected_benefit_bytes", "full_ship_estimate_bytes",
-    "realized_benefit_bytes", "agent_seconds", "cost_model", "planning", "phases",
-    "connections", "postgres_bare_scan_s",  # the reladiff strategy's own
+    "rows_scanned",
+    "rows_received",
+    "rows_inserted",
+    "rows_updated",
+    "rows_deleted",
+    "rows_before",
+    "rows_after",
+    "groups_sent",
+    "groups_identical",
+    "groups_changed",
+    "groups_regrouped",
+    "groups_regrouped_changed",
+    "tuples_grouped",
+    "tuples_ungrouped",
+    "expected_benefit_bytes",
+    "full_ship_estimate_bytes",
+    "realized_benefit_bytes",
+    "agent_seconds",
+    "cost_model",
+    "planning",
+    "phases",
+    "connections",
+    "postgres_bare_scan_s",  # the reladiff strategy's own
 )
 
 
@@ -104,7 +122,9 @@ class WorkloadRun:
         sim.create(res["rows"])
         res["generate_s"] = round(time.perf_counter() - started, 2)
         res["source_bytes"] = db.stat().st_size
-        self.log(f"[{wl.name}] {res['rows']:,} rows generated in {res['generate_s']:.1f} s ({res['source_bytes'] / res['rows']:.0f} B/row in SQLite)")
+        self.log(
+            f"[{wl.name}] {res['rows']:,} rows generated in {res['generate_s']:.1f} s ({res['source_bytes'] / res['rows']:.0f} B/row in SQLite)"
+        )
 
         token = secrets.token_hex(16)  # hex: a token starting with "-" would read as a flag
         # with a link: the agent and its database on a legacy host behind a tbf rate limit
@@ -154,7 +174,9 @@ class WorkloadRun:
         res["site_sql"] = site["sql"]
         truth = SourceTruth(sim.path, site["sql"], [Column.from_json(c) for c in site["columns"]], site["key"])
         per_sync_rss = machine.reset_peak_rss(agent.proc.pid)
-        res["agent_peak_rss_scope"] = "per sync (VmHWM reset before each)" if per_sync_rss else "agent lifetime, shared by all strategies"
+        res["agent_peak_rss_scope"] = (
+            "per sync (VmHWM reset before each)" if per_sync_rss else "agent lifetime, shared by all strategies"
+        )
         live = {r.strategy.name: r for r in runners}
         for r in runners:
             res["strategies"][r.strategy.name] = {"description": r.strategy.description, "rounds": []}
@@ -172,7 +194,9 @@ class WorkloadRun:
             if full and rnd:
                 fp = truth.rescan()
                 if fp != truth.fingerprint:
-                    raise RuntimeError(f"oracle out of step with the source after round {rnd}: the simulator touched keys it did not report")
+                    raise RuntimeError(
+                        f"oracle out of step with the source after round {rnd}: the simulator touched keys it did not report"
+                    )
             res["lower_bound_bytes"].append(delta.lower_bound_bytes)
             res["true_delta"].append(delta.counts())
             res["view_rows"].append(n)
@@ -186,10 +210,14 @@ class WorkloadRun:
             if not live:
                 break
         for entry in res["strategies"].values():
-            entry["agent_peak_rss_kb"] = max((r["agent_peak_rss_kb"] for r in entry["rounds"] if r.get("agent_peak_rss_kb")), default=None)
+            entry["agent_peak_rss_kb"] = max(
+                (r["agent_peak_rss_kb"] for r in entry["rounds"] if r.get("agent_peak_rss_kb")), default=None
+            )
         res["bare_scan_s"] = _median(res["bare_scan_s_rounds"])
 
-    def _sync(self, runner, agent, truth: SourceTruth, delta: TrueDelta, rnd: int, full: bool, per_sync_rss: bool) -> dict:
+    def _sync(
+        self, runner, agent, truth: SourceTruth, delta: TrueDelta, rnd: int, full: bool, per_sync_rss: bool
+    ) -> dict:
         rss_before = machine.rss_kb(agent.proc.pid)
         if per_sync_rss:
             machine.reset_peak_rss(agent.proc.pid)
@@ -225,10 +253,15 @@ class WorkloadRun:
             record["problems"] = problems[:10]
         return record
 
-    def _check(self, runner, result: SyncResult, truth: SourceTruth, delta: TrueDelta, rnd: int, full: bool) -> list[str]:
+    def _check(
+        self, runner, result: SyncResult, truth: SourceTruth, delta: TrueDelta, rnd: int, full: bool
+    ) -> list[str]:
         m = result.record["metrics"]
         problems = []
-        want, got = delta.counts(), {"inserted": m.get("rows_inserted"), "updated": m.get("rows_updated"), "deleted": m.get("rows_deleted")}
+        want, got = (
+            delta.counts(),
+            {"inserted": m.get("rows_inserted"), "updated": m.get("rows_updated"), "deleted": m.get("rows_deleted")},
+        )
         if want != got:
             problems.append(f"metrics count {got}, true delta {want}")
         if rnd:  # round 0's delta is the whole view: the full check below covers it
@@ -243,7 +276,15 @@ class WorkloadRun:
         label = "load" if rnd == 0 else f"{rnd}/{self.config.rounds}"
         lb = delta.lower_bound_bytes
         ratio = f"{r['bytes'] / lb:8.1f}x LB" if lb else " " * 11
-        status = "exact" if r["exact"] else ("FAILED: " + str(r.get("error"))[:200] if r.get("error") else "NOT EXACT: " + "; ".join(r.get("problems", []))[:300])
+        status = (
+            "exact"
+            if r["exact"]
+            else (
+                "FAILED: " + str(r.get("error"))[:200]
+                if r.get("error")
+                else "NOT EXACT: " + "; ".join(r.get("problems", []))[:300]
+            )
+        )
         rss = f"{r['agent_peak_rss_kb'] / 1024:5.0f} MiB" if r.get("agent_peak_rss_kb") else "    ? MiB"
         self.log(
             f"[{self.workload.name}] round {label:>5} {name:<15} {_mib(r['bytes']):>12} {ratio} "
@@ -277,7 +318,9 @@ def _warm_up(api: Api, work_dir: Path, log) -> float:
 
 def run(config: RunConfig, log=print) -> dict:
     """Run every workload of `config`; returns the results (see `report.write`)."""
-    unknown = [w for w in config.workloads if w not in WORKLOADS] + [s for s in config.strategies if s not in STRATEGIES]
+    unknown = [w for w in config.workloads if w not in WORKLOADS] + [
+        s for s in config.strategies if s not in STRATEGIES
+    ]
     if unknown:
         raise ValueError(f"unknown workloads or strategies: {unknown}")
     started = time.perf_counter()

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from workloads.harness import Api
 
@@ -98,7 +98,9 @@ class ViewRunner:
         r = self.api.http.post(f"/v1/views/{self.view}/syncs", params={"wait": "true"})
         wall = time.perf_counter() - started
         if r.status_code != 200:
-            return SyncResult({"status": "failed", "error": f"HTTP {r.status_code}: {r.text[:500]}", "metrics": {}}, wall)
+            return SyncResult(
+                {"status": "failed", "error": f"HTTP {r.status_code}: {r.text[:500]}", "metrics": {}}, wall
+            )
         return SyncResult(r.json(), wall)
 
     def delta(self, result: SyncResult) -> Iterator[dict]:

@@ -38,7 +38,12 @@ class ByteCountingProxy(Relay):
 
     def since(self, before: Traffic) -> Traffic:
         now = self.traffic()
-        return Traffic(now.to_server - before.to_server, now.from_server - before.from_server, now.round_trips - before.round_trips, now.connections - before.connections)
+        return Traffic(
+            now.to_server - before.to_server,
+            now.from_server - before.from_server,
+            now.round_trips - before.round_trips,
+            now.connections - before.connections,
+        )
 
     def _open(self) -> tuple[dict, dict]:
         with self._lock:

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from tests.support.oracle import check_sync, keyed
 from tests.support.faultproxy import REFUSE, Corrupt, FaultProxy, Slow, Stall, Truncate
+from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import Api, start_agent, start_service
 
@@ -34,7 +34,12 @@ def setup(tmp_path_factory, logs_dir):
     people = People(root / "people.db", rows=40_000)  # the load answer spans three frames of 16,384 rows
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     proxy = FaultProxy("127.0.0.1", agent.port)
-    env = {"SERVICE_AGENT_READ_TIMEOUT_S": str(READ_TIMEOUT_S), "SERVICE_AGENT_RETRIES": str(RETRIES), "SERVICE_AGENT_RETRY_BACKOFF_S": str(BACKOFF_S), "SERVICE_AGENT_DEADLINE_S": str(DEADLINE_S)}
+    env = {
+        "SERVICE_AGENT_READ_TIMEOUT_S": str(READ_TIMEOUT_S),
+        "SERVICE_AGENT_RETRIES": str(RETRIES),
+        "SERVICE_AGENT_RETRY_BACKOFF_S": str(BACKOFF_S),
+        "SERVICE_AGENT_DEADLINE_S": str(DEADLINE_S),
+    }
     service = start_service(root / "warehouse", logs_dir, env=env)
     api = Api(service.url)
     api.add_source("flaky", proxy.url)
@@ -86,7 +91,11 @@ def test_a_transient_failure_is_retried_and_the_retry_is_recorded(setup, fault):
     assert m["bytes_from_agent"] >= failed["bytes_from_agent"] + m["sites"][0]["bytes_from_agent"]
 
 
-@pytest.mark.parametrize("fault, words", [(Corrupt(700), "checksum"), (Truncate(900), "agent"), (Stall(400), "timed out")], ids=["damaged", "cut", "stalled"])
+@pytest.mark.parametrize(
+    "fault, words",
+    [(Corrupt(700), "checksum"), (Truncate(900), "agent"), (Stall(400), "timed out")],
+    ids=["damaged", "cut", "stalled"],
+)
 def test_a_failure_that_persists_fails_the_sync_in_bounded_time_and_leaves_the_view(setup, fault, words):
     api, people, proxy = setup["api"], setup["people"], setup["proxy"]
     people.change()

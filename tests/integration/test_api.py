@@ -21,7 +21,10 @@ def shop(tmp_path_factory, logs_dir):
     with sqlite3.connect(db) as c:
         c.execute("CREATE TABLE items (sku TEXT PRIMARY KEY, name TEXT, price DECIMAL(8,2), stock INTEGER)")
         c.execute("CREATE TABLE nokey (a INTEGER, b TEXT)")
-        c.executemany("INSERT INTO items VALUES (?, ?, ?, ?)", [(f"sku-{i:06d}", f"item {i}", i * 1.25, i % 17) for i in range(30_000)])
+        c.executemany(
+            "INSERT INTO items VALUES (?, ?, ?, ?)",
+            [(f"sku-{i:06d}", f"item {i}", i * 1.25, i % 17) for i in range(30_000)],
+        )
     agent = start_agent(f"sqlite:///{db}", logs_dir, token=TOKEN)
     yield db, agent
     agent.stop()
@@ -37,11 +40,19 @@ def test_sources_register_once_and_hide_their_token(api, shop):
     assert listed.status_code == 200 and TOKEN not in listed.text
     assert api.http.get("/v1/sources/shop").json()["url"] == agent.url
     assert api.http.get("/v1/sources/nope").status_code == 404
-    for bad in ({"name": "bad name", "url": agent.url}, {"name": "x", "url": "ftp://host"}, {"name": "x"}, {"name": "x", "url": agent.url, "extra": 1}):
+    for bad in (
+        {"name": "bad name", "url": agent.url},
+        {"name": "x", "url": "ftp://host"},
+        {"name": "x"},
+        {"name": "x", "url": agent.url, "extra": 1},
+    ):
         r = api.http.post("/v1/sources", json=bad)
         assert r.status_code == 422, bad
         assert r.json()["detail"]
-    assert api.http.post("/v1/sources", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
+    assert (
+        api.http.post("/v1/sources", content=b"{not json", headers={"content-type": "application/json"}).status_code
+        == 422
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,12 +82,17 @@ def test_views_the_service_cannot_maintain_get_a_422_that_says_why(api, shop, sq
 
 
 def test_view_lifecycle_and_errors(api, shop):
-    r = api.http.post("/v1/views", json={"name": "items_v", "sql": "SELECT i.sku AS code, i.price, i.stock FROM shop.items i WHERE i.stock > 2"})
+    r = api.http.post(
+        "/v1/views",
+        json={"name": "items_v", "sql": "SELECT i.sku AS code, i.price, i.stock FROM shop.items i WHERE i.stock > 2"},
+    )
     assert r.status_code == 201, r.text
     view = r.json()
     assert view["columns"] == ["code", "price", "stock"] and view["key"] == ["code"]
     assert view["sites"][0]["source"] == "shop" and view["sites"][0]["sql"].startswith("SELECT")
-    assert api.http.post("/v1/views", json={"name": "items_v", "sql": "SELECT i.sku FROM shop.items i"}).status_code == 409
+    assert (
+        api.http.post("/v1/views", json={"name": "items_v", "sql": "SELECT i.sku FROM shop.items i"}).status_code == 409
+    )
     assert api.http.get("/v1/views/items_v/rows").status_code == 409  # not loaded yet
     assert api.http.get("/v1/views/nope").status_code == 404
     assert api.http.post("/v1/views/nope/syncs").status_code == 404
@@ -93,7 +109,20 @@ def test_view_lifecycle_and_errors(api, shop):
             break
         time.sleep(0.5)
     assert record["status"] == "succeeded", record["error"]
-    for metric in ("bytes_to_agent", "bytes_from_agent", "round_trips", "rows_inserted", "rows_updated", "rows_deleted", "groups_sent", "groups_identical", "groups_changed", "groups_regrouped", "tuples_ungrouped", "wall_seconds"):
+    for metric in (
+        "bytes_to_agent",
+        "bytes_from_agent",
+        "round_trips",
+        "rows_inserted",
+        "rows_updated",
+        "rows_deleted",
+        "groups_sent",
+        "groups_identical",
+        "groups_changed",
+        "groups_regrouped",
+        "tuples_ungrouped",
+        "wall_seconds",
+    ):
         assert metric in record["metrics"], metric
     rows = api.rows("items_v")
     assert len(rows) == record["metrics"]["rows_inserted"] == sum(1 for i in range(30_000) if i % 17 > 2)

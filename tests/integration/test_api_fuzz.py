@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from schemathesis.checks import CHECKS, load_all_checks
 
 from remote_agent.app import create_app as create_agent
-from remote_agent.protocol.wire import HASH
-from remote_agent.protocol import frames
 from remote_agent.errors import AgentError
+from remote_agent.protocol import frames
 from remote_agent.protocol.models import ExtractControl, FetchControl, RangesControl
+from remote_agent.protocol.wire import HASH
 from remote_agent.settings import AgentSettings
 from remote_agent.sitequery import validate_site_query
 from workloads.harness import start_agent
@@ -43,13 +43,27 @@ EXAMPLES = 40
 
 def fuzz_settings(examples: int = EXAMPLES):
     # derandomize + no example database: the same examples on every run and machine.
-    return settings(max_examples=examples, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate, Phase.shrink])
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+    )
 
 
 load_all_checks()
 #: What every answer is checked for. positive_data_acceptance is left out: a schema cannot say
 #: which byte strings are valid frames, nor which strings are SQL a view can be built from.
-CHECK_NAMES = ["not_a_server_error", "status_code_conformance", "content_type_conformance", "response_headers_conformance", "response_schema_conformance", "negative_data_rejection"]
+CHECK_NAMES = [
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_headers_conformance",
+    "response_schema_conformance",
+    "negative_data_rejection",
+]
 BASE_CHECKS = CHECKS.get_by_names(CHECK_NAMES)
 AGENT_CHECKS = BASE_CHECKS + CHECKS.get_by_names(["ignored_auth"])
 
@@ -76,12 +90,18 @@ def _framed(value: dict) -> bytes:
         arrays = {}
         for name, values in columns.items():
             if name == HASH:  # hashes travel as bytes: make some of the right type, any length
-                values = [v.to_bytes(16, "big", signed=True) if isinstance(v, int) and abs(v) < 2**127 else v for v in values]
+                values = [
+                    v.to_bytes(16, "big", signed=True) if isinstance(v, int) and abs(v) < 2**127 else v for v in values
+                ]
             try:
                 arrays[name] = pa.array(values[:n])
             except (pa.ArrowException, TypeError, ValueError, OverflowError):  # mixed types: send them as text
                 arrays[name] = pa.array([None if v is None else str(v) for v in values[:n]])
-        batch = pa.RecordBatch.from_pydict(arrays) if arrays else pa.RecordBatch.from_pydict({"x": pa.array([], pa.int64())})
+        batch = (
+            pa.RecordBatch.from_pydict(arrays)
+            if arrays
+            else pa.RecordBatch.from_pydict({"x": pa.array([], pa.int64())})
+        )
         body += frames.arrow_frame(f["kind"].encode(), batch)
     return body
 
@@ -91,7 +111,9 @@ def _in_band_errors(response) -> None:
     if response.status_code != 200 or not response.headers.get("content-type", [""])[0].startswith(frames.MEDIA_TYPE):
         return
     got = list(frames.read_frames([response.content]))
-    assert got and got[-1].kind in (frames.SUMMARY, frames.ERROR), f"streamed answer ends with {got[-1].kind if got else 'nothing'}"
+    assert got and got[-1].kind in (frames.SUMMARY, frames.ERROR), (
+        f"streamed answer ends with {got[-1].kind if got else 'nothing'}"
+    )
     if got[-1].kind == frames.ERROR:
         error = got[-1].json()
         assert error["status"] < 500, f"in-band server error: {error}"
@@ -99,19 +121,30 @@ def _in_band_errors(response) -> None:
 
 # -- the agent ------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def agent_app(tmp_path_factory):
     db = tmp_path_factory.mktemp("fuzz-agent") / "shop.db"
     with sqlite3.connect(db) as c:
-        c.execute("CREATE TABLE items (sku TEXT PRIMARY KEY, name TEXT, price DECIMAL(8,2), stock INTEGER, weight REAL, photo BLOB)")
+        c.execute(
+            "CREATE TABLE items (sku TEXT PRIMARY KEY, name TEXT, price DECIMAL(8,2), stock INTEGER, weight REAL, photo BLOB)"
+        )
         c.execute("CREATE TABLE nokey (a INTEGER, b TEXT)")
-        c.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)", [(f"sku-{i:03d}", f"item {i}" if i % 7 else None, i * 1.25, i % 5, i / 3, bytes([i % 256]) * 3) for i in range(200)])
+        c.executemany(
+            "INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (f"sku-{i:03d}", f"item {i}" if i % 7 else None, i * 1.25, i % 5, i / 3, bytes([i % 256]) * 3)
+                for i in range(200)
+            ],
+        )
         c.executemany("INSERT INTO nokey VALUES (?, ?)", [(i % 3, "x") for i in range(10)])
     app = create_agent(AgentSettings(db_url=f"sqlite:///{db}", token=TOKEN, max_body_bytes=64 * 1024))
     state = app.state.agent
     for sql in SITE_SQL:
         try:
-            query = validate_site_query(sql, [sql.split(" AS ")[1].split()[0].strip(",")], state.exposed(), state.adapter.dialect)
+            query = validate_site_query(
+                sql, [sql.split(" AS ")[1].split()[0].strip(",")], state.exposed(), state.adapter.dialect
+            )
         except AgentError:
             continue
         SITE_COLUMNS[sql] = [{"name": c.name, "type": str(c.type)} for c in query.columns]
@@ -136,7 +169,7 @@ SITE_SQL = [
     "SELECT i.sku AS sku, j.price AS price FROM items i JOIN items j ON i.sku = j.sku",
     "SELECT n.a AS a, n.b AS b FROM nokey n",
     "SELECT i.sku AS sku FROM items i; DROP TABLE items",
-    "SELECT i.sku AS \"sku; DELETE FROM items\" FROM items i",
+    'SELECT i.sku AS "sku; DELETE FROM items" FROM items i',
     "SELECT i.sku AS sku FROM sqlite_master i",
     "SELECT i.sku AS sku FROM items i WHERE i.sku IN (SELECT sku FROM items)",
     "SELECT load_extension('x') AS sku FROM items i",
@@ -156,25 +189,60 @@ def _structured_body(model) -> dict:
         "required": ["sql", "key", "columns"],
         "properties": {
             "sql": {"anyOf": [{"const": ITEMS_SQL}, {"enum": SITE_SQL}]},
-            "key": {"anyOf": [{"enum": [["sku"]]}, {"type": "array", "minItems": 1, "maxItems": 3, "items": {"enum": KEY_NAMES}}]},
+            "key": {
+                "anyOf": [
+                    {"enum": [["sku"]]},
+                    {"type": "array", "minItems": 1, "maxItems": 3, "items": {"enum": KEY_NAMES}},
+                ]
+            },
             # The query's own columns (the extraction runs), or partial and wrong ones.
-            "columns": {"anyOf": [{"const": MATCHING}, {"type": "array", "maxItems": 3, "items": {"type": "object", "additionalProperties": False, "properties": {"name": {"enum": KEY_NAMES}, "type": {"enum": ["text", "int", "decimal(8,2)", "nonsense"]}}}}]},
+            "columns": {
+                "anyOf": [
+                    {"const": MATCHING},
+                    {
+                        "type": "array",
+                        "maxItems": 3,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"enum": KEY_NAMES},
+                                "type": {"enum": ["text", "int", "decimal(8,2)", "nonsense"]},
+                            },
+                        },
+                    },
+                ]
+            },
         },
     }
     control["properties"]["site"] = site
     control["additionalProperties"] = False
     control.pop("$defs", None)
-    column = {"type": "array", "maxItems": 4, "items": {"anyOf": [{"type": "integer"}, {"enum": ["sku-001", "sku-002", "zzz", ""]}, {"type": "null"}]}}
+    column = {
+        "type": "array",
+        "maxItems": 4,
+        "items": {"anyOf": [{"type": "integer"}, {"enum": ["sku-001", "sku-002", "zzz", ""]}, {"type": "null"}]},
+    }
     frame = {
         "type": "object",
         "additionalProperties": False,
         "required": ["kind", "columns"],
         "properties": {
             "kind": {"enum": ["K", "U", "F", "T", "G", "Z"]},
-            "columns": {"type": "object", "propertyNames": {"enum": FRAME_COLUMNS}, "additionalProperties": column, "maxProperties": 4},
+            "columns": {
+                "type": "object",
+                "propertyNames": {"enum": FRAME_COLUMNS},
+                "additionalProperties": column,
+                "maxProperties": 4,
+            },
         },
     }
-    return {"type": "object", "additionalProperties": False, "required": ["control"], "properties": {"control": control, "frames": {"type": "array", "maxItems": 3, "items": frame}}}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["control"],
+        "properties": {"control": control, "frames": {"type": "array", "maxItems": 3, "items": frame}},
+    }
 
 
 def _structured_schema(app):
@@ -192,7 +260,9 @@ def _run_agent_operation(schema, label: str, examples: int) -> None:
     operation = schema[label.split(" ")[1]][label.split(" ")[0]]
 
     @fuzz_settings(examples)
-    @given(case=operation.as_strategy(), auth=st.sampled_from([AUTH, AUTH, AUTH, {"Authorization": "Bearer wrong"}, {}]))
+    @given(
+        case=operation.as_strategy(), auth=st.sampled_from([AUTH, AUTH, AUTH, {"Authorization": "Bearer wrong"}, {}])
+    )
     def run(case, auth):
         response = case.call(headers=auth)
         case.validate_response(response, checks=AGENT_CHECKS if auth is AUTH else BASE_CHECKS, headers=auth)
@@ -228,7 +298,10 @@ def seeded(api, service, tmp_path_factory, logs_dir):
     db = tmp_path_factory.mktemp("fuzz-source") / "shop.db"
     with sqlite3.connect(db) as c:
         c.execute("CREATE TABLE items (sku TEXT PRIMARY KEY, name TEXT, price DECIMAL(8,2), stock INTEGER)")
-        c.executemany("INSERT INTO items VALUES (?, ?, ?, ?)", [(f"sku-{i:03d}", f"item {i}", i * 1.25, i % 5) for i in range(300)])
+        c.executemany(
+            "INSERT INTO items VALUES (?, ?, ?, ?)",
+            [(f"sku-{i:03d}", f"item {i}", i * 1.25, i % 5) for i in range(300)],
+        )
     agent = start_agent(f"sqlite:///{db}", logs_dir, token=TOKEN)
     api.add_source(f"{PREFIX}shop", agent.url, TOKEN)
     api.add_view(f"{PREFIX}items", f"SELECT i.sku, i.name, i.price FROM {PREFIX}shop.items i WHERE i.stock > 0")
@@ -275,7 +348,10 @@ def test_service_answers_every_generated_request_without_a_server_error(seeded, 
     def run(case, known):
         if known and case.path_parameters:
             # Half the time, name the view and sync that exist, so the fuzzing reaches past the 404.
-            case.path_parameters = {**case.path_parameters, **{k: v for k, v in existing.items() if k in case.path_parameters}}
+            case.path_parameters = {
+                **case.path_parameters,
+                **{k: v for k, v in existing.items() if k in case.path_parameters},
+            }
         if isinstance(case.body, dict) and isinstance(case.body.get("name"), str):
             case.body = {**case.body, "name": PREFIX + case.body["name"]}
         response = case.call(base_url=service.url, timeout=600)

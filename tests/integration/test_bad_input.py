@@ -123,9 +123,15 @@ BODY_CASES = [
 ]
 
 
-@pytest.mark.parametrize("method, path, body, status, words", BODY_CASES, ids=[f"body{i}" for i in range(len(BODY_CASES))])
+@pytest.mark.parametrize(
+    "method, path, body, status, words", BODY_CASES, ids=[f"body{i}" for i in range(len(BODY_CASES))]
+)
 def test_malformed_or_wrongly_typed_bodies(bi, method, path, body, status, words):
-    request = {"content": body, "headers": {"content-type": "application/json"}} if isinstance(body, bytes) else {"json": body}
+    request = (
+        {"content": body, "headers": {"content-type": "application/json"}}
+        if isinstance(body, bytes)
+        else {"json": body}
+    )
     refused(bi, method, path, status, words, **request)
 
 
@@ -145,7 +151,9 @@ UNKNOWN_AND_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("method, path, status, words", UNKNOWN_AND_PARAMS, ids=[f"{m} {p}" for m, p, _, _ in UNKNOWN_AND_PARAMS])
+@pytest.mark.parametrize(
+    "method, path, status, words", UNKNOWN_AND_PARAMS, ids=[f"{m} {p}" for m, p, _, _ in UNKNOWN_AND_PARAMS]
+)
 def test_unknown_ids_and_bad_query_parameters(bi, method, path, status, words):
     refused(bi, method, path, status, words)
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from tests.support.oracle import check_sync, keyed
 from tests.support.faultproxy import FaultProxy, Stall
+from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import start_agent
 
@@ -87,7 +87,12 @@ def test_busy_views_refuse_a_second_sync_a_delete_and_a_redefinition(api, held):
         conflict(api.http.post(f"/v1/views/{view}/syncs"), sync_id, status)
         conflict(api.http.post(f"/v1/views/{view}/syncs", params={"wait": "true"}), sync_id)
         conflict(api.http.delete(f"/v1/views/{view}"), "cannot be deleted", sync_id, status, "wait")
-        conflict(api.http.put(f"/v1/views/{view}", json={"sql": sql + " AND p.score < 10"}), "cannot be redefined", sync_id, status)
+        conflict(
+            api.http.put(f"/v1/views/{view}", json={"sql": sql + " AND p.score < 10"}),
+            "cannot be redefined",
+            sync_id,
+            status,
+        )
     # nothing changed: same definitions, same list, one sync each
     assert api.http.get("/v1/views").json() == listed
     for name, view in defined.items():

@@ -163,4 +163,3 @@ def test_a_kill_at_a_random_moment_leaves_the_old_or_the_new_view_whole(wh, seed
     if status == "succeeded":
         assert record["status"] == "succeeded"
     _next_sync_is_exact(wh)
-

@@ -32,7 +32,10 @@ AGENT_APP = "deltasieve-agent"
 
 def _renamed(views: dict, source_from: str, source_to: str, prefix: str) -> dict:
     """The views of the sync tests, over our own source and under our own names."""
-    return {f"{prefix}{name}": (sql.replace(f"{source_from}.", f"{source_to}."), *rest) for name, (sql, *rest) in views.items()}
+    return {
+        f"{prefix}{name}": (sql.replace(f"{source_from}.", f"{source_to}."), *rest)
+        for name, (sql, *rest) in views.items()
+    }
 
 
 _POSTGRES_CHUNKY = _renamed(POSTGRES_VIEWS, "pg", "chunky_pg", "chunky_")
@@ -42,7 +45,15 @@ _POSTGRES_CHUNKY = _renamed(POSTGRES_VIEWS, "pg", "chunky_pg", "chunky_")
 CHUNKY = {
     "sqlite": Rounds(
         lambda db: SqliteLegacy(db.path, seed=7),
-        _renamed({k: SQLITE_VIEWS[k] for k in ["people_v", "enrol_v", "people_tuple_hash", "people_full_ship", "enrol_ranges"]}, "src", "chunky_sq", "chunky_"),
+        _renamed(
+            {
+                k: SQLITE_VIEWS[k]
+                for k in ["people_v", "enrol_v", "people_tuple_hash", "people_full_ship", "enrol_ranges"]
+            },
+            "src",
+            "chunky_sq",
+            "chunky_",
+        ),
         "chunky_sq",
         "chunky_people_v",
         rounds=ROUNDS,
@@ -50,7 +61,10 @@ CHUNKY = {
     ),
     "postgres": Rounds(
         lambda db: PostgresLegacy(db.owner_url, seed=8),
-        {**_POSTGRES_CHUNKY, "chunky_ledger_ranges": (*_POSTGRES_CHUNKY["chunky_pg_ledger"], {"strategy": "range_checksum"})},
+        {
+            **_POSTGRES_CHUNKY,
+            "chunky_ledger_ranges": (*_POSTGRES_CHUNKY["chunky_pg_ledger"], {"strategy": "range_checksum"}),
+        },
         "chunky_pg",
         "chunky_pg_accounts",
         rounds=ROUNDS,
@@ -67,7 +81,9 @@ def test_tiny_chunks_are_exact_for_every_strategy(api, source, logs_dir):
         last = run_rounds(api, legacy, case.views, case.rounds)
     finally:
         agent.stop()
-    assert last[case.grouped_view]["metrics"]["groups_sent"] > 0, "group_hash must have sent units (so lookups ran in chunks)"
+    assert last[case.grouped_view]["metrics"]["groups_sent"] > 0, (
+        "group_hash must have sent units (so lookups ran in chunks)"
+    )
     assert last[case.grouped_view]["metrics"]["rows_scanned"] > case.min_rows_scanned
 
 
@@ -94,7 +110,10 @@ class Busy:
             with psycopg.connect(self.url, autocommit=True) as c:
                 while not self._stop.is_set():
                     # Each statement its own transaction, as an OLTP application's would be.
-                    c.execute("UPDATE busy SET v = md5(random()::text), n = n + 1, grp = (grp + 1) %% 17 WHERE id = %s", (rng.randint(1, self.next_id),))
+                    c.execute(
+                        "UPDATE busy SET v = md5(random()::text), n = n + 1, grp = (grp + 1) %% 17 WHERE id = %s",
+                        (rng.randint(1, self.next_id),),
+                    )
                     if rng.random() < 0.1:
                         c.execute("INSERT INTO busy VALUES (%s, 1, 'new', 1)", (self.next_id,))
                         self.next_id += 1
@@ -153,7 +172,9 @@ def test_no_agent_transaction_outlives_the_bound_while_the_source_is_written(api
     writer stops, a sync is exact."""
     timeout_s = 2.0
     busy = Busy(postgres.owner_url, rows=2000)
-    agent = start_agent(postgres.reader_url, logs_dir, extra=["--chunk-rows", str(CHUNK_ROWS), "--statement-timeout-s", str(timeout_s)])
+    agent = start_agent(
+        postgres.reader_url, logs_dir, extra=["--chunk-rows", str(CHUNK_ROWS), "--statement-timeout-s", str(timeout_s)]
+    )
     writer = threading.Thread(target=busy.write, daemon=True)
     monitor = Monitor(postgres.owner_url)
     watcher = threading.Thread(target=monitor.watch, daemon=True)
@@ -176,8 +197,12 @@ def test_no_agent_transaction_outlives_the_bound_while_the_source_is_written(api
         assert busy.writes > 20, "the writer must really have written during the syncs"
         assert monitor.samples >= 5, f"the monitor saw the agent in a transaction only {monitor.samples} time(s)"
         # Unchunked, each sync's scan would be one transaction: two in all.
-        assert len(monitor.starts) >= 10, f"only {len(monitor.starts)} distinct agent transactions reading data seen: the reads are not chunked"
-        assert monitor.max_age_s < timeout_s, f"an agent transaction was {monitor.max_age_s:.3f} s old, over the {timeout_s} s bound"
+        assert len(monitor.starts) >= 10, (
+            f"only {len(monitor.starts)} distinct agent transactions reading data seen: the reads are not chunked"
+        )
+        assert monitor.max_age_s < timeout_s, (
+            f"an agent transaction was {monitor.max_age_s:.3f} s old, over the {timeout_s} s bound"
+        )
         before = keyed(api.rows("busy_v"), Busy.KEY)
         truth = busy.truth()
         final = api.sync("busy_v")
@@ -201,13 +226,16 @@ def test_a_chunk_running_past_the_statement_timeout_is_cancelled_and_the_sync_fa
     agent = start_agent(postgres.reader_url, logs_dir, extra=["--statement-timeout-s", "0.3"])
     try:
         api.add_source("slow_pg", agent.url)
-        api.add_view("slow_v", "SELECT a.id, b.id AS b_id, a.v FROM slow_pg.slow_a a JOIN slow_pg.slow_b b ON a.v > b.v")
+        api.add_view(
+            "slow_v", "SELECT a.id, b.id AS b_id, a.v FROM slow_pg.slow_a a JOIN slow_pg.slow_b b ON a.v > b.v"
+        )
         sync = api.sync("slow_v")
         assert sync["status"] == "failed"
         assert "statement timeout" in sync["error"] and "0.3 s" in sync["error"], sync["error"]
         with psycopg.connect(postgres.owner_url, autocommit=True) as c:
             active = c.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database() AND state = 'active'", (AGENT_APP,)
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND datname = current_database() AND state = 'active'",
+                (AGENT_APP,),
             ).fetchone()[0]
         assert active == 0, "a cancelled chunk query is still running"
     finally:

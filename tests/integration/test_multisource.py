@@ -35,7 +35,9 @@ class Customers:
         self.connect = connect
         self.ph = placeholder
         with self.connect() as c:
-            c.execute("CREATE TABLE customers (id integer PRIMARY KEY, name text, region text, credit integer NOT NULL)")
+            c.execute(
+                "CREATE TABLE customers (id integer PRIMARY KEY, name text, region text, credit integer NOT NULL)"
+            )
 
     def run(self, sql: str, params=()):
         with self.connect() as c:
@@ -52,7 +54,9 @@ class World:
         self.orders_db = orders_db
         self.rng = random.Random(seed)
         with sqlite3.connect(orders_db) as c:
-            c.execute("CREATE TABLE orders (oid INTEGER PRIMARY KEY, cust_id INTEGER, amount DECIMAL(10,2), status TEXT)")
+            c.execute(
+                "CREATE TABLE orders (oid INTEGER PRIMARY KEY, cust_id INTEGER, amount DECIMAL(10,2), status TEXT)"
+            )
         self.next_cust, self.next_order = 1, 1
         for _ in range(60):
             self.add_customer()
@@ -63,12 +67,28 @@ class World:
         r = self.rng
         cid = cid or self.next_cust
         self.next_cust = max(self.next_cust, cid + 1)
-        self.customers.run("INSERT INTO customers VALUES (?, ?, ?, ?)", (cid, r.choice(["Ann", "Björn", "Chen", "Dée", None]), r.choice(["north", "east", "south", None]), r.randint(0, 20)))
+        self.customers.run(
+            "INSERT INTO customers VALUES (?, ?, ?, ?)",
+            (
+                cid,
+                r.choice(["Ann", "Björn", "Chen", "Dée", None]),
+                r.choice(["north", "east", "south", None]),
+                r.randint(0, 20),
+            ),
+        )
 
     def add_order(self, cust=None):
         r = self.rng
         with sqlite3.connect(self.orders_db) as c:
-            c.execute("INSERT INTO orders VALUES (?, ?, ?, ?)", (self.next_order, cust or r.randint(1, self.next_cust + 5), round(r.uniform(0, 50), 2), r.choice(["open", "paid", "void", None])))
+            c.execute(
+                "INSERT INTO orders VALUES (?, ?, ?, ?)",
+                (
+                    self.next_order,
+                    cust or r.randint(1, self.next_cust + 5),
+                    round(r.uniform(0, 50), 2),
+                    r.choice(["open", "paid", "void", None]),
+                ),
+            )
         self.next_order += 1
 
     def change(self):
@@ -80,14 +100,20 @@ class World:
                 if what < 0.4:  # a new join partner, possibly one that does not exist (yet)
                     c.execute("UPDATE orders SET cust_id = ? WHERE oid = ?", (r.randint(1, self.next_cust + 5), oid))
                 elif what < 0.8:
-                    c.execute("UPDATE orders SET amount = ?, status = ? WHERE oid = ?", (round(r.uniform(0, 50), 2), r.choice(["open", "void", "paid"]), oid))
+                    c.execute(
+                        "UPDATE orders SET amount = ?, status = ? WHERE oid = ?",
+                        (round(r.uniform(0, 50), 2), r.choice(["open", "void", "paid"]), oid),
+                    )
                 else:
                     c.execute("DELETE FROM orders WHERE oid = ?", (oid,))
         for _ in range(r.randint(3, 12)):
             self.add_order()
         ids = list(self.customers.rows())
         for cid in r.sample(ids, min(len(ids), 6)):
-            self.customers.run("UPDATE customers SET region = ?, credit = ? WHERE id = ?", (r.choice(["north", "east", "south"]), r.randint(0, 20), cid))
+            self.customers.run(
+                "UPDATE customers SET region = ?, credit = ? WHERE id = ?",
+                (r.choice(["north", "east", "south"]), r.randint(0, 20), cid),
+            )
         for cid in r.sample(ids, min(len(ids), 2)):
             self.customers.run("DELETE FROM customers WHERE id = ?", (cid,))
         for _ in range(r.randint(1, 4)):  # partners of dangling orders appear
@@ -104,7 +130,16 @@ class World:
                 continue
             cid, name, region, credit = cust_row
             if region in ("north", "east") and status is not None and status != "void" and amount + credit > 10:
-                rows.append({"oid": oid, "amount": str(Decimal(repr(amount)).quantize(Decimal("0.01"))), "status": status, "cid": cid, "name": name, "region": region})
+                rows.append(
+                    {
+                        "oid": oid,
+                        "amount": str(Decimal(repr(amount)).quantize(Decimal("0.01"))),
+                        "status": status,
+                        "cid": cid,
+                        "name": name,
+                        "region": region,
+                    }
+                )
         return keyed(rows, KEY)
 
 
@@ -174,7 +209,17 @@ def test_a_dangling_row_enters_only_when_its_partner_arrives(api, tmp_path, logs
         customers.run("INSERT INTO customers VALUES (?, ?, ?, ?)", (orphan_customer, "Late", "north", 5))
         sync = api.sync("dangling_v")
         delta = api.delta("dangling_v", sync["id"])
-        assert {"op": "insert", "row": {"oid": 999_999, "amount": "42.00", "status": "open", "cid": orphan_customer, "name": "Late", "region": "north"}} in delta
+        assert {
+            "op": "insert",
+            "row": {
+                "oid": 999_999,
+                "amount": "42.00",
+                "status": "open",
+                "cid": orphan_customer,
+                "name": "Late",
+                "region": "north",
+            },
+        } in delta
         assert len([d for d in delta if d["row"]["oid"] == 999_999]) == 1
     finally:
         a.stop()

@@ -15,7 +15,7 @@ import pytest
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec
-from tests.integration.agent_requests import QUERY_ENDPOINTS
+from tests.support.agent_requests import QUERY_ENDPOINTS
 from warehouse.agent_client import AgentClient
 from warehouse.errors import AgentRejected
 from workloads.harness import start_agent
@@ -99,7 +99,9 @@ def test_the_warehouse_client_raises_agent_rejected_naming_both_versions(agent):
 
 
 def test_an_unreadable_control_message_is_still_reported_as_malformed(agent):
-    r = post(agent, "/v1/fetch", frames.json_frame(frames.CONTROL, {"protocol": PROTOCOL_VERSION, "site": {"sql": SQL}}))
+    r = post(
+        agent, "/v1/fetch", frames.json_frame(frames.CONTROL, {"protocol": PROTOCOL_VERSION, "site": {"sql": SQL}})
+    )
     assert r.status_code == 400 and "bad control message" in r.json()["detail"], r.text
     r = post(agent, "/v1/fetch", frames.json_frame(frames.CONTROL, {"protocol": "two", "site": {}}))
     assert r.status_code == 400 and "bad control message" in r.json()["detail"], r.text

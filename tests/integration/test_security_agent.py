@@ -16,7 +16,18 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from remote_agent.app import create_app
 from remote_agent.protocol import frames
 from remote_agent.settings import AgentSettings
-from tests.support.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, answer_frames, assert_refused, bearer_client, inert_request, payload_params, post_site_query, site_body
+from tests.support.agent_requests import (
+    INERT,
+    QUERY_ENDPOINTS,
+    REFUSED,
+    answer_frames,
+    assert_refused,
+    bearer_client,
+    inert_request,
+    payload_params,
+    post_site_query,
+    site_body,
+)
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -37,7 +48,9 @@ def legacy(tmp_path_factory):
     with sqlite3.connect(db) as c:
         c.execute("CREATE TABLE items (sku TEXT PRIMARY KEY, name TEXT, cost REAL, stock INTEGER)")
         c.execute("CREATE TABLE secrets (id TEXT PRIMARY KEY, password TEXT)")
-        c.executemany("INSERT INTO items VALUES (?, ?, ?, ?)", [(f"sku-{i:04d}", f"item {i}", i * 0.5, i % 7) for i in range(200)])
+        c.executemany(
+            "INSERT INTO items VALUES (?, ?, ?, ?)", [(f"sku-{i:04d}", f"item {i}", i * 0.5, i % 7) for i in range(200)]
+        )
         c.execute("INSERT INTO secrets VALUES ('root', 'hunter2')")
     c.close()
     return db
@@ -46,8 +59,13 @@ def legacy(tmp_path_factory):
 @pytest.fixture(scope="module")
 def agent(legacy, logs_dir):
     # log level info: the access log is on, so the test below can look for tokens in it
-    proc = start_agent(f"sqlite:///{legacy}", logs_dir, token=TOKEN, allow=["items:sku,name,stock"],
-                       extra=["--log-level", "info", "--max-body-bytes", str(MAX_BODY_BYTES)])
+    proc = start_agent(
+        f"sqlite:///{legacy}",
+        logs_dir,
+        token=TOKEN,
+        allow=["items:sku,name,stock"],
+        extra=["--log-level", "info", "--max-body-bytes", str(MAX_BODY_BYTES)],
+    )
     yield proc
     proc.stop()
 
@@ -72,10 +90,18 @@ def api_operations(legacy) -> list[tuple[str, str]]:
     """(method, path) of every operation of the agent's app, from the OpenAPI document
     FastAPI builds out of its routes: an endpoint added later is covered by the tests below."""
     app = create_app(AgentSettings(db_url=f"sqlite:///{legacy}", token="x"))
-    ops = [(m.upper(), re.sub(r"\{[^}]+\}", "nope", path)) for path, item in app.openapi()["paths"].items() for m in item]
+    ops = [
+        (m.upper(), re.sub(r"\{[^}]+\}", "nope", path)) for path, item in app.openapi()["paths"].items() for m in item
+    ]
     # iter_route_contexts: the routes of included routers too, each with its full path
-    hidden = {r.path or repr(r.original_route) for r in iter_route_contexts(app.routes) if not isinstance(r.original_route, APIRoute) or not r.include_in_schema}
-    assert hidden <= DOC_PATHS, f"routes missing from the OpenAPI document: {hidden - DOC_PATHS}; decide whether they need the token"
+    hidden = {
+        r.path or repr(r.original_route)
+        for r in iter_route_contexts(app.routes)
+        if not isinstance(r.original_route, APIRoute) or not r.include_in_schema
+    }
+    assert hidden <= DOC_PATHS, (
+        f"routes missing from the OpenAPI document: {hidden - DOC_PATHS}; decide whether they need the token"
+    )
     return ops
 
 
@@ -86,7 +112,14 @@ def test_every_endpoint_but_health_needs_the_token(agent, legacy):
     ops = api_operations(legacy)
     assert ("GET", "/health") in ops and ("POST", "/v1/extract") in ops
     for method, path in ops:
-        for headers in [{}, *({"Authorization": f"Bearer {w}"} for w in WRONG_TOKENS), {"Authorization": "Bearer"}, {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN}, {"X-API-Key": TOKEN}]:
+        for headers in [
+            {},
+            *({"Authorization": f"Bearer {w}"} for w in WRONG_TOKENS),
+            {"Authorization": "Bearer"},
+            {"Authorization": f"Basic {TOKEN}"},
+            {"Authorization": TOKEN},
+            {"X-API-Key": TOKEN},
+        ]:
             r = httpx.request(method, agent.url + path, headers=headers, content=b"")
             if path == "/health":
                 assert r.status_code == 200, (method, path, headers)
@@ -120,7 +153,9 @@ def test_tokens_never_appear_in_logs_or_error_messages(agent, client, legacy):
 
 def test_a_plain_select_over_exposed_columns_is_answered(client):
     """The yardstick for the refusals below: the same requests, with a legitimate query, work."""
-    r = post_site_query(client, "/v1/extract", "SELECT i.sku, i.name FROM items i WHERE i.stock > 2", ["sku"], ITEM_COLUMNS)
+    r = post_site_query(
+        client, "/v1/extract", "SELECT i.sku, i.name FROM items i WHERE i.stock > 2", ["sku"], ITEM_COLUMNS
+    )
     assert r.status_code == 200, r.text
     got = answer_frames(r)
     assert got[-1].kind == frames.SUMMARY
@@ -151,13 +186,15 @@ def test_hostile_names_and_strings_stay_names_and_strings(client, legacy, endpoi
 
 
 def test_a_body_over_the_limit_is_413_whether_declared_or_streamed(client):
-    big = site_body("/v1/extract", "SELECT i.sku FROM items i", ["sku"], [{"name": "sku", "type": "text"}]) + b"\0" * (MAX_BODY_BYTES + 1)
+    big = site_body("/v1/extract", "SELECT i.sku FROM items i", ["sku"], [{"name": "sku", "type": "text"}]) + b"\0" * (
+        MAX_BODY_BYTES + 1
+    )
     r = client.post("/v1/extract", content=big, headers={"Content-Type": frames.MEDIA_TYPE})
     assert r.status_code == 413 and str(MAX_BODY_BYTES) in r.json()["detail"]
 
     def chunks():  # no Content-Length: sent chunked, counted as it arrives
         for start in range(0, len(big), 8192):
-            yield big[start:start + 8192]
+            yield big[start : start + 8192]
 
     r = client.post("/v1/extract", content=chunks(), headers={"Content-Type": frames.MEDIA_TYPE})
     assert r.status_code == 413 and str(MAX_BODY_BYTES) in r.json()["detail"]
@@ -181,7 +218,10 @@ def test_extractions_beyond_the_cap_get_429_with_retry_after(big_legacy, logs_di
     body = site_body("/v1/extract", "SELECT b.id, b.payload FROM blobs b", ["id"], columns)
     headers = {"Content-Type": frames.MEDIA_TYPE}
     try:
-        with httpx.Client(base_url=agent.url, timeout=60) as slow, httpx.Client(base_url=agent.url, timeout=60) as other:
+        with (
+            httpx.Client(base_url=agent.url, timeout=60) as slow,
+            httpx.Client(base_url=agent.url, timeout=60) as other,
+        ):
             # The slow reader takes its answer's first bytes and then stops reading: the agent
             # cannot finish its extraction and keeps its only slot.
             with slow.stream("POST", "/v1/extract", content=body, headers=headers) as held:
@@ -202,7 +242,9 @@ def test_extractions_beyond_the_cap_get_429_with_retry_after(big_legacy, logs_di
                 if r.status_code == 200 or time.monotonic() > deadline:
                     break
                 time.sleep(0.5)
-            assert r.status_code == 200, f"the slot of an abandoned extraction never came back: {r.status_code} {r.text}"
+            assert r.status_code == 200, (
+                f"the slot of an abandoned extraction never came back: {r.status_code} {r.text}"
+            )
             assert answer_frames(r)[-1].kind == frames.SUMMARY
     finally:
         agent.stop()

@@ -12,7 +12,16 @@ import psycopg
 import pytest
 
 from remote_agent.adapters.postgres import PostgresAdapter
-from tests.support.agent_requests import INERT, QUERY_ENDPOINTS, REFUSED, assert_refused, bearer_client, inert_request, payload_params, post_site_query
+from tests.support.agent_requests import (
+    INERT,
+    QUERY_ENDPOINTS,
+    REFUSED,
+    assert_refused,
+    bearer_client,
+    inert_request,
+    payload_params,
+    post_site_query,
+)
 from tests.support.oracle import keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
@@ -34,7 +43,9 @@ VIEWS = {
 }
 
 #: One log entry: `%m [%p] %u@%d ` then the message (see workloads.postgres.start_postgres's log_line_prefix).
-ENTRY = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \S+ \[\d+\] (?P<user>[^@ ]*)@(?P<db>\S*) (?P<level>[A-Z]+):\s+(?P<message>.*)$")
+ENTRY = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \S+ \[\d+\] (?P<user>[^@ ]*)@(?P<db>\S*) (?P<level>[A-Z]+):\s+(?P<message>.*)$"
+)
 #: How a statement is logged: simple protocol, or the steps of the extended protocol.
 STATEMENT = re.compile(r"^(?:statement|execute [^:]+|bind [^:]+|parse [^:]+): (?P<sql>.*)$", re.S)
 #: The first words a reading session may start a statement with.
@@ -62,13 +73,18 @@ class Legacy:
             c.execute("CREATE TABLE secrets (id text PRIMARY KEY, password text)")
             c.execute("INSERT INTO secrets VALUES ('root', 'hunter2')")
             for i in range(400):
-                c.execute("INSERT INTO items VALUES (%s, %s, %s, %s)", (f"sku-{i:04d}", f"item {i}", Decimal(i) / 4, i % 7))
+                c.execute(
+                    "INSERT INTO items VALUES (%s, %s, %s, %s)", (f"sku-{i:04d}", f"item {i}", Decimal(i) / 4, i % 7)
+                )
 
     def change(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as c:
             skus = [r[0] for r in c.execute("SELECT sku FROM items ORDER BY sku")]
             for sku in self.rng.sample(skus, 30):
-                c.execute("UPDATE items SET name = %s, stock = %s WHERE sku = %s", (f"renamed {self.rng.random():.6f}", self.rng.randint(0, 6), sku))
+                c.execute(
+                    "UPDATE items SET name = %s, stock = %s WHERE sku = %s",
+                    (f"renamed {self.rng.random():.6f}", self.rng.randint(0, 6), sku),
+                )
             for sku in self.rng.sample(skus, 8):
                 c.execute("DELETE FROM items WHERE sku = %s", (sku,))
             for n in range(12):
@@ -85,7 +101,9 @@ class Legacy:
             return (
                 c.execute("SELECT * FROM items ORDER BY sku").fetchall(),
                 c.execute("SELECT * FROM secrets ORDER BY id").fetchall(),
-                c.execute("SELECT relname, relkind FROM pg_class WHERE relnamespace = 'public'::regnamespace ORDER BY relname").fetchall(),
+                c.execute(
+                    "SELECT relname, relkind FROM pg_class WHERE relnamespace = 'public'::regnamespace ORDER BY relname"
+                ).fetchall(),
                 c.execute("SELECT last_value, is_called FROM item_numbers").fetchone(),
             )
 
@@ -170,8 +188,12 @@ def agent_statements(logfile, user: str, database: str) -> list[str]:
 def test_the_agent_session_only_ever_read(postgres, legacy):
     """Everything above — the attacks and the syncs — as the server saw it from the agent's role."""
     statements = agent_statements(postgres.logfile, "reader", postgres.name)
-    assert any("DROP TABLE items" in s for s in statements), "the hostile names never reached the database: this test would prove less"
-    assert any(s.upper().startswith("DECLARE") for s in statements), "no reads by the agent in the log: this test would prove nothing"
+    assert any("DROP TABLE items" in s for s in statements), (
+        "the hostile names never reached the database: this test would prove less"
+    )
+    assert any(s.upper().startswith("DECLARE") for s in statements), (
+        "no reads by the agent in the log: this test would prove nothing"
+    )
     assert sum(1 for s in statements if s.upper().startswith("BEGIN")) >= 10
     problems = []
     for sql in statements:

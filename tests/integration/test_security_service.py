@@ -43,7 +43,10 @@ class Legacy:
 
     def _add(self, c, n: int) -> None:
         for _ in range(n):
-            c.execute("INSERT INTO people VALUES (?, ?, ?)", (self.next_id, f"person {self.next_id}", self.rng.choice(["Oslo", "Bergen", None])))
+            c.execute(
+                "INSERT INTO people VALUES (?, ?, ?)",
+                (self.next_id, f"person {self.next_id}", self.rng.choice(["Oslo", "Bergen", None])),
+            )
             self.next_id += 1
 
     def change(self) -> None:
@@ -111,7 +114,11 @@ def operations(tmp_path) -> list[tuple[str, str]]:
     operation added later is covered without touching this test.
     """
     app = create_app(ServiceSettings(data_dir=tmp_path), start_spark=False)
-    return [(method.upper(), re.sub(r"\{[^}]+\}", "nope", path)) for path, item in app.openapi()["paths"].items() for method in item]
+    return [
+        (method.upper(), re.sub(r"\{[^}]+\}", "nope", path))
+        for path, item in app.openapi()["paths"].items()
+        for method in item
+    ]
 
 
 # --- the API key ---------------------------------------------------------------------------
@@ -121,11 +128,20 @@ def test_every_mutating_endpoint_needs_the_api_key(secure, tmp_path):
     ops = operations(tmp_path)
     mutating = [(m, p) for m, p in ops if m in MUTATING]
     assert ("POST", "/v1/sources") in mutating and ("POST", "/v1/views/nope/syncs") in mutating
-    wrong = [{}, {"X-API-Key": "nope"}, {"X-API-Key": API_KEY[:-1]}, {"Authorization": "Bearer nope"}, {"Authorization": f"Basic {API_KEY}"}, {"Authorization": API_KEY}]
+    wrong = [
+        {},
+        {"X-API-Key": "nope"},
+        {"X-API-Key": API_KEY[:-1]},
+        {"Authorization": "Bearer nope"},
+        {"Authorization": f"Basic {API_KEY}"},
+        {"Authorization": API_KEY},
+    ]
     for method, path in mutating:
         for headers in wrong:
             for body in (b"{}", b"{not json"):  # the key is checked before the body is read
-                r = httpx.request(method, secure.url + path, headers={**headers, "Content-Type": "application/json"}, content=body)
+                r = httpx.request(
+                    method, secure.url + path, headers={**headers, "Content-Type": "application/json"}, content=body
+                )
                 assert r.status_code == 401, (method, path, headers, body, r.status_code, r.text)
                 assert "API key" in r.json()["detail"] and API_KEY not in r.text
         for headers in ({"X-API-Key": API_KEY}, {"Authorization": f"Bearer {API_KEY}"}):
@@ -154,7 +170,9 @@ def test_source_tokens_are_never_shown(keyed_api, tls_agent, secure):
         assert r.status_code == 200 and AGENT_TOKEN not in r.text
     assert one.json()["has_token"] is True
     assert [s["has_token"] for s in listed.json() if s["name"] == "by_header"] == [False]
-    assert AGENT_TOKEN not in secure.log.read_text(errors="replace") and API_KEY not in secure.log.read_text(errors="replace")
+    assert AGENT_TOKEN not in secure.log.read_text(errors="replace") and API_KEY not in secure.log.read_text(
+        errors="replace"
+    )
 
 
 # --- TLS -----------------------------------------------------------------------------------
@@ -162,7 +180,9 @@ def test_source_tokens_are_never_shown(keyed_api, tls_agent, secure):
 
 def test_syncs_over_https_with_a_trusted_self_signed_certificate_are_exact(keyed_api, tls_agent, legacy):
     assert tls_agent.url.startswith("https://")
-    views = {"tls_people": ("SELECT p.id, p.name, p.city FROM tls.people p", "SELECT id, name, city FROM people", ["id"], {})}
+    views = {
+        "tls_people": ("SELECT p.id, p.name, p.city FROM tls.people p", "SELECT id, name, city FROM people", ["id"], {})
+    }
     last = run_rounds(keyed_api, legacy, views, rounds=1)
     assert last["tls_people"]["metrics"]["bytes_from_agent"] > 0
 
@@ -176,12 +196,16 @@ def test_a_service_that_does_not_trust_the_certificate_says_so(api, tls_agent):
     assert "certificate" in detail and "SERVICE_AGENT_CA_BUNDLE" in detail, detail
 
 
-def test_a_certificate_changed_to_an_untrusted_one_fails_the_sync_clearly(keyed_api, tls_agent, legacy, certs, logs_dir):
+def test_a_certificate_changed_to_an_untrusted_one_fails_the_sync_clearly(
+    keyed_api, tls_agent, legacy, certs, logs_dir
+):
     """The agent comes back with a certificate the service was not told to trust."""
     port = tls_agent.port
     tls_agent.stop()
     impostor = certs[1]
-    swapped = start_agent(f"sqlite:///{legacy.path}", logs_dir, token=AGENT_TOKEN, port=port, tls=(impostor.certfile, impostor.keyfile))
+    swapped = start_agent(
+        f"sqlite:///{legacy.path}", logs_dir, token=AGENT_TOKEN, port=port, tls=(impostor.certfile, impostor.keyfile)
+    )
     try:
         r = keyed_api.http.post("/v1/views/tls_people/syncs", params={"wait": "true"})
         assert r.status_code == 200, r.text
@@ -202,7 +226,7 @@ def test_a_body_over_the_limit_is_413_whether_declared_or_streamed(keyed_api):
 
     def chunks():  # no Content-Length: sent chunked, counted as it arrives
         for start in range(0, len(big), 65536):
-            yield big[start:start + 65536]
+            yield big[start : start + 65536]
 
     r = keyed_api.http.post("/v1/sources", content=chunks(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413 and "SERVICE_MAX_BODY_BYTES" in r.json()["detail"]

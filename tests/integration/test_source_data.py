@@ -44,22 +44,38 @@ def existing_id(db) -> int:
 # name -> (break the table, words the error must hold, repair the table)
 SCENARIOS = {
     "duplicate key of a new row": (
-        lambda db: recreate(db, "id INTEGER, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL", extra=[(900_001, "twin one", "Oslo", 5), (900_001, "twin two", "Oslo", 6)]),
+        lambda db: recreate(
+            db,
+            "id INTEGER, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL",
+            extra=[(900_001, "twin one", "Oslo", 5), (900_001, "twin two", "Oslo", 6)],
+        ),
         ["people", "id", "900001", "twin", "not unique"],
         lambda db: _repair(db, "DELETE FROM people WHERE id = 900001"),
     ),
     "duplicate key of a stored row": (
-        lambda db: recreate(db, "id INTEGER, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL", extra=[(existing_id(db), "second copy", "Oslo", 7)]),
+        lambda db: recreate(
+            db,
+            "id INTEGER, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL",
+            extra=[(existing_id(db), "second copy", "Oslo", 7)],
+        ),
         ["people", "id", "not unique", "{id}"],
         lambda db: _repair(db, "DELETE FROM people WHERE name = 'second copy'"),
     ),
     "NULL key": (
-        lambda db: recreate(db, "id INTEGER, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL", extra=[(None, "nameless key", "Oslo", 8)]),
+        lambda db: recreate(
+            db,
+            "id INTEGER, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL",
+            extra=[(None, "nameless key", "Oslo", 8)],
+        ),
         ["people", "id", "NULL", "nameless key"],
         lambda db: _repair(db, "DELETE FROM people WHERE id IS NULL"),
     ),
     "column type changed": (
-        lambda db: recreate(db, "id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT, score TEXT NOT NULL", "id, name, city, 'S' || score"),
+        lambda db: recreate(
+            db,
+            "id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT, score TEXT NOT NULL",
+            "id, name, city, 'S' || score",
+        ),
         ["people", "score", "int", "text"],
         lambda db: recreate(db, GOOD_DDL, "id, name, city, CAST(substr(score, 2) AS INTEGER)"),
     ),
@@ -69,7 +85,9 @@ SCENARIOS = {
         lambda db: _repair(db, "UPDATE people SET score = 1 WHERE score = 'n/a'", keep_schema=True),
     ),
     "column vanished": (
-        lambda db: recreate(db, "id INTEGER PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL", "id, name, score"),
+        lambda db: recreate(
+            db, "id INTEGER PRIMARY KEY, name TEXT NOT NULL, score INTEGER NOT NULL", "id, name, score"
+        ),
         ["people", "city", "schema", "PUT"],
         lambda db: recreate(db, GOOD_DDL, "id, name, NULL, score"),
     ),
@@ -106,7 +124,9 @@ def fails_and_applies_nothing(api, view: str, key: list[str], words: list[str]) 
         assert word.lower() in sync["error"].lower(), f"{word!r} not in the error: {sync['error']}"
     assert keyed(api.rows(view), key) == rows
     # the version is unchanged: the last succeeded sync is still the one before
-    assert [s["id"] for s in api.http.get(f"/v1/views/{view}/syncs").json() if s["status"] == "succeeded"][0] == last["id"]
+    assert [s["id"] for s in api.http.get(f"/v1/views/{view}/syncs").json() if s["status"] == "succeeded"][0] == last[
+        "id"
+    ]
     assert api.http.get(f"/v1/views/{view}/syncs/{sync['id']}/delta").status_code == 409
     return sync
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from tests.support.oracle import check_sync, keyed
 from tests.support.jvm import java_pid
+from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from warehouse.faults import KILL_FILE_ENV, SPARK_TARGET
 from workloads.harness import Api, start_agent, start_service
@@ -59,7 +59,9 @@ def test_a_jvm_that_dies_during_a_sync_fails_that_sync_clearly_and_is_replaced(s
     record = api.sync(VIEW)
     assert not kill_file.exists(), "the fault never fired"
     assert record["status"] == "failed", record
-    assert "Spark engine stopped during this sync" in record["error"] and "SERVICE_SPARK_DRIVER_MEMORY" in record["error"], record["error"]
+    assert (
+        "Spark engine stopped during this sync" in record["error"] and "SERVICE_SPARK_DRIVER_MEMORY" in record["error"]
+    ), record["error"]
     assert keyed(api.rows(VIEW), KEY) == before, "the failed sync changed the view"
     assert java_pid(service.proc.pid) != first_jvm
     _exact_sync(api, people)
@@ -70,7 +72,11 @@ def test_a_jvm_killed_while_idle_is_replaced_before_the_next_sync(setup):
     jvm = java_pid(service.proc.pid)
     os.kill(jvm, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{jvm}") and open(f"/proc/{jvm}/stat").read().split()[2] != "Z" and time.monotonic() < deadline:
+    while (
+        os.path.exists(f"/proc/{jvm}")
+        and open(f"/proc/{jvm}/stat").read().split()[2] != "Z"
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     _exact_sync(api, people)
     assert java_pid(service.proc.pid) != jvm

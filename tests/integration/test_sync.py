@@ -23,8 +23,17 @@ pytestmark = pytest.mark.integration
 
 
 ROUNDS = {
-    "sqlite": Rounds(lambda db: SqliteLegacy(db.path, seed=20261122), SQLITE_VIEWS, "src", "people_v", rounds=5, token="s3cret"),
-    "postgres": Rounds(lambda db: PostgresLegacy(db.owner_url, seed=15), POSTGRES_VIEWS, "pg", "pg_accounts", rounds=6, token="pg-token"),
+    "sqlite": Rounds(
+        lambda db: SqliteLegacy(db.path, seed=20261122), SQLITE_VIEWS, "src", "people_v", rounds=5, token="s3cret"
+    ),
+    "postgres": Rounds(
+        lambda db: PostgresLegacy(db.owner_url, seed=15),
+        POSTGRES_VIEWS,
+        "pg",
+        "pg_accounts",
+        rounds=6,
+        token="pg-token",
+    ),
 }
 
 
@@ -39,7 +48,9 @@ def test_randomized_rounds_are_exact(api, source, logs_dir):
     finally:
         agent.stop()
     for sync in (last, again):
-        assert sync["metrics"]["groups_sent"] > 0, f"after several rounds the statistics must produce groups: {sync['metrics']}"
+        assert sync["metrics"]["groups_sent"] > 0, (
+            f"after several rounds the statistics must produce groups: {sync['metrics']}"
+        )
 
 
 @pytest.mark.engines("sqlite")  # workloads.students writes SQLite only
@@ -50,7 +61,10 @@ def test_unchanged_source_gives_empty_delta_and_few_bytes(api, source, logs_dir)
     agent = start_agent(source.reader_url, logs_dir)
     try:
         api.add_source("still", agent.url)
-        api.add_view("still_v", "SELECT s.student_id, s.first_name, s.last_name, s.phone, s.address, s.birth_date FROM still.students s")
+        api.add_view(
+            "still_v",
+            "SELECT s.student_id, s.first_name, s.last_name, s.phone, s.address, s.birth_date FROM still.students s",
+        )
         load = api.sync("still_v")
         assert load["metrics"]["rows_inserted"] == 20_000
         load_bytes = load["metrics"]["bytes_to_agent"] + load["metrics"]["bytes_from_agent"]
@@ -103,7 +117,10 @@ def test_strategies_on_a_larger_table(api, source, logs_dir, strategy):
         }
         last = run_rounds(api, Students(), views, 3)[f"students_{strategy}"]["metrics"]
         load = api.http.get(f"/v1/views/students_{strategy}/syncs").json()[-1]["metrics"]
-        moved, loaded = last["bytes_to_agent"] + last["bytes_from_agent"], load["bytes_to_agent"] + load["bytes_from_agent"]
+        moved, loaded = (
+            last["bytes_to_agent"] + last["bytes_from_agent"],
+            load["bytes_to_agent"] + load["bytes_from_agent"],
+        )
         assert moved < 0.6 * loaded, (moved, loaded)
         if strategy == "range_checksum":
             assert last["range_rounds"] >= 2 and last["round_trips"] == last["range_rounds"]

@@ -14,8 +14,8 @@ import random
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import psycopg
 import pytest
@@ -79,7 +79,9 @@ class People:
         self.rng = random.Random(seed)
         self.next_id = rows
         with self.connect() as c:
-            c.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL)")
+            c.execute(
+                "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL)"
+            )
             self._many(c, "INSERT INTO people VALUES (?, ?, ?, ?)", [self._person(i) for i in range(rows)])
 
     def _many(self, c, sql: str, rows: list[tuple]) -> None:
@@ -91,9 +93,17 @@ class People:
     def change(self) -> None:
         with self.connect() as c:
             ids = [r[0] for r in c.execute("SELECT id FROM people")]
-            self._many(c, "UPDATE people SET name = ?, city = ?, score = ? WHERE id = ?", [(*self._person(i)[1:], i) for i in self.rng.sample(ids, 60)])
+            self._many(
+                c,
+                "UPDATE people SET name = ?, city = ?, score = ? WHERE id = ?",
+                [(*self._person(i)[1:], i) for i in self.rng.sample(ids, 60)],
+            )
             self._many(c, "DELETE FROM people WHERE id = ?", [(i,) for i in self.rng.sample(ids, 10)])
-            self._many(c, "INSERT INTO people VALUES (?, ?, ?, ?)", [self._person(i) for i in range(self.next_id, self.next_id + 25)])
+            self._many(
+                c,
+                "INSERT INTO people VALUES (?, ?, ?, ?)",
+                [self._person(i) for i in range(self.next_id, self.next_id + 25)],
+            )
             self.next_id += 25
 
     def truth(self, sql: str, key: list[str], normalizers=None) -> dict:
@@ -158,7 +168,14 @@ def legacy(tmp_path_factory):
 def agent(link, legacy, logs_dir):
     # several extraction slots: a stream cut by a test keeps its slot until the agent's TCP
     # notices the dead peer, which is not what these tests are about
-    proc = start_agent(f"sqlite:///{legacy.path}", logs_dir, token=TOKEN, host=link.ns_ip, prefix=link.prefix(), extra=["--max-concurrent-extractions", "8"])
+    proc = start_agent(
+        f"sqlite:///{legacy.path}",
+        logs_dir,
+        token=TOKEN,
+        host=link.ns_ip,
+        prefix=link.prefix(),
+        extra=["--max-concurrent-extractions", "8"],
+    )
     yield proc
     proc.stop()
 
@@ -190,7 +207,10 @@ def _rounds_match_the_link(api: Api, link: netns.Link, legacy: People, views: di
         m = record["metrics"]
         assert m["retries"] == 0 and not m["attempts"], f"sync {n} retried on a healthy link: {m['attempts']}"
         # Both directions, against what the link carried minus the frames' TCP/IP headers.
-        for metric, payload in (("bytes_to_agent", seen.payload_to_legacy()), ("bytes_from_agent", seen.payload_from_legacy())):
+        for metric, payload in (
+            ("bytes_to_agent", seen.payload_to_legacy()),
+            ("bytes_from_agent", seen.payload_from_legacy()),
+        ):
             allowed = PAYLOAD_TOLERANCE * payload + PAYLOAD_SLACK_BYTES
             assert abs(m[metric] - payload) <= allowed, (
                 f"sync {n}: {metric} = {m[metric]:,} but the link carried {payload:,} payload bytes "
@@ -198,7 +218,9 @@ def _rounds_match_the_link(api: Api, link: netns.Link, legacy: People, views: di
             )
         # And in all, against the raw counters: the headers are a few percent on top.
         total, wire = m["bytes_to_agent"] + m["bytes_from_agent"], seen.tx_bytes + seen.rx_bytes
-        assert total <= wire <= total * 1.15 + 2 * PAYLOAD_SLACK_BYTES, f"sync {n}: metrics {total:,} B, link {wire:,} B ({seen})"
+        assert total <= wire <= total * 1.15 + 2 * PAYLOAD_SLACK_BYTES, (
+            f"sync {n}: metrics {total:,} B, link {wire:,} B ({seen})"
+        )
 
 
 def test_rounds_across_the_link_are_exact_and_bytes_match_the_link(warehouse, link, legacy):
@@ -215,10 +237,18 @@ def test_postgres_on_the_legacy_host(warehouse, link, logs_dir, postgres):
     try:
         legacy = People(lambda: psycopg.connect(server.owner_url), "%s", rows=2000, seed=6)
         user = server.reader_url.split("://", 1)[1].split("@", 1)[0]
-        local_url = f"postgresql://{user}@/{server.reader_url.rsplit('/', 1)[1]}?host={server.socket_dir}&port={server.port}"
+        local_url = (
+            f"postgresql://{user}@/{server.reader_url.rsplit('/', 1)[1]}?host={server.socket_dir}&port={server.port}"
+        )
         agent = start_agent(local_url, logs_dir, token=TOKEN, host=link.ns_ip, prefix=link.prefix())
         warehouse.add_source("pglegacy", agent.url, TOKEN)
-        _rounds_match_the_link(warehouse, link, legacy, {"pg_people_2h": (PEOPLE_SQL.replace("legacy.", "pglegacy."), PEOPLE_TRUTH, ["id"], {})}, PG_ROUNDS)
+        _rounds_match_the_link(
+            warehouse,
+            link,
+            legacy,
+            {"pg_people_2h": (PEOPLE_SQL.replace("legacy.", "pglegacy."), PEOPLE_TRUTH, ["id"], {})},
+            PG_ROUNDS,
+        )
     finally:
         if agent:
             agent.stop()
@@ -244,7 +274,9 @@ def _wait_for(api: Api, view: str, sync_id: str, what, timeout_s: float = 180) -
         if what(record):
             return record
         if record["status"] in ("succeeded", "failed"):
-            raise AssertionError(f"sync ended before the awaited moment: {record['status']} {record['error']} {record.get('progress')}")
+            raise AssertionError(
+                f"sync ended before the awaited moment: {record['status']} {record['error']} {record.get('progress')}"
+            )
         time.sleep(0.05)
     raise AssertionError(f"sync {sync_id} never got there; last record {record}")
 
@@ -317,7 +349,9 @@ def test_link_cut_mid_transfer_fails_in_bounded_time_and_the_next_sync_is_exact(
     assert gave_up_after < GIVE_UP_BOUND_S, f"the sync took {gave_up_after:.0f} s to give up on a cut link"
     m = record["metrics"]
     assert m["retries"] == 1 and [a["attempt"] for a in m["attempts"]] == [1, 2], m
-    assert m["attempts"][0]["bytes_from_agent"] > CUT_AFTER_BYTES // 2, f"the first attempt was cut mid-transfer: {m['attempts'][0]}"
+    assert m["attempts"][0]["bytes_from_agent"] > CUT_AFTER_BYTES // 2, (
+        f"the first attempt was cut mid-transfer: {m['attempts'][0]}"
+    )
     assert all(a["error"] for a in m["attempts"]), m["attempts"]
     assert keyed(warehouse.rows("cargo_2h"), ["id"]) == cargo, "a failed sync changed the view"
 

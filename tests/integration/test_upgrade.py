@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.oracle import check_sync, keyed
+from tests.support.oracle import check_sync, keyed
 from workloads.harness import Api, start_agent, start_service
 
 pytestmark = pytest.mark.integration
@@ -25,7 +25,10 @@ ANSWERS = json.loads((FIXTURE / "answers.json").read_text())
 #: view -> (key, the truth's SQL over crm.db with hr.db attached as "hr").
 VIEWS = {
     "people_v": (["id"], "SELECT id, name, city, score FROM people WHERE score > 10"),
-    "staff_v": (["id", "staff_id"], "SELECT p.id, p.name, s.id AS staff_id, s.team FROM people p JOIN hr.staff s ON s.person_id = p.id"),
+    "staff_v": (
+        ["id", "staff_id"],
+        "SELECT p.id, p.name, s.id AS staff_id, s.team FROM people p JOIN hr.staff s ON s.person_id = p.id",
+    ),
 }
 
 
@@ -43,7 +46,9 @@ class Upgraded:
         # The catalog holds the agent URLs of the run that made the fixture, and the API has no
         # way to change a source's URL: point the sources at the new agents in the copied file.
         with closing(sqlite3.connect(self.data / "catalog.db")) as c, c:
-            c.executemany("UPDATE sources SET url = ? WHERE name = ?", [(agent.url, name) for name, agent in self.agents.items()])
+            c.executemany(
+                "UPDATE sources SET url = ? WHERE name = ?", [(agent.url, name) for name, agent in self.agents.items()]
+            )
         self.service = start_service(self.data, logs)
         self.api = Api(self.service.url)
 

@@ -21,9 +21,13 @@ def site_body(endpoint: str, sql: str, key: list[str], columns: list[dict]) -> b
     return frames.json_frame(frames.CONTROL, control.model_dump())
 
 
-def post_site_query(client: httpx.Client, endpoint: str, sql: str, key: list[str], columns: list[dict] | None = None) -> httpx.Response:
+def post_site_query(
+    client: httpx.Client, endpoint: str, sql: str, key: list[str], columns: list[dict] | None = None
+) -> httpx.Response:
     columns = columns if columns is not None else [{"name": k, "type": "text"} for k in key]
-    return client.post(endpoint, content=site_body(endpoint, sql, key, columns), headers={"Content-Type": frames.MEDIA_TYPE})
+    return client.post(
+        endpoint, content=site_body(endpoint, sql, key, columns), headers={"Content-Type": frames.MEDIA_TYPE}
+    )
 
 
 def bearer_client(url: str, token: str) -> httpx.Client:
@@ -92,7 +96,10 @@ REFUSED = [
     ("SELECT i.sku FROM items i WHERE pg_sleep(5) IS NULL", ["pg_sleep"]),
     ("SELECT i.sku FROM items i WHERE lo_import('/etc/passwd') > 0", ["lo_import"]),
     ("SELECT i.sku FROM items i WHERE pg_read_file('/etc/passwd') = ''", ["pg_read_file"]),
-    ("SELECT i.sku FROM items i WHERE set_config('default_transaction_read_only', 'off', false) = 'off'", ["set_config"]),
+    (
+        "SELECT i.sku FROM items i WHERE set_config('default_transaction_read_only', 'off', false) = 'off'",
+        ["set_config"],
+    ),
     ("SELECT i.sku FROM items i WHERE load_extension('/tmp/evil.so') IS NULL", ["load_extension"]),
     ("SELECT i.sku FROM items i WHERE randomblob(1000000000) IS NULL", ["randomblob", "function"]),
     # clauses that write or lock
@@ -108,7 +115,7 @@ REFUSED = [
 #: agent runs them and nothing else.
 INERT = [
     ('SELECT i.sku, i.name AS "n""; DROP TABLE items; --" FROM items i', ["sku", 'n"; DROP TABLE items; --']),
-    ('SELECT x.sku FROM items AS "x" WHERE x.name <> \'\'\'; DROP TABLE items; --\'', ["sku"]),
+    ("SELECT x.sku FROM items AS \"x\" WHERE x.name <> '''; DROP TABLE items; --'", ["sku"]),
     ("SELECT i.sku FROM items i WHERE i.name = 'a'' OR 1=1; DELETE FROM items; --'", ["sku"]),
     ('SELECT "i; DROP TABLE items".sku FROM items AS "i; DROP TABLE items"', ["sku"]),
     ("SELECT i.sku /* ; DROP TABLE items */ FROM items i", ["sku"]),

@@ -114,7 +114,7 @@ class FaultProxy(Relay):
             self._released.wait()
             if self._closing:
                 return False
-            data = data[len(head):]
+            data = data[len(head) :]
             leg.fault = fault = PASS
         if fault.kind == "corrupt" and leg.sent <= fault.at < leg.sent + len(data):
             damaged = bytearray(data)
@@ -123,7 +123,7 @@ class FaultProxy(Relay):
         if fault.kind == "slow":
             step = max(1, int(fault.rate / 4))  # a few pieces a second: never idle long
             for i in range(0, len(data), step):
-                piece = data[i:i + step]
+                piece = data[i : i + step]
                 self._send(sink, piece, leg)
                 time.sleep(len(piece) / fault.rate)
         else:

@@ -12,9 +12,9 @@ import base64
 import datetime as dt
 import random
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Callable
 
 import psycopg
 
@@ -38,9 +38,21 @@ class Rounds:
     #: Rows the grouped view's last sync must have scanned at least.
     min_rows_scanned: int = 0
 
+
 # -- SQLite ---------------------------------------------------------------------------------
 
-SQLITE_WORDS = ["alpha", "Ærø", "naïve café", "日本語テキスト", "emoji 🚀✨", "", "tab\there", "quote ' \" \\", "Zürich", "ß"]
+SQLITE_WORDS = [
+    "alpha",
+    "Ærø",
+    "naïve café",
+    "日本語テキスト",
+    "emoji 🚀✨",
+    "",
+    "tab\there",
+    "quote ' \" \\",
+    "Zürich",
+    "ß",
+]
 
 
 def decimal_2(v):
@@ -85,8 +97,12 @@ class SqliteLegacy:
         self.path = path
         self.rng = random.Random(seed)
         with sqlite3.connect(path) as c:
-            c.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, city TEXT, score REAL, balance DECIMAL(10,2), born DATE, flag BOOLEAN, note TEXT)")
-            c.execute("CREATE TABLE enrol (region TEXT NOT NULL, code INTEGER NOT NULL, person INTEGER, grade TEXT, PRIMARY KEY (region, code))")
+            c.execute(
+                "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, city TEXT, score REAL, balance DECIMAL(10,2), born DATE, flag BOOLEAN, note TEXT)"
+            )
+            c.execute(
+                "CREATE TABLE enrol (region TEXT NOT NULL, code INTEGER NOT NULL, person INTEGER, grade TEXT, PRIMARY KEY (region, code))"
+            )
         self.next_id = 1
         with sqlite3.connect(path) as c:
             for _ in range(400):
@@ -112,7 +128,15 @@ class SqliteLegacy:
 
     def insert_enrol(self, c):
         r = self.rng
-        c.execute("INSERT OR IGNORE INTO enrol VALUES (?, ?, ?, ?)", (r.choice(["north", "süd", "東", "west"]), r.randint(1, 500), r.randint(1, self.next_id), r.choice(["A", "B", "C", "X", None])))
+        c.execute(
+            "INSERT OR IGNORE INTO enrol VALUES (?, ?, ?, ?)",
+            (
+                r.choice(["north", "süd", "東", "west"]),
+                r.randint(1, 500),
+                r.randint(1, self.next_id),
+                r.choice(["A", "B", "C", "X", None]),
+            ),
+        )
 
     def change(self):
         r = self.rng
@@ -121,20 +145,35 @@ class SqliteLegacy:
             for pid in r.sample(ids, min(len(ids), r.randint(5, 40))):
                 what = r.random()
                 if what < 0.4:
-                    c.execute("UPDATE people SET score = ? WHERE id = ?", (r.choice([r.uniform(0, 40), None, 19.99, 20.0]), pid))
+                    c.execute(
+                        "UPDATE people SET score = ? WHERE id = ?",
+                        (r.choice([r.uniform(0, 40), None, 19.99, 20.0]), pid),
+                    )
                 elif what < 0.7:
-                    c.execute("UPDATE people SET name = ?, note = ? WHERE id = ?", (r.choice(SQLITE_WORDS + [None]), r.choice(SQLITE_WORDS + [None]), pid))
+                    c.execute(
+                        "UPDATE people SET name = ?, note = ? WHERE id = ?",
+                        (r.choice(SQLITE_WORDS + [None]), r.choice(SQLITE_WORDS + [None]), pid),
+                    )
                 elif what < 0.85:
-                    c.execute("UPDATE people SET city = ?, balance = ? WHERE id = ?", (r.choice(["Zürich", "Oslo", None]), r.choice([None, round(r.uniform(-5, 5), 2)]), pid))
+                    c.execute(
+                        "UPDATE people SET city = ?, balance = ? WHERE id = ?",
+                        (r.choice(["Zürich", "Oslo", None]), r.choice([None, round(r.uniform(-5, 5), 2)]), pid),
+                    )
                 else:
-                    c.execute("UPDATE people SET flag = ?, born = ? WHERE id = ?", (r.choice([0, 1, None]), r.choice(["2000-01-01", None]), pid))
+                    c.execute(
+                        "UPDATE people SET flag = ?, born = ? WHERE id = ?",
+                        (r.choice([0, 1, None]), r.choice(["2000-01-01", None]), pid),
+                    )
             for pid in r.sample(ids, min(len(ids), r.randint(0, 8))):
                 c.execute("DELETE FROM people WHERE id = ?", (pid,))
             for _ in range(r.randint(0, 15)):
                 self.insert_person(c)
             keys = list(c.execute("SELECT region, code FROM enrol"))
             for region, code in r.sample(keys, min(len(keys), r.randint(0, 25))):
-                c.execute("UPDATE enrol SET grade = ?, person = ? WHERE region = ? AND code = ?", (r.choice(["A", "B", "X", None]), r.randint(1, self.next_id), region, code))
+                c.execute(
+                    "UPDATE enrol SET grade = ?, person = ? WHERE region = ? AND code = ?",
+                    (r.choice(["A", "B", "X", None]), r.randint(1, self.next_id), region, code),
+                )
             for region, code in r.sample(keys, min(len(keys), r.randint(0, 6))):
                 c.execute("DELETE FROM enrol WHERE region = ? AND code = ?", (region, code))
             for _ in range(r.randint(0, 10)):
@@ -182,7 +221,9 @@ class PostgresLegacy:
                 "CREATE TABLE accounts (id bigint PRIMARY KEY, owner text, amount numeric(12,2), ratio double precision, active boolean, "
                 "born date, seen_at timestamptz, local_ts timestamp, blob bytea, status varchar(10))"
             )
-            c.execute("CREATE TABLE ledger (branch text, entry integer, account bigint, memo text, PRIMARY KEY (branch, entry))")
+            c.execute(
+                "CREATE TABLE ledger (branch text, entry integer, account bigint, memo text, PRIMARY KEY (branch, entry))"
+            )
             for _ in range(300):
                 self._insert_account(c)
             for _ in range(250):
@@ -196,19 +237,35 @@ class PostgresLegacy:
             r.choice([None, r.uniform(-1, 1), -0.0, float("nan"), float("inf")]),
             r.choice([True, False, None]),
             r.choice([None, dt.date(1969, 7, 20), dt.date(2024, 2, 29)]),
-            r.choice([None, dt.datetime(2020, 1, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc), dt.datetime(1960, 5, 5, tzinfo=dt.timezone(dt.timedelta(hours=5)))]),
+            r.choice(
+                [
+                    None,
+                    dt.datetime(2020, 1, 1, 12, 0, 0, 123456, tzinfo=dt.UTC),
+                    dt.datetime(1960, 5, 5, tzinfo=dt.timezone(dt.timedelta(hours=5))),
+                ]
+            ),
             r.choice([None, dt.datetime(2001, 9, 9, 1, 46, 40), dt.datetime(1900, 1, 1)]),
             r.choice([None, b"", b"\x00\xff\x10", bytes(range(40))]),
             r.choice(["open", "closed", "frozen", None]),
         )
 
     def _insert_account(self, c):
-        c.execute("INSERT INTO accounts VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", (self.next_id, *self._account()))
+        c.execute(
+            "INSERT INTO accounts VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", (self.next_id, *self._account())
+        )
         self.next_id += 1
 
     def _insert_ledger(self, c):
         r = self.rng
-        c.execute("INSERT INTO ledger VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", (r.choice(["nord", "süd", "東京"]), r.randint(1, 400), r.randint(1, self.next_id), r.choice(POSTGRES_WORDS)))
+        c.execute(
+            "INSERT INTO ledger VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (
+                r.choice(["nord", "süd", "東京"]),
+                r.randint(1, 400),
+                r.randint(1, self.next_id),
+                r.choice(POSTGRES_WORDS),
+            ),
+        )
 
     def change(self):
         r = self.rng
@@ -225,7 +282,10 @@ class PostgresLegacy:
                 self._insert_account(c)
             keys = list(c.execute("SELECT branch, entry FROM ledger"))
             for branch, entry in r.sample(keys, min(len(keys), r.randint(0, 20))):
-                c.execute("UPDATE ledger SET memo = %s, account = %s WHERE branch = %s AND entry = %s", (r.choice(POSTGRES_WORDS), r.randint(1, self.next_id), branch, entry))
+                c.execute(
+                    "UPDATE ledger SET memo = %s, account = %s WHERE branch = %s AND entry = %s",
+                    (r.choice(POSTGRES_WORDS), r.randint(1, self.next_id), branch, entry),
+                )
             for branch, entry in r.sample(keys, min(len(keys), r.randint(0, 5))):
                 c.execute("DELETE FROM ledger WHERE branch = %s AND entry = %s", (branch, entry))
             for _ in range(r.randint(0, 10)):

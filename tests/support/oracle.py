@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 Normalizer = Callable[[object], object]
 
@@ -46,7 +46,9 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
         missing = truth.keys() - rows.keys()
         extra = rows.keys() - truth.keys()
         differ = [(rows[k], truth[k]) for k in rows.keys() & truth.keys() if rows[k] != truth[k]]
-        raise AssertionError(f"view {view} differs from the source: missing {sorted(missing)[:5]}, extra {sorted(extra)[:5]}, different {differ[:3]}")
+        raise AssertionError(
+            f"view {view} differs from the source: missing {sorted(missing)[:5]}, extra {sorted(extra)[:5]}, different {differ[:3]}"
+        )
     want = expected_delta(before, truth)
     got = {}
     for line in api.delta(view, sync["id"]):
@@ -59,7 +61,11 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
             assert got[k][1] == row, f"delta row for {k}: {json.dumps(got[k][1])} != {json.dumps(row)}"
     m = sync["metrics"]
     counts = {op: sum(1 for v in want.values() if v[0] == op) for op in ("insert", "update", "delete")}
-    assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (counts["insert"], counts["update"], counts["delete"])
+    assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (
+        counts["insert"],
+        counts["update"],
+        counts["delete"],
+    )
 
 
 def run_rounds(api, legacy, views: dict, rounds: int) -> dict:

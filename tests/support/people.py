@@ -17,7 +17,9 @@ class People:
         self.rng = random.Random(seed)
         self.next_id = rows
         with self._connect() as c:
-            c.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL)")
+            c.execute(
+                "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT, score INTEGER NOT NULL)"
+            )
             c.executemany("INSERT INTO people VALUES (?, ?, ?, ?)", [self._row(i) for i in range(rows)])
 
     def _connect(self) -> sqlite3.Connection:

@@ -19,7 +19,9 @@ class Certificate:
     keyfile: Path
 
 
-def self_signed(directory: Path, name: str = "agent", hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Certificate:
+def self_signed(
+    directory: Path, name: str = "agent", hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+) -> Certificate:
     """A fresh key and a certificate valid for `hosts` (IP addresses or DNS names), for two days."""
     openssl = shutil.which("openssl")
     if openssl is None:
@@ -28,9 +30,27 @@ def self_signed(directory: Path, name: str = "agent", hosts: tuple[str, ...] = (
     cert, key = directory / f"{name}.crt", directory / f"{name}.key"
     san = ",".join(f"IP:{h}" if h.replace(".", "").isdigit() or ":" in h else f"DNS:{h}" for h in hosts)
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "2",
-         "-subj", f"/CN={hosts[0]}", "-addext", f"subjectAltName={san}",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=OPENSSL_TIMEOUT_S,
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-sha256",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN={hosts[0]}",
+            "-addext",
+            f"subjectAltName={san}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=OPENSSL_TIMEOUT_S,
     )
     return Certificate(cert, key)

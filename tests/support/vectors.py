@@ -30,7 +30,7 @@ def value(type_: str, v):
         "bool": bool,
         "date": dt.date.fromisoformat,
         "timestamp": dt.datetime.fromisoformat,
-        "timestamptz": lambda s: dt.datetime.fromisoformat(s).astimezone(dt.timezone.utc),
+        "timestamptz": lambda s: dt.datetime.fromisoformat(s).astimezone(dt.UTC),
     }[kind](v)
 
 

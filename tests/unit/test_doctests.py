@@ -21,7 +21,11 @@ def _modules() -> list[str]:
     names = []
     for package in (remote_agent, service, warehouse):
         names.append(package.__name__)
-        names += [m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".") if not m.name.endswith("__main__")]
+        names += [
+            m.name
+            for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+            if not m.name.endswith("__main__")
+        ]
     return sorted(names)
 
 
@@ -33,4 +37,6 @@ def test_every_package_module_is_checked():
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples in {name} failed (output above)"
+    assert result.failed == 0, (
+        f"{result.failed} of {result.attempted} docstring examples in {name} failed (output above)"
+    )

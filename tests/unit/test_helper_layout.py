@@ -8,7 +8,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Code that runs outside pytest, and what it may not import.
-OUTSIDE_THE_SUITE = {"workloads": ("tests",), "scripts": ("tests.support", "tests.integration", "tests.unit"), "tests/benchmarks": ("tests.support", "tests.integration", "tests.unit")}
+OUTSIDE_THE_SUITE = {
+    "workloads": ("tests",),
+    "scripts": ("tests.support", "tests.integration", "tests.unit"),
+    "tests/benchmarks": ("tests.support", "tests.integration", "tests.unit"),
+}
 
 
 def imported_modules(path: Path) -> set[str]:

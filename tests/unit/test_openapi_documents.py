@@ -20,7 +20,18 @@ def test_openapi_documents_are_current():
 
 def test_contract_paths_are_documented():
     service = json.loads((ROOT / "openapi" / "service.json").read_text())
-    for path in ("/health", "/v1/sources", "/v1/sources/{name}", "/v1/views", "/v1/views/{name}", "/v1/views/{name}/syncs", "/v1/views/{name}/syncs/{sync_id}", "/v1/views/{name}/syncs/{sync_id}/delta", "/v1/views/{name}/rows", "/v1/views/{name}/statistics"):
+    for path in (
+        "/health",
+        "/v1/sources",
+        "/v1/sources/{name}",
+        "/v1/views",
+        "/v1/views/{name}",
+        "/v1/views/{name}/syncs",
+        "/v1/views/{name}/syncs/{sync_id}",
+        "/v1/views/{name}/syncs/{sync_id}/delta",
+        "/v1/views/{name}/rows",
+        "/v1/views/{name}/statistics",
+    ):
         assert path in service["paths"], path
     agent = json.loads((ROOT / "openapi" / "agent.json").read_text())
     for path in ("/health", "/v1/schema", "/v1/extract", "/v1/fetch"):

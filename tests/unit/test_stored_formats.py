@@ -17,7 +17,14 @@ FORMAT_1 = {
     "sql": "SELECT p.id FROM crm.people p",
     "columns": [{"name": "id", "type": "int"}],
     "key": ["id"],
-    "sites": [{"source": "crm", "sql": 'SELECT "p"."id" AS "id" FROM "people" AS "p"', "columns": [{"name": "id", "type": "int"}], "key": ["id"]}],
+    "sites": [
+        {
+            "source": "crm",
+            "sql": 'SELECT "p"."id" AS "id" FROM "people" AS "p"',
+            "columns": [{"name": "id", "type": "int"}],
+            "key": ["id"],
+        }
+    ],
 }
 
 

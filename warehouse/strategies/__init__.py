@@ -17,7 +17,9 @@ from .sketch import Sketch
 from .tuple_hash import TupleHash
 
 #: Name -> strategy class, in the order the README and the benchmarks list them.
-STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip)}
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip)
+}
 #: The strategy of a load, whatever the view's.
 LOAD = FullShip
 

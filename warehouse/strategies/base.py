@@ -16,9 +16,10 @@ between strategies can compare them before any of them runs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Iterator
+from typing import ClassVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -185,7 +186,7 @@ class Strategy(ABC):
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
         """Bytes both ways a sync is expected to cost, given the statistics."""
 
-    def stage(self, staged: Version) -> None:
+    def stage(self, staged: Version) -> None:  # noqa: B027 (optional hook: most strategies keep nothing)
         """Stage what the strategy keeps between syncs beside the new fragment; nothing by default."""
 
     def delta_inputs(self, answer: Answer) -> DeltaInputs:
@@ -210,10 +211,21 @@ def extract_exchange(ctx: SiteContext, body: Iterator[bytes], *, hash_bits: int)
     from remote_agent.protocol.wire import COUNT, HASH
 
     returned_path, deleted_path = ctx.staging / "returned.parquet", ctx.staging / "deleted.parquet"
-    broken_schema = pa.schema([pa.field(UID, pa.int64()), pa.field(HASH, pa.binary(hash_bits // 8)), pa.field(COUNT, pa.int64())])
+    broken_schema = pa.schema(
+        [pa.field(UID, pa.int64()), pa.field(HASH, pa.binary(hash_bits // 8)), pa.field(COUNT, pa.int64())]
+    )
     summary: dict = {}
-    with Sink(returned_path, ctx.rows_schema()) as returned, Sink(deleted_path, ctx.deleted_schema()) as deleted, Sink(ctx.staging / "broken.parquet", broken_schema) as broken:
-        sinks = {frames.UNGROUPED_ROWS: returned, frames.CHANGED_ROWS: returned, frames.DELETED_KEYS: deleted, frames.BROKEN_UNITS: broken}
+    with (
+        Sink(returned_path, ctx.rows_schema()) as returned,
+        Sink(deleted_path, ctx.deleted_schema()) as deleted,
+        Sink(ctx.staging / "broken.parquet", broken_schema) as broken,
+    ):
+        sinks = {
+            frames.UNGROUPED_ROWS: returned,
+            frames.CHANGED_ROWS: returned,
+            frames.DELETED_KEYS: deleted,
+            frames.BROKEN_UNITS: broken,
+        }
         for frame in ctx.client.exchange("/v1/extract", body):
             if frame.kind == frames.SUMMARY:
                 summary = frame.json()

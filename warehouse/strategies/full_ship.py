@@ -20,8 +20,16 @@ class FullShip(Strategy):
 
     def exchange(self) -> Answer:
         ctx = self.ctx
-        control = ExtractControl(site=ctx.spec(), seed=ctx.seed, hash_bits=ctx.options.hash_bits, batch_rows=ctx.options.batch_rows, tuple_hash_bits=TUPLE_HASH_BITS)
-        answer, _ = extract_exchange(ctx, iter([frames.json_frame(frames.CONTROL, control.model_dump())]), hash_bits=ctx.options.hash_bits)
+        control = ExtractControl(
+            site=ctx.spec(),
+            seed=ctx.seed,
+            hash_bits=ctx.options.hash_bits,
+            batch_rows=ctx.options.batch_rows,
+            tuple_hash_bits=TUPLE_HASH_BITS,
+        )
+        answer, _ = extract_exchange(
+            ctx, iter([frames.json_frame(frames.CONTROL, control.model_dump())]), hash_bits=ctx.options.hash_bits
+        )
         return answer
 
     @classmethod

@@ -11,17 +11,19 @@ hashes, and only the survivors of units that changed are fetched.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_from_bytes
 from remote_agent.protocol.models import ExtractControl, FetchControl
-from remote_agent.protocol.wire import COUNT, HASH, UID as WIRE_UID, key_values
+from remote_agent.protocol.wire import COUNT, HASH, key_values
+from remote_agent.protocol.wire import UID as WIRE_UID
 
 from .. import planning
 from ..grouping import BENEFIT, GROUP_HASH, KIND, MEMBER, ROW_HASH, UID, UNIT, members, plan_groups, units
@@ -47,7 +49,18 @@ class GroupHash(Strategy):
         p_delete = planning.deletion_probability(ctx.history)
         ctx.metrics.planning = {"prior": prior, "p_delete": p_delete, "grouping": opts.grouping}
         partitions = opts.plan_partitions or ctx.spark.sparkContext.defaultParallelism
-        plan = plan_groups(ctx.snapshot, ctx.site.columns, ctx.site.key, prior=prior, p_delete=p_delete, cost=ctx.cost, seed=ctx.seed, bits=opts.hash_bits, partitions=partitions, criterion=opts.grouping)
+        plan = plan_groups(
+            ctx.snapshot,
+            ctx.site.columns,
+            ctx.site.key,
+            prior=prior,
+            p_delete=p_delete,
+            cost=ctx.cost,
+            seed=ctx.seed,
+            bits=opts.hash_bits,
+            partitions=partitions,
+            criterion=opts.grouping,
+        )
         plan.write.parquet(str(self._plan))
         stored = ctx.spark.read.parquet(str(self._plan))
         s = stored.agg(
@@ -62,7 +75,13 @@ class GroupHash(Strategy):
 
     def exchange(self) -> Answer:
         ctx = self.ctx
-        control = ExtractControl(site=ctx.spec(), seed=ctx.seed, hash_bits=ctx.options.hash_bits, batch_rows=ctx.options.batch_rows, tuple_hash_bits=TUPLE_HASH_BITS)
+        control = ExtractControl(
+            site=ctx.spec(),
+            seed=ctx.seed,
+            hash_bits=ctx.options.hash_bits,
+            batch_rows=ctx.options.batch_rows,
+            tuple_hash_bits=TUPLE_HASH_BITS,
+        )
         answer, _ = extract_exchange(ctx, self._body(control), hash_bits=ctx.options.hash_bits)
         return answer
 
@@ -76,14 +95,23 @@ class GroupHash(Strategy):
         width = ctx.options.hash_bits // 8
         for batch in units(self._plan).to_batches(columns=[UID, GROUP_HASH], batch_size=SEND_BATCH_ROWS):
             if batch.num_rows:
-                out = pa.RecordBatch.from_arrays([batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH])
-                yield frames.delta_or_plain_frame(frames.UNITS, frames.UNITS_DELTA, out)  # uids ascend: their differences pack small
+                out = pa.RecordBatch.from_arrays(
+                    [batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH]
+                )
+                yield frames.delta_or_plain_frame(
+                    frames.UNITS, frames.UNITS_DELTA, out
+                )  # uids ascend: their differences pack small
         grouped = members(self._plan).filter(pc.field(UID).is_valid())
         for batch in grouped.to_batches(columns=[UID, *key], batch_size=SEND_BATCH_ROWS):
             if batch.num_rows:
                 arrays = [batch.column(0)] + [batch.column(i + 1).cast(key_types[k]) for i, k in enumerate(key)]
                 names = [WIRE_UID, *key]
-                plain = pa.Table.from_arrays(arrays, names=names).sort_by([(n, "ascending") for n in names]).combine_chunks().to_batches()[0]
+                plain = (
+                    pa.Table.from_arrays(arrays, names=names)
+                    .sort_by([(n, "ascending") for n in names])
+                    .combine_chunks()
+                    .to_batches()[0]
+                )
                 # A unit's keys come in key order and its uid repeats: as differences they
                 # pack into a fraction of the bytes (the agent adds them back up).
                 yield frames.delta_or_plain_frame(frames.UNIT_KEYS, frames.UNIT_KEYS_DELTA, plain)
@@ -95,19 +123,30 @@ class GroupHash(Strategy):
         if broken.num_rows == 0:
             return answer
         key = ctx.site.key
-        reported = {uid: (hash_from_bytes(h), n) for uid, h, n in zip(broken.column(WIRE_UID).to_pylist(), broken.column(HASH).to_pylist(), broken.column(COUNT).to_pylist())}
+        reported = {
+            uid: (hash_from_bytes(h), n)
+            for uid, h, n in zip(
+                broken.column(WIRE_UID).to_pylist(), broken.column(HASH).to_pylist(), broken.column(COUNT).to_pylist()
+            )
+        }
         gone = set(key_values(pq.read_table(answer.deleted), key))
         wanted = pc.field(UID).isin(pa.array(list(reported), pa.int64())) & pc.field(ROW_HASH).is_valid()
         found = members(self._plan).to_table(columns=[*key, UID, ROW_HASH], filter=wanted)
         survivors: dict[int, list] = {}
         sums: dict[int, int] = {}
-        for k, uid, rh in zip(key_values(found, key), found.column(UID).to_pylist(), found.column(ROW_HASH).to_pylist()):
+        for k, uid, rh in zip(
+            key_values(found, key), found.column(UID).to_pylist(), found.column(ROW_HASH).to_pylist()
+        ):
             if k in gone:
                 continue
             survivors.setdefault(uid, []).append(k)
             sums[uid] = sums.get(uid, 0) + hash_from_bytes(rh)
         bits = ctx.options.hash_bits
-        changed = [uid for uid, (h, n) in reported.items() if n and (combine([sums.get(uid, 0)], bits) != h or len(survivors.get(uid, ())) != n)]
+        changed = [
+            uid
+            for uid, (h, n) in reported.items()
+            if n and (combine([sums.get(uid, 0)], bits) != h or len(survivors.get(uid, ())) != n)
+        ]
         ctx.metrics.groups_regrouped_changed = len(changed)
         if not changed:
             return answer
@@ -116,7 +155,9 @@ class GroupHash(Strategy):
         if len(key_cols) == 1:
             key_table = pa.table({key_cols[0].name: pa.array(keys, key_cols[0].type.arrow())})
         else:
-            key_table = pa.table({c.name: pa.array([k[i] for k in keys], c.type.arrow()) for i, c in enumerate(key_cols)})
+            key_table = pa.table(
+                {c.name: pa.array([k[i] for k in keys], c.type.arrow()) for i, c in enumerate(key_cols)}
+            )
         control = FetchControl(site=ctx.spec(), batch_rows=ctx.options.batch_rows)
 
         def body() -> Iterator[bytes]:
@@ -163,4 +204,4 @@ class GroupHash(Strategy):
 
 
 #: Group sizes tried by the closed-form estimate (a geometric ladder up to the planner's cap).
-_SIZES = sorted({int(round(1.5 ** i)) for i in range(0, 21)} | {planning.MAX_GROUP_SIZE})
+_SIZES = sorted({int(round(1.5**i)) for i in range(0, 21)} | {planning.MAX_GROUP_SIZE})

@@ -14,21 +14,20 @@ from __future__ import annotations
 
 import glob
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_from_bytes, hash_to_bytes
 from remote_agent.protocol.models import RangesControl, SiteSpec
-from remote_agent.protocol.types import Column
 from remote_agent.protocol.ranges import RangeSet
+from remote_agent.protocol.types import Column
 from remote_agent.protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
-
-from pyspark.sql import DataFrame
 
 from ..agent_client import AgentClient
 from ..errors import ProtocolError
@@ -125,7 +124,9 @@ def ranges_frame(ranges: list[Range], ship: list[bool], key_cols: list[Column], 
     for j, c in enumerate(key_cols):
         for prefix, attr in ((LO, "lo"), (HI, "hi")):
             values = [getattr(r, attr) for r in ranges]
-            data[prefix + c.name] = pa.array([None if v is None else (v if len(key_cols) == 1 else v[j]) for v in values], c.type.arrow())
+            data[prefix + c.name] = pa.array(
+                [None if v is None else (v if len(key_cols) == 1 else v[j]) for v in values], c.type.arrow()
+            )
     return frames.arrow_frame(frames.RANGES, pa.RecordBatch.from_pydict(data))
 
 
@@ -137,7 +138,18 @@ class RangeOutcome:
     rows_scanned: int
 
 
-def bisect_ranges(client: AgentClient, site: SiteSpec, sorted_snapshot: Path, key_cols: list[Column], total_rows: int, *, seed: int, bits: int, batch_rows: int, on_rows: Callable[[pa.RecordBatch], None]) -> RangeOutcome:
+def bisect_ranges(
+    client: AgentClient,
+    site: SiteSpec,
+    sorted_snapshot: Path,
+    key_cols: list[Column],
+    total_rows: int,
+    *,
+    seed: int,
+    bits: int,
+    batch_rows: int,
+    on_rows: Callable[[pa.RecordBatch], None],
+) -> RangeOutcome:
     """Run the bisection rounds; rows of shipped ranges go to `on_rows`.
 
     Each round ships the small ranges found to differ in the previous round and checks the
@@ -157,7 +169,11 @@ def bisect_ranges(client: AgentClient, site: SiteSpec, sorted_snapshot: Path, ke
         control = RangesControl(site=site, seed=seed, hash_bits=bits, batch_rows=batch_rows)
         body = [frames.json_frame(frames.CONTROL, control.model_dump())]
         for start in range(0, len(batch), batch_rows):
-            body.append(ranges_frame(batch[start:start + batch_rows], ship[start:start + batch_rows], key_cols, bits, first_rid=start))
+            body.append(
+                ranges_frame(
+                    batch[start : start + batch_rows], ship[start : start + batch_rows], key_cols, bits, first_rid=start
+                )
+            )
         sent += len(batch)
         differing_ids: list[int] = []
         summary = None
@@ -200,7 +216,9 @@ def keys_outside(sorted_snapshot: Path, key_cols: list[Column], shipped: list[Ra
 def _key_batch(keys: list, key_cols: list[Column], schema: pa.Schema) -> pa.RecordBatch:
     if len(key_cols) == 1:
         return pa.RecordBatch.from_arrays([pa.array(keys, key_cols[0].type.arrow())], schema=schema)
-    return pa.RecordBatch.from_arrays([pa.array([k[j] for k in keys], c.type.arrow()) for j, c in enumerate(key_cols)], schema=schema)
+    return pa.RecordBatch.from_arrays(
+        [pa.array([k[j] for k in keys], c.type.arrow()) for j, c in enumerate(key_cols)], schema=schema
+    )
 
 
 class RangeChecksum(Strategy):
@@ -222,8 +240,15 @@ class RangeChecksum(Strategy):
         returned_path, verified_path = ctx.staging / "returned.parquet", ctx.staging / "verified.parquet"
         with Sink(returned_path, ctx.rows_schema()) as returned:
             outcome = bisect_ranges(
-                ctx.client, ctx.spec(), self._sorted, key_cols, ctx.metrics.rows_before,
-                seed=ctx.seed, bits=ctx.options.hash_bits, batch_rows=ctx.options.batch_rows, on_rows=returned.write,
+                ctx.client,
+                ctx.spec(),
+                self._sorted,
+                key_cols,
+                ctx.metrics.rows_before,
+                seed=ctx.seed,
+                bits=ctx.options.hash_bits,
+                batch_rows=ctx.options.batch_rows,
+                on_rows=returned.write,
             )
         with Sink(verified_path, pa.schema([pa.field(c.name, c.type.arrow()) for c in key_cols])) as verified:
             for batch in keys_outside(self._sorted, key_cols, outcome.shipped):

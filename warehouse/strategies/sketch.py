@@ -14,8 +14,8 @@ one minus the pairs that left plus the pairs of the returned rows, O(changes).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +57,11 @@ class Sketch(Strategy):
         est = ctx.estimate
         m = ctx.metrics
         stored = sketches.SiteSketch.load(sketch_dir(ctx.current, ctx.index)) if ctx.current else None
-        if stored is None or stored.syncs >= ctx.options.sketch_seed_rotation or stored.table.width < sketches.stored_width(est.rows) // 4:
+        if (
+            stored is None
+            or stored.syncs >= ctx.options.sketch_seed_rotation
+            or stored.table.width < sketches.stored_width(est.rows) // 4
+        ):
             stored = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), est.rows)
             m.sketch_rebuilt = True
         self.stored = stored
@@ -80,7 +84,9 @@ class Sketch(Strategy):
         control = SketchControl(site=ctx.spec(), seed=self.stored.secret, batch_rows=ctx.options.batch_rows)
         table = self.sent.to_arrow()
         ctx.metrics.sketch_bytes = len(frames.arrow_frame(frames.SKETCH, table))
-        body: Iterator[bytes] = iter([frames.json_frame(frames.CONTROL, control.model_dump()), frames.arrow_frame(frames.SKETCH, table)])
+        body: Iterator[bytes] = iter(
+            [frames.json_frame(frames.CONTROL, control.model_dump()), frames.arrow_frame(frames.SKETCH, table)]
+        )
         returned_path = ctx.staging / "sketch-returned.parquet"
         pairs: list[pa.RecordBatch] = []
         summary = None

@@ -6,7 +6,7 @@ rows whose hash differs or whose key is new, and the keys that are gone.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -41,7 +41,13 @@ class TupleHash(Strategy):
 
     def exchange(self) -> Answer:
         ctx = self.ctx
-        control = ExtractControl(site=ctx.spec(), seed=ctx.seed, hash_bits=ctx.options.hash_bits, batch_rows=ctx.options.batch_rows, tuple_hash_bits=TUPLE_HASH_BITS)
+        control = ExtractControl(
+            site=ctx.spec(),
+            seed=ctx.seed,
+            hash_bits=ctx.options.hash_bits,
+            batch_rows=ctx.options.batch_rows,
+            tuple_hash_bits=TUPLE_HASH_BITS,
+        )
         answer, _ = extract_exchange(ctx, self._body(control), hash_bits=ctx.options.hash_bits)
         return answer
 
@@ -54,8 +60,12 @@ class TupleHash(Strategy):
         tuples = ds.dataset(self._tuples, format="parquet")
         for batch in tuples.to_batches(columns=[*ctx.site.key, ROW_HASH], batch_size=SEND_BATCH_ROWS):
             if batch.num_rows:
-                arrays = [batch.column(i).cast(key_types[k]) for i, k in enumerate(ctx.site.key)] + [batch.column(len(ctx.site.key)).cast(pa.binary(TUPLE_HASH_BITS // 8))]
-                yield frames.arrow_frame(frames.TUPLE_HASHES, pa.RecordBatch.from_arrays(arrays, names=[*ctx.site.key, HASH]))
+                arrays = [batch.column(i).cast(key_types[k]) for i, k in enumerate(ctx.site.key)] + [
+                    batch.column(len(ctx.site.key)).cast(pa.binary(TUPLE_HASH_BITS // 8))
+                ]
+                yield frames.arrow_frame(
+                    frames.TUPLE_HASHES, pa.RecordBatch.from_arrays(arrays, names=[*ctx.site.key, HASH])
+                )
 
     def unchanged_keys(self) -> DataFrame | None:
         if self.ctx.snapshot is None:
@@ -72,5 +82,7 @@ class TupleHash(Strategy):
         """
         cost = estimate.cost
         sent = estimate.rows * (cost.key_bytes + TUPLE_HASH_BITS / 8)
-        back = estimate.rows * ((estimate.p_update + estimate.p_delete) * cost.tuple_bytes + estimate.p_delete * cost.key_bytes)
+        back = estimate.rows * (
+            (estimate.p_update + estimate.p_delete) * cost.tuple_bytes + estimate.p_delete * cost.key_bytes
+        )
         return sent + back

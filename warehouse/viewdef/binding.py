@@ -13,8 +13,8 @@ choose keys; the result, a `BoundView`, is what decomposition cuts into site que
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from sqlglot import exp
 
@@ -84,9 +84,13 @@ def _parse(sql: str) -> sitesql.SelectParts:
     parts = sitesql.parse_select(sql, VIEW_DIALECT, ViewDefinitionError, VIEW_FORM)
     for ref in parts.tables:
         if ref.catalog is not None:
-            raise ViewDefinitionError(f"table {ref.written()!r} has too many qualifiers: write tables as source.table ({VIEW_FORM})")
+            raise ViewDefinitionError(
+                f"table {ref.written()!r} has too many qualifiers: write tables as source.table ({VIEW_FORM})"
+            )
         if ref.db is None:
-            raise ViewDefinitionError(f"table {ref.name!r} must be written source.table, naming the registered source it comes from: {VIEW_FORM}")
+            raise ViewDefinitionError(
+                f"table {ref.name!r} must be written source.table, naming the registered source it comes from: {VIEW_FORM}"
+            )
     return parts
 
 
@@ -129,14 +133,18 @@ def _bind_tables(parts: sitesql.SelectParts, schemas: Mapping[str, SourceSchema]
         tables = schemas[source].tables
         name = sitesql.pick_name(ref.name, tables, ViewDefinitionError, f"table of source {source!r}")
         if name is None:
-            raise ViewDefinitionError(f"source {source!r} has no table {ref.name!r} (its tables: {sitesql.name_list(sorted(tables))})")
+            raise ViewDefinitionError(
+                f"source {source!r} has no table {ref.name!r} (its tables: {sitesql.name_list(sorted(tables))})"
+            )
         relations.append(BoundRelation(source, tables[name], ref.alias or name, ref.alias is not None))
     sitesql.check_unique_visible([_scope_entry(r) for r in relations], ViewDefinitionError)
     return relations
 
 
 def _scope_entry(r: BoundRelation) -> sitesql.Relation:
-    return sitesql.Relation(r.alias, r.table.name, tuple(c.name for c in r.table.columns), r.aliased, r.label, prefix=r.source)
+    return sitesql.Relation(
+        r.alias, r.table.name, tuple(c.name for c in r.table.columns), r.aliased, r.label, prefix=r.source
+    )
 
 
 def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) -> BoundView:
@@ -177,7 +185,9 @@ def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[l
             candidates = [table.primary_key]
         else:
             # NOT NULL unique keys first: a NULL in a key column breaks the sync at run time.
-            candidates = sorted(table.unique_keys, key=lambda u: any(table.column(c) is None or table.column(c).nullable for c in u))
+            candidates = sorted(
+                table.unique_keys, key=lambda u: any(table.column(c) is None or table.column(c).nullable for c in u)
+            )
         chosen = next((k for k in candidates if all(c in selected for c in k)), None)
         if chosen is None:
             raise ViewDefinitionError(_missing_key_message(relation, candidates))

@@ -14,8 +14,8 @@ query is the view.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
@@ -88,7 +88,9 @@ def _render_site(tree: exp.Select, source: str, schemas: Mapping[str, SourceSche
     try:
         return sitesql.render(tree, dialect)
     except (SqlglotError, ValueError) as exc:  # a construct the dialect lacks, or an unknown dialect
-        raise ViewDefinitionError(f"the site query cannot be written in the {dialect!r} dialect of source {source!r}: {exc}") from None
+        raise ViewDefinitionError(
+            f"the site query cannot be written in the {dialect!r} dialect of source {source!r}: {exc}"
+        ) from None
 
 
 # --- several sites ---------------------------------------------------------------------------
@@ -167,7 +169,9 @@ def _join_order(members: list[int], links: list[frozenset[int]]) -> list[tuple[i
     taken = {members[0]}
     rest = list(members[1:])
     while rest:
-        tied = next((m for m in rest if any(m in link and link <= taken | {m} for link in links if len(link) > 1)), None)
+        tied = next(
+            (m for m in rest if any(m in link and link <= taken | {m} for link in links if len(link) > 1)), None
+        )
         pick = rest[0] if tied is None else tied
         order.append((pick, tied is None))
         taken.add(pick)
@@ -179,7 +183,9 @@ def _conjunction(terms: list[exp.Expression]) -> exp.Expression | None:
     return exp.and_(*terms) if terms else None
 
 
-def _decompose(bound: BoundView, conjuncts: list[_Conjunct], groups: list[list[int]], schemas: Mapping[str, SourceSchema]) -> tuple[list[SiteQuery], str]:
+def _decompose(
+    bound: BoundView, conjuncts: list[_Conjunct], groups: list[list[int]], schemas: Mapping[str, SourceSchema]
+) -> tuple[list[SiteQuery], str]:
     """One site query per site, and the assembly that joins their results into the view."""
     site_of = {r: s for s, members in enumerate(groups) for r in members}
     pushed: list[list[_Conjunct]] = [[] for _ in groups]
@@ -197,7 +203,9 @@ def _decompose(bound: BoundView, conjuncts: list[_Conjunct], groups: list[list[i
     return sites, _assembly(bound, central, site_of, names, len(groups))
 
 
-def _site_column_names(bound: BoundView, central: list[_Conjunct], site_of: dict[int, int], n_sites: int) -> tuple[dict[tuple[int, str], str], list[list[tuple[int, str, str]]]]:
+def _site_column_names(
+    bound: BoundView, central: list[_Conjunct], site_of: dict[int, int], n_sites: int
+) -> tuple[dict[tuple[int, str], str], list[list[tuple[int, str, str]]]]:
     """Output name of every column a site projects, and each site's extra columns.
 
     A column the view outputs keeps its output name. A column that only the warehouse's
@@ -229,7 +237,13 @@ def _site_column_names(bound: BoundView, central: list[_Conjunct], site_of: dict
     return names, extras
 
 
-def _site_query(bound: BoundView, members: list[int], pushed: list[_Conjunct], extras: list[tuple[int, str, str]], schemas: Mapping[str, SourceSchema]) -> SiteQuery:
+def _site_query(
+    bound: BoundView,
+    members: list[int],
+    pushed: list[_Conjunct],
+    extras: list[tuple[int, str, str]],
+    schemas: Mapping[str, SourceSchema],
+) -> SiteQuery:
     """The query of one site: its tables joined locally, its conditions pushed down.
 
     A condition over several of its tables is an ON of the last of them to be joined; the
@@ -250,16 +264,27 @@ def _site_query(bound: BoundView, members: list[int], pushed: list[_Conjunct], e
     selected = [o for o in bound.outputs if o.relation in position]
     items = [(sitesql.column_ref(bound.relations[o.relation].alias, o.column.name), o.name) for o in selected]
     items += [(sitesql.column_ref(bound.relations[r].alias, column), name) for r, column, name in extras]
-    tree = sitesql.build_select(items, [(bound.relations[r].table.name, bound.relations[r].alias) for r, _ in order], conditions, _conjunction(where))
-    columns = [Column(o.name, o.column.type) for o in selected] + [Column(name, bound.relations[r].table.column(column).type) for r, column, name in extras]
+    tree = sitesql.build_select(
+        items,
+        [(bound.relations[r].table.name, bound.relations[r].alias) for r, _ in order],
+        conditions,
+        _conjunction(where),
+    )
+    columns = [Column(o.name, o.column.type) for o in selected] + [
+        Column(name, bound.relations[r].table.column(column).type) for r, column, name in extras
+    ]
     key = [name for r in members for name in bound.keys[r]]
     if not key:  # _choose_key gives every table a key; a site without one could not be extracted
         labels = ", ".join(bound.relations[r].label for r in members)
-        raise ViewDefinitionError(f"the part of the view read from source {source!r} ({labels}) has no key column: every table of a view must contribute its key to the select list")
+        raise ViewDefinitionError(
+            f"the part of the view read from source {source!r} ({labels}) has no key column: every table of a view must contribute its key to the select list"
+        )
     return SiteQuery(source, _render_site(tree, source, schemas), columns, key)
 
 
-def _assembly(bound: BoundView, central: list[_Conjunct], site_of: dict[int, int], names: dict[tuple[int, str], str], n_sites: int) -> str:
+def _assembly(
+    bound: BoundView, central: list[_Conjunct], site_of: dict[int, int], names: dict[tuple[int, str], str], n_sites: int
+) -> str:
     """The Spark SQL query joining the sites' results into the view.
 
     Site i is read as `site_i` AS `si`; each condition across sites is an ON of the last
@@ -270,7 +295,10 @@ def _assembly(bound: BoundView, central: list[_Conjunct], site_of: dict[int, int
         return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(f"s{site}", quoted=True))
 
     def table(site: int) -> exp.Table:
-        return exp.Table(this=exp.to_identifier(site_table(site), quoted=True), alias=exp.TableAlias(this=exp.to_identifier(f"s{site}", quoted=True)))
+        return exp.Table(
+            this=exp.to_identifier(site_table(site), quoted=True),
+            alias=exp.TableAlias(this=exp.to_identifier(f"s{site}", quoted=True)),
+        )
 
     def relink(col: exp.Column) -> exp.Column:
         relation = bound.relation_of(col)
@@ -282,21 +310,39 @@ def _assembly(bound: BoundView, central: list[_Conjunct], site_of: dict[int, int
     on: dict[int, list[exp.Expression]] = {s: [] for s in range(n_sites)}
     for c, sites in zip(central, links):
         on[max(sites, key=position.__getitem__)].append(sitesql.requalify(c.expr, relink))
-    select = exp.Select(expressions=[exp.alias_(ref(site_of[o.relation], o.name), o.name, quoted=True) for o in bound.outputs])
+    select = exp.Select(
+        expressions=[exp.alias_(ref(site_of[o.relation], o.name), o.name, quoted=True) for o in bound.outputs]
+    )
     select.set("from_", exp.From(this=table(order[0][0])))
     joins = []
     for site, _ in order[1:]:
         condition = _conjunction(on[site])
-        joins.append(exp.Join(this=table(site), on=condition) if condition is not None else exp.Join(this=table(site), kind="CROSS"))
+        joins.append(
+            exp.Join(this=table(site), on=condition)
+            if condition is not None
+            else exp.Join(this=table(site), kind="CROSS")
+        )
     select.set("joins", joins)
     try:
         return select.sql(dialect=ASSEMBLY_DIALECT, identify=True, comments=False, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as exc:
-        raise ViewDefinitionError(f"the conditions across sources cannot be written in Spark SQL: {exc}; {CROSS_SITE_HELP}") from None
+        raise ViewDefinitionError(
+            f"the conditions across sources cannot be written in Spark SQL: {exc}; {CROSS_SITE_HELP}"
+        ) from None
 
 
 #: Kinds of values a condition across sites may compare with each other.
-_FAMILY = {"int": "number", "float": "number", "decimal": "number", "text": "text", "bytes": "bytes", "bool": "boolean", "date": "date", "timestamp": "timestamp", "timestamptz": "timestamp"}
+_FAMILY = {
+    "int": "number",
+    "float": "number",
+    "decimal": "number",
+    "text": "text",
+    "bytes": "bytes",
+    "bool": "boolean",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamptz": "timestamp",
+}
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
@@ -310,7 +356,9 @@ def _check_cross_site(condition: exp.Expression, bound: BoundView) -> None:
     """
 
     def fail(problem: str) -> None:
-        raise ViewDefinitionError(f"the condition {sitesql.snippet(condition)} reads tables of several sites, so the warehouse evaluates it, where {problem}; {CROSS_SITE_HELP}")
+        raise ViewDefinitionError(
+            f"the condition {sitesql.snippet(condition)} reads tables of several sites, so the warehouse evaluates it, where {problem}; {CROSS_SITE_HELP}"
+        )
 
     def family(node: exp.Expression) -> str | None:
         """The kind of value `node` yields; None for NULL and string literals, which adapt."""

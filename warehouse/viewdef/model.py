@@ -26,7 +26,9 @@ class UnknownSourceError(ViewDefinitionError):
     """The view names a source that is not registered."""
 
     def __init__(self, source: str):
-        super().__init__(f"source {source!r} is not registered: register it with POST /v1/sources, then write its tables as {source}.table")
+        super().__init__(
+            f"source {source!r} is not registered: register it with POST /v1/sources, then write its tables as {source}.table"
+        )
         self.source = source
 
 
@@ -40,7 +42,12 @@ class SiteQuery:
     key: list[str]
 
     def to_json(self) -> dict:
-        return {"source": self.source, "sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key)}
+        return {
+            "source": self.source,
+            "sql": self.sql,
+            "columns": [c.to_json() for c in self.columns],
+            "key": list(self.key),
+        }
 
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
@@ -55,7 +62,7 @@ class SiteQuery:
         return f"tables {', '.join(map(repr, names))} (joined)"
 
     @classmethod
-    def from_json(cls, data: dict) -> "SiteQuery":
+    def from_json(cls, data: dict) -> SiteQuery:
         return cls(data["source"], data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]))
 
 
@@ -77,17 +84,25 @@ class ViewDef:
 
     def to_json(self) -> dict:
         """The definition as the catalog stores it, in format DEFINITION_FORMAT."""
-        data = {"format": DEFINITION_FORMAT, "sql": self.sql, "columns": [c.to_json() for c in self.columns], "key": list(self.key), "sites": [s.to_json() for s in self.sites]}
+        data = {
+            "format": DEFINITION_FORMAT,
+            "sql": self.sql,
+            "columns": [c.to_json() for c in self.columns],
+            "key": list(self.key),
+            "sites": [s.to_json() for s in self.sites],
+        }
         if self.assembly is not None:  # single-site definitions keep the form stored before assemblies existed
             data["assembly"] = self.assembly
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "ViewDef":
+    def from_json(cls, data: dict) -> ViewDef:
         """Read a stored definition of any format up to DEFINITION_FORMAT (FormatError if newer)."""
         read_format(data, DEFINITION_FORMAT, "the view definition")
         sites = [SiteQuery.from_json(s) for s in data["sites"]]
-        return cls(data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]), sites, data.get("assembly"))
+        return cls(
+            data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]), sites, data.get("assembly")
+        )
 
 
 def upgrade_definition(data: dict) -> dict | None:

@@ -19,7 +19,13 @@ def part(workload: str, commit: str, **meta) -> dict:
     results = json.loads(QUICK.read_text())
     [(_, measured)] = results["workloads"].items()
     results["workloads"] = {workload: copy.deepcopy(measured)}
-    results["meta"].update(workloads=[workload], rows_by_workload={workload: measured["rows"]}, git_commit=commit, name=f"part-{workload}", **meta)
+    results["meta"].update(
+        workloads=[workload],
+        rows_by_workload={workload: measured["rows"]},
+        git_commit=commit,
+        name=f"part-{workload}",
+        **meta,
+    )
     results.pop("summary", None)
     return results
 
@@ -36,11 +42,18 @@ def test_parts_join_into_one_table_that_names_each_sitting():
     assert [p["git_commit"] for p in joined["meta"]["parts"]] == ["a" * 40, "b" * 40]
     text = report.markdown(joined, report.summarize(joined))
     assert "| students | group_hash |" in text and "| narrow | group_hash |" in text
-    assert "students on" in text and "at commit aaaaaaaaaa" in text and "narrow on" in text and "at commit bbbbbbbbbb" in text
+    assert (
+        "students on" in text
+        and "at commit aaaaaaaaaa" in text
+        and "narrow on" in text
+        and "at commit bbbbbbbbbb" in text
+    )
     assert text.startswith("# Benchmark `full`") and "2 sittings, 2026-11-22 to 2026-11-23" in text
 
 
-@pytest.mark.parametrize("setting, value", [("rounds", 3), ("seed", 8), ("strategies", ["group_hash"]), ("link_mbit", 10.0)])
+@pytest.mark.parametrize(
+    "setting, value", [("rounds", 3), ("seed", 8), ("strategies", ["group_hash"]), ("link_mbit", 10.0)]
+)
 def test_runs_with_other_settings_are_refused(setting, value):
     with pytest.raises(ValueError, match=setting):
         merge([part("students", "a" * 40), part("narrow", "b" * 40, **{setting: value})])

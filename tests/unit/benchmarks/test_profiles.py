@@ -7,10 +7,22 @@ from tests.benchmarks.__main__ import config_from, parse_args
 
 def test_quick_cuts_are_recorded_and_each_option_undoes_its_own():
     quick = config_from(parse_args(["--quick"]))
-    assert (quick.rows, quick.rounds, quick.workloads, quick.verify, quick.warm_up) == (200_000, 5, ["students"], "last", False)
+    assert (quick.rows, quick.rounds, quick.workloads, quick.verify, quick.warm_up) == (
+        200_000,
+        5,
+        ["students"],
+        "last",
+        False,
+    )
     assert "reladiff" not in quick.strategies and len(quick.strategies) == 4
-    assert len(quick.reductions) == 4 and any("warm-up" in r for r in quick.reductions) and any("reladiff" in r for r in quick.reductions)
-    undone = config_from(parse_args(["--quick", "--warm-up", "--verify", "ends", "--strategies", "group_hash,reladiff"]))
+    assert (
+        len(quick.reductions) == 4
+        and any("warm-up" in r for r in quick.reductions)
+        and any("reladiff" in r for r in quick.reductions)
+    )
+    undone = config_from(
+        parse_args(["--quick", "--warm-up", "--verify", "ends", "--strategies", "group_hash,reladiff"])
+    )
     assert (undone.verify, undone.warm_up, undone.strategies) == ("ends", True, ["group_hash", "reladiff"])
     assert len(undone.reductions) == 1 and "students only" in undone.reductions[0]
 

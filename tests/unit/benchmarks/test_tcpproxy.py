@@ -7,7 +7,6 @@ import threading
 
 from tests.benchmarks.tcpproxy import ByteCountingProxy
 
-
 SIZES = (10, 1000, 100_000)
 
 

@@ -39,8 +39,13 @@ def _flat(parts: list[list[tuple]]) -> list[tuple]:
 def sqlite_db(tmp_path):
     path = tmp_path / "legacy.db"
     with sqlite3.connect(path) as c:
-        c.execute("CREATE TABLE enrol (region TEXT NOT NULL, code INTEGER NOT NULL, grade TEXT, PRIMARY KEY (region, code))")
-        c.executemany("INSERT INTO enrol VALUES (?, ?, ?)", [(r, i, g) for r in ("north", "süd", "東", "") for i, g in zip(range(1, 14), "ABCXABCXABCXA")])
+        c.execute(
+            "CREATE TABLE enrol (region TEXT NOT NULL, code INTEGER NOT NULL, grade TEXT, PRIMARY KEY (region, code))"
+        )
+        c.executemany(
+            "INSERT INTO enrol VALUES (?, ?, ?)",
+            [(r, i, g) for r in ("north", "süd", "東", "") for i, g in zip(range(1, 14), "ABCXABCXABCXA")],
+        )
         c.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT)")
         c.executemany("INSERT INTO people VALUES (?, ?)", [(i, f"p{i}") for i in range(1, 41)])
         c.execute("CREATE TABLE dups (k INTEGER, v TEXT)")
@@ -123,14 +128,28 @@ def test_chunk_sql_is_keyset_pagination_on_the_stored_key():
     from remote_agent.adapters.base import ColumnInfo, TableInfo
     from remote_agent.protocol.types import LogicalType
 
-    table = TableInfo("t", (ColumnInfo("a", LogicalType("text"), False, "uuid", "CAST({col} AS TEXT)"), ColumnInfo("b", LogicalType("int"), False, "int"), ColumnInfo("c", LogicalType("text"), True, "text")), ("a", "b"))
-    query = validate_site_query("SELECT t.a, t.b, t.c FROM t WHERE t.c = 'x' OR t.b > 1", ["a", "b"], {"t": table}, "postgres")
+    table = TableInfo(
+        "t",
+        (
+            ColumnInfo("a", LogicalType("text"), False, "uuid", "CAST({col} AS TEXT)"),
+            ColumnInfo("b", LogicalType("int"), False, "int"),
+            ColumnInfo("c", LogicalType("text"), True, "text"),
+        ),
+        ("a", "b"),
+    )
+    query = validate_site_query(
+        "SELECT t.a, t.b, t.c FROM t WHERE t.c = 'x' OR t.b > 1", ["a", "b"], {"t": table}, "postgres"
+    )
     assert query.chunk_sql(5, from_cursor=True) == (
         'SELECT CAST("t"."a" AS TEXT) AS "a", "t"."b" AS "b", "t"."c" AS "c" FROM "t" AS "t" '
         'WHERE ("t"."c" = \'x\' OR "t"."b" > 1) AND ("t"."a", "t"."b") >= (%s, %s) ORDER BY "t"."a", "t"."b" LIMIT 5'
     )
-    assert query.chunk_sql(5, from_cursor=False).endswith('WHERE "t"."c" = \'x\' OR "t"."b" > 1 ORDER BY "t"."a", "t"."b" LIMIT 5')
-    assert query.null_key_sql().endswith('WHERE ("t"."c" = \'x\' OR "t"."b" > 1) AND ("t"."a" IS NULL OR "t"."b" IS NULL) LIMIT 1')
+    assert query.chunk_sql(5, from_cursor=False).endswith(
+        'WHERE "t"."c" = \'x\' OR "t"."b" > 1 ORDER BY "t"."a", "t"."b" LIMIT 5'
+    )
+    assert query.null_key_sql().endswith(
+        'WHERE ("t"."c" = \'x\' OR "t"."b" > 1) AND ("t"."a" IS NULL OR "t"."b" IS NULL) LIMIT 1'
+    )
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
@@ -201,7 +220,9 @@ def test_postgres_connection_is_idle_between_chunks(pg):
         scan.close()
 
 
-@pytest.mark.parametrize("table, key_sql, wanted", [("people", "p.id", [3, 9, 40]), ("days", "p.day", ["2024-01-03", "2024-01-09"])])
+@pytest.mark.parametrize(
+    "table, key_sql, wanted", [("people", "p.id", [3, 9, 40]), ("days", "p.day", ["2024-01-03", "2024-01-09"])]
+)
 def test_lookups_run_in_bounded_statements_and_rescans_in_chunks(sqlite_db, table, key_sql, wanted):
     """Keys SQLite can match (ints) are looked up a few per statement; others (dates,
     stored as text) by a chunked rescan; both find exactly the rows asked for."""
@@ -219,5 +240,9 @@ def test_lookups_run_in_bounded_statements_and_rescans_in_chunks(sqlite_db, tabl
     keys = [dt.date.fromisoformat(k) if isinstance(k, str) else k for k in wanted]
     converter = RowConverter(adapter, query.columns)
     with adapter.session() as session:
-        found = [k for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows=100, chunk_rows=2) for k in batch.column(column).to_pylist()]
+        found = [
+            k
+            for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows=100, chunk_rows=2)
+            for k in batch.column(column).to_pylist()
+        ]
     assert sorted(found) == sorted(keys)

@@ -14,18 +14,27 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from remote_agent.protocol.encoding import _encode_column, _encode_column_arrow, _encode_column_python, encode_rows, row_hashes
+from remote_agent.protocol.encoding import (
+    _encode_column,
+    _encode_column_arrow,
+    _encode_column_python,
+    encode_rows,
+    row_hashes,
+)
 from remote_agent.protocol.types import Column, LogicalType
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
-FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, math.nan, -math.nan, math.inf, 5e-324])
+FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [0.0, -0.0, math.nan, -math.nan, math.inf, 5e-324]
+)
 TEXT = st.text(max_size=12)
 BYTES = st.binary(max_size=12)
 DATES = st.dates(min_value=dt.date(1, 1, 1), max_value=dt.date(9999, 12, 31))
 NAIVE = st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30))
-AWARE = st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30), timezones=st.just(dt.timezone.utc))
+AWARE = st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30), timezones=st.just(dt.UTC))
 
 #: (logical type, Arrow type the column arrives in, value strategy)
 CASES = [
@@ -45,10 +54,26 @@ CASES = [
     ("timestamp", pa.timestamp("us", tz="UTC"), AWARE),
     ("timestamptz", pa.timestamp("us", tz="UTC"), AWARE),
     ("timestamptz", pa.timestamp("us"), NAIVE),
-    ("decimal(4,2)", pa.decimal128(4, 2), st.decimals(min_value=-99, max_value=99, places=2, allow_nan=False, allow_infinity=False)),
-    ("decimal(18,0)", pa.decimal128(18, 0), st.decimals(min_value=-(10**18) + 1, max_value=10**18 - 1, places=0, allow_nan=False, allow_infinity=False)),
-    ("decimal(18,6)", pa.decimal128(18, 6), st.decimals(min_value=-(10**12) + 1, max_value=10**12 - 1, places=6, allow_nan=False, allow_infinity=False)),
-    ("decimal(38,10)", pa.decimal128(38, 10), st.decimals(min_value=-(10**20), max_value=10**20, places=10, allow_nan=False, allow_infinity=False)),
+    (
+        "decimal(4,2)",
+        pa.decimal128(4, 2),
+        st.decimals(min_value=-99, max_value=99, places=2, allow_nan=False, allow_infinity=False),
+    ),
+    (
+        "decimal(18,0)",
+        pa.decimal128(18, 0),
+        st.decimals(min_value=-(10**18) + 1, max_value=10**18 - 1, places=0, allow_nan=False, allow_infinity=False),
+    ),
+    (
+        "decimal(18,6)",
+        pa.decimal128(18, 6),
+        st.decimals(min_value=-(10**12) + 1, max_value=10**12 - 1, places=6, allow_nan=False, allow_infinity=False),
+    ),
+    (
+        "decimal(38,10)",
+        pa.decimal128(38, 10),
+        st.decimals(min_value=-(10**20), max_value=10**20, places=10, allow_nan=False, allow_infinity=False),
+    ),
 ]
 
 
@@ -75,9 +100,21 @@ def test_the_arrow_path_covers_the_types_the_sites_deliver():
 
 
 def test_rows_join_their_columns_and_hash_as_before():
-    columns = [Column("k", LogicalType.parse("int")), Column("s", LogicalType.parse("text")), Column("d", LogicalType.parse("decimal(6,2)"))]
-    table = pa.table({"k": pa.array([1, None, 3], pa.int64()), "s": ["a", "bc", None], "d": pa.array([Decimal("1.50"), None, Decimal("-0.00")], pa.decimal128(6, 2))})
-    expected = [b"".join(parts) for parts in zip(*(_encode_column_python(c.type, table.column(c.name)) for c in columns))]
+    columns = [
+        Column("k", LogicalType.parse("int")),
+        Column("s", LogicalType.parse("text")),
+        Column("d", LogicalType.parse("decimal(6,2)")),
+    ]
+    table = pa.table(
+        {
+            "k": pa.array([1, None, 3], pa.int64()),
+            "s": ["a", "bc", None],
+            "d": pa.array([Decimal("1.50"), None, Decimal("-0.00")], pa.decimal128(6, 2)),
+        }
+    )
+    expected = [
+        b"".join(parts) for parts in zip(*(_encode_column_python(c.type, table.column(c.name)) for c in columns))
+    ]
     assert encode_rows(table, columns) == expected
     import xxhash
 

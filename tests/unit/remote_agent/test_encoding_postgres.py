@@ -11,7 +11,16 @@ from remote_agent.protocol.encoding import encode_rows
 from remote_agent.protocol.types import Column
 from tests.support.vectors import VECTORS, value
 
-DECLARED = {"int": "bigint", "float": "double precision", "text": "text", "bytes": "bytea", "bool": "boolean", "date": "date", "timestamp": "timestamp", "timestamptz": "timestamptz"}
+DECLARED = {
+    "int": "bigint",
+    "float": "double precision",
+    "text": "text",
+    "bytes": "bytea",
+    "bool": "boolean",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamptz": "timestamptz",
+}
 CASES = VECTORS["values"]
 
 

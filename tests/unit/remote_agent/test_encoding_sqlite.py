@@ -7,13 +7,22 @@ import sqlite3
 
 import pytest
 
-from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.adapters.rows import RowConverter
+from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.protocol.encoding import encode_rows
 from remote_agent.protocol.types import Column
 from tests.support.vectors import VECTORS, value
 
-DECLARED = {"int": "INTEGER", "float": "REAL", "text": "TEXT", "bytes": "BLOB", "bool": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP", "timestamptz": "TIMESTAMPTZ"}
+DECLARED = {
+    "int": "INTEGER",
+    "float": "REAL",
+    "text": "TEXT",
+    "bytes": "BLOB",
+    "bool": "BOOLEAN",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMPTZ",
+}
 
 
 def stored(type_: str, v):
@@ -36,7 +45,11 @@ def representable(case) -> bool:
     # SQLite turns NaN into NULL, and keeps decimals as 8-byte floats (about 15 digits).
     if case["type"] == "float" and case["value"] == "NaN":
         return False
-    if case["type"].startswith("decimal") and case["value"] is not None and len(case["value"].replace("-", "").replace(".", "")) > 15:
+    if (
+        case["type"].startswith("decimal")
+        and case["value"] is not None
+        and len(case["value"].replace("-", "").replace(".", "")) > 15
+    ):
         return False
     return True
 

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remote_agent.protocol import frames
 
 
 def _body() -> bytes:
     batch = pa.record_batch({"id": pa.array(range(1000), pa.int64()), "name": pa.array([f"n{i}" for i in range(1000)])})
-    return frames.json_frame(frames.CONTROL, {"a": 1}) + frames.arrow_frame(frames.ROWS, batch) + frames.json_frame(frames.SUMMARY, {"rows": 1000})
+    return (
+        frames.json_frame(frames.CONTROL, {"a": 1})
+        + frames.arrow_frame(frames.ROWS, batch)
+        + frames.json_frame(frames.SUMMARY, {"rows": 1000})
+    )
 
 
 def _decode_all(body: bytes, chunk: int = 997) -> list:
-    return [f.decode() for f in frames.read_frames(body[i:i + chunk] for i in range(0, len(body), chunk))]
+    return [f.decode() for f in frames.read_frames(body[i : i + chunk] for i in range(0, len(body), chunk))]
 
 
 def test_a_body_round_trips_in_chunks_of_any_size():
@@ -69,10 +74,18 @@ def test_an_oversized_length_prefix_is_refused_before_reading_it():
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
-@given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.text(max_size=3)), max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.text(max_size=3)), max_size=30
+    )
+)
 def test_delta_coding_round_trips_every_int64_column_and_leaves_others(rows):
     batch = pa.RecordBatch.from_arrays(
-        [pa.array([r[0] for r in rows], pa.int64()), pa.array([r[1] for r in rows], pa.int64()), pa.array([r[2] for r in rows], pa.string())],
+        [
+            pa.array([r[0] for r in rows], pa.int64()),
+            pa.array([r[1] for r in rows], pa.int64()),
+            pa.array([r[2] for r in rows], pa.string()),
+        ],
         names=["__uid", "k", "t"],
     )
     coded = frames.delta_encode(batch)
@@ -86,8 +99,12 @@ def test_delta_coding_packs_ascending_keys_and_refuses_nulls():
     keys = pa.array(range(1_000_000, 1_065_536), pa.int64())
     uids = pa.array([i // 9 for i in range(65_536)], pa.int64())
     plain = pa.RecordBatch.from_arrays([uids, keys], names=["__uid", "k"])
-    assert len(frames.arrow_frame(frames.UNIT_KEYS_DELTA, frames.delta_encode(plain))) * 10 < len(frames.arrow_frame(frames.UNIT_KEYS, plain))
-    with_null = pa.RecordBatch.from_arrays([uids, pa.array([None] + list(range(65_535)), pa.int64())], names=["__uid", "k"])
+    assert len(frames.arrow_frame(frames.UNIT_KEYS_DELTA, frames.delta_encode(plain))) * 10 < len(
+        frames.arrow_frame(frames.UNIT_KEYS, plain)
+    )
+    with_null = pa.RecordBatch.from_arrays(
+        [uids, pa.array([None] + list(range(65_535)), pa.int64())], names=["__uid", "k"]
+    )
     assert frames.delta_encode(with_null) is None
     with pytest.raises(frames.FrameError, match="NULL"):
         frames.delta_decode(with_null)

@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remote_agent.errors import BadRequest
-from remote_agent.strategies.group_hash import UnitIndex
-from remote_agent.protocol.wire import key_values
 from remote_agent.keyindex import KeyIndex, hashed_fingerprint
 from remote_agent.protocol.encoding import combine, limbs_to_bytes, row_hash_limbs, row_hashes
 from remote_agent.protocol.types import Column, LogicalType
+from remote_agent.protocol.wire import key_values
+from remote_agent.strategies.group_hash import UnitIndex
 
 INT = [Column("id", LogicalType("int"))]
 TEXT_DATE = [Column("name", LogicalType("text")), Column("day", LogicalType("date"))]
@@ -58,7 +58,9 @@ def agrees_with_dict(index: KeyIndex, columns, sent, probes) -> None:
 
 
 int_keys = st.lists(st.integers(-(2**63), 2**63 - 1), unique=True, max_size=60)
-text_date_keys = st.lists(st.tuples(st.text(max_size=4), st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31))), unique=True, max_size=60)
+text_date_keys = st.lists(
+    st.tuples(st.text(max_size=4), st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31))), unique=True, max_size=60
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -90,7 +92,9 @@ def test_collisions_on_an_integer_key_with_a_hashed_fingerprint():
     agrees_with_dict(index, INT, sent, list(range(-5, 205)))
 
 
-@pytest.mark.parametrize("columns, keys", [(INT, [1, 2, 1]), (TEXT_DATE, [("a", dt.date(2020, 1, 1)), ("a", dt.date(2020, 1, 1))])])
+@pytest.mark.parametrize(
+    "columns, keys", [(INT, [1, 2, 1]), (TEXT_DATE, [("a", dt.date(2020, 1, 1)), ("a", dt.date(2020, 1, 1))])]
+)
 @pytest.mark.parametrize("weakened", [False, True])
 def test_a_key_sent_twice_is_refused(columns, keys, weakened):
     with pytest.raises(BadRequest, match="is in more than one unit"):
@@ -128,8 +132,17 @@ def test_unit_sums_equal_the_group_hash_of_the_rows_met(bits):
     columns = [Column("id", LogicalType("int")), Column("v", LogicalType("text"))]
     unit_of = np.random.default_rng(3).integers(0, 9, 300)
     units = UnitIndex(INT, bits)
-    units.add_units(pa.record_batch({"__uid": pa.array(range(100, 109), pa.int64()), "__hash": pa.array([b"\0" * (bits // 8)] * 9, pa.binary(bits // 8))}))
-    units.add_keys(pa.record_batch({"__uid": pa.array(unit_of + 100, pa.int64()), "id": rows.column("id").combine_chunks()}))
+    units.add_units(
+        pa.record_batch(
+            {
+                "__uid": pa.array(range(100, 109), pa.int64()),
+                "__hash": pa.array([b"\0" * (bits // 8)] * 9, pa.binary(bits // 8)),
+            }
+        )
+    )
+    units.add_keys(
+        pa.record_batch({"__uid": pa.array(unit_of + 100, pa.int64()), "id": rows.column("id").combine_chunks()})
+    )
     units.freeze()
     for start in (0, 100, 250):  # several scan batches
         part = rows.slice(start, {0: 100, 100: 150, 250: 50}[start])
@@ -143,12 +156,18 @@ def test_unit_sums_equal_the_group_hash_of_the_rows_met(bits):
 
 def test_unit_requests_that_do_not_add_up_are_refused():
     units = UnitIndex(INT, 64)
-    units.add_units(pa.record_batch({"__uid": pa.array([1, 2], pa.int64()), "__hash": pa.array([b"\0" * 8] * 2, pa.binary(8))}))
+    units.add_units(
+        pa.record_batch({"__uid": pa.array([1, 2], pa.int64()), "__hash": pa.array([b"\0" * 8] * 2, pa.binary(8))})
+    )
     with pytest.raises(BadRequest, match="refers to unit 3, which was not sent"):
         units.add_keys(pa.record_batch({"__uid": pa.array([1, 3], pa.int64()), "id": pa.array([10, 11], pa.int64())}))
     with pytest.raises(BadRequest, match="not 8 bytes"):
-        units.add_units(pa.record_batch({"__uid": pa.array([4], pa.int64()), "__hash": pa.array([b"\0" * 16], pa.binary(16))}))
+        units.add_units(
+            pa.record_batch({"__uid": pa.array([4], pa.int64()), "__hash": pa.array([b"\0" * 16], pa.binary(16))})
+        )
     twice = UnitIndex(INT, 64)
-    twice.add_units(pa.record_batch({"__uid": pa.array([1, 1], pa.int64()), "__hash": pa.array([b"\0" * 8] * 2, pa.binary(8))}))
+    twice.add_units(
+        pa.record_batch({"__uid": pa.array([1, 1], pa.int64()), "__hash": pa.array([b"\0" * 8] * 2, pa.binary(8))})
+    )
     with pytest.raises(BadRequest, match="unit 1 sent twice"):
         twice.freeze()

@@ -17,7 +17,7 @@ from remote_agent.errors import BadRequest, Forbidden, SourceUnavailable
 from remote_agent.protocol.types import LogicalType
 from workloads.postgres import PostgresDatabase
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 SCHEMA = """
 CREATE DOMAIN cents AS numeric(12,2);
@@ -198,11 +198,26 @@ def test_describe_keys(tables):
 def test_read_converts_to_canonical_values(adapter, tables):
     rows = _read_all(adapter, tables["everything"])
     assert rows[0] == (
-        1, -32768, 2147483647, Decimal("12345678.91"), Decimal("12345.6789012346"),
+        1,
+        -32768,
+        2147483647,
+        Decimal("12345678.91"),
+        Decimal("12345.6789012346"),
         "1234567890123456789012345678901234567890.1234",
-        0.1, -0.0, "naïve ☃ 𝄞", "a%b", "x  ", b"\x00\xff\x10", True, dt.date(2024, 2, 29),
-        dt.datetime(2024, 3, 1, 12, 30, 45, 123456), dt.datetime(2024, 3, 1, 10, 0, tzinfo=UTC),
-        "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", '{"k": [1, 2]}', "{1,2,3}", Decimal("9.50"),
+        0.1,
+        -0.0,
+        "naïve ☃ 𝄞",
+        "a%b",
+        "x  ",
+        b"\x00\xff\x10",
+        True,
+        dt.date(2024, 2, 29),
+        dt.datetime(2024, 3, 1, 12, 30, 45, 123456),
+        dt.datetime(2024, 3, 1, 10, 0, tzinfo=UTC),
+        "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+        '{"k": [1, 2]}',
+        "{1,2,3}",
+        Decimal("9.50"),
     )
     assert rows[1] == (2,) + (None,) * 19
     assert type(rows[0][11]) is bytes
@@ -231,8 +246,8 @@ def test_stream_fetches_in_batches_through_a_server_side_cursor(adapter, server)
     assert [b[0][0] for b in batches[:3]] == [1, 1001, 2001]
     log = server.logfile.read_text(encoding="utf-8", errors="replace")
     ours = [line for line in log.splitlines() if f"[{pid}] reader@{server.name} " in line]
-    ours = ours[max(i for i, line in enumerate(ours) if "pg_backend_pid" in line):]  # in case the pid was reused
-    assert any('CURSOR FOR SELECT id, payload FROM big' in line for line in ours)
+    ours = ours[max(i for i, line in enumerate(ours) if "pg_backend_pid" in line) :]  # in case the pid was reused
+    assert any("CURSOR FOR SELECT id, payload FROM big" in line for line in ours)
     # One FETCH per list, and one more that finds the end.
     assert sum("FETCH FORWARD 1000" in line for line in ours) == 21
 
@@ -253,11 +268,17 @@ def test_one_read_sees_one_snapshot(adapter, server):
 
 def test_session_is_read_only_repeatable_read(adapter):
     with adapter.read() as reader:
-        settings = list(reader.stream("SELECT current_setting('transaction_read_only'), current_setting('transaction_isolation'), current_setting('TimeZone')"))
+        settings = list(
+            reader.stream(
+                "SELECT current_setting('transaction_read_only'), current_setting('transaction_isolation'), current_setting('TimeZone')"
+            )
+        )
     assert settings == [[("on", "repeatable read", "UTC")]]
 
 
-@pytest.mark.parametrize("statement", ["INSERT INTO pairs VALUES (7, 'w', 'no')", "CREATE TEMP TABLE scratch (x integer)"])
+@pytest.mark.parametrize(
+    "statement", ["INSERT INTO pairs VALUES (7, 'w', 'no')", "CREATE TEMP TABLE scratch (x integer)"]
+)
 @pytest.mark.parametrize("role", ["reader", "owner"])
 def test_writes_fail_inside_read(server, statement, role):
     # Even the owner, who may write, cannot through the adapter: the transaction is read-only.
@@ -299,7 +320,9 @@ def test_unreachable_port_is_unavailable(server):
     real_password = urlsplit(server.reader_url).password
     url = server.reader_url.replace(f":{server.port}/", ":1/")
     adapter = PostgresAdapter(url.replace("postgresql://", "postgres://"), statement_timeout_s=5)
-    with pytest.raises(SourceUnavailable, match=f"cannot connect to PostgreSQL at 127.0.0.1:1/{server.name} as reader") as info:
+    with pytest.raises(
+        SourceUnavailable, match=f"cannot connect to PostgreSQL at 127.0.0.1:1/{server.name} as reader"
+    ) as info:
         adapter.describe()
     assert real_password not in str(info.value)
 

@@ -26,7 +26,10 @@ def test_the_service_compares_its_api_key_in_constant_time(tmp_path, compare_cal
         body = {"name": "s", "url": "http://127.0.0.1:9"}
         assert client.post("/v1/sources", json=body, headers={"X-API-Key": "wrong-key"}).status_code == 401
         assert client.post("/v1/sources", json=body, headers={"X-API-Key": "right-key"}).status_code == 201
-        assert client.post("/v1/sources", content=b"{not json", headers={"Content-Type": "application/json"}).status_code == 401
+        assert (
+            client.post("/v1/sources", content=b"{not json", headers={"Content-Type": "application/json"}).status_code
+            == 401
+        )
     # the ApiKeyGate middleware and the routes' dependency both compare
     assert set(compare_calls) == {(b"wrong-key", b"right-key"), (b"right-key", b"right-key"), (b"", b"right-key")}
     assert service_auth.hmac is hmac

@@ -16,5 +16,15 @@ def test_defaults_are_defined_once():
     view = ViewIn(name="v", sql="SELECT 1")
     options, settings = SyncOptions(), ServiceSettings()
     assert view.strategy == options.strategy
-    for name in ("hash_bits", "prior_mode", "default_prior", "grouping", "agent_read_timeout_s", "agent_deadline_s", "agent_retries", "agent_retry_backoff_s", "sketch_seed_rotation"):
+    for name in (
+        "hash_bits",
+        "prior_mode",
+        "default_prior",
+        "grouping",
+        "agent_read_timeout_s",
+        "agent_deadline_s",
+        "agent_retries",
+        "agent_retry_backoff_s",
+        "sketch_seed_rotation",
+    ):
         assert getattr(settings, name) == getattr(options, name), name

@@ -52,7 +52,12 @@ def test_every_kind_of_tuple_gets_its_op_and_statistics(spark):
     returned = [(2, "new", 2.0), (3, "same", 3.0), (5, "loose", 5.0), (7, None, float("nan")), (8, "fresh", None)]
     result, fragment, delta = run(spark, snapshot, grouped, returned, deleted=[4])
     assert (result.inserted, result.updated, result.deleted, result.kept, result.before) == (1, 1, 2, 4, 7)
-    assert delta == {2: ("update", "new", 2.0), 4: ("delete", "gone", 4.0), 6: ("delete", "loose", 6.0), 8: ("insert", "fresh", None)}
+    assert delta == {
+        2: ("update", "new", 2.0),
+        4: ("delete", "gone", 4.0),
+        6: ("delete", "loose", 6.0),
+        8: ("insert", "fresh", None),
+    }
     # ω±: survivors tno + 1; really updated uno + 1; new tuples (1, 1); deleted ones leave.
     assert fragment[1] == ("same", 1.0, 4, 1)
     assert fragment[2] == ("new", 2.0, 6, 3)

@@ -3,8 +3,18 @@
 from warehouse.metrics import Attempt, SiteMetrics, SyncMetrics
 
 CONTRACT = (
-    "bytes_to_agent", "bytes_from_agent", "round_trips", "rows_inserted", "rows_updated", "rows_deleted",
-    "groups_sent", "groups_identical", "groups_changed", "groups_regrouped", "tuples_ungrouped", "wall_seconds",
+    "bytes_to_agent",
+    "bytes_from_agent",
+    "round_trips",
+    "rows_inserted",
+    "rows_updated",
+    "rows_deleted",
+    "groups_sent",
+    "groups_identical",
+    "groups_changed",
+    "groups_regrouped",
+    "tuples_ungrouped",
+    "wall_seconds",
 )
 
 
@@ -39,5 +49,16 @@ def test_what_was_not_measured_is_left_out():
     failed.attempts.append(Attempt(site=0, source="a", attempt=1, error="down", seconds=0.1, bytes_to_agent=9))
     out = failed.to_json()
     assert "rows_inserted" not in out and "mode" not in out and "sites" not in out
-    assert out["attempts"] == [{"site": 0, "source": "a", "attempt": 1, "error": "down", "seconds": 0.1, "bytes_to_agent": 9, "bytes_from_agent": 0, "round_trips": 0}]
+    assert out["attempts"] == [
+        {
+            "site": 0,
+            "source": "a",
+            "attempt": 1,
+            "error": "down",
+            "seconds": 0.1,
+            "bytes_to_agent": 9,
+            "bytes_from_agent": 0,
+            "round_trips": 0,
+        }
+    ]
     assert SyncMetrics(mode="verify").to_json()["mode"] == "verify"

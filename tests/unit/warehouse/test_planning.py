@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from warehouse.planning import (
     MAX_GROUP_SIZE,

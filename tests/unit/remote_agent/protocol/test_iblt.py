@@ -177,7 +177,16 @@ def test_cells_round_up_to_a_multiple_of_hashes():
     assert (t.cells, t.width) == (32, 8)
 
 
-@pytest.mark.parametrize("args, error", [((0,), ValueError), ((6, 0), ValueError), ((6, 3, -1), ValueError), ((6, 3, 2**64), ValueError), ((6.0,), TypeError)])
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ((0,), ValueError),
+        ((6, 0), ValueError),
+        ((6, 3, -1), ValueError),
+        ((6, 3, 2**64), ValueError),
+        ((6.0,), TypeError),
+    ],
+)
 def test_constructor_rejects_bad_parameters(args, error):
     with pytest.raises(error):
         Iblt(*args)
@@ -220,7 +229,10 @@ GOOD = Iblt(6).to_arrow()
         (_with(GOOD, key_sum=pa.array([0] * 6, pa.int64())), "key_sum is int64, expected uint64"),
         (_with(GOOD, hash_sum=pa.array([0, None, 0, 0, 0, 0], pa.uint64())), "hash_sum has nulls"),
         (_with(GOOD, count=pa.array([0, 0, MAX_ABS_COUNT + 1, 0, 0, 0], pa.int64())), "counts out of range"),
-        (pa.record_batch([pa.array([0] * 6, pa.int32())], names=["count"], metadata=GOOD.schema.metadata), "has columns"),
+        (
+            pa.record_batch([pa.array([0] * 6, pa.int32())], names=["count"], metadata=GOOD.schema.metadata),
+            "has columns",
+        ),
     ],
 )
 def test_from_arrow_rejects_what_to_arrow_would_not_write(batch, message):
@@ -244,7 +256,11 @@ def test_cells_for_rejects_bad_arguments(args):
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=200), st.sampled_from([1, 2, 4, 8]), st.integers(0, 2**64 - 1))
+@given(
+    st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=200),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(0, 2**64 - 1),
+)
 def test_a_shrunk_table_is_the_table_built_at_that_width(pairs, width, seed):
     keys, hashes = arrays(pairs)
     big, small = Iblt(3 * 16, seed=seed), Iblt(3 * width, seed=seed)

@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from remote_agent.app import create_app
-from remote_agent.protocol.wire import HASH, UID
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_to_bytes, row_hashes
 from remote_agent.protocol.models import ExtractControl, SiteSpec
 from remote_agent.protocol.types import Column, LogicalType
+from remote_agent.protocol.wire import HASH, UID
 from remote_agent.settings import AgentSettings
 
 COLUMNS = [{"name": "id", "type": "int"}, {"name": "v", "type": "text"}]
@@ -71,8 +71,20 @@ def test_delta_coded_keys_get_the_same_answer_as_plain_ones(client):
         table = pa.table({"id": [r[0] for r in present], "v": [r[1] for r in present]})
         return hash_to_bytes(combine(row_hashes(table, columns, 5, 128)), 128)
 
-    units = pa.RecordBatch.from_arrays([pa.array(list(members), pa.int64()), pa.array([unit_hash(members[1]), b"\x00" * 16, unit_hash(members[3])], pa.binary(16))], names=[UID, HASH])
-    keys = pa.RecordBatch.from_arrays([pa.array([u for u, ks in members.items() for _ in ks], pa.int64()), pa.array([k for ks in members.values() for k in ks], pa.int64())], names=[UID, "id"])
+    units = pa.RecordBatch.from_arrays(
+        [
+            pa.array(list(members), pa.int64()),
+            pa.array([unit_hash(members[1]), b"\x00" * 16, unit_hash(members[3])], pa.binary(16)),
+        ],
+        names=[UID, HASH],
+    )
+    keys = pa.RecordBatch.from_arrays(
+        [
+            pa.array([u for u, ks in members.items() for _ in ks], pa.int64()),
+            pa.array([k for ks in members.values() for k in ks], pa.int64()),
+        ],
+        names=[UID, "id"],
+    )
     plain = answer(client, body(frames.UNIT_KEYS, keys, units))
     coded = answer(client, body(frames.UNIT_KEYS_DELTA, keys, units))
     assert coded == plain
@@ -81,12 +93,20 @@ def test_delta_coded_keys_get_the_same_answer_as_plain_ones(client):
 
 
 def test_a_delta_frame_with_nulls_is_a_clear_400(client):
-    units = pa.RecordBatch.from_arrays([pa.array([1], pa.int64()), pa.array([b"\x00" * 16], pa.binary(16))], names=[UID, HASH])
-    keys = pa.RecordBatch.from_arrays([pa.array([1, 1], pa.int64()), pa.array([None, 5], pa.int64())], names=[UID, "id"])
+    units = pa.RecordBatch.from_arrays(
+        [pa.array([1], pa.int64()), pa.array([b"\x00" * 16], pa.binary(16))], names=[UID, HASH]
+    )
+    keys = pa.RecordBatch.from_arrays(
+        [pa.array([1, 1], pa.int64()), pa.array([None, 5], pa.int64())], names=[UID, "id"]
+    )
     content = body(frames.UNIT_KEYS, keys, units)  # NULLs cannot be delta-coded: swap the kind byte instead
-    control_len = len(frames.json_frame(frames.CONTROL, ExtractControl(site=SiteSpec(sql=SQL, key=["id"], columns=COLUMNS), seed=5).model_dump()))
+    control_len = len(
+        frames.json_frame(
+            frames.CONTROL, ExtractControl(site=SiteSpec(sql=SQL, key=["id"], columns=COLUMNS), seed=5).model_dump()
+        )
+    )
     units_len = len(frames.arrow_frame(frames.UNITS, units))
     at = control_len + units_len
-    content = content[:at] + frames.UNIT_KEYS_DELTA + content[at + 1:]
+    content = content[:at] + frames.UNIT_KEYS_DELTA + content[at + 1 :]
     r = client.post("/v1/extract", content=content, headers={"Content-Type": frames.MEDIA_TYPE})
     assert r.status_code == 400 and "NULL" in r.json()["detail"], r.text

@@ -5,15 +5,18 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from remote_agent.errors import SourceDataError, example_row
 from remote_agent.chunks import check_key
-from remote_agent.strategies.checks import check_columns, duplicate_key
+from remote_agent.errors import SourceDataError, example_row
 from remote_agent.protocol.models import SiteColumn
+from remote_agent.strategies.checks import check_columns, duplicate_key
 from tests.unit.remote_agent.test_sitequery import check
 
 
 def test_site_query_knows_its_tables_and_where_each_column_comes_from():
-    query = check("SELECT o.shop, o.no AS number, c.name FROM orders o JOIN customers c ON c.id = o.customer_id", key=("shop", "number"))
+    query = check(
+        "SELECT o.shop, o.no AS number, c.name FROM orders o JOIN customers c ON c.id = o.customer_id",
+        key=("shop", "number"),
+    )
     assert query.tables == ("orders", "customers")
     assert query.origins == ("orders.shop", "orders.no", "customers.name")
     assert query.where() == "tables 'orders', 'customers' (joined)"
@@ -26,7 +29,11 @@ def test_a_changed_column_type_is_named_with_its_table():
     with pytest.raises(SourceDataError) as caught:
         check_columns(query, [SiteColumn(name="id", type="int"), SiteColumn(name="who", type="int")])
     message = caught.value.message
-    assert "table 'customers'" in message and "'who' (customers.name) is text at the source but was int" in message and "PUT" in message
+    assert (
+        "table 'customers'" in message
+        and "'who' (customers.name) is text at the source but was int" in message
+        and "PUT" in message
+    )
 
 
 def test_a_vanished_or_new_column_is_named():

@@ -30,7 +30,16 @@ CASES = {path.stem: json.loads(path.read_text()) for path in sorted(FIXTURES.glo
 WITH_DATA = [name for name, case in CASES.items() if "data" in case]
 
 #: SQLite column types for the logical types the fixtures use.
-SQLITE_TYPES = {"int": "INTEGER", "float": "REAL", "text": "TEXT", "decimal": "NUMERIC", "bool": "BOOLEAN", "bytes": "BLOB", "date": "DATE", "timestamp": "TIMESTAMP"}
+SQLITE_TYPES = {
+    "int": "INTEGER",
+    "float": "REAL",
+    "text": "TEXT",
+    "decimal": "NUMERIC",
+    "bool": "BOOLEAN",
+    "bytes": "BLOB",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+}
 
 
 def schemas_of(case: dict) -> dict[str, SourceSchema]:
@@ -152,7 +161,11 @@ class Sources:
 
 
 def create_table(table: dict) -> str:
-    columns = [f'"{c["name"]}" {SQLITE_TYPES[LogicalType.parse(c["type"]).kind]}' + ("" if c.get("nullable", True) else " NOT NULL") for c in table["columns"]]
+    columns = [
+        f'"{c["name"]}" {SQLITE_TYPES[LogicalType.parse(c["type"]).kind]}'
+        + ("" if c.get("nullable", True) else " NOT NULL")
+        for c in table["columns"]
+    ]
     if table.get("primary_key"):
         columns.append("PRIMARY KEY (" + ", ".join(f'"{k}"' for k in table["primary_key"]) + ")")
     return f'CREATE TABLE "{table["name"]}" ({", ".join(columns)})'
@@ -176,7 +189,10 @@ def test_sites_and_assembly_compute_the_view(name, spark):
         for i, site in enumerate(view.sites):
             schema = schemas[site.source]
             query = validate_site_query(site.sql, site.key, schema.tables, schema.dialect)
-            rows = [tuple(spark_value(v, c.type.kind) for v, c in zip(row, site.columns)) for row in sources.run(site.source, query.sql, schema.dialect)]
+            rows = [
+                tuple(spark_value(v, c.type.kind) for v, c in zip(row, site.columns))
+                for row in sources.run(site.source, query.sql, schema.dialect)
+            ]
             ddl = ", ".join(f"`{c.name.replace('`', '``')}` {c.type.spark_ddl()}" for c in site.columns)
             spark.createDataFrame(rows, ddl).createOrReplaceTempView(site_table(i))
         result = [tuple(row) for row in spark.sql(view.assembly).collect()]

@@ -10,13 +10,25 @@ from warehouse.formats import DEFINITION_FORMAT
 from warehouse.viewdef import SiteQuery, ViewDef, upgrade_definition
 
 COLUMNS = [Column("id", LogicalType.parse("int")), Column("name", LogicalType.parse("text"))]
-VIEW = ViewDef("SELECT p.id, p.name FROM crm.people p", COLUMNS, ["id"], [SiteQuery("crm", 'SELECT "p"."id" AS "id", "p"."name" AS "name" FROM "people" AS "p"', COLUMNS, ["id"])])
+VIEW = ViewDef(
+    "SELECT p.id, p.name FROM crm.people p",
+    COLUMNS,
+    ["id"],
+    [SiteQuery("crm", 'SELECT "p"."id" AS "id", "p"."name" AS "name" FROM "people" AS "p"', COLUMNS, ["id"])],
+)
 #: A single-site definition as deltasieve 41bc7ec stored it (format 1: no "format" field).
 FORMAT_1 = {
     "sql": VIEW.sql,
     "columns": [{"name": "id", "type": "int"}, {"name": "name", "type": "text"}],
     "key": ["id"],
-    "sites": [{"source": "crm", "sql": VIEW.sites[0].sql, "columns": [{"name": "id", "type": "int"}, {"name": "name", "type": "text"}], "key": ["id"]}],
+    "sites": [
+        {
+            "source": "crm",
+            "sql": VIEW.sites[0].sql,
+            "columns": [{"name": "id", "type": "int"}, {"name": "name", "type": "text"}],
+            "key": ["id"],
+        }
+    ],
 }
 
 
