@@ -146,7 +146,7 @@ class SiteRun:
             ctx.observed = (totals["obs"] or 0, totals["upd"] or 0)
             history = self._deletions(self.current).collect()
             ctx.history = [(r["tno"], r["dno"]) for r in history]
-            inserts = [r["ino"] for r in history if r["ino"] is not None]
+            inserts = [r["ino"] for r in history if r["ino"] is not None and r["tno"]]  # not the load
             ctx.estimate = self._estimate(totals, sum(inserts) / len(inserts) if inserts else None)
             self.metrics.expected_bytes = expected_bytes(ctx.estimate)
             self.strategy = STRATEGIES[self.options.strategy](ctx)

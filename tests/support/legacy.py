@@ -88,6 +88,10 @@ SQLITE_VIEWS["people_tuple_hash"] = (*SQLITE_VIEWS["people_v"], {"strategy": "tu
 SQLITE_VIEWS["people_full_ship"] = (*SQLITE_VIEWS["people_v"], {"strategy": "full_ship"})
 SQLITE_VIEWS["people_ranges"] = (*SQLITE_VIEWS["people_v"], {"strategy": "range_checksum"})
 SQLITE_VIEWS["enrol_ranges"] = (*SQLITE_VIEWS["enrol_v"], {"strategy": "range_checksum"})
+# set reconciliation: an integer key (its own fingerprint) and a composite text key (hashed)
+SQLITE_VIEWS["people_sketch"] = (*SQLITE_VIEWS["people_v"], {"strategy": "sketch"})
+SQLITE_VIEWS["enrol_sketch"] = (*SQLITE_VIEWS["enrol_v"], {"strategy": "sketch"})
+SQLITE_VIEWS["joined_auto"] = (*SQLITE_VIEWS["joined_v"], {"strategy": "auto"})
 
 
 class SqliteLegacy:
@@ -319,3 +323,5 @@ POSTGRES_VIEWS = {
         {},
     ),
 }
+POSTGRES_VIEWS["pg_accounts_sketch"] = (*POSTGRES_VIEWS["pg_accounts"], {"strategy": "sketch"})
+POSTGRES_VIEWS["pg_ledger_auto"] = (*POSTGRES_VIEWS["pg_ledger"], {"strategy": "auto"})

@@ -1,0 +1,100 @@
+"""The sketch and auto strategies on a table large enough to matter (20,000 rows, SQLite).
+
+No change costs a small fraction of the load; far more changes than the statistics predict
+make the table fail to peel, and the sync still comes out exact through the group-hash
+fall-back; an audit (mode=verify) agrees with the full read; auto records what it chose.
+The randomized rounds of test_sync.py cover sketch and auto on every engine and key kind.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.oracle import check_sync
+from tests.support.people import KEY, VIEW_SQL, People
+from workloads.harness import start_agent
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def people(tmp_path_factory, logs_dir, api):
+    people = People(tmp_path_factory.mktemp("sketch") / "people.db", rows=20_000, seed=9)
+    agent = start_agent(f"sqlite:///{people.path}", logs_dir)
+    api.add_source("sk", agent.url)
+    yield people
+    agent.stop()
+
+
+def _sync(api, people, view, before):
+    sync = api.sync(view)
+    check_sync(api, view, KEY, before, people.truth(), sync)
+    return sync["metrics"]
+
+
+def _moved(m: dict) -> int:
+    return m["bytes_to_agent"] + m["bytes_from_agent"]
+
+
+def test_sketch_costs_the_change_not_the_table(api, people):
+    api.add_view("sk_people", VIEW_SQL.format(source="sk"), strategy="sketch")
+    load = _sync(api, people, "sk_people", {})
+    before = people.truth()
+    for round_ in range(3):
+        people.change(updates=100, inserts=40, deletes=20)
+        m = _sync(api, people, "sk_people", before)
+        before = people.truth()
+        assert m.get("fallback") is None and m["sketch_cells"] > 0, m
+        # the first sketch sync builds the fragment's table; later ones keep it up to date
+        assert bool(m.get("sketch_rebuilt")) == (round_ == 0), m
+    # the statistics predict about what happens each round, and the table is sized for it
+    assert 100 < m["differences_expected"] < 1_000, m
+    still = _sync(api, people, "sk_people", before)
+    assert still["differences_found"] == 0
+    assert _moved(still) < 0.15 * _moved(load), f"a no-change sync moved {_moved(still)} bytes, the load {_moved(load)}"
+
+
+def test_far_more_changes_than_predicted_still_give_the_exact_delta(api, people):
+    api.add_view("sk_burst", VIEW_SQL.format(source="sk"), strategy="sketch")
+    _sync(api, people, "sk_burst", {})
+    before = people.truth()
+    _sync(api, people, "sk_burst", before)  # no change: the statistics expect almost nothing
+    people.change(updates=3_000, inserts=500, deletes=500)
+    m = _sync(api, people, "sk_burst", before)
+    assert m["peel_failed"] and m["fallback"] == "group_hash", m
+    before = people.truth()
+    people.change(updates=50, inserts=10, deletes=5)
+    m = _sync(api, people, "sk_burst", before)
+    assert m["sketch_rebuilt"] and not m.get("peel_failed"), "after a fall-back the table is rebuilt from the fragment"
+
+
+def test_an_audit_of_a_sketch_view_agrees_and_the_next_sync_is_exact(api, people):
+    api.add_view("sk_audit", VIEW_SQL.format(source="sk"), strategy="sketch")
+    before = {}
+    for _ in range(2):
+        _sync(api, people, "sk_audit", before)
+        before = people.truth()
+    people.change(updates=60, inserts=20, deletes=10)
+    r = api.http.post("/v1/views/sk_audit/syncs", params={"wait": "true", "mode": "verify"})
+    assert r.status_code == 200, r.text
+    audit = r.json()
+    check_sync(api, "sk_audit", KEY, before, people.truth(), audit)
+    assert audit["metrics"]["verify"]["divergent_rows"] == 0
+    before = people.truth()
+    people.change(updates=60, inserts=20, deletes=10)
+    m = _sync(api, people, "sk_audit", before)
+    assert m["sketch_rebuilt"], "an audit keeps the full read's fragment: its table is built anew"
+
+
+def test_auto_chooses_by_expected_bytes_and_says_so(api, people):
+    api.add_view("sk_auto", VIEW_SQL.format(source="sk"), strategy="auto")
+    before = {}
+    for _ in range(3):
+        m = _sync(api, people, "sk_auto", before)
+        before = people.truth()
+        people.change(updates=40, inserts=10, deletes=5)
+    m = _sync(api, people, "sk_auto", before)
+    expected = m["expected_bytes"]
+    candidates = {k: v for k, v in expected.items() if k in ("sketch", "group_hash", "full_ship") and v is not None}
+    assert m["chosen"] == min(candidates, key=candidates.get), m
+    assert m["strategy"] == "auto"
