@@ -18,6 +18,8 @@ COLOURS = {
     "range_checksum": "tab:purple",
     "group_hash": "tab:blue",
     "reladiff": "tab:green",
+    "sketch": "tab:cyan",
+    "auto": "tab:olive",
 }
 
 

@@ -35,6 +35,12 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy("tuple_hash", "view", "one hash per tuple (keys + hashes out, changed and new tuples back)"),
         Strategy("range_checksum", "view", "key ranges with checksums and bisection"),
         Strategy("group_hash", "view", "the paper's group-hash method (the default)"),
+        Strategy(
+            "sketch", "view", "set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics"
+        ),
+        Strategy(
+            "auto", "view", "per sync, the strategy with the least expected bytes (sketch, group_hash, full_ship)"
+        ),
         Strategy("reladiff", "external", "the reladiff tool against a PostgreSQL copy, bytes counted by a TCP proxy"),
     )
 }
