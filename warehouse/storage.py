@@ -5,7 +5,8 @@ Layout under `<data-dir>/views/<view>/`:
     CURRENT                      {"format": 2, "version": N, "sync_id": ...}; replaced atomically
     versions/<N>/meta.json       what version N holds ({"format": 2, ...})
     versions/<N>/site-<i>/fragment/   the site query's rows plus ω± columns (__tno, __uno)
-    versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno)
+    versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno, ino)
+    versions/<N>/site-<i>/sketch/     the sketch strategy's table of the fragment (sketch.arrow), when kept
     versions/<N>/view/           the view's rows, when it joins several sites
     deltas/<sync-id>/            the sync's delta (__op + the view's columns)
     staging/<sync-id>/           work files of a running sync
