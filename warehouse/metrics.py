@@ -25,23 +25,6 @@ SUMMED = (
     "full_ship_estimate_bytes",
     "expected_benefit_bytes",
 )
-#: Fields a one-site view repeats at the top of its sync's metrics.
-LIFTED = (
-    "cost_model",
-    "planning",
-    "range_rounds",
-    "ranges_shipped",
-    "agent_seconds",
-    "expected_bytes",
-    "chosen",
-    "sketch_cells",
-    "sketch_bytes",
-    "sketch_rebuilt",
-    "differences_expected",
-    "differences_found",
-    "peel_failed",
-    "fallback",
-)
 
 
 def _json(obj) -> dict:
@@ -69,7 +52,35 @@ class Traffic:
 
 
 @dataclass
-class SiteMetrics(Traffic):
+class SiteDetails:
+    """What a site's strategy measured beyond the counters; a one-site view shows it at the top too."""
+
+    #: Φ_t, Φ_k, Φ_h as measured on the snapshot.
+    cost_model: dict[str, float] | None = None
+    #: Bytes each strategy was expected to cost this sync, from the statistics.
+    expected_bytes: dict[str, float] | None = None
+    # group_hash
+    planning: dict | None = None
+    # strategies that call /v1/extract
+    agent_seconds: float | None = None
+    # range_checksum
+    range_rounds: int | None = None
+    ranges_shipped: int | None = None
+    # sketch (and auto when it chose sketch)
+    sketch_cells: int | None = None
+    sketch_bytes: int | None = None
+    sketch_rebuilt: bool | None = None
+    differences_expected: float | None = None
+    differences_found: int | None = None
+    peel_failed: bool | None = None
+    #: The strategy that stood in for the chosen one at this site ("group_hash" after a failed peel).
+    fallback: str | None = None
+    # auto
+    chosen: str | None = None
+
+
+@dataclass
+class SiteMetrics(SiteDetails, Traffic):
     """One site query's extraction and fragment maintenance."""
 
     source: str = ""
@@ -88,29 +99,7 @@ class SiteMetrics(Traffic):
     phases: dict[str, float] = field(default_factory=dict)
     extract_started_at: str | None = None
     extract_finished_at: str | None = None
-    #: Φ_t, Φ_k, Φ_h as measured on the snapshot.
-    cost_model: dict[str, float] | None = None
-    #: Bytes each strategy was expected to cost this sync, from the statistics.
-    expected_bytes: dict[str, float] | None = None
-    # group_hash
-    planning: dict | None = None
     expected_benefit_bytes: float | None = None
-    # strategies that call /v1/extract
-    agent_seconds: float | None = None
-    # range_checksum
-    range_rounds: int | None = None
-    ranges_shipped: int | None = None
-    # sketch (and auto when it chose sketch)
-    sketch_cells: int | None = None
-    sketch_bytes: int | None = None
-    sketch_rebuilt: bool | None = None
-    differences_expected: float | None = None
-    differences_found: int | None = None
-    peel_failed: bool | None = None
-    #: The strategy that stood in for the chosen one at this site ("group_hash" after a failed peel).
-    fallback: str | None = None
-    # auto
-    chosen: str | None = None
     # the fragment's own delta
     fragment_inserted: int | None = None
     fragment_updated: int | None = None
@@ -143,7 +132,7 @@ class Attempt(Traffic):
 
 
 @dataclass
-class SyncMetrics(Traffic):
+class SyncMetrics(SiteDetails, Traffic):
     """One sync of a view; the contract's fields are all here (see CONTRACT.md)."""
 
     strategy: str = ""
@@ -170,20 +159,6 @@ class SyncMetrics(Traffic):
     rows_before: int | None = None
     rows_after: int | None = None
     realized_benefit_bytes: int | None = None
-    cost_model: dict[str, float] | None = None
-    planning: dict | None = None
-    range_rounds: int | None = None
-    ranges_shipped: int | None = None
-    agent_seconds: float | None = None
-    expected_bytes: dict[str, float] | None = None
-    chosen: str | None = None
-    sketch_cells: int | None = None
-    sketch_bytes: int | None = None
-    sketch_rebuilt: bool | None = None
-    differences_expected: float | None = None
-    differences_found: int | None = None
-    peel_failed: bool | None = None
-    fallback: str | None = None
     sites: list[SiteMetrics] | None = None
     #: A verify sync's comparison with a full read.
     verify: dict | None = None
@@ -198,6 +173,6 @@ class SyncMetrics(Traffic):
             setattr(self, name, sum(getattr(m, name) or 0 for m in sites))
         self.rows_before = sum(m.rows_before for m in sites)
         if len(sites) == 1:
-            for name in LIFTED:
+            for name in (f.name for f in fields(SiteDetails)):
                 setattr(self, name, getattr(sites[0], name))
         self.sites = sites

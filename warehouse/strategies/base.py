@@ -15,8 +15,9 @@ between strategies can compare them before any of them runs.
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -25,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from remote_agent.protocol import frames
-from remote_agent.protocol.models import SiteSpec
+from remote_agent.protocol.models import ExtractControl, SiteSpec
 from remote_agent.protocol.types import Column, arrow_schema
 from remote_agent.protocol.wire import UID
 
@@ -40,6 +41,10 @@ from ..viewdef import SiteQuery
 
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
+#: Width of the per-tuple hashes of the tuple_hash strategy (000's ⟨K, b⟩ with b = 64): a
+#: miss needs a 64-bit collision under a per-sync seed, and a wider hash would double what
+#: most of its request weighs.
+TUPLE_HASH_BITS = 64
 
 
 def spark_schema(columns: list[Column]) -> str:
@@ -203,12 +208,22 @@ class Strategy(ABC):
         return DeltaInputs(returned, deleted, unchanged)
 
 
-def extract_exchange(ctx: SiteContext, body: Iterator[bytes], *, hash_bits: int) -> tuple[Answer, dict]:
-    """One POST /v1/extract: stream `body`, file the answer's frames; returns it with the summary.
+def extract_exchange(ctx: SiteContext, data: Iterable[bytes] = ()) -> Answer:
+    """One POST /v1/extract: the control frame, then the `data` frames; files the answer's frames.
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
     """
     from remote_agent.protocol.wire import COUNT, HASH
+
+    hash_bits = ctx.options.hash_bits
+    control = ExtractControl(
+        site=ctx.spec(),
+        seed=ctx.seed,
+        hash_bits=hash_bits,
+        batch_rows=ctx.options.batch_rows,
+        tuple_hash_bits=TUPLE_HASH_BITS,
+    )
+    body = itertools.chain([frames.json_frame(frames.CONTROL, control.model_dump())], data)
 
     returned_path, deleted_path = ctx.staging / "returned.parquet", ctx.staging / "deleted.parquet"
     broken_schema = pa.schema(
@@ -242,4 +257,4 @@ def extract_exchange(ctx: SiteContext, body: Iterator[bytes], *, hash_bits: int)
     m.groups_changed = summary.get("units_changed", 0)
     m.groups_regrouped = summary.get("units_broken", 0)
     m.agent_seconds = summary.get("elapsed_s")
-    return Answer([returned_path], deleted_path), summary
+    return Answer([returned_path], deleted_path)

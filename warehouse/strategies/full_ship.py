@@ -5,11 +5,7 @@ The baseline every other strategy must beat, and what a verify sync reads to aud
 
 from __future__ import annotations
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.models import ExtractControl
-
 from .base import Answer, SiteEstimate, Strategy, extract_exchange
-from .tuple_hash import TUPLE_HASH_BITS
 
 
 class FullShip(Strategy):
@@ -19,18 +15,7 @@ class FullShip(Strategy):
         self.ctx.metrics.tuples_ungrouped = self.ctx.metrics.rows_before
 
     def exchange(self) -> Answer:
-        ctx = self.ctx
-        control = ExtractControl(
-            site=ctx.spec(),
-            seed=ctx.seed,
-            hash_bits=ctx.options.hash_bits,
-            batch_rows=ctx.options.batch_rows,
-            tuple_hash_bits=TUPLE_HASH_BITS,
-        )
-        answer, _ = extract_exchange(
-            ctx, iter([frames.json_frame(frames.CONTROL, control.model_dump())]), hash_bits=ctx.options.hash_bits
-        )
-        return answer
+        return extract_exchange(self.ctx)
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

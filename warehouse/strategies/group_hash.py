@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_from_bytes
-from remote_agent.protocol.models import ExtractControl, FetchControl
+from remote_agent.protocol.models import FetchControl
 from remote_agent.protocol.wire import COUNT, HASH, key_values
 from remote_agent.protocol.wire import UID as WIRE_UID
 
@@ -29,7 +29,6 @@ from .. import planning
 from ..grouping import BENEFIT, GROUP_HASH, KIND, MEMBER, ROW_HASH, UID, UNIT, members, plan_groups, units
 from ..sinks import Sink
 from .base import SEND_BATCH_ROWS, Answer, SiteEstimate, Strategy, extract_exchange
-from .tuple_hash import TUPLE_HASH_BITS
 
 
 class GroupHash(Strategy):
@@ -74,20 +73,11 @@ class GroupHash(Strategy):
         m.expected_benefit_bytes = round(s["benefit"] or 0.0, 1)
 
     def exchange(self) -> Answer:
-        ctx = self.ctx
-        control = ExtractControl(
-            site=ctx.spec(),
-            seed=ctx.seed,
-            hash_bits=ctx.options.hash_bits,
-            batch_rows=ctx.options.batch_rows,
-            tuple_hash_bits=TUPLE_HASH_BITS,
-        )
-        answer, _ = extract_exchange(ctx, self._body(control), hash_bits=ctx.options.hash_bits)
-        return answer
+        return extract_exchange(self.ctx, self._frames())
 
-    def _body(self, control: ExtractControl) -> Iterator[bytes]:
+    def _frames(self) -> Iterator[bytes]:
+        """The request's data frames."""
         ctx = self.ctx
-        yield frames.json_frame(frames.CONTROL, control.model_dump())
         if ctx.snapshot is None:
             return
         key = ctx.site.key

@@ -13,15 +13,10 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 
 from remote_agent.protocol import frames
-from remote_agent.protocol.models import ExtractControl
 from remote_agent.protocol.wire import HASH
 
 from ..hashing import ROW_HASH, spark_row_hashes
-from .base import SEND_BATCH_ROWS, Answer, SiteEstimate, Strategy, extract_exchange
-
-#: Width of the per-tuple hashes (000's ⟨K, b⟩ with b = 64): a miss needs a 64-bit collision
-#: under a per-sync seed, and a wider hash would double what most of the request weighs.
-TUPLE_HASH_BITS = 64
+from .base import SEND_BATCH_ROWS, TUPLE_HASH_BITS, Answer, SiteEstimate, Strategy, extract_exchange
 
 
 class TupleHash(Strategy):
@@ -40,20 +35,11 @@ class TupleHash(Strategy):
         return self.ctx.staging / "tuples"
 
     def exchange(self) -> Answer:
-        ctx = self.ctx
-        control = ExtractControl(
-            site=ctx.spec(),
-            seed=ctx.seed,
-            hash_bits=ctx.options.hash_bits,
-            batch_rows=ctx.options.batch_rows,
-            tuple_hash_bits=TUPLE_HASH_BITS,
-        )
-        answer, _ = extract_exchange(ctx, self._body(control), hash_bits=ctx.options.hash_bits)
-        return answer
+        return extract_exchange(self.ctx, self._frames())
 
-    def _body(self, control: ExtractControl) -> Iterator[bytes]:
+    def _frames(self) -> Iterator[bytes]:
+        """The request's data frames."""
         ctx = self.ctx
-        yield frames.json_frame(frames.CONTROL, control.model_dump())
         if ctx.snapshot is None:
             return
         key_types = {c.name: c.type.arrow() for c in ctx.site.columns}
