@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 
 from pyspark.sql import SparkSession
@@ -122,6 +123,10 @@ def build_session(
     return session
 
 
+#: Seconds to wait for the gateway process to exit when the JVM stops answering.
+JVM_EXIT_WAIT_S = 5.0
+
+
 def jvm_alive(session: SparkSession) -> bool:
     """Whether the session's JVM still runs and its context is not stopped.
 
@@ -135,7 +140,15 @@ def jvm_alive(session: SparkSession) -> bool:
     try:
         return not context._jsc.sc().isStopped()
     except Exception:  # py4j's errors: with the JVM process still running, not a reason to replace it
-        return process is not None
+        if process is None:
+            return False
+        # The gateway process is the spark-submit wrapper: after its JVM is killed it lingers
+        # a moment before it exits, and meanwhile the dead JVM must not pass for alive.
+        try:
+            process.wait(timeout=JVM_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
 
 
 def forget_dead_session() -> None:
