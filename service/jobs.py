@@ -133,31 +133,24 @@ class SyncRunner:
             progress.close()
             error = ENGINE_LOST if self._engine_lost(generation) else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
-            self.catalog.update_sync(
-                sync_id,
-                status="failed",
-                finished_at=now(),
-                error=error,
-                progress=None,
-                metrics=run.metrics.to_json() if run else {},
-            )
+            self._failed(sync_id, error, run)
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
             error = ENGINE_LOST if self._engine_lost(generation) else f"internal error: {type(exc).__name__}: {exc}"
-            self.catalog.update_sync(
-                sync_id,
-                status="failed",
-                finished_at=now(),
-                error=error,
-                progress=None,
-                metrics=run.metrics.to_json() if run else {},
-            )
+            self._failed(sync_id, error, run)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
         finally:
             with self._lock:
                 self.futures.pop(sync_id, None)
+
+    def _failed(self, sync_id: str, error: str, run: SyncRun | None) -> None:
+        """Record a failed sync with what it measured before it failed."""
+        metrics = run.metrics.to_json() if run else {}
+        self.catalog.update_sync(
+            sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=metrics
+        )
 
 
 class _Progress:

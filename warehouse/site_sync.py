@@ -91,6 +91,8 @@ class SiteRun:
         )
         self.strategy = None
         self.answer: Answer | None = None
+        #: ω− rows of the current version, read once while planning (none before the load).
+        self.deletion_rows: list[tuple] = []
 
     def extract(self) -> None:
         """Run the extraction steps against the site's agent, timing each."""
@@ -145,11 +147,12 @@ class SiteRun:
             self.metrics.rows_before = totals["n"]
             ctx.observed = (totals["obs"] or 0, totals["upd"] or 0)
             history = self._deletions(self.current).collect()
+            self.deletion_rows = [tuple(r) for r in history]
             ctx.history = [(r["tno"], r["dno"]) for r in history]
             inserts = [r["ino"] for r in history if r["ino"] is not None and r["tno"]]  # not the load
             ctx.estimate = self._estimate(totals, sum(inserts) / len(inserts) if inserts else None)
             self.metrics.expected_bytes = expected_bytes(ctx.estimate)
-            self.strategy = STRATEGIES[self.options.strategy](ctx)
+            self.strategy = STRATEGIES[self.options.strategy].create(ctx)
         self.strategy.plan()
 
     def exchange_units(self) -> None:
@@ -186,11 +189,9 @@ class SiteRun:
         )
         try:
             result.fragment(self.site.columns).write.parquet(str(staged.fragment(self.index)))
-            history = self._deletions(self.current)
-            row = self.spark.createDataFrame(
-                [(staged.sync_id, result.before, result.deleted, result.inserted)], DELETIONS_SCHEMA
-            )
-            history.unionByName(row).coalesce(1).write.parquet(str(staged.deletions(self.index)))
+            row = (staged.sync_id, result.before, result.deleted, result.inserted)
+            rows = self.spark.createDataFrame([*self.deletion_rows, row], DELETIONS_SCHEMA)
+            rows.coalesce(1).write.parquet(str(staged.deletions(self.index)))
             self.strategy.stage(staged)
         except BaseException:
             result.release()

@@ -26,7 +26,7 @@ import pyarrow.ipc as ipc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints
+from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from remote_agent.protocol.iblt import Iblt
 from remote_agent.protocol.types import Column
 
@@ -82,15 +82,6 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def seeds(secret: int) -> tuple[int, int]:
-    """Seeds of the key fingerprints and of the row hashes, from the table's secret.
-
-    >>> seeds(5)
-    (5, 6)
-    """
-    return secret, (secret + 1) % 2**64
-
-
 @dataclass
 class SiteSketch:
     """A fragment's table, with its secret and the syncs since the secret was drawn."""
@@ -105,7 +96,7 @@ class SiteSketch:
     def pairs(
         self, batch: pa.RecordBatch | pa.Table, columns: list[Column], key: list[Column]
     ) -> tuple[np.ndarray, np.ndarray]:
-        key_seed, row_seed = seeds(self.secret)
+        key_seed, row_seed = sketch_seeds(self.secret)
         return key_fingerprints(batch, key, key_seed), row_fingerprints(batch, columns, row_seed)
 
     def save(self, directory: Path) -> None:
@@ -135,7 +126,7 @@ def build(
     its occupied cells summed and XORed by cell index. Only the table reaches the driver."""
     secret = secrets.randbits(64) if secret is None else secret
     width = stored_width(rows)
-    key_seed, row_seed = seeds(secret)
+    key_seed, row_seed = sketch_seeds(secret)
 
     def run(batches):
         table = Iblt(width * HASHES, HASHES, secret)

@@ -19,6 +19,15 @@ from .encoding import encode_rows
 from .types import Column
 
 
+def sketch_seeds(secret: int) -> tuple[int, int]:
+    """Seeds of the key fingerprints and of the row hashes of a sketch, from its secret.
+
+    >>> sketch_seeds(5), sketch_seeds(2**64 - 1)
+    ((5, 6), (18446744073709551615, 0))
+    """
+    return secret, (secret + 1) % 2**64
+
+
 def integer_key(key: Sequence[Column]) -> bool:
     """Whether the key is one integer column (its values are their own fingerprints)."""
     return len(key) == 1 and key[0].type.kind == "int"

@@ -33,16 +33,20 @@ from .. import chunks
 from ..adapters.base import Adapter
 from ..adapters.rows import RowConverter
 from ..protocol import frames
-from ..protocol.fingerprints import integer_key, key_fingerprints, keys_from_fingerprints, row_fingerprints
+from ..protocol.fingerprints import (
+    integer_key,
+    key_fingerprints,
+    keys_from_fingerprints,
+    row_fingerprints,
+    sketch_seeds,
+)
 from ..protocol.iblt import Iblt
 from ..protocol.types import Column
-from ..protocol.wire import key_values
+from ..protocol.wire import KEY_FP, ROW_FP, key_values
 from ..sitequery import ValidatedQuery
 from .checks import key_columns
 from .fetch import lookup_rows
 
-#: Column names of the PAIRS frame and of the spilled fingerprints.
-KEY_FP, ROW_FP = "__kf", "__rf"
 #: Rows per spilled batch and per PAIRS frame.
 SPILL_ROWS = 65_536
 
@@ -61,7 +65,7 @@ def sketch_answer(
     converter = RowConverter(adapter, query.columns, query.where())
     key = key_columns(query)
     columns = [Column(c.name, c.type) for c in query.columns]
-    key_seed, row_seed = seed, (seed + 1) % 2**64
+    key_seed, row_seed = sketch_seeds(seed)
 
     def answer() -> Iterator[bytes]:
         started = time.monotonic()

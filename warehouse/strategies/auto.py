@@ -1,16 +1,13 @@
 """auto: per site and per sync, the strategy the statistics expect to move the fewest bytes.
 
 Each candidate says what this sync would cost it (`expected_bytes`, from the same ω± and ω−
-and the measured Φ sizes); auto plans with the cheapest and hands every later step to it.
+and the measured Φ sizes); auto hands the site's sync to the cheapest.
 The sync's metrics say what was chosen (`chosen`) and what each candidate expected.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
-from ..storage import Version
-from .base import Answer, DeltaInputs, SiteEstimate, Strategy
+from .base import SiteContext, SiteEstimate, Strategy
 from .full_ship import FullShip
 from .group_hash import GroupHash
 from .sketch import Sketch
@@ -32,28 +29,15 @@ def choose(estimate: SiteEstimate) -> type[Strategy]:
 
 
 class Auto(Strategy):
+    """Never runs itself: `create` hands the site to the chosen strategy."""
+
     name = "auto"
 
-    def plan(self) -> None:
-        chosen = choose(self.ctx.estimate)
-        self.ctx.metrics.chosen = chosen.name
-        self.inner = chosen(self.ctx)
-        self.inner.plan()
-
-    def exchange(self) -> Answer:
-        return self.inner.exchange()
-
-    def follow_up(self, answer: Answer) -> Answer:
-        return self.inner.follow_up(answer)
-
-    def unchanged_keys(self) -> DataFrame | None:
-        return self.inner.unchanged_keys()
-
-    def delta_inputs(self, answer: Answer) -> DeltaInputs:
-        return self.inner.delta_inputs(answer)
-
-    def stage(self, staged: Version) -> None:
-        self.inner.stage(staged)
+    @classmethod
+    def create(cls, ctx: SiteContext) -> Strategy:
+        chosen = choose(ctx.estimate)
+        ctx.metrics.chosen = chosen.name
+        return chosen.create(ctx)
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from remote_agent.protocol import frames
 from remote_agent.protocol.models import ExtractControl, SiteSpec
 from remote_agent.protocol.types import Column, arrow_schema
-from remote_agent.protocol.wire import UID
+from remote_agent.protocol.wire import COUNT, HASH, UID
 
 from .. import faults
 from ..agent_client import AgentClient
@@ -170,6 +170,11 @@ class Strategy(ABC):
     def __init__(self, ctx: SiteContext):
         self.ctx = ctx
 
+    @classmethod
+    def create(cls, ctx: SiteContext) -> Strategy:
+        """The strategy that runs this site's sync (auto answers with the one it chose)."""
+        return cls(ctx)
+
     @abstractmethod
     def plan(self) -> None:
         """Prepare what to send from the snapshot (None on a first load)."""
@@ -213,8 +218,6 @@ def extract_exchange(ctx: SiteContext, data: Iterable[bytes] = ()) -> Answer:
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
     """
-    from remote_agent.protocol.wire import COUNT, HASH
-
     hash_bits = ctx.options.hash_bits
     control = ExtractControl(
         site=ctx.spec(),

@@ -24,9 +24,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from remote_agent.protocol import frames
-from remote_agent.protocol.fingerprints import integer_key, key_fingerprints, keys_from_fingerprints
+from remote_agent.protocol.fingerprints import integer_key, key_fingerprints, keys_from_fingerprints, sketch_seeds
 from remote_agent.protocol.iblt import cells_for
 from remote_agent.protocol.models import SketchControl
+from remote_agent.protocol.wire import KEY_FP, ROW_FP
 
 from .. import sketches
 from ..errors import ProtocolError
@@ -41,8 +42,6 @@ PEEL_FAILURE = 0.01
 CELL_BYTES = 28
 #: Bytes of a pair sent back (two 64-bit values).
 PAIR_BYTES = 16
-#: Column names of the PAIRS frame.
-KEY_FP, ROW_FP = "__kf", "__rf"
 
 
 def sketch_dir(version: Version, site: int):
@@ -70,9 +69,7 @@ class Sketch(Strategy):
         width = sketches.sent_width(cells, stored.table.width)
         self.fallback: GroupHash | None = None
         if width is None:  # more differences expected than the stored table can resolve
-            m.fallback = "group_hash"
-            self.fallback = GroupHash(ctx)
-            self.fallback.plan()
+            self._fall_back()
             return
         self.sent = stored.table.shrink(width)
         m.sketch_cells = self.sent.cells
@@ -106,26 +103,29 @@ class Sketch(Strategy):
         m.agent_seconds = summary.get("elapsed_s")
         if not summary.get("complete"):
             m.peel_failed = True
-            m.fallback = "group_hash"
-            self.fallback = GroupHash(ctx)
-            self.fallback.plan()
+            self._fall_back()
             return self.fallback.exchange()
         m.rows_received = returned.rows
         m.differences_found = summary.get("differences", 0)
         self.left = pa.Table.from_batches(pairs, schema=pa.schema([(KEY_FP, pa.uint64()), (ROW_FP, pa.uint64())]))
-        self.returned_path = returned_path
-        return Answer([returned_path], self._deleted_keys(returned_path))
+        # the pairs of the rows that came back: they name the keys not deleted, and join the table
+        self.back = self.stored.pairs(pq.read_table(returned_path), ctx.site.columns, ctx.key_columns())
+        return Answer([returned_path], self._deleted_keys())
+
+    def _fall_back(self) -> None:
+        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot)."""
+        self.ctx.metrics.fallback = GroupHash.name
+        self.fallback = GroupHash(self.ctx)
+        self.fallback.plan()
 
     def follow_up(self, answer: Answer) -> Answer:
         return self.fallback.follow_up(answer) if self.fallback is not None else answer
 
-    def _deleted_keys(self, returned_path: Path) -> Path:
+    def _deleted_keys(self) -> Path:
         """Keys of the pairs that left whose key did not come back: deleted at the source."""
         ctx = self.ctx
         key = ctx.key_columns()
-        key_seed, _ = sketches.seeds(self.stored.secret)
-        returned_fps = key_fingerprints(pq.read_table(returned_path), key, key_seed)
-        gone = np.setdiff1d(self.left.column(KEY_FP).to_numpy(), returned_fps)
+        gone = np.setdiff1d(self.left.column(KEY_FP).to_numpy(), self.back[0])
         path = ctx.staging / "sketch-deleted.parquet"
         if integer_key(key):
             keys = keys_from_fingerprints(gone, key)
@@ -143,7 +143,7 @@ class Sketch(Strategy):
         schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in key])
         if len(fingerprints) == 0:
             return schema.empty_table()
-        key_seed, _ = sketches.seeds(self.stored.secret)
+        key_seed, _ = sketch_seeds(self.stored.secret)
         wanted = pa.array(fingerprints, pa.uint64())
 
         def run(batches):
@@ -166,10 +166,7 @@ class Sketch(Strategy):
         ctx = self.ctx
         table = self.stored.table.copy()
         table.add(self.left.column(KEY_FP).to_numpy(), self.left.column(ROW_FP).to_numpy(), sign=-1)
-        back = pq.read_table(self.returned_path)
-        if back.num_rows:
-            kf, rf = self.stored.pairs(back, ctx.site.columns, ctx.key_columns())
-            table.add(kf, rf)
+        table.add(*self.back)
         sketches.SiteSketch(table, self.stored.syncs + 1).save(sketch_dir(staged, ctx.index))
 
     @classmethod
