@@ -8,6 +8,7 @@ import time
 import httpx
 import pytest
 
+from tests.support.oracle import CONTRACT_METRICS
 from workloads.harness import free_port, start_agent
 
 pytestmark = pytest.mark.integration
@@ -109,20 +110,7 @@ def test_view_lifecycle_and_errors(api, shop):
             break
         time.sleep(0.5)
     assert record["status"] == "succeeded", record["error"]
-    for metric in (
-        "bytes_to_agent",
-        "bytes_from_agent",
-        "round_trips",
-        "rows_inserted",
-        "rows_updated",
-        "rows_deleted",
-        "groups_sent",
-        "groups_identical",
-        "groups_changed",
-        "groups_regrouped",
-        "tuples_ungrouped",
-        "wall_seconds",
-    ):
+    for metric in CONTRACT_METRICS:
         assert metric in record["metrics"], metric
     rows = api.rows("items_v")
     assert len(rows) == record["metrics"]["rows_inserted"] == sum(1 for i in range(30_000) if i % 17 > 2)

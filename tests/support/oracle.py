@@ -8,6 +8,23 @@ from collections.abc import Callable, Iterable
 Normalizer = Callable[[object], object]
 
 
+#: The metrics every sync record holds (CONTRACT.md).
+CONTRACT_METRICS = (
+    "bytes_to_agent",
+    "bytes_from_agent",
+    "round_trips",
+    "rows_inserted",
+    "rows_updated",
+    "rows_deleted",
+    "groups_sent",
+    "groups_identical",
+    "groups_changed",
+    "groups_regrouped",
+    "tuples_ungrouped",
+    "wall_seconds",
+)
+
+
 def keyed(rows: Iterable[dict], key: list[str]) -> dict:
     out = {}
     for row in rows:

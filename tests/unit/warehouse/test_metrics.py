@@ -1,21 +1,7 @@
 """Typed sync metrics serialize to the JSON the contract names, and sum sites correctly."""
 
+from tests.support.oracle import CONTRACT_METRICS
 from warehouse.metrics import Attempt, SiteMetrics, SyncMetrics
-
-CONTRACT = (
-    "bytes_to_agent",
-    "bytes_from_agent",
-    "round_trips",
-    "rows_inserted",
-    "rows_updated",
-    "rows_deleted",
-    "groups_sent",
-    "groups_identical",
-    "groups_changed",
-    "groups_regrouped",
-    "tuples_ungrouped",
-    "wall_seconds",
-)
 
 
 def _site(source: str, **counts) -> SiteMetrics:
@@ -28,7 +14,7 @@ def test_a_succeeded_sync_carries_every_contract_field():
     m.rows_inserted, m.rows_updated, m.rows_deleted, m.rows_in_view = 1, 2, 3, 4
     m.wall_seconds = 1.5
     out = m.to_json()
-    assert set(CONTRACT) <= set(out)
+    assert set(CONTRACT_METRICS) <= set(out)
     assert out["groups_sent"] == 3 and out["rows_before"] == 10
     assert out["sites"] == [_site("a", groups_sent=3, rows_before=10, bytes_to_agent=5).to_json()]
 
