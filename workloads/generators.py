@@ -363,6 +363,13 @@ WORKLOADS: dict[str, Workload] = {
             key_order="scattered",
         ),
         Workload(
+            "churn-50",
+            "students with 50 % of the rows updated per round, uniformly (students' delete and insert rates)",
+            STUDENTS,
+            ChangeProfile(update=0.50, volatile_fraction=0.0),
+            key_order="scattered",
+        ),
+        Workload(
             "wide", "documents of ~1 KB (text body and notes); students' rates and hot tenth", WIDE, ChangeProfile()
         ),
         Workload("narrow", "a key and one integer; students' rates and hot tenth", NARROW, ChangeProfile()),

@@ -36,7 +36,7 @@ PROFILES = {
         "rows": 200_000,
         "rounds": 5,
         # One workload: each costs (rounds + 1) x strategies syncs of 4-14 s at 200k rows here,
-        # so students alone takes about 4 minutes and all five would take over 20.
+        # so students alone takes about 4 minutes and all six would take over 20.
         "workloads": ["students"],
         # reladiff needs a PostgreSQL copy of the source, kept in step every round: ~40 s.
         # Each strategy costs about 50 s at 200k rows here; six would not fit in 5 minutes.
@@ -50,7 +50,7 @@ PROFILES = {
         "rows_by_workload": {},
         # Each cut is keyed by the option that undoes it.
         "reductions": {
-            "workloads": "workloads: students only (all five would take over 20 minutes on a 2-core machine; run --quick --workloads NAME for another)",
+            "workloads": "workloads: students only (all six would take over 20 minutes on a 2-core machine; run --quick --workloads NAME for another)",
             "verify": "verification: all rows of each view compared with the source on the last round; the load and the rounds between are checked through their deltas and counts",
             "warm_up": "no warm-up sync: the first strategy's load and first rounds include the JVM's warming up (the steady-state table is unaffected)",
             "strategies": "strategies: full_ship, group_hash, sketch and auto only (tuple_hash and range_checksum "

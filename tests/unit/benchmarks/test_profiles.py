@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.benchmarks.__main__ import config_from, parse_args
 from tests.benchmarks.strategies import STRATEGIES
+from workloads.generators import WORKLOADS
 
 
 def test_quick_cuts_are_recorded_and_each_option_undoes_its_own():
@@ -31,4 +32,5 @@ def test_quick_cuts_are_recorded_and_each_option_undoes_its_own():
 def test_the_full_run_cuts_nothing():
     full = config_from(parse_args(["--full"]))
     assert (full.rows, full.rounds, full.verify, full.warm_up, full.reductions) == (1_000_000, 10, "ends", True, [])
-    assert len(full.workloads) == 5 and full.strategies == list(STRATEGIES)
+    assert full.workloads == list(WORKLOADS) and len(full.workloads) == 6 and "churn-50" in full.workloads
+    assert full.strategies == list(STRATEGIES)
