@@ -36,7 +36,8 @@ PROFILES = {
         "rows": 200_000,
         "rounds": 5,
         # One workload: each costs (rounds + 1) x strategies syncs of 4-14 s at 200k rows here,
-        # so students alone takes about 4 minutes and all six would take over 20.
+        # so students alone takes about 4 minutes and all six would take over 20; the
+        # no-change round adds one more sync per strategy.
         "workloads": ["students"],
         # reladiff needs a PostgreSQL copy of the source, kept in step every round: ~40 s.
         # Each strategy costs about 50 s at 200k rows here; six would not fit in 5 minutes.
@@ -116,12 +117,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--verify",
         choices=("every", "ends", "last"),
-        help="check all rows of every view every round, on the load and last round, or on the last round only (default: ends full, last quick); the other rounds are checked through their deltas and counts",
+        help="check all rows of every view every round, on the load and last round, or on the last round only (default: ends full, last quick); the other rounds, and the no-change round unless 'every', are checked through their deltas and counts",
     )
     p.add_argument(
         "--warm-up",
         action=argparse.BooleanOptionalAction,
         help="sync a small view twice before measuring, so the JVM is warm (default: on full, off quick)",
+    )
+    p.add_argument(
+        "--quiet-round",
+        dest="no_change_round",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the no-change round: after the last round, sync every strategy once more with nothing changed at the source (its delta must be empty), "
+        "recorded apart from the rounds and shown in the table's 'no-change round' column, never in the steady state (default: on)",
     )
     p.add_argument("--seed", type=int, default=7, help="seed of the generators and change simulators")
     p.add_argument(
@@ -176,6 +185,7 @@ def config_from(args: argparse.Namespace) -> runner.RunConfig:
         rows_by_workload=rows_by_workload,
         reductions=reductions,
         link_mbit=args.link_mbit,
+        no_change_round=args.no_change_round,
     )
 
 
@@ -212,6 +222,7 @@ def merge(parts: list[dict], name: str = "merged") -> dict:
         "elapsed_s",
         "workloads",
         "rows_by_workload",
+        "no_change_round",
     )
     meta = {
         **first,

@@ -2,7 +2,9 @@
 
 The summary is the steady state: medians over the last half of the rounds (never round 0,
 the initial load, nor round 1 unless it is the only one), so that statistics that warm up
-over the first syncs do not blur the comparison.
+over the first syncs do not blur the comparison. The no-change sync after the last round
+(each strategy's `no_change` record, kept apart from its `rounds`) is never part of the
+steady state; the table shows it in a column of its own, against the strategy's load.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def summarize(results: dict) -> dict:
         }
         for sname, s in w.get("strategies", {}).items():
             rounds = {r["round"]: r for r in s["rounds"]}
+            load = rounds[0]["bytes"] if 0 in rounds and not rounds[0].get("error") else None
+            quiet = s.get("no_change")  # absent in results from before the no-change round
+            quiet_bytes = quiet["bytes"] if quiet and not quiet.get("error") else None
             picked = [rounds[i] for i in steady if i in rounds and not rounds[i].get("error")]
             entry["strategies"][sname] = {
                 "bytes": _median([r["bytes"] for r in picked]),
@@ -76,10 +81,15 @@ def summarize(results: dict) -> dict:
                 ),
                 "load_bytes": rounds[0]["bytes"] if 0 in rounds else None,
                 "load_wall_s": rounds[0]["wall_s"] if 0 in rounds else None,
+                # the sync after the last round with nothing changed, and its share of this strategy's load
+                "no_change_bytes": quiet_bytes,
+                "no_change_of_load": quiet_bytes / load if quiet_bytes is not None and load else None,
+                "no_change_wall_s": quiet["wall_s"] if quiet_bytes is not None else None,
                 "agent_peak_rss_kb": s.get("agent_peak_rss_kb"),
                 "exact": bool(s["rounds"])
                 and all(r["exact"] for r in s["rounds"])
-                and len(s["rounds"]) == results["meta"]["rounds"] + 1,
+                and len(s["rounds"]) == results["meta"]["rounds"] + 1
+                and (quiet is None or quiet["exact"]),
                 "failed": s.get("failed"),
             }
         out[wname] = entry
@@ -107,6 +117,31 @@ def _x(v: float | None, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f}×"
 
 
+def _percent(share: float) -> str:
+    """A share as a percentage, to about two significant digits.
+
+    >>> [_percent(v) for v in (1.0, 0.123, 0.0999, 0.0123, 0.00999, 0.0003, 0.00001, 0.0)]
+    ['100 %', '12 %', '10 %', '1.2 %', '1.0 %', '0.03 %', '<0.01 %', '0 %']
+    """
+    p = share * 100
+    if p == 0:
+        return "0 %"
+    # the thresholds are where the rounded figure gains a digit: 0.999 % reads 1.0 %, not 1.00 %
+    if p >= 9.95:
+        return f"{p:,.0f} %"
+    if p >= 0.995:
+        return f"{p:.1f} %"
+    return f"{p:.2f} %" if p >= 0.005 else "<0.01 %"
+
+
+def _no_change(t: dict) -> str:
+    """The no-change sync's bytes and their share of the load: "12 KiB (0.03 %)"; "—" if not run."""
+    if t.get("no_change_bytes") is None:
+        return "—"
+    share = t.get("no_change_of_load")
+    return _size(t["no_change_bytes"]) + ("" if share is None else f" ({_percent(share)})")
+
+
 def markdown(results: dict, summary: dict) -> str:
     meta = results["meta"]
     steady = steady_rounds(meta["rounds"])
@@ -128,24 +163,31 @@ def markdown(results: dict, summary: dict) -> str:
         "",
         f"Steady state = median over rounds {steady[0]}–{steady[-1]}. *bytes/round* = bytes to + from the agent per sync; "
         "*× LB* = ratio to the lower bound (zstd Arrow of the true delta); *× scan* = sync wall time over a bare "
-        "scan of the site query at the source (for reladiff: `COPY (…) TO STDOUT` at its PostgreSQL source); *rows read* = rows the agent read at the source per row of the view.",
+        "scan of the site query at the source (for reladiff: `COPY (…) TO STDOUT` at its PostgreSQL source); *rows read* = rows the agent read at the source per row of the view; "
+        + (
+            "*no-change round*: not run (`--no-quiet-round`)."
+            if meta.get("no_change_round") is False
+            else f"*no-change round* = bytes to + from the agent of one more sync after round {meta['rounds']} with nothing changed at the source "
+            "(not in the steady state), and their share of the strategy's own load (round 0); — where not run."
+        ),
         "",
-        "| workload | strategy | bytes/round | to agent | from agent | × LB | sync time | × scan | rows read | agent peak RSS | exact |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        "| workload | strategy | bytes/round | to agent | from agent | × LB | sync time | × scan | rows read | agent peak RSS | no-change round | exact |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for wname, s in summary.items():
         w = results["workloads"][wname]
         if w.get("error"):
-            lines.append(f"| {wname} | *error: {w['error'][:120]}* | | | | | | | | | |")
+            lines.append(f"| {wname} | *error: {w['error'][:120]}* | | | | | | | | | | |")
+        quiet_lb = _size(w["no_change"]["lower_bound_bytes"]) if w.get("no_change") else ""
         lines.append(
-            f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | |"
+            f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | {quiet_lb} | |"
         )
         for sname, t in s["strategies"].items():
             rss = f"{t['agent_peak_rss_kb'] / 1024:,.0f} MiB" if t["agent_peak_rss_kb"] else "—"
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
             lines.append(
-                f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {exact} |"
+                f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {_no_change(t)} | {exact} |"
             )
     if parts:
         lines += [
@@ -168,11 +210,15 @@ def markdown(results: dict, summary: dict) -> str:
 
 
 def plot(results: dict, workload: str, path: Path) -> None:
-    """Bytes per round (log scale) with the lower bound, and sync time per round with the bare scan."""
+    """Bytes per round (log scale) with the lower bound, and sync time per round with the bare scan.
+
+    The no-change sync, if any, is a hollow diamond one round after the last.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
 
     w = results["workloads"][workload]
@@ -196,6 +242,10 @@ def plot(results: dict, workload: str, path: Path) -> None:
                 ms=9,
                 label=f"{sname}: not exact",
             )
+        quiet = s.get("no_change")
+        if quiet and not quiet.get("error"):
+            for ax, value in ((ax_b, quiet["bytes"]), (ax_t, quiet["wall_s"])):
+                ax.plot([quiet["round"]], [value], "D", mfc="none", ms=6, color=colour)
     lbs = w.get("lower_bound_bytes", [])
     ax_b.plot(range(len(lbs)), lbs, "k--", label="lower bound (zstd true delta)")
     scans = w.get("bare_scan_s_rounds", [])
@@ -214,6 +264,9 @@ def plot(results: dict, workload: str, path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
     # One legend under both panels, so no line is hidden behind it.
     handles, labels = ax_b.get_legend_handles_labels()
+    if any(s.get("no_change") for s in w["strategies"].values()):
+        handles.append(Line2D([], [], ls="none", marker="D", mfc="none", color="black"))
+        labels.append("no-change sync (hollow)")
     scan = ax_t.get_legend_handles_labels()
     handles.append(scan[0][-1])
     labels.append(scan[1][-1])

@@ -5,7 +5,10 @@ strategy over the same SQL, then round 0 loads every view and each later round a
 change of the simulator and syncs every strategy's view in turn. The oracle gives the
 round's true delta (hence the lower bound) and checks every sync: its metrics' counts and
 its delta against the true delta, and on the verified rounds all of the view's rows
-against the source. One service process serves all workloads, so Spark starts once.
+against the source. After the last round, a no-change round syncs every strategy once more
+with nothing changed at the source (its delta must be empty); it is kept apart from the
+rounds (`no_change` of the workload and of each strategy), so no steady-state figure
+includes it. One service process serves all workloads, so Spark starts once.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ class RunConfig:
     reductions: list[str] = field(default_factory=list)
     link_mbit: float | None = None
     warm_up: bool = True
+    #: After the last round, sync every strategy once more with no change at the source.
+    no_change_round: bool = True
 
     def rows_for(self, workload: str) -> int:
         return self.rows_by_workload.get(workload, self.rows)
@@ -218,11 +223,43 @@ class WorkloadRun:
                     del live[name]  # its view is behind now; later rounds would only repeat the failure
             if not live:
                 break
+        if cfg.no_change_round and live:
+            self._no_change_round(live, agent, truth, per_sync_rss)
         for entry in res["strategies"].values():
+            syncs = [*entry["rounds"], *([entry["no_change"]] if "no_change" in entry else [])]
             entry["agent_peak_rss_kb"] = max(
-                (r["agent_peak_rss_kb"] for r in entry["rounds"] if r.get("agent_peak_rss_kb")), default=None
+                (r["agent_peak_rss_kb"] for r in syncs if r.get("agent_peak_rss_kb")), default=None
             )
         res["bare_scan_s"] = _median(res["bare_scan_s_rounds"])
+
+    def _no_change_round(self, live: dict, agent, truth: SourceTruth, per_sync_rss: bool) -> None:
+        """One more sync of every strategy still running, with nothing changed at the source.
+
+        Recorded apart from the rounds, as the workload's `no_change` (true delta, lower
+        bound, scan) and each strategy's `no_change` sync record (`"no_change": true`). It is
+        checked like a round: its metrics' counts and its delta against the true delta, which
+        is empty, and all of the view's rows with `--verify every`.
+        """
+        res, cfg = self.result, self.config
+        rnd = cfg.rounds + 1
+        scan_s, n = truth.bare_scan()
+        delta = truth.advance([])  # the simulator did nothing: no key was touched
+        full = cfg.verify == "every"
+        res["no_change"] = {
+            "round": rnd,
+            "changes": {"inserted": 0, "updated": 0, "deleted": 0},
+            "true_delta": delta.counts(),
+            "lower_bound_bytes": delta.lower_bound_bytes,
+            "view_rows": n,
+            "bare_scan_s": round(scan_s, 4),
+        }
+        for name, runner in live.items():
+            record = self._sync(runner, agent, truth, delta, rnd, full, per_sync_rss)
+            record["no_change"] = True
+            res["strategies"][name]["no_change"] = record
+            self._progress(rnd, name, record, delta, scan_s, label="quiet")
+            if record.get("error"):
+                res["strategies"][name]["failed"] = record["error"]
 
     def _sync(
         self, runner, agent, truth: SourceTruth, delta: TrueDelta, rnd: int, full: bool, per_sync_rss: bool
@@ -281,8 +318,10 @@ class WorkloadRun:
                 problems += found + truth.explain(runner.rows())
         return problems
 
-    def _progress(self, rnd: int, name: str, r: dict, delta: TrueDelta, scan_s: float) -> None:
-        label = "load" if rnd == 0 else f"{rnd}/{self.config.rounds}"
+    def _progress(
+        self, rnd: int, name: str, r: dict, delta: TrueDelta, scan_s: float, label: str | None = None
+    ) -> None:
+        label = label or ("load" if rnd == 0 else f"{rnd}/{self.config.rounds}")
         lb = delta.lower_bound_bytes
         ratio = f"{r['bytes'] / lb:8.1f}x LB" if lb else " " * 11
         status = (
@@ -346,6 +385,7 @@ def run(config: RunConfig, log=print) -> dict:
             "verify": config.verify,
             "warm_up": config.warm_up,
             "link_mbit": config.link_mbit,
+            "no_change_round": config.no_change_round,
             "reductions": config.reductions,
             "definitions": {
                 "bytes": "bytes_to_agent + bytes_from_agent of the sync: every byte on the agent's sockets, HTTP headers and framing included",
@@ -355,6 +395,7 @@ def run(config: RunConfig, log=print) -> dict:
                 "reladiff": "the reladiff tool (hashdiff, its default bisection) between a PostgreSQL copy of the source and the warehouse's previous copy; bytes_to_agent/bytes_from_agent = bytes to/from the source database through a counting TCP proxy, round_trips = request turns summed over its connections",
                 "exact": "the sync succeeded, its metrics' counts and its delta equal the true delta, and (on verified='full' rounds) the view's rows equal the source",
                 "link_mbit": "with --link-mbit: the agent and its database run in a network namespace joined to the service's by a veth pair with a tc tbf limit of this rate on both ends, so wall_s includes the link; reladiff, which does not go through the agent, is not behind it",
+                "no_change": "after the last round, one more sync of every strategy with no change at the source; each strategy's `no_change` record (flagged \"no_change\": true, round = rounds + 1) and the workload's `no_change` (its empty true delta) are kept apart from `rounds`, so no steady-state median includes them",
                 "link_bytes_to_agent": "with --link-mbit: bytes of the Ethernet frames the link carried towards the agent during the sync (TCP/IP headers included); link_bytes_from_agent likewise",
             },
         },

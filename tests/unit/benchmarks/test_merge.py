@@ -75,3 +75,17 @@ def test_the_command_needs_an_output_and_reports_a_refusal(tmp_path, capsys):
     assert main(["--merge", *map(str, paths), "--out", str(tmp_path / "joined.json")]) == 2
     assert "appear in more than one run" in capsys.readouterr().err
     assert not (tmp_path / "joined.json").exists()
+
+
+def test_a_run_with_the_no_change_round_joins_one_from_before_it():
+    a = part("students", "a" * 40, no_change_round=True)
+    for strategy in a["workloads"]["students"]["strategies"].values():
+        load = strategy["rounds"][0]["bytes"]
+        strategy["no_change"] = {**strategy["rounds"][-1], "round": 6, "bytes": load // 100, "no_change": True}
+    b = part("narrow", "b" * 40)  # the committed run predates the no-change round
+    joined = merge([a, b], name="full")
+    assert [p.get("no_change_round") for p in joined["meta"]["parts"]] == [True, None]
+    text = report.markdown(joined, report.summarize(joined))
+    [students] = [line for line in text.splitlines() if line.startswith("| students | group_hash |")]
+    [narrow] = [line for line in text.splitlines() if line.startswith("| narrow | group_hash |")]
+    assert "(1.0 %) | yes |" in students and narrow.endswith("| — | yes |")

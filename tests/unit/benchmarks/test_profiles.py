@@ -34,3 +34,10 @@ def test_the_full_run_cuts_nothing():
     assert (full.rows, full.rounds, full.verify, full.warm_up, full.reductions) == (1_000_000, 10, "ends", True, [])
     assert full.workloads == list(WORKLOADS) and len(full.workloads) == 6 and "churn-50" in full.workloads
     assert full.strategies == list(STRATEGIES)
+
+
+def test_the_no_change_round_is_on_by_default_in_both_profiles_and_can_be_turned_off():
+    assert config_from(parse_args(["--quick"])).no_change_round
+    assert config_from(parse_args(["--full"])).no_change_round
+    assert not config_from(parse_args(["--quick", "--no-quiet-round"])).no_change_round
+    assert len(config_from(parse_args(["--quick", "--no-quiet-round"])).reductions) == 4  # not a cut of its own

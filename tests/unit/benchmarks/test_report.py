@@ -1,0 +1,127 @@
+"""The benchmark's table: the steady state over the change rounds, and the no-change round beside it."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import shutil
+from pathlib import Path
+
+from tests.benchmarks import report
+from tests.benchmarks.__main__ import main
+
+QUICK = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "quick.json"
+KIB, MIB = 1024, 2**20
+
+
+def sync(rnd: int, nbytes: int, exact: bool = True, **extra) -> dict:
+    return {
+        "round": rnd,
+        "bytes": nbytes,
+        "bytes_to_agent": nbytes // 4,
+        "bytes_from_agent": nbytes - nbytes // 4,
+        "round_trips": 2,
+        "wall_s": 1.0 + rnd,
+        "exact": exact,
+        "rows_scanned": 1000,
+        **extra,
+    }
+
+
+def results(quiet: dict | None = None) -> dict:
+    """Three rounds after the load of two strategies; the steady state is rounds 2-3."""
+    strategies = {
+        "full_ship": {"rounds": [sync(0, 40 * MIB), *(sync(r, 40 * MIB) for r in (1, 2, 3))]},
+        "group_hash": {"rounds": [sync(0, 40 * MIB), sync(1, 900 * KIB), sync(2, 100 * KIB), sync(3, 300 * KIB)]},
+    }
+    workload = {
+        "rows": 1000,
+        "description": "synthetic",
+        "lower_bound_bytes": [30 * MIB, 50 * KIB, 50 * KIB, 50 * KIB],
+        "bare_scan_s_rounds": [0.5, 0.5, 0.5, 0.5],
+        "bare_scan_s": 0.5,
+        "view_rows": [1000, 1000, 1000, 1000],
+        "strategies": strategies,
+    }
+    if quiet is not None:
+        workload["no_change"] = {"round": 4, "lower_bound_bytes": 0, "true_delta": {}, "view_rows": 1000}
+        for name, record in quiet.items():
+            strategies[name]["no_change"] = {**record, "no_change": True}
+    meta = {
+        "name": "synthetic",
+        "date": "2026-11-25T10:00:00+00:00",
+        "git_commit": "c" * 40,
+        "cpus": 2,
+        "rounds": 3,
+        "rows_by_workload": {"students": 1000},
+        "elapsed_s": 60.0,
+    }
+    return {"meta": meta, "workloads": {"students": workload}}
+
+
+def row(text: str, strategy: str) -> list[str]:
+    [line] = [line for line in text.splitlines() if line.startswith(f"| students | {strategy} |")]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_no_change_round_is_a_column_with_its_share_of_the_strategys_own_load():
+    doc = results({"full_ship": sync(4, 40 * MIB), "group_hash": sync(4, 12 * KIB)})
+    text = report.markdown(doc, report.summarize(doc))
+    header = row(text.replace("| workload | strategy |", "| students | header |"), "header")
+    assert header[-2:] == ["no-change round", "exact"]
+    assert row(text, "full_ship")[-2:] == ["40.0 MiB (100 %)", "yes"]
+    assert row(text, "group_hash")[-2:] == ["12.0 KiB (0.03 %)", "yes"]
+    assert row(text, "*lower bound*")[-2:] == ["0 B", ""]
+    assert "*no-change round*" in text and "after round 3" in text
+
+
+def test_the_no_change_round_is_not_in_the_steady_state():
+    doc = results({"full_ship": sync(4, 40 * MIB), "group_hash": sync(4, 90 * MIB)})
+    summary = report.summarize(doc)["students"]
+    assert summary["rounds"] == [2, 3]
+    group_hash = summary["strategies"]["group_hash"]
+    assert group_hash["bytes"] == 200 * KIB  # median of 100 and 300 KiB: not 90 MiB's round 4
+    assert group_hash["wall_s"] == 3.5
+    assert (group_hash["no_change_bytes"], group_hash["no_change_of_load"]) == (90 * MIB, 90 / 40)
+    assert report.summarize(results())["students"]["strategies"]["group_hash"]["bytes"] == 200 * KIB
+
+
+def test_a_no_change_round_that_is_not_exact_makes_the_strategy_not_exact():
+    doc = results({"full_ship": sync(4, 40 * MIB), "group_hash": sync(4, 12 * KIB, exact=False)})
+    strategies = report.summarize(doc)["students"]["strategies"]
+    assert strategies["full_ship"]["exact"] and not strategies["group_hash"]["exact"]
+    assert row(report.markdown(doc, report.summarize(doc)), "group_hash")[-1] == "**NO**"
+
+
+def test_results_from_before_the_no_change_round_replot_with_a_dash(tmp_path, capsys):
+    copy = tmp_path / "quick.json"
+    shutil.copy(QUICK, copy)
+    assert all(
+        "no_change" not in s for s in json.loads(copy.read_text())["workloads"]["students"]["strategies"].values()
+    )
+    assert main(["--replot", str(copy)]) == 0
+    text = (tmp_path / "quick.md").read_text()
+    for strategy in ("full_ship", "group_hash", "sketch", "auto"):
+        assert row(text, strategy)[-2:] == ["—", "yes"]
+    assert (tmp_path / "quick-students.png").stat().st_size > 0
+
+
+def test_the_reports_docstring_examples_hold():
+    assert doctest.testmod(report).failed == 0
+
+
+def test_results_with_a_no_change_round_are_written_and_replot_the_same(tmp_path):
+    out = tmp_path / "synthetic.json"
+    written = report.write(results({"full_ship": sync(4, 40 * MIB), "group_hash": sync(4, 12 * KIB)}), out)
+    assert written["png:students"].stat().st_size > 0
+    table = written["md"].read_text()
+    assert main(["--replot", str(out)]) == 0
+    assert written["md"].read_text() == table and "12.0 KiB (0.03 %)" in table
+
+
+def test_a_run_without_the_no_change_round_says_so():
+    doc = results()
+    doc["meta"]["no_change_round"] = False
+    text = report.markdown(doc, report.summarize(doc))
+    assert "*no-change round*: not run (`--no-quiet-round`)." in text
+    assert row(text, "group_hash")[-2:] == ["—", "yes"]
