@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -14,7 +16,17 @@ from .state import AgentState
 
 
 def create_app(settings: AgentSettings) -> FastAPI:
-    app = FastAPI(title="deltasieve agent", version="0.1.0", description="Read-only agent next to a legacy database.")
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        app.state.agent.reconciliations.close()  # their spilled keys, on the agent's disk
+
+    app = FastAPI(
+        title="deltasieve agent",
+        version="0.1.0",
+        description="Read-only agent next to a legacy database.",
+        lifespan=lifespan,
+    )
     app.state.agent = AgentState(settings)
 
     @app.exception_handler(AgentError)

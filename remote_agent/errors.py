@@ -45,6 +45,12 @@ class SourceUnavailable(AgentError):
     transient = True
 
 
+class Gone(AgentError):
+    """A sketch session the agent no longer holds (expired, dropped, or the agent restarted)."""
+
+    status = 410
+
+
 class Busy(AgentError):
     """Too many extractions at once; retry after a while."""
 

@@ -8,6 +8,7 @@ from .adapters import Adapter, TableInfo, open_adapter
 from .protocol.models import SiteSpec
 from .settings import AgentSettings, parse_allow
 from .sitequery import ValidatedQuery, validate_site_query
+from .strategies.sketch import Reconciliations
 
 
 class AgentState:
@@ -18,6 +19,8 @@ class AgentState:
         self.adapter: Adapter = open_adapter(settings.db_url, statement_timeout_s=settings.statement_timeout_s)
         self.allow = parse_allow(settings.allow)
         self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
+        #: Sketch exchanges between stages: a few per extraction slot.
+        self.reconciliations = Reconciliations(limit=2 * settings.max_concurrent_extractions)
 
     def exposed(self) -> dict[str, TableInfo]:
         """The tables (and columns) this agent lets the warehouse read."""

@@ -69,6 +69,8 @@ class SiteDetails:
     # sketch (and auto when it chose sketch)
     sketch_cells: int | None = None
     sketch_bytes: int | None = None
+    #: Requests of the exchange: 1 when the first table peeled (the probe, or the main stage).
+    sketch_stages: int | None = None
     sketch_rebuilt: bool | None = None
     differences_expected: float | None = None
     differences_found: int | None = None

@@ -45,11 +45,13 @@ RANGES = b"G"  # request: key ranges with expected count and hash, or to be ship
 SKETCH = b"I"  # request: the warehouse's reconciliation table (IBLT cells, see iblt.py)
 UNGROUPED_ROWS = b"N"  # response: rows whose key is in no unit (new or ungrouped)
 CHANGED_ROWS = b"C"  # response: current rows of units whose hash differs
-DELETED_KEYS = b"D"  # response: keys of a unit missing at the source, with the uid
+DELETED_KEYS = b"D"  # response: keys missing at the source (extract: with the uid of their unit; sketch: the key alone)
 BROKEN_UNITS = b"B"  # response: uid, hash and count of the surviving part of a broken unit
 ROWS = b"R"  # response to fetch and ranges: current rows
+GONE_FINGERPRINTS = (
+    b"X"  # response to sketch: fingerprints of keys only the warehouse holds (keys not their own fingerprint)
+)
 RANGE_SUMS = b"Q"  # response to ranges: count and hash of each range that differs
-PAIRS = b"P"  # response to sketch: (key fingerprint, row hash) pairs found only at the warehouse
 
 
 class FrameError(ValueError):

@@ -8,7 +8,10 @@ from pydantic import BaseModel, Field
 
 from .encoding import DEFAULT_HASH_BITS
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+#: Widest table (cells per sub-table) an agent builds for a sketch exchange: 2**21 cells in
+#: each of three sub-tables take 192 MiB; the widest a fragment of 23 million rows stores.
+MAX_SKETCH_WIDTH = 2**21
 
 
 class SiteColumn(BaseModel):
@@ -58,6 +61,19 @@ class SketchControl(BaseModel):
         ge=0, lt=2**64, description="the table's secret: seeds key fingerprints (seed), row hashes (seed + 1) and cells"
     )
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
+    width: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SKETCH_WIDTH,
+        description="cells per sub-table of the agent's own table, a multiple of the sent table's width (default: "
+        "the sent width). When wider, a table that does not peel is kept under a session id, and a wider table may follow",
+    )
+    session: str | None = Field(
+        default=None,
+        max_length=64,
+        description="continue the exchange kept under this id (a failed stage's summary gives it): "
+        "no new read of the site query; 410 once the agent no longer holds it",
+    )
 
 
 class FetchControl(BaseModel):

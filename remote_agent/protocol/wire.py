@@ -21,9 +21,8 @@ SHIP = "__ship"
 #: Prefixes of a range's lower and upper bound columns, one per key column.
 LO = "__lo_"
 HI = "__hi_"
-#: A (key fingerprint, row hash) pair of the sketch strategy (PAIRS frames, the agent's spill).
+#: A key fingerprint of the sketch strategy (GONE_FINGERPRINTS frames, the agent's spill of keys).
 KEY_FP = "__kf"
-ROW_FP = "__rf"
 
 
 def key_values(batch: pa.RecordBatch | pa.Table, key: Sequence[str]) -> list:

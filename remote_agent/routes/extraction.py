@@ -99,9 +99,13 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
     )
 
 
-@router.post("/sketch", operation_id="sketch", **FRAMES_ROUTE)
+@router.post(
+    "/sketch",
+    operation_id="sketch",
+    **{**FRAMES_ROUTE, "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS, 410)}},
+)
 async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: SketchRequest):
-    """Set reconciliation: the warehouse's table in, the rows and pairs only one side holds out."""
+    """Set reconciliation: the warehouse's table in; the rows only the source holds and the keys it lost out."""
     query = state.site_query(control.site)
     check_columns(query, control.site.columns)
     tables = [f for f in parsed[1:] if f.kind == frames.SKETCH]
@@ -116,17 +120,34 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
         raise BadRequest(f"bad sketch table: {exc}") from None
     if table.seed != control.seed:
         raise BadRequest("the sketch table's seed differs from the control message's")
-    return _stream(
-        state,
-        sketch_answer(
-            state.adapter,
-            query,
-            table,
-            seed=control.seed,
-            batch_rows=control.batch_rows,
-            chunk_rows=state.settings.chunk_rows,
-        ),
-    )
+    if not table.compact:
+        raise BadRequest("send the sketch table compact (Iblt.to_compact: counts modulo 4, 32-bit checksums)")
+    kept = state.reconciliations
+    rec = None
+    if control.session is not None:
+        rec = kept.take(control.session)
+        if (rec.query.sql, rec.query.key, rec.seed) != (query.sql, query.key, control.seed):
+            rec.close()
+            raise BadRequest(f"sketch session {control.session!r} belongs to another site query or seed")
+    try:
+        return _stream(
+            state,
+            sketch_answer(
+                state.adapter,
+                query,
+                table,
+                rec=rec,
+                seed=control.seed,
+                width=control.width or table.width,
+                kept=kept,
+                batch_rows=control.batch_rows,
+                chunk_rows=state.settings.chunk_rows,
+            ),
+        )
+    except BaseException:
+        if rec is not None:  # not started: the session stays usable
+            kept.restore(control.session, rec)
+        raise
 
 
 @router.post("/fetch", operation_id="fetch", **FRAMES_ROUTE)

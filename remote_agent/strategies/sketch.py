@@ -1,26 +1,40 @@
-"""The agent's answer to /v1/sketch: set reconciliation of the site query with the warehouse.
+"""The agent's side of /v1/sketch: set reconciliation of the site query with the warehouse.
 
 The warehouse sends its reconciliation table (an IBLT of (key fingerprint, row hash) pairs,
-see protocol/iblt.py). The agent reads the site query once, in its usual chunks, folds the
-pair of every row into the table with the opposite sign, and peels what is left:
+see protocol/iblt.py), compact and shrunk to a width `w`, and names a wider width `A` that
+`w` divides. The agent reads the site query once, in its usual chunks, folds the pair of
+every row into a table of its own `A` cells wide, shrinks that to `w`, subtracts it from the
+warehouse's and peels what is left:
 
 - pairs only the source holds are new or changed rows: their current rows go back (ROWS);
-- pairs only the warehouse holds are deleted rows or the old side of updates: they go back
-  as they are (PAIRS), and the warehouse tells the two apart by the keys of the rows;
+- pairs only the warehouse holds whose key came back in no row are deleted rows: their
+  keys go back (DELETED_KEYS), or for a key that is not its own fingerprint, the
+  fingerprint (GONE_FINGERPRINTS: the agent never saw that key), which the warehouse
+  looks up in its fragment; the old side of an update needs nothing, the warehouse finds
+  it in its fragment too;
 - a table that does not peel (more differences than it was sized for) is said so in the
-  summary, and the warehouse falls back to another strategy.
+  summary. If `w` is narrower than `A`, the agent keeps its table (a `Reconciliation`)
+  under a session id for a while, and the warehouse may send its table again, wider, in a
+  request naming that session: a new stage without a new read of the source. A small
+  first stage makes a sync with no change cost almost nothing; the second is sized by the
+  statistics.
 
-Memory: the table (28 bytes a cell, sized for the expected differences) and one batch of
-rows. A key of one integer column is its own fingerprint, so the keys of the rows to send
-come straight out of the peel. Any other key is written with its fingerprint to a
-temporary file on the agent's disk while the site query is read (never to the database),
-and read back once to find the keys of the differing pairs.
+Memory: the agent's table (32 bytes a cell in memory, `A` cells per sub-table: a small
+multiple of what the statistics expect) and one batch of rows. A key of one integer column
+is its own fingerprint, so the keys of the rows to send come straight out of the peel. Any
+other key is written with its fingerprint to a temporary file on the agent's disk while the
+site query is read (never to the database), and read back to find the keys of the
+differing pairs.
 """
 
 from __future__ import annotations
 
+import secrets
+import shutil
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +46,7 @@ import pyarrow.ipc as ipc
 from .. import chunks
 from ..adapters.base import Adapter
 from ..adapters.rows import RowConverter
+from ..errors import BadRequest, Gone
 from ..protocol import frames
 from ..protocol.fingerprints import (
     integer_key,
@@ -40,81 +55,233 @@ from ..protocol.fingerprints import (
     row_fingerprints,
     sketch_seeds,
 )
-from ..protocol.iblt import Iblt
+from ..protocol.iblt import Iblt, Peeled
 from ..protocol.types import Column
-from ..protocol.wire import KEY_FP, ROW_FP, key_values
+from ..protocol.wire import KEY_FP, key_values
 from ..sitequery import ValidatedQuery
 from .checks import key_columns
 from .fetch import lookup_rows
 
-#: Rows per spilled batch and per PAIRS frame.
+#: Rows per spilled batch and per DELETED_KEYS frame.
 SPILL_ROWS = 65_536
+#: Seconds a kept reconciliation waits for the warehouse's next stage.
+SESSION_TTL_S = 600.0
+
+
+class Reconciliation:
+    """The source's side of one sketch exchange: its table, and its keys' fingerprints if spilled."""
+
+    def __init__(self, query: ValidatedQuery, seed: int, width: int, hashes: int, spill_dir: str | None = None):
+        self.query = query
+        self.seed = seed
+        self.key = key_columns(query)
+        self.columns = [Column(c.name, c.type) for c in query.columns]
+        self.table = Iblt(width * hashes, hashes, seed, compact=True)
+        self.rows_scanned = 0
+        self._dir = Path(tempfile.mkdtemp(prefix="deltasieve-sketch-", dir=spill_dir))
+        #: whether a key is its own fingerprint (one integer column): else keys are spilled
+        self.own_fingerprints = integer_key(self.key)
+        self._spill = None if self.own_fingerprints else _Spill(self._dir / "keys.arrow", self.key)
+        self.touched = time.monotonic()
+
+    def scan(self, adapter: Adapter, converter: RowConverter, batch_rows: int, chunk_rows: int) -> None:
+        """Read the site query once and fold every row's pair into the table."""
+        key_seed, row_seed = sketch_seeds(self.seed)
+        with adapter.session() as session:
+            for rows in chunks.slices(chunks.scan(adapter, session, self.query, chunk_rows), min(batch_rows, 10_000)):
+                batch = converter.batch(rows, self.query.key)
+                self.rows_scanned += batch.num_rows
+                kf = key_fingerprints(batch, self.key, key_seed)
+                self.table.add(kf, row_fingerprints(batch, self.columns, row_seed))
+                if self._spill is not None:
+                    self._spill.write(kf, batch)
+        if self._spill is not None:
+            self._spill.close()
+
+    def peel(self, sent: Iblt) -> tuple[Peeled, int]:
+        """The pairs only one side holds (plus: the warehouse, minus: the source), and the
+        number of empty cells of the difference before peeling (how the warehouse gauges
+        the number of differences when the peel fails)."""
+        if sent.hashes != self.table.hashes or sent.seed != self.seed or not sent.compact:
+            raise BadRequest(f"the sketch table {sent!r} does not match this exchange's (seed, hashes, compact)")
+        if self.table.width % sent.width:
+            raise BadRequest(
+                f"the sketch table is {sent.width} cells wide, which does not divide this exchange's width {self.table.width}"
+            )
+        difference = sent.subtract(self.table.shrink(sent.width))
+        empty = difference.empty_cells()
+        self.touched = time.monotonic()
+        return difference.peel(), empty
+
+    def keys_of(self, fingerprints: np.ndarray) -> list:
+        """The keys with these fingerprints, as the fetch lookups take them."""
+        if self._spill is None:
+            return key_values(keys_from_fingerprints(fingerprints, self.key), self.query.key)
+        return self._spill.keys_of(fingerprints)
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class Reconciliations:
+    """Reconciliations kept between the stages of their exchanges, by session id.
+
+    At most `limit` are kept (the oldest is dropped first), none longer than `ttl_s` idle.
+    A session is taken out while a request uses it, so two requests never share one.
+    """
+
+    def __init__(self, limit: int, ttl_s: float = SESSION_TTL_S):
+        self.limit = limit
+        self.ttl_s = ttl_s
+        self._kept: OrderedDict[str, Reconciliation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keep(self, rec: Reconciliation) -> str:
+        session = secrets.token_hex(16)
+        with self._lock:
+            self._expire()
+            self._kept[session] = rec
+            while len(self._kept) > self.limit:
+                self._kept.popitem(last=False)[1].close()
+        return session
+
+    def take(self, session: str) -> Reconciliation:
+        with self._lock:
+            self._expire()
+            rec = self._kept.pop(session, None)
+        if rec is None:
+            raise Gone(
+                f"sketch session {session!r} is not held here (expired after {self.ttl_s:g} s, dropped for a newer one, "
+                "or the agent restarted): start the exchange again"
+            )
+        return rec
+
+    def restore(self, session: str, rec: Reconciliation) -> None:
+        """Put back a reconciliation taken for a request that never started."""
+        with self._lock:
+            self._kept[session] = rec
+
+    def close(self) -> None:
+        with self._lock:
+            while self._kept:
+                self._kept.popitem()[1].close()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for session in [s for s, rec in self._kept.items() if now - rec.touched > self.ttl_s]:
+            self._kept.pop(session).close()
 
 
 def sketch_answer(
     adapter: Adapter,
     query: ValidatedQuery,
-    table: Iblt,
+    sent: Iblt,
     *,
+    rec: Reconciliation | None,
     seed: int,
+    width: int,
+    kept: Reconciliations,
     batch_rows: int,
     chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
     spill_dir: str | None = None,
 ) -> Iterator[bytes]:
-    """The answer of /v1/sketch, as frames; see the module docstring."""
-    converter = RowConverter(adapter, query.columns, query.where())
-    key = key_columns(query)
-    columns = [Column(c.name, c.type) for c in query.columns]
-    key_seed, row_seed = sketch_seeds(seed)
+    """The answer of /v1/sketch, as frames; see the module docstring.
 
-    def answer() -> Iterator[bytes]:
-        started = time.monotonic()
-        scanned = 0
-        with tempfile.TemporaryDirectory(prefix="deltasieve-sketch-", dir=spill_dir) as tmp:
-            spill = None if integer_key(key) else _Spill(Path(tmp) / "keys.arrow", key)
-            with adapter.session() as session:
-                for rows in chunks.slices(chunks.scan(adapter, session, query, chunk_rows), min(batch_rows, 10_000)):
-                    batch = converter.batch(rows, query.key)
-                    scanned += batch.num_rows
-                    kf = key_fingerprints(batch, key, key_seed)
-                    table.add(kf, row_fingerprints(batch, columns, row_seed), sign=-1)
-                    if spill is not None:
-                        spill.write(kf, batch)
-            if spill is not None:
-                spill.close()
-            peeled = table.peel()
-            summary = {"rows_scanned": scanned, "complete": peeled.complete, "cells": table.cells}
-            if not peeled.complete:
-                yield frames.json_frame(frames.SUMMARY, {**summary, "elapsed_s": round(time.monotonic() - started, 4)})
-                return
-            wanted = np.unique(peeled.minus_keys)  # pairs only the source holds
-            if spill is None:
-                keys = key_values(keys_from_fingerprints(wanted, key), query.key)
-            else:
-                keys = spill.keys_of(wanted)
-            sent = 0
-            with adapter.session() as session:
-                for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows):
-                    sent += batch.num_rows
-                    yield frames.arrow_frame(frames.ROWS, batch)
-            left = pa.table(
-                {KEY_FP: pa.array(peeled.plus_keys, pa.uint64()), ROW_FP: pa.array(peeled.plus_hashes, pa.uint64())}
-            )
-            for part in left.to_batches(max_chunksize=SPILL_ROWS):
-                yield frames.arrow_frame(frames.PAIRS, part)
-        differences = len(peeled.plus_keys) + len(peeled.minus_keys)
-        yield frames.json_frame(
-            frames.SUMMARY,
-            {
-                **summary,
-                "differences": differences,
-                "rows_sent": sent,
-                "pairs_sent": left.num_rows,
-                "elapsed_s": round(time.monotonic() - started, 4),
-            },
+    `rec` is the kept reconciliation of a later stage, None on the first (which reads the
+    site query into a new one `width` cells wide per sub-table).
+    """
+    converter = RowConverter(adapter, query.columns, query.where())
+    if rec is None and width % sent.width:
+        raise BadRequest(
+            f"the sketch table is {sent.width} cells wide, which does not divide the width {width} asked for"
         )
 
+    def answer() -> Iterator[bytes]:
+        nonlocal rec
+        started = time.monotonic()
+        if rec is None:
+            rec = Reconciliation(query, seed, width, sent.hashes, spill_dir)
+            try:
+                rec.scan(adapter, converter, batch_rows, chunk_rows)
+            except BaseException:
+                rec.close()
+                raise
+        keep = False
+        try:
+            peeled, empty = rec.peel(sent)
+            summary = {"rows_scanned": rec.rows_scanned, "complete": peeled.complete, "cells": sent.cells}
+            summary["empty_cells"] = empty
+            if not peeled.complete:
+                if sent.width < rec.table.width:  # a wider stage may follow: keep the table
+                    summary["session"] = kept.keep(rec)
+                    keep = True
+                yield frames.json_frame(frames.SUMMARY, {**summary, "elapsed_s": round(time.monotonic() - started, 4)})
+                return
+            yield from _rows_and_deletes(adapter, rec, converter, peeled, summary, batch_rows, chunk_rows, started)
+        finally:
+            if not keep:
+                rec.close()
+
     return answer()
+
+
+def _rows_and_deletes(
+    adapter: Adapter,
+    rec: Reconciliation,
+    converter: RowConverter,
+    peeled: Peeled,
+    summary: dict,
+    batch_rows: int,
+    chunk_rows: int,
+    started: float,
+) -> Iterator[bytes]:
+    """The rows of the pairs only the source holds, then the keys gone from it."""
+    query = rec.query
+    key_seed, _ = sketch_seeds(rec.seed)
+    wanted = np.unique(peeled.minus_keys)
+    found: list[np.ndarray] = []
+    sent = 0
+    with adapter.session() as session:
+        for batch in lookup_rows(adapter, session, query, converter, rec.keys_of(wanted), batch_rows, chunk_rows):
+            sent += batch.num_rows
+            found.append(key_fingerprints(batch, rec.key, key_seed))
+            yield frames.arrow_frame(frames.ROWS, batch)
+    # keys only the warehouse holds, and wanted keys whose row left between the read and the lookup
+    only_warehouse = np.setdiff1d(peeled.plus_keys, peeled.minus_keys)
+    vanished = np.setdiff1d(wanted, np.concatenate([wanted[:0], *found]))
+    if rec.own_fingerprints:
+        named, unnamed = np.union1d(only_warehouse, vanished), only_warehouse[:0]
+    else:  # a key the source no longer holds was never spilled: the warehouse names it
+        named, unnamed = vanished, only_warehouse
+    deleted = 0
+    if named.size:
+        schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in rec.key])
+        keys = rec.keys_of(named)
+        for start in range(0, len(keys), SPILL_ROWS):
+            part = keys[start : start + SPILL_ROWS]
+            columns = list(zip(*part)) if len(rec.key) > 1 else [part]
+            batch = pa.RecordBatch.from_arrays(
+                [pa.array(values, f.type) for values, f in zip(columns, schema)], schema=schema
+            )
+            deleted += batch.num_rows
+            yield frames.arrow_frame(frames.DELETED_KEYS, batch)
+    for start in range(0, unnamed.size, SPILL_ROWS):
+        part = pa.record_batch([pa.array(unnamed[start : start + SPILL_ROWS], pa.uint64())], names=[KEY_FP])
+        deleted += part.num_rows
+        yield frames.arrow_frame(frames.GONE_FINGERPRINTS, part)
+    yield frames.json_frame(
+        frames.SUMMARY,
+        {
+            **summary,
+            "differences": len(peeled.plus_keys) + len(peeled.minus_keys),
+            "rows_sent": sent,
+            "deleted_sent": deleted,
+            "elapsed_s": round(time.monotonic() - started, 4),
+        },
+    )
 
 
 class _Spill:

@@ -1,19 +1,24 @@
 """sketch: set reconciliation of (key fingerprint, row hash) pairs with an IBLT, O(differences).
 
 plan: the fragment's table (sketches.py; rebuilt on the executors when missing or due for a
-new seed) is shrunk to the width the statistics ask for this sync: cells for the expected
-number of differing pairs (two per update, one per delete and per insert) plus a margin
-for their spread, so that about 1 % of syncs fail to peel. exchange: the agent reads the
-site query once, folds every row's pair in with the opposite sign and peels the table; it
-answers with the rows of the pairs only it holds (new and changed rows) and the pairs only
-the warehouse holds (deleted rows, the old side of updates). A key in the latter but not
-among the returned rows is deleted. When the table does not peel, the site falls back to
-the group-hash exchange, one more scan. stage: the table of the new fragment is the old
-one minus the pairs that left plus the pairs of the returned rows, O(changes).
+new seed) is shrunk, for each stage of the exchange, to a width that divides it. The
+statistics size the main stage: cells for the expected number of differing pairs (two per
+update, one per delete and per insert) plus a margin for their spread, so that about 1 %
+of syncs fail to peel. exchange: a small first stage (a probe of ~1 KB) goes first when the
+main one is much larger: the agent reads the site query once into a table of its own, a
+few times wider than the main stage, and peels the difference with the probe; a sync with
+(nearly) no change ends there. Otherwise the agent keeps its table, and the main stage,
+then if need be a wider one (sized from how full the failed difference was), follow
+without a new read. The agent answers with the rows of the pairs only it holds (new and
+changed rows) and the keys only the warehouse holds (deleted rows). When no stage peels,
+the site falls back to the group-hash exchange, one more scan. stage: the table of the new
+fragment is the old one minus the pairs of the fragment's replaced and deleted rows (read
+from the snapshot by key) plus the pairs of the returned rows, O(changes).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,28 +29,56 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from remote_agent.protocol import frames
-from remote_agent.protocol.fingerprints import integer_key, key_fingerprints, keys_from_fingerprints, sketch_seeds
+from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from remote_agent.protocol.iblt import cells_for
-from remote_agent.protocol.models import SketchControl
-from remote_agent.protocol.wire import KEY_FP, ROW_FP
+from remote_agent.protocol.models import MAX_SKETCH_WIDTH, SketchControl
+from remote_agent.protocol.wire import KEY_FP
 
 from .. import sketches
-from ..errors import ProtocolError
+from ..errors import AgentRejected, ProtocolError
 from ..sinks import Sink
 from ..storage import Version
 from .base import Answer, SiteEstimate, Strategy, spark_schema
 from .group_hash import GroupHash
 
-#: Share of syncs allowed to fail to peel (each then costs a group-hash exchange more).
+#: Share of syncs allowed to fail to peel at the stage the statistics size.
 PEEL_FAILURE = 0.01
-#: Bytes of one cell on the wire: a 32-bit count and three 64-bit sums (random: no compression).
-CELL_BYTES = 28
-#: Bytes of a pair sent back (two 64-bit values).
-PAIR_BYTES = 16
+#: Bytes of one cell on the wire, compact (iblt.py): three sums of 64, 64 and 32 bits, random.
+CELL_BYTES = 20.4
+#: Cells per sub-table of the probe, the first stage when the main one is much wider:
+#: 48 cells (about 1 KB) peel a handful of differences, and a sync with no change.
+PROBE_WIDTH = 16
+#: The agent's table is up to this many times as wide as the main stage (and at most the
+#: stored width): a later stage can be that wide without a new read of the source.
+HEADROOM = 16
+#: Bytes of a deleted key on the wire, for the estimate (an integer; text keys cost more).
+DELETED_KEY_BYTES = 8
 
 
 def sketch_dir(version: Version, site: int):
     return version.path / f"site-{site}" / "sketch"
+
+
+def _divisor_at_least(want: int, of: int) -> int | None:
+    """The smallest divisor of `of` that is at least `want`, or None.
+
+    >>> _divisor_at_least(7, 1920), _divisor_at_least(2000, 1920)
+    (8, None)
+    """
+    return sketches.sent_width(want * sketches.HASHES, of)
+
+
+def differences_seen(width: int, empty_cells: int, hashes: int = sketches.HASHES) -> float:
+    """How many differing pairs fill a difference table of `hashes` sub-tables `width` wide
+    to leave `empty_cells` empty: each pair takes one cell per sub-table, so a cell stays
+    empty with probability exp(-pairs / width). Infinite when none is empty.
+
+    >>> round(differences_seen(100, 3 * 37)), differences_seen(100, 0)
+    (99, inf)
+    """
+    if empty_cells <= 0:
+        return math.inf
+    return -width * math.log(min(1.0, empty_cells / (hashes * width)))
 
 
 class Sketch(Strategy):
@@ -66,83 +99,104 @@ class Sketch(Strategy):
         self.stored = stored
         m.differences_expected = round(est.differences, 1)
         cells = cells_for(est.differences, est.differences_variance, PEEL_FAILURE, sketches.HASHES)
-        width = sketches.sent_width(cells, stored.table.width)
         self.fallback: GroupHash | None = None
-        if width is None:  # more differences expected than the stored table can resolve
+        self.main = sketches.sent_width(cells, stored.table.width)
+        if self.main is None:  # more differences expected than the stored table can resolve
             self._fall_back()
             return
-        self.sent = stored.table.shrink(width)
-        m.sketch_cells = self.sent.cells
+        self.widest = agent_width(self.main, stored.table.width)
+        probe = _divisor_at_least(PROBE_WIDTH, self.widest)
+        self.first = probe if probe is not None and 4 * probe <= self.main else self.main
+        m.sketch_cells = 0
 
     def exchange(self) -> Answer:
         if self.fallback is not None:
             return self.fallback.exchange()
+        m = self.ctx.metrics
+        width, session = self.first, None
+        m.sketch_bytes = m.sketch_stages = 0
+        while True:
+            try:
+                summary, returned_path, deleted_path = self._stage(width, session)
+            except AgentRejected as exc:
+                if exc.status != 410:
+                    raise
+                summary = {"complete": False}  # the agent dropped its table: start over another way
+            if summary.get("complete"):
+                break
+            if width >= self.main:
+                m.peel_failed = True
+            session = summary.get("session")
+            width = self._next_width(width, summary) if session else None
+            if width is None:
+                self._fall_back()
+                return self.fallback.exchange()
+        m.differences_found = summary.get("differences", 0)
+        self.returned = pq.read_table(returned_path)
+        return Answer([returned_path], deleted_path)
+
+    def _stage(self, width: int, session: str | None) -> tuple[dict, Path, Path]:
+        """One POST /v1/sketch with the table `width` wide; the answer's summary and files."""
         ctx = self.ctx
-        control = SketchControl(site=ctx.spec(), seed=self.stored.secret, batch_rows=ctx.options.batch_rows)
-        table = self.sent.to_arrow()
-        ctx.metrics.sketch_bytes = len(frames.arrow_frame(frames.SKETCH, table))
-        body: Iterator[bytes] = iter(
-            [frames.json_frame(frames.CONTROL, control.model_dump()), frames.arrow_frame(frames.SKETCH, table)]
+        m = ctx.metrics
+        control = SketchControl(
+            site=ctx.spec(),
+            seed=self.stored.secret,
+            batch_rows=ctx.options.batch_rows,
+            width=self.widest,
+            session=session,
         )
+        table = self.stored.table.shrink(width).to_compact().to_arrow()
+        sent = frames.arrow_frame(frames.SKETCH, table)
+        m.sketch_stages += 1
+        m.sketch_cells += table.num_rows
+        m.sketch_bytes += len(sent)
+        body: Iterator[bytes] = iter([frames.json_frame(frames.CONTROL, control.model_dump()), sent])
         returned_path = ctx.staging / "sketch-returned.parquet"
-        pairs: list[pa.RecordBatch] = []
+        deleted_path = ctx.staging / "sketch-deleted.parquet"
         summary = None
-        with Sink(returned_path, ctx.rows_schema()) as returned:
+        key_schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in ctx.key_columns()])
+        unnamed: list[np.ndarray] = []
+        with Sink(returned_path, ctx.rows_schema()) as returned, Sink(deleted_path, key_schema) as deleted:
             for frame in ctx.client.exchange("/v1/sketch", body):
                 if frame.kind == frames.ROWS:
                     returned.write(frame.batch())
                     ctx.tick(returned.rows)
-                elif frame.kind == frames.PAIRS:
-                    pairs.append(frame.batch())
+                elif frame.kind == frames.DELETED_KEYS:
+                    deleted.write(frame.batch())
+                elif frame.kind == frames.GONE_FINGERPRINTS:
+                    unnamed.append(frame.batch().column(KEY_FP).to_numpy())
                 elif frame.kind == frames.SUMMARY:
                     summary = frame.json()
-        if summary is None:
-            raise ProtocolError("sketch answer ended without a summary")
-        m = ctx.metrics
-        m.rows_scanned = summary.get("rows_scanned", 0)
-        m.agent_seconds = summary.get("elapsed_s")
-        if not summary.get("complete"):
-            m.peel_failed = True
-            self._fall_back()
-            return self.fallback.exchange()
+            if summary is None:
+                raise ProtocolError("sketch answer ended without a summary")
+            if unnamed:
+                for batch in self._keys_of(np.concatenate(unnamed)).to_batches():
+                    deleted.write(batch)
+        m.rows_scanned = summary.get("rows_scanned", m.rows_scanned or 0)
+        m.agent_seconds = round((m.agent_seconds or 0) + summary.get("elapsed_s", 0), 4)
         m.rows_received = returned.rows
-        m.differences_found = summary.get("differences", 0)
-        self.left = pa.Table.from_batches(pairs, schema=pa.schema([(KEY_FP, pa.uint64()), (ROW_FP, pa.uint64())]))
-        # the pairs of the rows that came back: they name the keys not deleted, and join the table
-        self.back = self.stored.pairs(pq.read_table(returned_path), ctx.site.columns, ctx.key_columns())
-        return Answer([returned_path], self._deleted_keys())
+        return summary, returned_path, deleted_path
 
-    def _fall_back(self) -> None:
-        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot)."""
-        self.ctx.metrics.fallback = GroupHash.name
-        self.fallback = GroupHash(self.ctx)
-        self.fallback.plan()
-
-    def follow_up(self, answer: Answer) -> Answer:
-        return self.fallback.follow_up(answer) if self.fallback is not None else answer
-
-    def _deleted_keys(self) -> Path:
-        """Keys of the pairs that left whose key did not come back: deleted at the source."""
-        ctx = self.ctx
-        key = ctx.key_columns()
-        gone = np.setdiff1d(self.left.column(KEY_FP).to_numpy(), self.back[0])
-        path = ctx.staging / "sketch-deleted.parquet"
-        if integer_key(key):
-            keys = keys_from_fingerprints(gone, key)
+    def _next_width(self, width: int, summary: dict) -> int | None:
+        """The next stage's width: the main one after the probe, else twice the last, or
+        wider if the failed difference looked fuller; None when the agent's table is too narrow."""
+        want = self.main if width < self.main else 2 * width
+        seen = differences_seen(width, summary.get("empty_cells", 0))
+        if math.isfinite(seen):
+            want = max(want, math.ceil(cells_for(seen, seen, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES))
+        elif width < self.main:
+            want = self.main
         else:
-            keys = self._keys_of(gone)
-        with Sink(path, pa.schema([pa.field(c.name, c.type.arrow()) for c in key])) as sink:
-            for batch in keys.to_batches():
-                sink.write(batch)
-        return path
+            want = self.widest  # the difference filled every cell: one last try at the widest
+        return _divisor_at_least(want, self.widest) if width < self.widest else None
 
     def _keys_of(self, fingerprints: np.ndarray) -> pa.Table:
-        """The snapshot keys with these fingerprints (keys that are not their own), on the executors."""
+        """The snapshot keys with these fingerprints (keys that are not their own), on the
+        executors: a pass over the fragment, made only when such a key was deleted."""
         ctx = self.ctx
         key = ctx.key_columns()
         schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in key])
-        if len(fingerprints) == 0:
-            return schema.empty_table()
         key_seed, _ = sketch_seeds(self.stored.secret)
         wanted = pa.array(fingerprints, pa.uint64())
 
@@ -154,24 +208,68 @@ class Sketch(Strategy):
         found = ctx.snapshot.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
         return found.cast(schema)
 
+    def _fall_back(self) -> None:
+        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot)."""
+        self.ctx.metrics.fallback = GroupHash.name
+        self.fallback = GroupHash(self.ctx)
+        self.fallback.plan()
+
+    def follow_up(self, answer: Answer) -> Answer:
+        return self.fallback.follow_up(answer) if self.fallback is not None else answer
+
     def unchanged_keys(self) -> DataFrame | None:
         if self.fallback is not None:
             return self.fallback.unchanged_keys()
         return self.ctx.snapshot.select(*self.ctx.site.key)
 
     def stage(self, staged: Version) -> None:
-        """The new fragment's table: the old one less the pairs that left, plus the returned rows'."""
+        """The new fragment's table: the old one less the pairs of the rows replaced or
+        deleted, plus the pairs of the returned rows."""
         if self.fallback is not None:
             return  # rebuilt from the fragment at the next sketch sync
         ctx = self.ctx
+        key, columns = ctx.key_columns(), ctx.site.columns
         table = self.stored.table.copy()
-        table.add(self.left.column(KEY_FP).to_numpy(), self.left.column(ROW_FP).to_numpy(), sign=-1)
-        table.add(*self.back)
+        table.add(*self._old_pairs(), sign=-1)
+        table.add(*self.stored.pairs(self.returned, columns, key))
         sketches.SiteSketch(table, self.stored.syncs + 1).save(sketch_dir(staged, ctx.index))
+
+    def _old_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs of the snapshot rows whose key came back or was deleted, on the executors."""
+        ctx = self.ctx
+        key, columns = ctx.key_columns(), ctx.site.columns
+        names = [c.name for c in key]
+        key_schema = spark_schema(key)
+        touched = ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-returned.parquet"))
+        touched = touched.select(*names).unionByName(
+            ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-deleted.parquet"))
+        )
+        key_seed, row_seed = sketch_seeds(self.stored.secret)
+
+        def run(batches):
+            for batch in batches:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(key_fingerprints(batch, key, key_seed).view(np.int64)),
+                        pa.array(row_fingerprints(batch, columns, row_seed).view(np.int64)),
+                    ],
+                    names=["k", "h"],
+                )
+
+        old = (
+            ctx.snapshot.select(*[c.name for c in columns])
+            .join(touched.distinct(), names, "left_semi")
+            .mapInArrow(run, "k bigint, h bigint")
+            .toArrow()
+        )
+        return (
+            old.column("k").to_numpy().astype(np.int64).view(np.uint64),
+            old.column("h").to_numpy().astype(np.int64).view(np.uint64),
+        )
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
-        """The shrunk table one way; changed and new rows, and the pairs that left, the other.
+        """The main stage's table one way; changed and new rows, and deleted keys, the other.
 
         >>> from warehouse.planning import CostModel
         >>> est = SiteEstimate(100_000, 0.001, 0.0, CostModel(50, 4, 16), 128)
@@ -182,6 +280,24 @@ class Sketch(Strategy):
         width = sketches.sent_width(cells, sketches.stored_width(estimate.rows))
         if width is None:
             return float("inf")
+        probe = PROBE_WIDTH * sketches.HASHES * CELL_BYTES if width >= 4 * PROBE_WIDTH else 0
         rows_back = estimate.updates + estimate.inserts
-        pairs_back = estimate.updates + estimate.deletes
-        return width * sketches.HASHES * CELL_BYTES + rows_back * estimate.cost.tuple_bytes + pairs_back * PAIR_BYTES
+        return (
+            probe
+            + width * sketches.HASHES * CELL_BYTES
+            + rows_back * estimate.cost.tuple_bytes
+            + estimate.deletes * DELETED_KEY_BYTES
+        )
+
+
+def agent_width(main: int, stored: int) -> int:
+    """Width of the agent's table: the narrowest multiple of the main stage's width that
+    divides the stored width and is HEADROOM times as wide (the stored width if none is),
+    within what an agent builds (MAX_SKETCH_WIDTH).
+
+    >>> agent_width(14, 1260), agent_width(630, 1260), agent_width(315 * 2**11, 315 * 2**14)
+    (252, 1260, 1290240)
+    """
+    fits = [d for d in sketches.divisors(stored) if d % main == 0 and d <= max(main, MAX_SKETCH_WIDTH)]
+    wide = [d for d in fits if d >= HEADROOM * main]
+    return min(wide) if wide else max(fits)

@@ -1,0 +1,187 @@
+"""/v1/sketch in stages: a small table that does not peel leaves the agent's table kept under
+a session, and a wider one sent with that session peels without reading the source again.
+
+The agent runs in process over a real SQLite file; the warehouse's table is built from the
+rows the warehouse would hold, as the sketch strategy builds it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pyarrow as pa
+import pytest
+from fastapi.testclient import TestClient
+
+from remote_agent.app import create_app
+from remote_agent.errors import Gone
+from remote_agent.protocol import frames
+from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from remote_agent.protocol.iblt import Iblt
+from remote_agent.protocol.models import PROTOCOL_VERSION, SiteSpec, SketchControl
+from remote_agent.protocol.types import Column, LogicalType
+from remote_agent.protocol.wire import KEY_FP
+from remote_agent.settings import AgentSettings
+from remote_agent.strategies.sketch import Reconciliations
+
+SECRET = 1234567
+ROWS = 3_000
+
+
+def _columns(key_type: str) -> list[Column]:
+    return [Column("k", LogicalType.parse(key_type)), Column("v", LogicalType.parse("text"))]
+
+
+def _source(key_type: str):
+    key = (lambda i: i * 3 - 100) if key_type == "int" else (lambda i: f"key-{i:05d}")
+    old = {key(i): f"v{i}" for i in range(ROWS)}
+    new = dict(old)
+    for i in range(0, 300, 3):  # 100 updates
+        new[key(i)] = f"changed {i}"
+    for i in range(300, 340):  # 40 deletes
+        del new[key(i)]
+    for i in range(ROWS, ROWS + 60):  # 60 inserts
+        new[key(i)] = f"new {i}"
+    return old, new
+
+
+@pytest.fixture(scope="module", params=["int", "text"])
+def setup(request, tmp_path_factory):
+    key_type = request.param
+    old, new = _source(key_type)
+    db = tmp_path_factory.mktemp("sketch") / "t.db"
+    with sqlite3.connect(db) as c:
+        c.execute(f"CREATE TABLE t (k {'INTEGER' if key_type == 'int' else 'TEXT'} PRIMARY KEY, v TEXT)")
+        c.executemany("INSERT INTO t VALUES (?, ?)", list(new.items()))
+    with TestClient(create_app(AgentSettings(db_url=f"sqlite:///{db}"))) as client:
+        yield client, key_type, old, new
+
+
+#: key fingerprint -> key, of the warehouse's rows (what its fragment tells it)
+NAMES: dict = {}
+
+
+def _table(key_type: str, rows: dict, width: int) -> Iblt:
+    columns = _columns(key_type)
+    batch = pa.table(
+        {"k": list(rows), "v": list(rows.values())},
+        schema=pa.schema([pa.field(c.name, c.type.arrow()) for c in columns]),
+    )
+    key_seed, row_seed = sketch_seeds(SECRET)
+    fps = key_fingerprints(batch, columns[:1], key_seed)
+    NAMES.update(zip(fps.tolist(), rows))
+    t = Iblt(3 * width, 3, SECRET)
+    t.add(fps, row_fingerprints(batch, columns, row_seed))
+    return t
+
+
+def _post(client, key_type: str, old: dict, width: int, widest: int, session: str | None = None, compact=True):
+    columns = [c.to_json() for c in _columns(key_type)]
+    control = SketchControl.model_construct(  # unchecked: the agent is the one to check
+        site=SiteSpec(sql="SELECT t.k, t.v FROM t", key=["k"], columns=columns),
+        seed=SECRET,
+        width=widest,
+        session=session,
+        protocol=PROTOCOL_VERSION,
+        batch_rows=16_384,
+    )
+    table = _table(key_type, old, width)
+    table = table.to_compact() if compact else table
+    content = frames.json_frame(frames.CONTROL, control.model_dump()) + frames.arrow_frame(
+        frames.SKETCH, table.to_arrow()
+    )
+    return client.post("/v1/sketch", content=content, headers={"Content-Type": frames.MEDIA_TYPE})
+
+
+def _answer(response) -> tuple[dict, list[dict], list]:
+    assert response.status_code == 200, response.text
+    rows, deleted, summary = [], [], None
+    for f in frames.read_frames([response.content]):
+        if f.kind == frames.ROWS:
+            rows.extend(f.batch().to_pylist())
+        elif f.kind == frames.DELETED_KEYS:
+            deleted.extend(f.batch().column("k").to_pylist())
+        elif f.kind == frames.GONE_FINGERPRINTS:  # keys the agent cannot name: the warehouse can
+            deleted.extend(NAMES[fp] for fp in f.batch().column(KEY_FP).to_pylist())
+        elif f.kind == frames.SUMMARY:
+            summary = f.json()
+        else:
+            raise AssertionError(f"unexpected frame {f.kind!r}: {f.json() if f.kind == frames.ERROR else ''}")
+    return summary, rows, deleted
+
+
+def test_a_probe_that_does_not_peel_keeps_the_table_for_a_wider_stage(setup):
+    client, key_type, old, new = setup
+    first, rows, deleted = _answer(_post(client, key_type, old, width=16, widest=16 * 40))
+    assert not first["complete"] and first["session"] and not rows and not deleted
+    assert first["rows_scanned"] == len(new) and 0 <= first["empty_cells"] < 48
+    second, rows, deleted = _answer(
+        _post(client, key_type, old, width=16 * 20, widest=16 * 40, session=first["session"])
+    )
+    assert second["complete"], second
+    assert "rows_scanned" in second and second["rows_scanned"] == len(new)  # the read of the first stage
+    changed = {k: v for k, v in new.items() if old.get(k) != v}
+    assert {r["k"]: r["v"] for r in rows} == changed
+    assert sorted(deleted) == sorted(set(old) - set(new))
+    assert second["differences"] == 2 * 100 + 40 + 60
+    # the session ended with the complete answer
+    again = _post(client, key_type, old, width=16 * 20, widest=16 * 40, session=first["session"])
+    assert again.status_code == 410 and "start the exchange again" in again.json()["detail"]
+
+
+def test_no_change_peels_at_the_probe(setup):
+    client, key_type, _, new = setup
+    summary, rows, deleted = _answer(_post(client, key_type, new, width=16, widest=16 * 40))
+    assert summary["complete"] and summary["differences"] == 0 and not rows and not deleted
+    assert "session" not in summary
+
+
+@pytest.mark.parametrize(
+    "width, widest, compact, status, words",
+    [
+        (16, 40, True, 400, "does not divide"),
+        (16, 32, False, 400, "compact"),
+        (16, 2**22, True, 400, "width"),
+    ],
+)
+def test_bad_stages_are_refused(setup, width, widest, compact, status, words):
+    client, key_type, old, _ = setup
+    r = _post(client, key_type, old, width=width, widest=widest, compact=compact)
+    assert r.status_code == status, r.text
+    assert words in r.text
+
+
+def test_an_unknown_session_is_gone(setup):
+    client, key_type, old, _ = setup
+    r = _post(client, key_type, old, width=16, widest=32, session="f" * 32)
+    assert r.status_code == 410 and "not held here" in r.json()["detail"]
+
+
+class _Rec:
+    def __init__(self):
+        self.closed = False
+        self.touched = float("inf")
+
+    def close(self):
+        self.closed = True
+
+
+def test_kept_reconciliations_are_bounded_and_taken_once():
+    kept = Reconciliations(limit=2)
+    recs = [_Rec() for _ in range(3)]
+    ids = [kept.keep(r) for r in recs]
+    assert recs[0].closed and not recs[1].closed and len(kept) == 2  # the oldest went
+    with pytest.raises(Gone):
+        kept.take(ids[0])
+    assert kept.take(ids[2]) is recs[2]
+    with pytest.raises(Gone):
+        kept.take(ids[2])
+    expired = Reconciliations(limit=2, ttl_s=0.0)
+    rec = _Rec()
+    rec.touched = -1.0
+    session = expired.keep(rec)
+    with pytest.raises(Gone):
+        expired.take(session)
+    assert rec.closed
+    kept.close()
+    assert recs[1].closed
