@@ -92,7 +92,7 @@ def version_mismatch(version: int) -> str | None:
     >>> version_mismatch(PROTOCOL_VERSION) is None
     True
     >>> version_mismatch(PROTOCOL_VERSION + 1)  # doctest: +ELLIPSIS
-    'this agent speaks deltasieve protocol version 1; the request is version 2: upgrade the older ...'
+    'this agent speaks deltasieve protocol version 2; the request is version 3: upgrade the older ...'
     """
     if version == PROTOCOL_VERSION:
         return None
