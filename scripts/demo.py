@@ -1,9 +1,11 @@
 """The demo: a legacy SQLite database of students kept in step with a warehouse view.
 
 Starts the agent and the service as separate processes, registers the source and a view,
-and runs sync rounds while the legacy application changes the data in between. A second
-view over the same query uses the full-ship strategy, so each round shows what shipping
-the whole site query would have cost on the same data.
+and runs sync rounds while the legacy application changes the data in between. The view
+names the group-hash strategy (the paper's method, whose groups each round prints; a new
+view that names none gets auto). A second view over the same query uses the full-ship
+strategy, so each round shows what shipping the whole site query would have cost on the
+same data.
 """
 
 from __future__ import annotations
@@ -113,9 +115,9 @@ def main() -> int:
         else:
             name, sql = "active_students", VIEW_SQL
             truth = lambda: students_truth(db)  # noqa: E731
-        view = api.add_view(name, sql)
+        view = api.add_view(name, sql, strategy="group_hash")  # named: a view that names none gets auto
         api.add_view(f"{name}_fullship", sql, strategy="full_ship")
-        print(f"view {name}: key {view['key']}, site queries:")
+        print(f"view {name}: key {view['key']}, strategy {view['strategy']}, site queries:")
         for site in view["sites"]:
             print(f"  [{site['source']}] {site['sql']}")
         print(flush=True)

@@ -27,7 +27,7 @@ class SourceOut(BaseModel):
 
 #: The names of warehouse/strategies (a test holds the two lists equal).
 Strategy = Literal["auto", "sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship"]
-STRATEGY_HELP = "how syncs find changes: auto (per site and sync, the strategy expected to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the default: the paper's method), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query)"
+STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
 
 
 class ViewIn(BaseModel):
@@ -42,7 +42,9 @@ class ViewRedefine(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     sql: str = Field(min_length=1, max_length=100_000)
-    strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
+    strategy: Strategy | None = Field(
+        default=None, description=f"{STRATEGY_HELP}. Left out (or null), the view keeps the strategy it has"
+    )
 
 
 class SiteOut(BaseModel):

@@ -10,8 +10,11 @@ from remote_agent.protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
 from .agent_client import DEADLINE_S, READ_TIMEOUT_S  # noqa: F401
 from .planning import DEFAULT_GROUPING  # noqa: F401
 
-#: The strategy of a view that names none (and of views registered before strategies existed).
-DEFAULT_STRATEGY = "group_hash"
+#: The strategy of a new view that names none.
+DEFAULT_STRATEGY = "auto"
+#: The strategy of a stored view whose options name none. Every view has been stored with
+#: its strategy; one without would date from when the default was group_hash, and keeps it.
+STORED_VIEW_STRATEGY = "group_hash"
 #: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
 DEFAULT_PRIOR_MODE = "site"
 #: Update probability assumed before any update has been observed.

@@ -6,7 +6,7 @@ from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
 from warehouse.errors import SchemaUnavailable
-from warehouse.options import DEFAULT_STRATEGY
+from warehouse.options import STORED_VIEW_STRATEGY
 from warehouse.schemas import fetch_schemas
 from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
@@ -22,6 +22,11 @@ router = APIRouter(prefix="/v1/views", tags=["views"])
 NDJSON = "application/x-ndjson"
 
 
+def stored_strategy(row: dict) -> str:
+    """The strategy of a stored view (one stored without any keeps the old default's)."""
+    return row["options"].get("strategy", STORED_VIEW_STRATEGY)
+
+
 def view_out(row: dict) -> ViewOut:
     d = ViewDef.from_json(row["definition"])
     return ViewOut(
@@ -34,7 +39,7 @@ def view_out(row: dict) -> ViewOut:
             {"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key}
             for s in d.sites
         ],
-        strategy=row["options"].get("strategy", DEFAULT_STRATEGY),
+        strategy=stored_strategy(row),
         created_at=row["created_at"],
     )
 
@@ -97,9 +102,9 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
     responses=error_responses(401, 404, 409, 422, 424),
 )
 def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
-    """Give a view a new SQL or strategy. Its stored rows and sync history go; the next sync loads it afresh."""
+    """Give a view a new SQL or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh."""
     try:
-        catalog.view(name)
+        current = catalog.view(name)
     except NotFound:
         raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
     busy = catalog.busy_sync(name)
@@ -108,8 +113,9 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
             f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry"
         )
     definition = _analyze(body.sql, catalog, settings)
+    strategy = body.strategy or stored_strategy(current)
     row = catalog.replace_view(
-        name, body.sql, definition.to_json(), {"strategy": body.strategy}, ViewStore(settings.data_dir, name).drop
+        name, body.sql, definition.to_json(), {"strategy": strategy}, ViewStore(settings.data_dir, name).drop
     )
     return view_out(row)
 

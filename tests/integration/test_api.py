@@ -91,6 +91,11 @@ def test_view_lifecycle_and_errors(api, shop):
     view = r.json()
     assert view["columns"] == ["code", "price", "stock"] and view["key"] == ["code"]
     assert view["sites"][0]["source"] == "shop" and view["sites"][0]["sql"].startswith("SELECT")
+    # a new view that names no strategy gets auto; one that names a strategy keeps it
+    assert view["strategy"] == "auto"
+    assert api.http.get("/v1/views/items_v").json()["strategy"] == "auto"
+    assert api.add_view("items_gh", "SELECT i.sku FROM shop.items i", strategy="group_hash")["strategy"] == "group_hash"
+    assert api.http.get("/v1/views/items_gh").json()["strategy"] == "group_hash"
     assert (
         api.http.post("/v1/views", json={"name": "items_v", "sql": "SELECT i.sku FROM shop.items i"}).status_code == 409
     )
@@ -112,6 +117,7 @@ def test_view_lifecycle_and_errors(api, shop):
     assert record["status"] == "succeeded", record["error"]
     for metric in CONTRACT_METRICS:
         assert metric in record["metrics"], metric
+    assert record["metrics"]["strategy"] == "auto"  # the first sync loads the view, whatever the strategy
     rows = api.rows("items_v")
     assert len(rows) == record["metrics"]["rows_inserted"] == sum(1 for i in range(30_000) if i % 17 > 2)
     assert rows[0].keys() == {"code", "price", "stock"} and isinstance(rows[0]["price"], str)

@@ -76,7 +76,7 @@ def wh(tmp_path_factory, logs_dir):
     w = Warehouse(root, logs_dir)
     w.people = people
     w.api.add_source("crashy", agent.url)
-    w.api.add_view(VIEW, VIEW_SQL.format(source="crashy"))
+    w.api.add_view(VIEW, VIEW_SQL.format(source="crashy"), strategy="group_hash")  # named: auto is the default
     check_sync(w.api, VIEW, KEY, {}, people.truth(), w.api.sync(VIEW))
     yield w
     w.reap()

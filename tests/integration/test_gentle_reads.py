@@ -17,7 +17,7 @@ import time
 import psycopg
 import pytest
 
-from tests.support.legacy import POSTGRES_VIEWS, SQLITE_VIEWS, PostgresLegacy, Rounds, SqliteLegacy
+from tests.support.legacy import POSTGRES_VIEWS, SQLITE_VIEWS, PostgresLegacy, Rounds, SqliteLegacy, with_strategy
 from tests.support.oracle import check_sync, keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
@@ -63,7 +63,7 @@ CHUNKY = {
         lambda db: PostgresLegacy(db.owner_url, seed=8),
         {
             **_POSTGRES_CHUNKY,
-            "chunky_ledger_ranges": (*_POSTGRES_CHUNKY["chunky_pg_ledger"], {"strategy": "range_checksum"}),
+            "chunky_ledger_ranges": with_strategy(_POSTGRES_CHUNKY["chunky_pg_ledger"], "range_checksum"),
         },
         "chunky_pg",
         "chunky_pg_accounts",

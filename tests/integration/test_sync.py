@@ -54,25 +54,31 @@ def test_randomized_rounds_are_exact(api, source, logs_dir):
 
 
 @pytest.mark.engines("sqlite")  # workloads.students writes SQLite only
-def test_unchanged_source_gives_empty_delta_and_few_bytes(api, source, logs_dir):
+@pytest.mark.parametrize("strategy", ["group_hash", None], ids=["group_hash", "default"])
+def test_unchanged_source_gives_empty_delta_and_few_bytes(api, source, logs_dir, strategy):
+    """Both with the paper's method and with the strategy a new view gets (auto)."""
     from workloads.students import StudentsSource
 
     StudentsSource(source.path, seed=3).create(20_000)
     agent = start_agent(source.reader_url, logs_dir)
+    name = f"still_{strategy or 'default'}"
     try:
-        api.add_source("still", agent.url)
-        api.add_view(
-            "still_v",
-            "SELECT s.student_id, s.first_name, s.last_name, s.phone, s.address, s.birth_date FROM still.students s",
+        api.add_source(name, agent.url)
+        view = api.add_view(
+            name,
+            f"SELECT s.student_id, s.first_name, s.last_name, s.phone, s.address, s.birth_date FROM {name}.students s",
+            **({"strategy": strategy} if strategy else {}),
         )
-        load = api.sync("still_v")
+        assert view["strategy"] == (strategy or "auto")
+        load = api.sync(name)
         assert load["metrics"]["rows_inserted"] == 20_000
         load_bytes = load["metrics"]["bytes_to_agent"] + load["metrics"]["bytes_from_agent"]
         for _ in range(2):
-            sync = api.sync("still_v")
+            sync = api.sync(name)
             assert sync["status"] == "succeeded", sync["error"]
-            assert api.delta("still_v", sync["id"]) == []
+            assert api.delta(name, sync["id"]) == []
             m = sync["metrics"]
+            assert m["strategy"] == view["strategy"]
             assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (0, 0, 0)
             moved = m["bytes_to_agent"] + m["bytes_from_agent"]
             assert moved < 0.25 * load_bytes, f"a no-change sync moved {moved} bytes, the load {load_bytes}"

@@ -31,7 +31,8 @@ class Rounds:
     views: dict
     #: The source's name in the service, as the views' SQL says it.
     name: str
-    #: A group_hash view, which must send groups once the statistics exist.
+    #: A group_hash view (named explicitly: auto is the default), which must send groups
+    #: once the statistics exist.
     grouped_view: str
     rounds: int
     token: str | None = None
@@ -67,31 +68,39 @@ SQLITE_VIEWS = {
         "SELECT id, name, city, score, balance, born, flag, note FROM people WHERE score >= 20 OR city = 'Zürich'",
         ["id"],
         SQLITE_PEOPLE_NORMALIZE,
+        {"strategy": "group_hash"},
     ),
     "enrol_v": (
         "SELECT e.region, e.code AS course_code, e.grade, e.person FROM src.enrol AS e WHERE e.grade <> 'X'",
         "SELECT region, code AS course_code, grade, person FROM enrol WHERE grade <> 'X'",
         ["region", "course_code"],
         {},
+        {"strategy": "group_hash"},
     ),
     "joined_v": (
         "SELECT p.id, p.name, e.region, e.code, e.grade FROM src.people p JOIN src.enrol e ON e.person = p.id WHERE p.score > 10",
         "SELECT p.id, p.name, e.region, e.code, e.grade FROM people p JOIN enrol e ON e.person = p.id WHERE p.score > 10",
         ["id", "region", "code"],
         {},
+        {"strategy": "group_hash"},
     ),
 }
 
 
+def with_strategy(view: tuple, strategy: str) -> tuple:
+    """The same view (SQL, truth SQL, key, normalizers) through another strategy."""
+    return (*view[:4], {"strategy": strategy})
+
+
 # The same view through the other strategies, on the same data and rounds.
-SQLITE_VIEWS["people_tuple_hash"] = (*SQLITE_VIEWS["people_v"], {"strategy": "tuple_hash"})
-SQLITE_VIEWS["people_full_ship"] = (*SQLITE_VIEWS["people_v"], {"strategy": "full_ship"})
-SQLITE_VIEWS["people_ranges"] = (*SQLITE_VIEWS["people_v"], {"strategy": "range_checksum"})
-SQLITE_VIEWS["enrol_ranges"] = (*SQLITE_VIEWS["enrol_v"], {"strategy": "range_checksum"})
+SQLITE_VIEWS["people_tuple_hash"] = with_strategy(SQLITE_VIEWS["people_v"], "tuple_hash")
+SQLITE_VIEWS["people_full_ship"] = with_strategy(SQLITE_VIEWS["people_v"], "full_ship")
+SQLITE_VIEWS["people_ranges"] = with_strategy(SQLITE_VIEWS["people_v"], "range_checksum")
+SQLITE_VIEWS["enrol_ranges"] = with_strategy(SQLITE_VIEWS["enrol_v"], "range_checksum")
 # set reconciliation: an integer key (its own fingerprint) and a composite text key (hashed)
-SQLITE_VIEWS["people_sketch"] = (*SQLITE_VIEWS["people_v"], {"strategy": "sketch"})
-SQLITE_VIEWS["enrol_sketch"] = (*SQLITE_VIEWS["enrol_v"], {"strategy": "sketch"})
-SQLITE_VIEWS["joined_auto"] = (*SQLITE_VIEWS["joined_v"], {"strategy": "auto"})
+SQLITE_VIEWS["people_sketch"] = with_strategy(SQLITE_VIEWS["people_v"], "sketch")
+SQLITE_VIEWS["enrol_sketch"] = with_strategy(SQLITE_VIEWS["enrol_v"], "sketch")
+SQLITE_VIEWS["joined_auto"] = with_strategy(SQLITE_VIEWS["joined_v"], "auto")
 
 
 class SqliteLegacy:
@@ -315,13 +324,15 @@ POSTGRES_VIEWS = {
         "SELECT id, owner, amount, ratio, active, born, seen_at, local_ts, blob FROM accounts WHERE status = 'open' OR status IS NULL",
         ["id"],
         POSTGRES_NORMALIZE,
+        {"strategy": "group_hash"},
     ),
     "pg_ledger": (
         "SELECT l.branch, l.entry, a.id AS account_id, a.owner, l.memo FROM pg.ledger l JOIN pg.accounts a ON a.id = l.account WHERE a.active",
         "SELECT l.branch, l.entry, a.id AS account_id, a.owner, l.memo FROM ledger l JOIN accounts a ON a.id = l.account WHERE a.active",
         ["branch", "entry", "account_id"],
         {},
+        {"strategy": "group_hash"},
     ),
 }
-POSTGRES_VIEWS["pg_accounts_sketch"] = (*POSTGRES_VIEWS["pg_accounts"], {"strategy": "sketch"})
-POSTGRES_VIEWS["pg_ledger_auto"] = (*POSTGRES_VIEWS["pg_ledger"], {"strategy": "auto"})
+POSTGRES_VIEWS["pg_accounts_sketch"] = with_strategy(POSTGRES_VIEWS["pg_accounts"], "sketch")
+POSTGRES_VIEWS["pg_ledger_auto"] = with_strategy(POSTGRES_VIEWS["pg_ledger"], "auto")

@@ -1,0 +1,90 @@
+"""A new view's strategy: auto unless the request names one; a stored view keeps its own.
+
+Through the service's API (no agent, no Spark: the source's schema is stubbed).
+"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+import service.routes.views as views_route
+from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from remote_agent.protocol.types import LogicalType
+from service.app import create_app
+from service.catalog import Catalog
+from service.jobs import SyncRunner
+from service.settings import ServiceSettings
+from warehouse.strategies import STRATEGIES
+
+SQL = "SELECT p.id, p.name FROM crm.people p"
+PEOPLE = TableInfo(
+    "people",
+    (
+        ColumnInfo("id", LogicalType.parse("int"), False, "INTEGER"),
+        ColumnInfo("name", LogicalType.parse("text"), True, "TEXT"),
+    ),
+    ("id",),
+)
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch):
+    def fetch_schemas(agents, **_):
+        return {name: SourceSchema("sqlite", {"people": PEOPLE}) for name, _url, _token in agents}
+
+    monkeypatch.setattr(views_route, "fetch_schemas", fetch_schemas)
+    with TestClient(create_app(ServiceSettings(data_dir=tmp_path), start_spark=False)) as client:
+        assert client.post("/v1/sources", json={"name": "crm", "url": "http://127.0.0.1:9"}).status_code == 201
+        yield client
+
+
+def _strategy(client: TestClient, view: str) -> str:
+    r = client.get(f"/v1/views/{view}")
+    assert r.status_code == 200, r.text
+    return r.json()["strategy"]
+
+
+def test_a_new_view_without_a_strategy_gets_auto(client):
+    r = client.post("/v1/views", json={"name": "v", "sql": SQL})
+    assert r.status_code == 201, r.text
+    assert r.json()["strategy"] == "auto"
+    assert _strategy(client, "v") == "auto"
+    assert [v["strategy"] for v in client.get("/v1/views").json()] == ["auto"]
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_a_strategy_the_request_names_is_kept(client, strategy):
+    r = client.post("/v1/views", json={"name": "v", "sql": SQL, "strategy": strategy})
+    assert r.status_code == 201, r.text
+    assert r.json()["strategy"] == strategy
+    assert _strategy(client, "v") == strategy
+
+
+def test_a_redefinition_keeps_the_strategy_unless_it_names_another(client):
+    assert client.post("/v1/views", json={"name": "v", "sql": SQL, "strategy": "group_hash"}).status_code == 201
+    narrower = SQL + " WHERE p.id > 10"
+    r = client.put("/v1/views/v", json={"sql": narrower})
+    assert r.status_code == 200, r.text
+    assert r.json()["strategy"] == "group_hash" and r.json()["sql"] == narrower
+    r = client.put("/v1/views/v", json={"sql": SQL, "strategy": "sketch"})
+    assert r.status_code == 200, r.text
+    assert _strategy(client, "v") == "sketch"
+
+
+def test_a_stored_view_without_a_strategy_keeps_the_old_default(tmp_path, client):
+    """Every version stored the strategy; a view stored without one ran group_hash, and still does."""
+    assert client.post("/v1/views", json={"name": "v", "sql": SQL}).status_code == 201
+    catalog = Catalog(tmp_path / "catalog.db")
+    try:
+        definition = catalog.view("v")["definition"]
+        catalog.add_view("old", SQL, definition, {})
+        assert _strategy(client, "old") == "group_hash"
+        runner = SyncRunner(ServiceSettings(data_dir=tmp_path), catalog, None)
+        try:
+            assert runner._options(catalog.view("old"), False).strategy == "group_hash"
+            assert runner._options(catalog.view("v"), False).strategy == "auto"
+        finally:
+            runner.shutdown()
+    finally:
+        catalog.close()
