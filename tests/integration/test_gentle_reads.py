@@ -38,7 +38,10 @@ def _renamed(views: dict, source_from: str, source_to: str, prefix: str) -> dict
     }
 
 
-_POSTGRES_CHUNKY = _renamed(POSTGRES_VIEWS, "pg", "chunky_pg", "chunky_")
+#: Every PostgreSQL view but the second of the decimal key (auto: full_ship or sketch, both here).
+_POSTGRES_CHUNKY = _renamed(
+    {k: v for k, v in POSTGRES_VIEWS.items() if k != "pg_prices_auto"}, "pg", "chunky_pg", "chunky_"
+)
 #: One view per strategy, single and composite keys (a sync costs seconds of Spark); the
 #: group_hash view must have sent units (so lookups ran in chunks) and, on SQLite, scanned
 #: more than 20 chunks.

@@ -1,7 +1,7 @@
 """Agent and service as real processes over HTTP, on every legacy engine (the `source` fixture).
 
-Randomized rounds of inserts, updates, deletes, NULLs, Unicode, composite keys and rows
-crossing the WHERE clause; after every sync the view equals the truth read straight from
+Randomized rounds of inserts, updates, deletes, NULLs, Unicode, integer, text, composite,
+decimal and date keys and rows crossing the WHERE clause; after every sync the view equals the truth read straight from
 the database, the delta is exact and the metrics count what the delta holds. On SQLite the
 rounds cover every strategy; on PostgreSQL (a server the suite starts from Debian's
 binaries; the agent connects as a role that may only SELECT) numerics, timestamps with and

@@ -101,6 +101,165 @@ SQLITE_VIEWS["enrol_ranges"] = with_strategy(SQLITE_VIEWS["enrol_v"], "range_che
 SQLITE_VIEWS["people_sketch"] = with_strategy(SQLITE_VIEWS["people_v"], "sketch")
 SQLITE_VIEWS["enrol_sketch"] = with_strategy(SQLITE_VIEWS["enrol_v"], "sketch")
 SQLITE_VIEWS["joined_auto"] = with_strategy(SQLITE_VIEWS["joined_v"], "auto")
+# a DECIMAL key (stored by SQLite as REAL or INTEGER) and a (DATE, integer) key (dates stored as text)
+SQLITE_VIEWS["prices_sketch"] = (
+    "SELECT p.price, p.label, p.qty, p.note FROM src.prices p WHERE p.qty > 2 OR p.label IS NULL",
+    "SELECT price, label, qty, note FROM prices WHERE qty > 2 OR label IS NULL",
+    ["price"],
+    {"price": decimal_2},
+    {"strategy": "sketch"},
+)
+SQLITE_VIEWS["daily_sketch"] = (
+    "SELECT d.day, d.branch, d.total, d.visits, d.memo FROM src.daily d WHERE d.visits >= 10 OR d.memo = 'alpha'",
+    "SELECT day, branch, total, visits, memo FROM daily WHERE visits >= 10 OR memo = 'alpha'",
+    ["day", "branch"],
+    {"total": decimal_2},
+    {"strategy": "sketch"},
+)
+SQLITE_VIEWS["daily_auto"] = (*SQLITE_VIEWS["daily_sketch"][:4], {"strategy": "auto"})
+
+#: Date keys: sentinels legacy applications use, both sides of the epoch, leap days, the
+#: last day there is (a quarter of the draws); the rest ordinary days.
+KEY_DAYS_SPECIAL = [
+    dt.date(1, 1, 1),
+    dt.date(1900, 1, 1),
+    dt.date(1969, 12, 31),
+    dt.date(1970, 1, 1),
+    dt.date(2000, 2, 29),
+    dt.date(2038, 1, 19),
+    dt.date(9999, 12, 31),
+]
+KEY_DAYS = [dt.date(2024, 1, 1) + dt.timedelta(days=d) for d in range(2000)]
+
+
+class KeyedTables:
+    """Two tables keyed by kinds people/enrol and accounts/ledger lack, changed at random.
+
+    `prices` is keyed by a decimal: DECIMAL(10,2) in SQLite (stored as REAL or INTEGER:
+    1.1, 100), numeric(19,4) in PostgreSQL (19 digits: wider than an int64). `daily` is
+    keyed by a date: (day, branch) in SQLite (the date stored as ISO text), the day alone in
+    PostgreSQL. Their non-key columns take NULLs and move rows across the views' WHERE.
+    Enough rows that auto prefers the sketch to shipping the table; the fourth change
+    touches every row, more than the sketch is sized for, so it falls back that round.
+    """
+
+    ROWS = 2000
+    BURST = 4
+
+    def __init__(self, rng: random.Random, engine: str):
+        self.rng = rng
+        self.changes = 0
+        self.sqlite = engine == "sqlite"
+        self.p = "?" if self.sqlite else "%s"
+        if self.sqlite:
+            self.scale, self.limit = 2, Decimal("99999999.99")
+        else:
+            self.scale, self.limit = 4, Decimal("999999999999999.9999")
+
+    def create(self, c) -> None:
+        if self.sqlite:
+            c.execute(
+                "CREATE TABLE prices (price DECIMAL(10,2) NOT NULL PRIMARY KEY, label TEXT, qty INTEGER, note TEXT)"
+            )
+            c.execute(
+                "CREATE TABLE daily (day DATE NOT NULL, branch INTEGER NOT NULL, total DECIMAL(10,2), visits INTEGER, memo TEXT, "
+                "PRIMARY KEY (day, branch))"
+            )
+        else:
+            c.execute("CREATE TABLE prices (price numeric(19,4) PRIMARY KEY, label text, qty integer, note text)")
+            c.execute(
+                "CREATE TABLE daily (day date PRIMARY KEY, branch integer NOT NULL, total numeric(12,2), visits integer, memo text)"
+            )
+        cur = c.cursor()  # one batch each: PostgreSQL pipelines it
+        cur.executemany(self._insert("prices", 4), [self.price_row() for _ in range(self.ROWS)])
+        cur.executemany(self._insert("daily", 5), [self.day_row() for _ in range(self.ROWS)])
+
+    def _insert(self, table: str, columns: int) -> str:
+        marks = ", ".join([self.p] * columns)
+        if self.sqlite:
+            return f"INSERT OR IGNORE INTO {table} VALUES ({marks})"
+        return f"INSERT INTO {table} VALUES ({marks}) ON CONFLICT DO NOTHING"
+
+    def price(self):
+        r = self.rng
+        quantum = Decimal(1).scaleb(-self.scale)
+        special = [Decimal(0), quantum, -quantum, Decimal(100), Decimal("1.1"), self.limit, -self.limit]
+        value = r.choice(special) if r.random() < 0.15 else Decimal(repr(round(r.uniform(-1e4, 1e4), self.scale)))
+        value = value.quantize(quantum)
+        return float(value) if self.sqlite else value  # what each application would bind
+
+    def price_row(self) -> tuple:
+        r = self.rng
+        return (
+            self.price(),
+            r.choice(SQLITE_WORDS[:5] + [None]),
+            r.choice([0, 1, 2, 3, 7, 100, None]),
+            r.choice(SQLITE_WORDS + [None]),
+        )
+
+    def insert_price(self, c) -> None:
+        c.execute(self._insert("prices", 4), self.price_row())
+
+    def day(self):
+        r = self.rng
+        day = r.choice(KEY_DAYS_SPECIAL if r.random() < 0.25 else KEY_DAYS)
+        return day.isoformat() if self.sqlite else day
+
+    def day_row(self) -> tuple:
+        r = self.rng
+        total = r.choice([None, Decimal(repr(round(r.uniform(-1e4, 1e4), 2))), Decimal(0)])
+        return (
+            self.day(),
+            r.randint(1, 6),
+            float(total) if self.sqlite and total is not None else total,
+            r.choice([None, 0, 9, 10, 11, 500]),
+            r.choice(["alpha", "beta", "", None]),
+        )
+
+    def insert_day(self, c) -> None:
+        c.execute(self._insert("daily", 5), self.day_row())
+
+    def change(self, c) -> None:
+        r, p = self.rng, self.p
+        self.changes += 1
+        if self.changes == self.BURST:  # every row changes; some cross the WHERE
+            c.execute("UPDATE prices SET qty = qty + 1")
+            c.execute("UPDATE daily SET visits = visits + 1")
+        prices = [row[0] for row in c.execute("SELECT price FROM prices")]
+        for price in r.sample(prices, min(len(prices), r.randint(3, 15))):
+            if r.random() < 0.5:  # qty crosses the WHERE (qty > 2)
+                c.execute(f"UPDATE prices SET qty = {p} WHERE price = {p}", (r.choice([0, 2, 3, 50, None]), price))
+            else:  # a NULL label enters the view whatever the qty
+                c.execute(
+                    f"UPDATE prices SET label = {p}, note = {p} WHERE price = {p}",
+                    (r.choice(["alpha", "Ærø", None]), r.choice(SQLITE_WORDS + [None]), price),
+                )
+        for price in r.sample(prices, min(len(prices), r.randint(0, 5))):
+            c.execute(f"DELETE FROM prices WHERE price = {p}", (price,))
+        for _ in range(r.randint(0, 8)):
+            self.insert_price(c)
+        days = list(c.execute("SELECT day, branch FROM daily"))
+        for day, branch in r.sample(days, min(len(days), r.randint(3, 15))):
+            if r.random() < 0.5:  # visits cross the WHERE (visits >= 10)
+                c.execute(
+                    f"UPDATE daily SET visits = {p} WHERE day = {p} AND branch = {p}",
+                    (r.choice([None, 9, 10, 42]), day, branch),
+                )
+            else:
+                total = r.choice([None, round(r.uniform(-100, 100), 2)])
+                c.execute(
+                    f"UPDATE daily SET total = {p}, memo = {p} WHERE day = {p} AND branch = {p}",
+                    (
+                        total if self.sqlite or total is None else Decimal(repr(total)),
+                        r.choice(["alpha", "beta", None]),
+                        day,
+                        branch,
+                    ),
+                )
+        for day, branch in r.sample(days, min(len(days), r.randint(0, 5))):
+            c.execute(f"DELETE FROM daily WHERE day = {p} AND branch = {p}", (day, branch))
+        for _ in range(r.randint(0, 8)):
+            self.insert_day(c)
 
 
 class SqliteLegacy:
@@ -109,6 +268,9 @@ class SqliteLegacy:
     def __init__(self, path, seed: int):
         self.path = path
         self.rng = random.Random(seed)
+        # the tables keyed by a decimal and a date draw from their own generator, so the
+        # rounds of people and enrol stay what they were before these tables came
+        self.key_kinds = KeyedTables(random.Random(seed + 1), "sqlite")
         with sqlite3.connect(path) as c:
             c.execute(
                 "CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT, city TEXT, score REAL, balance DECIMAL(10,2), born DATE, flag BOOLEAN, note TEXT)"
@@ -122,6 +284,7 @@ class SqliteLegacy:
                 self.insert_person(c)
             for _ in range(300):
                 self.insert_enrol(c)
+            self.key_kinds.create(c)
 
     def person(self):
         r = self.rng
@@ -191,6 +354,7 @@ class SqliteLegacy:
                 c.execute("DELETE FROM enrol WHERE region = ? AND code = ?", (region, code))
             for _ in range(r.randint(0, 10)):
                 self.insert_enrol(c)
+            self.key_kinds.change(c)
 
     def truth(self, sql: str, key: list[str], normalizers) -> dict:
         with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) as c:
@@ -228,6 +392,7 @@ class PostgresLegacy:
     def __init__(self, url: str, seed: int):
         self.url = url
         self.rng = random.Random(seed)
+        self.key_kinds = KeyedTables(random.Random(seed + 1), "postgres")  # see SqliteLegacy
         self.next_id = 1
         with psycopg.connect(url, autocommit=True) as c:
             c.execute(
@@ -241,6 +406,7 @@ class PostgresLegacy:
                 self._insert_account(c)
             for _ in range(250):
                 self._insert_ledger(c)
+            self.key_kinds.create(c)
 
     def _account(self):
         r = self.rng
@@ -303,6 +469,7 @@ class PostgresLegacy:
                 c.execute("DELETE FROM ledger WHERE branch = %s AND entry = %s", (branch, entry))
             for _ in range(r.randint(0, 10)):
                 self._insert_ledger(c)
+            self.key_kinds.change(c)
 
     def truth(self, sql: str, key: list[str], normalizers) -> dict:
         with psycopg.connect(self.url, autocommit=True, options="-c TimeZone=UTC") as c:
@@ -336,3 +503,19 @@ POSTGRES_VIEWS = {
 }
 POSTGRES_VIEWS["pg_accounts_sketch"] = with_strategy(POSTGRES_VIEWS["pg_accounts"], "sketch")
 POSTGRES_VIEWS["pg_ledger_auto"] = with_strategy(POSTGRES_VIEWS["pg_ledger"], "auto")
+# a numeric(19,4) key and a date key (see KeyedTables)
+POSTGRES_VIEWS["pg_prices_sketch"] = (
+    "SELECT p.price, p.label, p.qty, p.note FROM pg.prices p WHERE p.qty > 2 OR p.label IS NULL",
+    "SELECT price, label, qty, note FROM prices WHERE qty > 2 OR label IS NULL",
+    ["price"],
+    {"price": str},
+    {"strategy": "sketch"},
+)
+POSTGRES_VIEWS["pg_daily_sketch"] = (
+    "SELECT d.day, d.branch, d.total, d.visits, d.memo FROM pg.daily d WHERE d.visits >= 10 OR d.memo = 'alpha'",
+    "SELECT day, branch, total, visits, memo FROM daily WHERE visits >= 10 OR memo = 'alpha'",
+    ["day"],
+    {"day": _iso, "total": str},
+    {"strategy": "sketch"},
+)
+POSTGRES_VIEWS["pg_prices_auto"] = (*POSTGRES_VIEWS["pg_prices_sketch"][:4], {"strategy": "auto"})
