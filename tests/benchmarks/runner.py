@@ -59,6 +59,7 @@ COPIED_METRICS = (
     "chosen",
     "sketch_cells",
     "sketch_bytes",
+    "sketch_stages",
     "sketch_rebuilt",
     "differences_expected",
     "differences_found",
