@@ -8,7 +8,6 @@ from pathlib import Path
 
 from tests.benchmarks import report
 from tests.benchmarks.__main__ import main
-
 from tests.unit.benchmarks.test_merge import before_no_change_round
 
 QUICK = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "quick.json"
