@@ -127,7 +127,7 @@ class Sketch(Strategy):
             if width >= self.main:
                 m.peel_failed = True
             session = summary.get("session")
-            width = self._next_width(width, summary) if session else None
+            width = next_width(width, summary.get("empty_cells", 0), self.main, self.widest) if session else None
             if width is None:
                 self._fall_back()
                 return self.fallback.exchange()
@@ -177,19 +177,6 @@ class Sketch(Strategy):
         m.agent_seconds = round((m.agent_seconds or 0) + summary.get("elapsed_s", 0), 4)
         m.rows_received = returned.rows
         return summary, returned_path, deleted_path
-
-    def _next_width(self, width: int, summary: dict) -> int | None:
-        """The next stage's width: the main one after the probe, else twice the last, or
-        wider if the failed difference looked fuller; None when the agent's table is too narrow."""
-        want = self.main if width < self.main else 2 * width
-        seen = differences_seen(width, summary.get("empty_cells", 0))
-        if math.isfinite(seen):
-            want = max(want, math.ceil(cells_for(seen, seen, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES))
-        elif width < self.main:
-            want = self.main
-        else:
-            want = self.widest  # the difference filled every cell: one last try at the widest
-        return _divisor_at_least(want, self.widest) if width < self.widest else None
 
     def _keys_of(self, fingerprints: np.ndarray) -> pa.Table:
         """The snapshot keys with these fingerprints (keys that are not their own), on the
@@ -288,6 +275,27 @@ class Sketch(Strategy):
             + rows_back * estimate.cost.tuple_bytes
             + estimate.deletes * DELETED_KEY_BYTES
         )
+
+
+def next_width(width: int, empty_cells: int, main: int, widest: int) -> int | None:
+    """The width of the stage after one `width` wide failed to peel, leaving `empty_cells`
+    of its difference empty: the main width after the probe, else twice the last, or wider
+    if the difference held more pairs than that peels. A difference with no empty cell
+    holds at least width * ln(3 * width) pairs (fewer would leave one empty). None when
+    even the agent's table (`widest`) is too narrow for them: the site falls back at once
+    rather than send a table that cannot peel.
+
+    >>> next_width(16, 0, 630, 10080), next_width(630, 1800, 630, 10080), next_width(630, 0, 630, 10080)
+    (630, 1260, 2520)
+    >>> next_width(42_000, 0, 42_000, 161_280) is None  # half a million pairs or more
+    True
+    """
+    want = main if width < main else 2 * width
+    seen = differences_seen(width, empty_cells)
+    if not math.isfinite(seen):
+        seen = width * math.log(sketches.HASHES * width)
+    want = max(want, math.ceil(cells_for(seen, seen, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES))
+    return _divisor_at_least(want, widest) if width < widest else None
 
 
 def agent_width(main: int, stored: int) -> int:
