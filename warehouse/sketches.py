@@ -31,7 +31,7 @@ from remote_agent.protocol.iblt import Iblt
 from remote_agent.protocol.types import Column
 
 #: Sub-tables of the table: three hashes need the fewest cells once differences number in
-#: the hundreds (see iblt.cells_for).
+#: the hundreds (see iblt_sizing.cells_for).
 HASHES = 3
 #: Stored cells per fragment row: a table this wide absorbs differences up to a fifth or so
 #: of the rows, past which shipping the site query whole costs less anyway.

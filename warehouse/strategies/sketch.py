@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from remote_agent.protocol.iblt import cells_for
+from remote_agent.protocol.iblt_sizing import cells_for
 from remote_agent.protocol.models import MAX_SKETCH_WIDTH, SketchControl
 from remote_agent.protocol.wire import KEY_FP
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_agent.protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash, cells_for
+from remote_agent.protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash
+from remote_agent.protocol.iblt_sizing import cells_for
 
 U64 = st.integers(0, 2**64 - 1)
 
