@@ -113,11 +113,13 @@ class Reconciliation:
         self.touched = time.monotonic()
         return difference.peel(), empty
 
-    def keys_of(self, fingerprints: np.ndarray) -> list:
-        """The keys with these fingerprints, as the fetch lookups take them."""
+    def key_table(self, fingerprints: np.ndarray) -> pa.Table:
+        """The keys with these fingerprints (of rows the source holds), each beside its
+        fingerprint (column KEY_FP)."""
         if self._spill is None:
-            return key_values(keys_from_fingerprints(fingerprints, self.key), self.query.key)
-        return self._spill.keys_of(fingerprints)
+            keys = keys_from_fingerprints(fingerprints, self.key)
+            return keys.add_column(0, KEY_FP, pa.array(fingerprints, pa.uint64()))
+        return self._spill.key_table(fingerprints)
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
@@ -212,8 +214,12 @@ def sketch_answer(
         keep = False
         try:
             peeled, empty = rec.peel(sent)
-            summary = {"rows_scanned": rec.rows_scanned, "complete": peeled.complete, "cells": sent.cells}
-            summary["empty_cells"] = empty
+            summary = {
+                "rows_scanned": rec.rows_scanned,
+                "complete": peeled.complete,
+                "cells": sent.cells,
+                "empty_cells": empty,
+            }
             if not peeled.complete:
                 if sent.width < rec.table.width:  # a wider stage may follow: keep the table
                     summary["session"] = kept.keep(rec)
@@ -241,33 +247,28 @@ def _rows_and_deletes(
     """The rows of the pairs only the source holds, then the keys gone from it."""
     query = rec.query
     key_seed, _ = sketch_seeds(rec.seed)
-    wanted = np.unique(peeled.minus_keys)
+    wanted = rec.key_table(np.unique(peeled.minus_keys))
     found: list[np.ndarray] = []
     sent = 0
     with adapter.session() as session:
-        for batch in lookup_rows(adapter, session, query, converter, rec.keys_of(wanted), batch_rows, chunk_rows):
+        keys = key_values(wanted, query.key)
+        for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows):
             sent += batch.num_rows
             found.append(key_fingerprints(batch, rec.key, key_seed))
             yield frames.arrow_frame(frames.ROWS, batch)
-    # keys only the warehouse holds, and wanted keys whose row left between the read and the lookup
+    # wanted keys whose row left between the read and the lookup, and keys only the warehouse holds
+    returned = pa.array(np.concatenate([np.zeros(0, np.uint64), *found]), pa.uint64())
+    gone = [wanted.filter(pc.invert(pc.is_in(wanted.column(KEY_FP), value_set=returned)))]
     only_warehouse = np.setdiff1d(peeled.plus_keys, peeled.minus_keys)
-    vanished = np.setdiff1d(wanted, np.concatenate([wanted[:0], *found]))
     if rec.own_fingerprints:
-        named, unnamed = np.union1d(only_warehouse, vanished), only_warehouse[:0]
+        gone.append(rec.key_table(only_warehouse))
+        unnamed = only_warehouse[:0]
     else:  # a key the source no longer holds was never spilled: the warehouse names it
-        named, unnamed = vanished, only_warehouse
+        unnamed = only_warehouse
     deleted = 0
-    if named.size:
-        schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in rec.key])
-        keys = rec.keys_of(named)
-        for start in range(0, len(keys), SPILL_ROWS):
-            part = keys[start : start + SPILL_ROWS]
-            columns = list(zip(*part)) if len(rec.key) > 1 else [part]
-            batch = pa.RecordBatch.from_arrays(
-                [pa.array(values, f.type) for values, f in zip(columns, schema)], schema=schema
-            )
-            deleted += batch.num_rows
-            yield frames.arrow_frame(frames.DELETED_KEYS, batch)
+    for batch in pa.concat_tables(gone).drop_columns([KEY_FP]).to_batches(max_chunksize=SPILL_ROWS):
+        deleted += batch.num_rows
+        yield frames.arrow_frame(frames.DELETED_KEYS, batch)
     for start in range(0, unnamed.size, SPILL_ROWS):
         part = pa.record_batch([pa.array(unnamed[start : start + SPILL_ROWS], pa.uint64())], names=[KEY_FP])
         deleted += part.num_rows
@@ -303,15 +304,11 @@ class _Spill:
         self._writer.close()
         self._sink.close()
 
-    def keys_of(self, fingerprints: np.ndarray) -> list:
-        """The keys spilled with these fingerprints."""
+    def key_table(self, fingerprints: np.ndarray) -> pa.Table:
+        """The keys spilled with these fingerprints, beside them: one read of the file."""
         if len(fingerprints) == 0:
-            return []
+            return self.schema.empty_table()
         wanted = pa.array(fingerprints, pa.uint64())
-        out: list = []
         with pa.OSFile(str(self.path), "rb") as source:
-            for batch in ipc.open_stream(source):
-                hit = batch.filter(pc.is_in(batch.column(KEY_FP), value_set=wanted))
-                if hit.num_rows:
-                    out.extend(key_values(hit, self.names))
-        return out
+            hits = [b.filter(pc.is_in(b.column(KEY_FP), value_set=wanted)) for b in ipc.open_stream(source)]
+        return pa.Table.from_batches(hits, schema=self.schema)
