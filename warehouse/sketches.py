@@ -67,8 +67,16 @@ def sent_width(cells: int, stored: int) -> int | None:
     >>> sent_width(42, 1260), sent_width(3 * 700, 1260), sent_width(3 * 5000, 1260)
     (14, 1260, None)
     """
-    want = max(1, math.ceil(cells / HASHES))
-    fits = [d for d in divisors(stored) if d >= want]
+    return divisor_at_least(math.ceil(cells / HASHES), stored)
+
+
+def divisor_at_least(want: int, of: int) -> int | None:
+    """The smallest divisor of `of` that is at least `want` (and at least 1), or None.
+
+    >>> divisor_at_least(7, 1920), divisor_at_least(2000, 1920)
+    (8, None)
+    """
+    fits = [d for d in divisors(of) if d >= want]
     return min(fits) if fits else None
 
 

@@ -59,15 +59,6 @@ def sketch_dir(version: Version, site: int):
     return version.path / f"site-{site}" / "sketch"
 
 
-def _divisor_at_least(want: int, of: int) -> int | None:
-    """The smallest divisor of `of` that is at least `want`, or None.
-
-    >>> _divisor_at_least(7, 1920), _divisor_at_least(2000, 1920)
-    (8, None)
-    """
-    return sketches.sent_width(want * sketches.HASHES, of)
-
-
 def differences_seen(width: int, empty_cells: int, hashes: int = sketches.HASHES) -> float:
     """How many differing pairs fill a difference table of `hashes` sub-tables `width` wide
     to leave `empty_cells` empty: each pair takes one cell per sub-table, so a cell stays
@@ -105,16 +96,15 @@ class Sketch(Strategy):
             self._fall_back()
             return
         self.widest = agent_width(self.main, stored.table.width)
-        probe = _divisor_at_least(PROBE_WIDTH, self.widest)
+        probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
         self.first = probe if probe is not None and 4 * probe <= self.main else self.main
-        m.sketch_cells = 0
 
     def exchange(self) -> Answer:
         if self.fallback is not None:
             return self.fallback.exchange()
         m = self.ctx.metrics
         width, session = self.first, None
-        m.sketch_bytes = m.sketch_stages = 0
+        m.sketch_cells = m.sketch_bytes = m.sketch_stages = 0
         while True:
             try:
                 summary, returned_path, deleted_path = self._stage(width, session)
@@ -295,7 +285,7 @@ def next_width(width: int, empty_cells: int, main: int, widest: int) -> int | No
     if not math.isfinite(seen):
         seen = width * math.log(sketches.HASHES * width)
     want = max(want, math.ceil(cells_for(seen, seen, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES))
-    return _divisor_at_least(want, widest) if width < widest else None
+    return sketches.divisor_at_least(want, widest) if width < widest else None
 
 
 def agent_width(main: int, stored: int) -> int:
