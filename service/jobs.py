@@ -9,7 +9,7 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from warehouse.errors import WarehouseError
-from warehouse.options import STORED_VIEW_STRATEGY, SyncOptions
+from warehouse.options import SyncOptions, stored_strategy
 from warehouse.storage import ViewStore
 from warehouse.sync import Endpoint, SyncRun
 from warehouse.viewdef import ViewDef
@@ -84,7 +84,7 @@ class SyncRunner:
     def _options(self, view: dict, verify: bool) -> SyncOptions:
         s = self.settings
         return SyncOptions(
-            strategy=view["options"].get("strategy", STORED_VIEW_STRATEGY),
+            strategy=stored_strategy(view["options"]),
             hash_bits=s.hash_bits,
             prior_mode=s.prior_mode,
             default_prior=s.default_prior,

@@ -15,6 +15,15 @@ DEFAULT_STRATEGY = "auto"
 #: The strategy of a stored view whose options name none. Every view has been stored with
 #: its strategy; one without would date from when the default was group_hash, and keeps it.
 STORED_VIEW_STRATEGY = "group_hash"
+
+
+def stored_strategy(options: dict) -> str:
+    """The strategy a stored view's options name.
+
+    >>> stored_strategy({"strategy": "sketch"}), stored_strategy({})
+    ('sketch', 'group_hash')
+    """
+    return options.get("strategy", STORED_VIEW_STRATEGY)
 #: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
 DEFAULT_PRIOR_MODE = "site"
 #: Update probability assumed before any update has been observed.

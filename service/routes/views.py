@@ -6,7 +6,7 @@ from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
 from warehouse.errors import SchemaUnavailable
-from warehouse.options import STORED_VIEW_STRATEGY
+from warehouse.options import stored_strategy
 from warehouse.schemas import fetch_schemas
 from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
@@ -22,11 +22,6 @@ router = APIRouter(prefix="/v1/views", tags=["views"])
 NDJSON = "application/x-ndjson"
 
 
-def stored_strategy(row: dict) -> str:
-    """The strategy of a stored view (one stored without any keeps the old default's)."""
-    return row["options"].get("strategy", STORED_VIEW_STRATEGY)
-
-
 def view_out(row: dict) -> ViewOut:
     d = ViewDef.from_json(row["definition"])
     return ViewOut(
@@ -39,7 +34,7 @@ def view_out(row: dict) -> ViewOut:
             {"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key}
             for s in d.sites
         ],
-        strategy=stored_strategy(row),
+        strategy=stored_strategy(row["options"]),
         created_at=row["created_at"],
     )
 
@@ -113,7 +108,7 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
             f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry"
         )
     definition = _analyze(body.sql, catalog, settings)
-    strategy = body.strategy or stored_strategy(current)
+    strategy = body.strategy or stored_strategy(current["options"])
     row = catalog.replace_view(
         name, body.sql, definition.to_json(), {"strategy": strategy}, ViewStore(settings.data_dir, name).drop
     )
