@@ -24,6 +24,8 @@ def stored_strategy(options: dict) -> str:
     ('sketch', 'group_hash')
     """
     return options.get("strategy", STORED_VIEW_STRATEGY)
+
+
 #: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
 DEFAULT_PRIOR_MODE = "site"
 #: Update probability assumed before any update has been observed.

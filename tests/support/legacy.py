@@ -101,21 +101,25 @@ SQLITE_VIEWS["enrol_ranges"] = with_strategy(SQLITE_VIEWS["enrol_v"], "range_che
 SQLITE_VIEWS["people_sketch"] = with_strategy(SQLITE_VIEWS["people_v"], "sketch")
 SQLITE_VIEWS["enrol_sketch"] = with_strategy(SQLITE_VIEWS["enrol_v"], "sketch")
 SQLITE_VIEWS["joined_auto"] = with_strategy(SQLITE_VIEWS["joined_v"], "auto")
-# a DECIMAL key (stored by SQLite as REAL or INTEGER) and a (DATE, integer) key (dates stored as text)
-SQLITE_VIEWS["prices_sketch"] = (
-    "SELECT p.price, p.label, p.qty, p.note FROM src.prices p WHERE p.qty > 2 OR p.label IS NULL",
+#: The views of the keyed tables (KeyedTables), over either engine: {source} is the source's name.
+PRICES_VIEW = (
+    "SELECT p.price, p.label, p.qty, p.note FROM {source}.prices p WHERE p.qty > 2 OR p.label IS NULL",
     "SELECT price, label, qty, note FROM prices WHERE qty > 2 OR label IS NULL",
-    ["price"],
-    {"price": decimal_2},
-    {"strategy": "sketch"},
 )
-SQLITE_VIEWS["daily_sketch"] = (
-    "SELECT d.day, d.branch, d.total, d.visits, d.memo FROM src.daily d WHERE d.visits >= 10 OR d.memo = 'alpha'",
+DAILY_VIEW = (
+    "SELECT d.day, d.branch, d.total, d.visits, d.memo FROM {source}.daily d WHERE d.visits >= 10 OR d.memo = 'alpha'",
     "SELECT day, branch, total, visits, memo FROM daily WHERE visits >= 10 OR memo = 'alpha'",
-    ["day", "branch"],
-    {"total": decimal_2},
-    {"strategy": "sketch"},
 )
+
+
+def keyed_view(view: tuple[str, str], source: str, key: list[str], normalizers: dict, strategy: str) -> tuple:
+    sql, truth = view
+    return (sql.format(source=source), truth, key, normalizers, {"strategy": strategy})
+
+
+# a DECIMAL key (stored by SQLite as REAL or INTEGER) and a (DATE, integer) key (dates stored as text)
+SQLITE_VIEWS["prices_sketch"] = keyed_view(PRICES_VIEW, "src", ["price"], {"price": decimal_2}, "sketch")
+SQLITE_VIEWS["daily_sketch"] = keyed_view(DAILY_VIEW, "src", ["day", "branch"], {"total": decimal_2}, "sketch")
 SQLITE_VIEWS["daily_auto"] = (*SQLITE_VIEWS["daily_sketch"][:4], {"strategy": "auto"})
 
 #: Date keys: sentinels legacy applications use, both sides of the epoch, leap days, the
@@ -504,18 +508,6 @@ POSTGRES_VIEWS = {
 POSTGRES_VIEWS["pg_accounts_sketch"] = with_strategy(POSTGRES_VIEWS["pg_accounts"], "sketch")
 POSTGRES_VIEWS["pg_ledger_auto"] = with_strategy(POSTGRES_VIEWS["pg_ledger"], "auto")
 # a numeric(19,4) key and a date key (see KeyedTables)
-POSTGRES_VIEWS["pg_prices_sketch"] = (
-    "SELECT p.price, p.label, p.qty, p.note FROM pg.prices p WHERE p.qty > 2 OR p.label IS NULL",
-    "SELECT price, label, qty, note FROM prices WHERE qty > 2 OR label IS NULL",
-    ["price"],
-    {"price": str},
-    {"strategy": "sketch"},
-)
-POSTGRES_VIEWS["pg_daily_sketch"] = (
-    "SELECT d.day, d.branch, d.total, d.visits, d.memo FROM pg.daily d WHERE d.visits >= 10 OR d.memo = 'alpha'",
-    "SELECT day, branch, total, visits, memo FROM daily WHERE visits >= 10 OR memo = 'alpha'",
-    ["day"],
-    {"day": _iso, "total": str},
-    {"strategy": "sketch"},
-)
+POSTGRES_VIEWS["pg_prices_sketch"] = keyed_view(PRICES_VIEW, "pg", ["price"], {"price": str}, "sketch")
+POSTGRES_VIEWS["pg_daily_sketch"] = keyed_view(DAILY_VIEW, "pg", ["day"], {"day": _iso, "total": str}, "sketch")
 POSTGRES_VIEWS["pg_prices_auto"] = (*POSTGRES_VIEWS["pg_prices_sketch"][:4], {"strategy": "auto"})

@@ -11,7 +11,6 @@ tests/unit/warehouse/test_encoding_spark.py.
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import sqlite3
 from decimal import Decimal
@@ -29,20 +28,13 @@ from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.protocol.encoding import encode_value
 from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints
 from remote_agent.protocol.types import Column, LogicalType
+from tests.support.legacy import KEY_DAYS_SPECIAL
 
 SEED = 0x5EED_F1A9
 
 #: SQLite keeps these in a DECIMAL(10,2) column as INTEGER (0, 100) or REAL.
 SQLITE_PRICES = [0, 0.01, -0.01, 100, 1.1, 12.5, -6282.35, 99999999.99, -99999999.99]
-DAYS = [
-    dt.date(1, 1, 1),
-    dt.date(1900, 1, 1),
-    dt.date(1969, 12, 31),
-    dt.date(1970, 1, 1),
-    dt.date(2000, 2, 29),
-    dt.date(2038, 1, 19),
-    dt.date(9999, 12, 31),
-]
+DAYS = KEY_DAYS_SPECIAL
 #: What psycopg hands over for a numeric(19,4) column: Decimals at the column's scale.
 PG_PRICES = [Decimal(v) for v in ("0.0000", "0.0001", "-0.0001", "100.0000", "1.1000", "999999999999999.9999")] + [
     Decimal("-999999999999999.9999"),
