@@ -2,7 +2,7 @@
 
 The workload's table is copied into a throwaway PostgreSQL server twice: database `legacy`
 is the source, kept in step with the SQLite source after every round of the simulator
-(those writes are the legacy application's, not counted); database `warehouse` holds the
+(pgsource.py; those writes are the legacy application's, not counted); database `warehouse` holds the
 warehouse's copy as of the previous round. A sync runs reladiff's hashdiff (key ranges with
 checksums, bisected) between the two, over the view's columns and with the view's WHERE,
 connecting to the source as the read-only role through a byte-counting TCP proxy: its
@@ -15,8 +15,6 @@ change is then applied to the copy, so the next round diffs against the previous
 from __future__ import annotations
 
 import logging
-import re
-import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,11 +27,10 @@ from remote_agent.protocol.types import Column
 from service.jsonvalues import to_json_value
 from workloads.generators import Change, TableShape
 
+from .pgsource import create_table, postgres_ddl, replace_rows, replay_change, sqlite_rows
 from .strategies import Skipped, SyncResult
 from .tcpproxy import ByteCountingProxy
 
-#: Rows per statement while copying source rows into PostgreSQL.
-COPY_CHUNK = 5_000
 #: reladiff's own defaults, named here because the results depend on them: 32 segments per
 #: bisection step, segments under 16,384 rows are downloaded and compared row by row, and
 #: one connection (thread) per database, as its command line uses by default.
@@ -93,18 +90,6 @@ class SiteShape:
         return cls(tables[0].name, sources[outputs.index(key[0])], sources, outputs, where_sql)
 
 
-def postgres_ddl(sqlite_ddl: str) -> str:
-    """The table's SQLite DDL for PostgreSQL: SQLite's INTEGER is 64-bit, its BOOLEAN is 0/1.
-
-    >>> postgres_ddl("CREATE TABLE t (id INTEGER PRIMARY KEY, on BOOLEAN NOT NULL)")
-    'CREATE TABLE t (id BIGINT PRIMARY KEY, on SMALLINT NOT NULL)'
-    """
-    types = {"INTEGER": "BIGINT", "BOOLEAN": "SMALLINT"}
-    return re.sub(
-        r"\b(INTEGER|BOOLEAN)\b", lambda m: types[m.group(1).upper()], sqlite_ddl, flags=re.IGNORECASE
-    ).strip()
-
-
 def _from_reladiff(value: str | None, column: Column):
     """A value as reladiff prints it (normalized text) -> the JSON form of the service's rows."""
     if value is None:
@@ -162,11 +147,9 @@ class ReladiffRunner:
         self.warehouse_url = self.pg.owner_url.rsplit("/", 1)[0] + "/warehouse"
         with psycopg.connect(self.pg.owner_url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE warehouse OWNER owner")
-        ddl = postgres_ddl(self.source.shape.ddl)
-        for url in (self.pg.owner_url, self.warehouse_url):
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(ddl)
-        self._mirror(None)
+        create_table(self.pg.owner_url, self.source.shape, self.source.db)
+        with psycopg.connect(self.warehouse_url, autocommit=True) as conn:
+            conn.execute(postgres_ddl(self.source.shape.ddl))
         self.proxy = ByteCountingProxy(self.pg.host, self.pg.port)
         # The source as reladiff sees it: the read-only role, through the proxy.
         self.source_url = self.pg.reader_url.replace(
@@ -181,48 +164,15 @@ class ReladiffRunner:
             self.pg.stop()
 
     # -- keeping the PostgreSQL copies in step (not counted) -------------------------------
-    def _sqlite_rows(self, keys: list | None) -> Iterator[list[tuple]]:
-        shape = self.source.shape
-        conn = sqlite3.connect(f"file:{self.source.db}?mode=ro", uri=True)
-        try:
-            select = f"SELECT {', '.join(shape.columns)} FROM {shape.table}"
-            if keys is None:
-                cursor = conn.execute(select)
-                while rows := cursor.fetchmany(COPY_CHUNK):
-                    yield rows
-                return
-            for start in range(0, len(keys), COPY_CHUNK):
-                chunk = keys[start : start + COPY_CHUNK]
-                yield conn.execute(f"{select} WHERE {shape.key} IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-        finally:
-            conn.close()
-
-    def _replace(self, url: str, keys: list | None, rows: Iterator[list[tuple]]) -> None:
-        """Delete `keys` (None: nothing) in the table at `url`, then copy `rows` in."""
-        shape = self.source.shape
-        with psycopg.connect(url) as conn:
-            if keys:
-                conn.execute(f"DELETE FROM {shape.table} WHERE {shape.key} = ANY(%s)", (keys,))
-            with conn.cursor().copy(f"COPY {shape.table} ({', '.join(shape.columns)}) FROM STDIN") as copy:
-                for chunk in rows:
-                    for row in chunk:
-                        copy.write_row(row)
-            conn.commit()
-
-    def _mirror(self, keys: list | None) -> None:
-        """Bring the PostgreSQL source in step with the SQLite one (all rows, or these keys)."""
-        self._replace(self.pg.owner_url, keys, self._sqlite_rows(keys))
-
     def on_change(self, change: Change) -> None:
-        keys = list(dict.fromkeys(change.touched()))
-        self._mirror(keys)
+        replay_change(self.pg.owner_url, self.source.shape, self.source.db, change)
         if self._touched is not None:  # before the first sync, the whole table is copied anyway
-            self._touched += keys
+            self._touched += list(dict.fromkeys(change.touched()))
 
     def _apply_true_change(self) -> None:
         """The copy takes the source's current rows of the keys the round touched (all, at first)."""
         keys = self._touched
-        self._replace(self.warehouse_url, keys, self._sqlite_rows(keys))
+        replace_rows(self.warehouse_url, self.source.shape, keys, sqlite_rows(self.source.db, self.source.shape, keys))
         self._touched = []
 
     # -- a sync ------------------------------------------------------------------------------
