@@ -1,4 +1,4 @@
-"""Run the benchmark suite: `python -m tests.benchmarks --quick | --full [options]`.
+"""Run the benchmark suite: `python -m tests.benchmarks --quick | --full | --10m [options]`.
 
 Only parses arguments and hands over to `runner.run` and `report.write`.
 """
@@ -19,17 +19,53 @@ from .strategies import STRATEGIES
 
 HERE = Path(__file__).resolve().parent
 
-#: The two profiles of the issue. Quick must finish in under 5 minutes on a 2-core
-#: machine; each of its cuts is recorded in the results' `meta.reductions`.
+#: The strategies the service implements: all but reladiff, the external tool.
+SERVICE_STRATEGIES = [name for name, s in STRATEGIES.items() if s.kind == "view"]
+#: The strategies of the large runs: the default and the baseline it must beat.
+LARGE_STRATEGIES = ["full_ship", "auto"]
+
+#: The profiles. Quick must finish in under 5 minutes on a 2-core machine, full (`make
+#: bench`) in under an hour; each cut is recorded in the results' `meta.reductions`, each
+#: profile's sizes and their reason in `meta.plan`.
 PROFILES = {
     "full": {
-        "rows": 1_000_000,
-        "rounds": 10,
+        "rows": 200_000,
+        "rounds": 5,
         "workloads": list(WORKLOADS),
-        "strategies": list(STRATEGIES),
+        "strategies": SERVICE_STRATEGIES,
         "verify": "ends",
         "warm_up": True,
-        "rows_by_workload": {},
+        # Estimated from full-sketch.json (1M rows, 5 rounds: a students sync 10-20 s, about
+        # 135 s per strategy with its checks, 60 s of generation, oracle and scans) and
+        # full-200k.json (per sync at 200k: full_ship 4.7 s, tuple_hash 6.4, group_hash 7.9,
+        # range_checksum 12.4): students 1M with two strategies ~330 s on SQLite, ~400 s on
+        # PostgreSQL (its copy and replays); each other workload at 200k with six strategies
+        # ~340 s for students-sized rows (x0.45 narrow, x1.3 churn and churn-50, x1.9 wide):
+        # about 2,700-3,000 s in all (PostgreSQL's reads are slower than SQLite's: its leg
+        # could take 550 s), 45-50 minutes, with the rest of the hour spare for a shared machine.
+        "rows_by_workload": {"students": 1_000_000},
+        "strategies_by_workload": {"students": LARGE_STRATEGIES},
+        "sources_by_workload": {"students": ["sqlite", "postgres"]},
+        "plan": "students at 1,000,000 rows with full_ship and auto, on SQLite and on PostgreSQL (students@postgres); "
+        "recent-hot, churn, churn-50, wide and narrow at 200,000 rows with the six strategies of the service; "
+        "5 rounds after the load and the no-change round; estimated at 45-50 minutes on 2 cores (an hour at most)",
+        "reductions": {
+            "strategies": "reladiff not run (its PostgreSQL copies and ~10 s syncs would push the run past an hour; "
+            "it was measured at 1M rows in results/full.json; run --full --strategies "
+            + ",".join(STRATEGIES)
+            + " for every strategy on every workload)",
+        },
+    },
+    "10m": {
+        "rows": 10_000_000,
+        "rounds": 3,
+        "workloads": ["students"],
+        "strategies": ["auto", "full_ship"],
+        "verify": "ends",
+        "warm_up": True,
+        "plan": "students at 10,000,000 rows on SQLite, auto and full_ship, 3 rounds after the load and the no-change round; "
+        "agent peak RSS per sync and the service's (its process and Spark JVM) sampled over the run; "
+        "estimated at 45-75 minutes on 2 cores",
         "reductions": {},
     },
     "quick": {
@@ -49,6 +85,7 @@ PROFILES = {
         # slower without it, and the table is the median of the last rounds.
         "warm_up": False,
         "rows_by_workload": {},
+        "plan": "students at 200,000 rows with full_ship, group_hash, sketch and auto, 5 rounds; under 5 minutes on 2 cores",
         # Each cut is keyed by the option that undoes it.
         "reductions": {
             "workloads": "workloads: students only (all six would take over 20 minutes on a 2-core machine; run --quick --workloads NAME for another)",
@@ -95,10 +132,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="reduced run, under 5 minutes (200k rows, 5 rounds)",
     )
     mode.add_argument(
-        "--full", action="store_const", dest="profile", const="full", help="the full run (1M rows, 10 rounds)"
+        "--full",
+        action="store_const",
+        dest="profile",
+        const="full",
+        help="the full run, under an hour: students at 1M rows on SQLite and PostgreSQL (full_ship, auto), the other workloads at 200k (six strategies), 5 rounds",
     )
-    p.add_argument("--rows", type=int, help="rows per workload's source table (default: 1,000,000 full, 200,000 quick)")
-    p.add_argument("--rounds", type=int, help="sync rounds after the initial load (default: 10 full, 5 quick)")
+    mode.add_argument(
+        "--10m",
+        action="store_const",
+        dest="profile",
+        const="10m",
+        help="students at 10M rows, auto and full_ship, 3 rounds, with the service's memory (about an hour)",
+    )
+    mode.add_argument(
+        "--breakdown",
+        type=Path,
+        metavar="JSON",
+        help="print the time breakdown table of an existing results file (Markdown, for the README)",
+    )
+    p.add_argument(
+        "--rows",
+        type=int,
+        help="rows per workload's source table (default: full 1,000,000 students and 200,000 the others; 200,000 quick; 10,000,000 10m)",
+    )
+    p.add_argument("--rounds", type=int, help="sync rounds after the initial load (default: 5 full and quick, 3 10m)")
     p.add_argument(
         "--workloads",
         type=lambda t: _names(t, WORKLOADS, "workload"),
@@ -107,7 +165,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--strategies",
         type=lambda t: _names(t, STRATEGIES, "strategy"),
-        help=f"comma-separated, of: {', '.join(STRATEGIES)} (default: all on full, all but reladiff on quick; those not available are skipped and listed)",
+        help=f"comma-separated, of: {', '.join(STRATEGIES)}, for every workload (default: the profile's; those not available are skipped and listed)",
+    )
+    p.add_argument(
+        "--source",
+        choices=runner.SOURCES,
+        help="the engine the agent reads, for every workload: the simulator's SQLite file, or a PostgreSQL server the benchmark starts and keeps in step "
+        "(default: sqlite; full also runs students on postgres)",
     )
     p.add_argument(
         "--out",
@@ -158,6 +222,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ok, why = netns.available()
         if not ok:
             p.error(f"--link-mbit {args.link_mbit:g}: {why}")
+        if args.source == "postgres" or (args.profile == "full" and args.source is None):
+            p.error(
+                "--link-mbit needs --source sqlite: a PostgreSQL source listens on loopback, out of the link's namespace"
+            )
     return args
 
 
@@ -165,12 +233,15 @@ def config_from(args: argparse.Namespace) -> runner.RunConfig:
     profile = PROFILES[args.profile]
     overridden = {
         option
-        for option in ("rows", "workloads", "strategies", "verify", "warm_up")
+        for option in ("rows", "workloads", "strategies", "verify", "warm_up", "source")
         if getattr(args, option) is not None
     }
     reductions = [text for option, text in profile["reductions"].items() if option not in overridden]
-    # an explicit --rows applies to every workload
-    rows_by_workload = {} if args.rows is not None else dict(profile["rows_by_workload"])
+
+    def per_workload(option: str, key: str) -> dict:
+        """The profile's per-workload setting, unless an explicit option applies to every workload."""
+        return {} if option in overridden else dict(profile.get(key, {}))
+
     return runner.RunConfig(
         name=(args.out.stem if args.out else args.profile),
         rows=args.rows or profile["rows"],
@@ -182,10 +253,15 @@ def config_from(args: argparse.Namespace) -> runner.RunConfig:
         work_dir=args.work_dir / (args.out.stem if args.out else args.profile),
         seed=args.seed,
         keep_work=args.keep_work,
-        rows_by_workload=rows_by_workload,
+        rows_by_workload=per_workload("rows", "rows_by_workload"),
+        strategies_by_workload=per_workload("strategies", "strategies_by_workload"),
+        sources_by_workload=per_workload("source", "sources_by_workload"),
+        source=args.source or "sqlite",
         reductions=reductions,
         link_mbit=args.link_mbit,
         no_change_round=args.no_change_round,
+        # a sitting of some workloads still follows the profile's plan
+        plan=profile["plan"] if not overridden - {"verify", "warm_up", "workloads"} else None,
     )
 
 
@@ -223,6 +299,9 @@ def merge(parts: list[dict], name: str = "merged") -> dict:
         "workloads",
         "rows_by_workload",
         "no_change_round",
+        "source",
+        "plan",
+        "service_peak_rss_kb",
     )
     meta = {
         **first,
@@ -232,6 +311,13 @@ def merge(parts: list[dict], name: str = "merged") -> dict:
         "git_dirty": any(part["meta"].get("git_dirty") for part in parts),
         "workloads": [w for part in parts for w in part["meta"]["workloads"]],
         "rows_by_workload": {w: n for part in parts for w, n in part["meta"]["rows_by_workload"].items()},
+        # results from before the PostgreSQL source ran every workload on SQLite
+        "source": runner.source_label(s for part in parts for s in (part["meta"].get("source") or "sqlite").split("+")),
+        "legs": {k: leg for part in parts for k, leg in (part["meta"].get("legs") or {}).items()},
+        "service_peak_rss_kb": max(
+            (part["meta"]["service_peak_rss_kb"] for part in parts if part["meta"].get("service_peak_rss_kb")),
+            default=None,
+        ),
         "elapsed_s": round(sum(part["meta"].get("elapsed_s", 0) for part in parts), 1),
         "parts": [{k: part["meta"].get(k) for k in keep} for part in parts],
     }
@@ -240,6 +326,10 @@ def merge(parts: list[dict], name: str = "merged") -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.breakdown:
+        results = json.loads(args.breakdown.read_text())
+        print(report.time_table(results, report.time_breakdown(results)))
+        return 0
     if args.replot:
         written = report.write(json.loads(args.replot.read_text()), args.replot)
         print("wrote " + ", ".join(str(p) for p in written.values()))

@@ -1,4 +1,4 @@
-"""What a result was measured on, and the agent's peak memory."""
+"""What a result was measured on, the agent's peak memory and the service's."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import platform
 import sqlite3
 import subprocess
 import sys
+import threading
 from importlib import metadata
 from pathlib import Path
 
@@ -88,3 +89,113 @@ def peak_rss_kb(pid: int) -> int | None:
 def rss_kb(pid: int) -> int | None:
     """Current resident set size (VmRSS) of a process."""
     return _status_field(Path(f"/proc/{pid}/status"), "VmRSS")
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (Linux /proc; empty if it is gone)."""
+    try:
+        return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _statm(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/statm").read_text()
+    except OSError:
+        return None
+
+
+def command_label(argv: list[str]) -> str:
+    """A short name for a command line: the module a Python runs with -m, else the program's name.
+
+    >>> command_label(["/v/bin/python", "-m", "pyspark.daemon"]), command_label(["/usr/bin/java", "-cp", "x"])
+    ('pyspark.daemon', 'java')
+    """
+    if "-m" in argv[:-1]:
+        return argv[argv.index("-m") + 1]
+    return Path(argv[0]).name if argv else "?"
+
+
+def process_label(pid: int) -> str | None:
+    """`command_label` of a running process; None if it is gone."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    return command_label([a for a in argv if a])
+
+
+def tree_rss(pid: int) -> dict[str, int]:
+    """Resident memory (kB) of a process and all its descendants, summed per `command_label`.
+
+    Empty if the process is gone. Pages shared between processes (Spark's forked Python
+    workers share their parent's) count in each, as RSS does; but a child whose memory
+    figures equal its parent's to the page is skipped: the JVM starts commands (chmod) from
+    a vfork child that shares the JVM's memory until its exec, and would count twice.
+    """
+    out: dict[str, int] = {}
+    todo: list[tuple[int, str | None]] = [(pid, None)]
+    while todo:
+        member, parent_statm = todo.pop()
+        statm = _statm(member)
+        if statm is None:
+            continue
+        todo += [(child, statm) for child in children(member)]
+        kb, name = rss_kb(member), process_label(member)
+        if statm != parent_statm and kb is not None and name is not None:
+            out[name] = out.get(name, 0) + kb
+    return out
+
+
+class TreeRssSampler:
+    """Samples a process tree's summed RSS in a thread; `peak_kb` is the highest seen.
+
+    The service's Spark JVM is a child of the service process (spark-submit starts it), so
+    the tree is what the service costs; VmHWM cannot be summed over processes, hence sampling.
+    """
+
+    #: Seconds between samples: a sync at 1M rows takes 10 s or more; reading /proc costs ~1 ms.
+    INTERVAL_S = 0.5
+
+    def __init__(self, pid: int, interval_s: float = INTERVAL_S):
+        self.pid = pid
+        self.interval_s = interval_s
+        self.peak_kb: int | None = None
+        #: The peak's split per command name ({"python3": ..., "java": ...}).
+        self.peak_by_process: dict[str, int] = {}
+        self.samples = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval_s)
+
+    def sample(self) -> int | None:
+        split = tree_rss(self.pid)
+        if not split:
+            return None
+        kb = sum(split.values())
+        with self._lock:
+            self.samples += 1
+            if kb > (self.peak_kb or 0):
+                self.peak_kb, self.peak_by_process = kb, split
+        return kb
+
+    def reset(self) -> int | None:
+        """Forget the peak so far (a new phase starts); returns it."""
+        with self._lock:
+            peak, self.peak_kb, self.peak_by_process = self.peak_kb, None, {}
+        self.sample()
+        return peak
+
+    def __enter__(self) -> TreeRssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,10 +1,12 @@
-"""The truth a view must equal, read straight from the SQLite source, and its true delta.
+"""The truth a view must equal, read straight from the source, and its true delta.
 
 `SourceTruth` keeps one 128-bit hash per row of the site query (about 150 bytes per row in
 CPython, whatever the row's width). After a round it re-reads only the keys the simulator
 touched, which gives the round's true delta (real inserts, updates and deletes of the view)
 at the cost of the change, not of the table. A full rescan, on the rounds that are
 verified in full, checks that the incremental picture still equals the source.
+`SourceTruth` reads a SQLite file through sqlite3; `PostgresTruth` reads a PostgreSQL
+database through psycopg, as the agent does, so each source's bare scan uses its own driver.
 
 Source values are read as the agent reads them (`converter_for` of each column's logical
 type: that *is* what a source value means on the wire); view rows come back as JSON and are
@@ -23,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pyarrow as pa
 import xxhash
 
@@ -105,7 +108,10 @@ class TrueDelta:
 
 
 class SourceTruth:
-    """The view's site query evaluated on the source, tracked round by round."""
+    """The view's site query evaluated on a SQLite source, tracked round by round."""
+
+    #: The driver's parameter marker.
+    PARAM = "?"
 
     def __init__(self, db: Path, site_sql: str, columns: list[Column], key: list[str]):
         self.db = db
@@ -121,7 +127,7 @@ class SourceTruth:
         self.fingerprint = Fingerprint()
 
     # -- reading the source --------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self):
         return sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
 
     def _canonical(self, raw: tuple) -> tuple:
@@ -155,12 +161,14 @@ class SourceTruth:
         try:
             for start in range(0, len(keys), LOOKUP_CHUNK):
                 chunk = keys[start : start + LOOKUP_CHUNK]
+                mark = self.PARAM
                 if len(names) == 1:
-                    where, params = f"{names[0]} IN ({','.join('?' * len(chunk))})", chunk
+                    where, params = f"{names[0]} IN ({','.join([mark] * len(chunk))})", chunk
                 else:
-                    where = f"({', '.join(names)}) IN (VALUES {','.join('(' + ','.join('?' * len(names)) + ')' for _ in chunk)})"
+                    where = f"({', '.join(names)}) IN (VALUES {','.join('(' + ','.join([mark] * len(names)) + ')' for _ in chunk)})"
                     params = [v for k in chunk for v in k]
-                for raw in conn.execute(f"SELECT * FROM ({self.site_sql}) WHERE {where}", params):
+                # the alias: PostgreSQL before 16 wants one on a subquery
+                for raw in conn.execute(f"SELECT * FROM ({self.site_sql}) AS site WHERE {where}", params):
                     row = self._canonical(raw)
                     found[self.key_of(row)] = row
         finally:
@@ -315,3 +323,20 @@ class SourceTruth:
                 + ", ".join(f"{k!r}: {got.get(k)} (true: {want.get(k)})" for k in wrong[:3])
             )
         return problems
+
+
+class PostgresTruth(SourceTruth):
+    """The same truth read from a PostgreSQL source (`db` is the reader's URL) through psycopg."""
+
+    PARAM = "%s"
+
+    def _connect(self):
+        return psycopg.connect(self.db)
+
+    def _scan(self) -> Iterator[list[tuple]]:
+        # A server-side cursor, as the agent reads: a client-side one would hold the whole
+        # result in memory before the first row.
+        with self._connect() as conn, conn.cursor(name="oracle_scan") as cursor:
+            cursor.execute(self.site_sql)
+            while rows := cursor.fetchmany(FETCH_ROWS):
+                yield rows

@@ -1,4 +1,5 @@
-"""Results on disk: the JSON, one PNG per workload and a Markdown summary table.
+"""Results on disk: the JSON, one PNG per workload and a Markdown summary: the bytes table and
+the time breakdown (where a sync's seconds go, against a bare scan of the source).
 
 The summary is the steady state: medians over the last half of the rounds (never round 0,
 the initial load, nor round 1 unless it is the only one), so that statistics that warm up
@@ -40,6 +41,92 @@ def _median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
+#: The sync's steps (warehouse/sync.py), a site extraction's steps (warehouse/site_sync.py)
+#: and the agent's split of its time, in the order they run; a name a newer service adds
+#: is kept, after these.
+SYNC_PHASES = ("extract_sites", "build_fragments", "assemble_view", "commit")
+SITE_PHASES = ("project_snapshot", "plan_groups", "exchange_units", "regroup")
+AGENT_TIMINGS = ("read_s", "convert_s", "hash_s", "send_s", "lookup_s")
+#: Heads the time breakdown in the summary, below the bytes table.
+TIME_HEADING = "## Where the time goes"
+
+
+def median_by_key(dicts, order: tuple[str, ...] = ()) -> dict:
+    """Per key, the median of the values the dicts have for it: known keys first, in `order`.
+
+    >>> median_by_key([{"b": 1.0, "a": 4.0}, {"a": 2.0}, None, {"a": 3.0, "z": 0.5}], order=("a", "b"))
+    {'a': 3.0, 'b': 1.0, 'z': 0.5}
+    """
+    dicts = [d for d in dicts if d]
+    keys = {k for d in dicts for k in d}
+    ordered = [k for k in order if k in keys] + sorted(keys - set(order))
+    return {k: _median([d.get(k) for d in dicts]) for k in ordered}
+
+
+def summed_by_key(dicts) -> dict | None:
+    """The dicts added key by key (a view's sites, say); None when there is nothing to add.
+
+    >>> summed_by_key([{"read_s": 1.0, "hash_s": 0.25}, {"read_s": 0.5}]), summed_by_key([{}, None])
+    ({'read_s': 1.5, 'hash_s': 0.25}, None)
+    """
+    out: dict = {}
+    for d in dicts:
+        for k, v in (d or {}).items():
+            if v is not None:
+                out[k] = out.get(k, 0) + v
+    return out or None
+
+
+def agent_timings(record: dict) -> dict | None:
+    """The agent's split of its time in a sync record: the view's own, else summed over its sites.
+
+    >>> agent_timings({"site_agent_timings": [{"read_s": 0.5}, {"read_s": 0.25}]})
+    {'read_s': 0.75}
+    >>> agent_timings({"agent_seconds": 1.0}) is None
+    True
+    """
+    return record.get("agent_timings") or summed_by_key(record.get("site_agent_timings") or [])
+
+
+def time_breakdown(results: dict) -> dict:
+    """{workload: {strategy: steady-state medians of where a sync's seconds go}}.
+
+    Per strategy: the client's `wall_s` and the service's `sync_wall_s`, the sync's
+    `phases`, the extraction's `site_phases` (summed over the view's sites), `agent_seconds`
+    and `agent_timings` (where the records have them: empty or None otherwise), the bare
+    scan of the same rounds and the median ratio of wall time to it. Recomputed from the
+    round records, so older results give what they recorded.
+    """
+    steady = steady_rounds(results["meta"]["rounds"])
+    out = {}
+    for wname, w in results["workloads"].items():
+        scans = w.get("bare_scan_s_rounds", [])
+        entry = {}
+        for sname, s in w.get("strategies", {}).items():
+            rounds = {r["round"]: r for r in s["rounds"]}
+            picked = [rounds[i] for i in steady if i in rounds and not rounds[i].get("error")]
+            scan = {id(r): _bare_scan_of(r, scans) for r in picked}
+            entry[sname] = {
+                "rounds": [r["round"] for r in picked],
+                "wall_s": _median([r["wall_s"] for r in picked]),
+                "sync_wall_s": _median([r.get("sync_wall_s") for r in picked]),
+                "phases": median_by_key([r.get("phases") for r in picked], SYNC_PHASES),
+                "site_phases": median_by_key([summed_by_key(r.get("site_phases") or []) for r in picked], SITE_PHASES),
+                "agent_seconds": _median([r.get("agent_seconds") for r in picked]),
+                "agent_timings": median_by_key([agent_timings(r) for r in picked], AGENT_TIMINGS),
+                "bare_scan_s": _median(scan.values()),
+                "x_bare_scan": _median([r["wall_s"] / scan[id(r)] for r in picked if scan[id(r)]]),
+            }
+        out[wname] = entry
+    return out
+
+
+def _bare_scan_of(record: dict, scans: list) -> float | None:
+    """The bare scan a sync is measured against: its round's at the source, or for reladiff,
+    which reads a PostgreSQL copy, its own scan there."""
+    return record.get("postgres_bare_scan_s") or (scans[record["round"]] if record["round"] < len(scans) else None)
+
+
 def summarize(results: dict) -> dict:
     """{workload: {"lower_bound_bytes", "bare_scan_s", "strategies": {name: steady-state figures}}}."""
     steady = steady_rounds(results["meta"]["rounds"])
@@ -67,10 +154,7 @@ def summarize(results: dict) -> dict:
                 "round_trips": _median([r["round_trips"] for r in picked]),
                 "x_lower_bound": _median([r["bytes"] / lbs[r["round"]] for r in picked if lbs[r["round"]]]),
                 "wall_s": _median([r["wall_s"] for r in picked]),
-                # reladiff reads a PostgreSQL copy: its own bare scan there is the fair measure
-                "x_bare_scan": _median(
-                    [r["wall_s"] / scan for r in picked if (scan := r.get("postgres_bare_scan_s") or scans[r["round"]])]
-                ),
+                "x_bare_scan": _median([r["wall_s"] / scan for r in picked if (scan := _bare_scan_of(r, scans))]),
                 # rows read at the source per row of the view: 1 for one pass over the site query
                 "x_rows_scanned": _median(
                     [
@@ -93,6 +177,9 @@ def summarize(results: dict) -> dict:
                 "failed": s.get("failed"),
             }
         out[wname] = entry
+    for wname, times in time_breakdown(results).items():
+        for sname, figures in times.items():
+            out[wname]["strategies"][sname]["time"] = figures
     return out
 
 
@@ -142,6 +229,42 @@ def _no_change(t: dict) -> str:
     return _size(t["no_change_bytes"]) + ("" if share is None else f" ({_percent(share)})")
 
 
+def _sources(results: dict) -> str:
+    """Which engine each workload's agent read: "SQLite", or "SQLite; PostgreSQL for students@postgres"."""
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    # results from before the PostgreSQL source read SQLite only
+    by_source: dict[str, list[str]] = {}
+    for wname, w in results["workloads"].items():
+        by_source.setdefault(w.get("source", "sqlite"), []).append(wname)
+    if len(by_source) <= 1:
+        return names.get(next(iter(by_source), "sqlite"), "?")
+    main = max(by_source, key=lambda s: len(by_source[s]))
+    return "; ".join(
+        [names[main]] + [f"{names.get(s, s)} for {', '.join(ws)}" for s, ws in by_source.items() if s != main]
+    )
+
+
+def _by_process(workload: dict) -> str:
+    """The service's peak split over its processes: " (java 5.1 GiB, python3 300 MiB)"; "" if not recorded."""
+    split = workload.get("service_peak_rss_by_process_kb") or {}
+    parts = [f"{name} {_size(kb * 1024)}" for name, kb in sorted(split.items(), key=lambda item: -item[1])]
+    return f" ({', '.join(parts)})" if len(parts) > 1 else ""
+
+
+def _service_memory(results: dict) -> str | None:
+    """A sentence on the service's peak memory, per workload and over the run; None before it was measured."""
+    meta = results["meta"]
+    per = {w: r["service_peak_rss_kb"] for w, r in results["workloads"].items() if r.get("service_peak_rss_kb")}
+    if not per and not meta.get("service_peak_rss_kb"):
+        return None
+    return (
+        "Service peak RSS (the service process, its Spark JVM and the JVM's Python workers, summed; sampled every 0.5 s from /proc): "
+        + "; ".join(f"{w} {_size(kb * 1024)}{_by_process(results['workloads'][w])}" for w, kb in per.items())
+        + (f"; whole run {_size(meta['service_peak_rss_kb'] * 1024)}" if meta.get("service_peak_rss_kb") else "")
+        + "."
+    )
+
+
 def markdown(results: dict, summary: dict) -> str:
     meta = results["meta"]
     steady = steady_rounds(meta["rounds"])
@@ -159,8 +282,10 @@ def markdown(results: dict, summary: dict) -> str:
         f"{meta['rounds']} rounds after the load; rows per workload: "
         + ", ".join(f"{w} {n:,}" for w, n in meta["rows_by_workload"].items())
         + (f"; link {meta['link_mbit']} Mbit/s" if meta.get("link_mbit") else "; no link limit (loopback)")
+        + f"; source: {_sources(results)}"
         + f"; {'all sittings' if parts else 'whole run'} {meta.get('elapsed_s', 0) / 60:.1f} min.",
         "",
+        *([f"Plan: {meta['plan']}.", ""] if meta.get("plan") else []),
         f"Steady state = median over rounds {steady[0]}–{steady[-1]}. *bytes/round* = bytes to + from the agent per sync; "
         "*× LB* = ratio to the lower bound (zstd Arrow of the true delta); *× scan* = sync wall time over a bare "
         "scan of the site query at the source (for reladiff: `COPY (…) TO STDOUT` at its PostgreSQL source); *rows read* = rows the agent read at the source per row of the view; "
@@ -201,11 +326,61 @@ def markdown(results: dict, summary: dict) -> str:
             )
             + ".",
         ]
+    memory = _service_memory(results)
+    if memory:
+        lines += ["", memory]
+    lines += ["", TIME_HEADING, "", time_table(results, time_breakdown(results)).rstrip("\n")]
     skipped = {s: r for w in results["workloads"].values() for s, r in w.get("skipped", {}).items()}
     if skipped:
         lines += ["", "Not run: " + "; ".join(f"`{s}` ({r})" for s, r in skipped.items()) + "."]
     if meta.get("reductions"):
         lines += ["", "Reduced run: " + "; ".join(meta["reductions"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _seconds(v: float | None) -> str:
+    """Seconds for the time table: "—" if not measured, two decimals under ten seconds.
+
+    >>> [_seconds(v) for v in (None, 0.0004, 1.234, 12.34)]
+    ['—', '0.00', '1.23', '12.3']
+    """
+    if v is None:
+        return "—"
+    return f"{v:.2f}" if v < 10 else f"{v:,.1f}"
+
+
+def _split(timings: dict) -> str:
+    """The agent's split of its time in one cell: "read 0.52 · hash 0.10"; "—" if not reported."""
+    if not timings:
+        return "—"
+    return " · ".join(f"{k.removesuffix('_s')} {_seconds(v)}" for k, v in timings.items())
+
+
+def time_table(results: dict, breakdown: dict) -> str:
+    """The time breakdown as a Markdown table (seconds, steady-state medians), with its legend."""
+    steady = steady_rounds(results["meta"]["rounds"])
+    lines = [
+        f"Seconds, median over rounds {steady[0]}–{steady[-1]}. *sync* = the client's wall time, *in service* = the "
+        "service's own (`wall_seconds`); the next four are the sync's steps; *extract steps* = the site extraction's "
+        "snapshot · plan · exchange · regroup (summed over the view's sites; the exchange holds the agent's time); "
+        "*agent* = the agent's own time answering (`agent_seconds`), *agent split* its parts where the service reports "
+        "them (`agent_timings`); *bare scan* = every row of the site query through the source engine's driver, same rounds; "
+        "*× scan* = sync / bare scan. — where not recorded.",
+        "",
+        "| workload | strategy | sync | in service | extract_sites | build_fragments | assemble_view | commit "
+        "| extract steps | agent | agent split | bare scan | × scan |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for wname, strategies in breakdown.items():
+        for sname, b in strategies.items():
+            phases, site = b["phases"], b["site_phases"]
+            steps = " · ".join(_seconds(site.get(k)) for k in SITE_PHASES) if site else "—"
+            lines.append(
+                f"| {wname} | {sname} | {_seconds(b['wall_s'])} | {_seconds(b['sync_wall_s'])} | "
+                + " | ".join(_seconds(phases.get(k)) for k in SYNC_PHASES)
+                + f" | {steps} | {_seconds(b['agent_seconds'])} | {_split(b['agent_timings'])} | "
+                f"{_seconds(b['bare_scan_s'])} | {_x(b['x_bare_scan'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 

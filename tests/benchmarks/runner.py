@@ -1,14 +1,17 @@
 """Drive every strategy through the same rounds of the same workloads and record each sync.
 
-For one workload: build the legacy SQLite table, start an agent on it, define one view per
-strategy over the same SQL, then round 0 loads every view and each later round applies one
+For one workload on one source (a *leg*): build the legacy SQLite table (with `--source
+postgres`, copy it into a PostgreSQL server started for the leg, and replay every round's
+changes there: pgsource.py), start an agent on the source, define one view per strategy
+over the same SQL, then round 0 loads every view and each later round applies one
 change of the simulator and syncs every strategy's view in turn. The oracle gives the
 round's true delta (hence the lower bound) and checks every sync: its metrics' counts and
 its delta against the true delta, and on the verified rounds all of the view's rows
 against the source. After the last round, a no-change round syncs every strategy once more
 with nothing changed at the source (its delta must be empty); it is kept apart from the
 rounds (`no_change` of the workload and of each strategy), so no steady-state figure
-includes it. One service process serves all workloads, so Spark starts once.
+includes it. One service process serves all legs, so Spark starts once; its memory (the
+service process and its Spark JVM) is sampled throughout.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ from workloads.generators import WORKLOADS, Workload
 from workloads.harness import Api, start_agent, start_service
 
 from . import machine
-from .oracle import SourceTruth, TrueDelta
+from .oracle import PostgresTruth, SourceTruth, TrueDelta
+from .pgsource import PostgresSource
 from .reladiff_runner import SourceContext
 from .strategies import STRATEGIES, Skipped, SyncResult, make_runner
 
 #: Rows of the warm-up view: enough to run every step of a sync, too few to cost time.
 WARM_UP_ROWS = 2_000
+#: The engines a leg's source can be on; SQLite is the simulator's own file.
+SOURCES = ("sqlite", "postgres")
 #: Metrics of a sync record copied into each round as they are.
 COPIED_METRICS = (
     "rows_scanned",
@@ -66,6 +72,8 @@ COPIED_METRICS = (
     "peel_failed",
     "fallback",
     "phases",
+    # the agent's own split of its seconds (read, convert, hash, send, lookup), where the service reports it
+    "agent_timings",
     "connections",
     "postgres_bare_scan_s",  # the reladiff strategy's own
 )
@@ -90,9 +98,44 @@ class RunConfig:
     warm_up: bool = True
     #: After the last round, sync every strategy once more with no change at the source.
     no_change_round: bool = True
+    #: The source of every workload not in `sources_by_workload`.
+    source: str = "sqlite"
+    #: Workloads run on several sources, each a leg of its own, in this order.
+    sources_by_workload: dict[str, list[str]] = field(default_factory=dict)
+    #: Workloads that run fewer (or other) strategies than `strategies`.
+    strategies_by_workload: dict[str, list[str]] = field(default_factory=dict)
+    #: Why the profile's sizes are what they are (recorded in the results' meta).
+    plan: str | None = None
 
     def rows_for(self, workload: str) -> int:
         return self.rows_by_workload.get(workload, self.rows)
+
+    def legs(self) -> list[Leg]:
+        """Every workload on each of its sources, with its rows and strategies."""
+        return [
+            Leg(w, source, self.rows_for(w), list(self.strategies_by_workload.get(w, self.strategies)))
+            for w in self.workloads
+            for source in self.sources_by_workload.get(w, [self.source])
+        ]
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One workload on one source engine, with its size and its strategies."""
+
+    workload: str
+    source: str
+    rows: int
+    strategies: list[str]
+
+    @property
+    def key(self) -> str:
+        """Its name in the results: the workload's, with the engine unless it is SQLite.
+
+        >>> Leg("students", "sqlite", 10, ["auto"]).key, Leg("students", "postgres", 10, ["auto"]).key
+        ('students', 'students@postgres')
+        """
+        return self.workload if self.source == "sqlite" else f"{self.workload}@{self.source}"
 
 
 def _mib(n: float) -> str:
@@ -105,20 +148,25 @@ def _median(values: list[float]) -> float | None:
 
 
 class WorkloadRun:
-    """One workload: its source, its agent, one runner per strategy, all rounds."""
+    """One leg: a workload's source, its agent, one runner per strategy, all rounds."""
 
-    def __init__(self, config: RunConfig, api: Api, workload: Workload, work_dir: Path, log):
+    def __init__(self, config: RunConfig, api: Api, leg: Leg, work_dir: Path, log):
         self.config = config
         self.api = api
-        self.workload = workload
+        self.leg = leg
+        self.workload: Workload = WORKLOADS[leg.workload]
         self.dir = work_dir
         self.log = log
-        self.slug = workload.name.replace("-", "_")
+        self.slug = leg.key.replace("-", "_").replace("@", "_")
         self.link: netns.Link | None = None
+        self.postgres: PostgresSource | None = None
         self.runners: list = []
         self.result: dict = {
-            **workload.to_json(),
-            "rows": config.rows_for(workload.name),
+            **self.workload.to_json(),
+            "workload": leg.workload,
+            "source": leg.source,
+            "strategies_run": leg.strategies,
+            "rows": leg.rows,
             "lower_bound_bytes": [],
             "true_delta": [],
             "changes": [],
@@ -130,32 +178,50 @@ class WorkloadRun:
 
     def run(self) -> dict:
         wl, res = self.workload, self.result
+        if self.leg.source == "postgres" and self.config.link_mbit:
+            raise ValueError("a PostgreSQL source listens on loopback: it cannot sit behind --link-mbit")
         self.dir.mkdir(parents=True, exist_ok=True)
         db = self.dir / f"{self.slug}.db"
         sim = wl.simulator(db, seed=self.config.seed)
         started = time.perf_counter()
-        sim.create(res["rows"])
+        sim.create(res["rows"])  # in batches: memory does not grow with the rows
         res["generate_s"] = round(time.perf_counter() - started, 2)
         res["source_bytes"] = db.stat().st_size
         self.log(
-            f"[{wl.name}] {res['rows']:,} rows generated in {res['generate_s']:.1f} s ({res['source_bytes'] / res['rows']:.0f} B/row in SQLite)"
+            f"[{self.leg.key}] {res['rows']:,} rows generated in {res['generate_s']:.1f} s ({res['source_bytes'] / res['rows']:.0f} B/row in SQLite)"
         )
+        try:
+            db_url = f"sqlite:///{db}"
+            if self.leg.source == "postgres":
+                self.postgres = PostgresSource(wl.shape, db, self.dir)
+                res["postgres_load_s"] = round(self.postgres.load(), 2)
+                res["postgres_bytes"] = self.postgres.size_bytes()
+                db_url = self.postgres.reader_url
+                self.log(
+                    f"[{self.leg.key}] copied into PostgreSQL in {res['postgres_load_s']:.1f} s ({res['postgres_bytes'] / res['rows']:.0f} B/row with its index)"
+                )
+            self._serve(sim, db_url)
+        finally:
+            if self.postgres:
+                self.postgres.stop()
+        return res
 
+    def _serve(self, sim, db_url: str) -> None:
+        """Start the agent on the source and play the rounds."""
         token = secrets.token_hex(16)  # hex: a token starting with "-" would read as a flag
         # with a link: the agent and its database on a legacy host behind a tbf rate limit
         with netns.legacy_host(self.config.link_mbit) if self.config.link_mbit else nullcontext() as link:
             self.link = link
             where = {"host": link.ns_ip, "prefix": link.prefix()} if link else {}
-            agent = start_agent(f"sqlite:///{db}", self.dir, token=token, allow=[wl.shape.table], **where)
+            agent = start_agent(db_url, self.dir, token=token, allow=[self.workload.shape.table], **where)
             try:
-                res["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
+                self.result["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
                 self._rounds(sim, agent, token)
             finally:
                 for r in self.runners:
                     r.close()
                 agent.stop()
                 self.link = None
-        return res
 
     def _prepare(self, sim, token: str, agent_url: str) -> list:
         source = f"src_{self.slug}"
@@ -164,19 +230,19 @@ class WorkloadRun:
         self.result["view_sql"] = sql
         runners = self.runners
         context = SourceContext(sim.path, self.workload.shape, self.dir)
-        for name in self.config.strategies:
+        for name in self.leg.strategies:
             runner = make_runner(self.api, STRATEGIES[name], f"{self.slug}_{name}", sql, source=context)
             try:
                 runners.append(runner)  # closed at the end even if prepare fails midway
                 runner.prepare()
             except Skipped as exc:
                 self.result["skipped"][name] = str(exc)
-                self.log(f"[{self.workload.name}] {name}: skipped — {exc}")
+                self.log(f"[{self.leg.key}] {name}: skipped — {exc}")
                 runners.remove(runner)
                 runner.close()
                 continue
         if not runners:
-            raise RuntimeError(f"no strategy of {self.config.strategies} can run")
+            raise RuntimeError(f"no strategy of {self.leg.strategies} can run")
         return runners
 
     def _rounds(self, sim, agent, token: str) -> None:
@@ -187,7 +253,11 @@ class WorkloadRun:
             if r.definition["sites"][0]["sql"] != site["sql"]:
                 raise RuntimeError("strategies' views have different site queries")
         res["site_sql"] = site["sql"]
-        truth = SourceTruth(sim.path, site["sql"], [Column.from_json(c) for c in site["columns"]], site["key"])
+        columns = [Column.from_json(c) for c in site["columns"]]
+        if self.postgres:
+            truth = PostgresTruth(self.postgres.reader_url, site["sql"], columns, site["key"])
+        else:
+            truth = SourceTruth(sim.path, site["sql"], columns, site["key"])
         per_sync_rss = machine.reset_peak_rss(agent.proc.pid)
         res["agent_peak_rss_scope"] = (
             "per sync (VmHWM reset before each)" if per_sync_rss else "agent lifetime, shared by all strategies"
@@ -198,6 +268,8 @@ class WorkloadRun:
 
         for rnd in range(cfg.rounds + 1):
             change = sim.change() if rnd else None
+            if change and self.postgres:
+                self.postgres.follow(change)  # the same round's work, on the agent's source
             if change:
                 for runner in live.values():
                     runner.on_change(change)
@@ -286,6 +358,7 @@ class WorkloadRun:
             "agent_rss_before_kb": rss_before,  # a reset peak starts here: memory the agent kept from earlier syncs
         }
         record.update({k: m[k] for k in COPIED_METRICS if k in m})
+        record.update(site_timings(m.get("sites") or []))
         if counters is not None:
             seen = self.link.counters() - counters
             record["link_bytes_to_agent"], record["link_bytes_from_agent"] = seen.tx_bytes, seen.rx_bytes
@@ -336,10 +409,36 @@ class WorkloadRun:
         )
         rss = f"{r['agent_peak_rss_kb'] / 1024:5.0f} MiB" if r.get("agent_peak_rss_kb") else "    ? MiB"
         self.log(
-            f"[{self.workload.name}] round {label:>5} {name:<15} {_mib(r['bytes']):>12} {ratio} "
+            f"[{self.leg.key}] round {label:>5} {name:<15} {_mib(r['bytes']):>12} {ratio} "
             f"(to {_mib(r['bytes_to_agent'] or 0)}, from {_mib(r['bytes_from_agent'] or 0)}, {r['round_trips']} rt)  "
             f"{r['wall_s']:6.1f} s = {r['wall_s'] / scan_s:6.1f}x scan  agent {rss}  {status}"
         )
+
+
+def source_label(sources) -> str:
+    """The engines of a run's legs, in the order of SOURCES: "sqlite", "postgres", "sqlite+postgres".
+
+    >>> source_label(["postgres", "sqlite", "postgres"])
+    'sqlite+postgres'
+    """
+    seen = set(sources)
+    return "+".join(s for s in SOURCES if s in seen)
+
+
+def site_timings(sites: list[dict]) -> dict:
+    """The per-site timings of a sync's metrics, as they are, under the names a round keeps.
+
+    >>> site_timings([{"phases": {"plan_groups": 0.5}, "agent_timings": {"read_s": 1.0}}])
+    {'site_phases': [{'plan_groups': 0.5}], 'site_agent_timings': [{'read_s': 1.0}]}
+    >>> site_timings([{"phases": {}}])
+    {'site_phases': [{}]}
+    """
+    out = {}
+    if sites:
+        out["site_phases"] = [s.get("phases") or {} for s in sites]
+    if any(s.get("agent_timings") for s in sites):
+        out["site_agent_timings"] = [s.get("agent_timings") or {} for s in sites]
+    return out
 
 
 def _warm_up(api: Api, work_dir: Path, log) -> float:
@@ -367,23 +466,35 @@ def _warm_up(api: Api, work_dir: Path, log) -> float:
 
 
 def run(config: RunConfig, log=print) -> dict:
-    """Run every workload of `config`; returns the results (see `report.write`)."""
-    unknown = [w for w in config.workloads if w not in WORKLOADS] + [
-        s for s in config.strategies if s not in STRATEGIES
-    ]
+    """Run every leg of `config`; returns the results (see `report.write`)."""
+    legs = config.legs()
+    unknown = [leg.workload for leg in legs if leg.workload not in WORKLOADS]
+    unknown += [s for leg in legs for s in leg.strategies if s not in STRATEGIES]
+    unknown += [leg.source for leg in legs if leg.source not in SOURCES]
     if unknown:
-        raise ValueError(f"unknown workloads or strategies: {unknown}")
+        raise ValueError(f"unknown workloads, strategies or sources: {unknown}")
     started = time.perf_counter()
     results = {
         "meta": {
             **machine.describe(),
             "name": config.name,
             "rows": config.rows,
-            "rows_by_workload": {w: config.rows_for(w) for w in config.workloads},
+            "rows_by_workload": {leg.key: leg.rows for leg in legs},
             "rounds": config.rounds,
             "seed": config.seed,
-            "workloads": config.workloads,
+            "workloads": [leg.key for leg in legs],
             "strategies": config.strategies,
+            "source": source_label(leg.source for leg in legs),
+            "legs": {
+                leg.key: {
+                    "workload": leg.workload,
+                    "source": leg.source,
+                    "rows": leg.rows,
+                    "strategies": leg.strategies,
+                }
+                for leg in legs
+            },
+            "plan": config.plan,
             "verify": config.verify,
             "warm_up": config.warm_up,
             "link_mbit": config.link_mbit,
@@ -393,7 +504,11 @@ def run(config: RunConfig, log=print) -> dict:
                 "bytes": "bytes_to_agent + bytes_from_agent of the sync: every byte on the agent's sockets, HTTP headers and framing included",
                 "lower_bound_bytes": "zstd Arrow IPC frames (<= 16,384 rows each, as the agent frames rows) of the view's true delta: new and updated rows in full, deleted keys",
                 "wall_s": "time of POST /syncs?wait=true as seen by the client",
-                "bare_scan_s": "median per workload of the time to fetch every row of the site query through Python's sqlite3 at the source",
+                "bare_scan_s": "median per workload of the time to fetch every row of the site query at the source through the driver of its engine: Python's sqlite3 (SQLite), psycopg with a server-side cursor of 10,000-row fetches (PostgreSQL, as the agent reads it)",
+                "source": "the engine the agent reads: sqlite (the simulator's file) or postgres (a PostgreSQL server started for the leg, loaded by COPY from the SQLite file; each round's updates, deletes and inserts replayed there as UPDATE, DELETE and COPY); a workload on PostgreSQL is named workload@postgres",
+                "phases": "seconds of the sync's steps (extract_sites, build_fragments, assemble_view, commit), as the service times them; site_phases: per site, its extraction's steps (project_snapshot, plan_groups, exchange_units, regroup)",
+                "agent_seconds": "the agent's own time answering the sync's extract requests, as it reports it; agent_timings / site_agent_timings: its split into reading, converting, hashing, sending and looking up, where the service reports it",
+                "service_peak_rss_kb": "highest summed VmRSS of the service process and all its descendants (its Spark JVM and the JVM's forked Python workers, whose shared pages count in each; a vfork child that shares the JVM's memory until its exec is not counted twice), sampled every 0.5 s from /proc over the leg (per workload) and over the whole run (meta), warm-up included; service_peak_rss_by_process_kb splits the peak sample per command (a Python's -m module, else the program)",
                 "reladiff": "the reladiff tool (hashdiff, its default bisection) between a PostgreSQL copy of the source and the warehouse's previous copy; bytes_to_agent/bytes_from_agent = bytes to/from the source database through a counting TCP proxy, round_trips = request turns summed over its connections",
                 "exact": "the sync succeeded, its metrics' counts and its delta equal the true delta, and (on verified='full' rounds) the view's rows equal the source",
                 "link_mbit": "with --link-mbit: the agent and its database run in a network namespace joined to the service's by a veth pair with a tc tbf limit of this rate on both ends, so wall_s includes the link; reladiff, which does not go through the agent, is not behind it",
@@ -409,26 +524,34 @@ def run(config: RunConfig, log=print) -> dict:
     service = start_service(config.work_dir / "warehouse", config.work_dir)
     api = Api(service.url, timeout=3600)
     failed = False
+    memory = machine.TreeRssSampler(service.proc.pid)
+    overall = 0
     try:
-        results["meta"]["warm_up_s"] = _warm_up(api, config.work_dir / "warm-up", log) if config.warm_up else None
-        for name in config.workloads:
-            run_ = WorkloadRun(config, api, WORKLOADS[name], config.work_dir / name, log)
-            results["workloads"][name] = run_.result
-            run_started = time.perf_counter()
-            try:
-                run_.run()
-            except Exception as exc:  # one broken workload should not cost the others' numbers
-                failed = True
-                run_.result["error"] = f"{type(exc).__name__}: {exc}"
-                log(f"[{name}] ERROR {run_.result['error']}")
-            finally:
-                run_.result["elapsed_s"] = round(time.perf_counter() - run_started, 1)
-                # the source is not needed any more; at 1M wide rows it is a gigabyte
-                if not config.keep_work and not failed:
-                    (config.work_dir / name / f"{run_.slug}.db").unlink(missing_ok=True)
+        with memory:
+            results["meta"]["warm_up_s"] = _warm_up(api, config.work_dir / "warm-up", log) if config.warm_up else None
+            for leg in legs:
+                run_ = WorkloadRun(config, api, leg, config.work_dir / leg.key, log)
+                results["workloads"][leg.key] = run_.result
+                run_started = time.perf_counter()
+                overall = max(overall, memory.reset() or 0)
+                try:
+                    run_.run()
+                except Exception as exc:  # one broken workload should not cost the others' numbers
+                    failed = True
+                    run_.result["error"] = f"{type(exc).__name__}: {exc}"
+                    log(f"[{leg.key}] ERROR {run_.result['error']}")
+                finally:
+                    run_.result["elapsed_s"] = round(time.perf_counter() - run_started, 1)
+                    run_.result["service_peak_rss_kb"] = memory.peak_kb
+                    run_.result["service_peak_rss_by_process_kb"] = memory.peak_by_process
+                    # the source is not needed any more; at 1M wide rows it is a gigabyte
+                    if not config.keep_work and not failed:
+                        (config.work_dir / leg.key / f"{run_.slug}.db").unlink(missing_ok=True)
     finally:
         api.close()
         service.stop()
+        results["meta"]["service_peak_rss_kb"] = max(overall, memory.peak_kb or 0) or None
+        results["meta"]["service_rss_samples"] = memory.samples
         results["meta"]["elapsed_s"] = round(time.perf_counter() - started, 1)
         if config.keep_work or failed:
             log(f"work dir kept: {config.work_dir} (agent and service logs are there)")

@@ -24,6 +24,17 @@ def before_no_change_round(results: dict) -> dict:
     return results
 
 
+def bytes_table(text: str) -> str:
+    """The summary's first table, without the time breakdown below it (its rows start alike)."""
+    return text.split(report.TIME_HEADING)[0]
+
+
+def row(text: str, strategy: str, workload: str = "students") -> list[str]:
+    """The cells of a workload's row for `strategy` in the summary's bytes table."""
+    [line] = [line for line in bytes_table(text).splitlines() if line.startswith(f"| {workload} | {strategy} |")]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
 def part(workload: str, commit: str, **meta) -> dict:
     """The committed quick run, as if it had measured `workload` at `commit` before the
     no-change round was added (a test adds it back where it wants one)."""
@@ -97,6 +108,18 @@ def test_a_run_with_the_no_change_round_joins_one_from_before_it():
     joined = merge([a, b], name="full")
     assert [p.get("no_change_round") for p in joined["meta"]["parts"]] == [True, None]
     text = report.markdown(joined, report.summarize(joined))
-    [students] = [line for line in text.splitlines() if line.startswith("| students | group_hash |")]
-    [narrow] = [line for line in text.splitlines() if line.startswith("| narrow | group_hash |")]
-    assert "(1.0 %) | yes |" in students and narrow.endswith("| — | yes |")
+    students, narrow = row(text, "group_hash"), row(text, "group_hash", "narrow")
+    assert students[-2].endswith("(1.0 %)") and students[-1] == "yes" and narrow[-2:] == ["—", "yes"]
+
+
+def test_a_postgresql_sitting_joins_a_sqlite_one_and_the_table_says_which_read_what():
+    a = part("students", "a" * 40)  # from before the PostgreSQL source: no `source` anywhere
+    b = part("students", "b" * 40, source="postgres")
+    b["workloads"] = {"students@postgres": {**b["workloads"]["students"], "source": "postgres"}}
+    b["meta"].update(workloads=["students@postgres"], rows_by_workload={"students@postgres": 200_000})
+    b["meta"]["legs"] = {"students@postgres": {"workload": "students", "source": "postgres"}}
+    joined = merge([a, b], name="full")
+    assert joined["meta"]["source"] == "sqlite+postgres" and list(joined["meta"]["legs"]) == ["students@postgres"]
+    text = report.markdown(joined, report.summarize(joined))
+    assert "source: SQLite; PostgreSQL for students@postgres;" in text
+    assert row(text, "auto", "students@postgres")[-1] == "yes"

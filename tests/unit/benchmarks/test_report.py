@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.benchmarks import report
 from tests.benchmarks.__main__ import main
-from tests.unit.benchmarks.test_merge import before_no_change_round
+from tests.unit.benchmarks.test_merge import before_no_change_round, row
 
 QUICK = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "quick.json"
 KIB, MIB = 1024, 2**20
@@ -57,11 +57,6 @@ def results(quiet: dict | None = None) -> dict:
         "elapsed_s": 60.0,
     }
     return {"meta": meta, "workloads": {"students": workload}}
-
-
-def row(text: str, strategy: str) -> list[str]:
-    [line] = [line for line in text.splitlines() if line.startswith(f"| students | {strategy} |")]
-    return [cell.strip() for cell in line.strip("|").split("|")]
 
 
 def test_the_no_change_round_is_a_column_with_its_share_of_the_strategys_own_load():
@@ -125,3 +120,78 @@ def test_a_run_without_the_no_change_round_says_so():
     text = report.markdown(doc, report.summarize(doc))
     assert "*no-change round*: not run (`--no-quiet-round`)." in text
     assert row(text, "group_hash")[-2:] == ["—", "yes"]
+
+
+def timed(rnd: int, wall: float, **extra) -> dict:
+    """A sync with the service's phases, one site's extraction steps and the agent's seconds."""
+    return sync(
+        rnd,
+        100 * KIB,
+        wall_s=wall,
+        sync_wall_s=wall - 0.1,
+        phases={"extract_sites": wall / 2, "build_fragments": wall / 4, "assemble_view": 0.2, "commit": 0.01},
+        site_phases=[{"project_snapshot": 0.1, "plan_groups": 0.3, "exchange_units": wall / 2 - 0.5, "regroup": 0.1}],
+        agent_seconds=wall / 4,
+        **extra,
+    )
+
+
+def test_the_time_breakdown_is_the_steady_state_median_of_each_phase_against_the_bare_scan():
+    doc = results()
+    split = {"read_s": 0.5, "convert_s": 0.25, "hash_s": 0.125, "send_s": 0.0625, "lookup_s": 0.0}
+    doc["workloads"]["students"]["strategies"]["group_hash"]["rounds"] = [
+        timed(0, 30.0),
+        timed(1, 90.0),  # not in the steady state (rounds 2-3)
+        timed(2, 4.0, agent_timings=split),
+        timed(3, 6.0, site_agent_timings=[{k: 2 * v for k, v in split.items()}]),
+    ]
+    times = report.time_breakdown(doc)["students"]["group_hash"]
+    assert (times["rounds"], times["wall_s"], times["sync_wall_s"]) == ([2, 3], 5.0, 4.9)
+    assert times["phases"] == {"extract_sites": 2.5, "build_fragments": 1.25, "assemble_view": 0.2, "commit": 0.01}
+    assert list(times["site_phases"]) == ["project_snapshot", "plan_groups", "exchange_units", "regroup"]
+    assert times["site_phases"]["exchange_units"] == 2.0
+    assert times["agent_seconds"] == 1.25
+    assert times["agent_timings"]["read_s"] == 0.75  # the view's own 0.5 and the site's 1.0
+    assert (times["bare_scan_s"], times["x_bare_scan"]) == (0.5, 10.0)
+    assert report.summarize(doc)["students"]["strategies"]["group_hash"]["time"] == times
+
+    table = report.markdown(doc, report.summarize(doc)).split(report.TIME_HEADING)[1]
+    [line] = [line for line in table.splitlines() if line.startswith("| students | group_hash |")]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[2:8] == ["5.00", "4.90", "2.50", "1.25", "0.20", "0.01"]
+    assert cells[8:10] == ["0.10 · 0.30 · 2.00 · 0.10", "1.25"]
+    assert cells[10] == "read 0.75 · convert 0.38 · hash 0.19 · send 0.09 · lookup 0.00"
+    assert cells[11:] == ["0.50", "10.0×"]
+
+
+def test_records_without_phases_or_agent_timings_show_a_dash():
+    doc = results()
+    times = report.time_breakdown(doc)["students"]["full_ship"]
+    assert (times["phases"], times["site_phases"], times["agent_timings"], times["agent_seconds"]) == ({}, {}, {}, None)
+    table = report.time_table(doc, report.time_breakdown(doc))
+    [line] = [line for line in table.splitlines() if line.startswith("| students | full_ship |")]
+    assert line.count("| — ") == 8 and line.endswith("| 0.50 | 7.0× |")
+
+
+def test_the_committed_quick_run_has_a_time_table_without_the_agents_split(capsys):
+    assert main(["--breakdown", str(QUICK)]) == 0
+    table = capsys.readouterr().out
+    for strategy in ("full_ship", "group_hash", "sketch", "auto"):
+        [line] = [line for line in table.splitlines() if line.startswith(f"| students | {strategy} |")]
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[4] != "—" and cells[10] == "—"  # phases recorded; agent_timings came later
+
+
+def test_the_service_memory_and_the_plan_are_stated_when_measured():
+    doc = results()
+    assert "Service peak RSS" not in report.markdown(doc, report.summarize(doc))
+    doc["workloads"]["students"].update(
+        service_peak_rss_kb=3 * 2**20, service_peak_rss_by_process_kb={"service": 2**20, "java": 2 * 2**20}
+    )
+    doc["meta"].update(service_peak_rss_kb=4 * 2**20, plan="students at 1,000 rows")
+    text = report.markdown(doc, report.summarize(doc))
+    assert "Plan: students at 1,000 rows." in text
+    assert (
+        "(the service process, its Spark JVM and the JVM's Python workers, summed; sampled every 0.5 s from /proc): students 3.0 GiB (java 2.0 GiB, service 1.0 GiB); whole run 4.0 GiB."
+        in text
+    )
