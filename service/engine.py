@@ -13,7 +13,7 @@ import threading
 
 from pyspark.sql import SparkSession
 
-from warehouse.spark import build_session, forget_dead_session, jvm_alive
+from warehouse.spark import build_session, forget_dead_session, jvm_alive, warm_up
 
 from .settings import ServiceSettings
 
@@ -37,7 +37,17 @@ class SparkEngine:
 
     def _build(self) -> SparkSession:
         s = self.settings
-        return build_session(s.spark_master, driver_memory=s.spark_driver_memory, extra_conf=s.spark_conf)
+        session = build_session(s.spark_master, driver_memory=s.spark_driver_memory, extra_conf=s.spark_conf)
+        threading.Thread(target=self._warm_up, args=(session,), name="spark-warm-up", daemon=True).start()
+        return session
+
+    @staticmethod
+    def _warm_up(session: SparkSession) -> None:
+        """Spark's first job, run beside the service's start rather than in the first sync."""
+        try:
+            warm_up(session)
+        except Exception as exc:  # a session that died meanwhile is replaced by the next sync
+            log.warning("Spark's warm-up job failed: %s", exc)
 
     def current(self) -> tuple[SparkSession, int]:
         """A live session and its generation; a dead one is replaced first."""

@@ -7,10 +7,11 @@ import base64
 import datetime as dt
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 
 from remote_agent.protocol.types import Column
@@ -37,19 +38,28 @@ def to_json_value(value):
     return str(value)
 
 
+#: Rows per batch read (and per chunk of NDJSON written).
+BATCH_ROWS = 8192
+
+
 def ndjson_lines(
-    path: Path, columns: list[Column], *, op_column: str | None = None, batch_rows: int = 8192
+    source: Path | Iterable[pa.RecordBatch],
+    columns: list[Column],
+    *,
+    op_column: str | None = None,
+    batch_rows: int = BATCH_ROWS,
 ) -> Iterator[bytes]:
-    """Stream a Parquet dataset as NDJSON, one batch in memory at a time.
+    """Stream a Parquet dataset (or Arrow batches) as NDJSON, one batch in memory at a time.
 
     Values are first cast to the columns' logical Arrow types, so the JSON does not depend
     on how the Parquet writer chose to store them.
     """
-    dataset = ds.dataset(path, format="parquet")
     names = [c.name for c in columns]
     wanted = ([op_column] if op_column else []) + names
     types = {c.name: c.type.arrow() for c in columns}
-    for batch in dataset.to_batches(columns=wanted, batch_size=batch_rows):
+    if isinstance(source, Path):
+        source = ds.dataset(source, format="parquet").to_batches(columns=wanted, batch_size=batch_rows)
+    for batch in source:
         data = {
             name: (batch.column(name).cast(types[name]) if name in types else batch.column(name)).to_pylist()
             for name in wanted

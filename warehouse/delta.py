@@ -39,6 +39,9 @@ class DeltaResult:
     def delta(self, columns: list[Column]) -> DataFrame:
         return self.classified.filter(F.col(OP).isin(INSERT, UPDATE, DELETE)).select(OP, *[c.name for c in columns])
 
+    def write_delta(self, path, columns: list[Column]) -> None:
+        self.delta(columns).write.parquet(str(path))
+
     def release(self) -> None:
         self.classified.unpersist()
 
@@ -54,10 +57,15 @@ def check_unique(rows: DataFrame, key: list[str], what: str) -> None:
         example = {k: dup[0][k] for k in key}
         match = reduce(lambda a, b: a & b, [F.col(k).eqNullSafe(F.lit(v)) for k, v in example.items()])
         quoted = [r.asDict() for r in rows.filter(match).limit(DUPLICATE_EXAMPLES).collect()]
-        raise SourceDataError(
-            f"{what}: key {example} occurs {dup[0]['count']} times, e.g. in the rows {quoted}; the declared key {key} is not unique at the source: "
-            "remove the duplicate rows, or redefine the view with a key that is unique"
-        )
+        raise duplicate_key_error(what, key, example, dup[0]["count"], quoted)
+
+
+def duplicate_key_error(what: str, key: list[str], example: dict, count: int, quoted: list[dict]) -> SourceDataError:
+    """The error of a key that is not unique at the source, with an example and its rows."""
+    return SourceDataError(
+        f"{what}: key {example} occurs {count} times, e.g. in the rows {quoted}; the declared key {key} is not unique at the source: "
+        "remove the duplicate rows, or redefine the view with a key that is unique"
+    )
 
 
 def build_delta(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from .errors import FormatError
 
-#: Format of a stored view (CURRENT, versions/<N>/meta.json): 2 says its number, else as 1.
-STORAGE_FORMAT = 2
+#: Format of a stored view (CURRENT, versions/<N>/meta.json): 2 says its number, else as 1;
+#: 3 may keep a fragment as a base under an overlay (layers.py) and ω± as a histogram.
+STORAGE_FORMAT = 3
 #: Format of a view definition's JSON in the catalog: 2 says its number, else as 1.
 DEFINITION_FORMAT = 2
 #: The format of state written without a "format" field.

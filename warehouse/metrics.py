@@ -79,6 +79,10 @@ class SiteDetails:
     fallback: str | None = None
     # auto
     chosen: str | None = None
+    #: How the new fragment was written: "whole", or "overlay" (the touched tuples only,
+    #: over the previous base; layers.py), and the overlay's rows after this sync.
+    fragment_written: str | None = None
+    overlay_rows: int | None = None
 
 
 @dataclass

@@ -16,23 +16,30 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
 
-from . import costs, planning
+from . import costs, layers, planning, update_counts
 from .agent_client import AgentClient
 from .delta import DeltaResult, build_delta, check_unique
 from .metrics import SiteMetrics
 from .options import SyncOptions
-from .storage import TNO, UNO, Version
+from .planning import CostModel
+from .storage import OP, TNO, UNO, Version
 from .strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
 from .strategies.base import Answer, spark_schema
+from .touched_delta import TouchedDelta, classify, omega_schema
+from .touched_delta import check_unique as check_unique_arrow
 from .viewdef import SiteQuery
 
 SYNC_COLUMN = "__sync"
 #: ω− per sync: tuples before, deleted, inserted (ino is absent, so NULL, in versions
 #: written before it was kept).
-DELETIONS_SCHEMA = f"{SYNC_COLUMN} string, tno bigint, dno bigint, ino bigint"
+DELETIONS_SCHEMA = pa.schema(
+    [(SYNC_COLUMN, pa.string()), ("tno", pa.int64()), ("dno", pa.int64()), ("ino", pa.int64())]
+)
 
 
 @dataclass
@@ -91,6 +98,9 @@ class SiteRun:
         )
         self.strategy = None
         self.answer: Answer | None = None
+        #: the current version's overlay (None: its fragment is whole) and ω± histogram
+        self.layers: layers.Layers | None = None
+        self.omega: update_counts.Histogram | None = None
         #: ω− rows of the current version, read once while planning (none before the load).
         self.deletion_rows: list[tuple] = []
 
@@ -117,13 +127,14 @@ class SiteRun:
     def project_snapshot(self) -> None:
         """Read the stored fragment (the snapshot φ' of the site query) with its ω± columns."""
         if self.current is not None:
-            schema = spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint"
-            self.ctx.snapshot = self.spark.read.schema(schema).parquet(str(self.current.fragment(self.index)))
+            self.layers = layers.Layers.load(self.current.site_dir(self.index))
+            self.ctx.snapshot = layers.frame(self.spark, self.current, self.index, self.site.columns, self.site.key)
 
     def plan_groups(self) -> None:
         """Measure the cost model and the statistics, then let the strategy plan what to send."""
         ctx = self.ctx
-        ctx.cost = costs.measure(ctx.snapshot, self.site, self.options.hash_bits)
+        kept = self.layers.cost if self.layers is not None else None  # measured for the base, still current
+        ctx.cost = CostModel(**kept) if kept else costs.measure(ctx.snapshot, self.site, self.options.hash_bits)
         self.metrics.cost_model = {
             "tuple_bytes": round(ctx.cost.tuple_bytes, 2),
             "key_bytes": round(ctx.cost.key_bytes, 2),
@@ -132,22 +143,14 @@ class SiteRun:
         if ctx.snapshot is None:
             self.strategy = LOAD(ctx)
         else:
-            tno, upd = F.col(TNO).cast("double"), (F.col(UNO) - 1).cast("double")
-            totals = ctx.snapshot.agg(
-                F.count(F.lit(1)).alias("n"),
-                F.sum(F.col(TNO) - 1).alias("obs"),
-                F.sum(F.col(UNO) - 1).alias("upd"),
-                # the moments of P(update t) = (uno - 1 + prior) / tno, whatever the prior
-                F.sum(upd / tno).alias("a"),
-                F.sum(1 / tno).alias("b"),
-                F.sum(upd * upd / (tno * tno)).alias("c"),
-                F.sum(upd / (tno * tno)).alias("e"),
-                F.sum(1 / (tno * tno)).alias("f"),
-            ).collect()[0]
+            self.omega = update_counts.load(self.current.site_dir(self.index))
+            if self.omega is None:  # a version written before the histogram was kept
+                self.omega = update_counts.of_frame(ctx.snapshot)
+            totals = update_counts.totals(self.omega)
             self.metrics.rows_before = totals["n"]
             ctx.observed = (totals["obs"] or 0, totals["upd"] or 0)
-            history = self._deletions(self.current).collect()
-            self.deletion_rows = [tuple(r) for r in history]
+            history = self._deletions(self.current)
+            self.deletion_rows = [tuple(r.values()) for r in history]
             ctx.history = [(r["tno"], r["dno"]) for r in history]
             inserts = [r["ino"] for r in history if r["ino"] is not None and r["tno"]]  # not the load
             ctx.estimate = self._estimate(totals, sum(inserts) / len(inserts) if inserts else None)
@@ -163,17 +166,42 @@ class SiteRun:
         """Any further round the answer calls for (the group-hash method's regroup)."""
         self.answer = self.strategy.follow_up(self.answer)
 
-    def build_fragment(self, staged: Version) -> DeltaResult:
+    def build_fragment(self, staged: Version) -> DeltaResult | TouchedDelta:
         """Compare returned rows with the snapshot tuple by tuple; stage the next fragment.
 
-        Returns the classified tuples (persisted; the caller releases them) with counts.
+        When the strategy vouches for every key it did not touch and the overlay has room,
+        only the touched tuples are compared and the fragment grows an overlay (layers.py);
+        otherwise every tuple is, and the fragment is written whole.
+        Returns the classified tuples (the caller releases them) with counts.
         """
+        what = f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})"
+        m = self.metrics
+        t0 = time.monotonic()
+        if self._touched_only():
+            result = self._build_overlay(staged, what)
+            m.fragment_written = "overlay"
+        else:
+            result = self._build_whole(staged, what)
+            m.fragment_written, m.overlay_rows = "whole", 0
+        m.phases["build_fragment"] = round(time.monotonic() - t0, 3)
+        m.fragment_inserted, m.fragment_updated, m.fragment_deleted = result.inserted, result.updated, result.deleted
+        m.rows_after = result.inserted + result.updated + result.kept
+        m.full_ship_estimate_bytes = round(self.ctx.cost.tuple_bytes * m.rows_scanned)
+        return result
+
+    def _touched_only(self) -> bool:
+        """Whether this sync may compare the touched tuples only and write an overlay."""
+        if self.current is None or not self.strategy.vouches_for_untouched():
+            return False
+        answer = self.answer
+        touched = sum(pq.read_metadata(p).num_rows for p in answer.returned)
+        touched += pq.read_metadata(answer.deleted).num_rows if answer.deleted is not None else 0
+        base = self.layers or layers.whole(self.metrics.rows_before)
+        return base.room_for(2 * touched)  # at most one removed key and one upsert per touched key
+
+    def _build_whole(self, staged: Version, what: str) -> DeltaResult:
         inputs = self.strategy.delta_inputs(self.answer)
-        check_unique(
-            inputs.returned,
-            self.site.key,
-            f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})",
-        )
+        check_unique(inputs.returned, self.site.key, what)
         snapshot = (
             self.ctx.snapshot
             if self.ctx.snapshot is not None
@@ -188,19 +216,77 @@ class SiteRun:
             deleted_keys=inputs.deleted_keys,
         )
         try:
-            result.fragment(self.site.columns).write.parquet(str(staged.fragment(self.index)))
-            row = (staged.sync_id, result.before, result.deleted, result.inserted)
-            rows = self.spark.createDataFrame([*self.deletion_rows, row], DELETIONS_SCHEMA)
-            rows.coalesce(1).write.parquet(str(staged.deletions(self.index)))
-            self.strategy.stage(staged)
+            fragment = result.fragment(self.site.columns)
+            fragment.write.parquet(str(staged.fragment(self.index)))
+            update_counts.save(update_counts.of_frame(fragment), staged.site_dir(self.index))
+            self._stage_common(staged, result)
         except BaseException:
             result.release()
             raise
-        m = self.metrics
-        m.fragment_inserted, m.fragment_updated, m.fragment_deleted = result.inserted, result.updated, result.deleted
-        m.rows_after = result.inserted + result.updated + result.kept
-        m.full_ship_estimate_bytes = round(self.ctx.cost.tuple_bytes * m.rows_scanned)
         return result
+
+    def _build_overlay(self, staged: Version, what: str) -> TouchedDelta:
+        """The delta from the touched tuples; the next fragment as the current base with a
+        grown overlay (and ω±'s offset one further)."""
+        ctx, key, i = self.ctx, self.site.key, self.index
+        returned = pa.concat_tables([pq.read_table(p) for p in self.answer.returned])
+        key_schema = pa.schema([returned.schema.field(k) for k in key])
+        deleted = pq.read_table(self.answer.deleted) if self.answer.deleted is not None else key_schema.empty_table()
+        check_unique_arrow(returned, key, what)
+        keys = self.spark.read.schema(spark_schema(ctx.key_columns())).parquet(
+            *[str(p) for p in self.answer.returned], *([str(self.answer.deleted)] if self.answer.deleted else [])
+        )
+        # the stored rows of the touched keys: one pass over the fragment, nothing shuffled
+        t0 = time.monotonic()
+        ctx.touched_rows = ctx.snapshot.join(keys.distinct(), key, "left_semi").toArrow()
+        self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
+        result = classify(ctx.touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)
+        current = self.layers or layers.whole(self.metrics.rows_before)
+        offset = current.tno_offset + 1
+        omega = omega_schema(self.site.columns)
+        old_upserts, old_removed = layers.read_overlay(self.current, i, omega, key_schema)
+        left_keys = result.left.select(key).cast(key_schema)
+        now = result.changed.drop_columns([OP])
+        now = now.set_column(now.schema.get_field_index(TNO), TNO, pc.subtract(now.column(TNO), offset))
+        upserts = pa.concat_tables(
+            [old_upserts.join(left_keys, key, join_type="left anti").select(omega.names), now.cast(omega)]
+        )
+        removed = pa.concat_tables([old_removed, left_keys]).group_by(key).aggregate([])
+        site_dir = staged.site_dir(i)
+        layers.link_base(self.current, staged, i)
+        if upserts.num_rows:
+            layers.write_part(upserts, site_dir / "upserts")
+        if removed.num_rows:
+            layers.write_part(removed, site_dir / "removed")
+        cost = ctx.cost
+        layers.Layers(
+            current.base_rows,
+            upserts.num_rows,
+            removed.num_rows,
+            offset,
+            {"tuple_bytes": cost.tuple_bytes, "key_bytes": cost.key_bytes, "hash_bytes": cost.hash_bytes},
+        ).save(site_dir)
+        self.metrics.overlay_rows = upserts.num_rows + removed.num_rows
+        omega_next = update_counts.advanced(
+            self.omega, update_counts.pairs(result.left), update_counts.pairs(result.changed)
+        )
+        update_counts.save(omega_next, site_dir)
+        self._stage_common(staged, result)
+        return result
+
+    def _stage_common(self, staged: Version, result: DeltaResult | TouchedDelta) -> None:
+        """What every new version of a site holds besides its fragment: ω− and the
+        strategy's own state."""
+        row = (staged.sync_id, result.before, result.deleted, result.inserted)
+        rows = [*self.deletion_rows, row]
+        table = pa.table(
+            [[r[0] for r in rows], *[[r[j] for r in rows] for j in (1, 2, 3)]],
+            schema=pa.schema(
+                [(SYNC_COLUMN, pa.string()), ("tno", pa.int64()), ("dno", pa.int64()), ("ino", pa.int64())]
+            ),
+        )
+        layers.write_part(table, staged.deletions(self.index))
+        self.strategy.stage(staged)
 
     # -- helpers -----------------------------------------------------------------------
     def _estimate(self, totals, inserts: float | None) -> SiteEstimate:
@@ -225,7 +311,11 @@ class SiteRun:
             inserts=inserts,
         )
 
-    def _deletions(self, version: Version | None) -> DataFrame:
+    def _deletions(self, version: Version | None) -> list[dict]:
+        """ω− rows of `version` (a small file, read on the driver)."""
         if version is None or not version.deletions(self.index).exists():
-            return self.spark.createDataFrame([], DELETIONS_SCHEMA)
-        return self.spark.read.schema(DELETIONS_SCHEMA).parquet(str(version.deletions(self.index)))
+            return []
+        table = pq.read_table(version.deletions(self.index))
+        if "ino" not in table.column_names:  # written before inserts were counted
+            table = table.append_column("ino", pa.nulls(table.num_rows, pa.int64()))
+        return table.select(DELETIONS_SCHEMA.names).to_pylist()

@@ -123,6 +123,16 @@ def build_session(
     return session
 
 
+def warm_up(session: SparkSession) -> None:
+    """Run a first small job: Spark's first job costs seconds (code generation, Python
+    workers started for an Arrow UDF), which a sync should not pay."""
+
+    def same(batches):
+        yield from batches
+
+    session.range(1_000).mapInArrow(same, "id bigint").groupBy().count().collect()
+
+
 #: Seconds to wait for the gateway process to exit when the JVM stops answering.
 JVM_EXIT_WAIT_S = 5.0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from . import layers
 from .planning import deletion_probability
 from .storage import TNO, UNO, Version
 from .viewdef import ViewDef
@@ -25,7 +26,7 @@ def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) 
         sites.append(
             {
                 "source": site.source,
-                "update_statistics": _update_statistics(spark.read.parquet(str(version.fragment(i)))),
+                "update_statistics": _update_statistics(layers.frame(spark, version, i, site.columns, site.key)),
                 "deletion_statistics": {
                     "syncs": [{"sync": d["__sync"], "tno": d["tno"], "dno": d["dno"]} for d in deletions],
                     "deletion_probability": deletion_probability([(d["tno"], d["dno"]) for d in deletions]),

@@ -4,7 +4,10 @@ Layout under `<data-dir>/views/<view>/`:
 
     CURRENT                      {"format": 2, "version": N, "sync_id": ...}; replaced atomically
     versions/<N>/meta.json       what version N holds ({"format": 2, ...})
-    versions/<N>/site-<i>/fragment/   the site query's rows plus ω± columns (__tno, __uno)
+    versions/<N>/site-<i>/fragment/   the site query's rows plus ω± columns (__tno, __uno): all of
+                                 them, or with layers.json the base under an overlay (layers.py)
+    versions/<N>/site-<i>/layers.json, upserts/, removed/   the overlay (format 3)
+    versions/<N>/site-<i>/omega.parquet  ω± as a histogram of (tno, uno) (update_counts.py)
     versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno, ino)
     versions/<N>/site-<i>/sketch/     the sketch strategy's table of the fragment (sketch.arrow), when kept
     versions/<N>/view/           the view's rows, when it joins several sites
@@ -45,8 +48,12 @@ class Version:
     sync_id: str
     path: Path
 
+    def site_dir(self, site: int) -> Path:
+        return self.path / f"site-{site}"
+
     def fragment(self, site: int) -> Path:
-        return self.path / f"site-{site}" / "fragment"
+        """The fragment's rows, or with a layers.json beside it its base layer (layers.py)."""
+        return self.site_dir(site) / "fragment"
 
     def deletions(self, site: int) -> Path:
         return self.path / f"site-{site}" / "deletions"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
-from . import faults
+from . import faults, layers
 from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
 from .errors import AgentRejected, WarehouseError
 from .metrics import Attempt, SyncMetrics
@@ -204,9 +204,8 @@ class SyncRun:
         report = {"rows_compared": 0, "divergent_rows": 0, "examples": [], "sources": []}
         for i, (site, result) in enumerate(zip(self.view.sites, results)):
             names = [c.name for c in site.columns]
-            schema = spark_schema(site.columns)
-            method = self.spark.read.schema(schema).parquet(str(self.staged.fragment(i)))
-            full = self.spark.read.schema(schema).parquet(str(checked.fragment(i)))
+            method = layers.frame(self.spark, self.staged, i, site.columns, site.key).select(*names)
+            full = layers.frame(self.spark, checked, i, site.columns, site.key).select(*names)
             # what the method's result lacks to equal the full read: ops turn it into the truth
             diff = view_delta(method, full, names, site.key).cache()
             try:
@@ -237,7 +236,7 @@ class SyncRun:
         """The view's delta: the fragment's own for one site; for several, recompute and compare."""
         if self.view.assembly is None:
             result = self.results[0]
-            result.delta(self.view.sites[0].columns).write.parquet(str(self.store.staged_delta(self.sync_id)))
+            result.write_delta(self.store.staged_delta(self.sync_id), self.view.sites[0].columns)
             counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
         else:
             counts = self._assemble()
@@ -247,8 +246,8 @@ class SyncRun:
 
     def _assemble(self) -> tuple[int, int, int, int]:
         """Join the new fragments into the view and diff it with the stored one, by the view key."""
-        for i in range(len(self.sites)):
-            frag = self.spark.read.parquet(str(self.staged.fragment(i)))
+        for i, site in enumerate(self.view.sites):
+            frag = layers.frame(self.spark, self.staged, i, site.columns, site.key)
             frag.createOrReplaceTempView(f"site_{i}")
         names = [c.name for c in self.view.columns]
         new = self.spark.sql(self.view.assembly).select(*names)

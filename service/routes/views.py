@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
+from warehouse import layers
 from warehouse.errors import SchemaUnavailable
 from warehouse.options import stored_strategy
 from warehouse.schemas import fetch_schemas
@@ -14,7 +15,7 @@ from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, refere
 
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
-from ..jsonvalues import ndjson_lines
+from ..jsonvalues import BATCH_ROWS, ndjson_lines
 from ..models import ViewIn, ViewOut, ViewRedefine, error_responses
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
@@ -157,7 +158,12 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streaming
     """Rows of the view as of its last successful sync, as NDJSON."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
-    return StreamingResponse(ndjson_lines(version.view_rows(), definition.columns), media_type=NDJSON)
+    if definition.assembly is None:  # one site: its fragment, overlay applied
+        site = definition.sites[0]
+        rows = layers.batches(version, 0, site.columns, site.key, BATCH_ROWS)
+    else:
+        rows = version.view_rows()
+    return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON)
 
 
 @router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.oracle import check_sync, keyed
+from warehouse.formats import STORAGE_FORMAT
 from workloads.harness import Api, start_agent, start_service
 
 pytestmark = pytest.mark.integration
@@ -110,7 +111,7 @@ def test_definitions_are_rewritten_in_format_2_at_start(old, view):
     assert old.api.http.get(f"/v1/views/{view}").status_code == 200
 
 
-def test_a_sync_after_a_change_is_exact_and_stores_format_2(old):
+def test_a_sync_after_a_change_is_exact_and_stores_the_current_format(old):
     before = {view: old.truth(view) for view in VIEWS}
     with closing(sqlite3.connect(old.sources / "crm.db")) as c, c:
         c.execute("UPDATE people SET name = 'renamed 6', score = 30 WHERE id = 6")
@@ -123,6 +124,6 @@ def test_a_sync_after_a_change_is_exact_and_stores_format_2(old):
         sync = old.api.sync(view)
         check_sync(old.api, view, key, before[view], old.truth(view), sync)
         current = old.stored(f"{view}/CURRENT")
-        assert current["format"] == 2 and current["version"] == 3 and current["sync_id"] == sync["id"]
-        assert old.stored(f"{view}/versions/3/meta.json")["format"] == 2
+        assert current["format"] == STORAGE_FORMAT and current["version"] == 3 and current["sync_id"] == sync["id"]
+        assert old.stored(f"{view}/versions/3/meta.json")["format"] == STORAGE_FORMAT
         assert "format" not in old.stored(f"{view}/versions/2/meta.json")  # the kept old version, as written

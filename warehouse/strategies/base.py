@@ -125,6 +125,9 @@ class SiteContext:
     #: Σ(tno − 1) and Σ(uno − 1) over the snapshot: observations and updates seen.
     observed: tuple[int, int] = (0, 0)
     history: list[tuple[int, int]] = field(default_factory=list)
+    #: The stored rows (with ω±) of the keys the answer touched, when the delta was built
+    #: from them alone (site_sync: an overlay); None when it was built over the snapshot.
+    touched_rows: pa.Table | None = None
 
     def spec(self) -> SiteSpec:
         return SiteSpec(sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns])
@@ -190,6 +193,11 @@ class Strategy(ABC):
     def unchanged_keys(self) -> DataFrame | None:
         """Snapshot keys found unchanged without their rows travelling; None: no such keys."""
         return None
+
+    def vouches_for_untouched(self) -> bool:
+        """Whether every snapshot key that the answer neither returned nor reported deleted
+        is unchanged, so that the delta may be built from the touched keys alone."""
+        return False
 
     @classmethod
     @abstractmethod

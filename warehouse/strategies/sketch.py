@@ -199,6 +199,9 @@ class Sketch(Strategy):
             return self.fallback.unchanged_keys()
         return self.ctx.snapshot.select(*self.ctx.site.key)
 
+    def vouches_for_untouched(self) -> bool:
+        return self.fallback is None  # the peel named every pair that differs
+
     def stage(self, staged: Version) -> None:
         """The new fragment's table: the old one less the pairs of the rows replaced or
         deleted, plus the pairs of the returned rows."""
@@ -212,9 +215,13 @@ class Sketch(Strategy):
         sketches.SiteSketch(table, self.stored.syncs + 1).save(sketch_dir(staged, ctx.index))
 
     def _old_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """The pairs of the snapshot rows whose key came back or was deleted, on the executors."""
+        """The pairs of the snapshot rows whose key came back or was deleted: from the rows
+        the delta was built from when it was built from those alone, else on the executors."""
         ctx = self.ctx
         key, columns = ctx.key_columns(), ctx.site.columns
+        if ctx.touched_rows is not None:
+            rows = ctx.touched_rows.select([c.name for c in columns]).cast(ctx.rows_schema())
+            return self.stored.pairs(rows, columns, key)
         names = [c.name for c in key]
         key_schema = spark_schema(key)
         touched = ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-returned.parquet"))

@@ -1,0 +1,160 @@
+"""A fragment kept as a base and an overlay, so that a small change writes a small version.
+
+A sync that changes a few rows of a large fragment should not rewrite the rest. A version
+may therefore keep a site's fragment in three parts (`layers.json` says so):
+
+    fragment/   the base: rows with their ω± columns, hard links to the files of the
+                version that wrote them (no bytes copied)
+    removed/    keys whose base row no longer holds (deleted or replaced since)
+    upserts/    rows inserted or updated since the base was written
+
+The fragment is the base without its removed keys, plus the upserts. ω±'s tno (syncs a
+tuple lived through) grows by one for every tuple at every sync; the overlay keeps it
+relative to an offset (`tno_offset`: syncs since the base was written), so that the
+rows left alone need no rewrite. Every reader goes through `frame` (Spark) or `batches`
+(Arrow), which apply the overlay and the offset. When the overlay grows past
+COMPACT_SHARE of the base, the next sync writes the whole fragment again (a new base).
+
+A version without layers.json holds its whole fragment in `fragment/`, tno as is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from remote_agent.protocol.types import Column, arrow_schema
+
+from .storage import TNO, UNO, Version
+from .strategies.base import spark_schema
+
+FILE = "layers.json"
+#: The overlay (upserts and removed keys) may grow to this share of the base's rows before
+#: a sync writes the fragment whole again: reads pay for the overlay, writes for the base.
+COMPACT_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Layers:
+    """What a version's overlay holds (layers.json)."""
+
+    base_rows: int
+    upsert_rows: int
+    removed_rows: int
+    tno_offset: int
+    #: The cost model measured for the base (costs.py), reused while the overlay is small.
+    cost: dict | None = None
+
+    def overlay_rows(self) -> int:
+        return self.upsert_rows + self.removed_rows
+
+    def room_for(self, more: int) -> bool:
+        """Whether `more` overlay rows keep the overlay within COMPACT_SHARE of the base.
+
+        >>> Layers(1000, 100, 50, 3).room_for(100), Layers(1000, 100, 50, 3).room_for(101)
+        (True, False)
+        """
+        return self.overlay_rows() + more <= COMPACT_SHARE * self.base_rows
+
+    def save(self, site_dir: Path) -> None:
+        (site_dir / FILE).write_text(json.dumps(asdict(self)))
+
+    @classmethod
+    def load(cls, site_dir: Path) -> Layers | None:
+        path = site_dir / FILE
+        return cls(**json.loads(path.read_text())) if path.exists() else None
+
+
+def whole(rows: int) -> Layers:
+    """The layers of a fragment written whole: all base, no overlay."""
+    return Layers(rows, 0, 0, 0)
+
+
+def _omega_ddl(columns: list[Column]) -> str:
+    return spark_schema(columns) + f", {TNO} bigint, {UNO} bigint"
+
+
+def frame(spark: SparkSession, version: Version, site: int, columns: list[Column], key: list[str]) -> DataFrame:
+    """The fragment with its ω± columns (tno counted up to `version`), overlay applied."""
+    schema = _omega_ddl(columns)
+    names = [c.name for c in columns]
+    site_dir = version.site_dir(site)
+    base = spark.read.schema(schema).parquet(str(version.fragment(site))).select(*names, TNO, UNO)
+    layers = Layers.load(site_dir)
+    if layers is None:
+        return base
+    if layers.removed_rows:
+        by_name = {c.name: c for c in columns}
+        removed = spark.read.schema(spark_schema([by_name[k] for k in key])).parquet(str(site_dir / "removed"))
+        base = base.join(removed, key, "left_anti")
+    if layers.upsert_rows:
+        base = base.unionByName(spark.read.schema(schema).parquet(str(site_dir / "upserts")).select(*names, TNO, UNO))
+    if layers.tno_offset:
+        base = base.withColumn(TNO, (F.col(TNO) + F.lit(layers.tno_offset)).cast("bigint"))
+    return base
+
+
+def batches(
+    version: Version, site: int, columns: list[Column], key: list[str], batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """The fragment's rows (site columns only, in their logical Arrow types), overlay applied."""
+    schema = arrow_schema(columns)
+    site_dir = version.site_dir(site)
+    layers = Layers.load(site_dir)
+    removed = None
+    if layers is not None and layers.removed_rows:
+        removed = pq.read_table(site_dir / "removed").cast(pa.schema([schema.field(k) for k in key]))
+    for batch in ds.dataset(version.fragment(site), format="parquet").to_batches(
+        columns=schema.names, batch_size=batch_rows
+    ):
+        table = pa.Table.from_batches([batch]).cast(schema)
+        if removed is not None:
+            table = table.join(removed, keys=key, join_type="left anti").select(schema.names)
+        yield from table.to_batches()
+    if layers is not None and layers.upsert_rows:
+        for batch in ds.dataset(site_dir / "upserts", format="parquet").to_batches(
+            columns=schema.names, batch_size=batch_rows
+        ):
+            yield from pa.Table.from_batches([batch]).cast(schema).to_batches()
+
+
+def link_base(source: Version, target: Version, site: int) -> None:
+    """Give `target` the base files of `source`'s fragment: hard links (a copy where the
+    file system has none)."""
+    into = target.fragment(site)
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in source.fragment(site).iterdir():
+        if entry.is_file():
+            try:
+                os.link(entry, into / entry.name)
+            except OSError:
+                shutil.copy2(entry, into / entry.name)
+
+
+def read_overlay(version: Version, site: int, schema: pa.Schema, key_schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+    """The overlay as stored (tno relative to the offset): upserts and removed keys."""
+    site_dir = version.site_dir(site)
+    layers = Layers.load(site_dir)
+    upserts = schema.empty_table()
+    removed = key_schema.empty_table()
+    if layers is not None and layers.upsert_rows:
+        upserts = pq.read_table(site_dir / "upserts").select(schema.names).cast(schema)
+    if layers is not None and layers.removed_rows:
+        removed = pq.read_table(site_dir / "removed").select(key_schema.names).cast(key_schema)
+    return upserts, removed
+
+
+def write_part(table: pa.Table, directory: Path) -> None:
+    """One Parquet file in `directory` (a dataset Spark and Arrow both read)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, directory / "part-0.zstd.parquet", compression="zstd")
