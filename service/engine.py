@@ -37,7 +37,12 @@ class SparkEngine:
 
     def _build(self) -> SparkSession:
         s = self.settings
-        return build_session(s.spark_master, driver_memory=s.spark_driver_memory, extra_conf=s.spark_conf)
+        return build_session(
+            s.spark_master,
+            driver_memory=s.spark_driver_memory,
+            extra_conf=s.spark_conf,
+            ship_code=s.spark_ship_code,
+        )
 
     def current(self) -> tuple[SparkSession, int]:
         """A live session and its generation; a dead one is replaced first."""
