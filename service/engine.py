@@ -37,7 +37,12 @@ class SparkEngine:
 
     def _build(self) -> SparkSession:
         s = self.settings
-        session = build_session(s.spark_master, driver_memory=s.spark_driver_memory, extra_conf=s.spark_conf)
+        session = build_session(
+            s.spark_master,
+            driver_memory=s.spark_driver_memory,
+            extra_conf=s.spark_conf,
+            ship_code=s.spark_ship_code,
+        )
         threading.Thread(target=self._warm_up, args=(session,), name="spark-warm-up", daemon=True).start()
         return session
 

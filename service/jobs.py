@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions, stored_strategy
+from warehouse.spark import executor_import_error
 from warehouse.storage import ViewStore
 from warehouse.sync import Endpoint, SyncRun
 from warehouse.viewdef import ViewDef
@@ -137,7 +138,11 @@ class SyncRunner:
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
-            error = ENGINE_LOST if self._engine_lost(generation) else f"internal error: {type(exc).__name__}: {exc}"
+            error = (
+                ENGINE_LOST
+                if self._engine_lost(generation)
+                else executor_import_error(str(exc)) or f"internal error: {type(exc).__name__}: {exc}"
+            )
             self._failed(sync_id, error, run)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)

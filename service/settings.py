@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from warehouse import options as sync_defaults
+from warehouse.spark import check_master
 
 DEFAULT_PORT = 8000
 
@@ -27,6 +28,10 @@ class ServiceSettings(BaseSettings):
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict, description='extra Spark properties, as JSON: {"spark.executor.memory": "8g"}'
+    )
+    spark_ship_code: bool = Field(
+        default=True,
+        description="with a cluster master, send the code Python tasks import to the executors; false when deltasieve is installed on the workers",
     )
     #: Syncs of different views that may run at once (Spark shares the machine between them).
     max_concurrent_syncs: int = Field(default=2, ge=1)
@@ -95,6 +100,11 @@ class ServiceSettings(BaseSettings):
     @classmethod
     def _empty_is_none(cls, value):
         return None if value in ("", None) else value
+
+    @field_validator("spark_master")
+    @classmethod
+    def _master_url(cls, value: str) -> str:
+        return check_master(value)
 
     @field_validator("hash_bits", mode="before")
     @classmethod

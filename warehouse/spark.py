@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -14,6 +20,33 @@ from pyspark.sql import SparkSession
 #: most of a sync's time: two per core, without adaptive re-planning, made small syncs
 #: about 15 % and 200k-row syncs 20-25 % faster than 8 partitions with it.
 LOCAL_PARTITIONS_PER_CORE = 2
+
+
+#: The forms of master URL Spark takes (spark:// may list several masters, for standby ones).
+MASTER_URL = re.compile(
+    r"local(\[(\*|\d+)(,\d+)?\])?"
+    r"|local-cluster\[\d+,\d+,\d+\]"
+    r"|spark://([\w.-]+|\[[0-9a-fA-F:]+\]):\d+(,([\w.-]+|\[[0-9a-fA-F:]+\]):\d+)*"
+    r"|yarn"
+    r"|k8s://\S+"
+)
+
+
+def check_master(master: str) -> str:
+    """`master` when Spark can take it as a master URL; else a ValueError naming the forms it takes.
+
+    >>> check_master("local[*]"), check_master("spark://10.0.0.5:7077,10.0.0.6:7077")
+    ('local[*]', 'spark://10.0.0.5:7077,10.0.0.6:7077')
+    >>> check_master("10.0.0.5:7077")
+    Traceback (most recent call last):
+    ...
+    ValueError: '10.0.0.5:7077' is not a Spark master URL: use local[*], local[N], spark://HOST:PORT (a standalone cluster), yarn or k8s://...
+    """
+    if not MASTER_URL.fullmatch(master):
+        raise ValueError(
+            f"{master!r} is not a Spark master URL: use local[*], local[N], spark://HOST:PORT (a standalone cluster), yarn or k8s://..."
+        )
+    return master
 
 
 def local_cores(master: str) -> int | None:
@@ -81,6 +114,7 @@ def build_session(
     app_name: str = "deltasieve",
     driver_memory: str | None = None,
     extra_conf: dict[str, str] | None = None,
+    ship_code: bool = True,
 ) -> SparkSession:
     """Start (or reuse) the Spark session; `master` may be a cluster URL.
 
@@ -88,7 +122,11 @@ def build_session(
     on the machine's time zone. Python workers run the interpreter that runs the driver.
     Local masters get few shuffle partitions and no adaptive execution; a cluster keeps
     Spark's defaults. `extra_conf` (SERVICE_SPARK_CONF) overrides either. Without
-    `driver_memory`, `default_driver_memory` sizes the heap.
+    `driver_memory`, `default_driver_memory` sizes the heap. On a cluster, unless
+    `ship_code` is false (deltasieve installed on the workers), the session sends the code
+    its Python tasks import to the executors (`ship_executor_code`). The executors run
+    PYSPARK_PYTHON, by default the driver's interpreter path, which must then exist on
+    every worker with pyarrow, numpy and xxhash.
     """
     cores = local_cores(master)
     driver_memory = driver_memory or default_driver_memory(master, machine_memory_bytes())
@@ -120,6 +158,8 @@ def build_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    if cores is None and ship_code:
+        ship_executor_code(session)
     return session
 
 
@@ -131,6 +171,72 @@ def warm_up(session: SparkSession) -> None:
         yield from batches
 
     session.range(1_000).mapInArrow(same, "id bigint").groupBy().count().collect()
+
+
+#: The packages whose functions run in Python tasks on the executors: mapInArrow and the
+#: like call the warehouse's hashing, grouping and sketches, which use the protocol's
+#: row encoding and fingerprints.
+EXECUTOR_PACKAGES = ("warehouse", "remote_agent")
+#: The name under which a session on a cluster sends those packages to its executors.
+CODE_ARCHIVE = "deltasieve-code.zip"
+
+_archive: Path | None = None
+
+
+def code_archive() -> Path:
+    """A zip of EXECUTOR_PACKAGES as this process imported them (made once per process)."""
+    global _archive
+    if _archive is None or not _archive.exists():
+        directory = Path(tempfile.mkdtemp(prefix="deltasieve-code-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        path = directory / CODE_ARCHIVE
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name in EXECUTOR_PACKAGES:
+                package = Path(importlib.import_module(name).__file__).parent
+                for source in sorted(package.rglob("*.py")):
+                    archive.write(source, source.relative_to(package.parent))
+        _archive = path
+    return _archive
+
+
+def executor_import_error(message: str) -> str | None:
+    """What to tell the user when a Python task failed for want of a module on an executor.
+
+    `message` is the failure as Spark reports it (a PythonException with the worker's
+    traceback); None when it is not a missing module.
+
+    >>> print(executor_import_error("PythonException: ... ModuleNotFoundError: No module named 'remote_agent'"))
+    the Spark executors cannot import remote_agent: leave SERVICE_SPARK_SHIP_CODE on (the default) so that the service sends its code, or install deltasieve for the Python that PYSPARK_PYTHON names on every worker
+    >>> print(executor_import_error("ModuleNotFoundError: No module named 'xxhash'"))
+    the Spark executors cannot import xxhash: PYSPARK_PYTHON must name a Python with deltasieve's dependencies (pyarrow, numpy, xxhash, ...) on every worker
+    >>> executor_import_error("java.lang.OutOfMemoryError: Java heap space") is None
+    True
+    """
+    found = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", message)
+    if not found:
+        return None
+    module = found.group(1)
+    if module.split(".")[0] in EXECUTOR_PACKAGES:
+        return (
+            f"the Spark executors cannot import {module}: leave SERVICE_SPARK_SHIP_CODE on (the default) so that "
+            "the service sends its code, or install deltasieve for the Python that PYSPARK_PYTHON names on every worker"
+        )
+    return (
+        f"the Spark executors cannot import {module}: PYSPARK_PYTHON must name a Python with deltasieve's "
+        "dependencies (pyarrow, numpy, xxhash, ...) on every worker"
+    )
+
+
+def ship_executor_code(session: SparkSession) -> None:
+    """Send EXECUTOR_PACKAGES to the executors of `session`, once per context.
+
+    A cluster's executors start Python workers that know nothing of this process's
+    sys.path; without the code, every task that runs one of our functions fails with
+    "No module named 'warehouse'".
+    """
+    context = session.sparkContext
+    if CODE_ARCHIVE not in (context._python_includes or []):
+        context.addPyFile(str(code_archive()))
 
 
 #: Seconds to wait for the gateway process to exit when the JVM stops answering.

@@ -22,12 +22,29 @@ def test_spark_properties_come_from_the_environment_as_json(monkeypatch):
         build_session("local[2]")
 
 
-def test_a_property_list_that_is_not_json_stops_the_service_with_a_message(monkeypatch, capsys):
-    monkeypatch.setenv("SERVICE_SPARK_CONF", "spark.executor.memory=8g")
+def _refused_at_start(monkeypatch, capsys, variable: str, value: str) -> str:
+    """What the service prints when `variable`=`value` stops it at start (exit status 2)."""
+    monkeypatch.setenv(variable, value)
     with pytest.raises(SystemExit) as exc:
         main(["--port", "1"])
     assert exc.value.code == 2
-    assert "spark_conf" in capsys.readouterr().err
+    return capsys.readouterr().err
+
+
+def test_a_property_list_that_is_not_json_stops_the_service_with_a_message(monkeypatch, capsys):
+    assert "spark_conf" in _refused_at_start(monkeypatch, capsys, "SERVICE_SPARK_CONF", "spark.executor.memory=8g")
+
+
+@pytest.mark.parametrize("master", ["local[*]", "local[2]", "spark://10.0.0.5:7077", "spark://a:7077,b:7077"])
+def test_spark_master_urls_of_every_form_are_taken(monkeypatch, master):
+    monkeypatch.setenv("SERVICE_SPARK_MASTER", master)
+    assert ServiceSettings().spark_master == master
+
+
+@pytest.mark.parametrize("master", ["10.0.0.5:7077", "spark://10.0.0.5", "local[two]"])
+def test_a_spark_master_that_is_no_url_stops_the_service_with_a_message(monkeypatch, capsys, master):
+    message = _refused_at_start(monkeypatch, capsys, "SERVICE_SPARK_MASTER", master)
+    assert f"{master!r} is not a Spark master URL" in message
 
 
 @pytest.mark.parametrize("text, bits", [("64", 64), ("128", 128), (" 64 ", 64)])
@@ -38,8 +55,4 @@ def test_the_group_hash_width_comes_from_the_environment(monkeypatch, text, bits
 
 @pytest.mark.parametrize("text", ["96", "sixty-four", ""])
 def test_a_group_hash_width_other_than_64_or_128_stops_the_service_with_a_message(monkeypatch, capsys, text):
-    monkeypatch.setenv("SERVICE_HASH_BITS", text)
-    with pytest.raises(SystemExit) as exc:
-        main(["--port", "1"])
-    assert exc.value.code == 2
-    assert "hash_bits" in capsys.readouterr().err
+    assert "hash_bits" in _refused_at_start(monkeypatch, capsys, "SERVICE_HASH_BITS", text)
