@@ -60,9 +60,7 @@ def test_touched_tuples_classify_as_the_whole_snapshot_does(spark, seed):
     )
     try:
         expected_delta = sorted(map(repr, (tuple(r) for r in whole.delta(COLUMNS).collect())))
-        expected_new = {
-            r["k"]: tuple(r) for r in whole.classified.filter(f"{OP} in ('insert', 'update')").collect()
-        }
+        expected_new = {r["k"]: tuple(r) for r in whole.classified.filter(f"{OP} in ('insert', 'update')").collect()}
         counts = (whole.inserted, whole.updated, whole.deleted, whole.kept, whole.before)
     finally:
         whole.release()
