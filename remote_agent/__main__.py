@@ -7,12 +7,24 @@ import sys
 
 import uvicorn
 
-from .app import create_app
-from .errors import AgentError
-from .settings import AgentSettings
+
+class _WithoutPandas:
+    """Refuses to import pandas. pyarrow imports it, when it is installed (PySpark needs
+    it beside the service), the first time a table is built, only to ask whether its
+    input is a DataFrame: some 35 MiB of the agent's memory for nothing it uses."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("the agent runs without pandas", name=name)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.meta_path.insert(0, _WithoutPandas())
+    from .app import create_app
+    from .errors import AgentError
+    from .settings import AgentSettings
+
     parser = argparse.ArgumentParser(
         prog="python -m remote_agent", description="Read-only deltasieve agent next to a legacy database."
     )
