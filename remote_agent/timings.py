@@ -3,8 +3,7 @@
 The phases never overlap in the answer's own thread, so their sum is at most the answer's
 `elapsed_s` (the rest is frame encoding, peeling and bookkeeping):
 
-- `read_s`: waiting for rows from the database. Chunks are read ahead in a thread of their
-  own (prefetch.py), so this is the part of the reads that hashing did not hide;
+- `read_s`: waiting for rows from the database (the chunked reads of chunks.py);
 - `convert_s`: turning the driver's rows into Arrow batches of canonical values;
 - `hash_s`: fingerprints and row hashes, and folding them into the answer's tables
   (the sketch's IBLT, the units' sums, the ranges' sums);
