@@ -26,6 +26,13 @@ Keys are compared by the database, in its own order, with the values read back a
 parameters (`Adapter.rebind`); Python never orders keys. A NULL in a key column is an
 error as before; where NULL sorts last (PostgreSQL) such rows never come after a cursor,
 so a nullable key is probed for NULLs once before the second chunk.
+
+`batches` is what the strategies' scans use: the chunks as Arrow batches, with the time
+spent reading and converting counted.
+
+The next chunk is not read in a thread while the current one is hashed: measured at 1M
+rows on 2 cores, it saved nothing with SQLite or PostgreSQL (sqlite3 and psycopg build
+their Python rows holding the GIL, so the reading thread only slowed the hashing down).
 """
 
 from __future__ import annotations
@@ -33,12 +40,41 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
+import pyarrow as pa
+
 from .adapters.base import Adapter, Session
+from .adapters.rows import RowConverter
 from .errors import SourceDataError, example_row
 from .settings import DEFAULT_CHUNK_ROWS
 from .sitequery import ValidatedQuery
+from .timings import Timings
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "scan", "slices", "probe_null_keys", "check_key", "same_key"]
+__all__ = ["DEFAULT_CHUNK_ROWS", "batches", "scan", "slices", "probe_null_keys", "check_key", "same_key"]
+
+#: Rows converted to Arrow at a time: small enough that a batch of wide rows stays small,
+#: large enough that the per-batch costs of conversion and hashing are amortised.
+CONVERT_ROWS = 10_000
+
+
+def batches(
+    adapter: Adapter,
+    session: Session,
+    query: ValidatedQuery,
+    converter: RowConverter,
+    *,
+    chunk_rows: int,
+    batch_rows: int,
+    timings: Timings,
+) -> Iterator[pa.RecordBatch]:
+    """Every row of the site query in key order, as Arrow batches of at most `batch_rows` rows.
+
+    The time waited for rows goes to `timings.read_s`, the conversion to `convert_s`.
+    """
+    chunked = scan(adapter, session, query, chunk_rows)
+    for rows in timings.timed("read_s", slices(chunked, min(batch_rows, CONVERT_ROWS))):
+        with timings.phase("convert_s"):
+            batch = converter.batch(rows, query.key)
+        yield batch
 
 
 def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: int) -> Iterator[list[tuple]]:

@@ -27,6 +27,23 @@ SUMMED = (
 )
 
 
+def add_timings(total: dict[str, float] | None, more: dict | None) -> dict[str, float] | None:
+    """Seconds per phase summed (an agent's `timings`, see remote_agent/timings.py).
+
+    >>> add_timings({"read_s": 1.0}, {"read_s": 0.5, "hash_s": 0.25})
+    {'read_s': 1.5, 'hash_s': 0.25}
+    >>> add_timings(None, None) is None
+    True
+    """
+    if not more:
+        return total
+    out = dict(total or {})
+    for phase, seconds in more.items():
+        if isinstance(seconds, int | float):
+            out[phase] = round(out.get(phase, 0.0) + seconds, 4)
+    return out
+
+
 def _json(obj) -> dict:
     """The dataclass as a dict, without the fields left at None.
 
@@ -103,6 +120,9 @@ class SiteMetrics(SiteDetails, Traffic):
     rows_after: int = 0
     #: Seconds per step of the site's extraction.
     phases: dict[str, float] = field(default_factory=dict)
+    #: Seconds the agent spent per phase of its answers (read_s, convert_s, hash_s, send_s,
+    #: lookup_s; see remote_agent/timings.py), summed over the requests of the extraction.
+    agent_timings: dict[str, float] | None = None
     extract_started_at: str | None = None
     extract_finished_at: str | None = None
     expected_benefit_bytes: float | None = None
@@ -145,6 +165,8 @@ class SyncMetrics(SiteDetails, Traffic):
     hash_bits: int = 0
     mode: str | None = None  # "verify" for an audit sync
     phases: dict[str, float] = field(default_factory=dict)
+    #: The sites' agent_timings, summed.
+    agent_timings: dict[str, float] | None = None
     retries: int = 0
     attempts: list[Attempt] = field(default_factory=list)
     groups_sent: int | None = None
@@ -178,6 +200,9 @@ class SyncMetrics(SiteDetails, Traffic):
         for name in SUMMED:
             setattr(self, name, sum(getattr(m, name) or 0 for m in sites))
         self.rows_before = sum(m.rows_before for m in sites)
+        self.agent_timings = None
+        for m in sites:
+            self.agent_timings = add_timings(self.agent_timings, m.agent_timings)
         if len(sites) == 1:
             for name in (f.name for f in fields(SiteDetails)):
                 setattr(self, name, getattr(sites[0], name))

@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from ..protocol.schema import ColumnInfo, TableInfo
 from ..protocol.types import LogicalType
 
@@ -71,6 +73,15 @@ class Adapter(ABC):
     @abstractmethod
     def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
         """Function turning a raw value of this column into its canonical Python value."""
+
+    def wire_type(self, column: ColumnInfo) -> pa.DataType | None:
+        """The Arrow type the driver's values of this column are read as, a batch at a time.
+
+        Arrow must read every value the driver can hand over for this column exactly as
+        `converter` would (after `columns.finish`), or refuse it; None (the default):
+        the column is converted value by value.
+        """
+        return None
 
     def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
         """Whether rows can be found by binding canonical key values in a WHERE clause."""

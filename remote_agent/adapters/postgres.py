@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from sqlglot.dialects.postgres import Postgres
@@ -315,6 +316,12 @@ class PostgresAdapter(Adapter):
         # A `real` compared with a bound double is widened first, so the shortest decimal
         # form we read (0.1) would not match the stored float4 (0.100000001...).
         return all(t.kind != "float" for t in key_types)
+
+    def wire_type(self, column: ColumnInfo) -> pa.DataType | None:
+        # psycopg's values follow the column's type (int, float, Decimal, str, bytes, bool,
+        # date, datetime): Arrow reads them as the canonical type, converting aware
+        # timestamps to UTC as the converters do, and refuses a decimal that needs rounding.
+        return column.type.arrow()
 
     def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
         # psycopg already returns Decimal, date, datetime and bytes; the shared converters

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,12 +12,18 @@ import pyarrow.compute as pc
 from ..errors import SourceDataError, example_row
 from ..protocol.types import Column, arrow_schema
 from .base import Adapter, ColumnInfo
+from .columns import finish
 
 
 class RowConverter:
     """Turns raw database rows into Arrow batches of canonical values.
 
     `where` names what the rows come from in error messages ("table 'people'").
+
+    The columns the adapter gives a wire type (`Adapter.wire_type`, see columns.py) are
+    read by Arrow from the rows in one call, without a Python object per value; the
+    others, and any column whose wire array a value keeps from finishing, are taken
+    column by column, and value by value where needed.
     """
 
     def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo], where: str = "the site query"):
@@ -24,33 +31,69 @@ class RowConverter:
         self.converters = [adapter.converter(c) for c in columns]
         self.schema = arrow_schema([Column(c.name, c.type) for c in columns])
         self.where = where
+        wire = [adapter.wire_type(c) for c in columns]
+        self._wired = [i for i, t in enumerate(wire) if t is not None]
+        self._wire = pa.struct([(str(i), wire[i]) for i in self._wired]) if self._wired else None
+        # the wired columns of a row as a tuple, when not all of them are
+        self._pick = _picker(self._wired) if self._wired and len(self._wired) < len(self.columns) else None
 
     def batch(self, rows: list[tuple], key: Sequence[str]) -> pa.RecordBatch:
         if not rows:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
-        arrays = []
-        for i, (column, convert, raw) in enumerate(zip(self.columns, self.converters, zip(*rows))):
-            fast = _whole_column(column.type.kind, list(raw), self.schema.field(i).type)
-            if fast is not None:
-                arrays.append(fast)
-                continue
-            values = []
-            for row in rows:
-                try:
-                    values.append(convert(row[i]))
-                except (ValueError, TypeError, ArithmeticError) as exc:
-                    example = {k: row[self._pos(k)] for k in key}
-                    whole = example_row({c.name: v for c, v in zip(self.columns, row)})
-                    raise SourceDataError(
-                        f"{self.where}: column {column.name!r} should hold {column.type} values, but the row with key {example} has {row[i]!r}, "
-                        f"which cannot be read as {column.type} ({exc}); the row: {whole}. Fix the value at the source, "
-                        f"or redefine the view if the column's meaning changed"
-                    ) from None
-            arrays.append(pa.array(values, type=self.schema.field(i).type))
+        arrays: list[pa.Array | None] = [None] * len(self.columns)
+        for i, wire in zip(self._wired, self._read_wire(rows)):
+            arrays[i] = finish(self.columns[i].type, wire, self.schema.field(i).type)
+        for i, array in enumerate(arrays):
+            if array is None:
+                arrays[i] = self._column(i, rows, key)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _read_wire(self, rows: list[tuple]) -> list[pa.Array]:
+        """The wired columns as Arrow reads them, or none if Arrow refuses a value."""
+        if self._wire is None:
+            return []
+        source = rows if self._pick is None else list(map(self._pick, rows))
+        try:
+            read = pa.array(source, self._wire)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return []
+        return [read.field(j) for j in range(len(self._wired))]
+
+    def _column(self, i: int, rows: list[tuple], key: Sequence[str]) -> pa.Array:
+        """Column `i`, built by Arrow if its values are canonical already, else value by value."""
+        column, convert, arrow_type = self.columns[i], self.converters[i], self.schema.field(i).type
+        raw = [row[i] for row in rows]
+        fast = _whole_column(column.type.kind, raw, arrow_type)
+        if fast is not None:
+            return fast
+        values = []
+        for row, value in zip(rows, raw):
+            try:
+                values.append(convert(value))
+            except (ValueError, TypeError, ArithmeticError) as exc:
+                example = {k: row[self._pos(k)] for k in key}
+                whole = example_row({c.name: v for c, v in zip(self.columns, row)})
+                raise SourceDataError(
+                    f"{self.where}: column {column.name!r} should hold {column.type} values, but the row with key {example} has {value!r}, "
+                    f"which cannot be read as {column.type} ({exc}); the row: {whole}. Fix the value at the source, "
+                    f"or redefine the view if the column's meaning changed"
+                ) from None
+        return pa.array(values, type=arrow_type)
 
     def _pos(self, name: str) -> int:
         return next(i for i, c in enumerate(self.columns) if c.name == name)
+
+
+def _picker(positions: list[int]) -> Callable[[tuple], tuple]:
+    """A function taking the values at `positions` of a row, as a tuple.
+
+    >>> _picker([2])(("a", "b", "c")), _picker([0, 2])(("a", "b", "c"))
+    (('c',), ('a', 'c'))
+    """
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda row: (row[only],)
+    return itemgetter(*positions)
 
 
 _NONE = type(None)

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+import pyarrow as pa
+
 from ..errors import BadRequest, SourceUnavailable
 from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
 from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
@@ -173,3 +175,22 @@ class SqliteAdapter(Adapter):
 
     def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
         return converter_for(column.type)
+
+    def wire_type(self, column: ColumnInfo) -> pa.DataType | None:
+        # sqlite3 hands over int, float, str, bytes or None, whatever the declared type.
+        return _WIRE_TYPES.get(column.type.kind)
+
+
+#: What Arrow reads sqlite3's values of a column as: exactly what the column's converter
+#: makes of them, or an error. Integers go as doubles, which read the integral floats
+#: SQLite may hold as the converter does and refuse integers beyond 2**53 (see
+#: columns.finish); text accepts UTF-8 blobs and bytes accepts text, as the converters do.
+#: Dates, booleans and timestamps have no such type (Arrow would read a blob as a date's
+#: text, or a float 1.0 as true): they go value by value.
+_WIRE_TYPES = {
+    "int": pa.float64(),
+    "float": pa.float64(),
+    "decimal": pa.float64(),
+    "text": pa.string(),
+    "bytes": pa.binary(),
+}

@@ -18,6 +18,7 @@ request body while it is decoded, and one batch of rows in flight.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -34,6 +35,7 @@ from ..protocol.models import SiteColumn
 from ..protocol.types import Column
 from ..protocol.wire import COUNT, HASH, UID, key_values
 from ..sitequery import ValidatedQuery
+from ..timings import Timings
 from .checks import check_columns, duplicate_key, key_columns
 from .fetch import lookup_rows
 from .group_hash import UnitIndex
@@ -95,8 +97,13 @@ class Extraction:
             "unit_keys": len(units.keys),
             "tuple_hashes": len(self.tuples.keys),
         }
+        self.timings = Timings()
 
     def run(self) -> Iterator[bytes]:
+        """The answer's frames, the summary last."""
+        return self.timings.sending(self._run())
+
+    def _run(self) -> Iterator[bytes]:
         started = time.monotonic()
         # One connection; every chunk and every lookup is a short transaction of its own
         # (see chunks.py for why the answer stays exact).
@@ -106,41 +113,61 @@ class Extraction:
             yield from self._deleted_and_broken()
             changed = self._changed_units()
             yield from self._changed_rows(session, changed)
-        self.stats.update(scan_s=round(scanned - started, 4), elapsed_s=round(time.monotonic() - started, 4))
+        self.stats.update(
+            scan_s=round(scanned - started, 4),
+            elapsed_s=round(time.monotonic() - started, 4),
+            timings=self.timings.to_json(),
+        )
         yield frames.json_frame(frames.SUMMARY, self.stats)
 
     def _scan(self, session: Session) -> Iterator[bytes]:
-        units = self.units
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        for rows in chunks.slices(
-            chunks.scan(self.adapter, session, self.query, self.chunk_rows), min(self.batch_rows, 10_000)
-        ):
-            batch = self.converter.batch(rows, self.query.key)
-            self.stats["rows_scanned"] += batch.num_rows
-            if len(self.tuples.keys):
-                batch, changed = self._compare_tuples(batch)
-                if changed is not None:
-                    self.stats["rows_changed"] += changed.num_rows
-                    yield frames.arrow_frame(frames.CHANGED_ROWS, changed)
-            positions = units.keys.find(batch)
-            in_unit = positions >= 0
-            if in_unit.any():
-                met = positions[in_unit]
-                repeat = _first_repeat(met, units.keys.seen)
-                if repeat is not None:
-                    raise self._duplicate(batch, int(np.flatnonzero(in_unit)[repeat]))
-                units.met(met, row_hash_limbs(batch.filter(pa.array(in_unit)), self.hash_columns, self.seed, self.bits))
-            if not in_unit.all():
-                rest = batch.filter(pa.array(~in_unit))
-                pending.append(rest)
-                pending_rows += rest.num_rows
-                self.stats["rows_ungrouped"] += rest.num_rows
-                if pending_rows >= self.batch_rows:
-                    yield frames.arrow_frame(frames.UNGROUPED_ROWS, pa.Table.from_batches(pending))
-                    pending, pending_rows = [], 0
+        timings = self.timings
+        scanned = chunks.batches(
+            self.adapter,
+            session,
+            self.query,
+            self.converter,
+            chunk_rows=self.chunk_rows,
+            batch_rows=self.batch_rows,
+            timings=timings,
+        )
+        with contextlib.closing(scanned):
+            for batch in scanned:
+                self.stats["rows_scanned"] += batch.num_rows
+                if len(self.tuples.keys):
+                    with timings.phase("hash_s"):
+                        batch, changed = self._compare_tuples(batch)
+                    if changed is not None:
+                        self.stats["rows_changed"] += changed.num_rows
+                        yield frames.arrow_frame(frames.CHANGED_ROWS, changed)
+                with timings.phase("hash_s"):
+                    in_unit = self._meet_units(batch)
+                if not in_unit.all():
+                    rest = batch.filter(pa.array(~in_unit))
+                    pending.append(rest)
+                    pending_rows += rest.num_rows
+                    self.stats["rows_ungrouped"] += rest.num_rows
+                    if pending_rows >= self.batch_rows:
+                        yield frames.arrow_frame(frames.UNGROUPED_ROWS, pa.Table.from_batches(pending))
+                        pending, pending_rows = [], 0
         if pending:
             yield frames.arrow_frame(frames.UNGROUPED_ROWS, pa.Table.from_batches(pending))
+
+    def _meet_units(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Add the hashes of the batch's rows that belong to a unit to their units' sums;
+        which rows do."""
+        units = self.units
+        positions = units.keys.find(batch)
+        in_unit = positions >= 0
+        if in_unit.any():
+            met = positions[in_unit]
+            repeat = _first_repeat(met, units.keys.seen)
+            if repeat is not None:
+                raise self._duplicate(batch, int(np.flatnonzero(in_unit)[repeat]))
+            units.met(met, row_hash_limbs(batch.filter(pa.array(in_unit)), self.hash_columns, self.seed, self.bits))
+        return in_unit
 
     def _duplicate(self, batch: pa.RecordBatch, row: int) -> SourceDataError:
         keys = key_values(batch, self.query.key)
@@ -216,9 +243,10 @@ class Extraction:
         wanted = np.flatnonzero(np.isin(units.keys.payload, changed))
         keys = key_values(units.keys.keys(wanted), [c.name for c in units.key])
         sent = 0
-        for batch in lookup_rows(
+        looked_up = lookup_rows(
             self.adapter, session, self.query, self.converter, keys, self.batch_rows, self.chunk_rows
-        ):
+        )
+        for batch in self.timings.timed("lookup_s", looked_up):
             sent += batch.num_rows
             yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
         self.stats["rows_changed"] += sent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from ..adapters.rows import RowConverter
 from ..protocol import frames
 from ..protocol.wire import key_values
 from ..sitequery import ValidatedQuery
+from ..timings import Timings
 
 #: Keys per lookup statement; well under SQLite's and PostgreSQL's bound-parameter limits.
 LOOKUP_CHUNK = 500
@@ -23,16 +25,20 @@ def fetch_rows(
 ) -> Iterator[bytes]:
     """The answer of /v1/fetch: ROWS frames with the current rows for `keys`, then a summary."""
     converter = RowConverter(adapter, query.columns, query.where())  # now, before the answer's first byte
+    timings = Timings()
 
     def answer() -> Iterator[bytes]:
+        started = time.monotonic()
         sent = 0
         with adapter.session() as session:
-            for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows):
+            looked_up = lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows)
+            for batch in timings.timed("lookup_s", looked_up):
                 sent += batch.num_rows
                 yield frames.arrow_frame(frames.ROWS, batch)
-        yield frames.json_frame(frames.SUMMARY, {"rows": sent, "keys": len(keys)})
+        summary = {"rows": sent, "keys": len(keys), "elapsed_s": round(time.monotonic() - started, 4)}
+        yield frames.json_frame(frames.SUMMARY, {**summary, "timings": timings.to_json()})
 
-    return answer()
+    return timings.sending(answer())
 
 
 def lookup_rows(

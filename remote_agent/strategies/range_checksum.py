@@ -9,6 +9,7 @@ the warehouse asked for (the small ones, at the bottom of the bisection).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -24,6 +25,7 @@ from ..protocol.ranges import RangeSet, RangesOverlap
 from ..protocol.types import Column
 from ..protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
 from ..sitequery import ValidatedQuery
+from ..timings import Timings
 
 
 def range_set(key: list[str], batches) -> RangeSet:
@@ -79,58 +81,74 @@ def range_scan(
     chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
 ) -> Iterator[bytes]:
     """Scan once (in chunks, see chunks.py); ship rows of ranges marked ship; report the other ranges that differ."""
-    started = time.monotonic()
-    converter = RowConverter(adapter, query.columns, query.where())
-    columns = [Column(c.name, c.type) for c in query.columns]
-    n = len(ranges.rids)
-    counts = [0] * n
-    sums = [0] * n
-    scanned = shipped = 0
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
-    with adapter.session() as session:
-        for rows in chunks.slices(chunks.scan(adapter, session, query, chunk_rows), min(batch_rows, 10_000)):
-            batch = converter.batch(rows, query.key)
-            scanned += batch.num_rows
-            keys = key_values(batch, query.key)
-            where = [ranges.locate(k) for k in keys]
-            to_ship = [i is not None and ranges.ship[i] for i in where]
-            to_sum = [i is not None and not ranges.ship[i] for i in where]
-            if any(to_sum):
-                summed = batch.filter(pa.array(to_sum))
-                for i, h in zip((i for i, s in zip(where, to_sum) if s), row_hashes(summed, columns, seed, bits)):
-                    counts[i] += 1
-                    sums[i] += h
-            if any(to_ship):
-                out = batch.filter(pa.array(to_ship))
-                pending.append(out)
-                pending_rows += out.num_rows
-                shipped += out.num_rows
-                if pending_rows >= batch_rows:
-                    yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
-                    pending, pending_rows = [], 0
-    if pending:
-        yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
-    differ = [i for i in range(n) if not ranges.ship[i] and (counts[i], combine([sums[i]], bits)) != ranges.expected[i]]
-    for start in range(0, len(differ), batch_rows):
-        part = differ[start : start + batch_rows]
-        yield frames.arrow_frame(
-            frames.RANGE_SUMS,
-            pa.RecordBatch.from_pydict(
-                {
-                    RID: pa.array([ranges.rids[i] for i in part], pa.int64()),
-                    COUNT: pa.array([counts[i] for i in part], pa.int64()),
-                    HASH: pa.array([hash_to_bytes(combine([sums[i]], bits), bits) for i in part], pa.binary(bits // 8)),
-                }
-            ),
+    timings = Timings()
+
+    def answer() -> Iterator[bytes]:
+        started = time.monotonic()
+        converter = RowConverter(adapter, query.columns, query.where())
+        columns = [Column(c.name, c.type) for c in query.columns]
+        n = len(ranges.rids)
+        counts = [0] * n
+        sums = [0] * n
+        scanned = shipped = 0
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        with adapter.session() as session:
+            scan = chunks.batches(
+                adapter, session, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+            )
+            with contextlib.closing(scan):
+                for batch in scan:
+                    scanned += batch.num_rows
+                    with timings.phase("hash_s"):
+                        keys = key_values(batch, query.key)
+                        where = [ranges.locate(k) for k in keys]
+                        to_ship = [i is not None and ranges.ship[i] for i in where]
+                        to_sum = [i is not None and not ranges.ship[i] for i in where]
+                        if any(to_sum):
+                            summed = batch.filter(pa.array(to_sum))
+                            for i, h in zip(
+                                (i for i, s in zip(where, to_sum) if s), row_hashes(summed, columns, seed, bits)
+                            ):
+                                counts[i] += 1
+                                sums[i] += h
+                    if any(to_ship):
+                        out = batch.filter(pa.array(to_ship))
+                        pending.append(out)
+                        pending_rows += out.num_rows
+                        shipped += out.num_rows
+                        if pending_rows >= batch_rows:
+                            yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
+                            pending, pending_rows = [], 0
+        if pending:
+            yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
+        differ = [
+            i for i in range(n) if not ranges.ship[i] and (counts[i], combine([sums[i]], bits)) != ranges.expected[i]
+        ]
+        for start in range(0, len(differ), batch_rows):
+            part = differ[start : start + batch_rows]
+            yield frames.arrow_frame(
+                frames.RANGE_SUMS,
+                pa.RecordBatch.from_pydict(
+                    {
+                        RID: pa.array([ranges.rids[i] for i in part], pa.int64()),
+                        COUNT: pa.array([counts[i] for i in part], pa.int64()),
+                        HASH: pa.array(
+                            [hash_to_bytes(combine([sums[i]], bits), bits) for i in part], pa.binary(bits // 8)
+                        ),
+                    }
+                ),
+            )
+        yield frames.json_frame(
+            frames.SUMMARY,
+            {
+                "rows_scanned": scanned,
+                "rows_shipped": shipped,
+                "ranges": n,
+                "ranges_differing": len(differ),
+                "elapsed_s": round(time.monotonic() - started, 4),
+                "timings": timings.to_json(),
+            },
         )
-    yield frames.json_frame(
-        frames.SUMMARY,
-        {
-            "rows_scanned": scanned,
-            "rows_shipped": shipped,
-            "ranges": n,
-            "ranges_differing": len(differ),
-            "elapsed_s": round(time.monotonic() - started, 4),
-        },
-    )
+
+    return timings.sending(answer())

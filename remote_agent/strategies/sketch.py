@@ -29,6 +29,7 @@ differing pairs.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
 import tempfile
@@ -59,6 +60,7 @@ from ..protocol.iblt import Iblt, Peeled
 from ..protocol.types import Column
 from ..protocol.wire import KEY_FP, key_values
 from ..sitequery import ValidatedQuery
+from ..timings import Timings
 from .checks import key_columns
 from .fetch import lookup_rows
 
@@ -84,17 +86,23 @@ class Reconciliation:
         self._spill = None if self.own_fingerprints else _Spill(self._dir / "keys.arrow", self.key)
         self.touched = time.monotonic()
 
-    def scan(self, adapter: Adapter, converter: RowConverter, batch_rows: int, chunk_rows: int) -> None:
+    def scan(
+        self, adapter: Adapter, converter: RowConverter, batch_rows: int, chunk_rows: int, timings: Timings
+    ) -> None:
         """Read the site query once and fold every row's pair into the table."""
         key_seed, row_seed = sketch_seeds(self.seed)
         with adapter.session() as session:
-            for rows in chunks.slices(chunks.scan(adapter, session, self.query, chunk_rows), min(batch_rows, 10_000)):
-                batch = converter.batch(rows, self.query.key)
-                self.rows_scanned += batch.num_rows
-                kf = key_fingerprints(batch, self.key, key_seed)
-                self.table.add(kf, row_fingerprints(batch, self.columns, row_seed))
-                if self._spill is not None:
-                    self._spill.write(kf, batch)
+            scanned = chunks.batches(
+                adapter, session, self.query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+            )
+            with contextlib.closing(scanned):
+                for batch in scanned:
+                    self.rows_scanned += batch.num_rows
+                    with timings.phase("hash_s"):
+                        kf = key_fingerprints(batch, self.key, key_seed)
+                        self.table.add(kf, row_fingerprints(batch, self.columns, row_seed))
+                    if self._spill is not None:
+                        self._spill.write(kf, batch)
         if self._spill is not None:
             self._spill.close()
 
@@ -201,13 +209,15 @@ def sketch_answer(
             f"the sketch table is {sent.width} cells wide, which does not divide the width {width} asked for"
         )
 
+    timings = Timings()
+
     def answer() -> Iterator[bytes]:
         nonlocal rec
         started = time.monotonic()
         if rec is None:
             rec = Reconciliation(query, seed, width, sent.hashes, spill_dir)
             try:
-                rec.scan(adapter, converter, batch_rows, chunk_rows)
+                rec.scan(adapter, converter, batch_rows, chunk_rows, timings)
             except BaseException:
                 rec.close()
                 raise
@@ -224,14 +234,17 @@ def sketch_answer(
                 if sent.width < rec.table.width:  # a wider stage may follow: keep the table
                     summary["session"] = kept.keep(rec)
                     keep = True
-                yield frames.json_frame(frames.SUMMARY, {**summary, "elapsed_s": round(time.monotonic() - started, 4)})
+                summary.update(elapsed_s=round(time.monotonic() - started, 4), timings=timings.to_json())
+                yield frames.json_frame(frames.SUMMARY, summary)
                 return
-            yield from _rows_and_deletes(adapter, rec, converter, peeled, summary, batch_rows, chunk_rows, started)
+            yield from _rows_and_deletes(
+                adapter, rec, converter, peeled, summary, batch_rows, chunk_rows, started, timings
+            )
         finally:
             if not keep:
                 rec.close()
 
-    return answer()
+    return timings.sending(answer())
 
 
 def _rows_and_deletes(
@@ -243,6 +256,7 @@ def _rows_and_deletes(
     batch_rows: int,
     chunk_rows: int,
     started: float,
+    timings: Timings,
 ) -> Iterator[bytes]:
     """The rows of the pairs only the source holds, then the keys gone from it."""
     query = rec.query
@@ -252,9 +266,11 @@ def _rows_and_deletes(
     sent = 0
     with adapter.session() as session:
         keys = key_values(wanted, query.key)
-        for batch in lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows):
+        looked_up = lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows)
+        for batch in timings.timed("lookup_s", looked_up):
             sent += batch.num_rows
-            found.append(key_fingerprints(batch, rec.key, key_seed))
+            with timings.phase("hash_s"):
+                found.append(key_fingerprints(batch, rec.key, key_seed))
             yield frames.arrow_frame(frames.ROWS, batch)
     # wanted keys whose row left between the read and the lookup, and keys only the warehouse holds
     returned = pa.array(np.concatenate([np.zeros(0, np.uint64), *found]), pa.uint64())
@@ -281,6 +297,7 @@ def _rows_and_deletes(
             "rows_sent": sent,
             "deleted_sent": deleted,
             "elapsed_s": round(time.monotonic() - started, 4),
+            "timings": timings.to_json(),
         },
     )
 

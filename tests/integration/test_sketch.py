@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.agent_requests import check_timings
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import start_agent
@@ -49,6 +50,9 @@ def test_sketch_costs_the_change_not_the_table(api, people):
         assert bool(m.get("sketch_rebuilt")) == (round_ == 0), m
         # the probe does not peel a few hundred differences; the main stage does, on the same read
         assert m["sketch_stages"] == 2 and m["rows_scanned"] == len(before), m
+        # the agent's phases, summed over both stages, fit in the time it spent answering
+        check_timings(m["agent_timings"], m["agent_seconds"])
+        assert m["agent_timings"]["read_s"] > 0 and m["agent_timings"]["hash_s"] > 0, m
     # the statistics predict about what happens each round, and the table is sized for it
     assert 100 < m["differences_expected"] < 1_000, m
     still = _sync(api, people, "sk_people", before)

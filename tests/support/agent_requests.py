@@ -1,5 +1,6 @@
-"""Requests to the agent's extraction endpoints built as the service builds them, and
-the site queries an attacker might send instead of a SELECT over exposed columns."""
+"""Requests to the agent's extraction endpoints built as the service builds them, the
+site queries an attacker might send instead of a SELECT over exposed columns, and what
+an answer's summary must hold."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ import pytest
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.models import ExtractControl, FetchControl, RangesControl, SiteSpec
+from remote_agent.timings import PHASES
+
+#: Seconds the summed timings may exceed elapsed_s by: each is rounded to 0.1 ms apart.
+TIMINGS_SLACK_S = 0.001
+
+
+def check_timings(timings: dict, elapsed_s: float) -> None:
+    """Every phase of an answer's `timings`, none negative, together no longer than the answer."""
+    assert sorted(timings) == sorted(PHASES), timings
+    assert all(isinstance(s, float | int) and s >= 0 for s in timings.values()), timings
+    assert sum(timings.values()) <= elapsed_s + TIMINGS_SLACK_S * len(PHASES), (timings, elapsed_s)
+
 
 #: The three endpoints that run a site query, with the control message each starts with.
 QUERY_ENDPOINTS = {"/v1/extract": ExtractControl, "/v1/fetch": FetchControl, "/v1/ranges": RangesControl}

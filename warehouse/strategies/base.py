@@ -32,7 +32,7 @@ from remote_agent.protocol.wire import COUNT, HASH, UID
 
 from .. import faults
 from ..agent_client import AgentClient
-from ..metrics import SiteMetrics
+from ..metrics import SiteMetrics, add_timings
 from ..options import SyncOptions
 from ..planning import CostModel
 from ..sinks import Sink
@@ -268,4 +268,5 @@ def extract_exchange(ctx: SiteContext, data: Iterable[bytes] = ()) -> Answer:
     m.groups_changed = summary.get("units_changed", 0)
     m.groups_regrouped = summary.get("units_broken", 0)
     m.agent_seconds = summary.get("elapsed_s")
+    m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
     return Answer([returned_path], deleted_path)

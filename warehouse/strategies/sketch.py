@@ -36,6 +36,7 @@ from remote_agent.protocol.wire import KEY_FP
 
 from .. import sketches
 from ..errors import AgentRejected, ProtocolError
+from ..metrics import add_timings
 from ..sinks import Sink
 from ..storage import Version
 from .base import Answer, SiteEstimate, Strategy, spark_schema
@@ -165,6 +166,7 @@ class Sketch(Strategy):
                     deleted.write(batch)
         m.rows_scanned = summary.get("rows_scanned", m.rows_scanned or 0)
         m.agent_seconds = round((m.agent_seconds or 0) + summary.get("elapsed_s", 0), 4)
+        m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
         m.rows_received = returned.rows
         return summary, returned_path, deleted_path
 

@@ -17,14 +17,35 @@ from hypothesis import strategies as st
 
 from remote_agent.adapters.base import ColumnInfo
 from remote_agent.adapters.convert import converter_for
+from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter, _whole_column
+from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.errors import SourceDataError
 from remote_agent.protocol.types import LogicalType
 
 
 class _Adapter:
+    """Every column value by value (no wire types)."""
+
     def converter(self, column: ColumnInfo):
         return converter_for(column.type)
+
+    def wire_type(self, column: ColumnInfo):
+        return None
+
+
+class _SqliteWire(_Adapter):
+    """SQLite's wire types, as its adapter declares them."""
+
+    def wire_type(self, column: ColumnInfo):
+        return SqliteAdapter.wire_type(None, column)
+
+
+class _TypedWire(_Adapter):
+    """A driver whose values follow the column's type (psycopg): the canonical Arrow type."""
+
+    def wire_type(self, column: ColumnInfo):
+        return PostgresAdapter.wire_type(None, column)
 
 
 RAW = st.one_of(
@@ -59,15 +80,31 @@ def one_by_one(kind: str, values: list) -> pa.Array | Exception:
     )
 )
 def test_whole_columns_equal_value_by_value(kind, values):
+    assert_same_as_value_by_value(_Adapter(), kind, values)
+
+
+def assert_same_as_value_by_value(adapter, kind: str, values: list) -> None:
+    """RowConverter gives the Arrow values (or the failure) of converting one by one,
+    the column alone and between two wired columns."""
     column = ColumnInfo("c", LogicalType.parse(kind), True, kind)
     expected = one_by_one(kind, values)
-    converter = RowConverter(_Adapter(), [column])
-    rows = [(v,) for v in values]
+    converter = RowConverter(adapter, [column])
+    check_batch(converter, [(v,) for v in values], expected, 0)
+    around = [
+        ColumnInfo("a", LogicalType.parse("int"), True, "int"),
+        column,
+        ColumnInfo("z", LogicalType.parse("text"), True, "text"),
+    ]
+    converter = RowConverter(adapter, around)
+    check_batch(converter, [(i, v, "z") for i, v in enumerate(values)], expected, 1)
+
+
+def check_batch(converter: RowConverter, rows: list[tuple], expected, position: int) -> None:
     if isinstance(expected, Exception):
         with pytest.raises((SourceDataError, pa.ArrowException, TypeError, ValueError, OverflowError)):
-            converter.batch(rows, ["c"])
+            converter.batch(rows, [converter.columns[0].name])
     else:
-        got = converter.batch(rows, ["c"]).column(0)
+        got = converter.batch(rows, [converter.columns[0].name]).column(position)
         # NaN equals nothing in Arrow's equals(): compare the values, NaN matching NaN
         assert got.type == expected.type
         assert all(a == b or (a != a and b != b) for a, b in zip(got.to_pylist(), expected.to_pylist(), strict=True))
@@ -87,3 +124,45 @@ def test_whole_columns_equal_value_by_value(kind, values):
 )
 def test_which_columns_take_the_shortcut(values, kind, taken):
     assert (_whole_column(kind, values, LogicalType.parse(kind).arrow()) is not None) is taken
+
+
+#: What Python's sqlite3 hands over, whatever a column's declared type.
+SQLITE_RAW = st.one_of(
+    st.none(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**54), 2**54),
+    st.floats(allow_nan=True),
+    st.floats(-1000, 1000).map(lambda f: round(f, 2)),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+    st.sampled_from(["2024-01-05", "0000-01-01", "1", "0", "3.0", "12.345", "true", b"\xff", -0.0, 1.005, 99.99]),
+)
+
+
+@pytest.mark.parametrize("kind", KINDS + ["decimal(38,10)", "decimal(18,0)", "timestamp"])
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(values=st.lists(SQLITE_RAW, min_size=1, max_size=6))
+def test_sqlite_wire_types_equal_value_by_value(kind, values):
+    assert_same_as_value_by_value(_SqliteWire(), kind, values)
+
+
+#: Values of each column type as psycopg hands them over.
+TYPED = {
+    "int": st.integers(-(2**63), 2**63 - 1),
+    "float": st.floats(allow_nan=True, width=64),
+    "text": st.text(max_size=8),
+    "bytes": st.binary(max_size=8),
+    "bool": st.booleans(),
+    "date": st.dates(),
+    "decimal(6,2)": st.decimals(allow_nan=False, allow_infinity=False, places=3, min_value=-99999, max_value=99999),
+    "timestamp": st.datetimes(),
+    "timestamptz": st.datetimes(timezones=st.sampled_from([dt.UTC, dt.timezone(dt.timedelta(hours=-5, minutes=-30))])),
+}
+
+
+@pytest.mark.parametrize("kind", list(TYPED))
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(data=st.data())
+def test_typed_wire_types_equal_value_by_value(kind, data):
+    values = data.draw(st.lists(st.none() | TYPED[kind], min_size=1, max_size=6))
+    assert_same_as_value_by_value(_TypedWire(), kind, values)

@@ -19,6 +19,7 @@ from remote_agent.protocol.models import ExtractControl, SiteSpec
 from remote_agent.protocol.types import Column, LogicalType
 from remote_agent.protocol.wire import HASH, UID
 from remote_agent.settings import AgentSettings
+from tests.support.agent_requests import check_timings
 
 COLUMNS = [{"name": "id", "type": "int"}, {"name": "v", "type": "text"}]
 SQL = "SELECT t.id, t.v FROM t"
@@ -52,7 +53,8 @@ def answer(client, content: bytes) -> list:
     for f in frames.read_frames([r.content]):
         decoded = f.json() if f.kind == frames.SUMMARY else f.batch().to_pylist()
         if f.kind == frames.SUMMARY:
-            for timing in ("elapsed_s", "scan_s"):
+            check_timings(decoded["timings"], decoded["elapsed_s"])
+            for timing in ("elapsed_s", "scan_s", "timings"):
                 decoded.pop(timing, None)
         out.append((f.kind, decoded))
     return out

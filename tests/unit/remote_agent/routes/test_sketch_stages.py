@@ -23,6 +23,7 @@ from remote_agent.protocol.types import Column, LogicalType
 from remote_agent.protocol.wire import KEY_FP
 from remote_agent.settings import AgentSettings
 from remote_agent.strategies.sketch import Reconciliations
+from tests.support.agent_requests import check_timings
 
 SECRET = 1234567
 ROWS = 3_000
@@ -124,6 +125,11 @@ def test_a_probe_that_does_not_peel_keeps_the_table_for_a_wider_stage(setup):
     assert {r["k"]: r["v"] for r in rows} == changed
     assert sorted(deleted) == sorted(set(old) - set(new))
     assert second["differences"] == 2 * 100 + 40 + 60
+    # the first stage read and hashed the source; the second only looked rows up
+    for summary in (first, second):
+        check_timings(summary["timings"], summary["elapsed_s"])
+    assert first["timings"]["read_s"] > 0 and first["timings"]["hash_s"] > 0, first
+    assert second["timings"]["read_s"] == 0 and second["timings"]["lookup_s"] > 0, second
     # the session ended with the complete answer
     again = _post(client, key_type, old, width=16 * 20, widest=16 * 40, session=first["session"])
     assert again.status_code == 410 and "start the exchange again" in again.json()["detail"]
