@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         "--chunk-rows", type=int, help="rows read per short read-only transaction (default 50000; env AGENT_CHUNK_ROWS)"
     )
     parser.add_argument(
+        "--sketch-table-mib",
+        type=int,
+        help="memory for the agent's own table in a sketch exchange (default 64; env AGENT_SKETCH_TABLE_MIB)",
+    )
+    parser.add_argument(
         "--max-concurrent-extractions",
         type=int,
         help="extractions at once; more get 429 (env AGENT_MAX_CONCURRENT_EXTRACTIONS)",

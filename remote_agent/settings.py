@@ -11,6 +11,9 @@ DEFAULT_PORT = 8765
 #: Rows per chunk: large enough that a chunk costs little more than its rows, small
 #: enough that its transaction is short and its rows (held in memory) few.
 DEFAULT_CHUNK_ROWS = 50_000
+#: MiB for the agent's own table in a sketch exchange: 64 MiB hold 2M cells, 16 times the
+#: main stage the statistics size for ~90,000 differing pairs.
+DEFAULT_SKETCH_TABLE_MIB = 64
 
 
 class AgentSettings(BaseSettings):
@@ -29,6 +32,11 @@ class AgentSettings(BaseSettings):
     #: Rows of the site query read per chunk, each chunk in a short read-only transaction of
     #: its own (keyset pagination on the key): bounds how long a read holds a snapshot or lock.
     chunk_rows: int = Field(default=DEFAULT_CHUNK_ROWS, ge=1)
+    #: Memory for the agent's own table in one sketch exchange: the warehouse asks for a
+    #: table a few times wider than it sends, so that a later stage needs no new read; a
+    #: narrower one is built when that would take more (a later stage may then need a
+    #: fall-back read). Kept tables count once each, up to 2 per extraction slot.
+    sketch_table_mib: int = Field(default=DEFAULT_SKETCH_TABLE_MIB, ge=1)
     #: Extractions running at once; more get 429 with Retry-After.
     max_concurrent_extractions: int = Field(default=2, ge=1)
     #: Largest request body accepted (unit key sets grow with the snapshot).

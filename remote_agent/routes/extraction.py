@@ -142,6 +142,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 kept=kept,
                 batch_rows=control.batch_rows,
                 chunk_rows=state.settings.chunk_rows,
+                table_bytes=state.settings.sketch_table_mib * 2**20,
             ),
         )
     except BaseException:

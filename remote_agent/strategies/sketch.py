@@ -64,6 +64,28 @@ from ..timings import Timings
 from .checks import key_columns
 from .fetch import lookup_rows
 
+#: Bytes of one cell of the agent's table in memory (four 64-bit sums).
+CELL_MEMORY = 32
+
+
+def table_width(asked: int, sent: int, hashes: int, budget_bytes: int) -> int:
+    """Cells per sub-table of the agent's own table: the width asked for when it fits the
+    memory budget, else the widest multiple of the sent width that divides it and fits
+    (the sent width at least). The summary names the width built, so that the warehouse
+    sends no later stage wider than it.
+
+    >>> table_width(1_120, 70, 3, 1_120 * 3 * CELL_MEMORY), table_width(1_120, 70, 3, 600 * 3 * CELL_MEMORY)
+    (1120, 560)
+    >>> table_width(1_120, 70, 3, 10)
+    70
+    """
+    if asked * hashes * CELL_MEMORY <= budget_bytes:
+        return asked
+    steps = asked // sent
+    fits = [m for m in range(1, steps + 1) if steps % m == 0 and sent * m * hashes * CELL_MEMORY <= budget_bytes]
+    return sent * max(fits, default=1)
+
+
 #: Rows per spilled batch and per DELETED_KEYS frame.
 SPILL_ROWS = 65_536
 #: Seconds a kept reconciliation waits for the warehouse's next stage.
@@ -197,16 +219,23 @@ def sketch_answer(
     batch_rows: int,
     chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
     spill_dir: str | None = None,
+    table_bytes: int | None = None,
 ) -> Iterator[bytes]:
     """The answer of /v1/sketch, as frames; see the module docstring.
 
     `rec` is the kept reconciliation of a later stage, None on the first (which reads the
-    site query into a new one `width` cells wide per sub-table).
+    site query into a new one `width` cells wide per sub-table, or narrower to stay within
+    `table_bytes`: see `table_width`).
     """
     converter = RowConverter(adapter, query.columns, query.where())
     if rec is None and width % sent.width:
         raise BadRequest(
             f"the sketch table is {sent.width} cells wide, which does not divide the width {width} asked for"
+        )
+    if rec is not None and rec.table.width % sent.width:
+        raise BadRequest(
+            f"the sketch table is {sent.width} cells wide, which does not divide the width {rec.table.width} "
+            "of the table this session holds (the width its first answer named)"
         )
 
     timings = Timings()
@@ -215,7 +244,8 @@ def sketch_answer(
         nonlocal rec
         started = time.monotonic()
         if rec is None:
-            rec = Reconciliation(query, seed, width, sent.hashes, spill_dir)
+            built = width if table_bytes is None else table_width(width, sent.width, sent.hashes, table_bytes)
+            rec = Reconciliation(query, seed, built, sent.hashes, spill_dir)
             try:
                 rec.scan(adapter, converter, batch_rows, chunk_rows, timings)
             except BaseException:
@@ -229,6 +259,7 @@ def sketch_answer(
                 "complete": peeled.complete,
                 "cells": sent.cells,
                 "empty_cells": empty,
+                "width": rec.table.width,  # the agent's own table: no later stage may be wider
             }
             if not peeled.complete:
                 if sent.width < rec.table.width:  # a wider stage may follow: keep the table

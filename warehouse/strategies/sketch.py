@@ -115,6 +115,8 @@ class Sketch(Strategy):
                 summary = {"complete": False}  # the agent dropped its table: start over another way
             if summary.get("complete"):
                 break
+            # the agent may have built a narrower table than asked (its memory budget)
+            self.widest = min(self.widest, summary.get("width") or self.widest)
             if width >= self.main:
                 m.peel_failed = True
             session = summary.get("session")

@@ -191,3 +191,24 @@ def test_kept_reconciliations_are_bounded_and_taken_once():
     assert rec.closed
     kept.close()
     assert recs[1].closed
+
+
+def test_an_agent_short_of_memory_builds_a_narrower_table_and_says_so(tmp_path):
+    """1 MiB holds 32,768 cells: asked for 3 x 16 x 1,024, the agent builds 3 x 16 x 512, names
+    that width, and refuses a later stage wider than what it holds."""
+    key_type = "int"
+    old, new = _source(key_type)
+    db = tmp_path / "t.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+        c.executemany("INSERT INTO t VALUES (?, ?)", list(new.items()))
+    with TestClient(create_app(AgentSettings(db_url=f"sqlite:///{db}", sketch_table_mib=1))) as client:
+        first, rows, _ = _answer(_post(client, key_type, old, width=16, widest=16 * 1_024))
+        assert not first["complete"] and first["width"] == 16 * 512, first
+        wider = _post(client, key_type, old, width=16 * 1_024, widest=16 * 1_024, session=first["session"])
+        assert wider.status_code == 400 and "does not divide" in wider.text
+        first, _, _ = _answer(_post(client, key_type, old, width=16, widest=16 * 1_024))
+        second, rows, deleted = _answer(
+            _post(client, key_type, old, width=16 * 32, widest=16 * 1_024, session=first["session"])
+        )
+        assert second["complete"] and len(rows) == 160 and len(deleted) == 40, second
