@@ -41,6 +41,9 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _META = {"version": b"iblt.version", "cells": b"iblt.cells", "hashes": b"iblt.hashes", "seed": b"iblt.seed"}
 _COMPACT = b"iblt.compact"
 #: A compact table's counts are kept modulo this, its checksums to 32 bits.
+#: A batch folds its counts in with one pass over the whole table (bincount) when it has
+#: at least 1/WHOLE_PASS_SHARE as many cells as the table; cell by cell otherwise.
+WHOLE_PASS_SHARE = 8
 COMPACT_COUNT_MODULUS = 4
 _CHECK32 = np.uint64(0xFFFFFFFF)
 _SUMS = ("key_sum", "hash_sum", "check_sum")
@@ -142,8 +145,9 @@ class Iblt:
         tail = ", compact=True" if self.compact else ""
         return f"Iblt(cells={self.cells}, hashes={self.hashes}, seed={self.seed}{tail})"
 
-    def _normalize(self) -> None:
-        """Bring a compact table's counts and checksums back to their ranges."""
+    def normalize(self) -> None:
+        """Bring a compact table's counts and checksums back to their ranges (after adds
+        made with `normalize=False`)."""
         if self.compact:
             np.remainder(self.count, COMPACT_COUNT_MODULUS, out=self.count)
             np.bitwise_and(self.check_sum, _CHECK32, out=self.check_sum)
@@ -159,7 +163,7 @@ class Iblt:
         """
         out = self.copy()
         out.compact = True
-        out._normalize()
+        out.normalize()
         return out
 
     def _cells(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
@@ -174,25 +178,32 @@ class Iblt:
         checks = _pair_hash(keys, hashes, self._salts[self.hashes])
         return checks & _CHECK32 if self.compact else checks
 
-    def _fold(self, cells: np.ndarray, keys: np.ndarray, hashes: np.ndarray, signs) -> None:
+    def _fold(self, cells: np.ndarray, keys: np.ndarray, hashes: np.ndarray, signs, normalize: bool = True) -> None:
         """Fold pairs into their cells; `signs` is one int or one per pair."""
         checks = self._checksums(keys, hashes)
-        if np.ndim(signs) == 0:
-            # bincount is several times faster than np.add.at on large inputs
+        # bincount is several times faster than np.add.at on large inputs, but it passes
+        # over the whole table: worth it only when the batch is not much smaller than that
+        # (a site query read in small batches into a wide table would pay it every batch).
+        whole = np.ndim(signs) == 0 and cells.size * WHOLE_PASS_SHARE >= self.cells
+        if whole:
             self.count += int(signs) * np.bincount(cells.ravel(), minlength=self.cells)
         # Sub-table by sub-table: each ufunc.at stays within one slice of the arrays, which
         # caches better; and its values always have the shape of its indices (numpy 2.4's
         # add.at reads garbage when 1-D values are broadcast over 2-D indices).
         for row in cells:
-            if np.ndim(signs):
-                np.add.at(self.count, row, signs)
+            if not whole:
+                np.add.at(self.count, row, signs if np.ndim(signs) else np.full(row.size, int(signs), np.int64))
             np.bitwise_xor.at(self.key_sum, row, keys)
             np.bitwise_xor.at(self.hash_sum, row, hashes)
             np.bitwise_xor.at(self.check_sum, row, checks)
-        if self.compact:
-            np.remainder(self.count, COMPACT_COUNT_MODULUS, out=self.count)
+        if self.compact and normalize:
+            if whole:
+                np.remainder(self.count, COMPACT_COUNT_MODULUS, out=self.count)
+            else:  # only the cells this batch touched can have left [0, modulus)
+                touched = cells.ravel()
+                self.count[touched] = np.remainder(self.count[touched], COMPACT_COUNT_MODULUS)
 
-    def add(self, keys: np.ndarray, hashes: np.ndarray, sign: int = 1) -> None:
+    def add(self, keys: np.ndarray, hashes: np.ndarray, sign: int = 1, *, normalize: bool = True) -> None:
         """Fold the pairs (keys[i], hashes[i]) in with sign +1 or -1.
 
         Args:
@@ -200,6 +211,8 @@ class Iblt:
             hashes: row hashes, same length and types.
             sign: +1 for one side's pairs, -1 for the other's. A pair is meant to be folded
                 once per side: a set, not a multiset.
+            normalize: False leaves a compact table's counts out of their range (many
+                batches into a wide table: `normalize()` once after the last).
         """
         if sign not in (1, -1):
             raise ValueError(f"sign must be 1 or -1, got {sign!r}")
@@ -207,7 +220,7 @@ class Iblt:
         if keys.size != hashes.size:
             raise ValueError(f"{keys.size} keys but {hashes.size} row hashes")
         if keys.size:
-            self._fold(self._cells(keys, hashes), keys, hashes, sign)
+            self._fold(self._cells(keys, hashes), keys, hashes, sign, normalize)
 
     def _check_same_shape(self, other: Iblt) -> None:
         if not isinstance(other, Iblt):
@@ -233,7 +246,7 @@ class Iblt:
         out.count -= other.count
         for name in _SUMS:
             getattr(out, name)[:] ^= getattr(other, name)
-        out._normalize()
+        out.normalize()
         return out
 
     def copy(self) -> Iblt:
@@ -267,7 +280,7 @@ class Iblt:
         out.count = self.count.reshape(shape).sum(axis=1).reshape(-1)
         for name in ("key_sum", "hash_sum", "check_sum"):
             setattr(out, name, np.bitwise_xor.reduce(getattr(self, name).reshape(shape), axis=1).reshape(-1))
-        out._normalize()
+        out.normalize()
         return out
 
     def is_empty(self) -> bool:
@@ -436,7 +449,7 @@ class Iblt:
         table.count[:] = count
         for name in _SUMS:
             getattr(table, name)[:] = batch.column(name).to_numpy().astype(np.uint64)
-        table._normalize()
+        table.normalize()
         return table
 
 

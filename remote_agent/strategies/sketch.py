@@ -122,9 +122,10 @@ class Reconciliation:
                     self.rows_scanned += batch.num_rows
                     with timings.phase("hash_s"):
                         kf = key_fingerprints(batch, self.key, key_seed)
-                        self.table.add(kf, row_fingerprints(batch, self.columns, row_seed))
+                        self.table.add(kf, row_fingerprints(batch, self.columns, row_seed), normalize=False)
                     if self._spill is not None:
                         self._spill.write(kf, batch)
+        self.table.normalize()  # once, not per batch: a pass over the whole table
         if self._spill is not None:
             self._spill.close()
 

@@ -303,3 +303,23 @@ def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
     t.add(rng.integers(0, 2**63, 200_000).astype(np.uint64), rng.integers(0, 2**63, 200_000).astype(np.uint64))
     full, compact = (len(frames.arrow_frame(frames.SKETCH, x.to_arrow())) for x in (t, t.to_compact()))
     assert full / t.cells > 24 and compact / t.cells < 20.5, (full / t.cells, compact / t.cells)
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_small_batches_fold_as_one_large_batch(compact):
+    """A batch much smaller than the table is folded cell by cell, a large one with one pass
+    over the table; counts left unnormalized until the end come out the same."""
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
+    hashes = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
+    whole, pieces = Iblt(3_000, 3, 11, compact=compact), Iblt(3_000, 3, 11, compact=compact)
+    whole.add(keys, hashes)
+    whole.add(keys[:500], hashes[:500], sign=-1)
+    for start in range(0, 4_000, 25):
+        pieces.add(keys[start : start + 25], hashes[start : start + 25], normalize=False)
+    for start in range(0, 500, 25):
+        pieces.add(keys[start : start + 25], hashes[start : start + 25], sign=-1, normalize=False)
+    pieces.normalize()
+    for name in ("count", "key_sum", "hash_sum", "check_sum"):
+        assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
+    assert set(whole.subtract(Iblt(3_000, 3, 11, compact=compact)).peel().plus_keys) <= set(keys.tolist())
