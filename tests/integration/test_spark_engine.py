@@ -54,7 +54,10 @@ def test_a_jvm_that_dies_during_a_sync_fails_that_sync_clearly_and_is_replaced(s
     api, people, kill_file, service = setup
     first_jvm = java_pid(service.proc.pid)
     before = keyed(api.rows(VIEW), KEY)
-    kill_file.write_text(f"{SPARK_TARGET}:fragments_written")
+    # killed while the agent's answer arrives: the next step (the key lookup of the touched
+    # rows) needs Spark. After `fragments_written` a sketch sync needs no Spark any more
+    # (the delta and the overlay are written on the driver) and would rightly succeed.
+    kill_file.write_text(f"{SPARK_TARGET}:exchange_units")
     people.change(updates=30, inserts=10, deletes=5)
     record = api.sync(VIEW)
     assert not kill_file.exists(), "the fault never fired"

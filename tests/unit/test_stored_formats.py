@@ -11,6 +11,7 @@ from service.app import create_app
 from service.catalog import Catalog
 from service.settings import ServiceSettings
 from warehouse.errors import FormatError
+from warehouse.formats import STORAGE_FORMAT
 
 #: A view definition as deltasieve 41bc7ec stored it (format 1: no "format" field).
 FORMAT_1 = {
@@ -66,7 +67,7 @@ def test_the_service_does_not_start_on_a_newer_stored_view(tmp_path):
     catalog_with(tmp_path, future=FORMAT_1)
     view_dir = tmp_path / "views" / "future"
     (view_dir / "versions" / "1").mkdir(parents=True)
-    (view_dir / "CURRENT").write_text(json.dumps({"format": 3, "version": 1, "sync_id": "s"}))
+    (view_dir / "CURRENT").write_text(json.dumps({"format": STORAGE_FORMAT + 1, "version": 1, "sync_id": "s"}))
     with pytest.raises(FormatError, match="upgrade deltasieve"):
         with served(tmp_path):
             pass
