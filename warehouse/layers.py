@@ -37,6 +37,7 @@ from remote_agent.protocol.types import Column, arrow_schema
 
 from .storage import TNO, UNO, Version
 from .strategies.base import spark_schema
+from .viewdef import ViewDef
 
 FILE = "layers.json"
 #: The overlay (upserts and removed keys) may grow to this share of the base's rows before
@@ -80,13 +81,14 @@ def whole(rows: int) -> Layers:
     return Layers(rows, 0, 0, 0)
 
 
-def _omega_ddl(columns: list[Column]) -> str:
+def omega_ddl(columns: list[Column]) -> str:
+    """Spark DDL of a fragment: the site columns and ω±."""
     return spark_schema(columns) + f", {TNO} bigint, {UNO} bigint"
 
 
 def frame(spark: SparkSession, version: Version, site: int, columns: list[Column], key: list[str]) -> DataFrame:
     """The fragment with its ω± columns (tno counted up to `version`), overlay applied."""
-    schema = _omega_ddl(columns)
+    schema = omega_ddl(columns)
     names = [c.name for c in columns]
     site_dir = version.site_dir(site)
     base = spark.read.schema(schema).parquet(str(version.fragment(site))).select(*names, TNO, UNO)
@@ -128,6 +130,15 @@ def batches(
             yield from pa.Table.from_batches([batch]).cast(schema).to_batches()
 
 
+def view_batches(version: Version, view: ViewDef, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of a view as of `version`: a one-site view's fragment (overlay applied),
+    else the view rows its sync stored."""
+    if view.assembly is None:
+        site = view.sites[0]
+        return batches(version, 0, site.columns, site.key, batch_rows)
+    return ds.dataset(version.rows(), format="parquet").to_batches(batch_size=batch_rows)
+
+
 def link_base(source: Version, target: Version, site: int) -> None:
     """Give `target` the base files of `source`'s fragment: hard links (a copy where the
     file system has none)."""
@@ -141,15 +152,17 @@ def link_base(source: Version, target: Version, site: int) -> None:
                 shutil.copy2(entry, into / entry.name)
 
 
-def read_overlay(version: Version, site: int, schema: pa.Schema, key_schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
-    """The overlay as stored (tno relative to the offset): upserts and removed keys."""
+def read_overlay(
+    version: Version, site: int, layers: Layers, schema: pa.Schema, key_schema: pa.Schema
+) -> tuple[pa.Table, pa.Table]:
+    """The overlay of `version` (whose layers are `layers`) as stored, tno relative to the
+    offset: upserts and removed keys."""
     site_dir = version.site_dir(site)
-    layers = Layers.load(site_dir)
     upserts = schema.empty_table()
     removed = key_schema.empty_table()
-    if layers is not None and layers.upsert_rows:
+    if layers.upsert_rows:
         upserts = pq.read_table(site_dir / "upserts").select(schema.names).cast(schema)
-    if layers is not None and layers.removed_rows:
+    if layers.removed_rows:
         removed = pq.read_table(site_dir / "removed").select(key_schema.names).cast(key_schema)
     return upserts, removed
 

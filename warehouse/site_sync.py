@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from .delta import DeltaResult, build_delta, check_unique
 from .metrics import SiteMetrics
 from .options import SyncOptions
 from .planning import CostModel
-from .storage import OP, TNO, UNO, Version
+from .storage import OP, TNO, Version
 from .strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
 from .strategies.base import Answer, spark_schema
 from .touched_delta import TouchedDelta, classify, omega_schema
@@ -50,6 +50,16 @@ class Endpoint:
     url: str
     token: str | None = None
     verify: object = True
+
+
+def read_deletions(version: Version | None, site: int) -> list[dict]:
+    """ω− rows of a site of `version`, oldest first (a small file, read on the driver)."""
+    if version is None or not version.deletions(site).exists():
+        return []
+    table = pq.read_table(version.deletions(site))
+    if "ino" not in table.column_names:  # written before inserts were counted
+        table = table.append_column("ino", pa.nulls(table.num_rows, pa.int64()))
+    return table.select(DELETIONS_SCHEMA.names).to_pylist()
 
 
 def _utcnow() -> str:
@@ -149,7 +159,7 @@ class SiteRun:
             totals = update_counts.totals(self.omega)
             self.metrics.rows_before = totals["n"]
             ctx.observed = (totals["obs"] or 0, totals["upd"] or 0)
-            history = self._deletions(self.current)
+            history = read_deletions(self.current, self.index)
             self.deletion_rows = [tuple(r.values()) for r in history]
             ctx.history = [(r["tno"], r["dno"]) for r in history]
             inserts = [r["ino"] for r in history if r["ino"] is not None and r["tno"]]  # not the load
@@ -196,8 +206,11 @@ class SiteRun:
         answer = self.answer
         touched = sum(pq.read_metadata(p).num_rows for p in answer.returned)
         touched += pq.read_metadata(answer.deleted).num_rows if answer.deleted is not None else 0
-        base = self.layers or layers.whole(self.metrics.rows_before)
-        return base.room_for(2 * touched)  # at most one removed key and one upsert per touched key
+        return self._current_layers().room_for(2 * touched)  # at most one removed key and one upsert per touched key
+
+    def _current_layers(self) -> layers.Layers:
+        """The current version's layers (a fragment written whole has a base and no overlay)."""
+        return self.layers or layers.whole(self.metrics.rows_before)
 
     def _build_whole(self, staged: Version, what: str) -> DeltaResult:
         inputs = self.strategy.delta_inputs(self.answer)
@@ -205,7 +218,7 @@ class SiteRun:
         snapshot = (
             self.ctx.snapshot
             if self.ctx.snapshot is not None
-            else self.spark.createDataFrame([], spark_schema(self.site.columns) + f", {TNO} bigint, {UNO} bigint")
+            else self.spark.createDataFrame([], layers.omega_ddl(self.site.columns))
         )
         result = build_delta(
             snapshot,
@@ -241,10 +254,10 @@ class SiteRun:
         ctx.touched_rows = ctx.snapshot.join(keys.distinct(), key, "left_semi").toArrow()
         self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         result = classify(ctx.touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)
-        current = self.layers or layers.whole(self.metrics.rows_before)
+        current = self._current_layers()
         offset = current.tno_offset + 1
         omega = omega_schema(self.site.columns)
-        old_upserts, old_removed = layers.read_overlay(self.current, i, omega, key_schema)
+        old_upserts, old_removed = layers.read_overlay(self.current, i, current, omega, key_schema)
         left_keys = result.left.select(key).cast(key_schema)
         now = result.changed.drop_columns([OP])
         now = now.set_column(now.schema.get_field_index(TNO), TNO, pc.subtract(now.column(TNO), offset))
@@ -258,14 +271,7 @@ class SiteRun:
             layers.write_part(upserts, site_dir / "upserts")
         if removed.num_rows:
             layers.write_part(removed, site_dir / "removed")
-        cost = ctx.cost
-        layers.Layers(
-            current.base_rows,
-            upserts.num_rows,
-            removed.num_rows,
-            offset,
-            {"tuple_bytes": cost.tuple_bytes, "key_bytes": cost.key_bytes, "hash_bytes": cost.hash_bytes},
-        ).save(site_dir)
+        layers.Layers(current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(ctx.cost)).save(site_dir)
         self.metrics.overlay_rows = upserts.num_rows + removed.num_rows
         omega_next = update_counts.advanced(
             self.omega, update_counts.pairs(result.left), update_counts.pairs(result.changed)
@@ -277,14 +283,8 @@ class SiteRun:
     def _stage_common(self, staged: Version, result: DeltaResult | TouchedDelta) -> None:
         """What every new version of a site holds besides its fragment: ω− and the
         strategy's own state."""
-        row = (staged.sync_id, result.before, result.deleted, result.inserted)
-        rows = [*self.deletion_rows, row]
-        table = pa.table(
-            [[r[0] for r in rows], *[[r[j] for r in rows] for j in (1, 2, 3)]],
-            schema=pa.schema(
-                [(SYNC_COLUMN, pa.string()), ("tno", pa.int64()), ("dno", pa.int64()), ("ino", pa.int64())]
-            ),
-        )
+        rows = [*self.deletion_rows, (staged.sync_id, result.before, result.deleted, result.inserted)]
+        table = pa.table(list(map(list, zip(*rows, strict=True))), schema=DELETIONS_SCHEMA)
         layers.write_part(table, staged.deletions(self.index))
         self.strategy.stage(staged)
 
@@ -310,12 +310,3 @@ class SiteRun:
             updates_variance=max(0.0, updates - squares),
             inserts=inserts,
         )
-
-    def _deletions(self, version: Version | None) -> list[dict]:
-        """ω− rows of `version` (a small file, read on the driver)."""
-        if version is None or not version.deletions(self.index).exists():
-            return []
-        table = pq.read_table(version.deletions(self.index))
-        if "ino" not in table.column_names:  # written before inserts were counted
-            table = table.append_column("ino", pa.nulls(table.num_rows, pa.int64()))
-        return table.select(DELETIONS_SCHEMA.names).to_pylist()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+import math
 
-from . import layers
+from pyspark.sql import SparkSession
+
+from . import layers, update_counts
 from .planning import deletion_probability
-from .storage import TNO, UNO, Version
+from .site_sync import read_deletions
+from .storage import Version
 from .viewdef import ViewDef
 
 #: Buckets of the update-probability histogram, each 1/HISTOGRAM_BUCKETS wide (P = 1 falls in the last).
@@ -15,18 +17,18 @@ HISTOGRAM_BUCKETS = 10
 
 
 def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) -> dict:
-    """The statistics of every site of `version`, summarized (aggregations run on Spark).
+    """The statistics of every site of `version`, summarized (from the kept ω± histogram).
 
     Returns:
         {"version": N, "sites": [{"source", "update_statistics", "deletion_statistics"}, ...]}
     """
     sites = []
     for i, site in enumerate(definition.sites):
-        deletions = [r.asDict() for r in spark.read.parquet(str(version.deletions(i))).collect()]
+        deletions = read_deletions(version, i)
         sites.append(
             {
                 "source": site.source,
-                "update_statistics": _update_statistics(layers.frame(spark, version, i, site.columns, site.key)),
+                "update_statistics": _update_statistics(_histogram(spark, version, i, site)),
                 "deletion_statistics": {
                     "syncs": [{"sync": d["__sync"], "tno": d["tno"], "dno": d["dno"]} for d in deletions],
                     "deletion_probability": deletion_probability([(d["tno"], d["dno"]) for d in deletions]),
@@ -36,32 +38,33 @@ def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) 
     return {"version": version.number, "sites": sites}
 
 
-def _update_statistics(fragment: DataFrame) -> dict:
-    """Counts over the fragment's ω± columns and the histogram of P(update) = uno/tno."""
-    agg = fragment.agg(
-        F.count(F.lit(1)).alias("tuples"),
-        F.avg(TNO).alias("mean_tno"),
-        F.max(TNO).alias("max_tno"),
-        F.sum(F.col(UNO) - 1).alias("updates_observed"),
-        F.sum(F.col(TNO) - 1).alias("observations"),
-        F.sum(F.when(F.col(UNO) > 1, 1).otherwise(0)).alias("tuples_ever_updated"),
-    ).collect()[0]
-    p = F.col(UNO) / F.col(TNO)
-    buckets = (
-        fragment.select(F.least(F.floor(p * HISTOGRAM_BUCKETS), F.lit(HISTOGRAM_BUCKETS - 1)).alias("b"))
-        .groupBy("b")
-        .count()
-        .collect()
-    )
+def _histogram(spark: SparkSession, version: Version, i: int, site) -> update_counts.Histogram:
+    """The (tno, uno) histogram kept with the version, or counted over its fragment (older versions)."""
+    kept = update_counts.load(version.site_dir(i))
+    return kept if kept is not None else update_counts.of_frame(layers.frame(spark, version, i, site.columns, site.key))
+
+
+def _update_statistics(hist: update_counts.Histogram) -> dict:
+    """Counts over the fragment's ω± and the histogram of P(update) = uno/tno, from the
+    (tno, uno) histogram.
+
+    >>> from collections import Counter
+    >>> out = _update_statistics(Counter({(1, 1): 2, (4, 2): 1, (2, 2): 1}))
+    >>> out["tuples"], out["mean_tno"], out["max_tno"], out["tuples_ever_updated"]
+    (4, 2.0, 4, 2)
+    >>> out["update_probability_histogram"]["counts"]
+    [0, 0, 0, 0, 0, 1, 0, 0, 0, 3]
+    """
+    tuples = sum(hist.values())
     histogram = [0] * HISTOGRAM_BUCKETS
-    for row in buckets:
-        histogram[int(row["b"])] = row["count"]
+    for (tno, uno), count in hist.items():
+        histogram[min(math.floor(uno / tno * HISTOGRAM_BUCKETS), HISTOGRAM_BUCKETS - 1)] += count
     return {
-        "tuples": agg["tuples"],
-        "mean_tno": agg["mean_tno"],
-        "max_tno": agg["max_tno"],
-        "updates_observed": agg["updates_observed"] or 0,
-        "observations": agg["observations"] or 0,
-        "tuples_ever_updated": agg["tuples_ever_updated"] or 0,
+        "tuples": tuples,
+        "mean_tno": sum(tno * count for (tno, _), count in hist.items()) / tuples if tuples else None,
+        "max_tno": max((tno for tno, _ in hist), default=None),
+        "updates_observed": sum((uno - 1) * count for (_, uno), count in hist.items()),
+        "observations": sum((tno - 1) * count for (tno, _), count in hist.items()),
+        "tuples_ever_updated": sum(count for (_, uno), count in hist.items() if uno > 1),
         "update_probability_histogram": {"bucket_width": 1 / HISTOGRAM_BUCKETS, "counts": histogram},
     }

@@ -62,9 +62,6 @@ class Version:
         """The view's rows, stored only for a view over several sites (else: fragment 0)."""
         return self.path / "view"
 
-    def view_rows(self) -> Path:
-        return self.rows() if self.rows().exists() else self.fragment(0)
-
     def meta(self) -> dict:
         meta = json.loads((self.path / "meta.json").read_text())
         read_format(meta, STORAGE_FORMAT, f"version {self.number} at {self.path}")

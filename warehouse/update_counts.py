@@ -99,7 +99,5 @@ def load(site_dir: Path) -> Histogram | None:
     path = site_dir / FILE
     if not path.exists():
         return None
-    table = pq.read_table(path)
-    return Counter(
-        dict(zip(pairs(table.rename_columns([TNO, UNO, "count"])), table.column("count").to_pylist(), strict=True))
-    )
+    columns = pq.read_table(path).to_pydict()
+    return Counter(dict(zip(zip(columns["tno"], columns["uno"]), columns["count"], strict=True)))

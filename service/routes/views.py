@@ -158,11 +158,7 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streaming
     """Rows of the view as of its last successful sync, as NDJSON."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
-    if definition.assembly is None:  # one site: its fragment, overlay applied
-        site = definition.sites[0]
-        rows = layers.batches(version, 0, site.columns, site.key, BATCH_ROWS)
-    else:
-        rows = version.view_rows()
+    rows = layers.view_batches(version, definition, BATCH_ROWS)
     return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON)
 
 
