@@ -18,7 +18,7 @@ from sqlglot.errors import SqlglotError
 
 from .adapters.base import ColumnInfo, TableInfo
 from .errors import BadRequest, Forbidden, UnsupportedQuery
-from .protocol import sitesql
+from .protocol import sitenames, sitesql
 
 #: What a site query may look like, appended to every rejection.
 SITE_FORM = (
@@ -154,7 +154,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     parts = sitesql.parse_select(sql, dialect, UnsupportedQuery, SITE_FORM)
     relations = [_bind_table(ref, tables) for ref in parts.tables]
     scope_entries = [
-        sitesql.Relation(
+        sitenames.Relation(
             alias,
             t.name,
             tuple(c.name for c in t.columns),
@@ -163,8 +163,8 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         )
         for t, alias in relations
     ]
-    sitesql.check_unique_visible(scope_entries, UnsupportedQuery)
-    scope = sitesql.Scope(scope_entries, UnsupportedQuery, Forbidden)
+    sitenames.check_unique_visible(scope_entries, UnsupportedQuery)
+    scope = sitenames.Scope(scope_entries, UnsupportedQuery, Forbidden)
 
     items: list[tuple[exp.Expression, str]] = []
     stored: dict[str, exp.Expression] = {}
@@ -182,7 +182,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         items.append((ref, out))
         columns.append(ColumnInfo(out, source.type, source.nullable, source.declared, source.read_as))
         origins.append(f"{table.name}.{name}")
-    sitesql.check_output_names([c.name for c in columns], UnsupportedQuery)
+    sitenames.check_output_names([c.name for c in columns], UnsupportedQuery)
     key_exprs = _key_expressions(key, items)
 
     def qualified(col: exp.Column, limit: int | None = None) -> exp.Column:
@@ -221,7 +221,7 @@ def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple
         raise Forbidden(
             f"table {ref.written()!r} is not exposed by this agent: site queries name exposed tables without a schema or database qualifier"
         )
-    name = sitesql.pick_name(ref.name, tables, UnsupportedQuery, "table")
+    name = sitenames.pick_name(ref.name, tables, UnsupportedQuery, "table")
     if name is None:
         raise Forbidden(f"table {ref.name!r} is not exposed by this agent (GET /v1/schema lists the tables it exposes)")
     return tables[name], ref.alias or name

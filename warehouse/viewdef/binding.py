@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from remote_agent.protocol import sitesql
+from remote_agent.protocol import sitenames, sitesql
 from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
 from remote_agent.protocol.types import LogicalType
 
@@ -127,34 +127,34 @@ def bind_view(sql: str, schemas: Mapping[str, SourceSchema]) -> BoundView:
 def _bind_tables(parts: sitesql.SelectParts, schemas: Mapping[str, SourceSchema]) -> list[BoundRelation]:
     relations = []
     for ref in parts.tables:
-        source = sitesql.pick_name(ref.db, schemas, ViewDefinitionError, "source")
+        source = sitenames.pick_name(ref.db, schemas, ViewDefinitionError, "source")
         if source is None:
             raise UnknownSourceError(ref.db)
         tables = schemas[source].tables
-        name = sitesql.pick_name(ref.name, tables, ViewDefinitionError, f"table of source {source!r}")
+        name = sitenames.pick_name(ref.name, tables, ViewDefinitionError, f"table of source {source!r}")
         if name is None:
             raise ViewDefinitionError(
-                f"source {source!r} has no table {ref.name!r} (its tables: {sitesql.name_list(sorted(tables))})"
+                f"source {source!r} has no table {ref.name!r} (its tables: {sitenames.name_list(sorted(tables))})"
             )
         relations.append(BoundRelation(source, tables[name], ref.alias or name, ref.alias is not None))
-    sitesql.check_unique_visible([_scope_entry(r) for r in relations], ViewDefinitionError)
+    sitenames.check_unique_visible([_scope_entry(r) for r in relations], ViewDefinitionError)
     return relations
 
 
-def _scope_entry(r: BoundRelation) -> sitesql.Relation:
-    return sitesql.Relation(
+def _scope_entry(r: BoundRelation) -> sitenames.Relation:
+    return sitenames.Relation(
         r.alias, r.table.name, tuple(c.name for c in r.table.columns), r.aliased, r.label, prefix=r.source
     )
 
 
 def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) -> BoundView:
-    scope = sitesql.Scope([_scope_entry(r) for r in relations], ViewDefinitionError, ViewDefinitionError)
+    scope = sitenames.Scope([_scope_entry(r) for r in relations], ViewDefinitionError, ViewDefinitionError)
     outputs = []
     for item in parts.items:
         index, name = scope.resolve(item.column)
         column = relations[index].table.column(name)
         outputs.append(Output(index, column, item.alias or name))
-    sitesql.check_output_names([o.name for o in outputs], ViewDefinitionError)
+    sitenames.check_output_names([o.name for o in outputs], ViewDefinitionError)
 
     def bind(col: exp.Column, joined: int | None = None) -> exp.Column:
         index, name = scope.resolve(col)
