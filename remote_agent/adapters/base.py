@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -32,7 +33,7 @@ class Reader(ABC):
 
         One fetch is one statement, so the statement timeout bounds the whole read.
         """
-        return [row for rows in self.stream(sql, params, fetch_rows=limit + 1) for row in rows]
+        return list(itertools.chain.from_iterable(self.stream(sql, params, fetch_rows=limit + 1)))
 
 
 class Session(ABC):
