@@ -7,20 +7,11 @@ import sys
 
 import uvicorn
 
-
-class _WithoutPandas:
-    """Refuses to import pandas. pyarrow imports it, when it is installed (PySpark needs
-    it beside the service), the first time a table is built, only to ask whether its
-    input is a DataFrame: some 35 MiB of the agent's memory for nothing it uses."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError("the agent runs without pandas", name=name)
-        return None
+from . import without_pandas
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.meta_path.insert(0, _WithoutPandas())
+    without_pandas.install()
     from .app import create_app
     from .errors import AgentError
     from .settings import AgentSettings
@@ -54,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         "--sketch-table-mib",
         type=int,
         help="memory for the agent's own table in a sketch exchange (default 64; env AGENT_SKETCH_TABLE_MIB)",
+    )
+    parser.add_argument(
+        "--read-ahead",
+        action=argparse.BooleanOptionalAction,
+        help="read the site query in a reader process, overlapping the read with hashing (default on; env AGENT_READ_AHEAD)",
     )
     parser.add_argument(
         "--max-concurrent-extractions",

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from . import readahead
 from .deps import TooLarge, Unauthorized
 from .errors import AgentError, Busy
 from .routes import extraction, health, schema
@@ -18,6 +19,8 @@ from .state import AgentState
 def create_app(settings: AgentSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if settings.read_ahead:
+            readahead.start()
         yield
         app.state.agent.reconciliations.close()  # their spilled keys, on the agent's disk
 

@@ -45,6 +45,13 @@ class SourceUnavailable(AgentError):
     transient = True
 
 
+class ReaderLost(AgentError):
+    """The agent's reader process (see readahead.py) ended without finishing its scan."""
+
+    status = 503
+    transient = True
+
+
 class Gone(AgentError):
     """A sketch session the agent no longer holds (expired, dropped, or the agent restarted)."""
 

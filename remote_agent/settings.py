@@ -37,6 +37,10 @@ class AgentSettings(BaseSettings):
     #: narrower one is built when that would take more (a later stage may then need a
     #: fall-back read). Kept tables count once each, up to 2 per extraction slot.
     sketch_table_mib: int = Field(default=DEFAULT_SKETCH_TABLE_MIB, ge=1)
+    #: Read the site query in a reader process of its own, so that the database's read and
+    #: the conversion to Arrow overlap with hashing and sending (readahead.py): a scan
+    #: takes about as long as the slower half, not both; off reads in the answer's thread.
+    read_ahead: bool = True
     #: Extractions running at once; more get 429 with Retry-After.
     max_concurrent_extractions: int = Field(default=2, ge=1)
     #: Largest request body accepted (unit key sets grow with the snapshot).

@@ -1,7 +1,9 @@
 """Seconds an agent's answer spent in each phase, reported in its SUMMARY frame as `timings`.
 
 The phases never overlap in the answer's own thread, so their sum is at most the answer's
-`elapsed_s` (the rest is frame encoding, peeling and bookkeeping):
+`elapsed_s` (the rest is frame encoding, peeling and bookkeeping) — except that a scan
+read ahead in a reader process (readahead.py) counts that process's reading and
+converting, which run beside the answer's thread:
 
 - `read_s`: waiting for rows from the database (the chunked reads of chunks.py);
 - `convert_s`: turning the driver's rows into Arrow batches of canonical values;
@@ -9,7 +11,9 @@ The phases never overlap in the answer's own thread, so their sum is at most the
   (the sketch's IBLT, the units' sums, the ranges' sums);
 - `send_s`: suspended while a frame was handed on, until the next one was asked for
   (the time the HTTP layer took to send it, or to wait for room to);
-- `lookup_s`: looking up the current rows of given keys (reads and conversion included).
+- `lookup_s`: looking up the current rows of given keys (reads and conversion included);
+- `wait_s`: the answer's thread waiting for the reader process's next batch (how much of
+  the reading the overlap did not hide).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 #: The phases, in the order the summary lists them.
-PHASES = ("read_s", "convert_s", "hash_s", "send_s", "lookup_s")
+PHASES = ("read_s", "convert_s", "hash_s", "send_s", "lookup_s", "wait_s")
+#: The phases a reader process spends beside the answer's thread when a scan reads ahead.
+READER_PHASES = ("read_s", "convert_s")
 
 
 class Timings:

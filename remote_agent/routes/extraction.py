@@ -72,6 +72,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         batch_rows=control.batch_rows,
         tuples=tuples,
         chunk_rows=settings.chunk_rows,
+        read_ahead=settings.read_ahead,
     )
     return _stream(state, work.run())
 
@@ -95,6 +96,7 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
             bits=control.hash_bits,
             batch_rows=control.batch_rows,
             chunk_rows=state.settings.chunk_rows,
+            read_ahead=state.settings.read_ahead,
         ),
     )
 
@@ -142,6 +144,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 kept=kept,
                 batch_rows=control.batch_rows,
                 chunk_rows=state.settings.chunk_rows,
+                read_ahead=state.settings.read_ahead,
                 table_bytes=state.settings.sketch_table_mib * 2**20,
             ),
         )

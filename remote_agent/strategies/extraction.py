@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from .. import chunks
+from .. import chunks, readahead
 from ..adapters.base import Adapter, Session
 from ..adapters.rows import RowConverter
 from ..errors import SourceDataError
@@ -75,6 +75,7 @@ class Extraction:
         batch_rows: int,
         tuples: TupleIndex | None = None,
         chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
+        read_ahead: bool = False,
     ):
         check_columns(query, expected_columns)
         self.adapter = adapter
@@ -87,6 +88,7 @@ class Extraction:
         self.bits = bits
         self.batch_rows = batch_rows
         self.chunk_rows = chunk_rows
+        self.read_ahead = read_ahead
         self.converter = RowConverter(adapter, query.columns, query.where())
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
         self.stats = {
@@ -124,7 +126,7 @@ class Extraction:
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
         timings = self.timings
-        scanned = chunks.batches(
+        scanned = readahead.batches(
             self.adapter,
             session,
             self.query,
@@ -132,6 +134,7 @@ class Extraction:
             chunk_rows=self.chunk_rows,
             batch_rows=self.batch_rows,
             timings=timings,
+            read_ahead=self.read_ahead,
         )
         with contextlib.closing(scanned):
             for batch in scanned:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from .. import chunks
+from .. import chunks, readahead
 from ..adapters.base import Adapter
 from ..adapters.rows import RowConverter
 from ..errors import BadRequest
@@ -79,6 +79,7 @@ def range_scan(
     bits: int,
     batch_rows: int,
     chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
+    read_ahead: bool = False,
 ) -> Iterator[bytes]:
     """Scan once (in chunks, see chunks.py); ship rows of ranges marked ship; report the other ranges that differ."""
     timings = Timings()
@@ -94,8 +95,15 @@ def range_scan(
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
         with adapter.session() as session:
-            scan = chunks.batches(
-                adapter, session, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+            scan = readahead.batches(
+                adapter,
+                session,
+                query,
+                converter,
+                chunk_rows=chunk_rows,
+                batch_rows=batch_rows,
+                timings=timings,
+                read_ahead=read_ahead,
             )
             with contextlib.closing(scan):
                 for batch in scan:

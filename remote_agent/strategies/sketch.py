@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from .. import chunks
+from .. import chunks, readahead
 from ..adapters.base import Adapter
 from ..adapters.rows import RowConverter
 from ..errors import BadRequest, Gone
@@ -109,13 +109,26 @@ class Reconciliation:
         self.touched = time.monotonic()
 
     def scan(
-        self, adapter: Adapter, converter: RowConverter, batch_rows: int, chunk_rows: int, timings: Timings
+        self,
+        adapter: Adapter,
+        converter: RowConverter,
+        batch_rows: int,
+        chunk_rows: int,
+        timings: Timings,
+        read_ahead: bool = False,
     ) -> None:
         """Read the site query once and fold every row's pair into the table."""
         key_seed, row_seed = sketch_seeds(self.seed)
         with adapter.session() as session:
-            scanned = chunks.batches(
-                adapter, session, self.query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+            scanned = readahead.batches(
+                adapter,
+                session,
+                self.query,
+                converter,
+                chunk_rows=chunk_rows,
+                batch_rows=batch_rows,
+                timings=timings,
+                read_ahead=read_ahead,
             )
             with contextlib.closing(scanned):
                 for batch in scanned:
@@ -219,6 +232,7 @@ def sketch_answer(
     kept: Reconciliations,
     batch_rows: int,
     chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
+    read_ahead: bool = False,
     spill_dir: str | None = None,
     table_bytes: int | None = None,
 ) -> Iterator[bytes]:
@@ -248,7 +262,7 @@ def sketch_answer(
             built = width if table_bytes is None else table_width(width, sent.width, sent.hashes, table_bytes)
             rec = Reconciliation(query, seed, built, sent.hashes, spill_dir)
             try:
-                rec.scan(adapter, converter, batch_rows, chunk_rows, timings)
+                rec.scan(adapter, converter, batch_rows, chunk_rows, timings, read_ahead)
             except BaseException:
                 rec.close()
                 raise

@@ -46,7 +46,7 @@ def _median(values) -> float | None:
 #: is kept, after these.
 SYNC_PHASES = ("extract_sites", "build_fragments", "assemble_view", "commit")
 SITE_PHASES = ("project_snapshot", "plan_groups", "exchange_units", "regroup")
-AGENT_TIMINGS = ("read_s", "convert_s", "hash_s", "send_s", "lookup_s")
+AGENT_TIMINGS = ("read_s", "convert_s", "hash_s", "send_s", "lookup_s", "wait_s")
 #: Heads the time breakdown in the summary, below the bytes table.
 TIME_HEADING = "## Where the time goes"
 
@@ -170,6 +170,7 @@ def summarize(results: dict) -> dict:
                 "no_change_of_load": quiet_bytes / load if quiet_bytes is not None and load else None,
                 "no_change_wall_s": quiet["wall_s"] if quiet_bytes is not None else None,
                 "agent_peak_rss_kb": s.get("agent_peak_rss_kb"),
+                "agent_tree_peak_rss_kb": s.get("agent_tree_peak_rss_kb"),
                 "exact": bool(s["rounds"])
                 and all(r["exact"] for r in s["rounds"])
                 and len(s["rounds"]) == results["meta"]["rounds"] + 1
@@ -309,6 +310,8 @@ def markdown(results: dict, summary: dict) -> str:
         )
         for sname, t in s["strategies"].items():
             rss = f"{t['agent_peak_rss_kb'] / 1024:,.0f} MiB" if t["agent_peak_rss_kb"] else "—"
+            if t.get("agent_tree_peak_rss_kb"):
+                rss += f" ({t['agent_tree_peak_rss_kb'] / 1024:,.0f} with readers)"
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
             lines.append(
@@ -364,7 +367,8 @@ def time_table(results: dict, breakdown: dict) -> str:
         "service's own (`wall_seconds`); the next four are the sync's steps; *extract steps* = the site extraction's "
         "snapshot · plan · exchange · regroup (summed over the view's sites; the exchange holds the agent's time); "
         "*agent* = the agent's own time answering (`agent_seconds`), *agent split* its parts where the service reports "
-        "them (`agent_timings`); *bare scan* = every row of the site query through the source engine's driver, same rounds; "
+        "them (`agent_timings`; read and convert run in the agent's reader process beside hash and send where the scan reads "
+        "ahead, and *wait* is the answer waiting for the reader); *bare scan* = every row of the site query through the source engine's driver, same rounds; "
         "*× scan* = sync / bare scan. — where not recorded.",
         "",
         "| workload | strategy | sync | in service | extract_sites | build_fragments | assemble_view | commit "

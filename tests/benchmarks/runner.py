@@ -72,11 +72,14 @@ COPIED_METRICS = (
     "peel_failed",
     "fallback",
     "phases",
-    # the agent's own split of its seconds (read, convert, hash, send, lookup), where the service reports it
+    # the agent's own split of its seconds (read, convert, hash, send, lookup, wait), where the service reports it
     "agent_timings",
     "connections",
     "postgres_bare_scan_s",  # the reladiff strategy's own
 )
+
+#: Seconds between samples of the agent's process tree: a reader lives for one scan.
+AGENT_TREE_INTERVAL_S = 0.2
 
 
 @dataclass
@@ -214,9 +217,13 @@ class WorkloadRun:
             self.link = link
             where = {"host": link.ns_ip, "prefix": link.prefix()} if link else {}
             agent = start_agent(db_url, self.dir, token=token, allow=[self.workload.shape.table], **where)
+            # the agent's tree: its fork server and the reader process of each scan (readahead.py)
+            self.agent_tree = machine.TreeRssSampler(agent.proc.pid, interval_s=AGENT_TREE_INTERVAL_S)
             try:
                 self.result["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
-                self._rounds(sim, agent, token)
+                self.result["agent_tree_rss_at_start_kb"] = self.agent_tree.sample()
+                with self.agent_tree:
+                    self._rounds(sim, agent, token)
             finally:
                 for r in self.runners:
                     r.close()
@@ -300,9 +307,8 @@ class WorkloadRun:
             self._no_change_round(live, agent, truth, per_sync_rss)
         for entry in res["strategies"].values():
             syncs = [*entry["rounds"], *([entry["no_change"]] if "no_change" in entry else [])]
-            entry["agent_peak_rss_kb"] = max(
-                (r["agent_peak_rss_kb"] for r in syncs if r.get("agent_peak_rss_kb")), default=None
-            )
+            for peak in ("agent_peak_rss_kb", "agent_tree_peak_rss_kb"):
+                entry[peak] = max((r[peak] for r in syncs if r.get(peak)), default=None)
         res["bare_scan_s"] = _median(res["bare_scan_s_rounds"])
 
     def _no_change_round(self, live: dict, agent, truth: SourceTruth, per_sync_rss: bool) -> None:
@@ -340,9 +346,12 @@ class WorkloadRun:
         rss_before = machine.rss_kb(agent.proc.pid)
         if per_sync_rss:
             machine.reset_peak_rss(agent.proc.pid)
+        self.agent_tree.reset()
         counters = self.link.counters() if self.link else None
         result: SyncResult = runner.sync()
         rss = machine.peak_rss_kb(agent.proc.pid) if runner.uses_agent else None
+        self.agent_tree.sample()
+        tree, tree_split = self.agent_tree.peak_kb, self.agent_tree.peak_by_process
         m = result.record.get("metrics") or {}
         record = {
             "round": rnd,
@@ -356,6 +365,9 @@ class WorkloadRun:
             "verified": "full" if full else "delta",
             "agent_peak_rss_kb": rss,
             "agent_rss_before_kb": rss_before,  # a reset peak starts here: memory the agent kept from earlier syncs
+            # the agent with its fork server and reader processes, summed RSS sampled (shared pages count in each)
+            "agent_tree_peak_rss_kb": tree if runner.uses_agent else None,
+            "agent_tree_peak_rss_by_process_kb": tree_split if runner.uses_agent else None,
         }
         record.update({k: m[k] for k in COPIED_METRICS if k in m})
         record.update(site_timings(m.get("sites") or []))
@@ -408,6 +420,8 @@ class WorkloadRun:
             )
         )
         rss = f"{r['agent_peak_rss_kb'] / 1024:5.0f} MiB" if r.get("agent_peak_rss_kb") else "    ? MiB"
+        if r.get("agent_tree_peak_rss_kb"):
+            rss += f" (with readers {r['agent_tree_peak_rss_kb'] / 1024:.0f} MiB)"
         self.log(
             f"[{self.leg.key}] round {label:>5} {name:<15} {_mib(r['bytes']):>12} {ratio} "
             f"(to {_mib(r['bytes_to_agent'] or 0)}, from {_mib(r['bytes_from_agent'] or 0)}, {r['round_trips']} rt)  "

@@ -1,0 +1,157 @@
+"""Reading the site query in a process of its own, ahead of the hashing and sending.
+
+The agent's scan has two halves of about equal cost: the database driver builds Python rows
+and RowConverter turns them into Arrow batches (reading), then the strategy fingerprints,
+hashes and folds the batches and the HTTP layer sends frames (answering). Both halves hold
+Python's GIL for most of their time, so a reading *thread* gains nothing (measured, see
+chunks.py); a reading *process* does: while the answer's thread hashes batch n, the reader
+reads and converts batch n + 1 on the other core, and a scan takes about as long as the
+slower half instead of the sum of both.
+
+The reader runs the very same `chunks.batches` as an in-process scan, on a connection of
+its own: keyset chunks, each its own short read-only transaction, the statement timeout,
+the key checks and their errors are unchanged. Batches cross a pipe as Arrow IPC messages
+(a memory copy, no Python object per value). The pipe holds little, so the reader is at
+most about one batch ahead: memory stays one chunk of raw rows in the reader plus a batch
+or two in flight. Its errors (a NULL key, a timeout, an unreachable database) are raised
+again in the answer's thread; if the answer stops early (an error, the warehouse hung up),
+the reader is killed, which ends its transaction (SQLite's lock is released by the
+operating system, PostgreSQL aborts a transaction whose connection drops).
+
+Readers are forked from a fork server started with the agent (`start`), which has the
+agent's modules imported already: a reader starts in milliseconds, in a process that
+never saw the agent's threads, and its memory is returned when its scan ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.forkserver
+import pickle
+import struct
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+
+import pyarrow as pa
+
+from . import chunks, without_pandas
+from .adapters.base import Adapter, Session
+from .adapters.rows import RowConverter
+from .errors import AgentError, ReaderLost
+from .sitequery import ValidatedQuery
+from .timings import Timings
+
+log = logging.getLogger(__name__)
+
+_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT.set_forkserver_preload([__name__])
+
+#: Message kinds on the pipe, each followed by the reader's read and convert seconds since
+#: the previous message (two doubles), then the kind's payload.
+_BATCH, _DONE, _FAILED = b"B", b"D", b"E"
+_HEAD = struct.Struct("<cdd")
+#: Seconds to wait for a killed reader to be gone.
+_JOIN_S = 5.0
+
+
+def start() -> None:
+    """Start the fork server now (a second or so of imports), not at the first scan."""
+    multiprocessing.forkserver.ensure_running()
+
+
+def batches(
+    adapter: Adapter,
+    session: Session,
+    query: ValidatedQuery,
+    converter: RowConverter,
+    *,
+    chunk_rows: int,
+    batch_rows: int,
+    timings: Timings,
+    read_ahead: bool,
+) -> Iterator[pa.RecordBatch]:
+    """`chunks.batches`, read in a reader process when `read_ahead` (then `session` is not
+    used: the reader opens its own).
+
+    The reader's seconds reading and converting go to `timings.read_s` and `convert_s`
+    (they overlap the answer's own phases); the answer's thread waiting for a batch goes
+    to `wait_s`.
+    """
+    if not read_ahead:
+        yield from chunks.batches(
+            adapter, session, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+        )
+        return
+    receiving, sending = _CONTEXT.Pipe(duplex=False)
+    reader = _CONTEXT.Process(
+        target=_read, args=(adapter, query, chunk_rows, batch_rows, sending), name="deltasieve-reader", daemon=True
+    )
+    reader.start()
+    sending.close()  # the reader holds the only sending end: its death ends the pipe
+    try:
+        while True:
+            with timings.phase("wait_s"):
+                try:
+                    message = receiving.recv_bytes()
+                except EOFError:
+                    reader.join(_JOIN_S)
+                    raise ReaderLost(
+                        f"the agent's reader process ended without finishing the scan (exit code {reader.exitcode}); retry the sync"
+                    ) from None
+            kind, read_s, convert_s = _HEAD.unpack_from(message)
+            timings.seconds["read_s"] += read_s
+            timings.seconds["convert_s"] += convert_s
+            payload = memoryview(message)[_HEAD.size :]
+            if kind == _BATCH:
+                yield pa.ipc.read_record_batch(pa.py_buffer(payload), converter.schema)
+            elif kind == _DONE:
+                return
+            else:
+                raise pickle.loads(payload)
+    finally:
+        receiving.close()
+        if reader.is_alive():
+            reader.kill()
+        reader.join(_JOIN_S)
+
+
+def _read(adapter: Adapter, query: ValidatedQuery, chunk_rows: int, batch_rows: int, sending: Connection) -> None:
+    """The reader process: every batch of the scan down the pipe, then DONE or the error."""
+    without_pandas.install()
+    timings = Timings()
+
+    def send(kind: bytes, payload: bytes | memoryview = b"") -> None:
+        head = _HEAD.pack(kind, timings.seconds["read_s"], timings.seconds["convert_s"])
+        timings.seconds["read_s"] = timings.seconds["convert_s"] = 0.0
+        sending.send_bytes(head + bytes(payload))
+
+    try:
+        converter = RowConverter(adapter, query.columns, query.where())
+        with adapter.session() as session:
+            scanned = chunks.batches(
+                adapter, session, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+            )
+            for batch in scanned:
+                send(_BATCH, batch.serialize())
+        send(_DONE)
+    except BrokenPipeError:
+        return  # the answer stopped listening
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the answer
+        if not isinstance(exc, AgentError):
+            log.exception("the reader process failed")
+        send(_FAILED, _picklable(exc))
+    finally:
+        sending.close()
+
+
+def _picklable(exc: BaseException) -> bytes:
+    """The exception pickled, or a plain one of its text when it does not pickle.
+
+    >>> pickle.loads(_picklable(ValueError("bad"))).args
+    ('bad',)
+    """
+    try:
+        return pickle.dumps(exc)
+    except Exception:  # noqa: BLE001 - an exception that will not pickle is still reported
+        return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
