@@ -77,10 +77,16 @@ def fragment_rows(version: Version, site: int) -> int | None:
 
 def needs_table(version: Version, site: int, rotation: int) -> bool:
     """Whether the next sketch sync of `site` after `version` would build a table: none is
-    stored or prepared, or the stored one cannot serve (sketches.needs_new_table)."""
+    stored or prepared, or the stored one cannot serve (sketches.needs_new_table). A
+    prepared table of another version (a build for a view since redefined, which published
+    into the new version's directory) is removed: it would stand in the way of this one."""
     rows = fragment_rows(version, site)
-    if rows is None or prepared_dir(version, site).exists():
+    if rows is None:
         return False
+    if prepared_dir(version, site).exists():
+        if load_prepared(version, site, rows) is not None:
+            return False
+        shutil.rmtree(prepared_dir(version, site), ignore_errors=True)
     state = sketches.SiteSketch.peek(sketches.sketch_dir(version, site))
     return state is None or sketches.needs_new_table(*state, rows, rotation)
 
@@ -189,7 +195,15 @@ class Preparations:
         return load_prepared(version, site, rows), waited
 
     def shutdown(self) -> None:
+        """Drop the queued builds and cancel a running one (the process exits when it ends)."""
         self.pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            running = [job for job in self._jobs.values() if job.state == RUNNING]
+        for job in running:
+            try:
+                job.spark.sparkContext.cancelJobGroup(job.group)
+            except Exception as exc:  # a session already stopped
+                log.warning("could not cancel the sketch table build of %s site %d: %s", *job.key, exc)
 
     def _run(self, job: _Job) -> None:
         with self._lock:

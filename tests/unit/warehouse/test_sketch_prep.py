@@ -99,6 +99,8 @@ def test_a_prepared_table_of_another_version_or_size_or_half_written_is_ignored(
     made = sketch_prep.prepared_dir(first, 0)
     shutil.copytree(made, sketch_prep.prepared_dir(second, 0))
     assert sketch_prep.load_prepared(second, 0, ROWS) is None, "built for version 1, not 2"
+    assert sketch_prep.needs_table(second, 0, rotation=100), "a stale table does not stand in for one"
+    assert not sketch_prep.prepared_dir(second, 0).exists(), "and is removed, so that a build can publish"
     # the same number written by another sync (a version rewritten after a crash, a redefined view)
     assert sketch_prep.load_prepared(Version(1, "s9", first.path), 0, ROWS) is None
     assert sketch_prep.load_prepared(first, 0, 40 * ROWS) is None, "narrower than a build for that many rows"
