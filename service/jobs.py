@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions, stored_strategy
+from warehouse.sketch_prep import Preparations
 from warehouse.spark import executor_import_error
 from warehouse.storage import ViewStore
 from warehouse.sync import Endpoint, SyncRun
@@ -32,6 +33,8 @@ class SyncRunner:
         self.engine = engine
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
         self.futures: dict[str, Future] = {}
+        #: sketch tables built after a commit for the next sync (warehouse/sketch_prep.py)
+        self.sketches = Preparations(settings.sketch_prepare_wait_s)
         self._lock = threading.Lock()
 
     def _engine_lost(self, generation: int | None) -> bool:
@@ -81,6 +84,7 @@ class SyncRunner:
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.sketches.shutdown()
 
     def _options(self, view: dict, verify: bool) -> SyncOptions:
         s = self.settings
@@ -127,6 +131,7 @@ class SyncRunner:
                 sync_id,
                 self._options(view, verify),
                 progress,
+                self.sketches,
             )
             metrics = run.run().to_json()
             progress.close()

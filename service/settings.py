@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from warehouse import options as sync_defaults
+from warehouse import sketch_prep
 from warehouse.spark import check_master
 
 DEFAULT_PORT = 8000
@@ -82,6 +83,11 @@ class ServiceSettings(BaseSettings):
         default=sync_defaults.DEFAULT_SKETCH_SEED_ROTATION,
         ge=1,
         description="syncs a sketch table's secret serves before a new one is drawn and the table rebuilt",
+    )
+    sketch_prepare_wait_s: float = Field(
+        default=sketch_prep.DEFAULT_WAIT_S,
+        ge=0,
+        description="seconds a sync waits for the background build of its sketch table before it cancels it and builds the table itself",
     )
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
     #: Largest request body accepted; the biggest legitimate one is a view of 100,000 characters.

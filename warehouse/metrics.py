@@ -88,7 +88,13 @@ class SiteDetails:
     sketch_bytes: int | None = None
     #: Requests of the exchange: 1 when the first table peeled (the probe, or the main stage).
     sketch_stages: int | None = None
+    #: The stored table could not serve (none, or a secret due): a new one was taken, either
+    #: prepared in the background after the last commit or built inline, on the critical path.
     sketch_rebuilt: bool | None = None
+    sketch_prepared: bool | None = None
+    #: Seconds the sync spent building the table itself, and waiting for a background build.
+    sketch_built_inline_s: float | None = None
+    sketch_waited_s: float | None = None
     differences_expected: float | None = None
     differences_found: int | None = None
     peel_failed: bool | None = None

@@ -27,6 +27,7 @@ from .delta import DeltaResult, build_delta, check_unique
 from .metrics import SiteMetrics
 from .options import SyncOptions
 from .planning import CostModel
+from .sketch_prep import Preparations
 from .storage import OP, TNO, Version
 from .strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
 from .strategies.base import Answer, spark_schema
@@ -80,6 +81,7 @@ class SiteRun:
     view_name: str
     options: SyncOptions = field(default_factory=SyncOptions)
     progress: Callable[[dict], None] = lambda info: None
+    sketches: Preparations | None = None
 
     EXTRACT_STEPS = ("project_snapshot", "plan_groups", "exchange_units", "regroup")
 
@@ -105,6 +107,7 @@ class SiteRun:
             self.metrics,
             self.progress,
             self.traffic,
+            sketches=self.sketches,
         )
         self.strategy = None
         self.answer: Answer | None = None

@@ -5,8 +5,9 @@ beside the fragment in the view version (so it commits with it), at a width chos
 fragment's size, and each sync sends it shrunk to the width that sync's expected number
 of differences needs. After a sketch sync it is kept up to date in O(changes): the pairs
 that left are subtracted and the pairs of the rows that came back are added. When it is
-missing (a load, a sync of another strategy, an audit) or its seed is due for rotation, it
-is rebuilt from the fragment on the executors.
+missing (a load, a sync of another strategy, an audit) or its seed is due for rotation, a
+new one is built from the fragment on the executors: in the background right after the
+commit that calls for it (sketch_prep.py), or by the sync itself when none was prepared.
 
 The seed is the view's secret for this table: it seeds the key fingerprints, the row
 hashes and the cells. Whoever sees one sync's traffic learns it, so it is replaced (and
@@ -30,6 +31,8 @@ from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprint
 from remote_agent.protocol.iblt import Iblt
 from remote_agent.protocol.types import Column
 
+from .storage import Version
+
 #: Sub-tables of the table: three hashes need the fewest cells once differences number in
 #: the hundreds (see iblt_sizing.cells_for).
 HASHES = 3
@@ -44,6 +47,11 @@ WIDTH_BASE = 315
 #: Syncs between seed rotations unless the service says otherwise (SERVICE_SKETCH_SEED_ROTATION).
 DEFAULT_ROTATION = 100
 FILE = "sketch.arrow"
+
+
+def sketch_dir(version: Version, site: int) -> Path:
+    """Where a version keeps a site's table (when it keeps one)."""
+    return version.site_dir(site) / "sketch"
 
 
 def stored_width(rows: int) -> int:
@@ -89,12 +97,30 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
+def needs_new_table(syncs: int, width: int, rows: int, rotation: int) -> bool:
+    """Whether a stored table that served `syncs` syncs under its secret, `width` cells per
+    sub-table, cannot serve the next sync of a fragment of `rows` rows: its secret is due
+    for rotation, or the fragment outgrew it fourfold.
+
+    >>> needs_new_table(3, 1260, 1_000, rotation=100), needs_new_table(100, 1260, 1_000, rotation=100)
+    (False, True)
+    >>> needs_new_table(0, 1260, 100_000, rotation=100)  # stored_width(100_000) is 10080
+    True
+    """
+    return syncs >= rotation or width < stored_width(rows) // 4
+
+
 @dataclass
 class SiteSketch:
-    """A fragment's table, with its secret and the syncs since the secret was drawn."""
+    """A fragment's table, with its secret and the syncs since the secret was drawn.
+
+    `built_for` is set on a table prepared ahead of a sync (sketch_prep.py): the version
+    (number, sync id) whose fragment it holds, so that it serves no other.
+    """
 
     table: Iblt
     syncs: int = 0
+    built_for: tuple[int, str] | None = None
 
     @property
     def secret(self) -> int:
@@ -110,6 +136,9 @@ class SiteSketch:
         batch = self.table.to_arrow()
         meta = dict(batch.schema.metadata or {})
         meta[b"sketch.syncs"] = str(self.syncs).encode()
+        if self.built_for is not None:
+            meta[b"sketch.version"] = str(self.built_for[0]).encode()
+            meta[b"sketch.sync_id"] = self.built_for[1].encode()
         batch = batch.replace_schema_metadata(meta)
         directory.mkdir(parents=True, exist_ok=True)
         with ipc.new_file(directory / FILE, batch.schema, options=ipc.IpcWriteOptions(compression="zstd")) as writer:
@@ -122,8 +151,23 @@ class SiteSketch:
             return None
         with ipc.open_file(path) as reader:
             batch = reader.get_batch(0)
-        syncs = int((batch.schema.metadata or {}).get(b"sketch.syncs", b"0"))
-        return cls(Iblt.from_arrow(batch), syncs)
+        meta = batch.schema.metadata or {}
+        syncs = int(meta.get(b"sketch.syncs", b"0"))
+        built_for = None
+        if b"sketch.version" in meta:
+            built_for = (int(meta[b"sketch.version"]), meta.get(b"sketch.sync_id", b"").decode())
+        return cls(Iblt.from_arrow(batch), syncs, built_for)
+
+    @staticmethod
+    def peek(directory: Path) -> tuple[int, int] | None:
+        """(syncs, width) of the table stored in `directory`, from its footer alone; None if none is."""
+        path = directory / FILE
+        if not path.exists():
+            return None
+        with ipc.open_file(path) as reader:
+            meta = reader.schema.metadata or {}
+        width = int(meta[b"iblt.cells"]) // int(meta[b"iblt.hashes"])
+        return int(meta.get(b"sketch.syncs", b"0")), width
 
 
 def build(

@@ -151,6 +151,9 @@ def build_session(
         # Standard microsecond timestamps (not INT96), so readers other than Spark see the zone.
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Pools share the cores fairly: a sync's jobs (the default pool) are not queued behind
+        # a background build's whole stage (sketch_prep.POOL); within a pool jobs stay FIFO.
+        .config("spark.scheduler.mode", "FAIR")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )

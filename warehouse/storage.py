@@ -10,6 +10,9 @@ Layout under `<data-dir>/views/<view>/`:
     versions/<N>/site-<i>/omega.parquet  ω± as a histogram of (tno, uno) (update_counts.py)
     versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno, ino)
     versions/<N>/site-<i>/sketch/     the sketch strategy's table of the fragment (sketch.arrow), when kept
+    versions/<N>/site-<i>/sketch-prepared/   a new table of the fragment, built after the commit
+                                 for the next sync (sketch_prep.py); written as
+                                 sketch-prepared.tmp-*/ and renamed when whole
     versions/<N>/view/           the view's rows, when it joins several sites
     deltas/<sync-id>/            the sync's delta (__op + the view's columns)
     staging/<sync-id>/           work files of a running sync
@@ -40,6 +43,9 @@ UNO = "__uno"
 OP = "__op"
 #: Versions kept besides the current one (a reader may still be streaming the previous one).
 KEEP_OLD_VERSIONS = 1
+#: Marks a directory written beside a committed version and renamed when whole; what a
+#: crash leaves under this name is removed by `cleanup()`.
+TMP_MARK = ".tmp-"
 
 
 @dataclass(frozen=True)
@@ -121,10 +127,10 @@ class ViewStore:
         pointer_tmp.write_text(
             json.dumps({"format": STORAGE_FORMAT, "version": staged.number, "sync_id": staged.sync_id})
         )
-        _fsync_file(pointer_tmp)
+        fsync_file(pointer_tmp)
         faults.checkpoint("before_visible")
         os.replace(pointer_tmp, self.root / "CURRENT")  # the commit point
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         return Version(staged.number, staged.sync_id, final)
 
     def discard(self, sync_id: str) -> None:
@@ -138,7 +144,8 @@ class ViewStore:
             shutil.rmtree(self.delta(sync_id), ignore_errors=True)
 
     def cleanup(self, keep_syncs: set[str] | None = None) -> list[Path]:
-        """Remove staging leftovers, versions newer than CURRENT and all but the newest old ones."""
+        """Remove staging leftovers, versions newer than CURRENT and all but the newest old ones,
+        and half-written directories beside the versions kept (TMP_MARK)."""
         removed = []
         staging = self.root / "staging"
         if staging.exists():
@@ -156,6 +163,10 @@ class ViewStore:
                 if current is None or n > current.number or n < keep_from:
                     shutil.rmtree(versions / str(n), ignore_errors=True)
                     removed.append(versions / str(n))
+                    continue
+                for partial in (versions / str(n)).glob(f"site-*/*{TMP_MARK}*"):
+                    shutil.rmtree(partial, ignore_errors=True)
+                    removed.append(partial)
         (self.root / "CURRENT.tmp").unlink(missing_ok=True)
         return removed
 
@@ -163,12 +174,12 @@ class ViewStore:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _fsync_file(path: Path) -> None:
+def fsync_file(path: Path) -> None:
     with open(path, "rb+") as handle:
         os.fsync(handle.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

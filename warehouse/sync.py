@@ -27,8 +27,11 @@ from .errors import AgentRejected, WarehouseError
 from .metrics import Attempt, SyncMetrics
 from .options import SyncOptions
 from .site_sync import Endpoint, SiteRun
+from .sketch_prep import Preparations
 from .storage import OP, Version, ViewStore
+from .strategies.auto import Auto
 from .strategies.base import spark_schema
+from .strategies.sketch import Sketch
 from .viewdef import ViewDef
 
 __all__ = ["Endpoint", "SyncOptions", "SyncRun"]
@@ -53,6 +56,8 @@ class SyncRun:
     sync_id: str
     options: SyncOptions = field(default_factory=SyncOptions)
     progress: Callable[[dict], None] = lambda info: None
+    #: Background builds of sketch tables: queued after the commit, taken by the next sync.
+    sketches: Preparations | None = None
 
     STEPS = ("extract_sites", "build_fragments", "assemble_view", "commit")
 
@@ -142,6 +147,7 @@ class SyncRun:
                 self.view_name,
                 options,
                 self.progress,
+                self.sketches,
             )
             with self._lock:
                 live.append(run)
@@ -272,5 +278,23 @@ class SyncRun:
         m.realized_benefit_bytes = m.full_ship_estimate_bytes - m.bytes_to_agent - m.bytes_from_agent
         m.rows_after = m.rows_in_view
         meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view, "metrics": m.to_json()}
-        self.store.commit(self.staged, meta)
+        committed = self.store.commit(self.staged, meta)
         faults.checkpoint("after_visible")
+        self._prepare_sketches(committed)
+
+    def _prepare_sketches(self, committed: Version) -> None:
+        """Queue background builds of the sketch tables the next sync would otherwise build
+        itself (sketch_prep.py). A view that may sketch asks for them: `sketch`, and `auto`
+        where this sync loaded the site or chose sketch for it (a site it handed to another
+        strategy will likely be handed to it again, and its table would go unused)."""
+        if self.sketches is None or self.options.strategy not in (Sketch.name, Auto.name):
+            return
+        sites = [
+            (i, self.view.sites[i])
+            for i, run in enumerate(self.sites)
+            if self.options.strategy == Sketch.name or run.current is None or isinstance(run.strategy, Sketch)
+        ]
+        try:
+            self.sketches.after_commit(self.spark, committed, sites, self.options.sketch_seed_rotation)
+        except Exception:  # the sync committed: a missing table is built by the next one
+            log.exception("sync %s of view %s: could not queue its sketch tables", self.sync_id, self.view_name)

@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
+from warehouse import sketch_prep
 from warehouse.faults import KILL_FILE_ENV, POINTS
 from workloads.harness import Api, start_agent, start_service
 
@@ -187,12 +188,40 @@ def test_a_kill_between_staging_and_commit_keeps_the_sketch_table_in_step(wh):
     assert keyed(wh.api.rows(view), KEY) == before
     # the stored table is still the stored fragment's: the next sync peels exactly the
     # pairs that differ (check_sync counts them) without rebuilding the table
-    rebuilt = []
+    rebuilt, prepared = [], []
     for _ in range(SKETCH_ROTATION):
         sync = wh.api.sync(view)
         check_sync(wh.api, view, KEY, before, wh.people.truth(), sync)
         rebuilt.append(bool(sync["metrics"].get("sketch_rebuilt")))
+        prepared.append(bool(sync["metrics"].get("sketch_prepared")))
         before = wh.people.truth()
         wh.people.change(updates=40, inserts=15, deletes=5)
-    # built by sync 2 (1 use), killed sync not counted: uses 2 and 3, then a new secret
+    # built after the load, used by sync 2 (1 use), killed sync not counted: uses 2 and 3,
+    # then a new secret, whose table was built in the background after use 3 committed
     assert rebuilt == [False, False, True], rebuilt
+    assert prepared == [False, False, True], prepared
+
+
+def test_a_service_killed_while_it_prepares_a_sketch_table_leaves_the_next_sync_exact(wh):
+    """The table for the sync after a load is built in the background once the load has
+    committed; a kill before it is published leaves a temporary directory, which the restart
+    removes, and the next sync builds the table itself."""
+    view = "people_prep"
+    wh.api.add_view(view, VIEW_SQL.format(source="crashy"), strategy="sketch")
+    wh.kill_file.write_text(sketch_prep.BUILT)  # the table is written, not yet renamed
+    r = wh.api.http.post(f"/v1/views/{view}/syncs")  # the load
+    assert r.status_code == 202, r.text
+    wh.proc.proc.wait(timeout=DIE_WITHIN_S)
+    assert wh.proc.proc.returncode == -signal.SIGKILL, wh.proc.tail()
+    site_dir = wh.data_dir / "views" / view / "versions" / "1" / "site-0"
+    assert list(site_dir.glob(f"{sketch_prep.PREPARED}.tmp-*")), "killed while publishing the table"
+    wh.restart()
+    assert wh.api.http.get(f"/v1/views/{view}/syncs/{r.json()['id']}").json()["status"] == "succeeded"
+    assert not list(site_dir.glob(f"{sketch_prep.PREPARED}*")), "the restart removed the half-published table"
+    before = wh.people.truth()
+    assert keyed(wh.api.rows(view), KEY) == before
+    wh.people.change(updates=40, inserts=15, deletes=5)
+    sync = wh.api.sync(view)
+    check_sync(wh.api, view, KEY, before, wh.people.truth(), sync)
+    m = sync["metrics"]
+    assert m["sketch_rebuilt"] and not m["sketch_prepared"] and m["sketch_built_inline_s"] > 0, m

@@ -3,6 +3,7 @@
 No change costs a small fraction of the load; far more changes than the statistics predict
 make the table fail to peel, and the sync still comes out exact through the group-hash
 fall-back; an audit (mode=verify) agrees with the full read; auto records what it chose.
+After a load, a fall-back or an audit the next sync takes a table built in the background.
 The randomized rounds of test_sync.py cover sketch and auto on every engine and key kind.
 """
 
@@ -46,8 +47,10 @@ def test_sketch_costs_the_change_not_the_table(api, people):
         m = _sync(api, people, "sk_people", before)
         before = people.truth()
         assert m.get("fallback") is None and m["sketch_cells"] > 0, m
-        # the first sketch sync builds the fragment's table; later ones keep it up to date
+        # the first sketch sync takes the fragment's table, built in the background when the
+        # load committed (not on its own critical path); later ones keep it up to date
         assert bool(m.get("sketch_rebuilt")) == (round_ == 0), m
+        assert bool(m.get("sketch_prepared")) == (round_ == 0) and m.get("sketch_built_inline_s") is None, m
         # the probe does not peel a few hundred differences; the main stage does, on the same read
         assert m["sketch_stages"] == 2 and m["rows_scanned"] == len(before), m
         # the agent's phases, summed over both stages, fit in the time it spent answering
@@ -86,6 +89,7 @@ def test_far_more_changes_than_predicted_still_give_the_exact_delta(api, people)
     people.change(updates=50, inserts=10, deletes=5)
     m = _sync(api, people, "sk_burst", before)
     assert m["sketch_rebuilt"] and not m.get("peel_failed"), "after a fall-back the table is rebuilt from the fragment"
+    assert m["sketch_prepared"], "in the background, after the fall-back's commit"
 
 
 def test_an_audit_of_a_sketch_view_agrees_and_the_next_sync_is_exact(api, people):
@@ -104,6 +108,7 @@ def test_an_audit_of_a_sketch_view_agrees_and_the_next_sync_is_exact(api, people
     people.change(updates=60, inserts=20, deletes=10)
     m = _sync(api, people, "sk_audit", before)
     assert m["sketch_rebuilt"], "an audit keeps the full read's fragment: its table is built anew"
+    assert m["sketch_prepared"], "in the background, after the audit's commit"
 
 
 def test_auto_chooses_by_expected_bytes_and_says_so(api, people):

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -38,6 +38,9 @@ from ..planning import CostModel
 from ..sinks import Sink
 from ..storage import Version
 from ..viewdef import SiteQuery
+
+if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports this module
+    from ..sketch_prep import Preparations
 
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
@@ -128,6 +131,8 @@ class SiteContext:
     #: The stored rows (with ω±) of the keys the answer touched, when the delta was built
     #: from them alone (site_sync: an overlay); None when it was built over the snapshot.
     touched_rows: pa.Table | None = None
+    #: The service's background builds of sketch tables (None: a table is built inline).
+    sketches: Preparations | None = None
 
     def spec(self) -> SiteSpec:
         return SiteSpec(sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns])

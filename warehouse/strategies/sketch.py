@@ -1,7 +1,8 @@
 """sketch: set reconciliation of (key fingerprint, row hash) pairs with an IBLT, O(differences).
 
-plan: the fragment's table (sketches.py; rebuilt on the executors when missing or due for a
-new seed) is shrunk, for each stage of the exchange, to a width that divides it. The
+plan: the fragment's table (sketches.py; when missing or due for a new seed, the one built in
+the background after the last commit, sketch_prep.py, or else one built now on the
+executors) is shrunk, for each stage of the exchange, to a width that divides it. The
 statistics size the main stage: cells for the expected number of differing pairs (two per
 update, one per delete and per insert) plus a margin for their spread, so that about 1 %
 of syncs fail to peel. exchange: a small first stage (a probe of ~1 KB) goes first when the
@@ -19,6 +20,7 @@ from the snapshot by key) plus the pairs of the returned rows, O(changes).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +36,7 @@ from remote_agent.protocol.iblt_sizing import cells_for
 from remote_agent.protocol.models import MAX_SKETCH_WIDTH, SketchControl
 from remote_agent.protocol.wire import KEY_FP
 
-from .. import sketches
+from .. import sketch_prep, sketches
 from ..errors import AgentRejected, ProtocolError
 from ..metrics import add_timings
 from ..sinks import Sink
@@ -54,10 +56,6 @@ PROBE_WIDTH = 16
 HEADROOM = 16
 #: Bytes of a deleted key on the wire, for the estimate (an integer; text keys cost more).
 DELETED_KEY_BYTES = 8
-
-
-def sketch_dir(version: Version, site: int):
-    return version.path / f"site-{site}" / "sketch"
 
 
 def differences_seen(width: int, empty_cells: int, hashes: int = sketches.HASHES) -> float:
@@ -80,13 +78,11 @@ class Sketch(Strategy):
         ctx = self.ctx
         est = ctx.estimate
         m = ctx.metrics
-        stored = sketches.SiteSketch.load(sketch_dir(ctx.current, ctx.index)) if ctx.current else None
-        if (
-            stored is None
-            or stored.syncs >= ctx.options.sketch_seed_rotation
-            or stored.table.width < sketches.stored_width(est.rows) // 4
+        stored = sketches.SiteSketch.load(sketches.sketch_dir(ctx.current, ctx.index)) if ctx.current else None
+        if stored is None or sketches.needs_new_table(
+            stored.syncs, stored.table.width, est.rows, ctx.options.sketch_seed_rotation
         ):
-            stored = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), est.rows)
+            stored = self._new_table()
             m.sketch_rebuilt = True
         self.stored = stored
         m.differences_expected = round(est.differences, 1)
@@ -99,6 +95,21 @@ class Sketch(Strategy):
         self.widest = agent_width(self.main, stored.table.width)
         probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
         self.first = probe if probe is not None and 4 * probe <= self.main else self.main
+
+    def _new_table(self) -> sketches.SiteSketch:
+        """The table prepared after the last commit (sketch_prep.py), else one built now."""
+        ctx, m = self.ctx, self.ctx.metrics
+        rows = ctx.estimate.rows
+        if ctx.sketches is not None:
+            table, m.sketch_waited_s = ctx.sketches.take(ctx.current, ctx.index, rows)
+        else:
+            table = sketch_prep.load_prepared(ctx.current, ctx.index, rows)
+        m.sketch_prepared = table is not None
+        if table is None:
+            t0 = time.monotonic()
+            table = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), rows)
+            m.sketch_built_inline_s = round(time.monotonic() - t0, 3)
+        return table
 
     def exchange(self) -> Answer:
         if self.fallback is not None:
@@ -216,7 +227,7 @@ class Sketch(Strategy):
         table = self.stored.table.copy()
         table.add(*self._old_pairs(), sign=-1)
         table.add(*self.stored.pairs(self.returned, columns, key))
-        sketches.SiteSketch(table, self.stored.syncs + 1).save(sketch_dir(staged, ctx.index))
+        sketches.SiteSketch(table, self.stored.syncs + 1).save(sketches.sketch_dir(staged, ctx.index))
 
     def _old_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """The pairs of the snapshot rows whose key came back or was deleted: from the rows
