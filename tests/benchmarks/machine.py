@@ -126,7 +126,13 @@ def process_label(pid: int) -> str | None:
     return command_label([a for a in argv if a])
 
 
-def tree_rss(pid: int) -> dict[str, int]:
+def pss_kb(pid: int) -> int | None:
+    """Proportional set size of a process (kB): its private pages plus its share of pages
+    it shares with others, so that summing it over processes counts each page once."""
+    return _status_field(Path(f"/proc/{pid}/smaps_rollup"), "Pss")
+
+
+def tree_rss(pid: int, measure=rss_kb) -> dict[str, int]:
     """Resident memory (kB) of a process and all its descendants, summed per `command_label`.
 
     Empty if the process is gone. Pages shared between processes (Spark's forked Python
@@ -142,7 +148,7 @@ def tree_rss(pid: int) -> dict[str, int]:
         if statm is None:
             continue
         todo += [(child, statm) for child in children(member)]
-        kb, name = rss_kb(member), process_label(member)
+        kb, name = measure(member), process_label(member)
         if statm != parent_statm and kb is not None and name is not None:
             out[name] = out.get(name, 0) + kb
     return out
@@ -158,8 +164,10 @@ class TreeRssSampler:
     #: Seconds between samples: a sync at 1M rows takes 10 s or more; reading /proc costs ~1 ms.
     INTERVAL_S = 0.5
 
-    def __init__(self, pid: int, interval_s: float = INTERVAL_S):
+    def __init__(self, pid: int, interval_s: float = INTERVAL_S, measure=rss_kb):
         self.pid = pid
+        #: what is summed per process: `rss_kb`, or `pss_kb` to count shared pages once
+        self.measure = measure
         self.interval_s = interval_s
         self.peak_kb: int | None = None
         #: The peak's split per command name ({"python3": ..., "java": ...}).
@@ -175,7 +183,7 @@ class TreeRssSampler:
             self._stop.wait(self.interval_s)
 
     def sample(self) -> int | None:
-        split = tree_rss(self.pid)
+        split = tree_rss(self.pid, self.measure)
         if not split:
             return None
         kb = sum(split.values())

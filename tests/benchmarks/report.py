@@ -170,7 +170,7 @@ def summarize(results: dict) -> dict:
                 "no_change_of_load": quiet_bytes / load if quiet_bytes is not None and load else None,
                 "no_change_wall_s": quiet["wall_s"] if quiet_bytes is not None else None,
                 "agent_peak_rss_kb": s.get("agent_peak_rss_kb"),
-                "agent_tree_peak_rss_kb": s.get("agent_tree_peak_rss_kb"),
+                "agent_tree_peak_pss_kb": s.get("agent_tree_peak_pss_kb"),
                 "exact": bool(s["rounds"])
                 and all(r["exact"] for r in s["rounds"])
                 and len(s["rounds"]) == results["meta"]["rounds"] + 1
@@ -310,8 +310,8 @@ def markdown(results: dict, summary: dict) -> str:
         )
         for sname, t in s["strategies"].items():
             rss = f"{t['agent_peak_rss_kb'] / 1024:,.0f} MiB" if t["agent_peak_rss_kb"] else "—"
-            if t.get("agent_tree_peak_rss_kb"):
-                rss += f" ({t['agent_tree_peak_rss_kb'] / 1024:,.0f} with readers)"
+            if t.get("agent_tree_peak_pss_kb"):
+                rss += f" ({t['agent_tree_peak_pss_kb'] / 1024:,.0f} PSS with readers)"
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
             lines.append(

@@ -221,10 +221,10 @@ class WorkloadRun:
             where = {"host": link.ns_ip, "prefix": link.prefix()} if link else {}
             agent = start_agent(db_url, self.dir, token=token, allow=[self.workload.shape.table], **where)
             # the agent's tree: its fork server and the reader process of each scan (readahead.py)
-            self.agent_tree = machine.TreeRssSampler(agent.proc.pid, interval_s=AGENT_TREE_INTERVAL_S)
+            self.agent_tree = machine.TreeRssSampler(agent.proc.pid, AGENT_TREE_INTERVAL_S, machine.pss_kb)
             try:
                 self.result["agent_rss_at_start_kb"] = machine.peak_rss_kb(agent.proc.pid)
-                self.result["agent_tree_rss_at_start_kb"] = self.agent_tree.sample()
+                self.result["agent_tree_pss_at_start_kb"] = self.agent_tree.sample()
                 with self.agent_tree:
                     self._rounds(sim, agent, token)
             finally:
@@ -310,7 +310,7 @@ class WorkloadRun:
             self._no_change_round(live, agent, truth, per_sync_rss)
         for entry in res["strategies"].values():
             syncs = [*entry["rounds"], *([entry["no_change"]] if "no_change" in entry else [])]
-            for peak in ("agent_peak_rss_kb", "agent_tree_peak_rss_kb"):
+            for peak in ("agent_peak_rss_kb", "agent_tree_peak_pss_kb"):
                 entry[peak] = max((r[peak] for r in syncs if r.get(peak)), default=None)
         res["bare_scan_s"] = _median(res["bare_scan_s_rounds"])
 
@@ -368,9 +368,9 @@ class WorkloadRun:
             "verified": "full" if full else "delta",
             "agent_peak_rss_kb": rss,
             "agent_rss_before_kb": rss_before,  # a reset peak starts here: memory the agent kept from earlier syncs
-            # the agent with its fork server and reader processes, summed RSS sampled (shared pages count in each)
-            "agent_tree_peak_rss_kb": tree if runner.uses_agent else None,
-            "agent_tree_peak_rss_by_process_kb": tree_split if runner.uses_agent else None,
+            # the agent with its fork server and reader processes: their summed PSS, sampled (each shared page counted once)
+            "agent_tree_peak_pss_kb": tree if runner.uses_agent else None,
+            "agent_tree_peak_pss_by_process_kb": tree_split if runner.uses_agent else None,
         }
         record.update({k: m[k] for k in COPIED_METRICS if k in m})
         record.update(site_timings(m.get("sites") or []))
@@ -423,8 +423,8 @@ class WorkloadRun:
             )
         )
         rss = f"{r['agent_peak_rss_kb'] / 1024:5.0f} MiB" if r.get("agent_peak_rss_kb") else "    ? MiB"
-        if r.get("agent_tree_peak_rss_kb"):
-            rss += f" (with readers {r['agent_tree_peak_rss_kb'] / 1024:.0f} MiB)"
+        if r.get("agent_tree_peak_pss_kb"):
+            rss += f" (PSS with readers {r['agent_tree_peak_pss_kb'] / 1024:.0f} MiB)"
         self.log(
             f"[{self.leg.key}] round {label:>5} {name:<15} {_mib(r['bytes']):>12} {ratio} "
             f"(to {_mib(r['bytes_to_agent'] or 0)}, from {_mib(r['bytes_from_agent'] or 0)}, {r['round_trips']} rt)  "
