@@ -25,6 +25,7 @@ never saw the agent's threads, and its memory is returned when its scan ends.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import multiprocessing.forkserver
@@ -62,7 +63,6 @@ def start() -> None:
 
 def batches(
     adapter: Adapter,
-    session: Session,
     query: ValidatedQuery,
     converter: RowConverter,
     *,
@@ -70,18 +70,20 @@ def batches(
     batch_rows: int,
     timings: Timings,
     read_ahead: bool,
+    session: Session | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """`chunks.batches`, read in a reader process when `read_ahead` (then `session` is not
-    used: the reader opens its own).
+    """`chunks.batches`, read in a reader process when `read_ahead`, which opens a
+    connection of its own; else read here, on `session` or on a new one.
 
     The reader's seconds reading and converting go to `timings.read_s` and `convert_s`
     (they overlap the answer's own phases); the answer's thread waiting for a batch goes
     to `wait_s`.
     """
     if not read_ahead:
-        yield from chunks.batches(
-            adapter, session, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
-        )
+        with contextlib.nullcontext(session) if session is not None else adapter.session() as here:
+            yield from chunks.batches(
+                adapter, here, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+            )
         return
     receiving, sending = _CONTEXT.Pipe(duplex=False)
     reader = _CONTEXT.Process(

@@ -128,13 +128,13 @@ class Extraction:
         timings = self.timings
         scanned = readahead.batches(
             self.adapter,
-            session,
             self.query,
             self.converter,
             chunk_rows=self.chunk_rows,
             batch_rows=self.batch_rows,
             timings=timings,
             read_ahead=self.read_ahead,
+            session=session,
         )
         with contextlib.closing(scanned):
             for batch in scanned:

@@ -94,40 +94,38 @@ def range_scan(
         scanned = shipped = 0
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
-        with adapter.session() as session:
-            scan = readahead.batches(
-                adapter,
-                session,
-                query,
-                converter,
-                chunk_rows=chunk_rows,
-                batch_rows=batch_rows,
-                timings=timings,
-                read_ahead=read_ahead,
-            )
-            with contextlib.closing(scan):
-                for batch in scan:
-                    scanned += batch.num_rows
-                    with timings.phase("hash_s"):
-                        keys = key_values(batch, query.key)
-                        where = [ranges.locate(k) for k in keys]
-                        to_ship = [i is not None and ranges.ship[i] for i in where]
-                        to_sum = [i is not None and not ranges.ship[i] for i in where]
-                        if any(to_sum):
-                            summed = batch.filter(pa.array(to_sum))
-                            for i, h in zip(
-                                (i for i, s in zip(where, to_sum) if s), row_hashes(summed, columns, seed, bits)
-                            ):
-                                counts[i] += 1
-                                sums[i] += h
-                    if any(to_ship):
-                        out = batch.filter(pa.array(to_ship))
-                        pending.append(out)
-                        pending_rows += out.num_rows
-                        shipped += out.num_rows
-                        if pending_rows >= batch_rows:
-                            yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
-                            pending, pending_rows = [], 0
+        scan = readahead.batches(
+            adapter,
+            query,
+            converter,
+            chunk_rows=chunk_rows,
+            batch_rows=batch_rows,
+            timings=timings,
+            read_ahead=read_ahead,
+        )
+        with contextlib.closing(scan):
+            for batch in scan:
+                scanned += batch.num_rows
+                with timings.phase("hash_s"):
+                    keys = key_values(batch, query.key)
+                    where = [ranges.locate(k) for k in keys]
+                    to_ship = [i is not None and ranges.ship[i] for i in where]
+                    to_sum = [i is not None and not ranges.ship[i] for i in where]
+                    if any(to_sum):
+                        summed = batch.filter(pa.array(to_sum))
+                        for i, h in zip(
+                            (i for i, s in zip(where, to_sum) if s), row_hashes(summed, columns, seed, bits)
+                        ):
+                            counts[i] += 1
+                            sums[i] += h
+                if any(to_ship):
+                    out = batch.filter(pa.array(to_ship))
+                    pending.append(out)
+                    pending_rows += out.num_rows
+                    shipped += out.num_rows
+                    if pending_rows >= batch_rows:
+                        yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
+                        pending, pending_rows = [], 0
         if pending:
             yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
         differ = [

@@ -119,25 +119,23 @@ class Reconciliation:
     ) -> None:
         """Read the site query once and fold every row's pair into the table."""
         key_seed, row_seed = sketch_seeds(self.seed)
-        with adapter.session() as session:
-            scanned = readahead.batches(
-                adapter,
-                session,
-                self.query,
-                converter,
-                chunk_rows=chunk_rows,
-                batch_rows=batch_rows,
-                timings=timings,
-                read_ahead=read_ahead,
-            )
-            with contextlib.closing(scanned):
-                for batch in scanned:
-                    self.rows_scanned += batch.num_rows
-                    with timings.phase("hash_s"):
-                        kf = key_fingerprints(batch, self.key, key_seed)
-                        self.table.add(kf, row_fingerprints(batch, self.columns, row_seed), normalize=False)
-                    if self._spill is not None:
-                        self._spill.write(kf, batch)
+        scanned = readahead.batches(
+            adapter,
+            self.query,
+            converter,
+            chunk_rows=chunk_rows,
+            batch_rows=batch_rows,
+            timings=timings,
+            read_ahead=read_ahead,
+        )
+        with contextlib.closing(scanned):
+            for batch in scanned:
+                self.rows_scanned += batch.num_rows
+                with timings.phase("hash_s"):
+                    kf = key_fingerprints(batch, self.key, key_seed)
+                    self.table.add(kf, row_fingerprints(batch, self.columns, row_seed), normalize=False)
+                if self._spill is not None:
+                    self._spill.write(kf, batch)
         self.table.normalize()  # once, not per batch: a pass over the whole table
         if self._spill is not None:
             self._spill.close()

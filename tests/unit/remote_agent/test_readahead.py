@@ -27,17 +27,15 @@ def _query(adapter, sql: str, key: list[str]):
 
 def _batches(adapter, query, *, read_ahead: bool, chunk_rows: int = 300, batch_rows: int = 128, timings=None):
     timings = timings or Timings()
-    with adapter.session() as session:
-        yield from readahead.batches(
-            adapter,
-            session,
-            query,
-            RowConverter(adapter, query.columns, query.where()),
-            chunk_rows=chunk_rows,
-            batch_rows=batch_rows,
-            timings=timings,
-            read_ahead=read_ahead,
-        )
+    yield from readahead.batches(
+        adapter,
+        query,
+        RowConverter(adapter, query.columns, query.where()),
+        chunk_rows=chunk_rows,
+        batch_rows=batch_rows,
+        timings=timings,
+        read_ahead=read_ahead,
+    )
 
 
 def _readers() -> list[multiprocessing.Process]:
