@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .adapters.base import Adapter, Session
 from .adapters.rows import RowConverter
@@ -71,17 +72,24 @@ def batches(
 
     The time waited for rows goes to `timings.read_s`, the conversion to `convert_s`.
     """
-    chunked = scan(adapter, session, query, chunk_rows)
+    chunked = scan(adapter, session, query, chunk_rows, arrow=converter)
     for rows in timings.timed("read_s", slices(chunked, min(batch_rows, CONVERT_ROWS))):
+        if isinstance(rows, pa.RecordBatch):  # read as canonical Arrow columns already
+            yield rows
+            continue
         with timings.phase("convert_s"):
             batch = converter.batch(rows, query.key)
         yield batch
 
 
-def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: int) -> Iterator[list[tuple]]:
+def scan(
+    adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: int, *, arrow: RowConverter | None = None
+) -> Iterator[list[tuple] | pa.Table]:
     """Every row of the site query in key order, as lists of at most `chunk_rows` raw rows.
 
     Each list is read in one transaction of `session`, ended before the list is yielded.
+    With `arrow`, a chunk the reader can read as canonical Arrow columns of `arrow.schema`
+    (`Reader.arrow`) comes as a table instead of a list.
 
     Raises:
         SourceDataError: a key column holds NULL, or more than `chunk_rows` rows share a key.
@@ -91,8 +99,12 @@ def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: 
     positions = query.key_positions
     nullable = any(c.nullable for c in query.columns if c.name in query.key)
 
-    def key_of(row: tuple) -> tuple:
-        return tuple(row[p] for p in positions)
+    types = [c.type for c in query.columns]
+
+    def key_of(rows: list[tuple] | pa.Table, i: int) -> tuple:
+        if isinstance(rows, pa.Table):
+            return tuple(rows.column(p)[i].as_py() for p in positions)
+        return tuple(rows[i][p] for p in positions)
 
     cursor: tuple | None = None
     tail = 0  # rows of the last chunk, at its end, that have the cursor's key
@@ -101,22 +113,25 @@ def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: 
         # more rows keeps a chunk at `chunk_rows` new rows.
         limit = chunk_rows + tail
         params = [adapter.rebind(v) for v in cursor] if cursor is not None else []
+        sql = query.chunk_sql(limit, from_cursor=cursor is not None)
         with session.read() as reader:
-            rows = reader.rows(query.chunk_sql(limit, from_cursor=cursor is not None), params, limit=limit)
+            rows = None if arrow is None else reader.arrow(sql, params, types=types, schema=arrow.schema)
+            if rows is None:
+                rows = reader.rows(sql, params, limit=limit)
         full = len(rows) == limit
         if cursor is not None:
             seen = 0
-            while seen < min(tail, len(rows)) and same_key(key_of(rows[seen]), cursor):
+            while seen < min(tail, len(rows)) and same_key(key_of(rows, seen), cursor):
                 seen += 1
-            rows = rows[seen:]  # read in the last chunk (perhaps updated since: keep that one)
+            rows = rows.slice(seen) if isinstance(rows, pa.Table) else rows[seen:]  # read in the last chunk
         check_keys(rows, positions, query)
-        if rows:
+        if len(rows):
             yield rows
         if not full:
             return
-        last = key_of(rows[-1])
+        last = key_of(rows, len(rows) - 1)
         run = 1
-        while run < len(rows) and same_key(key_of(rows[-run - 1]), last):
+        while run < len(rows) and same_key(key_of(rows, len(rows) - run - 1), last):
             run += 1
         tail = tail + run if cursor is not None and same_key(last, cursor) else run
         if tail > chunk_rows:
@@ -128,13 +143,16 @@ def scan(adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: 
         cursor = last
 
 
-def slices(chunked: Iterable[list[tuple]], size: int) -> Iterator[list[tuple]]:
-    """The rows of every chunk again, in lists of at most `size`.
+def slices(chunked: Iterable[list[tuple] | pa.Table], size: int) -> Iterator[list[tuple] | pa.RecordBatch]:
+    """The rows of every chunk again, in lists (batches, of a table) of at most `size`.
 
     >>> list(slices([[1, 2, 3], [4]], 2))
     [[1, 2], [3], [4]]
     """
     for rows in chunked:
+        if isinstance(rows, pa.Table):
+            yield from rows.to_batches(max_chunksize=size)
+            continue
         for start in range(0, len(rows), size):
             yield rows[start : start + size]
 
@@ -148,19 +166,29 @@ def probe_null_keys(session: Session, query: ValidatedQuery) -> None:
         check_key(tuple(row[p] for p in positions), query, row)
 
 
-def check_keys(rows: list[tuple], positions: Sequence[int], query: ValidatedQuery) -> None:
+def check_keys(rows: list[tuple] | pa.Table, positions: Sequence[int], query: ValidatedQuery) -> None:
     """Fail on the first row with a NULL in a key column (see `check_key`).
 
-    The scan of a column runs in C (`None in` over an itemgetter map): a Python call per
-    row cost more than the driver's own fetch.
+    The scan of a column runs in C (`None in` over an itemgetter map, or Arrow's null
+    count): a Python call per row cost more than the driver's own fetch.
 
     >>> check_keys([(1, "a"), (2, "b")], [0], query=None)
     """
+    if isinstance(rows, pa.Table):
+        nulls = [_first_null(rows.column(p)) for p in positions if rows.column(p).null_count]
+        if nulls:
+            row = tuple(column[min(nulls)].as_py() for column in rows.columns)
+            check_key(tuple(row[q] for q in positions), query, row)
+        return
     for p in positions:
         column = list(map(itemgetter(p), rows))
         if None in column:
             row = rows[column.index(None)]
             check_key(tuple(row[q] for q in positions), query, row)
+
+
+def _first_null(column: pa.ChunkedArray) -> int:
+    return pc.index(column.is_null(), True).as_py()
 
 
 def check_key(key: tuple, query: ValidatedQuery, row: Sequence) -> None:

@@ -35,6 +35,17 @@ class Reader(ABC):
         """
         return list(itertools.chain.from_iterable(self.stream(sql, params, fetch_rows=limit + 1)))
 
+    def arrow(
+        self, sql: str, params: Sequence[Any] = (), *, types: Sequence[LogicalType], schema: pa.Schema
+    ) -> pa.Table | None:
+        """The rows `rows()` would return, as canonical columns of `schema`, without a Python value each.
+
+        `types` are the columns' logical types. None (the default): the reader has no such
+        path, or some value needs the adapter's converter; read the rows with `rows()`.
+        The read may be a transaction of its own: use it for a read of one statement.
+        """
+        return None
+
 
 class Session(ABC):
     """One read-only connection; each `read()` is a transaction of its own, ended on exit.
