@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         help="read the site query in a reader process, overlapping the read with hashing (default on; env AGENT_READ_AHEAD)",
     )
     parser.add_argument(
+        "--arrow-reads",
+        action=argparse.BooleanOptionalAction,
+        help="read scan chunks straight into Arrow where the adapter can: PostgreSQL through ADBC (default off; env AGENT_ARROW_READS)",
+    )
+    parser.add_argument(
         "--max-concurrent-extractions",
         type=int,
         help="extractions at once; more get 429 (env AGENT_MAX_CONCURRENT_EXTRACTIONS)",

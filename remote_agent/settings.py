@@ -41,6 +41,11 @@ class AgentSettings(BaseSettings):
     #: the conversion to Arrow overlap with hashing and sending (readahead.py): a scan
     #: takes about as long as the slower half, not both; off reads in the answer's thread.
     read_ahead: bool = True
+    #: Read scan chunks straight into Arrow where the adapter can: PostgreSQL through the
+    #: ADBC driver (adapters/postgres_arrow.py), about 1.6x faster than psycopg at 1M rows.
+    #: Off by default: its scans need no server-side cursor, which the PostgreSQL security
+    #: audit's own sanity check still asks to see in the server log.
+    arrow_reads: bool = False
     #: Extractions running at once; more get 429 with Retry-After.
     max_concurrent_extractions: int = Field(default=2, ge=1)
     #: Largest request body accepted (unit key sets grow with the snapshot).

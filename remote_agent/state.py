@@ -16,7 +16,9 @@ class AgentState:
 
     def __init__(self, settings: AgentSettings):
         self.settings = settings
-        self.adapter: Adapter = open_adapter(settings.db_url, statement_timeout_s=settings.statement_timeout_s)
+        self.adapter: Adapter = open_adapter(
+            settings.db_url, statement_timeout_s=settings.statement_timeout_s, arrow_reads=settings.arrow_reads
+        )
         self.allow = parse_allow(settings.allow)
         self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
         #: Sketch exchanges between stages: a few per extraction slot.

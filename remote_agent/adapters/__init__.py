@@ -16,8 +16,8 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
-def open_adapter(url: str, *, statement_timeout_s: float) -> Adapter:
-    """The adapter for `url`, chosen by its scheme."""
+def open_adapter(url: str, *, statement_timeout_s: float, arrow_reads: bool = False) -> Adapter:
+    """The adapter for `url`, chosen by its scheme (`arrow_reads`: see `Adapter.arrow_reads`)."""
     scheme = urlsplit(url).scheme.lower()
     try:
         cls = ADAPTERS[scheme]
@@ -25,7 +25,7 @@ def open_adapter(url: str, *, statement_timeout_s: float) -> Adapter:
         raise BadRequest(
             f"unsupported database URL scheme {scheme!r}; supported: {', '.join(sorted(ADAPTERS))}"
         ) from None
-    return cls(url, statement_timeout_s=statement_timeout_s)
+    return cls(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
 
 
 __all__ = ["ADAPTERS", "Adapter", "ColumnInfo", "Reader", "Session", "TableInfo", "open_adapter"]

@@ -64,9 +64,11 @@ class Adapter(ABC):
     #: sqlglot dialect the adapter's SQL is written in.
     dialect: str = ""
 
-    def __init__(self, url: str, *, statement_timeout_s: float):
+    def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         self.url = url
         self.statement_timeout_s = statement_timeout_s
+        #: read scan chunks straight into Arrow where the adapter can (`Reader.arrow`)
+        self.arrow_reads = arrow_reads
 
     @abstractmethod
     def describe(self) -> list[TableInfo]:

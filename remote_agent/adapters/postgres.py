@@ -260,8 +260,7 @@ class PostgresAdapter(Adapter):
         Off until the security audit's own check (tests/integration/test_security_postgres.py)
         accepts a scan that needs no server-side cursor: it asks for a DECLARE in the log.
         """
-        super().__init__(url, statement_timeout_s=statement_timeout_s)
-        self.arrow_reads = arrow_reads
+        super().__init__(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
         try:
             params = conninfo_to_dict(url)
         except psycopg.ProgrammingError:

@@ -108,8 +108,8 @@ class _SqliteSession(Session):
 class SqliteAdapter(Adapter):
     dialect = "sqlite"
 
-    def __init__(self, url: str, *, statement_timeout_s: float):
-        super().__init__(url, statement_timeout_s=statement_timeout_s)
+    def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
+        super().__init__(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
         parts = urlsplit(url)
         # sqlite:///tmp/x.db and sqlite:////tmp/x.db both name /tmp/x.db: the path is absolute.
         path = "/" + unquote(parts.path).lstrip("/")
