@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,11 +20,10 @@ class RowConverter:
 
     `where` names what the rows come from in error messages ("table 'people'").
 
-    The rows are split into columns once (a transposition in C). A column the adapter
-    gives a wire type (`Adapter.wire_type`, see columns.py) is read by Arrow in one call,
-    without a Python object per value; the others, and a column whose wire array a value
-    keeps from finishing, are built in one call where their values are canonical already,
-    else value by value.
+    The columns the adapter gives a wire type (`Adapter.wire_type`, see columns.py) are
+    read by Arrow from the rows in one call, without a Python object per value; the
+    others, and any column whose wire array a value keeps from finishing, are taken
+    column by column, and value by value where needed.
     """
 
     def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo], where: str = "the site query"):
@@ -31,32 +31,38 @@ class RowConverter:
         self.converters = [adapter.converter(c) for c in columns]
         self.schema = arrow_schema([Column(c.name, c.type) for c in columns])
         self.where = where
-        self._wire = [adapter.wire_type(c) for c in columns]
+        wire = [adapter.wire_type(c) for c in columns]
+        self._wired = [i for i, t in enumerate(wire) if t is not None]
+        self._wire = pa.struct([(str(i), wire[i]) for i in self._wired]) if self._wired else None
+        # the wired columns of a row as a tuple, when not all of them are
+        self._pick = _picker(self._wired) if self._wired and len(self._wired) < len(self.columns) else None
 
     def batch(self, rows: list[tuple], key: Sequence[str]) -> pa.RecordBatch:
         if not rows:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
-        raw = list(zip(*rows))
-        arrays = [self._array(i, raw[i], rows, key) for i in range(len(self.columns))]
+        arrays: list[pa.Array | None] = [None] * len(self.columns)
+        for i, wire in zip(self._wired, self._read_wire(rows)):
+            arrays[i] = finish(self.columns[i].type, wire, self.schema.field(i).type)
+        for i, array in enumerate(arrays):
+            if array is None:
+                arrays[i] = self._column(i, rows, key)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _array(self, i: int, values: tuple, rows: list[tuple], key: Sequence[str]) -> pa.Array:
-        """Column `i` from its wire type when it has one and every value reads, else `_column`."""
-        wire_type = self._wire[i]
-        if wire_type is not None:
-            try:
-                wire = pa.array(values, wire_type)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError):
-                wire = None
-            if wire is not None:
-                finished = finish(self.columns[i].type, wire, self.schema.field(i).type)
-                if finished is not None:
-                    return finished
-        return self._column(i, values, rows, key)
+    def _read_wire(self, rows: list[tuple]) -> list[pa.Array]:
+        """The wired columns as Arrow reads them, or none if Arrow refuses a value."""
+        if self._wire is None:
+            return []
+        source = rows if self._pick is None else list(map(self._pick, rows))
+        try:
+            read = pa.array(source, self._wire)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return []
+        return [read.field(j) for j in range(len(self._wired))]
 
-    def _column(self, i: int, raw: tuple, rows: list[tuple], key: Sequence[str]) -> pa.Array:
+    def _column(self, i: int, rows: list[tuple], key: Sequence[str]) -> pa.Array:
         """Column `i`, built by Arrow if its values are canonical already, else value by value."""
         column, convert, arrow_type = self.columns[i], self.converters[i], self.schema.field(i).type
+        raw = [row[i] for row in rows]
         fast = _whole_column(column.type.kind, raw, arrow_type)
         if fast is not None:
             return fast
@@ -78,6 +84,18 @@ class RowConverter:
         return next(i for i, c in enumerate(self.columns) if c.name == name)
 
 
+def _picker(positions: list[int]) -> Callable[[tuple], tuple]:
+    """A function taking the values at `positions` of a row, as a tuple.
+
+    >>> _picker([2])(("a", "b", "c")), _picker([0, 2])(("a", "b", "c"))
+    (('c',), ('a', 'c'))
+    """
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda row: (row[only],)
+    return itemgetter(*positions)
+
+
 _NONE = type(None)
 #: Raw value types a driver hands over that already are the canonical value of the column's
 #: kind, exactly (bool is not int, datetime is not date): such a column is built by Arrow
@@ -93,7 +111,7 @@ _CANONICAL_TYPES = {
 _FIRST_DAY = (dt.date(1, 1, 1) - dt.date(1970, 1, 1)).days
 
 
-def _whole_column(kind: str, values: Sequence, arrow_type: pa.DataType) -> pa.Array | None:
+def _whole_column(kind: str, values: list, arrow_type: pa.DataType) -> pa.Array | None:
     """The column as an Arrow array when no value needs converting (None: convert one by one).
 
     Also takes dates stored as ISO text (SQLite): Arrow's parser accepts exactly
