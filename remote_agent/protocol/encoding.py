@@ -12,6 +12,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Context, Decimal
+from itertools import repeat
 
 import numpy as np
 import pyarrow as pa
@@ -245,8 +246,7 @@ def row_hashes(
     batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int, bits: int = DEFAULT_HASH_BITS
 ) -> list[int]:
     """Seeded hash of every row: xxh3 (64 or 128 bits) of its canonical encoding."""
-    hasher = _hasher(bits)
-    return [hasher(row, seed) for row in encode_rows(batch, columns)]
+    return list(map(_hasher(bits), encode_rows(batch, columns), repeat(seed)))
 
 
 _DIGESTS = {64: xxhash.xxh3_64_digest, 128: xxhash.xxh3_128_digest}
@@ -262,8 +262,7 @@ def row_hash_limbs(
     """The row hashes of `row_hashes` as a (rows, bits/32) uint64 array of 32-bit limbs, most significant first."""
     if bits not in _DIGESTS:
         raise ValueError(f"hash width {bits} not supported; use one of {SUPPORTED_HASH_BITS}")
-    digest = _DIGESTS[bits]
-    data = b"".join(digest(row, seed) for row in encode_rows(batch, columns))
+    data = b"".join(map(_DIGESTS[bits], encode_rows(batch, columns), repeat(seed)))
     return np.frombuffer(data, dtype=">u4").reshape(-1, bits // LIMB_BITS).astype(np.uint64)
 
 

@@ -38,9 +38,21 @@ ROUNDS = {
 
 
 def test_randomized_rounds_are_exact(api, source, logs_dir):
+    _randomized_rounds(api, source, logs_dir)
+
+
+@pytest.mark.engines("postgres")
+def test_randomized_rounds_are_exact_with_arrow_reads(api, source, logs_dir):
+    """The same rounds with the agent reading its scans through ADBC (--arrow-reads): the
+    chunks it converts, and those it reads again through psycopg (NaN numerics, infinite
+    dates), give the same exact views."""
+    _randomized_rounds(api, source, logs_dir, extra=["--arrow-reads"])
+
+
+def _randomized_rounds(api, source, logs_dir, extra: list[str] | None = None) -> None:
     case = ROUNDS[source.engine]
     legacy = case.legacy(source)
-    agent = start_agent(source.reader_url, logs_dir, token=case.token)
+    agent = start_agent(source.reader_url, logs_dir, token=case.token, extra=extra)
     try:
         api.add_source(case.name, agent.url, case.token)
         last = run_rounds(api, legacy, case.views, case.rounds)[case.grouped_view]
