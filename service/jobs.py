@@ -101,6 +101,7 @@ class SyncRunner:
             agent_retry_backoff_s=s.agent_retry_backoff_s,
             sketch_seed_rotation=s.sketch_seed_rotation,
             verify=verify,
+            view_options=dict(view["options"]),
         )
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from warehouse.options import DEFAULT_STRATEGY
+from warehouse.stamps import DEFAULT_LAG_S, DEFAULT_RECONCILE_EVERY
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
@@ -26,8 +27,20 @@ class SourceOut(BaseModel):
 
 
 #: The names of warehouse/strategies (a test holds the two lists equal).
-Strategy = Literal["auto", "sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship"]
-STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
+Strategy = Literal["auto", "sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship", "timestamp"]
+STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
+
+
+TIMESTAMPS_HELP = "{TABLE: COLUMN}: the last-modified column of each table (TABLE as `table` or `source.table`), of a timestamp type; read by strategy timestamp, where a NULL timestamp counts as changed at every sync"
+DELETE_FLAGS_HELP = "{TABLE: COLUMN}: a soft-delete marker; a row whose flag is set (not NULL, not FALSE, not 0) is left out of the view, whatever the strategy"
+LAG_HELP = (
+    "seconds the timestamp strategy reads before the last watermark, for rows committed after it with an older stamp"
+)
+RECONCILE_HELP = (
+    "the timestamp strategy reconciles the view in full (with the strategy auto would choose) every this many syncs"
+)
+#: Longest timestamp_lag_s accepted: a day.
+MAX_LAG_S = 86_400
 
 
 class ViewIn(BaseModel):
@@ -35,6 +48,10 @@ class ViewIn(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     sql: str = Field(min_length=1, max_length=100_000)
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
+    timestamps: dict[str, str] = Field(default_factory=dict, max_length=64, description=TIMESTAMPS_HELP)
+    delete_flags: dict[str, str] = Field(default_factory=dict, max_length=64, description=DELETE_FLAGS_HELP)
+    timestamp_lag_s: float = Field(default=DEFAULT_LAG_S, ge=0, le=MAX_LAG_S, description=LAG_HELP)
+    reconcile_every: int = Field(default=DEFAULT_RECONCILE_EVERY, ge=1, le=1_000_000, description=RECONCILE_HELP)
 
 
 class ViewRedefine(BaseModel):
@@ -44,6 +61,16 @@ class ViewRedefine(BaseModel):
     sql: str = Field(min_length=1, max_length=100_000)
     strategy: Strategy | None = Field(
         default=None, description=f"{STRATEGY_HELP}. Left out (or null), the view keeps the strategy it has"
+    )
+    timestamps: dict[str, str] | None = Field(
+        default=None, max_length=64, description=f"{TIMESTAMPS_HELP}. Left out: kept"
+    )
+    delete_flags: dict[str, str] | None = Field(
+        default=None, max_length=64, description=f"{DELETE_FLAGS_HELP}. Left out: kept"
+    )
+    timestamp_lag_s: float | None = Field(default=None, ge=0, le=MAX_LAG_S, description=f"{LAG_HELP}. Left out: kept")
+    reconcile_every: int | None = Field(
+        default=None, ge=1, le=1_000_000, description=f"{RECONCILE_HELP}. Left out: kept"
     )
 
 
@@ -62,6 +89,10 @@ class ViewOut(BaseModel):
     key: list[str]
     sites: list[SiteOut]
     strategy: str
+    timestamps: dict[str, str] = {}
+    delete_flags: dict[str, str] = {}
+    timestamp_lag_s: float = DEFAULT_LAG_S
+    reconcile_every: int = DEFAULT_RECONCILE_EVERY
     created_at: str
 
 

@@ -102,6 +102,10 @@ class SiteDetails:
     fallback: str | None = None
     # auto
     chosen: str | None = None
+    #: timestamp: watermark (the source's clock), read_from, lag_s, rows_read by the ranged
+    #: read, keys_reconciled, keys_deleted, reconciled (a full reconciliation ran),
+    #: reconciliation (its strategy), rows_missed (rows it found that the ranged read had not)
+    timestamp: dict | None = None
     #: How the new fragment was written: "whole", or "overlay" (the touched tuples only,
     #: over the previous base; layers.py), and the overlay's rows after this sync.
     fragment_written: str | None = None

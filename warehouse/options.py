@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Re-exported: the service's settings take every sync default from this module.
 from remote_agent.protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
@@ -61,3 +61,5 @@ class SyncOptions:
     sketch_seed_rotation: int = DEFAULT_SKETCH_SEED_ROTATION
     #: Also read every site query in full and report where the result differs (audit mode).
     verify: bool = False
+    #: The view's stored options (the timestamp strategy reads its settings from them).
+    view_options: dict = field(default_factory=dict)

@@ -154,7 +154,7 @@ class SiteRun:
             "hash_bytes": round(ctx.cost.hash_bytes, 2),
         }
         if ctx.snapshot is None:
-            self.strategy = LOAD(ctx)
+            self.strategy = STRATEGIES[self.options.strategy].create_load(ctx) or LOAD(ctx)
         else:
             self.omega = update_counts.load(self.current.site_dir(self.index))
             if self.omega is None:  # a version written before the histogram was kept

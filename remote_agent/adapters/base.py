@@ -63,6 +63,9 @@ class Adapter(ABC):
 
     #: sqlglot dialect the adapter's SQL is written in.
     dialect: str = ""
+    #: SELECT of one row, one column: the database's own clock as text in the form its
+    #: timestamp columns compare with (the timestamp strategy's watermark); None: no clock.
+    clock_sql: str | None = None
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         self.url = url
@@ -108,6 +111,14 @@ class Adapter(ABC):
     def rebind(self, value: Any) -> Any:
         """A value as the driver read it, as a parameter comparing equal to the stored value."""
         return value
+
+    def source_clock(self, session: Session) -> str | None:
+        """The database's clock now, as `clock_sql` reads it (None when the adapter has none)."""
+        if self.clock_sql is None:
+            return None
+        with session.read() as reader:
+            value = reader.rows(self.clock_sql, limit=1)[0][0]
+        return None if value is None else str(value)
 
     def check(self) -> None:
         """Fail fast (SourceUnavailable) if the database cannot be opened."""

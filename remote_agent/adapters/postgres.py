@@ -253,6 +253,9 @@ class _PostgresSession(Session):
 
 class PostgresAdapter(Adapter):
     dialect = "postgres"
+    #: The wall clock (not the transaction's start) in the session's time zone, without an
+    #: offset: a literal of this form compares right with timestamp and timestamptz columns.
+    clock_sql = "SELECT to_char(clock_timestamp(), 'YYYY-MM-DD HH24:MI:SS.US')"
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         """`arrow_reads`: read scan chunks through ADBC into Arrow (postgres_arrow.py), off by default.

@@ -107,6 +107,9 @@ class _SqliteSession(Session):
 
 class SqliteAdapter(Adapter):
     dialect = "sqlite"
+    #: UTC, in the text form of SQLite's own date functions ('YYYY-MM-DD HH:MM:SS.SSS'):
+    #: timestamps stored as such text compare with it as text.
+    clock_sql = "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         super().__init__(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)

@@ -40,6 +40,11 @@ class ExtractControl(BaseModel):
     hash_bits: Literal[64, 128] = DEFAULT_HASH_BITS
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000, description="rows per returned data frame")
     tuple_hash_bits: Literal[64, 128] = Field(default=64, description="width of the per-tuple hashes of T frames")
+    source_clock: bool = Field(
+        default=False,
+        description="read the database's own clock before the scan and report it in the summary (source_clock): "
+        "the timestamp strategy's watermark",
+    )
 
 
 class RangesControl(BaseModel):

@@ -73,6 +73,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         tuples=tuples,
         chunk_rows=settings.chunk_rows,
         read_ahead=settings.read_ahead,
+        source_clock=control.source_clock,
     )
     return _stream(state, work.run())
 

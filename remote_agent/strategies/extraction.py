@@ -76,8 +76,10 @@ class Extraction:
         tuples: TupleIndex | None = None,
         chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
         read_ahead: bool = False,
+        source_clock: bool = False,
     ):
         check_columns(query, expected_columns)
+        self.source_clock = source_clock
         self.adapter = adapter
         self.query = query
         self.units = units
@@ -110,6 +112,8 @@ class Extraction:
         # One connection; every chunk and every lookup is a short transaction of its own
         # (see chunks.py for why the answer stays exact).
         with self.adapter.session() as session:
+            if self.source_clock:  # before the scan: a row written during it is stamped later
+                self.stats["source_clock"] = self.adapter.source_clock(session)
             yield from self._scan(session)
             scanned = time.monotonic()
             yield from self._deleted_and_broken()

@@ -9,6 +9,7 @@ from warehouse import layers
 from warehouse.errors import SchemaUnavailable
 from warehouse.options import stored_strategy
 from warehouse.schemas import fetch_schemas
+from warehouse.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
@@ -36,11 +37,22 @@ def view_out(row: dict) -> ViewOut:
             for s in d.sites
         ],
         strategy=stored_strategy(row["options"]),
+        **StampSettings.from_options(row["options"]).to_options(),
         created_at=row["created_at"],
     )
 
 
-def _analyze(sql: str, catalog, settings) -> ViewDef:
+def _analyze(sql: str, catalog, settings, strategy: str, stamps: StampSettings) -> tuple[ViewDef, dict]:
+    """The checked definition with its delete flags applied, and the view's options."""
+    definition, schemas = _analyze_sql(sql, catalog, settings)
+    try:
+        stamps = check_settings(stamps, definition, schemas, strategy)
+    except ViewDefinitionError as exc:
+        raise Unprocessable(exc.detail) from None
+    return apply_delete_flags(definition, stamps, schemas), {"strategy": strategy, **stamps.to_options()}
+
+
+def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
     """Check the view's SQL against the schemas of the sources it names (422 / 424 if it cannot be maintained)."""
     try:
         names = referenced_sources(sql)
@@ -67,7 +79,7 @@ def _analyze(sql: str, catalog, settings) -> ViewDef:
     except SchemaUnavailable as exc:
         raise DependencyFailed(exc.message) from None
     try:
-        return analyze_view(sql, schemas)
+        return analyze_view(sql, schemas), schemas
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
 
@@ -86,8 +98,9 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
         pass
     else:
         raise Conflict(f"view {body.name!r} already exists (PUT /v1/views/{body.name} redefines it, DELETE removes it)")
-    definition = _analyze(body.sql, catalog, settings)
-    row = catalog.add_view(body.name, body.sql, definition.to_json(), {"strategy": body.strategy})
+    stamps = StampSettings(body.timestamps, body.delete_flags, body.timestamp_lag_s, body.reconcile_every)
+    definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps)
+    row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
     return view_out(row)
 
 
@@ -108,11 +121,16 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
         raise Conflict(
             f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry"
         )
-    definition = _analyze(body.sql, catalog, settings)
     strategy = body.strategy or stored_strategy(current["options"])
-    row = catalog.replace_view(
-        name, body.sql, definition.to_json(), {"strategy": strategy}, ViewStore(settings.data_dir, name).drop
+    kept = StampSettings.from_options(current["options"])
+    stamps = StampSettings(
+        body.timestamps if body.timestamps is not None else kept.timestamps,
+        body.delete_flags if body.delete_flags is not None else kept.delete_flags,
+        body.timestamp_lag_s if body.timestamp_lag_s is not None else kept.lag_s,
+        body.reconcile_every if body.reconcile_every is not None else kept.reconcile_every,
     )
+    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps)
+    row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
     return view_out(row)
 
 

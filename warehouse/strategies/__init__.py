@@ -14,11 +14,12 @@ from .full_ship import FullShip
 from .group_hash import GroupHash
 from .range_checksum import RangeChecksum
 from .sketch import Sketch
+from .timestamp import Timestamp
 from .tuple_hash import TupleHash
 
 #: Name -> strategy class, in the order the README and the benchmarks list them.
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip)
+    cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip, Timestamp)
 }
 #: The strategy of a load, whatever the view's.
 LOAD = FullShip

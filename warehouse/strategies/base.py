@@ -159,6 +159,7 @@ class Answer:
 
     returned: list[Path]  # rows to compare with the snapshot: new, changed, shipped
     deleted: Path | None = None  # keys the agent reported gone (with their uid)
+    summary: dict = field(default_factory=dict)  # the agent's summary frame
 
 
 @dataclass
@@ -182,6 +183,11 @@ class Strategy(ABC):
     def create(cls, ctx: SiteContext) -> Strategy:
         """The strategy that runs this site's sync (auto answers with the one it chose)."""
         return cls(ctx)
+
+    @classmethod
+    def create_load(cls, ctx: SiteContext) -> Strategy | None:
+        """The strategy of the view's first load when it must keep state of its own; None: the shared LOAD."""
+        return None
 
     @abstractmethod
     def plan(self) -> None:
@@ -226,30 +232,46 @@ class Strategy(ABC):
         return DeltaInputs(returned, deleted, unchanged)
 
 
-def extract_exchange(ctx: SiteContext, data: Iterable[bytes] = ()) -> Answer:
+def extract_exchange(
+    ctx: SiteContext,
+    data: Iterable[bytes] = (),
+    *,
+    spec: SiteSpec | None = None,
+    prefix: str = "",
+    source_clock: bool = False,
+) -> Answer:
     """One POST /v1/extract: the control frame, then the `data` frames; files the answer's frames.
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
+    `spec` replaces the site query (e.g. narrowed to a range, or to its keys), `prefix` the
+    staging files' names, and `source_clock` asks the agent for its database's clock.
     """
     hash_bits = ctx.options.hash_bits
+    spec = spec or ctx.spec()
     control = ExtractControl(
-        site=ctx.spec(),
+        site=spec,
         seed=ctx.seed,
         hash_bits=hash_bits,
         batch_rows=ctx.options.batch_rows,
         tuple_hash_bits=TUPLE_HASH_BITS,
+        source_clock=source_clock,
     )
-    body = itertools.chain([frames.json_frame(frames.CONTROL, control.model_dump())], data)
+    fields = control.model_dump()
+    if not source_clock:  # what an agent older than the field is sent
+        del fields["source_clock"]
+    body = itertools.chain([frames.json_frame(frames.CONTROL, fields)], data)
 
-    returned_path, deleted_path = ctx.staging / "returned.parquet", ctx.staging / "deleted.parquet"
+    returned_path, deleted_path = ctx.staging / f"{prefix}returned.parquet", ctx.staging / f"{prefix}deleted.parquet"
     broken_schema = pa.schema(
         [pa.field(UID, pa.int64()), pa.field(HASH, pa.binary(hash_bits // 8)), pa.field(COUNT, pa.int64())]
     )
+    by_name = {c.name: c for c in ctx.site.columns}
+    rows_schema = arrow_schema([by_name[c.name] for c in spec.columns])
     summary: dict = {}
     with (
-        Sink(returned_path, ctx.rows_schema()) as returned,
+        Sink(returned_path, rows_schema) as returned,
         Sink(deleted_path, ctx.deleted_schema()) as deleted,
-        Sink(ctx.staging / "broken.parquet", broken_schema) as broken,
+        Sink(ctx.staging / f"{prefix}broken.parquet", broken_schema) as broken,
     ):
         sinks = {
             frames.UNGROUPED_ROWS: returned,
@@ -274,4 +296,4 @@ def extract_exchange(ctx: SiteContext, data: Iterable[bytes] = ()) -> Answer:
     m.groups_regrouped = summary.get("units_broken", 0)
     m.agent_seconds = summary.get("elapsed_s")
     m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
-    return Answer([returned_path], deleted_path)
+    return Answer([returned_path], deleted_path, summary)

@@ -23,6 +23,7 @@ PEOPLE = TableInfo(
     (
         ColumnInfo("id", LogicalType.parse("int"), False, "INTEGER"),
         ColumnInfo("name", LogicalType.parse("text"), True, "TEXT"),
+        ColumnInfo("updated_at", LogicalType.parse("timestamp"), True, "DATETIME"),
     ),
     ("id",),
 )
@@ -55,7 +56,8 @@ def test_a_new_view_without_a_strategy_gets_auto(client):
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_a_strategy_the_request_names_is_kept(client, strategy):
-    r = client.post("/v1/views", json={"name": "v", "sql": SQL, "strategy": strategy})
+    stamps = {"timestamps": {"people": "updated_at"}} if strategy == "timestamp" else {}  # it needs them
+    r = client.post("/v1/views", json={"name": "v", "sql": SQL, "strategy": strategy, **stamps})
     assert r.status_code == 201, r.text
     assert r.json()["strategy"] == strategy
     assert _strategy(client, "v") == strategy

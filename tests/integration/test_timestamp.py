@@ -1,0 +1,268 @@
+"""strategy timestamp against the oracle, on every legacy engine (the `source` fixture).
+
+A legacy application stamps its rows with the database's own clock: orders and their lines
+(a join within one site, a composite key), a soft-delete flag on each (a boolean, a nullable
+marker), updates that bump the stamp, rows crossing the WHERE clause, hard deletes, rows
+with a NULL stamp, and before each reconciliation a late-committing row (stamped well before
+the watermark) that only the periodic full reconciliation catches and reports. After every
+sync the view equals the truth read straight from the database and the delta is exact.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+
+import pytest
+
+from tests.support.oracle import check_sync
+from workloads.harness import start_agent
+
+pytestmark = pytest.mark.integration
+
+#: Rounds of changes; the view reconciles in full every RECONCILE_EVERY syncs.
+ROUNDS = 3
+RECONCILE_EVERY = 3
+VIEW_SQL = (
+    "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM {src}.lines l "
+    "JOIN {src}.orders o ON l.order_id = o.order_id WHERE l.amount > 10 AND o.status <> 'void'"
+)
+TRUTH_SQL = (
+    "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM lines l "
+    "JOIN orders o ON l.order_id = o.order_id WHERE l.amount > 10 AND o.status <> 'void' "
+    "AND (o.is_deleted IS NULL OR o.is_deleted = FALSE) AND l.deleted_at IS NULL"
+)
+COLUMNS = ["order_id", "line_no", "amount", "note", "oid", "customer"]
+
+
+class Stamped:
+    """Orders and lines on one engine, stamped with the database's clock ("NOW"), changed at random."""
+
+    ENGINES = {
+        "sqlite": ("DATETIME", "BOOLEAN", "strftime('%Y-%m-%d %H:%M:%f', 'now')", "?", "datetime('now', '-1 hour')"),
+        "postgres": ("timestamp", "boolean", "clock_timestamp()", "%s", "clock_timestamp() - interval '1 hour'"),
+    }
+
+    def __init__(self, source, seed: int):
+        self.source = source
+        self.rng = random.Random(seed)
+        stamp, boolean, self.now, self.mark, self.old = self.ENGINES[source.engine]
+        self.orders, self.lines = 0, set()
+        with self.connect() as c:
+            self.run(
+                c,
+                f"CREATE TABLE orders (order_id integer PRIMARY KEY, customer text, status text, "
+                f"updated_at {stamp}, is_deleted {boolean})",
+            )
+            self.run(
+                c,
+                f"CREATE TABLE lines (order_id integer NOT NULL, line_no integer NOT NULL, amount integer, "
+                f"note text, updated_at {stamp}, deleted_at {stamp}, PRIMARY KEY (order_id, line_no))",
+            )
+            self.run(c, "CREATE INDEX lines_updated_at ON lines (updated_at)")
+            self.run(c, "BEGIN")
+            for _ in range(150):
+                self.insert_order(c)
+            for _ in range(900):
+                self.insert_line(c)
+            self.run(c, "COMMIT")
+
+    def connect(self):
+        if self.source.engine == "sqlite":
+            return sqlite3.connect(self.source.path, isolation_level=None)
+        import psycopg
+
+        return psycopg.connect(self.source.owner_url, autocommit=True)
+
+    def run(self, c, sql: str, params: tuple = ()):
+        return c.execute(sql.replace("?", self.mark), params)
+
+    def insert_order(self, c) -> None:
+        self.orders += 1
+        status = self.rng.choice(["open", "open", "void"])
+        self.run(
+            c,
+            f"INSERT INTO orders VALUES (?, ?, ?, {self.now}, FALSE)",
+            (self.orders, f"customer {self.rng.randrange(50)}", status),
+        )
+
+    def insert_line(self, c, stamp: str | None = None) -> tuple[int, int]:
+        while True:
+            key = (self.rng.randint(1, self.orders), self.rng.randint(1, 30))
+            if key not in self.lines:
+                break
+        self.lines.add(key)
+        self.run(
+            c,
+            f"INSERT INTO lines VALUES (?, ?, ?, ?, {stamp or self.now}, NULL)",
+            (*key, self.rng.randrange(100), self.rng.choice(["x", "y", None])),
+        )
+        return key
+
+    def change(self) -> None:
+        rng = self.rng
+        with self.connect() as c:
+            lines = sorted(self.lines)
+            for key in rng.sample(lines, 15):  # updates that bump the stamp (some cross the WHERE clause)
+                self.run(
+                    c,
+                    f"UPDATE lines SET amount = ?, updated_at = {self.now} WHERE order_id = ? AND line_no = ?",
+                    (rng.randrange(100), *key),
+                )
+            for key in rng.sample(lines, 4):  # soft deletes: the marker set, the stamp bumped
+                self.run(
+                    c,
+                    f"UPDATE lines SET deleted_at = {self.now}, updated_at = {self.now} WHERE order_id = ? AND line_no = ?",
+                    key,
+                )
+            for key in rng.sample(lines, 4):  # hard deletes
+                self.run(c, "DELETE FROM lines WHERE order_id = ? AND line_no = ?", key)
+                self.lines.discard(key)
+            for order in rng.sample(range(1, self.orders + 1), 2):  # orders: renamed, voided, flagged
+                what = rng.choice(["customer = 'renamed'", "status = 'void'", "status = 'open'", "is_deleted = TRUE"])
+                self.run(c, f"UPDATE orders SET {what}, updated_at = {self.now} WHERE order_id = ?", (order,))
+            for _ in range(8):
+                self.insert_line(c)
+            for _ in range(2):  # NULL stamps: read at every sync
+                key = self.insert_line(c)
+                self.run(c, "UPDATE lines SET updated_at = NULL WHERE order_id = ? AND line_no = ?", key)
+            nulls = [
+                tuple(r) for r in self.run(c, "SELECT order_id, line_no FROM lines WHERE updated_at IS NULL").fetchall()
+            ]
+            for key in rng.sample(nulls, min(2, len(nulls))):  # changed without a stamp
+                self.run(
+                    c, "UPDATE lines SET note = ? WHERE order_id = ? AND line_no = ?", (f"n{rng.randrange(99)}", *key)
+                )
+
+    def late_update(self, key: tuple) -> None:
+        """A row committed now but stamped an hour ago: only a full reconciliation sees it."""
+        with self.connect() as c:
+            self.run(
+                c,
+                f"UPDATE lines SET note = 'late', updated_at = {self.old} WHERE order_id = ? AND line_no = ?",
+                key[:2],
+            )
+
+    def truth(self, key: list[str]) -> dict:
+        with self.connect() as c:
+            rows = [dict(zip(COLUMNS, r, strict=True)) for r in self.run(c, TRUTH_SQL).fetchall()]
+        return {tuple(r[k] for k in key): r for r in rows}
+
+
+def test_timestamp_rounds_are_exact(api, source, logs_dir):
+    legacy = Stamped(source, seed=1611)
+    agent = start_agent(source.reader_url, logs_dir)
+    src = f"ts_{source.engine}"
+    name = f"ts_lines_{source.engine}"
+    try:
+        api.add_source(src, agent.url)
+        view = api.add_view(
+            name,
+            VIEW_SQL.format(src=src),
+            strategy="timestamp",
+            timestamps={"lines": "updated_at", f"{src}.orders": "updated_at"},
+            delete_flags={"orders": "is_deleted", "lines": "deleted_at"},
+            timestamp_lag_s=1,
+            reconcile_every=RECONCILE_EVERY,
+        )
+        key = view["key"]
+        assert set(key) >= {"order_id", "line_no"}, view
+        assert view["timestamps"] == {f"{src}.lines": "updated_at", f"{src}.orders": "updated_at"}
+        assert view["delete_flags"] == {f"{src}.orders": "is_deleted", f"{src}.lines": "deleted_at"}
+        assert (view["timestamp_lag_s"], view["reconcile_every"]) == (1, RECONCILE_EVERY)
+        before = legacy.truth(key)
+        check_sync(api, name, key, {}, before, api.sync(name))
+        for rnd in range(1, ROUNDS + 1):
+            reconcile = rnd % RECONCILE_EVERY == 0
+            legacy.change()
+            if reconcile:
+                legacy.late_update(next(k for k, row in legacy.truth(key).items() if row["note"] != "late"))
+            truth = legacy.truth(key)
+            sync = api.sync(name)
+            check_sync(api, name, key, before, truth, sync)
+            before = truth
+            stamp = (
+                sync["metrics"]["sites"][0]["timestamp"] if "sites" in sync["metrics"] else sync["metrics"]["timestamp"]
+            )
+            assert stamp["reconciled"] is reconcile, stamp
+            assert stamp["watermark"] > stamp["read_from"], stamp
+            if reconcile:
+                assert stamp["rows_missed"] == 1, f"the late row went unreported: {stamp}"
+            else:
+                assert stamp["keys_reconciled"] == len(truth), stamp
+                assert stamp["rows_read"] < len(truth) / 2, f"the ranged read read too much: {stamp}"
+    finally:
+        agent.stop()
+
+
+BAD_SQL = "SELECT i.id, i.name FROM tsbad.items i"
+
+
+@pytest.fixture(scope="module")
+def tsbad(api, tmp_path_factory, logs_dir):
+    path = tmp_path_factory.mktemp("ts_bad") / "items.db"
+    with sqlite3.connect(path) as c:
+        c.execute(
+            "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, updated_at DATETIME, born TEXT, gone BOOLEAN)"
+        )
+        c.execute("CREATE TABLE tags (id INTEGER PRIMARY KEY, item INTEGER, updated_at DATETIME)")
+    agent = start_agent(f"sqlite:///{path}", logs_dir)
+    api.add_source("tsbad", agent.url)
+    yield api
+    agent.stop()
+
+
+JOIN_SQL = "SELECT i.id, i.name, t.id AS tag FROM tsbad.items i JOIN tsbad.tags t ON t.item = i.id"
+
+
+@pytest.mark.parametrize(
+    ("sql", "extra", "words"),
+    [
+        (BAD_SQL, {"strategy": "timestamp"}, ["timestamp column for every table", "tsbad.items"]),
+        (JOIN_SQL, {"strategy": "timestamp", "timestamps": {"items": "updated_at"}}, ["every table", "tsbad.tags"]),
+        (BAD_SQL, {"timestamps": {"nosuch": "updated_at"}}, ["reads no table 'nosuch'", "tsbad.items"]),
+        (BAD_SQL, {"timestamps": {"other.items": "updated_at"}}, ["reads no table 'other.items'"]),
+        (BAD_SQL, {"timestamps": {"items": "nosuch"}}, ["has no column 'nosuch'", "updated_at"]),
+        (BAD_SQL, {"timestamps": {"items": "born"}}, ["of type text, not a timestamp"]),
+        (BAD_SQL, {"delete_flags": {"items": "nosuch"}}, ["has no column 'nosuch'"]),
+        (BAD_SQL, {"timestamp_lag_s": -1}, ["timestamp_lag_s"]),
+        (BAD_SQL, {"reconcile_every": 0}, ["reconcile_every"]),
+        (BAD_SQL, {"timestamps": ["items"]}, ["timestamps"]),
+        (BAD_SQL, {"strategy": "stamps"}, ["timestamp"]),
+    ],
+    ids=[
+        "no-timestamps",
+        "join-missing-one",
+        "unknown-table",
+        "unknown-source",
+        "unknown-column",
+        "not-a-timestamp",
+        "unknown-flag",
+        "negative-lag",
+        "reconcile-0",
+        "not-a-mapping",
+        "unknown-strategy",
+    ],
+)
+def test_bad_timestamp_settings_are_422(tsbad, sql, extra, words):
+    r = tsbad.http.post("/v1/views", json={"name": "ts_bad_v", "sql": sql, **extra})
+    assert r.status_code == 422, r.text
+    for word in words:
+        assert word.lower() in r.text.lower(), f"{word!r} not in {r.text}"
+    assert tsbad.http.get("/v1/views/ts_bad_v").status_code == 404
+
+
+def test_timestamp_settings_are_kept_and_redefined(tsbad):
+    view = tsbad.add_view(
+        "ts_ok_v", BAD_SQL, strategy="timestamp", timestamps={"items": "updated_at"}, delete_flags={"items": "gone"}
+    )
+    assert (view["timestamps"], view["delete_flags"]) == ({"tsbad.items": "updated_at"}, {"tsbad.items": "gone"})
+    assert (view["timestamp_lag_s"], view["reconcile_every"]) == (5.0, 24)
+    assert '"i"."gone" IS NULL' in view["sites"][0]["sql"], view["sites"]
+    r = tsbad.http.put("/v1/views/ts_ok_v", json={"sql": BAD_SQL, "reconcile_every": 2})
+    assert r.status_code == 200, r.text
+    again = tsbad.http.get("/v1/views/ts_ok_v").json()
+    assert (again["strategy"], again["timestamps"], again["reconcile_every"]) == ("timestamp", view["timestamps"], 2)
+    r = tsbad.http.put("/v1/views/ts_ok_v", json={"sql": BAD_SQL, "timestamps": {}})
+    assert r.status_code == 422 and "every table" in r.text, r.text
+    assert tsbad.http.delete("/v1/views/ts_ok_v").status_code == 204

@@ -1,0 +1,210 @@
+"""Timestamps and delete flags of a view's tables: checked settings and the SQL they imply.
+
+The view settings `timestamps` and `delete_flags` ({TABLE: COLUMN}, TABLE written `table` or
+`source.table`) are checked against the sources' schemas when a view is defined. A delete
+flag filters its table in the site query (a row with the flag set is not in the view,
+whatever the strategy); the timestamps serve the timestamp strategy (strategies/timestamp.py),
+which narrows each site query to the rows stamped since a watermark and lists its keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+
+import sqlglot
+from sqlglot import exp
+
+from remote_agent.protocol.schema import SourceSchema
+
+from .viewdef import SiteQuery, ViewDef, ViewDefinitionError
+
+#: Seconds subtracted from the watermark before each read: a row stamped just before the
+#: watermark by a transaction that committed after it is still read.
+DEFAULT_LAG_S = 5.0
+#: Syncs between two full reconciliations (a differencing strategy over the whole site query).
+DEFAULT_RECONCILE_EVERY = 24
+#: Logical types a timestamp column may have.
+STAMP_TYPES = ("timestamp", "timestamptz")
+#: The text form of a watermark: what the agents' clocks answer and the literal compared.
+WATERMARK_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+
+
+@dataclass(frozen=True)
+class StampSettings:
+    """A view's timestamp settings as stored in its options (tables written `source.table`)."""
+
+    timestamps: dict[str, str] = field(default_factory=dict)
+    delete_flags: dict[str, str] = field(default_factory=dict)
+    lag_s: float = DEFAULT_LAG_S
+    reconcile_every: int = DEFAULT_RECONCILE_EVERY
+
+    def to_options(self) -> dict:
+        return {
+            "timestamps": dict(self.timestamps),
+            "delete_flags": dict(self.delete_flags),
+            "timestamp_lag_s": self.lag_s,
+            "reconcile_every": self.reconcile_every,
+        }
+
+    @classmethod
+    def from_options(cls, options: dict) -> StampSettings:
+        """The settings of a stored view (one stored before they existed has none).
+
+        >>> StampSettings.from_options({"strategy": "auto"}).reconcile_every
+        24
+        """
+        return cls(
+            dict(options.get("timestamps") or {}),
+            dict(options.get("delete_flags") or {}),
+            float(options.get("timestamp_lag_s", DEFAULT_LAG_S)),
+            int(options.get("reconcile_every", DEFAULT_RECONCILE_EVERY)),
+        )
+
+
+def site_tables(site: SiteQuery, dialect: str | None = None) -> dict[str, str]:
+    """Table name -> alias of the tables a site query reads.
+
+    >>> site_tables(SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p"', [], ["id"]))
+    {'people': 'p'}
+    """
+    tree = sqlglot.parse_one(site.sql, read=dialect)
+    return {t.name: t.alias_or_name for t in tree.find_all(exp.Table)}
+
+
+def _resolve(table: str, definition: ViewDef, setting: str) -> tuple[str, str]:
+    """(source, table) of a TABLE of a setting, written `table` or `source.table`."""
+    read = {(s.source, name) for s in definition.sites for name in site_tables(s)}
+    if "." in table:
+        source, name = table.split(".", 1)
+        found = [(source, name)] if (source, name) in read else []
+    else:
+        found = [(source, name) for source, name in read if name == table]
+    tables = ", ".join(sorted(f"{s}.{t}" for s, t in read))
+    if not found:
+        raise ViewDefinitionError(f"{setting}: the view reads no table {table!r}; it reads {tables}")
+    if len(found) > 1:
+        raise ViewDefinitionError(f"{setting}: table {table!r} is ambiguous; write it source.table ({tables})")
+    return found[0]
+
+
+def check_settings(
+    settings: StampSettings, definition: ViewDef, schemas: dict[str, SourceSchema], strategy: str
+) -> StampSettings:
+    """The settings with tables written `source.table`, checked against the schemas.
+
+    Raises:
+        ViewDefinitionError: an unknown table or column, a timestamp that is no timestamp,
+            or strategy timestamp without a timestamp for every table (or without a key).
+    """
+    if settings.lag_s < 0:
+        raise ViewDefinitionError("timestamp_lag_s must be at least 0")
+    if settings.reconcile_every < 1:
+        raise ViewDefinitionError("reconcile_every must be at least 1")
+    out: dict[str, dict[str, str]] = {"timestamps": {}, "delete_flags": {}}
+    for setting in out:
+        for table, column in getattr(settings, setting).items():
+            source, name = _resolve(table, definition, setting)
+            info = schemas[source].tables[name].column(column)
+            if info is None:
+                columns = ", ".join(c.name for c in schemas[source].tables[name].columns)
+                raise ViewDefinitionError(
+                    f"{setting}: table {source}.{name} has no column {column!r}; it has {columns}"
+                )
+            if setting == "timestamps" and info.type.kind not in STAMP_TYPES:
+                raise ViewDefinitionError(
+                    f"timestamps: column {source}.{name}.{column} is of type {info.type}, not a timestamp "
+                    f"({' or '.join(STAMP_TYPES)}; on SQLite declare it DATETIME or TIMESTAMP and store "
+                    "'YYYY-MM-DD HH:MM:SS[.fff]' text in UTC)"
+                )
+            out[setting][f"{source}.{name}"] = column
+    if strategy == "timestamp":
+        if not definition.key:
+            raise ViewDefinitionError("strategy timestamp needs a keyed view (this one has no key)")
+        for site in definition.sites:
+            missing = [t for t in site_tables(site) if f"{site.source}.{t}" not in out["timestamps"]]
+            if missing:
+                raise ViewDefinitionError(
+                    f"strategy timestamp needs a timestamp column for every table of the view: give "
+                    f"{', '.join(f'{site.source}.{t}' for t in missing)} one in timestamps ({{TABLE: COLUMN}})"
+                )
+    return replace(settings, timestamps=out["timestamps"], delete_flags=out["delete_flags"])
+
+
+def flag_predicate(column: exp.Column, kind: str) -> exp.Expression:
+    """The rows whose delete flag is not set: NULL, FALSE or 0 (any other value is set).
+
+    >>> flag_predicate(exp.column("gone", "t"), "bool").sql()
+    '(t.gone IS NULL OR t.gone = FALSE)'
+    >>> flag_predicate(exp.column("deleted_at", "t"), "timestamp").sql()
+    't.deleted_at IS NULL'
+    """
+    unset = exp.Is(this=column.copy(), expression=exp.Null())
+    if kind == "bool":
+        return exp.Paren(this=exp.or_(unset, exp.EQ(this=column.copy(), expression=exp.Boolean(this=False))))
+    if kind in ("int", "decimal", "float"):
+        return exp.Paren(this=exp.or_(unset, exp.EQ(this=column.copy(), expression=exp.Literal.number(0))))
+    return unset
+
+
+def apply_delete_flags(definition: ViewDef, settings: StampSettings, schemas: dict[str, SourceSchema]) -> ViewDef:
+    """The definition with each flagged table's rows filtered to those whose flag is not set."""
+    sites = []
+    for site in definition.sites:
+        dialect = schemas[site.source].dialect
+        tree = sqlglot.parse_one(site.sql, read=dialect)
+        for name, alias in site_tables(site, dialect).items():
+            column = settings.delete_flags.get(f"{site.source}.{name}")
+            if column is not None:
+                kind = schemas[site.source].tables[name].column(column).type.kind
+                tree = tree.where(flag_predicate(exp.column(column, alias, quoted=True), kind), append=True)
+        sites.append(replace(site, sql=tree.sql(dialect=dialect)))
+    return replace(definition, sites=sites)
+
+
+def site_stamps(site: SiteQuery, settings: StampSettings) -> dict[str, str]:
+    """Alias -> timestamp column of the site query's stamped tables."""
+    return {
+        alias: settings.timestamps[f"{site.source}.{name}"]
+        for name, alias in site_tables(site).items()
+        if f"{site.source}.{name}" in settings.timestamps
+    }
+
+
+def since(watermark: str, lag_s: float) -> str:
+    """The lower bound of the next read: the watermark minus the lag, in the same text form.
+
+    >>> since("2026-11-25 20:00:03.5", 5)
+    '2026-11-25 19:59:58.500000'
+    """
+    return (dt.datetime.fromisoformat(watermark) - dt.timedelta(seconds=lag_s)).strftime(WATERMARK_FORMAT)
+
+
+def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None) -> str:
+    """The site query narrowed to rows with any stamped table's timestamp >= `bound`, or NULL
+    (a NULL timestamp counts as changed at every sync); no row at all when `bound` is None.
+
+    >>> s = SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p" WHERE "p"."id" > 0', [], ["id"])
+    >>> ranged_sql(s, {"p": "at"}, "2026-01-01 00:00:00.000000")
+    'SELECT "p"."id" AS "id" FROM "people" AS "p" WHERE "p"."id" > 0 AND ("p"."at" >= \\'2026-01-01 00:00:00.000000\\' OR "p"."at" IS NULL)'
+    """
+    tree = sqlglot.parse_one(site.sql)
+    if bound is None:
+        return tree.where(exp.EQ(this=exp.Literal.number(1), expression=exp.Literal.number(0)), append=True).sql()
+    terms = []
+    for alias, column in stamps.items():
+        col = exp.column(column, alias, quoted=True)
+        terms.append(exp.GTE(this=col, expression=exp.Literal.string(bound)))
+        terms.append(exp.Is(this=col.copy(), expression=exp.Null()))
+    return tree.where(exp.Paren(this=exp.or_(*terms)), append=True).sql()
+
+
+def keys_sql(site: SiteQuery) -> str:
+    """The site query projected on its key columns (the key reconciliation's read).
+
+    >>> keys_sql(SiteQuery("s", 'SELECT "p"."id" AS "id", "p"."n" AS "n" FROM "people" AS "p"', [], ["id"]))
+    'SELECT "p"."id" AS "id" FROM "people" AS "p"'
+    """
+    tree = sqlglot.parse_one(site.sql)
+    keep = [e for e in tree.expressions if e.alias_or_name in site.key]
+    return tree.select(*keep, append=False).sql()
