@@ -104,7 +104,8 @@ class SiteDetails:
     chosen: str | None = None
     #: timestamp: watermark (the source's clock), read_from, lag_s, rows_read by the ranged
     #: read, keys_reconciled, keys_deleted, reconciled (a full reconciliation ran),
-    #: reconciliation (its strategy), rows_missed (rows it found that the ranged read had not)
+    #: reconciliation (its strategy), rows_missed (rows it found that the ranged read had not),
+    #: index_used (an index on a timestamp serves the ranged read) and the query_plan
     timestamp: dict | None = None
     #: How the new fragment was written: "whole", or "overlay" (the touched tuples only,
     #: over the previous base; layers.py), and the overlay's rows after this sync.

@@ -66,6 +66,8 @@ class Adapter(ABC):
     #: SELECT of one row, one column: the database's own clock as text in the form its
     #: timestamp columns compare with (the timestamp strategy's watermark); None: no clock.
     clock_sql: str | None = None
+    #: What turns a SELECT into its query plan without running it (read-only); None: no plans.
+    explain_prefix: str | None = None
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         self.url = url
@@ -119,6 +121,14 @@ class Adapter(ABC):
         with session.read() as reader:
             value = reader.rows(self.clock_sql, limit=1)[0][0]
         return None if value is None else str(value)
+
+    def query_plan(self, session: Session, sql: str) -> list[str] | None:
+        """The database's plan of a SELECT (not run), one line per step; None when the adapter has none."""
+        if self.explain_prefix is None:
+            return None
+        with session.read() as reader:
+            rows = reader.rows(f"{self.explain_prefix} {sql}", limit=1000)
+        return [str(r[-1]) for r in rows]
 
     def check(self) -> None:
         """Fail fast (SourceUnavailable) if the database cannot be opened."""

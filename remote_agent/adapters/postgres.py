@@ -256,6 +256,8 @@ class PostgresAdapter(Adapter):
     #: The wall clock (not the transaction's start) in the session's time zone, without an
     #: offset: a literal of this form compares right with timestamp and timestamptz columns.
     clock_sql = "SELECT to_char(clock_timestamp(), 'YYYY-MM-DD HH24:MI:SS.US')"
+    #: EXPLAIN without ANALYZE plans the statement and runs nothing.
+    explain_prefix = "EXPLAIN"
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         """`arrow_reads`: read scan chunks through ADBC into Arrow (postgres_arrow.py), off by default.
@@ -348,6 +350,12 @@ class PostgresAdapter(Adapter):
             with contextlib.suppress(psycopg.Error):
                 conn.rollback()
             conn.close()
+
+    def query_plan(self, session: Session, sql: str) -> list[str] | None:
+        # EXPLAIN cannot run in the named cursor that stream() declares: a client-side one.
+        with session.read(), session.conn.cursor() as cursor:
+            cursor.execute(f"{self.explain_prefix} {sql}")
+            return [row[0] for row in cursor.fetchall()]
 
     def rebind(self, value: Any) -> Any:
         # A float goes back as its text, typed by the server as the column's own type: a

@@ -110,6 +110,8 @@ class SqliteAdapter(Adapter):
     #: UTC, in the text form of SQLite's own date functions ('YYYY-MM-DD HH:MM:SS.SSS'):
     #: timestamps stored as such text compare with it as text.
     clock_sql = "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
+    #: Rows (id, parent, notused, detail): the detail names the index and the range it serves.
+    explain_prefix = "EXPLAIN QUERY PLAN"
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         super().__init__(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)

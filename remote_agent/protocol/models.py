@@ -45,6 +45,9 @@ class ExtractControl(BaseModel):
         description="read the database's own clock before the scan and report it in the summary (source_clock): "
         "the timestamp strategy's watermark",
     )
+    query_plan: bool = Field(
+        default=False, description="report the database's plan of the site query (EXPLAIN, not run) in the summary"
+    )
 
 
 class RangesControl(BaseModel):

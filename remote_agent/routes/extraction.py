@@ -74,6 +74,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         chunk_rows=settings.chunk_rows,
         read_ahead=settings.read_ahead,
         source_clock=control.source_clock,
+        query_plan=control.query_plan,
     )
     return _stream(state, work.run())
 

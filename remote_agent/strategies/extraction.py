@@ -77,9 +77,11 @@ class Extraction:
         chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
         read_ahead: bool = False,
         source_clock: bool = False,
+        query_plan: bool = False,
     ):
         check_columns(query, expected_columns)
         self.source_clock = source_clock
+        self.query_plan = query_plan
         self.adapter = adapter
         self.query = query
         self.units = units
@@ -114,6 +116,8 @@ class Extraction:
         with self.adapter.session() as session:
             if self.source_clock:  # before the scan: a row written during it is stamped later
                 self.stats["source_clock"] = self.adapter.source_clock(session)
+            if self.query_plan:
+                self.stats["query_plan"] = self.adapter.query_plan(session, self.query.sql)
             yield from self._scan(session)
             scanned = time.monotonic()
             yield from self._deleted_and_broken()

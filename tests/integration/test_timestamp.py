@@ -21,8 +21,8 @@ from workloads.harness import start_agent
 pytestmark = pytest.mark.integration
 
 #: Rounds of changes; the view reconciles in full every RECONCILE_EVERY syncs.
-ROUNDS = 3
-RECONCILE_EVERY = 3
+ROUNDS = 2
+RECONCILE_EVERY = 2
 VIEW_SQL = (
     "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM {src}.lines l "
     "JOIN {src}.orders o ON l.order_id = o.order_id WHERE l.amount > 10 AND o.status <> 'void'"
@@ -190,6 +190,7 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
                 assert stamp["rows_missed"] == 1, f"the late row went unreported: {stamp}"
             else:
                 assert stamp["keys_reconciled"] == len(truth), stamp
+                assert isinstance(stamp["index_used"], bool) and stamp["query_plan"], stamp
                 assert stamp["rows_read"] < len(truth) / 2, f"the ranged read read too much: {stamp}"
     finally:
         agent.stop()
@@ -206,8 +207,10 @@ def tsbad(api, tmp_path_factory, logs_dir):
             "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, updated_at DATETIME, born TEXT, gone BOOLEAN)"
         )
         c.execute("CREATE TABLE tags (id INTEGER PRIMARY KEY, item INTEGER, updated_at DATETIME)")
+        c.execute("CREATE INDEX items_at ON items (updated_at)")
     agent = start_agent(f"sqlite:///{path}", logs_dir)
     api.add_source("tsbad", agent.url)
+    api.db_path = path  # the tests below write the legacy rows
     yield api
     agent.stop()
 
@@ -259,6 +262,18 @@ def test_timestamp_settings_are_kept_and_redefined(tsbad):
     assert (view["timestamps"], view["delete_flags"]) == ({"tsbad.items": "updated_at"}, {"tsbad.items": "gone"})
     assert (view["timestamp_lag_s"], view["reconcile_every"]) == (5.0, 24)
     assert '"i"."gone" IS NULL' in view["sites"][0]["sql"], view["sites"]
+    now = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+    with sqlite3.connect(tsbad.db_path) as c:
+        c.executemany(f"INSERT INTO items VALUES (?, ?, {now}, NULL, ?)", [(1, "a", 0), (2, "b", None), (3, "c", 1)])
+    assert tsbad.sync("ts_ok_v")["metrics"]["rows_inserted"] == 2  # item 3 is flagged deleted
+    with sqlite3.connect(tsbad.db_path) as c:
+        c.execute(f"UPDATE items SET gone = TRUE, updated_at = {now} WHERE id = 1")
+    sync = tsbad.sync("ts_ok_v")
+    assert sync["status"] == "succeeded", sync["error"]
+    m = sync["metrics"]
+    assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (0, 0, 1), m
+    assert m["timestamp"]["index_used"] is True, m["timestamp"]  # the index on updated_at serves the read
+    assert [r["id"] for r in tsbad.rows("ts_ok_v")] == [2]
     r = tsbad.http.put("/v1/views/ts_ok_v", json={"sql": BAD_SQL, "reconcile_every": 2})
     assert r.status_code == 200, r.text
     again = tsbad.http.get("/v1/views/ts_ok_v").json()

@@ -239,12 +239,14 @@ def extract_exchange(
     spec: SiteSpec | None = None,
     prefix: str = "",
     source_clock: bool = False,
+    query_plan: bool = False,
 ) -> Answer:
     """One POST /v1/extract: the control frame, then the `data` frames; files the answer's frames.
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
     `spec` replaces the site query (e.g. narrowed to a range, or to its keys), `prefix` the
-    staging files' names, and `source_clock` asks the agent for its database's clock.
+    staging files' names, `source_clock` asks the agent for its database's clock and
+    `query_plan` for the database's plan of the query.
     """
     hash_bits = ctx.options.hash_bits
     spec = spec or ctx.spec()
@@ -255,10 +257,12 @@ def extract_exchange(
         batch_rows=ctx.options.batch_rows,
         tuple_hash_bits=TUPLE_HASH_BITS,
         source_clock=source_clock,
+        query_plan=query_plan,
     )
     fields = control.model_dump()
-    if not source_clock:  # what an agent older than the field is sent
-        del fields["source_clock"]
+    for name in ("source_clock", "query_plan"):  # left out when off, as an agent older than them is sent
+        if not fields[name]:
+            del fields[name]
     body = itertools.chain([frames.json_frame(frames.CONTROL, fields)], data)
 
     returned_path, deleted_path = ctx.staging / f"{prefix}returned.parquet", ctx.staging / f"{prefix}deleted.parquet"

@@ -71,6 +71,21 @@ class Watermark:
         return cls(data["watermark"], int(data["syncs"]))
 
 
+def index_serves(plan: list[str], columns: set[str]) -> bool:
+    """Whether a query plan (SQLite's EXPLAIN QUERY PLAN details, PostgreSQL's EXPLAIN lines)
+    reads one of the timestamp `columns` through an index.
+
+    >>> index_serves(["SEARCH l USING INDEX lines_at (updated_at>?)"], {"updated_at"})
+    True
+    >>> index_serves(["SCAN l", "SEARCH o USING INTEGER PRIMARY KEY (rowid=?)"], {"updated_at"})
+    False
+    >>> index_serves(["Bitmap Index Scan on lines_at", "  Index Cond: (updated_at >= '2026-01-01')"], {"updated_at"})
+    True
+    """
+    markers = ("USING INDEX", "USING COVERING INDEX", "INDEX COND")
+    return any(c in line and any(m in line.upper() for m in markers) for line in plan for c in columns)
+
+
 def _clock(answer: Answer) -> str:
     clock = answer.summary.get("source_clock")
     if not clock:
@@ -128,8 +143,14 @@ class Timestamp(Strategy):
             sql = ranged_sql(ctx.site, self.stamps, bound)
         else:  # nothing to read from: just the clock
             bound, sql = None, ranged_sql(ctx.site, {}, None)
-        answer = extract_exchange(ctx, spec=self._spec(sql), prefix="ts-", source_clock=True)
+        answer = extract_exchange(
+            ctx, spec=self._spec(sql), prefix="ts-", source_clock=True, query_plan=self.state is not None
+        )
         self.watermark = _clock(answer)
+        plan = answer.summary.get("query_plan")
+        if plan is not None:
+            self.report["index_used"] = index_serves(plan, set(self.stamps.values()))
+            self.report["query_plan"] = plan
         self.report.update(
             previous_watermark=self.state.watermark if self.state else None,
             read_from=bound,
