@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from remote_agent.protocol import frames
-from remote_agent.protocol.models import ExtractControl, SiteSpec
+from remote_agent.protocol.models import ExtractControl, FetchControl, SiteSpec
 from remote_agent.protocol.types import Column, arrow_schema
 from remote_agent.protocol.wire import COUNT, HASH, UID
 
@@ -301,3 +301,19 @@ def extract_exchange(
     m.agent_seconds = summary.get("elapsed_s")
     m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
     return Answer([returned_path], deleted_path, summary)
+
+
+def fetch_exchange(ctx: SiteContext, key_table: pa.Table, path: Path) -> int:
+    """One POST /v1/fetch: the current rows of the keys of `key_table`, filed at `path`; how many came."""
+    control = FetchControl(site=ctx.spec(), batch_rows=ctx.options.batch_rows)
+
+    def body() -> Iterator[bytes]:
+        yield frames.json_frame(frames.CONTROL, control.model_dump())
+        for batch in key_table.to_batches(max_chunksize=SEND_BATCH_ROWS):
+            yield frames.arrow_frame(frames.FETCH_KEYS, batch)
+
+    with Sink(path, ctx.rows_schema()) as sink:
+        for frame in ctx.client.exchange("/v1/fetch", body()):
+            if frame.kind == frames.ROWS:
+                sink.write(frame.batch())
+    return sink.rows

@@ -21,14 +21,12 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_from_bytes
-from remote_agent.protocol.models import FetchControl
 from remote_agent.protocol.wire import COUNT, HASH, key_values
 from remote_agent.protocol.wire import UID as WIRE_UID
 
 from .. import planning
 from ..grouping import BENEFIT, GROUP_HASH, KIND, MEMBER, ROW_HASH, UID, UNIT, members, plan_groups, units
-from ..sinks import Sink
-from .base import SEND_BATCH_ROWS, Answer, SiteEstimate, Strategy, extract_exchange
+from .base import SEND_BATCH_ROWS, Answer, SiteEstimate, Strategy, extract_exchange, fetch_exchange
 
 
 class GroupHash(Strategy):
@@ -148,19 +146,8 @@ class GroupHash(Strategy):
             key_table = pa.table(
                 {c.name: pa.array([k[i] for k in keys], c.type.arrow()) for i, c in enumerate(key_cols)}
             )
-        control = FetchControl(site=ctx.spec(), batch_rows=ctx.options.batch_rows)
-
-        def body() -> Iterator[bytes]:
-            yield frames.json_frame(frames.CONTROL, control.model_dump())
-            for batch in key_table.to_batches(max_chunksize=SEND_BATCH_ROWS):
-                yield frames.arrow_frame(frames.FETCH_KEYS, batch)
-
         refetched = ctx.staging / "refetched.parquet"
-        with Sink(refetched, ctx.rows_schema()) as sink:
-            for frame in ctx.client.exchange("/v1/fetch", body()):
-                if frame.kind == frames.ROWS:
-                    sink.write(frame.batch())
-        ctx.metrics.rows_received += sink.rows
+        ctx.metrics.rows_received += fetch_exchange(ctx, key_table, refetched)
         return Answer([*answer.returned, refetched], answer.deleted)
 
     def unchanged_keys(self) -> DataFrame | None:
