@@ -103,7 +103,7 @@ class SiteDetails:
     # auto
     chosen: str | None = None
     #: timestamp: watermark (the source's clock), read_from, lag_s, rows_read by the ranged
-    #: read, keys_reconciled, keys_deleted, reconciled (a full reconciliation ran),
+    #: read, keys_reconciled, keys_deleted, rows_fetched (new keys the ranged read missed), reconciled (a full reconciliation ran),
     #: reconciliation (its strategy), rows_missed (rows it found that the ranged read had not),
     #: index_used (an index on a timestamp serves the ranged read) and the query_plan
     timestamp: dict | None = None

@@ -3,8 +3,9 @@
 A legacy application stamps its rows with the database's own clock: orders and their lines
 (a join within one site, a composite key), a soft-delete flag on each (a boolean, a nullable
 marker), updates that bump the stamp, rows crossing the WHERE clause, hard deletes, rows
-with a NULL stamp, and before each reconciliation a late-committing row (stamped well before
-the watermark) that only the periodic full reconciliation catches and reports. After every
+with a NULL stamp; late-committing rows (stamped well before the watermark): an insert,
+which the key reconciliation finds and fetches, and before each reconciliation an update,
+which only the periodic full reconciliation catches and reports. After every
 sync the view equals the truth read straight from the database and the delta is exact.
 """
 
@@ -134,6 +135,13 @@ class Stamped:
                     c, "UPDATE lines SET note = ? WHERE order_id = ? AND line_no = ?", (f"n{rng.randrange(99)}", *key)
                 )
 
+    def late_insert(self, order: int) -> None:
+        """A new line of `order` committed now but stamped an hour ago: the key reconciliation finds it."""
+        with self.connect() as c:
+            line = next(n for n in range(31, 99) if (order, n) not in self.lines)
+            self.lines.add((order, line))
+            self.run(c, f"INSERT INTO lines VALUES (?, ?, 50, 'late', {self.old}, NULL)", (order, line))
+
     def late_update(self, key: tuple) -> None:
         """A row committed now but stamped an hour ago: only a full reconciliation sees it."""
         with self.connect() as c:
@@ -175,8 +183,11 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
         for rnd in range(1, ROUNDS + 1):
             reconcile = rnd % RECONCILE_EVERY == 0
             legacy.change()
+            late = next(k for k, row in legacy.truth(key).items() if row["note"] != "late")
             if reconcile:
-                legacy.late_update(next(k for k, row in legacy.truth(key).items() if row["note"] != "late"))
+                legacy.late_update(late)
+            else:
+                legacy.late_insert(late[0])
             truth = legacy.truth(key)
             sync = api.sync(name)
             check_sync(api, name, key, before, truth, sync)
@@ -191,6 +202,7 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
             else:
                 assert stamp["keys_reconciled"] == len(truth), stamp
                 assert isinstance(stamp["index_used"], bool) and stamp["query_plan"], stamp
+                assert stamp["rows_fetched"] == 1, f"the late insert was not fetched: {stamp}"
                 assert stamp["rows_read"] < len(truth) / 2, f"the ranged read read too much: {stamp}"
     finally:
         agent.stop()
@@ -274,6 +286,18 @@ def test_timestamp_settings_are_kept_and_redefined(tsbad):
     assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (0, 0, 1), m
     assert m["timestamp"]["index_used"] is True, m["timestamp"]  # the index on updated_at serves the read
     assert [r["id"] for r in tsbad.rows("ts_ok_v")] == [2]
+    # a failed sync keeps the old watermark: the next one reads from it
+    with sqlite3.connect(tsbad.db_path) as c:
+        c.execute("ALTER TABLE items RENAME TO items_away")
+    failed = tsbad.sync("ts_ok_v")
+    assert failed["status"] == "failed", failed
+    with sqlite3.connect(tsbad.db_path) as c:
+        c.execute("ALTER TABLE items_away RENAME TO items")
+        c.execute(f"UPDATE items SET name = 'bb', updated_at = {now} WHERE id = 2")
+    after = tsbad.sync("ts_ok_v")
+    assert after["status"] == "succeeded", after["error"]
+    assert after["metrics"]["timestamp"]["previous_watermark"] == m["timestamp"]["watermark"], after["metrics"]
+    assert [(r["id"], r["name"]) for r in tsbad.rows("ts_ok_v")] == [(2, "bb")]
     r = tsbad.http.put("/v1/views/ts_ok_v", json={"sql": BAD_SQL, "reconcile_every": 2})
     assert r.status_code == 200, r.text
     again = tsbad.http.get("/v1/views/ts_ok_v").json()

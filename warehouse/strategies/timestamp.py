@@ -7,7 +7,9 @@ Each table of the site query has a last-modified column (the view's `timestamps`
    timestamp counts as changed at every sync); the agent reads its database's clock first,
    and that clock, not the warehouse's, is the next watermark;
 2. reads the site query's keys, and nothing else: a snapshot key missing from them is a
-   delete (a hard delete, a row whose delete flag was set, a row that left the WHERE clause);
+   delete (a hard delete, a row whose delete flag was set, a row that left the WHERE clause),
+   and a key new to the warehouse that the ranged read did not return (an insert committed
+   with an older stamp) has its row fetched;
 3. the exact delta is built from the rows read (those re-read because of the lag and
    unchanged give no delta row) and the deleted keys; every other key is vouched unchanged.
 
@@ -37,7 +39,16 @@ from remote_agent.protocol.models import SiteSpec
 from ..errors import ProtocolError
 from ..stamps import StampSettings, keys_sql, ranged_sql, since, site_stamps
 from ..storage import Version
-from .base import Answer, DeltaInputs, SiteContext, SiteEstimate, Strategy, extract_exchange, spark_schema
+from .base import (
+    Answer,
+    DeltaInputs,
+    SiteContext,
+    SiteEstimate,
+    Strategy,
+    extract_exchange,
+    fetch_exchange,
+    spark_schema,
+)
 from .full_ship import FullShip
 
 #: The state file in a version's site directory, and the format it is written in.
@@ -185,11 +196,22 @@ class Timestamp(Strategy):
         gone = ctx.snapshot.select(*key).join(present, key, "left_anti").toArrow()
         key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
         deleted = ctx.staging / "deleted.parquet"
-        pq.write_table(gone.select(key).cast(key_schema) if gone is not None else key_schema.empty_table(), deleted)
-        self.report["keys_deleted"] = pq.read_metadata(deleted).num_rows
-        ctx.metrics.rows_received = kept.num_rows
-        self.touched = [returned, deleted]
-        return Answer([returned], deleted)
+        pq.write_table(gone.select(key).cast(key_schema), deleted)
+        self.report["keys_deleted"] = gone.num_rows
+        # keys new to the warehouse that the ranged read did not return: rows committed
+        # with a stamp older than the bound (an insert; a late update only the
+        # reconciliation sees). Their rows are fetched now.
+        read = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(returned))
+        unread = present.join(ctx.snapshot.select(*key).unionByName(read), key, "left_anti").toArrow()
+        found = [returned]
+        if unread.num_rows:
+            found.append(ctx.staging / "ts-fetched.parquet")
+            self.report["rows_fetched"] = fetch_exchange(ctx, unread.select(key).cast(key_schema), found[-1])
+        else:
+            self.report["rows_fetched"] = 0
+        ctx.metrics.rows_received = kept.num_rows + self.report["rows_fetched"]
+        self.touched = [*found, deleted]
+        return Answer(found, deleted)
 
     def follow_up(self, answer: Answer) -> Answer:
         if self.full is None:
