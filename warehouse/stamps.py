@@ -62,19 +62,19 @@ class StampSettings:
         )
 
 
-def site_tables(site: SiteQuery, dialect: str | None = None) -> dict[str, str]:
-    """Table name -> alias of the tables a site query reads.
+def site_tables(site: SiteQuery, dialect: str | None = None) -> list[tuple[str, str]]:
+    """(table name, alias) of each table a site query reads (a table joined with itself twice).
 
-    >>> site_tables(SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p"', [], ["id"]))
-    {'people': 'p'}
+    >>> site_tables(SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p" JOIN "people" AS "q" ON "q"."id" = "p"."id"', [], ["id"]))
+    [('people', 'p'), ('people', 'q')]
     """
     tree = sqlglot.parse_one(site.sql, read=dialect)
-    return {t.name: t.alias_or_name for t in tree.find_all(exp.Table)}
+    return [(t.name, t.alias_or_name) for t in tree.find_all(exp.Table)]
 
 
 def _resolve(table: str, definition: ViewDef, setting: str) -> tuple[str, str]:
     """(source, table) of a TABLE of a setting, written `table` or `source.table`."""
-    read = {(s.source, name) for s in definition.sites for name in site_tables(s)}
+    read = {(s.source, name) for s in definition.sites for name, _ in site_tables(s)}
     if "." in table:
         source, name = table.split(".", 1)
         found = [(source, name)] if (source, name) in read else []
@@ -122,7 +122,8 @@ def check_settings(
         if not definition.key:
             raise ViewDefinitionError("strategy timestamp needs a keyed view (this one has no key)")
         for site in definition.sites:
-            missing = [t for t in site_tables(site) if f"{site.source}.{t}" not in out["timestamps"]]
+            names = dict.fromkeys(t for t, _ in site_tables(site))  # a self-join names a table twice
+            missing = [t for t in names if f"{site.source}.{t}" not in out["timestamps"]]
             if missing:
                 raise ViewDefinitionError(
                     f"strategy timestamp needs a timestamp column for every table of the view: give "
@@ -153,7 +154,7 @@ def apply_delete_flags(definition: ViewDef, settings: StampSettings, schemas: di
     for site in definition.sites:
         dialect = schemas[site.source].dialect
         tree = sqlglot.parse_one(site.sql, read=dialect)
-        for name, alias in site_tables(site, dialect).items():
+        for name, alias in site_tables(site, dialect):
             column = settings.delete_flags.get(f"{site.source}.{name}")
             if column is not None:
                 kind = schemas[site.source].tables[name].column(column).type.kind
@@ -166,7 +167,7 @@ def site_stamps(site: SiteQuery, settings: StampSettings) -> dict[str, str]:
     """Alias -> timestamp column of the site query's stamped tables."""
     return {
         alias: settings.timestamps[f"{site.source}.{name}"]
-        for name, alias in site_tables(site).items()
+        for name, alias in site_tables(site)
         if f"{site.source}.{name}" in settings.timestamps
     }
 
