@@ -6,7 +6,8 @@ Each table of the site query has a last-modified column (the view's `timestamps`
    join) is at or after the previous watermark minus `timestamp_lag_s`, or NULL (a NULL
    timestamp counts as changed at every sync); the agent reads its database's clock first,
    and that clock, not the warehouse's, is the next watermark;
-2. reads the site query's keys, and nothing else: a snapshot key missing from them is a
+2. reads the site query's keys, and nothing else (every key, or by range checksums over
+   the key-only query when the statistics expect that to move fewer bytes): a snapshot key missing from them is a
    delete (a hard delete, a row whose delete flag was set, a row that left the WHERE clause),
    and a key new to the warehouse that the ranged read did not return (an insert committed
    with an older stamp) has its row fetched;
@@ -27,7 +28,7 @@ sync leaves the old watermark.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,8 +38,11 @@ from pyspark.sql import DataFrame
 from remote_agent.protocol.models import SiteSpec
 
 from ..errors import ProtocolError
+from ..metrics import SiteMetrics
+from ..planning import CostModel
 from ..stamps import StampSettings, keys_sql, ranged_sql, since, site_stamps
 from ..storage import Version
+from ..viewdef import SiteQuery
 from .base import (
     Answer,
     DeltaInputs,
@@ -50,6 +54,7 @@ from .base import (
     spark_schema,
 )
 from .full_ship import FullShip
+from .range_checksum import INITIAL_RANGES, RangeChecksum
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "timestamp.json"
@@ -95,6 +100,35 @@ def index_serves(plan: list[str], columns: set[str]) -> bool:
     """
     markers = ("USING INDEX", "USING COVERING INDEX", "INDEX COND")
     return any(c in line and any(m in line.upper() for m in markers) for line in plan for c in columns)
+
+
+def key_ranges_cheaper(estimate: SiteEstimate) -> bool:
+    """Whether range checksums over the keys are expected to move fewer bytes than every key.
+
+    Only deletes and inserts change the set of keys; range_checksum's estimate, with rows as
+    wide as keys and its first round's ranges counted in full, against the keys shipped.
+
+    >>> from warehouse.planning import CostModel
+    >>> key_ranges_cheaper(SiteEstimate(500, 0.1, 0.01, CostModel(50, 4, 16), 128))
+    False
+    >>> key_ranges_cheaper(SiteEstimate(3000, 0.1, 0.005, CostModel(50, 4, 16), 128))
+    True
+    >>> key_ranges_cheaper(SiteEstimate(1_000_000, 0.1, 0.0001, CostModel(50, 4, 16), 128))
+    True
+    """
+    cost = estimate.cost
+    keys_only = SiteEstimate(
+        estimate.rows,
+        0.0,
+        estimate.p_delete,
+        CostModel(cost.key_bytes, cost.key_bytes, cost.hash_bytes),
+        estimate.hash_bits,
+        updates=0.0,
+        updates_variance=0.0,
+        inserts=estimate.inserts,
+    )
+    first_round = INITIAL_RANGES * (2 * cost.key_bytes + estimate.hash_bits / 8 + 9)  # bounds, hash, id, count
+    return RangeChecksum.expected_bytes(keys_only) + first_round < estimate.rows * cost.key_bytes
 
 
 def _clock(answer: Answer) -> str:
@@ -176,21 +210,54 @@ class Timestamp(Strategy):
         self.ranged = ranged
         if self.full is not None:
             return self.full.exchange()
-        ctx, m = self.ctx, self.ctx.metrics
-        key_columns = ctx.key_columns()
-        keys = extract_exchange(ctx, spec=self._spec(keys_sql(ctx.site), key_columns), prefix="ts-keys-")
-        self.report["keys_reconciled"] = m.rows_received
-        m.rows_scanned += self.traffic_rows
-        return self._answer(ranged, keys)
+        ctx = self.ctx
+        keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key)
+        if key_ranges_cheaper(ctx.estimate):
+            present = self._keys_by_ranges(keys_site)
+        else:
+            present = self._keys_shipped(keys_site)
+        ctx.metrics.rows_scanned += self.traffic_rows
+        return self._answer(ranged, present)
 
-    def _answer(self, ranged: Answer, keys: Answer) -> Answer:
+    def _keys_shipped(self, keys_site: SiteQuery) -> DataFrame:
+        """Every current key of the site query, shipped."""
+        ctx = self.ctx
+        keys = extract_exchange(ctx, spec=self._spec(keys_site.sql, keys_site.columns), prefix="ts-keys-")
+        self.report.update(key_reconciliation="ship", keys_reconciled=ctx.metrics.rows_received)
+        return ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0]))
+
+    def _keys_by_ranges(self, keys_site: SiteQuery) -> DataFrame:
+        """The current keys by range checksums over the key-only site query: the keys of
+        ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
+        ctx = self.ctx
+        keys_ctx = replace(
+            ctx,
+            site=keys_site,
+            staging=ctx.staging / "ts-key-ranges",
+            snapshot=ctx.snapshot.select(*keys_site.key),
+            metrics=SiteMetrics(source=ctx.site.source, rows_before=ctx.metrics.rows_before),
+        )
+        keys_ctx.staging.mkdir(parents=True, exist_ok=True)
+        ranges = RangeChecksum(keys_ctx)
+        ranges.plan()
+        answer = ranges.exchange()
+        km = keys_ctx.metrics
+        self.report.update(
+            key_reconciliation="range_checksum",
+            keys_reconciled=km.rows_received,
+            key_ranges_sent=km.groups_sent,
+            key_range_rounds=km.range_rounds,
+        )
+        self.traffic_rows += km.rows_scanned
+        shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
+        return ranges.unchanged_keys().unionByName(shipped)
+
+    def _answer(self, ranged: Answer, present: DataFrame) -> Answer:
         """Rows read whose key is still there (a row deleted between the two reads is a
         delete), and the snapshot keys no longer there."""
         ctx, key = self.ctx, self.ctx.site.key
-        rows = pq.read_table(ranged.returned[0])
-        present = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(keys.returned[0]))
-        key_table = pq.read_table(keys.returned[0])
-        kept = rows.join(key_table, key, join_type="left semi") if rows.num_rows else rows
+        rows = ctx.spark.read.schema(spark_schema(ctx.site.columns)).parquet(str(ranged.returned[0]))
+        kept = rows.join(present, key, "left_semi").toArrow()
         returned = ctx.staging / "returned.parquet"
         pq.write_table(kept.select(ctx.rows_schema().names).cast(ctx.rows_schema()), returned)
         gone = ctx.snapshot.select(*key).join(present, key, "left_anti").toArrow()
