@@ -37,23 +37,45 @@ COLUMNS = ["order_id", "line_no", "amount", "note", "oid", "customer"]
 
 
 class Stamped:
-    """Orders and lines on one engine, stamped with the database's clock ("NOW"), changed at random."""
+    """Orders and lines on one engine, stamped with the database's clock, changed at random.
 
+    On PostgreSQL the application's sessions run in a time zone behind UTC: orders are
+    stamped `timestamptz` (exact whatever the zone), lines `timestamp` holding UTC (what the
+    README asks of a column without a zone).
+    """
+
+    #: lines' and orders' stamp types, the boolean type, their "now", the placeholder, lines' "an hour ago"
     ENGINES = {
-        "sqlite": ("DATETIME", "BOOLEAN", "strftime('%Y-%m-%d %H:%M:%f', 'now')", "?", "datetime('now', '-1 hour')"),
-        "postgres": ("timestamp", "boolean", "clock_timestamp()", "%s", "clock_timestamp() - interval '1 hour'"),
+        "sqlite": (
+            "DATETIME",
+            "DATETIME",
+            "BOOLEAN",
+            "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+            "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+            "?",
+            "datetime('now', '-1 hour')",
+        ),
+        "postgres": (
+            "timestamp",
+            "timestamptz",
+            "boolean",
+            "(clock_timestamp() AT TIME ZONE 'UTC')",
+            "clock_timestamp()",
+            "%s",
+            "(clock_timestamp() AT TIME ZONE 'UTC') - interval '1 hour'",
+        ),
     }
 
     def __init__(self, source, seed: int):
         self.source = source
         self.rng = random.Random(seed)
-        stamp, boolean, self.now, self.mark, self.old = self.ENGINES[source.engine]
+        stamp, order_stamp, boolean, self.now, self.order_now, self.mark, self.old = self.ENGINES[source.engine]
         self.orders, self.lines = 0, set()
         with self.connect() as c:
             self.run(
                 c,
                 f"CREATE TABLE orders (order_id integer PRIMARY KEY, customer text, status text, "
-                f"updated_at {stamp}, is_deleted {boolean})",
+                f"updated_at {order_stamp}, is_deleted {boolean})",
             )
             self.run(
                 c,
@@ -73,7 +95,9 @@ class Stamped:
             return sqlite3.connect(self.source.path, isolation_level=None)
         import psycopg
 
-        return psycopg.connect(self.source.owner_url, autocommit=True)
+        c = psycopg.connect(self.source.owner_url, autocommit=True)
+        c.execute("SET TIME ZONE 'America/New_York'")  # not the agent's UTC
+        return c
 
     def run(self, c, sql: str, params: tuple = ()):
         return c.execute(sql.replace("?", self.mark), params)
@@ -83,7 +107,7 @@ class Stamped:
         status = self.rng.choice(["open", "open", "void"])
         self.run(
             c,
-            f"INSERT INTO orders VALUES (?, ?, ?, {self.now}, FALSE)",
+            f"INSERT INTO orders VALUES (?, ?, ?, {self.order_now}, FALSE)",
             (self.orders, f"customer {self.rng.randrange(50)}", status),
         )
 
@@ -121,7 +145,7 @@ class Stamped:
                 self.lines.discard(key)
             for order in rng.sample(range(1, self.orders + 1), 2):  # orders: renamed, voided, flagged
                 what = rng.choice(["customer = 'renamed'", "status = 'void'", "status = 'open'", "is_deleted = TRUE"])
-                self.run(c, f"UPDATE orders SET {what}, updated_at = {self.now} WHERE order_id = ?", (order,))
+                self.run(c, f"UPDATE orders SET {what}, updated_at = {self.order_now} WHERE order_id = ?", (order,))
             for _ in range(8):
                 self.insert_line(c)
             for _ in range(2):  # NULL stamps: read at every sync
