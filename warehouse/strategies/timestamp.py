@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame
 from remote_agent.protocol.models import SiteSpec
 
 from ..errors import ProtocolError
+from ..formats import read_format
 from ..metrics import SiteMetrics
 from ..planning import CostModel
 from ..stamps import StampSettings, keys_sql, ranged_sql, since, site_stamps
@@ -84,6 +85,7 @@ class Watermark:
         if not path.exists():
             return None
         data = json.loads(path.read_text())
+        read_format(data, STATE_FORMAT, f"the timestamp state of site {site} ({path})")
         return cls(data["watermark"], int(data["syncs"]))
 
 
