@@ -173,12 +173,18 @@ def site_stamps(site: SiteQuery, settings: StampSettings) -> dict[str, str]:
 
 
 def since(watermark: str, lag_s: float) -> str:
-    """The lower bound of the next read: the watermark minus the lag, in the same text form.
+    """The lower bound of the next read: the watermark minus the lag, in the same text form
+    and with as many fractional digits (text stamps compare as text: SQLite's '…:03.500'
+    sorts after '…:03.5', and '…:03.500000' after a row stamped '…:03.500').
 
-    >>> since("2026-11-25 20:00:03.5", 5)
-    '2026-11-25 19:59:58.500000'
+    >>> since("2026-11-25 20:00:03.500", 5), since("2026-11-25 20:00:03.123456", 0)
+    ('2026-11-25 19:59:58.500', '2026-11-25 20:00:03.123456')
+    >>> since("2026-11-25 20:00:03", 1.5)
+    '2026-11-25 20:00:01'
     """
-    return (dt.datetime.fromisoformat(watermark) - dt.timedelta(seconds=lag_s)).strftime(WATERMARK_FORMAT)
+    bound = (dt.datetime.fromisoformat(watermark) - dt.timedelta(seconds=lag_s)).strftime(WATERMARK_FORMAT)
+    digits = len(watermark.rpartition(".")[2]) if "." in watermark else 0
+    return bound[: len(bound) - 6 + digits] if digits else bound[:-7]
 
 
 def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None) -> str:
