@@ -30,25 +30,24 @@ LARGE_STRATEGIES = ["full_ship", "auto"]
 PROFILES = {
     "full": {
         "rows": 200_000,
-        "rounds": 5,
+        "rounds": 3,
         "workloads": list(WORKLOADS),
         "strategies": SERVICE_STRATEGIES,
         "verify": "ends",
         "warm_up": True,
-        # Estimated from full-sketch.json (1M rows, 5 rounds: a students sync 10-20 s, about
-        # 135 s per strategy with its checks, 60 s of generation, oracle and scans) and
-        # full-200k.json (per sync at 200k: full_ship 4.7 s, tuple_hash 6.4, group_hash 7.9,
-        # range_checksum 12.4): students 1M with two strategies ~330 s on SQLite, ~400 s on
-        # PostgreSQL (its copy and replays); each other workload at 200k with six strategies
-        # ~340 s for students-sized rows (x0.45 narrow, x1.3 churn and churn-50, x1.9 wide):
-        # about 2,700-3,000 s in all (PostgreSQL's reads are slower than SQLite's: its leg
-        # could take 550 s), 45-50 minutes, with the rest of the hour spare for a shared machine.
+        # Measured on this 2-core machine at commit f5ce453 (a slower host than the one of
+        # full-sketch.json): students at 1M on SQLite, 5 rounds of full_ship and auto, took
+        # 8.5 minutes up to its no-change round (full_ship 21-29 s a sync, auto 10-12 s); with 3
+        # rounds about 7 minutes, PostgreSQL about 9 (its copy and replays). Each other workload
+        # at 200k, six strategies, 3 rounds: 30 syncs of 3-12 s and its generation and oracle,
+        # 3-6 minutes. About 35-45 minutes in all; with 5 rounds, about 55-70.
         "rows_by_workload": {"students": 1_000_000},
         "strategies_by_workload": {"students": LARGE_STRATEGIES},
         "sources_by_workload": {"students": ["sqlite", "postgres"]},
         "plan": "students at 1,000,000 rows with full_ship and auto, on SQLite and on PostgreSQL (students@postgres); "
         "recent-hot, churn, churn-50, wide and narrow at 200,000 rows with the six strategies of the service; "
-        "5 rounds after the load and the no-change round; estimated at 45-50 minutes on 2 cores (an hour at most)",
+        "3 rounds after the load and the no-change round (5 would take 55-70 minutes on a slow host); "
+        "estimated at 35-45 minutes on 2 cores (an hour at most)",
         "reductions": {
             "strategies": "reladiff not run (its PostgreSQL copies and ~10 s syncs would push the run past an hour; "
             "it was measured at 1M rows in results/full.json; run --full --strategies "
@@ -136,7 +135,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_const",
         dest="profile",
         const="full",
-        help="the full run, under an hour: students at 1M rows on SQLite and PostgreSQL (full_ship, auto), the other workloads at 200k (six strategies), 5 rounds",
+        help="the full run, under an hour: students at 1M rows on SQLite and PostgreSQL (full_ship, auto), the other workloads at 200k (six strategies), 3 rounds",
     )
     mode.add_argument(
         "--10m",
@@ -156,7 +155,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         help="rows per workload's source table (default: full 1,000,000 students and 200,000 the others; 200,000 quick; 10,000,000 10m)",
     )
-    p.add_argument("--rounds", type=int, help="sync rounds after the initial load (default: 5 full and quick, 3 10m)")
+    p.add_argument("--rounds", type=int, help="sync rounds after the initial load (default: 3 full and 10m, 5 quick)")
     p.add_argument(
         "--workloads",
         type=lambda t: _names(t, WORKLOADS, "workload"),
