@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.support.jvm import java_pid
+from tests.support.jvm import java_heap, java_pid
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from warehouse.faults import KILL_FILE_ENV, SPARK_TARGET
@@ -25,6 +25,8 @@ from workloads.harness import Api, start_agent, start_service
 pytestmark = pytest.mark.integration
 
 VIEW = "people"
+#: The heap the service is given (the default is a quarter of the machine: test_spark_memory.py).
+HEAP = "3g"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,9 @@ def setup(tmp_path_factory, logs_dir):
     people = People(root / "people.db", rows=4_000, seed=9)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     kill_file = root / "kill-at"
-    service = start_service(root / "warehouse", logs_dir, env={KILL_FILE_ENV: str(kill_file)})
+    # a heap of its own too: set by the settings, and kept by the JVMs that replace a dead one
+    env = {KILL_FILE_ENV: str(kill_file), "SERVICE_SPARK_DRIVER_MEMORY": HEAP}
+    service = start_service(root / "warehouse", logs_dir, env=env)
     api = Api(service.url)
     api.add_source("src", agent.url)
     api.add_view(VIEW, VIEW_SQL.format(source="src"))
@@ -53,6 +57,7 @@ def _exact_sync(api: Api, people: People) -> None:
 def test_a_jvm_that_dies_during_a_sync_fails_that_sync_clearly_and_is_replaced(setup):
     api, people, kill_file, service = setup
     first_jvm = java_pid(service.proc.pid)
+    assert java_heap(service.proc.pid) == HEAP, "SERVICE_SPARK_DRIVER_MEMORY sets the heap"
     before = keyed(api.rows(VIEW), KEY)
     # killed while the agent's answer arrives: the next step (the key lookup of the touched
     # rows) needs Spark. After `fragments_written` a sketch sync needs no Spark any more
@@ -67,6 +72,7 @@ def test_a_jvm_that_dies_during_a_sync_fails_that_sync_clearly_and_is_replaced(s
     ), record["error"]
     assert keyed(api.rows(VIEW), KEY) == before, "the failed sync changed the view"
     assert java_pid(service.proc.pid) != first_jvm
+    assert java_heap(service.proc.pid) == HEAP, "the new JVM has the heap the settings give"
     _exact_sync(api, people)
 
 

@@ -2,7 +2,8 @@
 
 On a local master the driver runs every task, and 2g ran out of heap on a 1M-row view of
 1 KB rows; the default is now a quarter of the machine. Checked on the real JVM's command
-line, the only place the heap size takes effect.
+line, the only place the heap size takes effect. A heap set by SERVICE_SPARK_DRIVER_MEMORY
+is checked on test_spark_engine.py's service (and on the JVM that replaces a dead one).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import pytest
 
 from tests.support.jvm import java_heap
 from warehouse.spark import default_driver_memory, machine_memory_bytes
-from workloads.harness import start_service
 
 pytestmark = pytest.mark.integration
 
@@ -20,11 +20,3 @@ def test_the_default_heap_is_a_quarter_of_the_machine(service):
     expected = default_driver_memory("local[*]", machine_memory_bytes())
     assert java_heap(service.proc.pid) == expected
     assert int(expected.removesuffix("m")) >= 2048
-
-
-def test_the_heap_can_be_set(tmp_path, logs_dir):
-    proc = start_service(tmp_path / "warehouse", logs_dir, env={"SERVICE_SPARK_DRIVER_MEMORY": "3g"})
-    try:
-        assert java_heap(proc.proc.pid) == "3g"
-    finally:
-        proc.stop()
