@@ -35,7 +35,7 @@ def legs(*argv: str) -> list[tuple]:
 
 def test_the_full_run_fits_an_hour_with_students_at_1m_on_both_engines():
     full = config_from(parse_args(["--full"]))
-    assert (full.rounds, full.verify, full.warm_up) == (5, "ends", True)
+    assert (full.rounds, full.verify, full.warm_up) == (3, "ends", True)
     assert full.workloads == list(WORKLOADS) and len(full.workloads) == 6 and "churn-50" in full.workloads
     services = [s for s in STRATEGIES if s != "reladiff"]
     assert legs("--full") == [
