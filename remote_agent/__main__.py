@@ -42,6 +42,16 @@ def main(argv: list[str] | None = None) -> int:
         "--chunk-rows", type=int, help="rows read per short read-only transaction (default 50000; env AGENT_CHUNK_ROWS)"
     )
     parser.add_argument(
+        "--target-chunk-s",
+        type=float,
+        help="size each chunk so that its read takes about this many seconds, up to --chunk-rows (default off; env AGENT_TARGET_CHUNK_S)",
+    )
+    parser.add_argument(
+        "--max-rows-per-s",
+        type=float,
+        help="read the source at most this many rows per second on average, sleeping between chunks (default off; env AGENT_MAX_ROWS_PER_S)",
+    )
+    parser.add_argument(
         "--sketch-table-mib",
         type=int,
         help="memory for the agent's own table in a sketch exchange (default 64; env AGENT_SKETCH_TABLE_MIB)",

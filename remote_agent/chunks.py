@@ -38,6 +38,7 @@ their Python rows holding the GIL, so the reading thread only slowed the hashing
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 
@@ -47,6 +48,7 @@ import pyarrow.compute as pc
 from .adapters.base import Adapter, Session
 from .adapters.rows import RowConverter
 from .errors import SourceDataError, example_row
+from .pacing import Pacer
 from .settings import DEFAULT_CHUNK_ROWS
 from .sitequery import ValidatedQuery
 from .timings import Timings
@@ -67,13 +69,17 @@ def batches(
     chunk_rows: int,
     batch_rows: int,
     timings: Timings,
+    pacer: Pacer | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Every row of the site query in key order, as Arrow batches of at most `batch_rows` rows.
 
-    The time waited for rows goes to `timings.read_s`, the conversion to `convert_s`.
+    The time waited for rows goes to `timings.read_s` (less the time `pacer` slept), the
+    conversion to `convert_s`.
     """
-    chunked = scan(adapter, session, query, chunk_rows, arrow=converter)
+    chunked = scan(adapter, session, query, chunk_rows, arrow=converter, pacer=pacer)
     for rows in timings.timed("read_s", slices(chunked, min(batch_rows, CONVERT_ROWS))):
+        if pacer is not None:
+            timings.seconds["read_s"] -= pacer.take_slept()
         if isinstance(rows, pa.RecordBatch):  # read as canonical Arrow columns already
             yield rows
             continue
@@ -83,13 +89,20 @@ def batches(
 
 
 def scan(
-    adapter: Adapter, session: Session, query: ValidatedQuery, chunk_rows: int, *, arrow: RowConverter | None = None
+    adapter: Adapter,
+    session: Session,
+    query: ValidatedQuery,
+    chunk_rows: int,
+    *,
+    arrow: RowConverter | None = None,
+    pacer: Pacer | None = None,
 ) -> Iterator[list[tuple] | pa.Table]:
     """Every row of the site query in key order, as lists of at most `chunk_rows` raw rows.
 
     Each list is read in one transaction of `session`, ended before the list is yielded.
     With `arrow`, a chunk the reader can read as canonical Arrow columns of `arrow.schema`
-    (`Reader.arrow`) comes as a table instead of a list.
+    (`Reader.arrow`) comes as a table instead of a list. With `pacer`, each chunk asks for
+    the rows the pacer says and starts when it says (pacing.py).
 
     Raises:
         SourceDataError: a key column holds NULL, or more than `chunk_rows` rows share a key.
@@ -111,19 +124,23 @@ def scan(
     while True:
         # Inclusive of the cursor: the rows with its key come back first; asking for `tail`
         # more rows keeps a chunk at `chunk_rows` new rows.
-        limit = chunk_rows + tail
+        limit = (chunk_rows if pacer is None else pacer.next_rows()) + tail
         params = [adapter.rebind(v) for v in cursor] if cursor is not None else []
         sql = query.chunk_sql(limit, from_cursor=cursor is not None)
+        started = time.perf_counter()
         with session.read() as reader:
             rows = None if arrow is None else reader.arrow(sql, params, types=types, schema=arrow.schema)
             if rows is None:
                 rows = reader.rows(sql, params, limit=limit)
+        read_s = time.perf_counter() - started
         full = len(rows) == limit
         if cursor is not None:
             seen = 0
             while seen < min(tail, len(rows)) and same_key(key_of(rows, seen), cursor):
                 seen += 1
             rows = rows.slice(seen) if isinstance(rows, pa.Table) else rows[seen:]  # read in the last chunk
+        if pacer is not None:
+            pacer.chunk_read(len(rows), read_s)  # the new rows; it may sleep (no transaction open)
         check_keys(rows, positions, query)
         if len(rows):
             yield rows

@@ -40,6 +40,7 @@ from . import chunks, without_pandas
 from .adapters.base import Adapter, Session
 from .adapters.rows import RowConverter
 from .errors import AgentError, ReaderLost
+from .pacing import Pacer
 from .sitequery import ValidatedQuery
 from .timings import Timings
 
@@ -71,23 +72,35 @@ def batches(
     timings: Timings,
     read_ahead: bool,
     session: Session | None = None,
+    pacer: Pacer | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """`chunks.batches`, read in a reader process when `read_ahead`, which opens a
     connection of its own; else read here, on `session` or on a new one.
 
     The reader's seconds reading and converting go to `timings.read_s` and `convert_s`
     (they overlap the answer's own phases); the answer's thread waiting for a batch goes
-    to `wait_s`.
+    to `wait_s`. `pacer` paces the chunks (pacing.py); a reader process paces with a copy
+    and hands its state back at the end, so `pacer.report()` describes the scan either way.
     """
     if not read_ahead:
         with contextlib.nullcontext(session) if session is not None else adapter.session() as here:
             yield from chunks.batches(
-                adapter, here, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+                adapter,
+                here,
+                query,
+                converter,
+                chunk_rows=chunk_rows,
+                batch_rows=batch_rows,
+                timings=timings,
+                pacer=pacer,
             )
         return
     receiving, sending = _CONTEXT.Pipe(duplex=False)
     reader = _CONTEXT.Process(
-        target=_read, args=(adapter, query, chunk_rows, batch_rows, sending), name="deltasieve-reader", daemon=True
+        target=_read,
+        args=(adapter, query, chunk_rows, batch_rows, sending, pacer),
+        name="deltasieve-reader",
+        daemon=True,
     )
     reader.start()
     sending.close()  # the reader holds the only sending end: its death ends the pipe
@@ -108,6 +121,8 @@ def batches(
             if kind == _BATCH:
                 yield pa.ipc.read_record_batch(pa.py_buffer(payload), converter.schema)
             elif kind == _DONE:
+                if pacer is not None and len(payload):
+                    pacer.absorb(pickle.loads(payload))
                 return
             else:
                 raise pickle.loads(payload)
@@ -118,8 +133,16 @@ def batches(
         reader.join(_JOIN_S)
 
 
-def _read(adapter: Adapter, query: ValidatedQuery, chunk_rows: int, batch_rows: int, sending: Connection) -> None:
-    """The reader process: every batch of the scan down the pipe, then DONE or the error."""
+def _read(
+    adapter: Adapter,
+    query: ValidatedQuery,
+    chunk_rows: int,
+    batch_rows: int,
+    sending: Connection,
+    pacer: Pacer | None = None,
+) -> None:
+    """The reader process: every batch of the scan down the pipe, then DONE (with the
+    pacer's state) or the error."""
     without_pandas.install()
     timings = Timings()
 
@@ -132,11 +155,18 @@ def _read(adapter: Adapter, query: ValidatedQuery, chunk_rows: int, batch_rows: 
         converter = RowConverter(adapter, query.columns, query.where())
         with adapter.session() as session:
             scanned = chunks.batches(
-                adapter, session, query, converter, chunk_rows=chunk_rows, batch_rows=batch_rows, timings=timings
+                adapter,
+                session,
+                query,
+                converter,
+                chunk_rows=chunk_rows,
+                batch_rows=batch_rows,
+                timings=timings,
+                pacer=pacer,
             )
             for batch in scanned:
                 send(_BATCH, batch.serialize())
-        send(_DONE)
+        send(_DONE, pickle.dumps(pacer) if pacer is not None else b"")
     except BrokenPipeError:
         return  # the answer stopped listening
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the answer

@@ -7,6 +7,8 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from .pacing import Pacing
+
 DEFAULT_PORT = 8765
 #: Rows per chunk: large enough that a chunk costs little more than its rows, small
 #: enough that its transaction is short and its rows (held in memory) few.
@@ -32,6 +34,10 @@ class AgentSettings(BaseSettings):
     #: Rows of the site query read per chunk, each chunk in a short read-only transaction of
     #: its own (keyset pagination on the key): bounds how long a read holds a snapshot or lock.
     chunk_rows: int = Field(default=DEFAULT_CHUNK_ROWS, ge=1)
+    #: Pacing (pacing.py), both off by default: chunks sized to take about this many
+    #: seconds each (never above chunk_rows), and a cap on the rows read per second.
+    target_chunk_s: float | None = Field(default=None, gt=0)
+    max_rows_per_s: float | None = Field(default=None, gt=0)
     #: Memory for the agent's own table in one sketch exchange: the warehouse asks for a
     #: table a few times wider than it sends, so that a later stage needs no new read; a
     #: narrower one is built when that would take more (a later stage may then need a
@@ -57,6 +63,9 @@ class AgentSettings(BaseSettings):
         default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)"
     )
     log_level: str = "info"
+
+    def pacing(self) -> Pacing:
+        return Pacing(target_chunk_s=self.target_chunk_s, max_rows_per_s=self.max_rows_per_s)
 
     @field_validator("allow", mode="before")
     @classmethod

@@ -134,6 +134,9 @@ class SiteMetrics(SiteDetails, Traffic):
     #: Seconds the agent spent per phase of its answers (read_s, convert_s, hash_s, send_s,
     #: lookup_s; see remote_agent/timings.py), summed over the requests of the extraction.
     agent_timings: dict[str, float] | None = None
+    #: The pacing of the agent's last scan of the site query (remote_agent/pacing.py): its
+    #: settings, the chunks read and their sizes, seconds slept, rows read per second.
+    agent_pacing: dict | None = None
     extract_started_at: str | None = None
     extract_finished_at: str | None = None
     expected_benefit_bytes: float | None = None

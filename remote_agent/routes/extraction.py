@@ -75,6 +75,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         read_ahead=settings.read_ahead,
         source_clock=control.source_clock,
         query_plan=control.query_plan,
+        pacing=settings.pacing(),
     )
     return _stream(state, work.run())
 
@@ -99,6 +100,7 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
             batch_rows=control.batch_rows,
             chunk_rows=state.settings.chunk_rows,
             read_ahead=state.settings.read_ahead,
+            pacing=state.settings.pacing(),
         ),
     )
 
@@ -147,6 +149,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 batch_rows=control.batch_rows,
                 chunk_rows=state.settings.chunk_rows,
                 read_ahead=state.settings.read_ahead,
+                pacing=state.settings.pacing(),
                 table_bytes=state.settings.sketch_table_mib * 2**20,
             ),
         )

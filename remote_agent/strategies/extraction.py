@@ -29,6 +29,7 @@ from .. import chunks, readahead
 from ..adapters.base import Adapter, Session
 from ..adapters.rows import RowConverter
 from ..errors import SourceDataError
+from ..pacing import Pacer, Pacing
 from ..protocol import frames
 from ..protocol.encoding import limbs_to_bytes, row_hash_limbs
 from ..protocol.models import SiteColumn
@@ -78,6 +79,7 @@ class Extraction:
         read_ahead: bool = False,
         source_clock: bool = False,
         query_plan: bool = False,
+        pacing: Pacing | None = None,
     ):
         check_columns(query, expected_columns)
         self.source_clock = source_clock
@@ -104,6 +106,7 @@ class Extraction:
             "tuple_hashes": len(self.tuples.keys),
         }
         self.timings = Timings()
+        self.pacer = Pacer(chunk_rows, pacing or Pacing())
 
     def run(self) -> Iterator[bytes]:
         """The answer's frames, the summary last."""
@@ -127,6 +130,7 @@ class Extraction:
             scan_s=round(scanned - started, 4),
             elapsed_s=round(time.monotonic() - started, 4),
             timings=self.timings.to_json(),
+            pacing=self.pacer.report(),
         )
         yield frames.json_frame(frames.SUMMARY, self.stats)
 
@@ -143,6 +147,7 @@ class Extraction:
             timings=timings,
             read_ahead=self.read_ahead,
             session=session,
+            pacer=self.pacer,
         )
         with contextlib.closing(scanned):
             for batch in scanned:

@@ -19,6 +19,7 @@ from .. import chunks, readahead
 from ..adapters.base import Adapter
 from ..adapters.rows import RowConverter
 from ..errors import BadRequest
+from ..pacing import Pacer, Pacing
 from ..protocol import frames
 from ..protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
 from ..protocol.ranges import RangeSet, RangesOverlap
@@ -80,9 +81,11 @@ def range_scan(
     batch_rows: int,
     chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
     read_ahead: bool = False,
+    pacing: Pacing | None = None,
 ) -> Iterator[bytes]:
-    """Scan once (in chunks, see chunks.py); ship rows of ranges marked ship; report the other ranges that differ."""
+    """Scan once (in chunks, see chunks.py; paced, see pacing.py); ship rows of ranges marked ship; report the other ranges that differ."""
     timings = Timings()
+    pacer = Pacer(chunk_rows, pacing or Pacing())
 
     def answer() -> Iterator[bytes]:
         started = time.monotonic()
@@ -102,6 +105,7 @@ def range_scan(
             batch_rows=batch_rows,
             timings=timings,
             read_ahead=read_ahead,
+            pacer=pacer,
         )
         with contextlib.closing(scan):
             for batch in scan:
@@ -154,6 +158,7 @@ def range_scan(
                 "ranges_differing": len(differ),
                 "elapsed_s": round(time.monotonic() - started, 4),
                 "timings": timings.to_json(),
+                "pacing": pacer.report(),
             },
         )
 

@@ -48,6 +48,7 @@ from .. import chunks, readahead
 from ..adapters.base import Adapter
 from ..adapters.rows import RowConverter
 from ..errors import BadRequest, Gone
+from ..pacing import Pacer, Pacing
 from ..protocol import frames
 from ..protocol.fingerprints import (
     integer_key,
@@ -116,6 +117,7 @@ class Reconciliation:
         chunk_rows: int,
         timings: Timings,
         read_ahead: bool = False,
+        pacer: Pacer | None = None,
     ) -> None:
         """Read the site query once and fold every row's pair into the table."""
         key_seed, row_seed = sketch_seeds(self.seed)
@@ -127,6 +129,7 @@ class Reconciliation:
             batch_rows=batch_rows,
             timings=timings,
             read_ahead=read_ahead,
+            pacer=pacer,
         )
         with contextlib.closing(scanned):
             for batch in scanned:
@@ -233,6 +236,7 @@ def sketch_answer(
     read_ahead: bool = False,
     spill_dir: str | None = None,
     table_bytes: int | None = None,
+    pacing: Pacing | None = None,
 ) -> Iterator[bytes]:
     """The answer of /v1/sketch, as frames; see the module docstring.
 
@@ -252,6 +256,7 @@ def sketch_answer(
         )
 
     timings = Timings()
+    pacer = Pacer(chunk_rows, pacing or Pacing())
 
     def answer() -> Iterator[bytes]:
         nonlocal rec
@@ -260,7 +265,7 @@ def sketch_answer(
             built = width if table_bytes is None else table_width(width, sent.width, sent.hashes, table_bytes)
             rec = Reconciliation(query, seed, built, sent.hashes, spill_dir)
             try:
-                rec.scan(adapter, converter, batch_rows, chunk_rows, timings, read_ahead)
+                rec.scan(adapter, converter, batch_rows, chunk_rows, timings, read_ahead, pacer)
             except BaseException:
                 rec.close()
                 raise
@@ -273,6 +278,7 @@ def sketch_answer(
                 "cells": sent.cells,
                 "empty_cells": empty,
                 "width": rec.table.width,  # the agent's own table: no later stage may be wider
+                "pacing": pacer.report(),  # of this stage's scan (none when a kept table serves it)
             }
             if not peeled.complete:
                 if sent.width < rec.table.width:  # a wider stage may follow: keep the table

@@ -300,6 +300,7 @@ def extract_exchange(
     m.groups_regrouped = summary.get("units_broken", 0)
     m.agent_seconds = summary.get("elapsed_s")
     m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
+    m.agent_pacing = summary.get("pacing") or m.agent_pacing
     return Answer([returned_path], deleted_path, summary)
 
 

@@ -136,6 +136,8 @@ class RangeOutcome:
     rounds: int
     ranges_sent: int
     rows_scanned: int
+    #: The agent's pacing of its last round's scan (remote_agent/pacing.py).
+    pacing: dict | None = None
 
 
 def bisect_ranges(
@@ -160,6 +162,7 @@ def bisect_ranges(
     to_ship: list[Range] = []
     shipped: list[Range] = []
     rounds = sent = scanned = 0
+    summary: dict | None = None
     while check or to_ship:
         rounds += 1
         if rounds >= MAX_ROUNDS:  # give up bisecting: ship what is left
@@ -194,7 +197,7 @@ def bisect_ranges(
         to_ship = [r for r in differing if r.count <= SHIP_THRESHOLD]
         large = [r for r in differing if r.count > SHIP_THRESHOLD]
         check = split(sorted_snapshot, key, large) if large else []
-    return RangeOutcome(shipped, rounds, sent, scanned)
+    return RangeOutcome(shipped, rounds, sent, scanned, summary.get("pacing") if summary else None)
 
 
 def keys_outside(sorted_snapshot: Path, key_cols: list[Column], shipped: list[Range]) -> Iterator[pa.RecordBatch]:
@@ -256,6 +259,7 @@ class RangeChecksum(Strategy):
         m = ctx.metrics
         m.rows_scanned, m.rows_received, m.groups_sent = outcome.rows_scanned, returned.rows, outcome.ranges_sent
         m.range_rounds, m.ranges_shipped = outcome.rounds, len(outcome.shipped)
+        m.agent_pacing = outcome.pacing
         m.tuples_ungrouped = sum(r.count for r in outcome.shipped)
         m.tuples_grouped = verified.rows
         return Answer([returned_path])

@@ -180,6 +180,8 @@ class Sketch(Strategy):
         m.rows_scanned = summary.get("rows_scanned", m.rows_scanned or 0)
         m.agent_seconds = round((m.agent_seconds or 0) + summary.get("elapsed_s", 0), 4)
         m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
+        if summary.get("pacing", {}).get("chunks"):  # a stage served by a kept table read nothing
+            m.agent_pacing = summary["pacing"]
         m.rows_received = returned.rows
         return summary, returned_path, deleted_path
 
