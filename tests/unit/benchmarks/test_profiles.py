@@ -43,7 +43,7 @@ def test_the_full_run_fits_an_hour_with_students_at_1m_on_both_engines():
         ("students@postgres", 1_000_000, ["full_ship", "auto"]),
         *((w, 200_000, services) for w in WORKLOADS if w != "students"),
     ]
-    assert len(full.reductions) == 1 and "reladiff" in full.reductions[0] and "45-50 minutes" in full.plan
+    assert len(full.reductions) == 1 and "reladiff" in full.reductions[0] and "35-45 minutes" in full.plan
 
 
 def full_plan() -> str:

@@ -54,7 +54,7 @@ def answer(client, content: bytes) -> list:
         decoded = f.json() if f.kind == frames.SUMMARY else f.batch().to_pylist()
         if f.kind == frames.SUMMARY:
             check_timings(decoded["timings"], decoded["elapsed_s"])
-            for timing in ("elapsed_s", "scan_s", "timings"):
+            for timing in ("elapsed_s", "scan_s", "timings", "pacing"):  # pacing: rows_per_s is a rate
                 decoded.pop(timing, None)
         out.append((f.kind, decoded))
     return out
