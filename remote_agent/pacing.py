@@ -136,8 +136,7 @@ class Pacer:
             rate = rows / seconds
             self.rate = rate if self.rate is None else NEWEST_WEIGHT * rate + (1 - NEWEST_WEIGHT) * self.rate
             wanted = int(self.rate * target)
-            self.rows = max(MIN_CHUNK_ROWS, min(self.max_rows, wanted, int(self.rows * MAX_GROWTH)))
-            self.rows = min(self.rows, self.max_rows)
+            self.rows = min(self.max_rows, max(MIN_CHUNK_ROWS, min(wanted, int(self.rows * MAX_GROWTH))))
         pause = 0.0
         cap = self.pacing.max_rows_per_s
         if cap is not None:
