@@ -197,6 +197,16 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
             timestamp_lag_s=1,
             reconcile_every=RECONCILE_EVERY,
         )
+        # the same view left to auto: timestamp is among its candidates, its load keeps a watermark
+        auto = api.add_view(
+            f"{name}_auto",
+            VIEW_SQL.format(src=src),
+            timestamps={"lines": "updated_at", f"{src}.orders": "updated_at"},
+            delete_flags={"orders": "is_deleted", "lines": "deleted_at"},
+            timestamp_lag_s=1,
+            reconcile_every=RECONCILE_EVERY,  # the late update of a reconciling round is seen whatever auto chose
+        )
+        assert auto["strategy"] == "auto", auto
         key = view["key"]
         assert set(key) >= {"order_id", "line_no"}, view
         assert view["timestamps"] == {f"{src}.lines": "updated_at", f"{src}.orders": "updated_at"}
@@ -204,6 +214,7 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
         assert (view["timestamp_lag_s"], view["reconcile_every"]) == (1, RECONCILE_EVERY)
         before = legacy.truth(key)
         check_sync(api, name, key, {}, before, api.sync(name))
+        check_sync(api, f"{name}_auto", key, {}, before, api.sync(f"{name}_auto"))
         for rnd in range(1, ROUNDS + 1):
             reconcile = rnd % RECONCILE_EVERY == 0
             legacy.change()
@@ -215,6 +226,12 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
             truth = legacy.truth(key)
             sync = api.sync(name)
             check_sync(api, name, key, before, truth, sync)
+            by_auto = api.sync(f"{name}_auto")
+            check_sync(api, f"{name}_auto", key, before, truth, by_auto)
+            site = by_auto["metrics"]["sites"][0] if "sites" in by_auto["metrics"] else by_auto["metrics"]
+            assert site["expected_bytes"]["timestamp"] is not None, site["expected_bytes"]
+            if site["chosen"] == "timestamp":  # from the load's watermark: no reconciliation needed
+                assert site["timestamp"]["previous_watermark"] is not None, site["timestamp"]
             before = truth
             stamp = (
                 sync["metrics"]["sites"][0]["timestamp"] if "sites" in sync["metrics"] else sync["metrics"]["timestamp"]

@@ -3,6 +3,11 @@
 Each candidate says what this sync would cost it (`expected_bytes`, from the same ω± and ω−
 and the measured Φ sizes); auto hands the site's sync to the cheapest.
 The sync's metrics say what was chosen (`chosen`) and what each candidate expected.
+
+Some strategies need something of the view: `timestamp` a timestamp column for every table
+of the site query (the view's `timestamps`). Where the view has them, auto counts that
+strategy among the candidates, and its load reads the source's clock so that a later sync
+can start from it; elsewhere it never considers it.
 """
 
 from __future__ import annotations
@@ -11,13 +16,16 @@ from .base import SiteContext, SiteEstimate, Strategy
 from .full_ship import FullShip
 from .group_hash import GroupHash
 from .sketch import Sketch
+from .timestamp import Timestamp
 
 #: What auto chooses among; of two that expect the same, the earlier (the simpler exchange) wins.
 CANDIDATES: tuple[type[Strategy], ...] = (FullShip, GroupHash, Sketch)
+#: Candidates only where the view or its source allows them (`applies`), after the others.
+CONDITIONAL: tuple[type[Strategy], ...] = (Timestamp,)
 
 
-def choose(estimate: SiteEstimate) -> type[Strategy]:
-    """The candidate with the least expected bytes.
+def choose(estimate: SiteEstimate, extra: tuple[type[Strategy], ...] = ()) -> type[Strategy]:
+    """The candidate (or one of `extra`) with the least expected bytes.
 
     >>> from warehouse.planning import CostModel
     >>> choose(SiteEstimate(100_000, 0.001, 0.0, CostModel(50, 4, 16), 128)).name
@@ -25,7 +33,12 @@ def choose(estimate: SiteEstimate) -> type[Strategy]:
     >>> choose(SiteEstimate(1_000, 0.9, 0.05, CostModel(50, 4, 16), 128)).name
     'full_ship'
     """
-    return min(CANDIDATES, key=lambda cls: cls.expected_bytes(estimate))
+    return min(CANDIDATES + extra, key=lambda cls: cls.expected_bytes(estimate))
+
+
+def conditional(ctx: SiteContext) -> tuple[type[Strategy], ...]:
+    """The conditional candidates this site allows."""
+    return tuple(cls for cls in CONDITIONAL if cls.applies(ctx))
 
 
 class Auto(Strategy):
@@ -35,9 +48,16 @@ class Auto(Strategy):
 
     @classmethod
     def create(cls, ctx: SiteContext) -> Strategy:
-        chosen = choose(ctx.estimate)
+        chosen = choose(ctx.estimate, conditional(ctx))
         ctx.metrics.chosen = chosen.name
         return chosen.create(ctx)
+
+    @classmethod
+    def create_load(cls, ctx: SiteContext) -> Strategy | None:
+        """The load of the first conditional candidate that applies (it keeps state), else the shared one."""
+        for candidate in conditional(ctx):
+            return candidate.create_load(ctx)
+        return None
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

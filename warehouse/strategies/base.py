@@ -185,6 +185,11 @@ class Strategy(ABC):
         return cls(ctx)
 
     @classmethod
+    def applies(cls, ctx: SiteContext) -> bool:
+        """Whether this strategy can serve the site at all (auto's conditional candidates ask)."""
+        return True
+
+    @classmethod
     def create_load(cls, ctx: SiteContext) -> Strategy | None:
         """The strategy of the view's first load when it must keep state of its own; None: the shared LOAD."""
         return None

@@ -41,7 +41,7 @@ from ..errors import ProtocolError
 from ..formats import read_format
 from ..metrics import SiteMetrics
 from ..planning import CostModel
-from ..stamps import StampSettings, keys_sql, ranged_sql, since, site_stamps
+from ..stamps import StampSettings, keys_sql, ranged_sql, since, site_stamps, site_tables
 from ..storage import Version
 from ..viewdef import SiteQuery
 from .base import (
@@ -107,9 +107,6 @@ def index_serves(plan: list[str], columns: set[str]) -> bool:
 def key_ranges_cheaper(estimate: SiteEstimate) -> bool:
     """Whether range checksums over the keys are expected to move fewer bytes than every key.
 
-    Only deletes and inserts change the set of keys; range_checksum's estimate, with rows as
-    wide as keys and its first round's ranges counted in full, against the keys shipped.
-
     >>> from warehouse.planning import CostModel
     >>> key_ranges_cheaper(SiteEstimate(500, 0.1, 0.01, CostModel(50, 4, 16), 128))
     False
@@ -117,6 +114,15 @@ def key_ranges_cheaper(estimate: SiteEstimate) -> bool:
     True
     >>> key_ranges_cheaper(SiteEstimate(1_000_000, 0.1, 0.0001, CostModel(50, 4, 16), 128))
     True
+    """
+    return key_ranges_bytes(estimate) < estimate.rows * estimate.cost.key_bytes
+
+
+def key_ranges_bytes(estimate: SiteEstimate) -> float:
+    """What range checksums over the keys are expected to move.
+
+    Only deletes and inserts change the set of keys; range_checksum's estimate, with rows as
+    wide as keys and its first round's ranges counted in full.
     """
     cost = estimate.cost
     keys_only = SiteEstimate(
@@ -130,7 +136,7 @@ def key_ranges_cheaper(estimate: SiteEstimate) -> bool:
         inserts=estimate.inserts,
     )
     first_round = INITIAL_RANGES * (2 * cost.key_bytes + estimate.hash_bits / 8 + 9)  # bounds, hash, id, count
-    return RangeChecksum.expected_bytes(keys_only) + first_round < estimate.rows * cost.key_bytes
+    return RangeChecksum.expected_bytes(keys_only) + first_round
 
 
 def _clock(answer: Answer) -> str:
@@ -156,6 +162,14 @@ class TimestampLoad(FullShip):
 
 class Timestamp(Strategy):
     name = "timestamp"
+
+    @classmethod
+    def applies(cls, ctx: SiteContext) -> bool:
+        """Whether the view is keyed and has a timestamp for every table of the site query."""
+        if not ctx.site.key:
+            return False
+        stamps = site_stamps(ctx.site, StampSettings.from_options(ctx.options.view_options))
+        return all(alias in stamps for _, alias in site_tables(ctx.site))
 
     @classmethod
     def create_load(cls, ctx: SiteContext) -> Strategy:
@@ -320,10 +334,14 @@ class Timestamp(Strategy):
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
-        """The changed rows (with a margin for the lag) plus every key.
+        """The changed rows (with a margin for the lag) plus the key reconciliation (every key
+        or range checksums over them, whichever is expected to move less).
 
         >>> from warehouse.planning import CostModel
-        >>> Timestamp.expected_bytes(SiteEstimate(1000, 0.01, 0.0, CostModel(50, 4, 16), 128))
-        4750.0
+        >>> Timestamp.expected_bytes(SiteEstimate(1000, 0.01, 0.0, CostModel(50, 4, 16), 128))  # 750 + ranges
+        2862.0
+        >>> Timestamp.expected_bytes(SiteEstimate(200, 0.01, 0.1, CostModel(50, 4, 16), 128))  # 3150 + every key
+        3950.0
         """
-        return READ_MARGIN * estimate.changes * estimate.cost.tuple_bytes + estimate.rows * estimate.cost.key_bytes
+        keys = min(estimate.rows * estimate.cost.key_bytes, key_ranges_bytes(estimate))
+        return READ_MARGIN * estimate.changes * estimate.cost.tuple_bytes + keys
