@@ -38,6 +38,10 @@ class StampSettings:
     delete_flags: dict[str, str] = field(default_factory=dict)
     lag_s: float = DEFAULT_LAG_S
     reconcile_every: int = DEFAULT_RECONCILE_EVERY
+    #: The tables (`source.table`) whose timestamp column is declared NOT NULL, found when the
+    #: view is defined: their ranged read needs no `IS NULL` term, which would keep SQLite
+    #: from reading the range through an index on the column.
+    not_null: tuple[str, ...] = ()
 
     def to_options(self) -> dict:
         return {
@@ -45,6 +49,7 @@ class StampSettings:
             "delete_flags": dict(self.delete_flags),
             "timestamp_lag_s": self.lag_s,
             "reconcile_every": self.reconcile_every,
+            "timestamps_not_null": list(self.not_null),
         }
 
     @classmethod
@@ -59,6 +64,7 @@ class StampSettings:
             dict(options.get("delete_flags") or {}),
             float(options.get("timestamp_lag_s", DEFAULT_LAG_S)),
             int(options.get("reconcile_every", DEFAULT_RECONCILE_EVERY)),
+            tuple(options.get("timestamps_not_null") or ()),
         )
 
 
@@ -102,6 +108,7 @@ def check_settings(
     if settings.reconcile_every < 1:
         raise ViewDefinitionError("reconcile_every must be at least 1")
     out: dict[str, dict[str, str]] = {"timestamps": {}, "delete_flags": {}}
+    not_null = []
     for setting in out:
         for table, column in getattr(settings, setting).items():
             source, name = _resolve(table, definition, setting)
@@ -118,6 +125,8 @@ def check_settings(
                     "'YYYY-MM-DD HH:MM:SS[.fff]' text in UTC)"
                 )
             out[setting][f"{source}.{name}"] = column
+            if setting == "timestamps" and not info.nullable:
+                not_null.append(f"{source}.{name}")
     if strategy == "timestamp":
         if not definition.key:
             raise ViewDefinitionError("strategy timestamp needs a keyed view (this one has no key)")
@@ -129,7 +138,9 @@ def check_settings(
                     f"strategy timestamp needs a timestamp column for every table of the view: give "
                     f"{', '.join(f'{site.source}.{t}' for t in missing)} one in timestamps ({{TABLE: COLUMN}})"
                 )
-    return replace(settings, timestamps=out["timestamps"], delete_flags=out["delete_flags"])
+    return replace(
+        settings, timestamps=out["timestamps"], delete_flags=out["delete_flags"], not_null=tuple(sorted(not_null))
+    )
 
 
 def flag_predicate(column: exp.Column, kind: str) -> exp.Expression:
@@ -163,6 +174,11 @@ def apply_delete_flags(definition: ViewDef, settings: StampSettings, schemas: di
     return replace(definition, sites=sites)
 
 
+def not_null_aliases(site: SiteQuery, settings: StampSettings) -> frozenset:
+    """The aliases of the site query's tables whose timestamp is declared NOT NULL."""
+    return frozenset(alias for name, alias in site_tables(site) if f"{site.source}.{name}" in settings.not_null)
+
+
 def site_stamps(site: SiteQuery, settings: StampSettings) -> dict[str, str]:
     """Alias -> timestamp column of the site query's stamped tables."""
     return {
@@ -187,13 +203,16 @@ def since(watermark: str, lag_s: float) -> str:
     return bound[: len(bound) - 6 + digits] if digits else bound[:-7]
 
 
-def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None) -> str:
+def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None, not_null: frozenset = frozenset()) -> str:
     """The site query narrowed to rows with any stamped table's timestamp >= `bound`, or NULL
-    (a NULL timestamp counts as changed at every sync); no row at all when `bound` is None.
+    (a NULL timestamp counts as changed at every sync; not asked of the aliases in
+    `not_null`, whose column cannot be NULL); no row at all when `bound` is None.
 
     >>> s = SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p" WHERE "p"."id" > 0', [], ["id"])
     >>> ranged_sql(s, {"p": "at"}, "2026-01-01 00:00:00.000000")
     'SELECT "p"."id" AS "id" FROM "people" AS "p" WHERE "p"."id" > 0 AND ("p"."at" >= \\'2026-01-01 00:00:00.000000\\' OR "p"."at" IS NULL)'
+    >>> ranged_sql(s, {"p": "at"}, "2026-01-01 00:00:00", frozenset({"p"}))
+    'SELECT "p"."id" AS "id" FROM "people" AS "p" WHERE "p"."id" > 0 AND ("p"."at" >= \\'2026-01-01 00:00:00\\')'
     """
     tree = sqlglot.parse_one(site.sql)
     if bound is None:
@@ -202,7 +221,8 @@ def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None) -> st
     for alias, column in stamps.items():
         col = exp.column(column, alias, quoted=True)
         terms.append(exp.GTE(this=col, expression=exp.Literal.string(bound)))
-        terms.append(exp.Is(this=col.copy(), expression=exp.Null()))
+        if alias not in not_null:
+            terms.append(exp.Is(this=col.copy(), expression=exp.Null()))
     return tree.where(exp.Paren(this=exp.or_(*terms)), append=True).sql()
 
 

@@ -41,7 +41,7 @@ from ..errors import ProtocolError
 from ..formats import read_format
 from ..metrics import SiteMetrics
 from ..planning import CostModel
-from ..stamps import StampSettings, keys_sql, ranged_sql, since, site_stamps, site_tables
+from ..stamps import StampSettings, keys_sql, not_null_aliases, ranged_sql, since, site_stamps, site_tables
 from ..storage import Version
 from ..viewdef import SiteQuery
 from .base import (
@@ -201,7 +201,7 @@ class Timestamp(Strategy):
         ctx, m = self.ctx, self.ctx.metrics
         if self.state is not None:
             bound = since(self.state.watermark, self.settings.lag_s)
-            sql = ranged_sql(ctx.site, self.stamps, bound)
+            sql = ranged_sql(ctx.site, self.stamps, bound, not_null_aliases(ctx.site, self.settings))
         else:  # nothing to read from: just the clock
             bound, sql = None, ranged_sql(ctx.site, {}, None)
         answer = extract_exchange(

@@ -6,7 +6,15 @@ import pytest
 
 from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
 from remote_agent.protocol.types import LogicalType
-from warehouse.stamps import StampSettings, apply_delete_flags, check_settings, keys_sql, ranged_sql, site_stamps
+from warehouse.stamps import (
+    StampSettings,
+    apply_delete_flags,
+    check_settings,
+    keys_sql,
+    not_null_aliases,
+    ranged_sql,
+    site_stamps,
+)
 from warehouse.viewdef import ViewDefinitionError, analyze_view
 
 
@@ -69,3 +77,28 @@ def test_ranged_and_key_reads_of_a_join(definition):
     assert ranged.count("IS NULL") == 2, ranged
     assert keys_sql(site).startswith('SELECT "a"."id" AS "id", "b"."id" AS "b_id" FROM'), keys_sql(site)
     assert "1 = 0" in ranged_sql(site, stamps, None)
+
+
+def test_a_not_null_timestamp_is_read_without_an_is_null_term(definition):
+    """SQLite reads `at >= ?` through an index on `at`, but not `(at >= ? OR at IS NULL)`."""
+    strict = {
+        "s": SourceSchema(
+            "sqlite",
+            {
+                "a": TableInfo(
+                    "a",
+                    (
+                        *SCHEMAS["s"].tables["a"].columns[:2],
+                        ColumnInfo("at", LogicalType.parse("timestamp"), False, "DATETIME"),
+                    ),
+                    ("id",),
+                ),
+                "b": SCHEMAS["s"].tables["b"],
+            },
+        )
+    }
+    settings = check_settings(StampSettings({"a": "at", "b": "at"}), definition, strict, "timestamp")
+    assert settings.not_null == ("s.a",) and StampSettings.from_options(settings.to_options()) == settings
+    site = definition.sites[0]
+    ranged = ranged_sql(site, site_stamps(site, settings), "2026-11-25 00:00:00", not_null_aliases(site, settings))
+    assert '"a"."at" IS NULL' not in ranged and '"b"."at" IS NULL' in ranged, ranged
