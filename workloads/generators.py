@@ -17,7 +17,7 @@ import datetime as dt
 import random
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import students
@@ -69,6 +69,15 @@ class TableShape:
     edits: tuple[Edit, ...]
     #: The view over this table, with `{source}` standing for the source's name.
     view_sql: str
+    #: Statements run after `ddl` (indexes), on every engine.
+    indexes: tuple[str, ...] = ()
+    #: The application's last-modified column, set to its clock by every write, and its
+    #: soft-delete flag (1: deleted), set instead of deleting for `soft_deletes` of the deletes.
+    stamp: str | None = None
+    flag: str | None = None
+    soft_deletes: float = 0.0
+    #: View settings every view over this table gets (`timestamps`, `delete_flags`).
+    view_options: dict = field(default_factory=dict)
 
 
 WORDS = (
@@ -114,6 +123,31 @@ STUDENTS = TableShape(
         "SELECT s.student_id, s.first_name, s.middle_name, s.last_name, s.title, s.birth_date, s.country, "
         "s.phone, s.address, s.mailing_address, s.enrolled, s.gpa FROM {source}.students s WHERE s.active = 1"
     ),
+)
+
+
+#: The application's clock as SQLite writes it (UTC, microseconds), the form a stamp takes.
+NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+
+
+def _stamped_student(rng: random.Random, key: int) -> tuple:
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return (*students.make_student(rng, key), now, 0)
+
+
+STAMPED = replace(
+    STUDENTS,
+    ddl=students.SCHEMA.replace(
+        "active BOOLEAN NOT NULL",
+        "active BOOLEAN NOT NULL,\n    updated_at DATETIME NOT NULL,\n    is_deleted BOOLEAN NOT NULL",
+    ),
+    columns=(*STUDENTS.columns, "updated_at", "is_deleted"),
+    make_row=_stamped_student,
+    indexes=("CREATE INDEX students_updated_at ON students (updated_at)",),
+    stamp="updated_at",
+    flag="is_deleted",
+    soft_deletes=0.5,
+    view_options={"timestamps": {"students": "updated_at"}, "delete_flags": {"students": "is_deleted"}},
 )
 
 
@@ -204,6 +238,8 @@ class Change:
     updated: list
     deleted: list
     inserted: list
+    #: The deleted keys whose rows stay, flagged deleted (a subset of `deleted`).
+    flagged: list = field(default_factory=list)
 
     def touched(self) -> list:
         return [*self.updated, *self.deleted, *self.inserted]
@@ -262,6 +298,8 @@ class Simulator:
         conn = self._connect()
         try:
             conn.execute(self.shape.ddl)
+            for statement in self.shape.indexes:
+                conn.execute(statement)
             left = rows
             while left > 0:
                 n = min(left, INSERT_BATCH_ROWS)
@@ -298,13 +336,21 @@ class Simulator:
             by_edit.setdefault(i, []).append((*self.shape.edits[i].values(rng), key))
         new_rows = self._new_rows(n_insert)
 
+        shape = self.shape
+        stamp = f", {shape.stamp} = {NOW_SQL}" if shape.stamp else ""
+        flagged = deleted[: round(len(deleted) * shape.soft_deletes)] if shape.flag else []
         conn = self._connect()
         try:
             for i, params in sorted(by_edit.items()):
                 conn.executemany(
-                    f"UPDATE {self.shape.table} SET {self.shape.edits[i].assign} WHERE {self.shape.key} = ?", params
+                    f"UPDATE {shape.table} SET {shape.edits[i].assign}{stamp} WHERE {shape.key} = ?", params
                 )
-            conn.executemany(f"DELETE FROM {self.shape.table} WHERE {self.shape.key} = ?", [(k,) for k in deleted])
+            if flagged:
+                keys = [(k,) for k in flagged]
+                conn.executemany(f"UPDATE {shape.table} SET {shape.flag} = 1{stamp} WHERE {shape.key} = ?", keys)
+            conn.executemany(
+                f"DELETE FROM {shape.table} WHERE {shape.key} = ?", [(k,) for k in deleted[len(flagged) :]]
+            )
             conn.executemany(self._insert_sql, new_rows)
             conn.commit()
         finally:
@@ -315,7 +361,7 @@ class Simulator:
             if self._volatile_set & gone:
                 self._volatile = [k for k in self._volatile if k not in gone]
                 self._volatile_set -= gone
-        return Change(updated=updated, deleted=deleted, inserted=[row[0] for row in new_rows])
+        return Change(updated=updated, deleted=deleted, inserted=[row[0] for row in new_rows], flagged=flagged)
 
 
 # -- the benchmark's workloads -------------------------------------------------------------
@@ -373,5 +419,13 @@ WORKLOADS: dict[str, Workload] = {
             "wide", "documents of ~1 KB (text body and notes); students' rates and hot tenth", WIDE, ChangeProfile()
         ),
         Workload("narrow", "a key and one integer; students' rates and hot tenth", NARROW, ChangeProfile()),
+        Workload(
+            "students-stamped",
+            "students with a last-modified column (indexed) and a soft-delete flag, set by the application; "
+            "half of the deletes flag the row, half remove it; the view names both (timestamps, delete_flags)",
+            STAMPED,
+            ChangeProfile(),
+            key_order="scattered",
+        ),
     )
 }

@@ -19,8 +19,12 @@ from .strategies import STRATEGIES
 
 HERE = Path(__file__).resolve().parent
 
-#: The strategies the service implements: all but reladiff, the external tool.
-SERVICE_STRATEGIES = [name for name, s in STRATEGIES.items() if s.kind == "view"]
+#: The strategies of the service that serve any workload (timestamp needs stamps, row_version
+#: PostgreSQL: the stamped profile runs them); reladiff is the external tool.
+CHANGE_STAMPS = ("timestamp", "row_version")
+SERVICE_STRATEGIES = [name for name, s in STRATEGIES.items() if s.kind == "view" and name not in CHANGE_STAMPS]
+#: The workloads of the full run: all but the stamped one (its own profile).
+FULL_WORKLOADS = [w for w in WORKLOADS if w != "students-stamped"]
 #: The strategies of the large runs: the default and the baseline it must beat.
 LARGE_STRATEGIES = ["full_ship", "auto"]
 
@@ -31,7 +35,7 @@ PROFILES = {
     "full": {
         "rows": 200_000,
         "rounds": 3,
-        "workloads": list(WORKLOADS),
+        "workloads": FULL_WORKLOADS,
         "strategies": SERVICE_STRATEGIES,
         "verify": "ends",
         "warm_up": True,
@@ -65,6 +69,20 @@ PROFILES = {
         "plan": "students at 10,000,000 rows on SQLite, auto and full_ship, 3 rounds after the load and the no-change round; "
         "agent peak RSS per sync and the service's (its process and Spark JVM) sampled over the run; "
         "estimated at 45-75 minutes on 2 cores",
+        "reductions": {},
+    },
+    "stamped": {
+        "rows": 1_000_000,
+        "rounds": 3,
+        "workloads": ["students-stamped", "students"],
+        "strategies": ["timestamp", "auto", "full_ship"],
+        "verify": "ends",
+        "warm_up": True,
+        "strategies_by_workload": {"students": ["row_version", "full_ship"]},
+        "sources_by_workload": {"students-stamped": ["sqlite", "postgres"], "students": ["postgres"]},
+        "plan": "students-stamped (an indexed updated_at, a soft-delete flag) at 1,000,000 rows with timestamp, auto "
+        "and full_ship on SQLite and PostgreSQL; students at 1,000,000 rows on PostgreSQL with row_version and "
+        "full_ship; 3 rounds after the load and the no-change round; estimated at 30-40 minutes on 2 cores",
         "reductions": {},
     },
     "quick": {
@@ -143,6 +161,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         dest="profile",
         const="10m",
         help="students at 10M rows, auto and full_ship, 3 rounds, with the service's memory (about an hour)",
+    )
+    mode.add_argument(
+        "--stamped",
+        action="store_const",
+        dest="profile",
+        const="stamped",
+        help="change stamps at 1M rows: timestamp on students-stamped (SQLite, PostgreSQL) and row_version on students (PostgreSQL), beside auto and full_ship",
     )
     mode.add_argument(
         "--breakdown",

@@ -28,14 +28,15 @@ CHUNK_ROWS = 5_000
 
 
 def postgres_ddl(sqlite_ddl: str) -> str:
-    """The table's SQLite DDL for PostgreSQL: SQLite's INTEGER is 64-bit, its BOOLEAN is 0/1.
+    """The table's SQLite DDL for PostgreSQL: SQLite's INTEGER is 64-bit, its BOOLEAN is 0/1,
+    its DATETIME text in UTC (a `timestamp` without zone).
 
-    >>> postgres_ddl("CREATE TABLE t (id INTEGER PRIMARY KEY, on BOOLEAN NOT NULL)")
-    'CREATE TABLE t (id BIGINT PRIMARY KEY, on SMALLINT NOT NULL)'
+    >>> postgres_ddl("CREATE TABLE t (id INTEGER PRIMARY KEY, on BOOLEAN NOT NULL, at DATETIME)")
+    'CREATE TABLE t (id BIGINT PRIMARY KEY, on SMALLINT NOT NULL, at TIMESTAMP)'
     """
-    types = {"INTEGER": "BIGINT", "BOOLEAN": "SMALLINT"}
+    types = {"INTEGER": "BIGINT", "BOOLEAN": "SMALLINT", "DATETIME": "TIMESTAMP"}
     return re.sub(
-        r"\b(INTEGER|BOOLEAN)\b", lambda m: types[m.group(1).upper()], sqlite_ddl, flags=re.IGNORECASE
+        r"\b(INTEGER|BOOLEAN|DATETIME)\b", lambda m: types[m.group(1).upper()], sqlite_ddl, flags=re.IGNORECASE
     ).strip()
 
 
@@ -76,25 +77,30 @@ def create_table(url: str, shape: TableShape, db: Path) -> None:
     """Create the table at `url` and copy every row of the master into it."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(postgres_ddl(shape.ddl))
+        for statement in shape.indexes:
+            conn.execute(statement)
     replace_rows(url, shape, None, sqlite_rows(db, shape, None))
 
 
 def replay_change(url: str, shape: TableShape, db: Path, change: Change) -> None:
-    """Apply one round of the application's work, read back from the master, in one transaction."""
+    """Apply one round of the application's work, read back from the master, in one transaction
+    (a row flagged deleted is an update of every column too)."""
     others = [c for c in shape.columns if c != shape.key]
     assign = ", ".join(f"{c} = %s" for c in others)
     key_at = shape.columns.index(shape.key)
     with psycopg.connect(url) as conn:
         updates = [
             (*(v for i, v in enumerate(row) if i != key_at), row[key_at])
-            for chunk in sqlite_rows(db, shape, change.updated)
+            for chunk in sqlite_rows(db, shape, [*change.updated, *change.flagged])
             for row in chunk
         ]
         if updates:
             with conn.cursor() as cur:  # one pipelined batch
                 cur.executemany(f"UPDATE {shape.table} SET {assign} WHERE {shape.key} = %s", updates)
-        if change.deleted:
-            conn.execute(f"DELETE FROM {shape.table} WHERE {shape.key} = ANY(%s)", (change.deleted,))
+        flagged = set(change.flagged)
+        removed = [k for k in change.deleted if k not in flagged]
+        if removed:
+            conn.execute(f"DELETE FROM {shape.table} WHERE {shape.key} = ANY(%s)", (removed,))
         _copy_in(conn, shape, sqlite_rows(db, shape, change.inserted))
         conn.commit()
 

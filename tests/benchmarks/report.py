@@ -127,6 +127,29 @@ def _bare_scan_of(record: dict, scans: list) -> float | None:
     return record.get("postgres_bare_scan_s") or (scans[record["round"]] if record["round"] < len(scans) else None)
 
 
+def stamp_reads(rounds: list[dict], views: list) -> dict:
+    """Medians of the change-stamp reports of `rounds` (none: {}).
+
+    >>> stamp_reads([{"round": 1, "timestamp": {"rows_read": 30, "rows_fetched": 2, "keys_reconciled": 10, "index_used": True}}], [0, 1000])
+    {'x_rows_read': 0.032, 'keys_reconciled': 10, 'index_used': True, 'reconciled': 0}
+    """
+    reports = [(r, r.get("timestamp") or r.get("row_version")) for r in rounds]
+    reports = [(r, rep) for r, rep in reports if rep]
+    if not reports:
+        return {}
+    read = [
+        ((rep.get("rows_read") or 0) + (rep.get("rows_fetched") or 0)) / views[r["round"]]
+        for r, rep in reports
+        if views[r["round"]]
+    ]
+    return {
+        "x_rows_read": _median(read),
+        "keys_reconciled": _median([rep.get("keys_reconciled") or 0 for _, rep in reports]),
+        "index_used": any(rep.get("index_used") for _, rep in reports),
+        "reconciled": sum(1 for _, rep in reports if rep.get("reconciled")),
+    }
+
+
 def summarize(results: dict) -> dict:
     """{workload: {"lower_bound_bytes", "bare_scan_s", "strategies": {name: steady-state figures}}}."""
     steady = steady_rounds(results["meta"]["rounds"])
@@ -163,6 +186,9 @@ def summarize(results: dict) -> dict:
                         if r.get("rows_scanned") is not None and views[r["round"]]
                     ]
                 ),
+                # the change-stamp strategies: whole rows read per row of the view (the ranged read and
+                # the rows fetched), and keys that travelled in the key reconciliation
+                **stamp_reads(picked, views),
                 "load_bytes": rounds[0]["bytes"] if 0 in rounds else None,
                 "load_wall_s": rounds[0]["wall_s"] if 0 in rounds else None,
                 # the sync after the last round with nothing changed, and its share of this strategy's load
@@ -329,6 +355,9 @@ def markdown(results: dict, summary: dict) -> str:
             )
             + ".",
         ]
+    stamps = stamp_table(summary)
+    if stamps:
+        lines += ["", stamps]
     memory = _service_memory(results)
     if memory:
         lines += ["", memory]
@@ -339,6 +368,29 @@ def markdown(results: dict, summary: dict) -> str:
     if meta.get("reductions"):
         lines += ["", "Reduced run: " + "; ".join(meta["reductions"]) + "."]
     return "\n".join(lines) + "\n"
+
+
+def stamp_table(summary: dict) -> str | None:
+    """The change-stamp strategies' reads at the source, per round (None when none ran)."""
+    rows = [
+        f"| {w} | {name} | {_percent(t['x_rows_read'])} | {t['keys_reconciled']:,.0f} | {'yes' if t['index_used'] else 'no'} | {t['reconciled']} |"
+        for w, entry in summary.items()
+        for name, t in entry["strategies"].items()
+        if t.get("x_rows_read") is not None
+    ]
+    if not rows:
+        return None
+    return "\n".join(
+        [
+            "Change stamps, steady state (medians): *whole rows read* = rows of the ranged read plus rows fetched "
+            "by key, per row of the view; *keys* = keys that travelled in the key reconciliation; *index* = the "
+            "source's plan read the stamps through an index; *full* = steady rounds reconciled in full.",
+            "",
+            "| workload | strategy | whole rows read | keys | index | full |",
+            "|---|---|---:|---:|:---:|---:|",
+            *rows,
+        ]
+    )
 
 
 def _seconds(v: float | None) -> str:

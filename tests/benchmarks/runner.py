@@ -79,6 +79,9 @@ COPIED_METRICS = (
     "agent_timings",
     "connections",
     "postgres_bare_scan_s",  # the reladiff strategy's own
+    # the change-stamp strategies' reports: rows of the ranged read, keys reconciled, index used
+    "timestamp",
+    "row_version",
 )
 
 #: Seconds between samples of the agent's process tree: a reader lives for one scan.
@@ -241,7 +244,14 @@ class WorkloadRun:
         runners = self.runners
         context = SourceContext(sim.path, self.workload.shape, self.dir)
         for name in self.leg.strategies:
-            runner = make_runner(self.api, STRATEGIES[name], f"{self.slug}_{name}", sql, source=context)
+            runner = make_runner(
+                self.api,
+                STRATEGIES[name],
+                f"{self.slug}_{name}",
+                sql,
+                source=context,
+                options=self.workload.shape.view_options,
+            )
             try:
                 runners.append(runner)  # closed at the end even if prepare fails midway
                 runner.prepare()

@@ -41,6 +41,16 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "auto", "view", "per sync, the strategy with the least expected bytes (sketch, group_hash, full_ship)"
         ),
+        Strategy(
+            "timestamp",
+            "view",
+            "the rows stamped since the last sync (an index range read), the keys reconciled, a full reconciliation every 24 syncs",
+        ),
+        Strategy(
+            "row_version",
+            "view",
+            "PostgreSQL: the rows whose row version (xmin) is newer than the last sync's snapshot, the keys reconciled",
+        ),
         Strategy("reladiff", "external", "the reladiff tool against a PostgreSQL copy, bytes counted by a TCP proxy"),
     )
 }
@@ -82,16 +92,20 @@ class ViewRunner:
     #: Its syncs go through the agent, whose memory is measured.
     uses_agent = True
 
-    def __init__(self, api: Api, strategy: Strategy, view: str, sql: str):
+    def __init__(self, api: Api, strategy: Strategy, view: str, sql: str, options: dict | None = None):
         self.api = api
         self.strategy = strategy
         self.view = view
         self.sql = sql
+        self.options = options or {}  # view settings of the workload (timestamps, delete_flags)
         self.definition: dict = {}
 
     def prepare(self) -> dict:
         """Define the view; a 422 that names the strategy means the service does not offer it."""
-        r = self.api.http.post("/v1/views", json={"name": self.view, "sql": self.sql, "strategy": self.strategy.name})
+        r = self.api.http.post(
+            "/v1/views",
+            json={"name": self.view, "sql": self.sql, "strategy": self.strategy.name, **self.options},
+        )
         if r.status_code == 422 and _rejects_strategy(r.json()):
             raise Skipped(f"the service does not accept strategy {self.strategy.name!r} yet")
         if r.status_code != 201:
@@ -122,10 +136,10 @@ class ViewRunner:
         """Nothing of its own to stop: the view lives in the service."""
 
 
-def make_runner(api: Api, strategy: Strategy, view: str, sql: str, source=None):
+def make_runner(api: Api, strategy: Strategy, view: str, sql: str, source=None, options: dict | None = None):
     """The runner of `strategy`; an external one needs the workload's `source` (a SourceContext)."""
     if strategy.kind == "view":
-        return ViewRunner(api, strategy, view, sql)
+        return ViewRunner(api, strategy, view, sql, options)
     if strategy.name == "reladiff":
         from .reladiff_runner import ReladiffRunner
 
