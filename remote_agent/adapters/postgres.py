@@ -16,6 +16,7 @@ import psycopg
 import pyarrow as pa
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
@@ -52,6 +53,10 @@ _SIMPLE = {"bytea": "bytes", "boolean": "bool", "date": "date"}
 _NUMERIC = re.compile(r"^numeric(?:\((-?\d+)(?:,(-?\d+))?\))?$")
 _TIMESTAMP = re.compile(r"^timestamp(?:\(\d+\))? with(out)? time zone$")
 _TYPMOD = re.compile(r"\(\s*\d+\s*\)")
+#: Logical types whose PostgreSQL order is Python's order of their values (`range_key`).
+_ORDERED_AS_PYTHON = {"int", "date", "timestamp", "timestamptz", "bytes"}
+#: Declared text types that COLLATE "C" compares byte-wise.
+_BYTEWISE_TEXT = {"text", "character varying", "varchar"}
 
 
 def logical_type(declared: str) -> tuple[LogicalType, str | None]:
@@ -363,6 +368,24 @@ class PostgresAdapter(Adapter):
         if isinstance(value, float):
             return repr(value)
         return value
+
+    def range_key(self, column: ColumnInfo, ref: exp.Column) -> exp.Expression | None:
+        # Integers, dates, timestamps (timestamptz by instant, as Python compares aware
+        # datetimes) and bytea (byte-wise) sort as Python sorts their values. text and
+        # varchar sort by the column's collation, which may be a language's (ICU,
+        # en_US.utf8: case and accents first): COLLATE "C" compares them byte-wise, which
+        # for UTF-8 is code point order, Python's order of str. Not: char(n) (trailing
+        # blanks do not count), citext (case-blind), domains; numeric (a value with more
+        # digits than its canonical scale would fall on the other side of a bound),
+        # floats (NaN sorts above every number), and anything read through read_as.
+        if column.read_as:
+            return None
+        kind = column.type.kind
+        if kind in _ORDERED_AS_PYTHON:
+            return ref
+        if kind == "text" and _TYPMOD.sub("", column.declared.strip().lower()) in _BYTEWISE_TEXT:
+            return exp.Collate(this=ref, expression=exp.Identifier(this="C", quoted=True))
+        return None
 
     def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
         # A `real` compared with a bound double is widened first, so the shortest decimal
