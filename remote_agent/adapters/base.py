@@ -107,8 +107,8 @@ class Adapter(ABC):
         """Whether rows can be found by binding canonical key values in a WHERE clause."""
         return True
 
-    def range_key(self, column: ColumnInfo, ref: exp.Column) -> exp.Expression | None:
-        """The key column `ref` as an expression the database orders as Python orders its values.
+    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+        """The key column `ref` (`origin`: "table.column") as an expression the database orders as Python orders its values.
 
         A ranged re-read (strategies/range_checksum.py) bounds the key in the WHERE clause
         while the agent places each row in a range by Python's order of the canonical

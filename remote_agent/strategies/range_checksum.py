@@ -83,22 +83,26 @@ def _bounds(batch: pa.RecordBatch, prefix: str, key: list[str]) -> list:
 def ranged_query(adapter: Adapter, query: ValidatedQuery, ranges: RangeSet) -> tuple[ValidatedQuery, dict]:
     """The query read over the request's ranges only, and what the summary says of it.
 
-    The whole query (and the reason) when the ranges span every key, or when a key column
-    might sort otherwise at the source than in Python.
+    The whole query (and the reason) when a key column might sort otherwise at the source
+    than in Python, or when the ranges span every key.
     """
-    intervals = key_intervals.plan(list(zip(ranges.los, ranges.his)))
-    if not intervals:
-        return query, {"ranged": False, "intervals": 0, "full_scan_reason": "the ranges span every key"}
-    ordered = []
+    names = [c.name for c in query.columns]
+    ordered, indexed = [], True
     for name in query.key:
-        column = next(c for c in query.columns if c.name == name)
-        key = adapter.range_key(column, query.key_column(name))
+        position = names.index(name)
+        column, stored = query.columns[position], query.key_column(name)
+        key = adapter.range_key(column, stored, query.origins[position])
         if key is None:
             reason = (
                 f"the source may not order key column {name!r} ({column.declared or column.type}) as the agent does"
             )
             return query, {"ranged": False, "intervals": 0, "full_scan_reason": reason}
         ordered.append(key)
+        indexed = indexed and key is stored
+    limit = key_intervals.MAX_INTERVALS if indexed else key_intervals.MAX_UNINDEXED_INTERVALS
+    intervals = key_intervals.plan(list(zip(ranges.los, ranges.his)), limit)
+    if not intervals:
+        return query, {"ranged": False, "intervals": 0, "full_scan_reason": "the ranges span every key"}
     bound = [(_bound(adapter, lo), _bound(adapter, hi)) for lo, hi in intervals]
     return query.within(bound, ordered), {"ranged": True, "intervals": len(bound), "full_scan_reason": None}
 
