@@ -27,6 +27,12 @@ parameters (`Adapter.rebind`); Python never orders keys. A NULL in a key column 
 error as before; where NULL sorts last (PostgreSQL) such rows never come after a cursor,
 so a nullable key is probed for NULLs once before the second chunk.
 
+A ranged read (`ValidatedQuery.within`, the range-checksum strategy's later rounds) walks
+each of its key intervals the same way: the interval's lower bound is the first cursor,
+its upper bound a condition of every chunk, both bound as parameters; its key is ordered
+as the adapter guarantees Python orders the values (`Adapter.range_key`), because there
+the agent, not the database, decides which range a row belongs to.
+
 `batches` is what the strategies' scans use: the chunks as Arrow batches, with the time
 spent reading and converting counted.
 
@@ -109,10 +115,31 @@ def scan(
     """
     if chunk_rows < 1:
         raise ValueError("chunk_rows must be at least 1")
+    for start, stop in query.intervals or [(None, None)]:
+        yield from _walk(adapter, session, query, chunk_rows, start, stop, arrow=arrow, pacer=pacer)
+
+
+def _walk(
+    adapter: Adapter,
+    session: Session,
+    query: ValidatedQuery,
+    chunk_rows: int,
+    start: tuple | None,
+    stop: tuple | None,
+    *,
+    arrow: RowConverter | None,
+    pacer: Pacer | None,
+) -> Iterator[list[tuple] | pa.Table]:
+    """The rows of one key interval [start, stop) (bound parameters; None: unbounded), chunk by chunk.
+
+    The lower bound is the first chunk's cursor, the upper one a condition of every chunk.
+    """
     positions = query.key_positions
-    nullable = any(c.nullable for c in query.columns if c.name in query.key)
+    # No comparison holds for NULL: an interval's bound keeps out the rows a probe would find.
+    nullable = not query.intervals and any(c.nullable for c in query.columns if c.name in query.key)
 
     types = [c.type for c in query.columns]
+    upper = list(stop) if stop is not None else []
 
     def key_of(rows: list[tuple] | pa.Table, i: int) -> tuple:
         if isinstance(rows, pa.Table):
@@ -125,8 +152,12 @@ def scan(
         # Inclusive of the cursor: the rows with its key come back first; asking for `tail`
         # more rows keeps a chunk at `chunk_rows` new rows.
         limit = (chunk_rows if pacer is None else pacer.next_rows()) + tail
-        params = [adapter.rebind(v) for v in cursor] if cursor is not None else []
-        sql = query.chunk_sql(limit, from_cursor=cursor is not None)
+        if cursor is not None:
+            params = [adapter.rebind(v) for v in cursor]
+        else:
+            params = list(start) if start is not None else []
+        sql = query.chunk_sql(limit, from_cursor=bool(params), below=stop is not None)
+        params += upper
         started = time.perf_counter()
         with session.read() as reader:
             rows = None if arrow is None else reader.arrow(sql, params, types=types, schema=arrow.schema)

@@ -10,7 +10,7 @@ name, an alias or a string — can add a statement, a function call or a table.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -49,6 +49,28 @@ class ValidatedQuery:
     #: The key columns as stored (no read_as): what chunks are ordered and cut by, so
     #: that the database can walk the key's index.
     _key_columns: tuple[exp.Expression, ...] = field(repr=False, compare=False, default=())
+    #: A ranged read (`within`): the key intervals [lo, hi) to read, as bound parameters
+    #: (None: unbounded); empty: the whole query.
+    intervals: tuple[tuple[tuple | None, tuple | None], ...] = field(repr=False, compare=False, default=())
+
+    def within(
+        self, intervals: Sequence[tuple[tuple | None, tuple | None]], ordered: Sequence[exp.Expression]
+    ) -> ValidatedQuery:
+        """The query read only over these key intervals, the key ordered and cut as `ordered`.
+
+        `intervals` hold each bound's key values as statement parameters (never SQL); the
+        chunked scan (chunks.py) walks each interval from its lower bound, its statements
+        bounded above by `chunk_sql(..., below=True)`. `ordered` are the key columns as
+        the adapter makes them sort as Python sorts the values (`Adapter.range_key`):
+        chunks are ordered, cut and bounded by them.
+        """
+        if len(ordered) != len(self._key_columns):
+            raise ValueError("one ordered expression per key column")
+        return replace(self, intervals=tuple(intervals), _key_columns=tuple(e.copy() for e in ordered))
+
+    def key_column(self, name: str) -> exp.Expression:
+        """The key column `name` as stored (no read_as), as chunks order and cut by it."""
+        return self._key_columns[self.key.index(name)].copy()
 
     def where(self) -> str:
         """The tables read, for error messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
@@ -67,27 +89,23 @@ class ValidatedQuery:
         """Whether the dialect sorts NULL before every value in ascending order."""
         return Dialect.get_or_raise(self.dialect).NULL_ORDERING == "nulls_are_small"
 
-    def chunk_sql(self, limit: int, *, from_cursor: bool) -> str:
+    def chunk_sql(self, limit: int, *, from_cursor: bool, below: bool = False) -> str:
         """The query ordered by its key, cut to `limit` rows, from a cursor bound as parameters.
 
         `WHERE (original where) AND (k1, k2) >= (?, ?) ORDER BY k1, k2 LIMIT n` (keyset
         pagination); `k >= ?` for a one-column key; no cursor condition for the first chunk.
         The comparison is inclusive so that a second row with the cursor's key (a key that
-        is not unique at the source) cannot fall between two chunks unseen.
+        is not unique at the source) cannot fall between two chunks unseen. `below` adds
+        `AND (k1, k2) < (?, ?)`, an interval's upper bound, bound after the cursor.
         """
         if limit < 1:
             raise ValueError("a chunk holds at least one row")
         tree = self._tree.copy()
-        if from_cursor:
-            columns = [c.copy() for c in self._key_columns]
-            width = len(columns)
-            if width == 1:
-                condition: exp.Expression = exp.GTE(this=columns[0], expression=exp.Placeholder())
-            else:
-                condition = exp.GTE(
-                    this=exp.Tuple(expressions=columns),
-                    expression=exp.Tuple(expressions=[exp.Placeholder() for _ in range(width)]),
-                )
+        conditions = [self._key_compare(exp.GTE)] if from_cursor else []
+        if below:
+            conditions.append(self._key_compare(exp.LT))
+        if conditions:
+            condition = exp.and_(*conditions)
             where = tree.args.get("where")
             if where is not None:
                 condition = exp.and_(exp.Paren(this=where.this), condition)
@@ -100,6 +118,16 @@ class ValidatedQuery:
         )
         tree.set("limit", exp.Limit(expression=exp.Literal.number(limit)))
         return sitesql.render(tree, self.dialect)
+
+    def _key_compare(self, op: type[exp.Binary]) -> exp.Expression:
+        """`k op ?`, or the row value `(k1, k2) op (?, ?)` for a composite key."""
+        columns = [c.copy() for c in self._key_columns]
+        if len(columns) == 1:
+            return op(this=columns[0], expression=exp.Placeholder())
+        return op(
+            this=exp.Tuple(expressions=columns),
+            expression=exp.Tuple(expressions=[exp.Placeholder() for _ in columns]),
+        )
 
     def null_key_sql(self) -> str:
         """The query restricted to rows with a NULL in a key column, at most one of them."""

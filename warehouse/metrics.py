@@ -83,6 +83,10 @@ class SiteDetails:
     # range_checksum
     range_rounds: int | None = None
     ranges_shipped: int | None = None
+    #: What each round read at the source: ranged_rounds (rounds that read only the ranges
+    #: asked about), rows_per_round, intervals_per_round, full_scan_reasons (why a later
+    #: round read the whole site query).
+    range_reads: dict | None = None
     # sketch (and auto when it chose sketch)
     sketch_cells: int | None = None
     sketch_bytes: int | None = None

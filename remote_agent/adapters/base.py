@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+from sqlglot import exp
 
 from ..protocol.schema import ColumnInfo, TableInfo
 from ..protocol.types import LogicalType
@@ -105,6 +106,16 @@ class Adapter(ABC):
     def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
         """Whether rows can be found by binding canonical key values in a WHERE clause."""
         return True
+
+    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+        """The key column `ref` (`origin`: "table.column") as an expression the database orders as Python orders its values.
+
+        A ranged re-read (strategies/range_checksum.py) bounds the key in the WHERE clause
+        while the agent places each row in a range by Python's order of the canonical
+        values: both must agree, or a row would be read in no range or in the wrong one.
+        None (the default): no such guarantee, the request reads the whole site query.
+        """
+        return None
 
     def bind(self, value: Any) -> Any:
         """A canonical value as a statement parameter."""

@@ -16,6 +16,7 @@ import psycopg
 import pyarrow as pa
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
@@ -52,6 +53,10 @@ _SIMPLE = {"bytea": "bytes", "boolean": "bool", "date": "date"}
 _NUMERIC = re.compile(r"^numeric(?:\((-?\d+)(?:,(-?\d+))?\))?$")
 _TIMESTAMP = re.compile(r"^timestamp(?:\(\d+\))? with(out)? time zone$")
 _TYPMOD = re.compile(r"\(\s*\d+\s*\)")
+#: Logical types whose PostgreSQL order is Python's order of their values (`range_key`).
+_ORDERED_AS_PYTHON = {"int", "date", "timestamp", "timestamptz", "bytes"}
+#: Declared text types that COLLATE "C" compares byte-wise.
+_BYTEWISE_TEXT = {"text", "character varying", "varchar"}
 
 
 def logical_type(declared: str) -> tuple[LogicalType, str | None]:
@@ -133,7 +138,9 @@ ORDER BY c.relname
 """
 
 # A domain column is mapped by the type at the bottom of its chain of domains (psycopg
-# receives values of that type), while `declared` keeps the domain's own name.
+# receives values of that type), while `declared` keeps the domain's own name. The last
+# column says whether the column's collation compares byte by byte: "C" or "POSIX", or the
+# database's default where that is a libc C or POSIX locale (`range_key`).
 _COLUMNS_SQL = """
 WITH RECURSIVE domain_base(oid, base, typmod, depth) AS (
     SELECT t.oid, t.typbasetype, t.typtypmod, 0 FROM pg_catalog.pg_type t WHERE t.typtype = 'd'
@@ -145,11 +152,15 @@ WITH RECURSIVE domain_base(oid, base, typmod, depth) AS (
 SELECT a.attrelid, a.attname,
        pg_catalog.format_type(a.atttypid, a.atttypmod),
        NOT a.attnotnull,
-       pg_catalog.format_type(b.base, b.typmod)
+       pg_catalog.format_type(b.base, b.typmod),
+       COALESCE(co.collname IN ('C', 'POSIX') OR (co.oid = 100 AND (
+           SELECT db.datcollate IN ('C', 'POSIX') AND COALESCE(pg_catalog.to_jsonb(db) ->> 'datlocprovider', 'c') = 'c'
+           FROM pg_catalog.pg_database db WHERE db.datname = pg_catalog.current_database())), false)
 FROM pg_catalog.pg_attribute a
 LEFT JOIN LATERAL (
     SELECT d.base, d.typmod FROM domain_base d WHERE d.oid = a.atttypid ORDER BY d.depth DESC LIMIT 1
 ) b ON true
+LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
 WHERE a.attrelid = ANY (%s) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attrelid, a.attnum
 """
@@ -290,6 +301,8 @@ class PostgresAdapter(Adapter):
         # The DBA sees who we are in pg_stat_activity (a URL's application_name wins).
         params.setdefault("application_name", APPLICATION_NAME)
         self._conninfo = make_conninfo(**params)
+        #: "table.column" of the columns whose collation compares byte by byte (`describe`).
+        self._bytewise: frozenset[str] = frozenset()
 
     def _redact(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
@@ -313,9 +326,14 @@ class PostgresAdapter(Adapter):
             tables = conn.execute(_TABLES_SQL).fetchall()
             oids = [oid for oid, _ in tables]
             columns: dict[int, list[ColumnInfo]] = {oid: [] for oid in oids}
-            for oid, name, declared, nullable, base in conn.execute(_COLUMNS_SQL, (oids,)):
+            names = dict(tables)
+            bytewise = set()
+            for oid, name, declared, nullable, base, byte_order in conn.execute(_COLUMNS_SQL, (oids,)):
                 type_, read_as = logical_type(base or declared)
                 columns[oid].append(ColumnInfo(name, type_, nullable=nullable, declared=declared, read_as=read_as))
+                if byte_order:
+                    bytewise.add(f"{names[oid]}.{name}")
+            self._bytewise = frozenset(bytewise)
             primary: dict[int, tuple[str, ...]] = {}
             uniques: dict[int, list[tuple[str, ...]]] = {oid: [] for oid in oids}
             for oid, is_primary, names in conn.execute(_KEYS_SQL, (oids,)):
@@ -363,6 +381,29 @@ class PostgresAdapter(Adapter):
         if isinstance(value, float):
             return repr(value)
         return value
+
+    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+        # Integers, dates, timestamps (timestamptz by instant, as Python compares aware
+        # datetimes) and bytea (byte-wise) sort as Python sorts their values. text and
+        # varchar sort by the column's collation, which may be a language's (ICU,
+        # en_US.utf8: case and accents first): COLLATE "C" compares them byte-wise, which
+        # for UTF-8 is code point order, Python's order of str. It is left out where the
+        # column's collation is byte-wise already (seen by `describe`), because an index
+        # serves only comparisons in its own collation, and "C" is not "default" to the
+        # planner even in a database whose default is C. Not: char(n) (trailing
+        # blanks do not count), citext (case-blind), domains; numeric (a value with more
+        # digits than its canonical scale would fall on the other side of a bound),
+        # floats (NaN sorts above every number), and anything read through read_as.
+        if column.read_as:
+            return None
+        kind = column.type.kind
+        if kind in _ORDERED_AS_PYTHON:
+            return ref
+        if kind == "text" and _TYPMOD.sub("", column.declared.strip().lower()) in _BYTEWISE_TEXT:
+            if origin in self._bytewise:
+                return ref
+            return exp.Collate(this=ref, expression=exp.Identifier(this="C", quoted=True))
+        return None
 
     def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
         # A `real` compared with a bound double is widened first, so the shortest decimal

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow as pa
+from sqlglot import exp
 
 from ..errors import BadRequest, SourceUnavailable
 from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
@@ -177,6 +178,15 @@ class SqliteAdapter(Adapter):
         # Integers, text and blobs are stored as themselves; dates, decimals and the like
         # may be stored in several textual or numeric forms that `=` would not match.
         return all(t.kind in ("int", "text", "bytes") for t in key_types)
+
+    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+        # Integers only. A column of INTEGER affinity holds numbers, compared by value,
+        # or text the converter refuses. Any other column may mix storage classes, which
+        # SQLite sorts by class first (numbers < text < blobs) where the converters make
+        # one kind of value of them all: a text column may hold blobs (read as their
+        # UTF-8 text), a column of no affinity numbers; dates, timestamps and decimals
+        # have several stored forms whose order is not that of their values.
+        return ref if column.type.kind == "int" and not column.read_as else None
 
     def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
         return converter_for(column.type)

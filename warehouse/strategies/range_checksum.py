@@ -3,11 +3,18 @@
 A baseline for the benchmarks (the approach of query-based incremental differencing with
 range checksums, and of data-diff / reladiff), available to users as a view option. Each
 round the warehouse sends key ranges with the row count and hash sum of its snapshot in
-each; the agent scans the site query once and names the ranges that differ. Differing
-ranges are split into `BISECTION_FACTOR` parts by the snapshot's keys for the next round;
-a differing range of at most `SHIP_THRESHOLD` snapshot rows is shipped whole next round
-and compared here.
-Every round costs one scan of the site query at the source; the traffic is small.
+each; the agent reads the rows of those ranges and names the ranges that differ.
+Differing ranges are split into `BISECTION_FACTOR` parts by the snapshot's keys for the
+next round; a differing range of at most `SHIP_THRESHOLD` snapshot rows is shipped whole
+next round and compared here.
+
+The first round's ranges cover every key: one scan of the site query at the source. Each
+later round asks only about the ranges that differed, and the agent reads only those,
+with their bounds in the WHERE clause (remote_agent/strategies/range_checksum.py): a sync
+reads about N + (changed ranges x range size) rows, where it read N per round before. The
+agent reads the whole site query in a later round too where it cannot guarantee that the
+source orders the key as Python does (e.g. SQLite text keys, PostgreSQL floats); the
+sync's `range_reads` says what each round read. The traffic is small.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import glob
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -138,6 +145,18 @@ class RangeOutcome:
     rows_scanned: int
     #: The agent's pacing of its last round's scan (remote_agent/pacing.py).
     pacing: dict | None = None
+    #: Per round: rows read, whether the read was ranged, its intervals (the agent's summary).
+    reads: list[dict] = field(default_factory=list)
+
+    def read_report(self) -> dict:
+        """What the rounds read at the source, for the sync's metrics (`range_reads`)."""
+        reasons = {r["full_scan_reason"] for r in self.reads[1:] if r.get("full_scan_reason")}
+        return {
+            "ranged_rounds": sum(1 for r in self.reads if r.get("ranged")),
+            "rows_per_round": [r["rows"] for r in self.reads],
+            "intervals_per_round": [r.get("intervals", 0) for r in self.reads],
+            "full_scan_reasons": sorted(reasons),
+        }
 
 
 def bisect_ranges(
@@ -163,6 +182,7 @@ def bisect_ranges(
     shipped: list[Range] = []
     rounds = sent = scanned = 0
     summary: dict | None = None
+    reads: list[dict] = []
     while check or to_ship:
         rounds += 1
         if rounds >= MAX_ROUNDS:  # give up bisecting: ship what is left
@@ -192,12 +212,18 @@ def bisect_ranges(
         if any(ship[i] for i in differing_ids):
             raise ProtocolError("the agent reported a shipped range as differing")
         scanned += summary.get("rows_scanned", 0)
+        reads.append(
+            {
+                "rows": summary.get("rows_scanned", 0),
+                **{k: summary.get(k) for k in ("ranged", "intervals", "full_scan_reason")},
+            }
+        )
         shipped.extend(to_ship)
         differing = [batch[i] for i in sorted(set(differing_ids))]
         to_ship = [r for r in differing if r.count <= SHIP_THRESHOLD]
         large = [r for r in differing if r.count > SHIP_THRESHOLD]
         check = split(sorted_snapshot, key, large) if large else []
-    return RangeOutcome(shipped, rounds, sent, scanned, summary.get("pacing") if summary else None)
+    return RangeOutcome(shipped, rounds, sent, scanned, summary.get("pacing") if summary else None, reads)
 
 
 def keys_outside(sorted_snapshot: Path, key_cols: list[Column], shipped: list[Range]) -> Iterator[pa.RecordBatch]:
@@ -259,6 +285,7 @@ class RangeChecksum(Strategy):
         m = ctx.metrics
         m.rows_scanned, m.rows_received, m.groups_sent = outcome.rows_scanned, returned.rows, outcome.ranges_sent
         m.range_rounds, m.ranges_shipped = outcome.rounds, len(outcome.shipped)
+        m.range_reads = outcome.read_report()
         m.agent_pacing = outcome.pacing
         m.tuples_ungrouped = sum(r.count for r in outcome.shipped)
         m.tuples_grouped = verified.rows
