@@ -69,3 +69,10 @@ def test_ranged_and_key_reads_of_a_join(definition):
     assert ranged.count("IS NULL") == 2, ranged
     assert keys_sql(site).startswith('SELECT "a"."id" AS "id", "b"."id" AS "b_id" FROM'), keys_sql(site)
     assert "1 = 0" in ranged_sql(site, stamps, None)
+
+
+def test_row_version_needs_every_site_on_postgresql(definition):
+    with pytest.raises(ViewDefinitionError, match=r"needs PostgreSQL sources.*not PostgreSQL: s \(sqlite\)"):
+        check_settings(StampSettings(), definition, SCHEMAS, "row_version")
+    on_postgres = {"s": SourceSchema("postgres", SCHEMAS["s"].tables)}
+    assert check_settings(StampSettings(), definition, on_postgres, "row_version") == StampSettings()
