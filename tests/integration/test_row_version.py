@@ -28,9 +28,9 @@ from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
 
-#: Rounds of changes; the third is a periodic full reconciliation.
-ROUNDS = 3
-RECONCILE_EVERY = 3
+#: Rounds of changes; the second is a periodic full reconciliation.
+ROUNDS = 2
+RECONCILE_EVERY = 2
 VIEW_SQL = (
     "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM {src}.lines l "
     "JOIN {src}.orders o ON l.order_id = o.order_id WHERE l.amount > 10 AND o.status <> 'void'"
