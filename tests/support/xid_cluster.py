@@ -2,8 +2,9 @@
 
 `start_near_wraparound` makes a cluster whose 32-bit transaction ids are a little below
 2^32 (epoch 1), so that a test's own transactions carry them across the wraparound;
-`burn_xids` spends ids up to a given point; `restore_in_place` dumps a database, replaces
-the cluster by a new one on the same port (a restore onto another server) and restores it.
+`burn_xids` spends ids up to a given point; `jump_xids` moves the counter far ahead;
+`restore_in_place` dumps a database, replaces the cluster by a new one on the same port (a
+restore onto another server) and restores it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from workloads.postgres import PostgresServer, start_postgres
 #: Transaction ids per pg_xact segment file (32 pages of 8 KiB, four ids a byte), and its size.
 XIDS_PER_SEGMENT = 1_048_576
 SEGMENT_BYTES = 256 * 1024
+#: The longest jump of the counter in one step: well below 2^31, the reach of 32-bit comparisons.
+MAX_STEP = 2**31 - 2**28
 
 
 def _admin(server: PostgresServer, dbname: str) -> str:
@@ -24,27 +27,58 @@ def _admin(server: PostgresServer, dbname: str) -> str:
 
 
 def start_near_wraparound(tmpdir: Path, below: int, dbname: str = "legacy") -> PostgresServer:
-    """A cluster whose next transaction id is `below` short of 2^32, in epoch 1.
-
-    pg_resetwal sets the counter of a cleanly stopped cluster. Rows written before it with a
-    normal id would then lie "in the future" and vanish, so every database initdb made is
-    frozen first (frozen rows are visible whatever their id); and the commit log needs the
-    zero-filled segment file of the new id, which pg_resetwal does not create.
-    """
-    xid = 2**32 - below
+    """A cluster whose next transaction id is `below` short of 2^32, in epoch 1 (see `jump_xids`)."""
 
     def prepare(server: PostgresServer) -> None:
         server.start()
-        for db in ("postgres", "template1"):
-            with psycopg.connect(_admin(server, db), autocommit=True) as conn:
-                conn.execute("VACUUM FREEZE")
+        _jump(server, 2**32 - below, ("postgres", "template1"))
         server.halt()
-        server.tool("pg_resetwal", "-e", "1", "-x", str(xid), "-D", str(server.datadir))
-        segment = server.datadir / "pg_xact" / f"{xid // XIDS_PER_SEGMENT:04X}"
-        segment.write_bytes(bytes(SEGMENT_BYTES))
-        server.own(segment)
+        # the epoch is no part of what is stored: it may change alone
+        server.tool("pg_resetwal", "-e", "1", "-D", str(server.datadir))
 
     return start_postgres(tmpdir, dbname=dbname, prepare=prepare)
+
+
+def jump_xids(server: PostgresServer, by: int, databases: tuple[str, ...]) -> None:
+    """Move the running server's counter `by` transaction ids ahead, with pg_resetwal.
+
+    A row written with a normal id that the jump leaves 2^31 or more behind would lie "in
+    the future" and vanish, and so would each table's freeze horizon (relfrozenxid), which
+    VACUUM then reports as corruption. So every database is frozen before each step (frozen
+    rows are visible whatever their id, and the freeze moves the horizons up), and no step
+    goes further than `MAX_STEP`; the server restarts once a step. The commit log needs the
+    zero-filled segment file of the new id, which pg_resetwal does not create.
+    """
+    _jump(server, next_xid(_admin(server, "postgres")) + by, ("postgres", "template1", *databases))
+
+
+def _jump(server: PostgresServer, target: int, databases: tuple[str, ...]) -> None:
+    start = next_xid(_admin(server, "postgres"))
+    steps = -(-(target - start) // MAX_STEP)
+    for step in range(1, steps + 1):
+        _freeze(server, databases)
+        server.halt()
+        epoch, xid = divmod(start + (target - start) * step // steps, 2**32)
+        xid = max(xid, 3)  # 0, 1 and 2 are reserved
+        server.tool("pg_resetwal", "-e", str(epoch), "-x", str(xid), "-D", str(server.datadir))
+        segment = server.datadir / "pg_xact" / f"{xid // XIDS_PER_SEGMENT:04X}"
+        if not segment.exists():
+            segment.write_bytes(bytes(SEGMENT_BYTES))
+            server.own(segment)
+        server.start()
+
+
+def _freeze(server: PostgresServer, databases: tuple[str, ...]) -> None:
+    """VACUUM FREEZE `databases` and template0, which takes no connection unless told to
+    (left behind, its horizon would stop the server once the counter nears it from behind)."""
+    with psycopg.connect(_admin(server, "postgres"), autocommit=True) as conn:
+        conn.execute("ALTER DATABASE template0 ALLOW_CONNECTIONS true")
+        try:
+            for db in ("template0", *databases):
+                with psycopg.connect(_admin(server, db), autocommit=True) as frozen:
+                    frozen.execute("VACUUM FREEZE")
+        finally:
+            conn.execute("ALTER DATABASE template0 ALLOW_CONNECTIONS false")
 
 
 def next_xid(url: str) -> int:
