@@ -307,10 +307,16 @@ def test_row_version_after_a_restore_onto_a_new_cluster(api, wrapped, logs_dir):
         identities = rv["previous_snapshot"]["system_identifier"], rv["snapshot"]["system_identifier"]
         assert identities[0] != identities[1] and rv["rows_missed"] is None, rv
         assert (sync["metrics"]["rows_updated"], sync["metrics"]["rows_deleted"]) == (2, 1)
+        with psycopg.connect(url, autocommit=True) as c:  # a failed sync keeps the snapshot it started from
+            c.execute("ALTER TABLE items RENAME TO items_away")
+        failed = api.sync("rv_restored")
+        assert failed["status"] == "failed", failed
         with psycopg.connect(url, autocommit=True) as c:
+            c.execute("ALTER TABLE items_away RENAME TO items")
             c.execute("UPDATE items SET qty = 9 WHERE id = 7")
         again = report(view.sync())
         assert "fallback" not in again and again["rows_read"] == 1, again
+        assert again["previous_snapshot"] == rv["snapshot"], (again, rv)
     finally:
         agent.stop()
 
