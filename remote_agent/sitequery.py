@@ -9,7 +9,7 @@ name, an alias or a string — can add a statement, a function call or a table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -88,6 +88,15 @@ class ValidatedQuery:
     def nulls_first(self) -> bool:
         """Whether the dialect sorts NULL before every value in ascending order."""
         return Dialect.get_or_raise(self.dialect).NULL_ORDERING == "nulls_are_small"
+
+    def narrowed(self, condition: Callable[[str], exp.Expression]) -> ValidatedQuery:
+        """The same query kept to the rows for which `condition(alias)` holds for any of its
+        tables (OR across a join's tables), AND-ed to its WHERE; the condition is the agent's own."""
+        tree = self._tree.copy()
+        aliases = dict.fromkeys(t.alias_or_name for t in tree.find_all(exp.Table))
+        extra = exp.or_(*(exp.Paren(this=condition(alias)) for alias in aliases))
+        tree = tree.where(exp.Paren(this=extra), append=True)
+        return replace(self, sql=sitesql.render(tree, self.dialect), _tree=tree)
 
     def chunk_sql(self, limit: int, *, from_cursor: bool, below: bool = False) -> str:
         """The query ordered by its key, cut to `limit` rows, from a cursor bound as parameters.

@@ -27,8 +27,10 @@ class SourceOut(BaseModel):
 
 
 #: The names of warehouse/strategies (a test holds the two lists equal).
-Strategy = Literal["auto", "sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship", "timestamp"]
-STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
+Strategy = Literal[
+    "auto", "sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship", "timestamp", "row_version"
+]
+STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
 
 
 TIMESTAMPS_HELP = "{TABLE: COLUMN}: the last-modified column of each table (TABLE as `table` or `source.table`), of a timestamp type; read by strategy timestamp, where a NULL timestamp counts as changed at every sync"
@@ -36,9 +38,7 @@ DELETE_FLAGS_HELP = "{TABLE: COLUMN}: a soft-delete marker; a row whose flag is 
 LAG_HELP = (
     "seconds the timestamp strategy reads before the last watermark, for rows committed after it with an older stamp"
 )
-RECONCILE_HELP = (
-    "the timestamp strategy reconciles the view in full (with the strategy auto would choose) every this many syncs"
-)
+RECONCILE_HELP = "the timestamp and row_version strategies reconcile the view in full (with the strategy auto would choose) every this many syncs"
 #: Longest timestamp_lag_s accepted: a day.
 MAX_LAG_S = 86_400
 

@@ -111,6 +111,10 @@ class SiteDetails:
     #: reconciliation (its strategy), rows_missed (rows it found that the ranged read had not),
     #: index_used (an index on a timestamp serves the ranged read) and the query_plan
     timestamp: dict | None = None
+    #: row_version: snapshot (the source's, read before the changed read), previous_snapshot,
+    #: read_from_xmin, rows_read, fallback (why the snapshot could not serve), and the same
+    #: key reconciliation and reconciliation fields as timestamp's
+    row_version: dict | None = None
     #: How the new fragment was written: "whole", or "overlay" (the touched tuples only,
     #: over the previous base; layers.py), and the overlay's rows after this sync.
     fragment_written: str | None = None

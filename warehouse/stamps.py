@@ -127,6 +127,8 @@ def check_settings(
             out[setting][f"{source}.{name}"] = column
             if setting == "timestamps" and not info.nullable:
                 not_null.append(f"{source}.{name}")
+    if strategy == "row_version":
+        check_row_version(definition, schemas)
     if strategy == "timestamp":
         if not definition.key:
             raise ViewDefinitionError("strategy timestamp needs a keyed view (this one has no key)")
@@ -141,6 +143,30 @@ def check_settings(
     return replace(
         settings, timestamps=out["timestamps"], delete_flags=out["delete_flags"], not_null=tuple(sorted(not_null))
     )
+
+
+#: The dialect (as the agents' schemas name it) whose row versions strategy row_version reads.
+ROW_VERSION_DIALECT = "postgres"
+
+
+def check_row_version(definition: ViewDef, schemas: dict[str, SourceSchema]) -> None:
+    """Strategy row_version needs a keyed view all of whose sites are on PostgreSQL.
+
+    Raises:
+        ViewDefinitionError: saying which source is not, or that the view has no key.
+    """
+    if not definition.key:
+        raise ViewDefinitionError("strategy row_version needs a keyed view (this one has no key)")
+    other = sorted(
+        f"{s.source} ({schemas[s.source].dialect})"
+        for s in definition.sites
+        if schemas[s.source].dialect != ROW_VERSION_DIALECT
+    )
+    if other:
+        raise ViewDefinitionError(
+            f"strategy row_version needs PostgreSQL sources (it reads their row versions' xmin); "
+            f"not PostgreSQL: {', '.join(other)}. Use timestamp (with timestamp columns) or auto there"
+        )
 
 
 def flag_predicate(column: exp.Column, kind: str) -> exp.Expression:

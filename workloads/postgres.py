@@ -18,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,23 +82,72 @@ class PostgresServer:
             socket_dir=self.socket_dir,
         )
 
+    def tool(self, program: str, *args: str) -> None:
+        """Run one of the server's programs (pg_ctl, pg_resetwal, pg_dump, psql...) as the server's user."""
+        _run(self._bindir, self._as_postgres, self._root, program, *args)
+
+    def own(self, path: Path) -> None:
+        """Give a file made for the server to the server's user."""
+        if self._as_postgres:
+            shutil.chown(path, SYSTEM_USER, SYSTEM_USER)
+
+    def _init_and_start(self, prepare: Callable[[PostgresServer], None] | None = None) -> None:
+        """initdb, this server's settings, `prepare`, start, and the two roles."""
+        datadir = self.datadir
+        self.tool(
+            "initdb",
+            "-D",
+            str(datadir),
+            "-U",
+            "owner",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--no-sync",
+        )
+        settings = {
+            "listen_addresses": "'127.0.0.1'",
+            "port": str(self.port),
+            "unix_socket_directories": f"'{self._root}'",
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "log_statement": "'all'",
+            "log_line_prefix": "'%m [%p] %u@%d '",
+            "logging_collector": "off",
+        }
+        with open(datadir / "postgresql.conf", "a", encoding="utf-8") as conf:
+            conf.write("\n# test server\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
+        if prepare is not None:
+            prepare(self)
+        self.start()
+        _create_roles(self._root, self.port, self._owner_password, self._reader_password)
+
+    def start(self) -> None:
+        """Start the (stopped) server and wait until it accepts connections."""
+        self.tool(
+            "pg_ctl", "start", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", str(COMMAND_TIMEOUT_S)
+        )
+
+    def halt(self) -> None:
+        """Stop the server (fast shutdown), keeping its files."""
+        self.tool("pg_ctl", "stop", "-D", str(self.datadir), "-m", "fast", "-w")
+
+    def reinit(self) -> None:
+        """Replace the cluster by a new one in the same place: same port, same roles and
+        passwords, no databases (as a restore onto a new server would start)."""
+        self.halt()
+        shutil.rmtree(self.datadir)
+        self._init_and_start()
+
     def stop(self) -> None:
         """Stop the server at once and remove its files; safe to call twice."""
         if self.datadir.exists():
             try:
-                _run(
-                    self._bindir,
-                    self._as_postgres,
-                    self._root,
-                    "pg_ctl",
-                    "stop",
-                    "-D",
-                    str(self.datadir),
-                    "-m",
-                    "immediate",
-                    "-w",
-                )
-            except (subprocess.SubprocessError, OSError):
+                self.tool("pg_ctl", "stop", "-D", str(self.datadir), "-m", "immediate", "-w")
+            except (subprocess.SubprocessError, OSError, RuntimeError):
                 _kill_postmaster(self.datadir)
         shutil.rmtree(self._root, ignore_errors=True)
 
@@ -117,12 +167,15 @@ class PostgresDatabase:
     socket_dir: Path
 
 
-def start_postgres(tmpdir: Path, dbname: str | None = "legacy") -> PostgresServer:
+def start_postgres(
+    tmpdir: Path, dbname: str | None = "legacy", prepare: Callable[[PostgresServer], None] | None = None
+) -> PostgresServer:
     """Initialise and start a server on 127.0.0.1 with both roles and, unless None, database `dbname`.
 
     Settings: `fsync=off` (speed), `log_statement=all` with each line prefixed by
     `user@database`, logged to `<datadir>/postgres.log`. Local socket connections are
-    trusted; TCP connections must give the role's password.
+    trusted; TCP connections must give the role's password. `prepare`, if given, runs
+    between initdb and the first start (e.g. pg_resetwal; `PostgresServer.tool` runs it).
     """
     bindir = _find_bindir()
     as_postgres = os.geteuid() == 0
@@ -140,52 +193,9 @@ def start_postgres(tmpdir: Path, dbname: str | None = "legacy") -> PostgresServe
         _bindir=bindir,
         _as_postgres=as_postgres,
     )
+    server._owner_password, server._reader_password = secrets.token_hex(12), secrets.token_hex(12)
     try:
-        _run(
-            bindir,
-            as_postgres,
-            root,
-            "initdb",
-            "-D",
-            str(datadir),
-            "-U",
-            "owner",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "--auth-local=trust",
-            "--auth-host=scram-sha-256",
-            "--no-sync",
-        )
-        settings = {
-            "listen_addresses": "'127.0.0.1'",
-            "port": str(port),
-            "unix_socket_directories": f"'{root}'",
-            "fsync": "off",
-            "synchronous_commit": "off",
-            "full_page_writes": "off",
-            "log_statement": "'all'",
-            "log_line_prefix": "'%m [%p] %u@%d '",
-            "logging_collector": "off",
-        }
-        with open(datadir / "postgresql.conf", "a", encoding="utf-8") as conf:
-            conf.write("\n# test server\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
-        _run(
-            bindir,
-            as_postgres,
-            root,
-            "pg_ctl",
-            "start",
-            "-D",
-            str(datadir),
-            "-l",
-            str(logfile),
-            "-w",
-            "-t",
-            str(COMMAND_TIMEOUT_S),
-        )
-        server._owner_password, server._reader_password = secrets.token_hex(12), secrets.token_hex(12)
-        _create_roles(root, port, server._owner_password, server._reader_password)
+        server._init_and_start(prepare)
         if dbname is not None:
             database = server.create_database(dbname)
             server.owner_url, server.reader_url = database.owner_url, database.reader_url

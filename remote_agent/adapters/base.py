@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from ..errors import UnsupportedQuery
 from ..protocol.schema import ColumnInfo, TableInfo
 from ..protocol.types import LogicalType
 
@@ -69,6 +70,9 @@ class Adapter(ABC):
     clock_sql: str | None = None
     #: What turns a SELECT into its query plan without running it (read-only); None: no plans.
     explain_prefix: str | None = None
+    #: Whether the database stamps row versions with transaction ids the agent can read
+    #: and compare (the row_version strategy).
+    row_versions: bool = False
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         self.url = url
@@ -140,6 +144,25 @@ class Adapter(ABC):
         with session.read() as reader:
             rows = reader.rows(f"{self.explain_prefix} {sql}", limit=1000)
         return [str(r[-1]) for r in rows]
+
+    def require_row_versions(self) -> None:
+        """Refuse (422) a row_version request on a database without readable row versions."""
+        if not self.row_versions:
+            raise UnsupportedQuery(
+                f"row_version needs PostgreSQL (its row versions' xmin and snapshots); this agent reads a {self.dialect} "
+                "database: use another strategy, e.g. timestamp or auto"
+            )
+
+    def source_snapshot(self, session: Session) -> dict:
+        """The database's current snapshot: xmin, xmax, xip (64-bit transaction ids) and the
+        server's identity (`system_identifier`, None when it cannot be read)."""
+        self.require_row_versions()
+        raise NotImplementedError
+
+    def changed_since_condition(self, alias: str, since_xmin: int) -> Any:
+        """The condition (a sqlglot expression) keeping the rows of table `alias` written since `since_xmin`."""
+        self.require_row_versions()
+        raise NotImplementedError
 
     def check(self) -> None:
         """Fail fast (SourceUnavailable) if the database cannot be opened."""

@@ -22,6 +22,7 @@ from sqlglot.tokens import TokenType
 
 from ..errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
 from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from ..rowversions import changed_since_condition
 from . import postgres_arrow
 from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from .convert import converter_for
@@ -125,6 +126,15 @@ def psycopg_placeholders(sql: str) -> str:
     }
     return "".join("%%" if ch == "%" and i not in placeholders else ch for i, ch in enumerate(sql))
 
+
+# The current snapshot (xid8 values as text: they have no cast to a number) and the
+# cluster's identity; pg_control_system() is callable by any role on PostgreSQL 15.
+_SNAPSHOT_SQL = """
+SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
+       ARRAY(SELECT x::text FROM pg_snapshot_xip(s) AS x ORDER BY 1), {identity}
+FROM pg_current_snapshot() AS s
+"""
+_IDENTITY_SQL = "(SELECT system_identifier::text FROM pg_control_system())"
 
 _TABLES_SQL = """
 SELECT c.oid, c.relname
@@ -269,6 +279,7 @@ class PostgresAdapter(Adapter):
     clock_sql = "SELECT to_char(clock_timestamp(), 'YYYY-MM-DD HH24:MI:SS.US')"
     #: EXPLAIN without ANALYZE plans the statement and runs nothing.
     explain_prefix = "EXPLAIN"
+    row_versions = True
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         """`arrow_reads`: read scan chunks through ADBC into Arrow (postgres_arrow.py), off by default.
@@ -374,6 +385,19 @@ class PostgresAdapter(Adapter):
         with session.read(), session.conn.cursor() as cursor:
             cursor.execute(f"{self.explain_prefix} {sql}")
             return [row[0] for row in cursor.fetchall()]
+
+    def source_snapshot(self, session: Session) -> dict:
+        try:
+            with session.read() as reader:
+                row = reader.rows(_SNAPSHOT_SQL.format(identity=_IDENTITY_SQL), limit=1)[0]
+        except Forbidden:  # a server that revoked pg_control_system(): no identity to compare
+            with session.read() as reader:
+                row = reader.rows(_SNAPSHOT_SQL.format(identity="NULL::text"), limit=1)[0]
+        xmin, xmax, xip, identity = row
+        return {"xmin": int(xmin), "xmax": int(xmax), "xip": [int(x) for x in xip], "system_identifier": identity}
+
+    def changed_since_condition(self, alias: str, since_xmin: int) -> Any:
+        return changed_since_condition(alias, since_xmin)
 
     def rebind(self, value: Any) -> Any:
         # A float goes back as its text, typed by the server as the column's own type: a

@@ -31,6 +31,17 @@ class SiteSpec(BaseModel):
     )
 
 
+class ChangedSince(BaseModel):
+    """The rows a PostgreSQL source wrote since a snapshot (the row_version strategy)."""
+
+    xmin: int = Field(
+        ge=0,
+        lt=2**63,
+        description="the previous snapshot's xmin as a 64-bit transaction id (xid8, epoch included): the agent "
+        "keeps the rows whose xmin (modulo 2^32) lies at or after it and before its current snapshot's xmax",
+    )
+
+
 class ExtractControl(BaseModel):
     """First frame of POST /v1/extract."""
 
@@ -47,6 +58,18 @@ class ExtractControl(BaseModel):
     )
     query_plan: bool = Field(
         default=False, description="report the database's plan of the site query (EXPLAIN, not run) in the summary"
+    )
+    source_snapshot: bool = Field(
+        default=False,
+        description="read the database's current snapshot before the scan and report it in the summary "
+        "(source_snapshot: xmin, xmax and xip as 64-bit transaction ids, and system_identifier): the row_version "
+        "strategy's state. PostgreSQL only: other databases answer 422",
+    )
+    changed_since: ChangedSince | None = Field(
+        default=None,
+        description="narrow the site query to the rows of any of its tables written since the given snapshot's "
+        "xmin (a predicate on the system column xmin that the agent builds itself). PostgreSQL only: other "
+        "databases answer 422",
     )
 
 

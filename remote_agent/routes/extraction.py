@@ -44,6 +44,11 @@ FRAMES_ROUTE = {
 async def extract(state: StateDep, _: Authorized, parsed: Frames, control: ExtractRequest):
     """Steps 2 and 3: units in, inserts / deletes / changed groups out (binary frames)."""
     query = state.site_query(control.site)
+    if control.source_snapshot or control.changed_since is not None:
+        state.adapter.require_row_versions()
+    if control.changed_since is not None:  # the condition is the agent's own, never the wire's
+        since = control.changed_since.xmin
+        query = query.narrowed(lambda alias: state.adapter.changed_since_condition(alias, since))
     units = UnitIndex(key_columns(query), bits=control.hash_bits)
     tuples = TupleIndex(key_columns(query), bits=control.tuple_hash_bits)
     unit_kinds = (frames.UNITS, frames.UNITS_DELTA)
@@ -75,6 +80,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         read_ahead=settings.read_ahead,
         source_clock=control.source_clock,
         query_plan=control.query_plan,
+        source_snapshot=control.source_snapshot,
         pacing=settings.pacing(),
     )
     return _stream(state, work.run())

@@ -79,10 +79,12 @@ class Extraction:
         read_ahead: bool = False,
         source_clock: bool = False,
         query_plan: bool = False,
+        source_snapshot: bool = False,
         pacing: Pacing | None = None,
     ):
         check_columns(query, expected_columns)
         self.source_clock = source_clock
+        self.source_snapshot = source_snapshot
         self.query_plan = query_plan
         self.adapter = adapter
         self.query = query
@@ -119,6 +121,8 @@ class Extraction:
         with self.adapter.session() as session:
             if self.source_clock:  # before the scan: a row written during it is stamped later
                 self.stats["source_clock"] = self.adapter.source_clock(session)
+            if self.source_snapshot:  # likewise: a row written during the scan is newer than it
+                self.stats["source_snapshot"] = self.adapter.source_snapshot(session)
             if self.query_plan:
                 self.stats["query_plan"] = self.adapter.query_plan(session, self.query.sql)
             yield from self._scan(session)

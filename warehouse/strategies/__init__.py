@@ -13,13 +13,14 @@ from .base import SiteContext, SiteEstimate, Strategy
 from .full_ship import FullShip
 from .group_hash import GroupHash
 from .range_checksum import RangeChecksum
+from .row_version import RowVersion
 from .sketch import Sketch
 from .timestamp import Timestamp
 from .tuple_hash import TupleHash
 
 #: Name -> strategy class, in the order the README and the benchmarks list them.
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip, Timestamp)
+    cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip, Timestamp, RowVersion)
 }
 #: The strategy of a load, whatever the view's.
 LOAD = FullShip

@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from remote_agent.protocol import frames
-from remote_agent.protocol.models import ExtractControl, FetchControl, SiteSpec
+from remote_agent.protocol.models import ChangedSince, ExtractControl, FetchControl, SiteSpec
 from remote_agent.protocol.types import Column, arrow_schema
 from remote_agent.protocol.wire import COUNT, HASH, UID
 
@@ -245,13 +245,16 @@ def extract_exchange(
     prefix: str = "",
     source_clock: bool = False,
     query_plan: bool = False,
+    source_snapshot: bool = False,
+    changed_since: int | None = None,
 ) -> Answer:
     """One POST /v1/extract: the control frame, then the `data` frames; files the answer's frames.
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
     `spec` replaces the site query (e.g. narrowed to a range, or to its keys), `prefix` the
-    staging files' names, `source_clock` asks the agent for its database's clock and
-    `query_plan` for the database's plan of the query.
+    staging files' names, `source_clock` asks the agent for its database's clock,
+    `query_plan` for the database's plan of the query, `source_snapshot` for its current
+    snapshot, and `changed_since` (an xid8) narrows the query to the rows written since.
     """
     hash_bits = ctx.options.hash_bits
     spec = spec or ctx.spec()
@@ -263,9 +266,16 @@ def extract_exchange(
         tuple_hash_bits=TUPLE_HASH_BITS,
         source_clock=source_clock,
         query_plan=query_plan,
+        source_snapshot=source_snapshot,
+        changed_since=None if changed_since is None else ChangedSince(xmin=changed_since),
     )
     fields = control.model_dump()
-    for name in ("source_clock", "query_plan"):  # left out when off, as an agent older than them is sent
+    for name in (
+        "source_clock",
+        "query_plan",
+        "source_snapshot",
+        "changed_since",
+    ):  # left out when off, as an agent older than them is sent
         if not fields[name]:
             del fields[name]
     body = itertools.chain([frames.json_frame(frames.CONTROL, fields)], data)

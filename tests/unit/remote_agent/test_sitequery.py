@@ -385,3 +385,20 @@ def test_comment_closing_inside_identifier_is_harmless(db):
     query = check('SELECT c.id AS "*/ DROP TABLE customers /*" FROM customers c', key=("*/ DROP TABLE customers /*",))
     assert query.sql == 'SELECT "c"."id" AS "*/ DROP TABLE customers /*" FROM "customers" AS "c"'
     assert len(db.execute(query.sql).fetchall()) == 3
+
+
+def test_narrowed_ors_the_agents_condition_across_the_joined_tables_and_keeps_the_where():
+    from sqlglot import exp
+
+    query = check(
+        "SELECT o.shop, o.no, c.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.amount > 1 OR o.amount IS NULL",
+        key=("shop", "no", "id"),
+        dialect="postgres",
+    )
+    narrowed = query.narrowed(lambda alias: exp.GT(this=exp.column("xmin", alias), expression=exp.Literal.number(7)))
+    assert narrowed.sql.endswith(
+        'WHERE ("o"."amount" > 1 OR "o"."amount" IS NULL) AND (("o"."xmin" > 7) OR ("c"."xmin" > 7))'
+    ), narrowed.sql
+    assert '("o"."xmin" > 7) OR ("c"."xmin" > 7)' in narrowed.chunk_sql(10, from_cursor=True)
+    assert (narrowed.columns, narrowed.key) == (query.columns, query.key)
+    assert "xmin" not in query.sql  # the validated query itself is left as it was

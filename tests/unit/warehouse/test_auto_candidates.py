@@ -13,7 +13,8 @@ from warehouse.metrics import SiteMetrics
 from warehouse.options import SyncOptions
 from warehouse.planning import CostModel
 from warehouse.strategies import STRATEGIES, SiteContext, SiteEstimate
-from warehouse.strategies.timestamp import TimestampLoad
+from warehouse.strategies.changed_rows import StateLoad
+from warehouse.strategies.timestamp import Timestamp
 from warehouse.viewdef import SiteQuery
 
 JOIN = 'SELECT "l"."id" AS "id", "o"."n" AS "n" FROM "lines" AS "l" JOIN "orders" AS "o" ON "o"."id" = "l"."oid"'
@@ -65,4 +66,5 @@ def test_auto_never_chooses_timestamp_where_it_cannot_serve(timestamps, key):
 
 def test_the_load_of_a_stamped_auto_view_reads_the_clock():
     """So that a later sync that chooses timestamp starts from a watermark, not a reconciliation."""
-    assert isinstance(STRATEGIES["auto"].create_load(context(BOTH)), TimestampLoad)
+    load = STRATEGIES["auto"].create_load(context(BOTH))
+    assert isinstance(load, StateLoad) and load.owner is Timestamp

@@ -102,3 +102,10 @@ def test_a_not_null_timestamp_is_read_without_an_is_null_term(definition):
     site = definition.sites[0]
     ranged = ranged_sql(site, site_stamps(site, settings), "2026-11-25 00:00:00", not_null_aliases(site, settings))
     assert '"a"."at" IS NULL' not in ranged and '"b"."at" IS NULL' in ranged, ranged
+
+
+def test_row_version_needs_every_site_on_postgresql(definition):
+    with pytest.raises(ViewDefinitionError, match=r"needs PostgreSQL sources.*not PostgreSQL: s \(sqlite\)"):
+        check_settings(StampSettings(), definition, SCHEMAS, "row_version")
+    on_postgres = {"s": SourceSchema("postgres", SCHEMAS["s"].tables)}
+    assert check_settings(StampSettings(), definition, on_postgres, "row_version") == StampSettings()

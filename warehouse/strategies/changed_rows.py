@@ -1,0 +1,348 @@
+"""What the timestamp and row_version strategies share: read what changed, reconcile the keys.
+
+Both know from the source itself which rows may have changed since the last sync — rows
+stamped since a watermark (timestamp.py), rows written since a snapshot (row_version.py) —
+and differ only in that read and the state it leaves. A sync, per site:
+
+1. the *changed read*: the site query narrowed to the candidate rows, with the new state
+   (the subclass's `changed_read`);
+2. the key reconciliation: the site query projected on its key columns, and nothing else
+   (every key shipped, range checksums over the key-only query, or a sketch of the keys,
+   whichever the statistics expect to move the fewest bytes; a key sketch that does not
+   peel ships the keys). A snapshot key missing from them is a delete (a hard delete,
+   a row whose delete flag was set, a row that left the WHERE clause); a key new to the
+   warehouse that the changed read did not return has its row fetched;
+3. the exact delta is built from the rows read (candidates that did not change give no
+   delta row) and the deleted keys; every other key is vouched unchanged.
+
+Every `reconcile_every` syncs, and whenever the state cannot serve (none kept, or the
+subclass's `fallback_reason` after the read: e.g. a restored database), the site goes to the
+differencing strategy auto would choose instead of steps 2 and 3; `rows_missed` counts the
+inserted or updated rows a periodic reconciliation found that the changed read had not.
+
+The state is kept beside the fragment (a JSON file in the site's directory of the version),
+so it commits with it: a failed sync leaves the old one.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+
+from remote_agent.protocol.models import SiteSpec
+
+from ..formats import read_format
+from ..metrics import SiteMetrics
+from ..stamps import StampSettings, keys_sql
+from ..storage import Version
+from ..viewdef import SiteQuery
+from . import key_sketch
+from .base import (
+    Answer,
+    DeltaInputs,
+    SiteContext,
+    SiteEstimate,
+    Strategy,
+    extract_exchange,
+    fetch_exchange,
+    spark_schema,
+)
+from .full_ship import FullShip
+from .range_checksum import INITIAL_RANGES, RangeChecksum
+
+#: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
+#: plus those read again (within the lag, or written by transactions already seen).
+READ_MARGIN = 1.5
+
+
+class KeptState:
+    """A strategy's state of one site, kept in a JSON file beside the fragment.
+
+    Subclasses are frozen dataclasses with a `syncs` field (changed reads since the last
+    full reconciliation) and say their file, format and how they read themselves.
+    """
+
+    FILE: ClassVar[str]
+    FORMAT: ClassVar[int]
+    syncs: int
+
+    @abstractmethod
+    def to_json(self) -> dict: ...
+
+    @classmethod
+    @abstractmethod
+    def from_json(cls, data: dict) -> KeptState: ...
+
+    def save(self, site_dir: Path) -> None:
+        site_dir.mkdir(parents=True, exist_ok=True)
+        (site_dir / self.FILE).write_text(json.dumps({"format": self.FORMAT, **self.to_json()}))
+
+    @classmethod
+    def load(cls, version: Version | None, site: int):
+        """The state of a site of `version`; None when it keeps none (another strategy wrote it)."""
+        if version is None:
+            return None
+        path = version.site_dir(site) / cls.FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        read_format(data, cls.FORMAT, f"the {cls.FILE} state of site {site} ({path})")
+        return cls.from_json(data)
+
+
+def key_costs(estimate: SiteEstimate) -> dict[str, float]:
+    """What each way of reconciling the keys is expected to move: every key shipped, range
+    checksums over the key-only query (its first round's ranges counted in full), or a
+    sketch of the keys (key_sketch.py). Only deletes and inserts change the set of keys.
+
+    >>> from warehouse.planning import CostModel
+    >>> costs = key_costs(SiteEstimate(1_000_000, 0.01, 0.001, CostModel(60, 5, 16), 128, inserts=5000.0))
+    >>> min(costs, key=costs.get), costs["ship"]
+    ('sketch', 5000000.0)
+    >>> costs = key_costs(SiteEstimate(200, 0.01, 0.1, CostModel(60, 5, 16), 128))
+    >>> min(costs, key=costs.get)
+    'ship'
+    """
+    cost = estimate.cost
+    first_round = INITIAL_RANGES * (2 * cost.key_bytes + estimate.hash_bits / 8 + 9)  # bounds, hash, id, count
+    return {
+        "ship": estimate.rows * cost.key_bytes,
+        "range_checksum": RangeChecksum.expected_bytes(key_sketch.keys_only(estimate)) + first_round,
+        "sketch": key_sketch.expected_bytes(estimate),
+    }
+
+
+def key_reconciliation(estimate: SiteEstimate) -> str:
+    """The way of reconciling the keys expected to move the fewest bytes (the simplest on a tie)."""
+    costs = key_costs(estimate)
+    return min(costs, key=costs.get)
+
+
+class StateLoad(FullShip):
+    """The load of such a view: the whole site query, with the state of the source read first."""
+
+    name = "full_ship"
+
+    def __init__(self, ctx: SiteContext, owner: type[ChangedRows]):
+        super().__init__(ctx)
+        self.owner = owner
+
+    def exchange(self) -> Answer:
+        answer = extract_exchange(self.ctx, **self.owner.STATE_REQUEST)
+        self.state = self.owner.state_from(answer, 0)
+        return answer
+
+    def stage(self, staged: Version) -> None:
+        self.state.save(staged.site_dir(self.ctx.index))
+
+
+class ChangedRows(Strategy):
+    """The shared steps; a subclass reads the changed rows and keeps the state (see the module)."""
+
+    #: The state's class, the extract request's options that read the source's state, and
+    #: the key of the report in the sync's metrics.
+    STATE: ClassVar[type[KeptState]]
+    STATE_REQUEST: ClassVar[dict]
+    REPORT: ClassVar[str]
+
+    @classmethod
+    def create_load(cls, ctx: SiteContext) -> Strategy:
+        return StateLoad(ctx, cls)
+
+    @classmethod
+    @abstractmethod
+    def state_from(cls, answer: Answer, syncs: int) -> KeptState:
+        """The new state, from the summary of a read that asked for it (`STATE_REQUEST`)."""
+
+    @abstractmethod
+    def changed_read(self) -> Answer:
+        """Read the candidate rows (none without a state) and the source's new state;
+        set `self.new_state` and fill `self.report`."""
+
+    def fallback_reason(self) -> str | None:
+        """After the changed read: why its rows cannot be trusted (a full reconciliation
+        follows); None by default."""
+        return None
+
+    def plan(self) -> None:
+        ctx = self.ctx
+        self.settings = StampSettings.from_options(ctx.options.view_options)
+        self.state = self.STATE.load(ctx.current, ctx.index)
+        self.full: Strategy | None = None
+        self.report: dict = {"reconciled": False, "rows_missed": None}
+        setattr(ctx.metrics, self.REPORT, self.report)
+        if self.state is None:
+            self._reconcile("no previous state")
+        elif self.state.syncs + 1 >= self.settings.reconcile_every:
+            self._reconcile(None)
+
+    def _reconcile(self, fallback: str | None) -> None:
+        """Hand the site to the differencing strategy auto would choose (a fall-back when `fallback` says why)."""
+        from .auto import choose  # auto's candidates import nothing of this module
+
+        self.full = choose(self.ctx.estimate).create(self.ctx)
+        self.report.update(reconciled=True, reconciliation=self.full.name)
+        if fallback is not None:
+            self.report["fallback"] = fallback
+        self.full.plan()
+
+    def spec(self, sql: str, columns: list | None = None) -> SiteSpec:
+        site = self.ctx.site
+        columns = columns if columns is not None else site.columns
+        return SiteSpec(sql=sql, key=site.key, columns=[c.to_json() for c in columns])
+
+    def exchange(self) -> Answer:
+        self.ranged = self.changed_read()
+        self.traffic_rows = self.ctx.metrics.rows_scanned
+        self.report["rows_read"] = self.ctx.metrics.rows_received
+        reason = self.fallback_reason()
+        if reason is not None and self.full is None:
+            self._reconcile(reason)
+        elif reason is not None:  # reconciled anyway: the read is not to be counted against
+            self.report["fallback"] = reason
+        if self.full is not None:
+            return self.full.exchange()
+        ctx = self.ctx
+        keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key)
+        method = key_reconciliation(ctx.estimate)
+        present = None
+        if method == "sketch":
+            present = self._keys_by_sketch(keys_site)
+        elif method == "range_checksum":
+            present = self._keys_by_ranges(keys_site)
+        if present is None:
+            present = self._keys_shipped(keys_site)
+        ctx.metrics.rows_scanned += self.traffic_rows
+        return self._answer(self.ranged, present)
+
+    def _keys_shipped(self, keys_site: SiteQuery) -> DataFrame:
+        """Every current key of the site query, shipped."""
+        ctx = self.ctx
+        keys = extract_exchange(ctx, spec=self.spec(keys_site.sql, keys_site.columns), prefix="ts-keys-")
+        self.report.update(key_reconciliation="ship", keys_reconciled=ctx.metrics.rows_received)
+        return ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0]))
+
+    def _keys_by_sketch(self, keys_site: SiteQuery) -> DataFrame | None:
+        """The current keys by a sketch of the key-only site query; None when no stage peeled
+        (the keys are then shipped)."""
+        try:
+            present, km = key_sketch.present_keys(self.ctx, keys_site)
+        except key_sketch.KeysUnresolved:
+            self.report["key_sketch_peeled"] = False
+            return None
+        self.report.update(
+            key_reconciliation="sketch",
+            keys_reconciled=km.rows_received,
+            key_sketch_bytes=km.sketch_bytes,
+            key_sketch_stages=km.sketch_stages,
+        )
+        self.traffic_rows += km.rows_scanned
+        return present
+
+    def _keys_by_ranges(self, keys_site: SiteQuery) -> DataFrame:
+        """The current keys by range checksums over the key-only site query: the keys of
+        ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
+        ctx = self.ctx
+        keys_ctx = replace(
+            ctx,
+            site=keys_site,
+            staging=ctx.staging / "ts-key-ranges",
+            snapshot=ctx.snapshot.select(*keys_site.key),
+            metrics=SiteMetrics(source=ctx.site.source, rows_before=ctx.metrics.rows_before),
+        )
+        keys_ctx.staging.mkdir(parents=True, exist_ok=True)
+        ranges = RangeChecksum(keys_ctx)
+        ranges.plan()
+        answer = ranges.exchange()
+        km = keys_ctx.metrics
+        self.report.update(
+            key_reconciliation="range_checksum",
+            keys_reconciled=km.rows_received,
+            key_ranges_sent=km.groups_sent,
+            key_range_rounds=km.range_rounds,
+        )
+        self.traffic_rows += km.rows_scanned
+        shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
+        return ranges.unchanged_keys().unionByName(shipped)
+
+    def _answer(self, ranged: Answer, present: DataFrame) -> Answer:
+        """Rows read whose key is still there (a row deleted between the two reads is a
+        delete), and the snapshot keys no longer there."""
+        ctx, key = self.ctx, self.ctx.site.key
+        rows = ctx.spark.read.schema(spark_schema(ctx.site.columns)).parquet(str(ranged.returned[0]))
+        kept = rows.join(present, key, "left_semi").toArrow()
+        returned = ctx.staging / "returned.parquet"
+        pq.write_table(kept.select(ctx.rows_schema().names).cast(ctx.rows_schema()), returned)
+        gone = ctx.snapshot.select(*key).join(present, key, "left_anti").toArrow()
+        key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
+        deleted = ctx.staging / "deleted.parquet"
+        pq.write_table(gone.select(key).cast(key_schema), deleted)
+        self.report["keys_deleted"] = gone.num_rows
+        # keys new to the warehouse that the changed read did not return (e.g. an insert
+        # committed with a stamp older than the bound): their rows are fetched now.
+        read = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(returned))
+        unread = present.join(ctx.snapshot.select(*key).unionByName(read), key, "left_anti").toArrow()
+        found = [returned]
+        if unread.num_rows:
+            found.append(ctx.staging / "ts-fetched.parquet")
+            self.report["rows_fetched"] = fetch_exchange(ctx, unread.select(key).cast(key_schema), found[-1])
+        else:
+            self.report["rows_fetched"] = 0
+        ctx.metrics.rows_received = kept.num_rows + self.report["rows_fetched"]
+        self.touched = [*found, deleted]
+        return Answer(found, deleted)
+
+    def follow_up(self, answer: Answer) -> Answer:
+        if self.full is None:
+            return answer
+        answer = self.full.follow_up(answer)
+        trusted = self.state is not None and "fallback" not in self.report
+        self.report["rows_missed"] = self._missed(answer) if trusted else None
+        return answer
+
+    def _missed(self, answer: Answer) -> int:
+        """Rows the reconciliation found inserted or updated that the changed read had not returned."""
+        ctx, key = self.ctx, self.ctx.site.key
+        names = [c.name for c in ctx.site.columns]
+        schema = spark_schema(ctx.site.columns)
+        found = ctx.spark.read.schema(schema).parquet(*[str(p) for p in answer.returned])
+        read = ctx.spark.read.schema(schema).parquet(str(self.ranged.returned[0])).select(*key)
+        return found.join(read, key, "left_anti").select(*names).exceptAll(ctx.snapshot.select(*names)).count()
+
+    def vouches_for_untouched(self) -> bool:
+        return self.full.vouches_for_untouched() if self.full is not None else True
+
+    def unchanged_keys(self) -> DataFrame | None:
+        """The snapshot keys neither read nor deleted: vouched unchanged by the changed read."""
+        if self.full is not None:
+            return self.full.unchanged_keys()
+        ctx, key = self.ctx, self.ctx.site.key
+        touched = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(*map(str, self.touched))
+        return ctx.snapshot.select(*key).join(touched, key, "left_anti")
+
+    def delta_inputs(self, answer: Answer) -> DeltaInputs:
+        return self.full.delta_inputs(answer) if self.full is not None else super().delta_inputs(answer)
+
+    def stage(self, staged: Version) -> None:
+        if self.full is not None:
+            self.full.stage(staged)
+        syncs = 0 if self.full is not None else self.state.syncs + 1
+        self.state_from(self.ranged, syncs).save(staged.site_dir(self.ctx.index))
+
+    @classmethod
+    def expected_bytes(cls, estimate: SiteEstimate) -> float:
+        """The changed rows (with a margin for those read again) plus the cheapest key reconciliation.
+
+        >>> from warehouse.planning import CostModel
+        >>> ChangedRows.expected_bytes(SiteEstimate(200, 0.01, 0.1, CostModel(50, 4, 16), 128))  # 3150 + every key
+        3950.0
+        """
+        keys = min(key_costs(estimate).values())
+        return READ_MARGIN * estimate.changes * estimate.cost.tuple_bytes + keys
