@@ -24,6 +24,7 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
 
 from tests.support.sources import ENGINES, SourceDatabase, database_name  # noqa: E402
+from tests.support.special import SpecialService  # noqa: E402
 from workloads.harness import Api, start_service  # noqa: E402
 from workloads.postgres import PostgresDatabase, PostgresServer, start_postgres  # noqa: E402
 
@@ -59,6 +60,14 @@ def service(tmp_path_factory, logs_dir):
     proc = start_service(tmp_path_factory.mktemp("warehouse"), logs_dir)
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="session")
+def special_service(tmp_path_factory, logs_dir) -> SpecialService:
+    """A second service for the modules that inject faults (tests/support/special.py)."""
+    service = SpecialService(tmp_path_factory.mktemp("special"), logs_dir)
+    yield service
+    service.stop()
 
 
 @pytest.fixture(scope="session")

@@ -15,33 +15,23 @@ import pytest
 from tests.support.faultproxy import REFUSE, Corrupt, FaultProxy, Slow, Stall, Truncate
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from workloads.harness import Api, start_agent, start_service
+from tests.support.special import AGENT_DEADLINE_S, AGENT_READ_TIMEOUT_S, AGENT_RETRIES
+from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration
 
-READ_TIMEOUT_S = 3
-RETRIES = 2
-BACKOFF_S = 0.2
-#: A call that trickles bytes (never idle for the read timeout) still ends at this deadline.
-DEADLINE_S = 20
 #: Generous bound on a failing sync: every attempt waits out the read timeout, plus Spark's work.
-FAIL_WITHIN_S = (RETRIES + 1) * (READ_TIMEOUT_S + 15) + 30
+FAIL_WITHIN_S = (AGENT_RETRIES + 1) * (AGENT_READ_TIMEOUT_S + 15) + 30
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory, logs_dir):
+def setup(tmp_path_factory, logs_dir, special_service):
+    """The agent behind a fault proxy, and the suite's service with short agent timeouts."""
     root = tmp_path_factory.mktemp("flaky")
     people = People(root / "people.db", rows=40_000)  # the load answer spans three frames of 16,384 rows
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     proxy = FaultProxy("127.0.0.1", agent.port)
-    env = {
-        "SERVICE_AGENT_READ_TIMEOUT_S": str(READ_TIMEOUT_S),
-        "SERVICE_AGENT_RETRIES": str(RETRIES),
-        "SERVICE_AGENT_RETRY_BACKOFF_S": str(BACKOFF_S),
-        "SERVICE_AGENT_DEADLINE_S": str(DEADLINE_S),
-    }
-    service = start_service(root / "warehouse", logs_dir, env=env)
-    api = Api(service.url)
+    api = Api(special_service.url)
     api.add_source("flaky", proxy.url)
     # group_hash, named (auto is the default): the faults strike at byte offsets of its answers
     api.add_view("people", VIEW_SQL.format(source="flaky"), strategy="group_hash")
@@ -51,7 +41,6 @@ def setup(tmp_path_factory, logs_dir):
     state["load_bytes"] = sync["metrics"]["bytes_from_agent"]
     yield state
     api.close()
-    service.stop()
     proxy.close()
     state["agent"].stop()
 
@@ -87,7 +76,7 @@ def test_a_transient_failure_is_retried_and_the_retry_is_recorded(setup, fault):
     [failed] = m["attempts"]
     assert failed["attempt"] == 1 and failed["source"] == "flaky" and failed["error"]
     if fault.kind == "slow":  # bytes kept coming, so only the call's deadline could end it
-        assert "SERVICE_AGENT_DEADLINE_S" in failed["error"] and failed["seconds"] >= DEADLINE_S, failed
+        assert "SERVICE_AGENT_DEADLINE_S" in failed["error"] and failed["seconds"] >= AGENT_DEADLINE_S, failed
     # the failed attempt's bytes are counted: the totals exceed the successful attempt's own
     assert m["bytes_from_agent"] >= failed["bytes_from_agent"] + m["sites"][0]["bytes_from_agent"]
 
@@ -102,15 +91,15 @@ def test_a_failure_that_persists_fails_the_sync_in_bounded_time_and_leaves_the_v
     people.change()
     before = _view(api)
     history = len(api.http.get("/v1/views/people/syncs").json())
-    proxy.plan(*[fault] * (RETRIES + 1))
+    proxy.plan(*[fault] * (AGENT_RETRIES + 1))
     started = time.monotonic()
     sync = api.sync("people")
     elapsed = time.monotonic() - started
     proxy.release()
     assert sync["status"] == "failed"
-    assert words in sync["error"] and f"gave up after {RETRIES + 1} attempt(s)" in sync["error"], sync["error"]
+    assert words in sync["error"] and f"gave up after {AGENT_RETRIES + 1} attempt(s)" in sync["error"], sync["error"]
     assert elapsed < FAIL_WITHIN_S
-    assert sync["metrics"]["retries"] == RETRIES and len(sync["metrics"]["attempts"]) == RETRIES + 1
+    assert sync["metrics"]["retries"] == AGENT_RETRIES and len(sync["metrics"]["attempts"]) == AGENT_RETRIES + 1
     assert _view(api) == before
     assert api.http.get(f"/v1/views/people/syncs/{sync['id']}/delta").status_code == 409
     assert len(api.http.get("/v1/views/people/syncs").json()) == history + 1

@@ -9,7 +9,6 @@ interrupted sync wrote is left on disk, and the next sync is exact.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import time
@@ -19,48 +18,28 @@ import pytest
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
+from tests.support.special import SKETCH_ROTATION, SpecialService
 from warehouse import sketch_prep
-from warehouse.faults import KILL_FILE_ENV, POINTS
-from workloads.harness import Api, start_agent, start_service
+from warehouse.faults import POINTS
+from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration
 
-VIEW = "people"
+VIEW = "crash_people"
 #: Seconds a killed service is given to die once armed (the sync itself takes a few).
 DIE_WITHIN_S = 300
-#: Syncs a sketch table's secret serves here (a short rotation, to see one happen).
-SKETCH_ROTATION = 3
 
 
 class Warehouse:
-    """A service process that can be killed and started again on the same data directory."""
+    """The suite's special service (killed and started again on the same data), the source."""
 
-    def __init__(self, root: Path, logs_dir: Path):
-        self.data_dir = root / "warehouse"
-        self.kill_file = root / "kill-at"
-        self.logs_dir = logs_dir
-        self.proc = None
-        self.api = None
-        self.start()
+    def __init__(self, service: SpecialService, people: People):
+        self.service = service
+        self.people = people
 
-    def start(self) -> None:
-        env = {KILL_FILE_ENV: str(self.kill_file), "SERVICE_SKETCH_SEED_ROTATION": str(SKETCH_ROTATION)}
-        self.proc = start_service(self.data_dir, self.logs_dir, env=env)
-        self.api = Api(self.proc.url)
-
-    def reap(self) -> None:
-        """Kill what is left of the process group (Spark's JVM outlives a SIGKILLed parent)."""
-        self.api.close()
-        try:
-            os.killpg(self.proc.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.proc.wait(timeout=30)
-        self.proc.stop()
-
-    def restart(self) -> None:
-        self.reap()
-        self.start()
+    def __getattr__(self, name: str):
+        """api, proc, kill_file, data_dir, restart: the service's, as they are after any restart."""
+        return getattr(self.service, name)
 
     def view_dir(self) -> Path:
         return self.data_dir / "views" / VIEW
@@ -70,17 +49,19 @@ class Warehouse:
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory, logs_dir):
+def wh(tmp_path_factory, logs_dir, special_service):
     root = tmp_path_factory.mktemp("crashes")
     people = People(root / "people.db", rows=15_000, seed=5)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
-    w = Warehouse(root, logs_dir)
-    w.people = people
+    w = Warehouse(special_service, people)
     w.api.add_source("crashy", agent.url)
     w.api.add_view(VIEW, VIEW_SQL.format(source="crashy"), strategy="group_hash")  # named: auto is the default
     check_sync(w.api, VIEW, KEY, {}, people.truth(), w.api.sync(VIEW))
     yield w
-    w.reap()
+    # leave the shared service as the next module expects it: running, nothing armed
+    special_service.kill_file.unlink(missing_ok=True)
+    if special_service.proc.proc.poll() is not None:
+        special_service.restart()
     agent.stop()
 
 
@@ -171,7 +152,7 @@ def test_a_kill_at_a_random_moment_leaves_the_old_or_the_new_view_whole(wh, seed
 
 def test_a_kill_between_staging_and_commit_keeps_the_sketch_table_in_step(wh):
     """The sketch table commits with its fragment; its secret rotates every SKETCH_ROTATION syncs."""
-    view = "people_sketch"
+    view = "crash_sketch"
     wh.api.add_view(view, VIEW_SQL.format(source="crashy"), strategy="sketch")
     before = {}
     for _ in range(2):  # the load, then the first sketch sync, which builds the table
@@ -206,7 +187,7 @@ def test_a_service_killed_while_it_prepares_a_sketch_table_leaves_the_next_sync_
     """The table for the sync after a load is built in the background once the load has
     committed; a kill before it is published leaves a temporary directory, which the restart
     removes, and the next sync builds the table itself."""
-    view = "people_prep"
+    view = "crash_prep"
     wh.api.add_view(view, VIEW_SQL.format(source="crashy"), strategy="sketch")
     wh.kill_file.write_text(sketch_prep.BUILT)  # the table is written, not yet renamed
     r = wh.api.http.post(f"/v1/views/{view}/syncs")  # the load

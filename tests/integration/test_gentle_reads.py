@@ -90,7 +90,7 @@ def test_tiny_chunks_are_exact_for_every_strategy(api, source, logs_dir):
     agent = start_agent(source.reader_url, logs_dir, extra=extra)
     try:
         api.add_source(case.name, agent.url)
-        last = run_rounds(api, legacy, case.views, case.rounds)
+        last = run_rounds(api, legacy, case.views, case.rounds, at_once=2)
     finally:
         agent.stop()
     assert last[case.grouped_view]["metrics"]["groups_sent"] > 0, (

@@ -19,32 +19,29 @@ import pytest
 from tests.support.jvm import java_heap, java_pid
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from warehouse.faults import KILL_FILE_ENV, SPARK_TARGET
-from workloads.harness import Api, start_agent, start_service
+from tests.support.special import HEAP
+from warehouse.faults import SPARK_TARGET
+from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration
 
-VIEW = "people"
-#: The heap the service is given (the default is a quarter of the machine: test_spark_memory.py).
-HEAP = "3g"
+VIEW = "engine_people"
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory, logs_dir):
+def setup(tmp_path_factory, logs_dir, special_service):
+    """The suite's service with a kill file and a heap of its own (tests/support/special.py):
+    the heap is set by the settings, and kept by the JVMs that replace a dead one."""
     root = tmp_path_factory.mktemp("engine")
     people = People(root / "people.db", rows=4_000, seed=9)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
-    kill_file = root / "kill-at"
-    # a heap of its own too: set by the settings, and kept by the JVMs that replace a dead one
-    env = {KILL_FILE_ENV: str(kill_file), "SERVICE_SPARK_DRIVER_MEMORY": HEAP}
-    service = start_service(root / "warehouse", logs_dir, env=env)
+    service, kill_file = special_service.proc, special_service.kill_file
     api = Api(service.url)
-    api.add_source("src", agent.url)
-    api.add_view(VIEW, VIEW_SQL.format(source="src"))
+    api.add_source("engine_src", agent.url)
+    api.add_view(VIEW, VIEW_SQL.format(source="engine_src"))
     check_sync(api, VIEW, KEY, {}, people.truth(), api.sync(VIEW))
     yield api, people, kill_file, service
     api.close()
-    service.stop()
     agent.stop()
 
 

@@ -43,7 +43,7 @@ def test_randomized_rounds_are_exact(api, source, logs_dir):
     agent = start_agent(source.reader_url, logs_dir, token=case.token)
     try:
         api.add_source(case.name, agent.url, case.token)
-        last = run_rounds(api, legacy, case.views, case.rounds)[case.grouped_view]
+        last = run_rounds(api, legacy, case.views, case.rounds, at_once=2)[case.grouped_view]
         again = api.sync(case.grouped_view)
     finally:
         agent.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 Normalizer = Callable[[object], object]
 
@@ -90,25 +91,33 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
         assert m["differences_found"] == pairs, (m["differences_found"], counts)
 
 
-def run_rounds(api, legacy, views: dict, rounds: int) -> dict:
+def run_rounds(api, legacy, views: dict, rounds: int, *, at_once: int = 1) -> dict:
     """Define the views, then load and sync them `rounds` times with changes in between.
 
     `views`: name -> (view SQL, SQL computing the truth on the source, key, normalizers
     [, extra view options such as the strategy]). `legacy` has `change()` and
-    `truth(sql, key, normalizers)`. Returns the last sync of each view.
+    `truth(sql, key, normalizers)`. `at_once` views sync side by side (the service runs
+    SERVICE_MAX_CONCURRENT_SYNCS at once, 2 by default): the source does not change
+    within a round, so each sync is checked against the same truth as when run alone.
+    Returns the last sync of each view.
     """
     for name, (sql, _, key, _, *extra) in views.items():
         view = api.add_view(name, sql, **(extra[0] if extra else {}))
         assert view["key"] == key, view
     before = {name: {} for name in views}
     last = {}
-    for rnd in range(rounds + 1):
-        if rnd:
-            legacy.change()
-        for name, (_, truth_sql, key, normalizers, *_) in views.items():
-            truth = legacy.truth(truth_sql, key, normalizers)
-            sync = api.sync(name)
-            check_sync(api, name, key, before[name], truth, sync)
-            before[name] = truth
-            last[name] = sync
+    with ThreadPoolExecutor(at_once, thread_name_prefix="round") as pool:
+        for rnd in range(rounds + 1):
+            if rnd:
+                legacy.change()
+            truths = {
+                name: legacy.truth(sql, key, normalizers) for name, (_, sql, key, normalizers, *_) in views.items()
+            }
+            # at_once == 1: each sync starts once the one before it is checked (a metered link needs that)
+            syncs = {name: pool.submit(api.sync, name) for name in views} if at_once > 1 else {}
+            for name, (_, _, key, _, *_) in views.items():
+                sync = syncs[name].result() if syncs else api.sync(name)
+                check_sync(api, name, key, before[name], truths[name], sync)
+                before[name] = truths[name]
+                last[name] = sync
     return last
