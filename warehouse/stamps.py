@@ -42,6 +42,9 @@ class StampSettings:
     #: view is defined: their ranged read needs no `IS NULL` term, which would keep SQLite
     #: from reading the range through an index on the column.
     not_null: tuple[str, ...] = ()
+    #: The view's sources on PostgreSQL, found when it is defined: auto may read their row
+    #: versions (strategy row_version) there.
+    versioned: tuple[str, ...] = ()
 
     def to_options(self) -> dict:
         return {
@@ -50,6 +53,7 @@ class StampSettings:
             "timestamp_lag_s": self.lag_s,
             "reconcile_every": self.reconcile_every,
             "timestamps_not_null": list(self.not_null),
+            "row_version_sources": list(self.versioned),
         }
 
     @classmethod
@@ -65,6 +69,7 @@ class StampSettings:
             float(options.get("timestamp_lag_s", DEFAULT_LAG_S)),
             int(options.get("reconcile_every", DEFAULT_RECONCILE_EVERY)),
             tuple(options.get("timestamps_not_null") or ()),
+            tuple(options.get("row_version_sources") or ()),
         )
 
 
@@ -140,8 +145,13 @@ def check_settings(
                     f"strategy timestamp needs a timestamp column for every table of the view: give "
                     f"{', '.join(f'{site.source}.{t}' for t in missing)} one in timestamps ({{TABLE: COLUMN}})"
                 )
+    versioned = sorted({s.source for s in definition.sites if schemas[s.source].dialect == ROW_VERSION_DIALECT})
     return replace(
-        settings, timestamps=out["timestamps"], delete_flags=out["delete_flags"], not_null=tuple(sorted(not_null))
+        settings,
+        timestamps=out["timestamps"],
+        delete_flags=out["delete_flags"],
+        not_null=tuple(sorted(not_null)),
+        versioned=tuple(versioned),
     )
 
 

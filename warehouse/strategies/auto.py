@@ -5,8 +5,9 @@ and the measured Φ sizes); auto hands the site's sync to the cheapest.
 The sync's metrics say what was chosen (`chosen`) and what each candidate expected.
 
 Some strategies need something of the view: `timestamp` a timestamp column for every table
-of the site query (the view's `timestamps`). Where the view has them, auto counts that
-strategy among the candidates, and its load reads the source's clock so that a later sync
+of the site query (the view's `timestamps`), `row_version` a PostgreSQL source (as it was
+when the view was defined). Where the view has them, auto counts that strategy among the
+candidates, and the view's load reads the source's clock (or snapshot) so that a later sync
 can start from it; elsewhere it never considers it.
 """
 
@@ -15,13 +16,14 @@ from __future__ import annotations
 from .base import SiteContext, SiteEstimate, Strategy
 from .full_ship import FullShip
 from .group_hash import GroupHash
+from .row_version import RowVersion
 from .sketch import Sketch
 from .timestamp import Timestamp
 
 #: What auto chooses among; of two that expect the same, the earlier (the simpler exchange) wins.
 CANDIDATES: tuple[type[Strategy], ...] = (FullShip, GroupHash, Sketch)
 #: Candidates only where the view or its source allows them (`applies`), after the others.
-CONDITIONAL: tuple[type[Strategy], ...] = (Timestamp,)
+CONDITIONAL: tuple[type[Strategy], ...] = (Timestamp, RowVersion)
 
 
 def choose(estimate: SiteEstimate, extra: tuple[type[Strategy], ...] = ()) -> type[Strategy]:

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ProtocolError
-from ..stamps import ranged_sql
+from ..stamps import StampSettings, ranged_sql
 from ..xid_snapshots import Snapshot, fallback_reason
-from .base import Answer, extract_exchange
+from .base import Answer, SiteContext, extract_exchange
 from .changed_rows import ChangedRows, KeptState
 
 #: The state file in a version's site directory, and the format it is written in.
@@ -68,6 +68,11 @@ class RowVersion(ChangedRows):
     STATE = SnapshotState
     STATE_REQUEST = {"source_snapshot": True}
     REPORT = "row_version"
+
+    @classmethod
+    def applies(cls, ctx: SiteContext) -> bool:
+        """Whether the view is keyed and the site's source was on PostgreSQL when the view was defined."""
+        return bool(ctx.site.key) and ctx.site.source in StampSettings.from_options(ctx.options.view_options).versioned
 
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> SnapshotState:

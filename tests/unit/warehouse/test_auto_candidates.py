@@ -1,4 +1,5 @@
-"""auto's candidates: timestamp only where every table of the site query has a timestamp.
+"""auto's candidates: timestamp only where every table of the site query has a timestamp,
+row_version only where the site's source is PostgreSQL.
 
 The choice is made on a real SiteContext (no Spark is touched before a strategy plans).
 """
@@ -14,6 +15,7 @@ from warehouse.options import SyncOptions
 from warehouse.planning import CostModel
 from warehouse.strategies import STRATEGIES, SiteContext, SiteEstimate
 from warehouse.strategies.changed_rows import StateLoad
+from warehouse.strategies.row_version import RowVersion
 from warehouse.strategies.timestamp import Timestamp
 from warehouse.viewdef import SiteQuery
 
@@ -23,9 +25,10 @@ JOIN = 'SELECT "l"."id" AS "id", "o"."n" AS "n" FROM "lines" AS "l" JOIN "orders
 QUIET = SiteEstimate(3000, 0.01, 0.003, CostModel(60, 5, 16), 128)
 
 
-def context(timestamps: dict, key: list[str] | None = None) -> SiteContext:
+def context(timestamps: dict, key: list[str] | None = None, versioned: tuple = ()) -> SiteContext:
     site = SiteQuery("s", JOIN, [], ["id"] if key is None else key)
-    options = SyncOptions(strategy="auto", view_options={"timestamps": timestamps})
+    view_options = {"timestamps": timestamps, "row_version_sources": list(versioned)}
+    options = SyncOptions(strategy="auto", view_options=view_options)
     return SiteContext(
         spark=None,
         index=0,
@@ -68,3 +71,12 @@ def test_the_load_of_a_stamped_auto_view_reads_the_clock():
     """So that a later sync that chooses timestamp starts from a watermark, not a reconciliation."""
     load = STRATEGIES["auto"].create_load(context(BOTH))
     assert isinstance(load, StateLoad) and load.owner is Timestamp
+
+
+def test_auto_reads_row_versions_on_a_source_that_was_postgresql_at_definition():
+    ctx = context({}, versioned=("s",))
+    assert STRATEGIES["auto"].create(ctx).name == "row_version"
+    load = STRATEGIES["auto"].create_load(ctx)
+    assert isinstance(load, StateLoad) and load.owner is RowVersion
+    assert STRATEGIES["auto"].create(context({}, versioned=("other",))).name == "sketch"
+    assert STRATEGIES["auto"].create(context({}, key=[], versioned=("s",))).name == "sketch"

@@ -108,4 +108,7 @@ def test_row_version_needs_every_site_on_postgresql(definition):
     with pytest.raises(ViewDefinitionError, match=r"needs PostgreSQL sources.*not PostgreSQL: s \(sqlite\)"):
         check_settings(StampSettings(), definition, SCHEMAS, "row_version")
     on_postgres = {"s": SourceSchema("postgres", SCHEMAS["s"].tables)}
-    assert check_settings(StampSettings(), definition, on_postgres, "row_version") == StampSettings()
+    assert check_settings(StampSettings(), definition, on_postgres, "row_version") == StampSettings(versioned=("s",))
+    # any strategy: the sources on PostgreSQL are noted, for auto
+    assert check_settings(StampSettings(), definition, SCHEMAS, "auto").versioned == ()
+    assert check_settings(StampSettings(), definition, on_postgres, "auto").versioned == ("s",)
