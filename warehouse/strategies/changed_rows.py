@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame
 
 from remote_agent.protocol.models import SiteSpec
 
+from ..delta import check_unique
 from ..formats import read_format
 from ..metrics import SiteMetrics
 from ..stamps import StampSettings, keys_sql
@@ -270,6 +271,8 @@ class ChangedRows(Strategy):
         )
         self.traffic_rows += km.rows_scanned
         shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
+        # a key the source holds twice changes its range's count: it is shipped, twice
+        check_unique(shipped, keys_site.key, f"{ctx.site.where()} at source {ctx.site.source!r}")
         return ranges.unchanged_keys().unionByName(shipped)
 
     def _answer(self, ranged: Answer, present: DataFrame) -> Answer:

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 
 from .. import sketches
+from ..delta import check_unique
 from ..metrics import SiteMetrics
 from ..planning import CostModel
 from ..storage import Version
@@ -87,6 +88,7 @@ def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[DataFrame, Sit
 
     Raises:
         KeysUnresolved: no stage peeled (the bytes it cost are in the context's traffic).
+        SourceDataError: a key occurs twice at the source.
     """
     key = keys_site.key
     keys_ctx = replace(
@@ -106,5 +108,10 @@ def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[DataFrame, Sit
     schema = spark_schema(keys_site.columns)
     new = ctx.spark.read.schema(schema).parquet(*map(str, answer.returned))
     gone = ctx.spark.read.schema(schema).parquet(str(answer.deleted))
-    present = keys_ctx.snapshot.join(gone, key, "left_anti").unionByName(new)
-    return present, keys_ctx.metrics
+    kept = keys_ctx.snapshot.join(gone, key, "left_anti")
+    # A key's pair is the same on both sides, so a key the agent holds and the warehouse
+    # keeps comes back only if the source holds it twice: its declared key is not unique.
+    check_unique(
+        new.unionByName(kept.join(new, key, "left_semi")), key, f"{ctx.site.where()} at source {ctx.site.source!r}"
+    )
+    return kept.unionByName(new), keys_ctx.metrics
