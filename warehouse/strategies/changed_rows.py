@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
-from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,7 +39,6 @@ from remote_agent.protocol.models import SiteSpec
 
 from ..delta import check_unique
 from ..formats import read_format
-from ..metrics import SiteMetrics
 from ..stamps import StampSettings, keys_sql
 from ..storage import Version
 from ..viewdef import SiteQuery
@@ -251,14 +249,7 @@ class ChangedRows(Strategy):
         """The current keys by range checksums over the key-only site query: the keys of
         ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
         ctx = self.ctx
-        keys_ctx = replace(
-            ctx,
-            site=keys_site,
-            staging=ctx.staging / "ts-key-ranges",
-            snapshot=ctx.snapshot.select(*keys_site.key),
-            metrics=SiteMetrics(source=ctx.site.source, rows_before=ctx.metrics.rows_before),
-        )
-        keys_ctx.staging.mkdir(parents=True, exist_ok=True)
+        keys_ctx = key_sketch.key_only_context(ctx, keys_site, "ts-key-ranges")
         ranges = RangeChecksum(keys_ctx)
         ranges.plan()
         answer = ranges.exchange()
@@ -272,7 +263,7 @@ class ChangedRows(Strategy):
         self.traffic_rows += km.rows_scanned
         shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
         # a key the source holds twice changes its range's count: it is shipped, twice
-        check_unique(shipped, keys_site.key, f"{ctx.site.where()} at source {ctx.site.source!r}")
+        check_unique(shipped, keys_site.key, key_sketch.source_of(ctx))
         return ranges.unchanged_keys().unionByName(shipped)
 
     def _answer(self, ranged: Answer, present: DataFrame) -> Answer:

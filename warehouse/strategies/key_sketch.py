@@ -31,6 +31,26 @@ from .base import SiteContext, SiteEstimate, spark_schema
 from .sketch import Sketch
 
 
+def key_only_context(ctx: SiteContext, keys_site: SiteQuery, staging: str, **changes) -> SiteContext:
+    """The site's context for an exchange over its key-only query: the snapshot's keys, a
+    staging directory of its own (made here) and metrics apart from the site's."""
+    keys_ctx = replace(
+        ctx,
+        site=keys_site,
+        staging=ctx.staging / staging,
+        snapshot=ctx.snapshot.select(*keys_site.key),
+        metrics=SiteMetrics(source=ctx.site.source, rows_before=ctx.metrics.rows_before),
+        **changes,
+    )
+    keys_ctx.staging.mkdir(parents=True, exist_ok=True)
+    return keys_ctx
+
+
+def source_of(ctx: SiteContext) -> str:
+    """The site's tables and source, for an error about its data."""
+    return f"{ctx.site.where()} at source {ctx.site.source!r}"
+
+
 class KeysUnresolved(Exception):
     """No stage of the key sketch peeled: the keys must be found another way."""
 
@@ -91,17 +111,10 @@ def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[DataFrame, Sit
         SourceDataError: a key occurs twice at the source.
     """
     key = keys_site.key
-    keys_ctx = replace(
-        ctx,
-        site=keys_site,
-        staging=ctx.staging / "ts-key-sketch",
-        snapshot=ctx.snapshot.select(*key),
-        current=None,  # no stored table of the view's: this one is built from the keys
-        sketches=None,
-        estimate=keys_only(ctx.estimate),
-        metrics=SiteMetrics(source=ctx.site.source, rows_before=ctx.metrics.rows_before),
+    # no stored table of the view's: this one is built from the keys
+    keys_ctx = key_only_context(
+        ctx, keys_site, "ts-key-sketch", current=None, sketches=None, estimate=keys_only(ctx.estimate)
     )
-    keys_ctx.staging.mkdir(parents=True, exist_ok=True)
     sketch = KeySketch(keys_ctx)
     sketch.plan()
     answer = sketch.exchange()
