@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import reduce
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -42,8 +44,27 @@ class DeltaResult:
     def write_delta(self, path, columns: list[Column]) -> None:
         self.delta(columns).write.parquet(str(path))
 
+    def key_changes(self, key: list[str]) -> tuple[pa.Table, pa.Table]:
+        """The keys this delta inserts and those it deletes (what changes the fragment's set of keys)."""
+        ops = self.classified.filter(F.col(OP).isin(INSERT, DELETE)).select(OP, *key).toArrow()
+        return split_key_changes(ops, key)
+
     def release(self) -> None:
         self.classified.unpersist()
+
+
+def split_key_changes(ops: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Table]:
+    """The keys of the inserts and of the deletes among rows tagged with their operation.
+
+    >>> ins, dels = split_key_changes(pa.table({OP: ["insert", "update", "delete"], "id": [1, 2, 3]}), ["id"])
+    >>> ins.column("id").to_pylist(), dels.column("id").to_pylist()
+    ([1], [3])
+    """
+    ops = ops.select([OP, *key])
+    return (
+        ops.filter(pc.equal(ops.column(OP), INSERT)).select(key),
+        ops.filter(pc.equal(ops.column(OP), DELETE)).select(key),
+    )
 
 
 #: Rows sharing a duplicate key that an error message quotes.

@@ -252,10 +252,11 @@ class SiteRun:
         keys = self.spark.read.schema(spark_schema(ctx.key_columns())).parquet(
             *[str(p) for p in self.answer.returned], *([str(self.answer.deleted)] if self.answer.deleted else [])
         )
-        # the stored rows of the touched keys: one pass over the fragment, nothing shuffled
-        t0 = time.monotonic()
-        ctx.touched_rows = ctx.snapshot.join(keys.distinct(), key, "left_semi").toArrow()
-        self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
+        if ctx.touched_rows is None:  # unless the strategy read them already
+            # the stored rows of the touched keys: one pass over the fragment, nothing shuffled
+            t0 = time.monotonic()
+            ctx.touched_rows = ctx.snapshot.join(keys.distinct(), key, "left_semi").toArrow()
+            self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         result = classify(ctx.touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)
         current = self._current_layers()
         offset = current.tno_offset + 1
@@ -289,6 +290,7 @@ class SiteRun:
         rows = [*self.deletion_rows, (staged.sync_id, result.before, result.deleted, result.inserted)]
         table = pa.table(list(map(list, zip(*rows, strict=True))), schema=DELETIONS_SCHEMA)
         layers.write_part(table, staged.deletions(self.index))
+        self.ctx.result = result
         self.strategy.stage(staged)
 
     # -- helpers -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from remote_agent.protocol.types import Column, arrow_schema
 
 from . import layers
-from .delta import DELETE, DUPLICATE_EXAMPLES, INSERT, KEEP, UPDATE, duplicate_key_error
+from .delta import DELETE, DUPLICATE_EXAMPLES, INSERT, KEEP, UPDATE, duplicate_key_error, split_key_changes
 from .storage import OP, TNO, UNO
 
 _R = "__r_"
@@ -43,6 +43,10 @@ class TouchedDelta:
 
     def write_delta(self, path: Path, columns: list[Column]) -> None:
         layers.write_part(self.delta, path)
+
+    def key_changes(self, key: list[str]) -> tuple[pa.Table, pa.Table]:
+        """The keys this delta inserts and those it deletes."""
+        return split_key_changes(self.delta, key)
 
     def release(self) -> None:
         """Nothing to release (DeltaResult's persisted frames have no Arrow counterpart)."""

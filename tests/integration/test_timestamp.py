@@ -215,6 +215,7 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
         before = legacy.truth(key)
         check_sync(api, name, key, {}, before, api.sync(name))
         check_sync(api, f"{name}_auto", key, {}, before, api.sync(f"{name}_auto"))
+        tables = []
         for rnd in range(1, ROUNDS + 1):
             reconcile = rnd % RECONCILE_EVERY == 0
             legacy.change()
@@ -246,9 +247,12 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
                 assert stamp["keys_reconciled"] < len(truth) / 4, stamp
                 if stamp["key_reconciliation"] == "sketch":  # a table of a few cells, not the keys
                     assert 0 < stamp["key_sketch_bytes"] < 8 * len(truth), stamp
+                    tables.append(stamp["key_table"])
                 assert isinstance(stamp["index_used"], bool) and stamp["query_plan"], stamp
                 assert stamp["rows_fetched"] == 1, f"the late insert was not fetched: {stamp}"
                 assert stamp["rows_read"] < len(truth) / 2, f"the ranged read read too much: {stamp}"
+        # the table of the keys is built once, then kept up to date by every sync, the reconciling ones included
+        assert tables and tables == ["built"] + ["kept"] * (len(tables) - 1), tables
     finally:
         agent.stop()
 

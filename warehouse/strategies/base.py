@@ -130,7 +130,12 @@ class SiteContext:
     history: list[tuple[int, int]] = field(default_factory=list)
     #: The stored rows (with ω±) of the keys the answer touched, when the delta was built
     #: from them alone (site_sync: an overlay); None when it was built over the snapshot.
+    #: A strategy that read them itself sets them during its exchange (rows of a superset
+    #: of the touched keys), and the delta is built from those.
     touched_rows: pa.Table | None = None
+    #: The classified tuples of this sync (DeltaResult or TouchedDelta), set before the
+    #: strategy stages what it keeps.
+    result: object | None = None
     #: The service's background builds of sketch tables (None: a table is built inline).
     sketches: Preparations | None = None
 

@@ -27,6 +27,7 @@ so it commits with it: a failed sync leaves the old one.
 from __future__ import annotations
 
 import json
+import time
 from abc import abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -34,6 +35,7 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from remote_agent.protocol.models import SiteSpec
 
@@ -41,6 +43,7 @@ from ..delta import check_unique
 from ..formats import read_format
 from ..stamps import StampSettings, keys_sql
 from ..storage import Version
+from ..touched_delta import check_unique as check_unique_arrow
 from ..viewdef import SiteQuery
 from . import key_sketch
 from .base import (
@@ -54,6 +57,7 @@ from .base import (
     spark_schema,
 )
 from .full_ship import FullShip
+from .key_sketch import source_of
 from .range_checksum import INITIAL_RANGES, RangeChecksum
 
 #: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
@@ -175,6 +179,7 @@ class ChangedRows(Strategy):
         self.settings = StampSettings.from_options(ctx.options.view_options)
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full: Strategy | None = None
+        self.key_table = None  # the table of the snapshot's keys, when a key sketch used one
         self.report: dict = {"reconciled": False, "rows_missed": None}
         setattr(ctx.metrics, self.REPORT, self.report)
         if self.state is None:
@@ -211,43 +216,46 @@ class ChangedRows(Strategy):
         ctx = self.ctx
         keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key)
         method = key_reconciliation(ctx.estimate)
-        present = None
+        change = None
         if method == "sketch":
-            present = self._keys_by_sketch(keys_site)
+            change = self._keys_by_sketch(keys_site)
         elif method == "range_checksum":
-            present = self._keys_by_ranges(keys_site)
-        if present is None:
-            present = self._keys_shipped(keys_site)
+            change = self._keys_by_ranges(keys_site)
+        if change is None:
+            change = self._keys_shipped(keys_site)
         ctx.metrics.rows_scanned += self.traffic_rows
-        return self._answer(self.ranged, present)
+        return self._answer(self.ranged, *change)
 
-    def _keys_shipped(self, keys_site: SiteQuery) -> DataFrame:
+    def _keys_shipped(self, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table]:
         """Every current key of the site query, shipped."""
         ctx = self.ctx
         keys = extract_exchange(ctx, spec=self.spec(keys_site.sql, keys_site.columns), prefix="ts-keys-")
         self.report.update(key_reconciliation="ship", keys_reconciled=ctx.metrics.rows_received)
-        return ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0]))
+        return self._change_to(ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0])))
 
-    def _keys_by_sketch(self, keys_site: SiteQuery) -> DataFrame | None:
-        """The current keys by a sketch of the key-only site query; None when no stage peeled
-        (the keys are then shipped)."""
+    def _keys_by_sketch(self, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table] | None:
+        """The keys gained and lost, by a sketch of the key-only site query; None when no
+        stage peeled (the keys are then shipped)."""
         try:
-            present, km = key_sketch.present_keys(self.ctx, keys_site)
+            new, gone, sketch = key_sketch.present_keys(self.ctx, keys_site)
         except key_sketch.KeysUnresolved:
             self.report["key_sketch_peeled"] = False
             return None
+        km = sketch.ctx.metrics
+        self.key_table = sketch.stored
         self.report.update(
             key_reconciliation="sketch",
             keys_reconciled=km.rows_received,
             key_sketch_bytes=km.sketch_bytes,
             key_sketch_stages=km.sketch_stages,
+            key_table="kept" if sketch.table_kept else "built",
         )
         self.traffic_rows += km.rows_scanned
-        return present
+        return new, gone
 
-    def _keys_by_ranges(self, keys_site: SiteQuery) -> DataFrame:
-        """The current keys by range checksums over the key-only site query: the keys of
-        ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
+    def _keys_by_ranges(self, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table]:
+        """The keys gained and lost, by range checksums over the key-only site query: the
+        keys of ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
         ctx = self.ctx
         keys_ctx = key_sketch.key_only_context(ctx, keys_site, "ts-key-ranges")
         ranges = RangeChecksum(keys_ctx)
@@ -262,31 +270,54 @@ class ChangedRows(Strategy):
         )
         self.traffic_rows += km.rows_scanned
         shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
-        # a key the source holds twice changes its range's count: it is shipped, twice
-        check_unique(shipped, keys_site.key, key_sketch.source_of(ctx))
-        return ranges.unchanged_keys().unionByName(shipped)
+        return self._change_to(ranges.unchanged_keys().unionByName(shipped))
 
-    def _answer(self, ranged: Answer, present: DataFrame) -> Answer:
-        """Rows read whose key is still there (a row deleted between the two reads is a
-        delete), and the snapshot keys no longer there."""
+    def _change_to(self, present: DataFrame) -> tuple[pa.Table, pa.Table]:
+        """The keys gained and lost by the snapshot to become `present` (every key the site
+        query holds now; a key it holds twice fails the sync), on the executors."""
         ctx, key = self.ctx, self.ctx.site.key
-        rows = ctx.spark.read.schema(spark_schema(ctx.site.columns)).parquet(str(ranged.returned[0]))
-        kept = rows.join(present, key, "left_semi").toArrow()
+        check_unique(present, key, key_sketch.source_of(ctx))
+        known = ctx.snapshot.select(*key)
+        key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
+        new = present.join(known, key, "left_anti").toArrow().select(key).cast(key_schema)
+        gone = known.join(present, key, "left_anti").toArrow().select(key).cast(key_schema)
+        return new, gone
+
+    def _answer(self, ranged: Answer, new: pa.Table, gone: pa.Table) -> Answer:
+        """Rows read whose key is there now, the snapshot keys no longer there (`gone`),
+        and the rows of keys new to the warehouse (`new`) that the changed read did not return.
+
+        The stored rows of every key involved are read here, in one pass over the fragment,
+        and the delta is built from them (ctx.touched_rows): a row read whose key the
+        snapshot lacks and that is not new was inserted and deleted between the two reads.
+        """
+        ctx, key = self.ctx, self.ctx.site.key
+        key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
+        rows = pq.read_table(ranged.returned[0]).cast(ctx.rows_schema())
+        read_keys = rows.select(key)
+        t0 = time.monotonic()
+        probe = ctx.staging / "ts-probe.parquet"
+        pq.write_table(pa.concat_tables([read_keys, new, gone]).group_by(key).aggregate([]), probe)
+        probed = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(probe))
+        ctx.touched_rows = ctx.snapshot.join(F.broadcast(probed), key, "left_semi").toArrow()
+        ctx.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
+        stored = ctx.touched_rows.select(key).cast(key_schema)
+        # a key the agent holds and the snapshot too comes back new only if the source holds it twice
+        check_unique_arrow(pa.concat_tables([new, stored.join(new, key, join_type="left semi")]), key, source_of(ctx))
+        there = pa.concat_tables([new, stored]).join(gone, key, join_type="left anti")
+        kept = rows.join(there, key, join_type="left semi")
         returned = ctx.staging / "returned.parquet"
         pq.write_table(kept.select(ctx.rows_schema().names).cast(ctx.rows_schema()), returned)
-        gone = ctx.snapshot.select(*key).join(present, key, "left_anti").toArrow()
-        key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
         deleted = ctx.staging / "deleted.parquet"
-        pq.write_table(gone.select(key).cast(key_schema), deleted)
+        pq.write_table(gone, deleted)
         self.report["keys_deleted"] = gone.num_rows
         # keys new to the warehouse that the changed read did not return (e.g. an insert
         # committed with a stamp older than the bound): their rows are fetched now.
-        read = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(returned))
-        unread = present.join(ctx.snapshot.select(*key).unionByName(read), key, "left_anti").toArrow()
+        unread = new.join(read_keys, key, join_type="left anti")
         found = [returned]
         if unread.num_rows:
             found.append(ctx.staging / "ts-fetched.parquet")
-            self.report["rows_fetched"] = fetch_exchange(ctx, unread.select(key).cast(key_schema), found[-1])
+            self.report["rows_fetched"] = fetch_exchange(ctx, unread, found[-1])
         else:
             self.report["rows_fetched"] = 0
         ctx.metrics.rows_received = kept.num_rows + self.report["rows_fetched"]
@@ -329,6 +360,7 @@ class ChangedRows(Strategy):
             self.full.stage(staged)
         syncs = 0 if self.full is not None else self.state.syncs + 1
         self.state_from(self.ranged, syncs).save(staged.site_dir(self.ctx.index))
+        key_sketch.stage_table(self.ctx, self.key_table, staged)
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

@@ -1,4 +1,4 @@
-"""Which keys a site query holds now, by a sketch of the keys alone (the change-stamp strategies).
+"""Which keys a site query gained and lost, by a sketch of the keys alone (the change-stamp strategies).
 
 The timestamp strategy reads the rows changed since its watermark; a row deleted outright
 leaves no stamp, so each sync also finds the keys that are gone. This module does it with
@@ -8,26 +8,32 @@ keys deleted and the keys inserted since the snapshot, and the table sent is siz
 those alone — a few kilobytes where shipping every key costs megabytes. The agent answers
 with the keys only it holds and names the keys only the warehouse holds.
 
-The warehouse side builds its table from the snapshot's keys at each sync, on the
-executors (one pass over the key columns; nothing is kept between syncs). When no stage
-peels, the caller ships every key instead (`KeysUnresolved`): the group-hash fall-back of
-a row sketch needs statistics a key-only snapshot does not carry.
+The warehouse's table of the snapshot's keys is kept beside the fragment (`key-sketch/` in
+the site's directory of the version, so it commits with it) and brought up to date in
+O(changes) when each sync stages its version: less the keys its delta deleted, plus those
+it inserted — whichever way the sync found them, a full reconciliation included. A table
+is built from the fragment on the executors (one pass over the key columns) only when
+none is kept (the first sync after a load or after another strategy), when its secret is
+due for rotation, or when the fragment outgrew it. When no stage peels, the caller ships
+every key instead (`KeysUnresolved`): the group-hash fall-back of a row sketch needs
+statistics a key-only snapshot does not carry.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 
-from pyspark.sql import DataFrame
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .. import sketches
-from ..delta import check_unique
 from ..metrics import SiteMetrics
 from ..planning import CostModel
 from ..storage import Version
 from ..viewdef import SiteQuery
-from .base import SiteContext, SiteEstimate, spark_schema
+from .base import SiteContext, SiteEstimate
 from .sketch import Sketch
 
 
@@ -85,13 +91,31 @@ def expected_bytes(estimate: SiteEstimate) -> float:
     return Sketch.expected_bytes(keys_only(estimate))
 
 
+def table_dir(version: Version, site: int) -> Path:
+    """Where a version keeps the table of a site's keys (when it keeps one)."""
+    return version.site_dir(site) / "key-sketch"
+
+
 class KeySketch(Sketch):
-    """The sketch exchange over a key-only site query, with a table built from the snapshot's keys."""
+    """The sketch exchange over a key-only site query, with the table of the snapshot's keys
+    that the current version keeps (`kept_in`), or one built now."""
+
+    def __init__(self, ctx: SiteContext, kept_in: Version | None, site: int):
+        super().__init__(ctx)
+        self.kept_in, self.site_index = kept_in, site
+        self.table_kept = False
 
     def _new_table(self) -> sketches.SiteSketch:
         ctx = self.ctx
+        rows = ctx.estimate.rows
+        kept = sketches.SiteSketch.load(table_dir(self.kept_in, self.site_index)) if self.kept_in else None
+        if kept is not None and not sketches.needs_new_table(
+            kept.syncs, kept.table.width, rows, ctx.options.sketch_seed_rotation
+        ):
+            self.table_kept = True
+            return kept
         t0 = time.monotonic()
-        table = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), ctx.estimate.rows)
+        table = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), rows)
         ctx.metrics.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
@@ -99,32 +123,48 @@ class KeySketch(Sketch):
         raise KeysUnresolved("no stage of the key sketch peeled")
 
     def stage(self, staged: Version) -> None:
-        """Nothing is kept: the next sync builds its table from its own snapshot."""
+        """Nothing here: the caller stages the table with the sync's delta (`stage_table`)."""
 
 
-def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[DataFrame, SiteMetrics]:
-    """The keys the site query holds now: the snapshot's, less those the agent named gone,
-    plus those only the agent holds; and the exchange's own metrics.
+def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table, KeySketch]:
+    """The keys the site query holds now and the snapshot does not (new), and those the
+    snapshot holds and the site query no longer does (gone); and the exchange, whose
+    table `stage_table` brings up to date and whose metrics tell what it cost.
 
     Raises:
         KeysUnresolved: no stage peeled (the bytes it cost are in the context's traffic).
-        SourceDataError: a key occurs twice at the source.
     """
-    key = keys_site.key
-    # no stored table of the view's: this one is built from the keys
     keys_ctx = key_only_context(
         ctx, keys_site, "ts-key-sketch", current=None, sketches=None, estimate=keys_only(ctx.estimate)
     )
-    sketch = KeySketch(keys_ctx)
+    sketch = KeySketch(keys_ctx, ctx.current, ctx.index)
     sketch.plan()
     answer = sketch.exchange()
-    schema = spark_schema(keys_site.columns)
-    new = ctx.spark.read.schema(schema).parquet(*map(str, answer.returned))
-    gone = ctx.spark.read.schema(schema).parquet(str(answer.deleted))
-    kept = keys_ctx.snapshot.join(gone, key, "left_anti")
-    # A key's pair is the same on both sides, so a key the agent holds and the warehouse
-    # keeps comes back only if the source holds it twice: its declared key is not unique.
-    check_unique(
-        new.unionByName(kept.join(new, key, "left_semi")), key, f"{ctx.site.where()} at source {ctx.site.source!r}"
-    )
-    return kept.unionByName(new), keys_ctx.metrics
+    key_schema = pa.schema([ctx.rows_schema().field(k) for k in keys_site.key])
+    new = pa.concat_tables([pq.read_table(p).select(keys_site.key).cast(key_schema) for p in answer.returned])
+    gone = pq.read_table(answer.deleted).select(keys_site.key).cast(key_schema)
+    return new, gone, sketch
+
+
+def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Version) -> bool:
+    """Stage the table of the new fragment's keys: the current fragment's (`used` by this
+    sync, else the one the current version keeps) less the keys this sync's delta deleted,
+    plus those it inserted (updates leave the keys as they are). Nothing is staged when
+    there is no such table; the next key sketch then builds one. Whether one was staged.
+
+    The table must hold exactly the fragment's keys (a key it lacks would come back as new
+    and fail the sync as held twice), so it follows the delta that was applied, not what
+    the agent reported.
+    """
+    if used is None and ctx.current is not None:
+        used = sketches.SiteSketch.load(table_dir(ctx.current, ctx.index))
+    if used is None or ctx.result is None:
+        return False
+    key = ctx.key_columns()
+    key_schema = pa.schema([ctx.rows_schema().field(c.name) for c in key])
+    inserted, deleted = (k.cast(key_schema) for k in ctx.result.key_changes(key_schema.names))
+    table = used.table.copy()
+    table.add(*used.pairs(deleted, key, key), sign=-1)
+    table.add(*used.pairs(inserted, key, key))
+    sketches.SiteSketch(table, used.syncs + 1).save(table_dir(staged, ctx.index))
+    return True
