@@ -34,6 +34,10 @@ CAST_TO_TEXT = "CAST({col} AS TEXT)"
 #: would otherwise wait for the operating system's timeout (minutes) on a silent host.
 DEFAULT_CONNECT_TIMEOUT_S = 10
 
+#: What a hot standby says when it cancels a query (or ends an idle transaction's session)
+#: whose snapshot or locks the replay of the primary's WAL cannot wait for.
+RECOVERY_CONFLICT = "conflict with recovery"
+
 #: application_name of the agent's sessions, as pg_stat_activity shows them.
 APPLICATION_NAME = "deltasieve-agent"
 
@@ -242,6 +246,12 @@ class _PostgresReader(Reader):
                 ) from None
             raise SourceUnavailable(f"PostgreSQL statement was cancelled: {exc}") from None
         except psycopg.OperationalError as exc:
+            if RECOVERY_CONFLICT in str(exc):
+                raise SourceUnavailable(
+                    f"the PostgreSQL standby cancelled the read to replay its primary's changes ({exc}); a later "
+                    "read may pass: hot_standby_feedback = on or a longer max_standby_streaming_delay on the "
+                    "standby make it rarer"
+                ) from None
             raise SourceUnavailable(f"PostgreSQL connection failed during a read: {exc}") from None
         except pg_errors.InsufficientPrivilege as exc:
             raise Forbidden(f"PostgreSQL refused the read: {exc}") from None
