@@ -213,6 +213,10 @@ def start_postgres(
 REPLICATION_ROLE = "replicator"
 #: A primary's settings for streaming replicas (PostgreSQL 15's defaults, stated: the test relies on them).
 PRIMARY_SETTINGS = {"wal_level": "replica", "max_wal_senders": "4"}
+#: A standby's: queries allowed (hot standby), and replay waits for the ones it conflicts
+#: with instead of cancelling them once 30 s behind (the default), which a paused replay
+#: reaches at once when resumed: a test's reads are short, a cancelled one fails it at random.
+STANDBY_SETTINGS = {"hot_standby": "on", "max_standby_streaming_delay": "-1"}
 
 
 def start_primary(tmpdir: Path, dbname: str = "legacy") -> PostgresServer:
@@ -249,7 +253,8 @@ def start_standby(primary: PostgresServer, tmpdir: Path, dbname: str = "legacy")
             *("-R", "-X", "stream", "--checkpoint=fast", "--no-sync"),
         )
         with open(datadir / "postgresql.conf", "a", encoding="utf-8") as conf:  # later lines win
-            conf.write(f"\n# standby\nport = {standby.port}\nunix_socket_directories = '{root}'\nhot_standby = on\n")
+            settings = {"port": str(standby.port), "unix_socket_directories": f"'{root}'", **STANDBY_SETTINGS}
+            conf.write("\n# standby\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
         standby.start()
     except BaseException:
         standby.stop()
