@@ -32,7 +32,7 @@ standby whose replay stopped after the commit of transaction 101 and before that
 has the same xmax (102) as the primary's snapshot that saw both, yet 100's rows are not
 there, and their older versions, with an xmin below the previous one, would not be read.
 The WAL position does: every snapshot keeps `wal_lsn`, read after it was taken (a primary's
-insert position, a standby's replayed one), which lies at or after the commit record of
+insert position, the end of what a standby received), which lies at or after the commit record of
 every transaction it saw; a snapshot taken on a standby keeps `replayed_lsn` too, read
 before it was taken. A standby whose `replayed_lsn` lies below the previous `wal_lsn` may
 miss some of what the previous snapshot saw: the sync reconciles in full. (The xip of a

@@ -134,8 +134,10 @@ def psycopg_placeholders(sql: str) -> str:
 # The current snapshot (xid8 values as text: they have no cast to a number), the cluster's
 # identity (pg_control_system() is callable by any role on PostgreSQL 15) and the WAL
 # position at or after every commit the snapshot saw: evaluated after the statement took
-# the snapshot, a primary's insert position (a standby refuses pg_current_wal_insert_lsn())
-# or a standby's replayed one. WAL positions as bytes, text: pg_lsn has no cast to a number.
+# the snapshot, a primary's insert position (a standby refuses pg_current_wal_insert_lsn()),
+# or on a standby the end of what it received, at or after what it replayed (a standby
+# makes a commit visible just before it advances its replayed position). WAL positions as
+# bytes, text: pg_lsn has no cast to a number.
 _SNAPSHOT_SQL = """
 SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
        ARRAY(SELECT x::text FROM pg_snapshot_xip(s) AS x ORDER BY 1), {identity}, {wal}
@@ -143,8 +145,8 @@ FROM pg_current_snapshot() AS s
 """
 _IDENTITY_SQL = "(SELECT system_identifier::text FROM pg_control_system())"
 _WAL_SQL = (
-    "((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)"
-    " - '0/0'::pg_lsn)::text"
+    "((CASE WHEN pg_is_in_recovery() THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"
+    " ELSE pg_current_wal_insert_lsn() END) - '0/0'::pg_lsn)::text"
 )
 # On a standby, what it has replayed, read before the snapshot's transaction: replay goes on
 # meanwhile, so this is a lower bound of what the snapshot sees. NULL on a primary.
