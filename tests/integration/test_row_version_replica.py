@@ -1,9 +1,9 @@
 """strategy row_version through a streaming replica (hot standby) of its PostgreSQL source.
 
 A primary of the test's own and a standby made from it by `pg_basebackup -R`. The view's
-source is one agent address; the agent behind it is started again on the other server's
-URL, as an operator re-points an agent (the API cannot change a source's URL: a source is
-only ever POSTed, 409 if its name exists). After every sync the view equals the truth read
+source is one address (the API cannot change a source's URL: a source is only ever POSTed,
+409 if its name exists), which leads, as a DNS name or a load balancer would, to one of
+two agents: one with the primary's URL, one with the standby's. After every sync the view equals the truth read
 from the server the agent read, and the delta is exact. In order:
 
 - the agent's snapshot on each server: on the standby, the primary's xids and identity, and
@@ -34,8 +34,9 @@ import pytest
 from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.errors import SourceUnavailable
 from tests.support.oracle import check_sync
-from workloads.harness import free_port, start_agent
+from workloads.harness import Process, start_agent
 from workloads.postgres import PostgresServer, start_primary, start_standby
+from workloads.relay import Relay, close_socket
 
 pytestmark = pytest.mark.integration
 
@@ -102,22 +103,41 @@ class Items:
                 self.next_id += 1
 
 
-class ReplicaView:
-    """A row_version view whose source's agent is started again on one server or the other."""
+class Address(Relay):
+    """The source's one address, as a DNS name or a load balancer would be, relayed to the
+    agent it is switched to."""
 
-    def __init__(self, api, name: str, logs_dir):
-        self.api, self.name, self.logs_dir = api, name, logs_dir
-        self.port, self.agent, self.server = free_port(), None, None
+    def switch(self, agent: Process) -> None:
+        """Relay to `agent` from now on; connections to the previous one are cut (the service opens new ones)."""
+        with self._lock:
+            self.target = (agent.host, agent.port)
+            for s in self._sockets:
+                close_socket(s)
+            self._sockets.clear()
+
+
+class ReplicaView:
+    """A row_version view whose source's address leads to the agent of one server or the other."""
+
+    def __init__(self, api, name: str, logs_dir, servers: list[PostgresServer]):
+        self.api, self.name, self.server = api, name, None
+        self.agents: dict[int, Process] = {}
+        self.address: Address | None = None
+        try:
+            for server in servers:
+                self.agents[server.port] = start_agent(server.reader_url, logs_dir)
+            self.address = Address("127.0.0.1", self.agents[servers[0].port].port)
+            api.add_source(name, self.address.url)
+            api.add_view(name, VIEW_SQL.format(src=name), strategy="row_version", reconcile_every=1000)
+        except BaseException:
+            self.stop()
+            raise
         self.before: dict = {}
 
     def point_at(self, server: PostgresServer) -> None:
-        """The source's agent, at its one address, now reads `server` (stopped and started)."""
-        if self.agent is not None:
-            self.agent.stop()
-        self.agent, self.server = start_agent(server.reader_url, self.logs_dir, port=self.port), server
-        if not self.before:
-            self.api.add_source(self.name, self.agent.url)
-            self.api.add_view(self.name, VIEW_SQL.format(src=self.name), strategy="row_version", reconcile_every=1000)
+        """The source's address now leads to the agent of `server`."""
+        self.address.switch(self.agents[server.port])
+        self.server = server
 
     def sync(self) -> dict:
         """A sync, exact against the server the agent reads."""
@@ -128,8 +148,10 @@ class ReplicaView:
         return sync
 
     def stop(self) -> None:
-        if self.agent is not None:
-            self.agent.stop()
+        if self.address is not None:
+            self.address.close()
+        for agent in self.agents.values():
+            agent.stop()
 
 
 def wait_replayed(primary: PostgresServer, standby: PostgresServer) -> None:
@@ -167,7 +189,7 @@ def set_replay(standby: PostgresServer, *, paused: bool) -> None:
 def test_row_version_through_a_streaming_replica(api, clusters, logs_dir):
     primary, standby = clusters
     items = Items(primary, seed=1515)
-    view = ReplicaView(api, "rv_replica", logs_dir)
+    view = ReplicaView(api, "rv_replica", logs_dir, [primary, standby])
     try:
         # the agent's snapshot on a hot standby (read-only REPEATABLE READ transactions): the
         # primary's xids, a transaction running on the primary running there too (as the
