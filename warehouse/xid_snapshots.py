@@ -21,9 +21,23 @@ the rows of transactions that ended between S.xmin and S.xmax; the exact delta d
 **When the comparison is not valid** the strategy reconciles in full instead and says why
 (`fallback_reason`): no previous snapshot; another server (its `system_identifier` differs:
 a restore into a new cluster, a failover to another one); the counter went back (the current
-xmax below the previous one: a restored database, a replica that lags); or so many
-transactions since the previous xmin that the 32-bit distance of a row's xmin no longer
-says on which side it lies (`MAX_SPAN`).
+xmax below the previous one: a restored database, a replica that lags); a standby that has
+not replayed all the previous snapshot saw; or so many transactions since the previous xmin
+that the 32-bit distance of a row's xmin no longer says on which side it lies (`MAX_SPAN`).
+
+**Replicas.** A hot standby of the same cluster has the same identity and its primary's
+transaction ids, so a snapshot taken on one serves a sync from the other, provided the
+server read now has everything the previous snapshot saw. The counter does not tell: a
+standby whose replay stopped after the commit of transaction 101 and before that of 100
+has the same xmax (102) as the primary's snapshot that saw both, yet 100's rows are not
+there, and their older versions, with an xmin below the previous one, would not be read.
+The WAL position does: every snapshot keeps `wal_lsn`, read after it was taken (a primary's
+insert position, the end of what a standby received), which lies at or after the commit record of
+every transaction it saw; a snapshot taken on a standby keeps `replayed_lsn` too, read
+before it was taken. A standby whose `replayed_lsn` lies below the previous `wal_lsn` may
+miss some of what the previous snapshot saw: the sync reconciles in full. (The xip of a
+standby's `pg_current_snapshot()` is empty: PostgreSQL 15 keeps a standby's running
+transactions elsewhere. Only the xmin is used, which is right on a standby.)
 """
 
 from __future__ import annotations
@@ -38,12 +52,20 @@ MAX_SPAN = 2**31 - 2**24
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A snapshot's bounds as 64-bit transaction ids, and the server that took it."""
+    """A snapshot's bounds as 64-bit transaction ids, the server that took it, and its WAL positions.
+
+    `wal_lsn`: at or after the commit record of every transaction the snapshot saw (None
+    where the agent could not read it, or wrote the state before it was kept);
+    `replayed_lsn`: on a standby, what it had replayed before the snapshot was taken (None
+    on a primary). Both are byte positions in the WAL (`pg_lsn` - '0/0').
+    """
 
     xmin: int
     xmax: int
     xip: tuple[int, ...] = ()
     system_identifier: str | None = None
+    wal_lsn: int | None = None
+    replayed_lsn: int | None = None
 
     def to_json(self) -> dict:
         return {
@@ -51,6 +73,8 @@ class Snapshot:
             "xmax": self.xmax,
             "xip": list(self.xip),
             "system_identifier": self.system_identifier,
+            "wal_lsn": self.wal_lsn,
+            "replayed_lsn": self.replayed_lsn,
         }
 
     @classmethod
@@ -58,7 +82,7 @@ class Snapshot:
         """A snapshot as the agent reports it (`source_snapshot`) or the state file keeps it.
 
         >>> Snapshot.from_json({"xmin": 740, "xmax": 742, "xip": [740], "system_identifier": "7"})
-        Snapshot(xmin=740, xmax=742, xip=(740,), system_identifier='7')
+        Snapshot(xmin=740, xmax=742, xip=(740,), system_identifier='7', wal_lsn=None, replayed_lsn=None)
         >>> Snapshot.from_json({"xmin": 9, "xmax": 8})
         Traceback (most recent call last):
         ...
@@ -69,10 +93,25 @@ class Snapshot:
             int(data["xmax"]),
             tuple(int(x) for x in data.get("xip") or ()),
             data.get("system_identifier"),
+            _optional_int(data.get("wal_lsn")),
+            _optional_int(data.get("replayed_lsn")),
         )
         if snap.xmin > snap.xmax:
             raise ValueError(f"a snapshot's xmin ({snap.xmin}) lies above its xmax ({snap.xmax})")
         return snap
+
+
+def _optional_int(value) -> int | None:
+    return None if value is None else int(value)
+
+
+def lsn_text(lsn: int) -> str:
+    """A WAL position as PostgreSQL writes a `pg_lsn`.
+
+    >>> lsn_text(0x3001EE0), lsn_text(2**32 + 16)
+    ('0/3001EE0', '1/10')
+    """
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def epoch_and_xid(xid8: int) -> tuple[int, int]:
@@ -98,6 +137,11 @@ def fallback_reason(previous: Snapshot | None, current: Snapshot) -> str | None:
     'the transaction counter went back (xmax 701, was 1005): a restored database or a lagging replica'
     >>> fallback_reason(s, Snapshot(1000 + 2**31, 1000 + 2**31, (), "7"))
     '2147483648 transactions since the previous snapshot: more than 32-bit xids can compare (2130706432)'
+    >>> seen = Snapshot(1002, 1002, (), "7", wal_lsn=0x3000400)  # on the primary: saw 1000 and 1001 commit
+    >>> fallback_reason(seen, Snapshot(1000, 1002, (), "7", wal_lsn=0x3000300, replayed_lsn=0x3000300))
+    'the standby has not replayed all the previous snapshot saw (replayed up to 0/3000300, that snapshot needs 0/3000400): a lagging replica'
+    >>> fallback_reason(seen, Snapshot(1002, 1002, (), "7", wal_lsn=0x3000480, replayed_lsn=0x3000400)) is None
+    True
     """
     if previous is None:
         return "no previous snapshot"
@@ -114,6 +158,11 @@ def fallback_reason(previous: Snapshot | None, current: Snapshot) -> str | None:
         return (
             f"the transaction counter went back (xmax {current.xmax}, was {previous.xmax}): "
             "a restored database or a lagging replica"
+        )
+    if current.replayed_lsn is not None and previous.wal_lsn is not None and current.replayed_lsn < previous.wal_lsn:
+        return (
+            f"the standby has not replayed all the previous snapshot saw (replayed up to "
+            f"{lsn_text(current.replayed_lsn)}, that snapshot needs {lsn_text(previous.wal_lsn)}): a lagging replica"
         )
     span = current.xmax - previous.xmin
     if span > MAX_SPAN:

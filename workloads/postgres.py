@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psycopg
@@ -72,6 +72,10 @@ class PostgresServer:
             conn.execute("GRANT USAGE ON SCHEMA public TO reader")
             conn.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
             conn.execute("ALTER DEFAULT PRIVILEGES FOR ROLE owner IN SCHEMA public GRANT SELECT ON TABLES TO reader")
+        return self.database(name)
+
+    def database(self, name: str) -> PostgresDatabase:
+        """The URLs of the existing database `name` (on a standby: the primary's, replicated)."""
         return PostgresDatabase(
             name=name,
             owner_url=f"postgresql://owner:{self._owner_password}@{self.host}:{self.port}/{name}",
@@ -203,6 +207,59 @@ def start_postgres(
         server.stop()
         raise
     return server
+
+
+#: The role standbys stream the primary's WAL as (REPLICATION, no superuser), trusted on the socket.
+REPLICATION_ROLE = "replicator"
+#: A primary's settings for streaming replicas (PostgreSQL 15's defaults, stated: the test relies on them).
+PRIMARY_SETTINGS = {"wal_level": "replica", "max_wal_senders": "4"}
+#: A standby's: queries allowed (hot standby), and replay waits for the ones it conflicts
+#: with instead of cancelling them once 30 s behind (the default), which a paused replay
+#: reaches at once when resumed: a test's reads are short, a cancelled one fails it at random.
+STANDBY_SETTINGS = {"hot_standby": "on", "max_standby_streaming_delay": "-1"}
+
+
+def start_primary(tmpdir: Path, dbname: str = "legacy") -> PostgresServer:
+    """`start_postgres`, with WAL for streaming replicas and a replication role that local
+    connections may use (`start_standby`)."""
+
+    def prepare(server: PostgresServer) -> None:
+        with open(server.datadir / "postgresql.conf", "a", encoding="utf-8") as conf:
+            conf.write("".join(f"{k} = {v}\n" for k, v in PRIMARY_SETTINGS.items()))
+        hba = server.datadir / "pg_hba.conf"  # the first matching line wins: ours first
+        hba.write_text(f"local replication {REPLICATION_ROLE} trust\n" + hba.read_text())
+
+    server = start_postgres(tmpdir, dbname=dbname, prepare=prepare)
+    with psycopg.connect(
+        f"host={server.socket_dir} port={server.port} user=owner dbname=postgres", autocommit=True
+    ) as conn:
+        conn.execute(f"CREATE ROLE {REPLICATION_ROLE} REPLICATION LOGIN")
+    return server
+
+
+def start_standby(primary: PostgresServer, tmpdir: Path, dbname: str = "legacy") -> PostgresServer:
+    """A hot standby of `primary` (made by `start_primary`) on a port of its own: `pg_basebackup -R`
+    (the standby signal and the primary's conninfo), streaming from then on. Same roles and
+    passwords; `owner_url` and `reader_url` reach `dbname` on the standby; `stop` removes it."""
+    root = _server_root(Path(tmpdir), primary._as_postgres)
+    datadir = root / "data"
+    standby = replace(primary, port=_free_port(), datadir=datadir, logfile=root / "postgres.log", _root=root)
+    database = standby.database(dbname)
+    standby.owner_url, standby.reader_url = database.owner_url, database.reader_url
+    try:
+        standby.tool(
+            "pg_basebackup",
+            *("-D", str(datadir), "-h", str(primary.socket_dir), "-p", str(primary.port), "-U", REPLICATION_ROLE),
+            *("-R", "-X", "stream", "--checkpoint=fast", "--no-sync"),
+        )
+        with open(datadir / "postgresql.conf", "a", encoding="utf-8") as conf:  # later lines win
+            settings = {"port": str(standby.port), "unix_socket_directories": f"'{root}'", **STANDBY_SETTINGS}
+            conf.write("\n# standby\n" + "".join(f"{k} = {v}\n" for k, v in settings.items()))
+        standby.start()
+    except BaseException:
+        standby.stop()
+        raise
+    return standby
 
 
 def _find_bindir() -> Path:

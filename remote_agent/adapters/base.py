@@ -154,8 +154,9 @@ class Adapter(ABC):
             )
 
     def source_snapshot(self, session: Session) -> dict:
-        """The database's current snapshot: xmin, xmax, xip (64-bit transaction ids) and the
-        server's identity (`system_identifier`, None when it cannot be read)."""
+        """The database's current snapshot: xmin, xmax, xip (64-bit transaction ids), the
+        server's identity (`system_identifier`) and WAL positions (`wal_lsn`, and on a standby
+        `replayed_lsn`: warehouse/xid_snapshots.py), each None when it cannot be read."""
         self.require_row_versions()
         raise NotImplementedError
 

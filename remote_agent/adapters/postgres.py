@@ -34,6 +34,10 @@ CAST_TO_TEXT = "CAST({col} AS TEXT)"
 #: would otherwise wait for the operating system's timeout (minutes) on a silent host.
 DEFAULT_CONNECT_TIMEOUT_S = 10
 
+#: What a hot standby says when it cancels a query (or ends an idle transaction's session)
+#: whose snapshot or locks the replay of the primary's WAL cannot wait for.
+RECOVERY_CONFLICT = "conflict with recovery"
+
 #: application_name of the agent's sessions, as pg_stat_activity shows them.
 APPLICATION_NAME = "deltasieve-agent"
 
@@ -127,14 +131,26 @@ def psycopg_placeholders(sql: str) -> str:
     return "".join("%%" if ch == "%" and i not in placeholders else ch for i, ch in enumerate(sql))
 
 
-# The current snapshot (xid8 values as text: they have no cast to a number) and the
-# cluster's identity; pg_control_system() is callable by any role on PostgreSQL 15.
+# The current snapshot (xid8 values as text: they have no cast to a number), the cluster's
+# identity (pg_control_system() is callable by any role on PostgreSQL 15) and the WAL
+# position at or after every commit the snapshot saw: evaluated after the statement took
+# the snapshot, a primary's insert position (a standby refuses pg_current_wal_insert_lsn()),
+# or on a standby the end of what it received, at or after what it replayed (a standby
+# makes a commit visible just before it advances its replayed position). WAL positions as
+# bytes, text: pg_lsn has no cast to a number.
 _SNAPSHOT_SQL = """
 SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
-       ARRAY(SELECT x::text FROM pg_snapshot_xip(s) AS x ORDER BY 1), {identity}
+       ARRAY(SELECT x::text FROM pg_snapshot_xip(s) AS x ORDER BY 1), {identity}, {wal}
 FROM pg_current_snapshot() AS s
 """
 _IDENTITY_SQL = "(SELECT system_identifier::text FROM pg_control_system())"
+_WAL_SQL = (
+    "((CASE WHEN pg_is_in_recovery() THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"
+    " ELSE pg_current_wal_insert_lsn() END) - '0/0'::pg_lsn)::text"
+)
+# On a standby, what it has replayed, read before the snapshot's transaction: replay goes on
+# meanwhile, so this is a lower bound of what the snapshot sees. NULL on a primary.
+_REPLAYED_SQL = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::text WHERE pg_is_in_recovery()"
 
 _TABLES_SQL = """
 SELECT c.oid, c.relname
@@ -232,6 +248,12 @@ class _PostgresReader(Reader):
                 ) from None
             raise SourceUnavailable(f"PostgreSQL statement was cancelled: {exc}") from None
         except psycopg.OperationalError as exc:
+            if RECOVERY_CONFLICT in str(exc):
+                raise SourceUnavailable(
+                    f"the PostgreSQL standby cancelled the read to replay its primary's changes ({exc}); a later "
+                    "read may pass: hot_standby_feedback = on or a longer max_standby_streaming_delay on the "
+                    "standby make it rarer"
+                ) from None
             raise SourceUnavailable(f"PostgreSQL connection failed during a read: {exc}") from None
         except pg_errors.InsufficientPrivilege as exc:
             raise Forbidden(f"PostgreSQL refused the read: {exc}") from None
@@ -389,12 +411,22 @@ class PostgresAdapter(Adapter):
     def source_snapshot(self, session: Session) -> dict:
         try:
             with session.read() as reader:
-                row = reader.rows(_SNAPSHOT_SQL.format(identity=_IDENTITY_SQL), limit=1)[0]
-        except Forbidden:  # a server that revoked pg_control_system(): no identity to compare
+                replayed = reader.rows(_REPLAYED_SQL, limit=1)
             with session.read() as reader:
-                row = reader.rows(_SNAPSHOT_SQL.format(identity="NULL::text"), limit=1)[0]
-        xmin, xmax, xip, identity = row
-        return {"xmin": int(xmin), "xmax": int(xmax), "xip": [int(x) for x in xip], "system_identifier": identity}
+                row = reader.rows(_SNAPSHOT_SQL.format(identity=_IDENTITY_SQL, wal=_WAL_SQL), limit=1)[0]
+        except Forbidden:  # a server that revoked pg_control_system() or a WAL function: nothing to compare
+            replayed = []
+            with session.read() as reader:
+                row = reader.rows(_SNAPSHOT_SQL.format(identity="NULL::text", wal="NULL::text"), limit=1)[0]
+        xmin, xmax, xip, identity, wal = row
+        return {
+            "xmin": int(xmin),
+            "xmax": int(xmax),
+            "xip": [int(x) for x in xip],
+            "system_identifier": identity,
+            "wal_lsn": None if wal is None else int(wal),
+            "replayed_lsn": int(replayed[0][0]) if replayed and replayed[0][0] is not None else None,
+        }
 
     def changed_since_condition(self, alias: str, since_xmin: int) -> Any:
         return changed_since_condition(alias, since_xmin)

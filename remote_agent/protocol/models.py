@@ -62,7 +62,8 @@ class ExtractControl(BaseModel):
     source_snapshot: bool = Field(
         default=False,
         description="read the database's current snapshot before the scan and report it in the summary "
-        "(source_snapshot: xmin, xmax and xip as 64-bit transaction ids, and system_identifier): the row_version "
+        "(source_snapshot: xmin, xmax and xip as 64-bit transaction ids, system_identifier, and the WAL positions "
+        "wal_lsn and, on a standby, replayed_lsn): the row_version "
         "strategy's state. PostgreSQL only: other databases answer 422",
     )
     changed_since: ChangedSince | None = Field(

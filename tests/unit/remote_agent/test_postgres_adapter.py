@@ -266,6 +266,24 @@ def test_one_read_sees_one_snapshot(adapter, server):
         assert list(reader.stream("SELECT count(*) FROM pairs")) == [[(3,)]]
 
 
+def test_source_snapshot_on_a_primary_and_without_the_functions(adapter, server):
+    """On a primary: the identity and the WAL insert position, no replayed one (a standby's:
+    tests/integration/test_row_version_replica.py). A server that revoked a WAL function from
+    the reader gives neither identity nor positions, and still the snapshot."""
+    with adapter.session() as session:
+        snap = adapter.source_snapshot(session)
+    assert snap["system_identifier"] and snap["wal_lsn"] > 0 and snap["replayed_lsn"] is None, snap
+    with psycopg.connect(server.owner_url, autocommit=True) as owner:
+        owner.execute("REVOKE EXECUTE ON FUNCTION pg_current_wal_insert_lsn() FROM PUBLIC")
+        try:
+            with adapter.session() as session:
+                bare = adapter.source_snapshot(session)
+        finally:
+            owner.execute("GRANT EXECUTE ON FUNCTION pg_current_wal_insert_lsn() TO PUBLIC")
+    assert (bare["system_identifier"], bare["wal_lsn"], bare["replayed_lsn"]) == (None, None, None), bare
+    assert bare["xmax"] >= snap["xmax"], bare
+
+
 def test_session_is_read_only_repeatable_read(adapter):
     with adapter.read() as reader:
         settings = list(
