@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .scatter import Scatter
+
 FORMAT_VERSION = 1
 """Version of the Arrow layout written by `Iblt.to_arrow`; bumped when the layout or the hashing changes."""
 
@@ -41,9 +43,6 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _META = {"version": b"iblt.version", "cells": b"iblt.cells", "hashes": b"iblt.hashes", "seed": b"iblt.seed"}
 _COMPACT = b"iblt.compact"
 #: A compact table's counts are kept modulo this, its checksums to 32 bits.
-#: A batch folds its counts in with one pass over the whole table (bincount) when it has
-#: at least 1/WHOLE_PASS_SHARE as many cells as the table; cell by cell otherwise.
-WHOLE_PASS_SHARE = 8
 COMPACT_COUNT_MODULUS = 4
 _CHECK32 = np.uint64(0xFFFFFFFF)
 _SUMS = ("key_sum", "hash_sum", "check_sum")
@@ -180,28 +179,19 @@ class Iblt:
 
     def _fold(self, cells: np.ndarray, keys: np.ndarray, hashes: np.ndarray, signs, normalize: bool = True) -> None:
         """Fold pairs into their cells; `signs` is one int or one per pair."""
-        checks = self._checksums(keys, hashes)
-        # bincount is several times faster than np.add.at on large inputs, but it passes
-        # over the whole table: worth it only when the batch is not much smaller than that
-        # (a site query read in small batches into a wide table would pay it every batch).
-        whole = np.ndim(signs) == 0 and cells.size * WHOLE_PASS_SHARE >= self.cells
-        if whole:
-            self.count += int(signs) * np.bincount(cells.ravel(), minlength=self.cells)
-        # Sub-table by sub-table: each ufunc.at stays within one slice of the arrays, which
-        # caches better; and its values always have the shape of its indices (numpy 2.4's
-        # add.at reads garbage when 1-D values are broadcast over 2-D indices).
-        for row in cells:
-            if not whole:
-                np.add.at(self.count, row, signs if np.ndim(signs) else np.full(row.size, int(signs), np.int64))
-            np.bitwise_xor.at(self.key_sum, row, keys)
-            np.bitwise_xor.at(self.hash_sum, row, hashes)
-            np.bitwise_xor.at(self.check_sum, row, checks)
-        if self.compact and normalize:
-            if whole:
-                np.remainder(self.count, COMPACT_COUNT_MODULUS, out=self.count)
-            else:  # only the cells this batch touched can have left [0, modulus)
-                touched = cells.ravel()
-                self.count[touched] = np.remainder(self.count[touched], COMPACT_COUNT_MODULUS)
+        # Grouped by cell once, then plain fancy indexing: np.add.at and np.bitwise_xor.at
+        # cost several times as much (see scatter.py).
+        grouped = Scatter(cells, self.cells)
+        touched = grouped.cells
+        if np.ndim(signs):
+            self.count[touched] += grouped.sum(np.asarray(signs, np.int64))
+        else:
+            self.count[touched] += int(signs) * grouped.counts()
+        self.key_sum[touched] ^= grouped.xor(keys)
+        self.hash_sum[touched] ^= grouped.xor(hashes)
+        self.check_sum[touched] ^= grouped.xor(self._checksums(keys, hashes))
+        if self.compact and normalize:  # only the cells this batch touched can have left [0, modulus)
+            self.count[touched] = np.remainder(self.count[touched], COMPACT_COUNT_MODULUS)
 
     def add(self, keys: np.ndarray, hashes: np.ndarray, sign: int = 1, *, normalize: bool = True) -> None:
         """Fold the pairs (keys[i], hashes[i]) in with sign +1 or -1.

@@ -307,8 +307,8 @@ def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
 
 @pytest.mark.parametrize("compact", [False, True])
 def test_small_batches_fold_as_one_large_batch(compact):
-    """A batch much smaller than the table is folded cell by cell, a large one with one pass
-    over the table; counts left unnormalized until the end come out the same."""
+    """Many small batches, counts left unnormalized until the end, fold into the same table
+    as one large batch."""
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
     hashes = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
