@@ -294,9 +294,9 @@ class Iblt:
         >>> t.empty_cells()
         27
         """
-        return int(self.cells - self._occupied(np.arange(self.cells)).sum())
+        return self.cells - int(np.count_nonzero(self._occupied(slice(None))))
 
-    def _occupied(self, cells: np.ndarray) -> np.ndarray:
+    def _occupied(self, cells: np.ndarray | slice) -> np.ndarray:
         return (
             (self.count[cells] != 0)
             | (self.key_sum[cells] != 0)
@@ -306,8 +306,7 @@ class Iblt:
 
     def _pure(self, cells: np.ndarray) -> np.ndarray:
         """Those of `cells` that hold one pair: count +-1, a matching checksum, and the pair's own cell."""
-        count = self.count[cells]
-        cells = cells[(count == 1) | (count == (COMPACT_COUNT_MODULUS - 1 if self.compact else -1))]
+        cells = cells[self._counts_one(self.count[cells])]
         keys, hashes = self.key_sum[cells], self.hash_sum[cells]
         good = self._checksums(keys, hashes) == self.check_sum[cells]
         cells, keys, hashes = cells[good], keys[good], hashes[good]
@@ -315,8 +314,12 @@ class Iblt:
         own = (_pair_hash(keys, hashes, self._salts[sub]) % np.uint64(self.width)).astype(np.int64) + sub * self.width
         return cells[own == cells]
 
-    def peel(self) -> Peeled:
-        """Recover the pairs of the table (self is left unchanged).
+    def _counts_one(self, count: np.ndarray) -> np.ndarray:
+        return (count == 1) | (count == (COMPACT_COUNT_MODULUS - 1 if self.compact else -1))
+
+    def peel(self, *, in_place: bool = False) -> Peeled:
+        """Recover the pairs of the table (self is left unchanged, unless `in_place`: then
+        self is peeled, for a caller that drops the table after, one table less in memory).
 
         Each round takes every pair of a pure cell out of all its cells and looks again at
         the cells it touched. In a sound table each pair taken out empties at least its
@@ -324,9 +327,9 @@ class Iblt:
         does not (a corrupt or forged table) ends the peel, incomplete, without reporting
         that round's pairs. Hence at most `cells` rounds.
         """
-        t = self.copy()
+        t = self if in_place else self.copy()
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        candidates = np.arange(t.cells)
+        candidates = np.flatnonzero(t._counts_one(t.count))  # no pure cell elsewhere
         sound = True
         for _ in range(t.cells + 1):
             pure = t._pure(candidates)

@@ -323,3 +323,17 @@ def test_small_batches_fold_as_one_large_batch(compact):
     for name in ("count", "key_sum", "hash_sum", "check_sum"):
         assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
     assert set(whole.subtract(Iblt(3_000, 3, 11, compact=compact)).peel().plus_keys) <= set(keys.tolist())
+
+
+@pytest.mark.parametrize("pairs", [300, 3_000], ids=["peels", "too-many"])
+def test_peeling_in_place_finds_what_peeling_a_copy_finds(pairs):
+    rng = np.random.default_rng(8)
+    t = Iblt(1_200, 3, 4, compact=True)
+    t.add(rng.integers(0, 2**63, pairs).astype(np.uint64), rng.integers(0, 2**63, pairs).astype(np.uint64))
+    before = t.copy()
+    copied = t.peel()
+    assert np.array_equal(t.key_sum, before.key_sum) and np.array_equal(t.count, before.count)
+    in_place = t.peel(in_place=True)
+    assert copied.complete == in_place.complete == (pairs == 300)
+    for name in ("plus_keys", "plus_hashes", "minus_keys", "minus_hashes"):
+        assert np.array_equal(getattr(copied, name), getattr(in_place, name)), name
