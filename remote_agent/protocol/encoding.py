@@ -139,11 +139,12 @@ class _Piece:
     """One column's encodings, in the form the row assembly takes them.
 
     Each row's head is fixed-width: `fields`, (dtype, values) in order, the values one per
-    row or one for all (a tag, a payload, a length prefix, the digits of a decimal). `lengths` (None: the whole head) is how many bytes of each head belong to
-    the encoding, `keep` (rows x width, None: the first `lengths`) which ones. `data` is
-    what follows the head of a length-prefixed value (binary, null where the value is
-    NULL). `whole`, instead of all that, is every value's complete encoding (the
-    value-by-value path).
+    row or one for all (a tag, a payload, a length prefix, the digits of a decimal).
+    `lengths` (None: the whole head) is how many bytes of each head belong to the
+    encoding, `keep` (rows x width, None: the first `lengths`) which ones. `data` is what
+    follows the head of a length-prefixed value (binary, null where the value is NULL).
+    `whole`, instead of all that, is every value's complete encoding (the value-by-value
+    path).
     """
 
     fields: list[tuple[np.dtype, object]]
