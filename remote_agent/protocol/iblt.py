@@ -44,6 +44,10 @@ _META = {"version": b"iblt.version", "cells": b"iblt.cells", "hashes": b"iblt.ha
 _COMPACT = b"iblt.compact"
 #: A compact table's counts are kept modulo this, its checksums to 32 bits.
 COMPACT_COUNT_MODULUS = 4
+#: Pairs folded in one go: the grouping by cell (scatter.py) holds about 40 bytes a pair
+#: and sub-table beside the table (31 MiB at its peak for this many and 3 sub-tables), so a large add
+#: (the warehouse's, of a whole delta) goes in parts.
+FOLD_PAIRS = 1 << 18
 _CHECK32 = np.uint64(0xFFFFFFFF)
 _SUMS = ("key_sum", "hash_sum", "check_sum")
 
@@ -209,8 +213,9 @@ class Iblt:
         keys, hashes = _as_u64(keys, "keys"), _as_u64(hashes, "hashes")
         if keys.size != hashes.size:
             raise ValueError(f"{keys.size} keys but {hashes.size} row hashes")
-        if keys.size:
-            self._fold(self._cells(keys, hashes), keys, hashes, sign, normalize)
+        for start in range(0, keys.size, FOLD_PAIRS):
+            part = slice(start, start + FOLD_PAIRS)
+            self._fold(self._cells(keys[part], hashes[part]), keys[part], hashes[part], sign, normalize)
 
     def _check_same_shape(self, other: Iblt) -> None:
         if not isinstance(other, Iblt):

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from remote_agent.protocol import iblt
 from remote_agent.protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash
 from remote_agent.protocol.iblt_sizing import cells_for
 
@@ -303,6 +304,19 @@ def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
     t.add(rng.integers(0, 2**63, 200_000).astype(np.uint64), rng.integers(0, 2**63, 200_000).astype(np.uint64))
     full, compact = (len(frames.arrow_frame(frames.SKETCH, x.to_arrow())) for x in (t, t.to_compact()))
     assert full / t.cells > 24 and compact / t.cells < 20.5, (full / t.cells, compact / t.cells)
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_an_add_larger_than_fold_pairs_goes_in_parts_to_the_same_table(compact, monkeypatch):
+    rng = np.random.default_rng(6)
+    keys = rng.integers(0, 2**63, size=1_000, dtype=np.uint64)
+    hashes = rng.integers(0, 2**63, size=1_000, dtype=np.uint64)
+    whole, parts = Iblt(600, 3, 2, compact=compact), Iblt(600, 3, 2, compact=compact)
+    whole.add(keys, hashes)
+    monkeypatch.setattr(iblt, "FOLD_PAIRS", 64)
+    parts.add(keys, hashes)
+    for name in ("count", "key_sum", "hash_sum", "check_sum"):
+        assert np.array_equal(getattr(whole, name), getattr(parts, name)), name
 
 
 @pytest.mark.parametrize("compact", [False, True])
