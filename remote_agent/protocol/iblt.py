@@ -45,8 +45,8 @@ _COMPACT = b"iblt.compact"
 #: A compact table's counts are kept modulo this, its checksums to 32 bits.
 COMPACT_COUNT_MODULUS = 4
 #: Pairs folded in one go: the grouping by cell (scatter.py) holds about 40 bytes a pair
-#: and sub-table beside the table (31 MiB at its peak for this many and 3 sub-tables), so a large add
-#: (the warehouse's, of a whole delta) goes in parts.
+#: and sub-table beside the table (31 MiB at its peak for this many and 3 sub-tables), so
+#: a large add (the warehouse's, of a whole delta) goes in parts.
 FOLD_PAIRS = 1 << 18
 _CHECK32 = np.uint64(0xFFFFFFFF)
 _SUMS = ("key_sum", "hash_sum", "check_sum")
