@@ -11,6 +11,7 @@ import datetime as dt
 import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Context, Decimal
 from itertools import repeat
 
@@ -29,7 +30,8 @@ _NULL = b"\x00"
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_TZ = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_CANONICAL_NAN = struct.pack(">Q", 0x7FF8000000000000)
+_CANONICAL_NAN_BITS = np.uint64(0x7FF8000000000000)
+_CANONICAL_NAN = struct.pack(">Q", int(_CANONICAL_NAN_BITS))
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -127,111 +129,238 @@ def _encode_column_python(type_: LogicalType, array: pa.Array | pa.ChunkedArray)
     return [_NULL if v is None else encoder(v) for v in array.to_pylist()]
 
 
-_BINARY_NULL = pa.scalar(_NULL, pa.binary())
 #: Decimals up to this precision fit their unscaled value in an int64 (the Arrow path).
 _INT64_DECIMAL_DIGITS = 18
+_EMPTY = pa.scalar(b"", pa.binary())
 
 
-def _tagged(tag: bytes, body: np.ndarray) -> pa.Array:
-    """A binary array of `tag` + each row of `body` (an n x width uint8 matrix)."""
-    n, width = body.shape
-    out = np.empty((n, width + 1), dtype=np.uint8)
-    out[:, 0] = tag[0]
-    out[:, 1:] = body
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width + 1), n, [None, pa.py_buffer(out.tobytes())])
-    return fixed.cast(pa.binary())
+@dataclass
+class _Piece:
+    """One column's encodings, in the form the row assembly takes them.
+
+    Each row's head is fixed-width: `fields`, (dtype, values) in order, the values one per
+    row or one for all (a tag, a payload, a length prefix, the digits of a decimal).
+    `lengths` (None: the whole head) is how many bytes of each head belong to the
+    encoding, `keep` (rows x width, None: the first `lengths`) which ones. `data` is what
+    follows the head of a length-prefixed value (binary, null where the value is NULL).
+    `whole`, instead of all that, is every value's complete encoding (the value-by-value
+    path).
+    """
+
+    fields: list[tuple[np.dtype, object]]
+    lengths: np.ndarray | None = None
+    keep: np.ndarray | None = None
+    data: pa.Array | None = None
+    whole: pa.Array | None = None
+
+    @property
+    def width(self) -> int:
+        return sum(np.dtype(dtype).itemsize for dtype, _ in self.fields)
+
+    def mark_nulls(self, array: pa.Array) -> _Piece:
+        """Cut the head of every NULL of `array` to one 0 byte (the tag, its first field)."""
+        if array.null_count:
+            valid = array.is_valid().to_numpy(zero_copy_only=False)
+            dtype, tag = self.fields[0]
+            self.fields[0] = (dtype, np.where(valid, tag, 0))
+            self.lengths = np.where(valid, self.width if self.lengths is None else self.lengths, 1)
+            if self.keep is not None:
+                self.keep[~valid, 1:] = False
+        return self
 
 
-def _big_endian(values: np.ndarray, dtype: str) -> np.ndarray:
-    width = np.dtype(dtype).itemsize
-    return np.ascontiguousarray(values.astype(dtype)).view(np.uint8).reshape(len(values), width)
+_TAG = np.dtype("u1")
 
 
-def _length_prefixed(tag: bytes, data: pa.Array) -> pa.Array:
+def _fixed(tag: bytes, values: np.ndarray, dtype: str) -> _Piece:
+    """A tag and one fixed-width big-endian payload per value."""
+    return _Piece([(_TAG, tag[0]), (np.dtype(dtype), values)])
+
+
+def _length_prefixed(tag: bytes, data: pa.Array) -> _Piece:
     """`tag` + big-endian u32 byte length + the bytes, per value (data: binary)."""
     lengths = pc.binary_length(data).fill_null(0).to_numpy(zero_copy_only=False)
-    return pc.binary_join_element_wise(_tagged(tag, _big_endian(lengths, ">u4")), data, pa.scalar(b"", pa.binary()))
+    return _Piece([(_TAG, tag[0]), (np.dtype(">u4"), lengths)], data=data).mark_nulls(data)
 
 
-def _decimal_text(array: pa.Array) -> pa.Array | None:
-    """canonical_decimal of every value of a decimal128 array of precision <= 18, as binary."""
+#: Powers of ten an int64 holds, least significant first.
+_POWERS = 10 ** np.arange(_INT64_DECIMAL_DIGITS + 1, dtype=np.int64)
+
+
+def _decimal_piece(array: pa.Array) -> _Piece | None:
+    r"""The encodings of a decimal128 array of precision <= 18, its canonical text
+    (canonical_decimal) written digit by digit into the head.
+
+    >>> p = _decimal_piece(pa.array([Decimal("12.50"), Decimal("-0.03"), Decimal(0), None], pa.decimal128(4, 2)))
+    >>> [bytes(row[keep]) for row, keep in zip(_head_matrix([p], 4), p.keep)]
+    [b'n\x00\x00\x00\x06125e-1', b'n\x00\x00\x00\x05-3e-2', b'n\x00\x00\x00\x010', b'\x00']
+    """
     if not pa.types.is_decimal128(array.type) or array.type.precision > _INT64_DECIMAL_DIGITS:
         return None
+    n = len(array)
     # The low 8 bytes of each 16-byte little-endian value are the unscaled value itself.
-    words = np.frombuffer(array.buffers()[1], dtype="<i8")[2 * array.offset : 2 * (array.offset + len(array)) : 2]
+    words = np.frombuffer(array.buffers()[1], dtype="<i8")[2 * array.offset : 2 * (array.offset + n) : 2]
     unscaled = np.where(array.is_valid().to_numpy(zero_copy_only=False), words, 0)
     magnitude = np.abs(unscaled)
-    zeros = np.zeros(len(array), dtype=np.int64)
-    for _ in range(_INT64_DECIMAL_DIGITS + 1):  # strip trailing decimal zeros (normalize)
-        strip = (magnitude % 10 == 0) & (magnitude != 0)
-        if not strip.any():
-            break
-        magnitude = np.where(strip, magnitude // 10, magnitude)
-        zeros += strip
-    text = pc.binary_join_element_wise(
-        pc.if_else(pa.array(unscaled < 0), "-", ""),
-        pa.array(magnitude).cast(pa.string()),
-        "e",
-        pa.array(zeros - array.type.scale).cast(pa.string()),
-        "",
+    zeros = np.zeros(n, dtype=np.int64)
+    strip = np.flatnonzero((magnitude % 10 == 0) & (magnitude != 0))
+    while strip.size:  # strip trailing decimal zeros (normalize), of the values that have them
+        magnitude[strip] //= 10
+        zeros[strip] += 1
+        strip = strip[magnitude[strip] % 10 == 0]
+    exponent = zeros - array.type.scale
+    size = np.abs(exponent)
+    nonzero = magnitude != 0
+    negative = unscaled < 0
+    # The text's places: sign, the digits right-aligned (as many as the largest value
+    # has), 'e', the exponent's sign and two digits; `keep` picks each value's.
+    ndigits = np.maximum(np.searchsorted(_POWERS, magnitude, side="right"), 1)  # zero is the one digit '0'
+    places = int(ndigits.max(initial=1))
+    digits = np.empty((n, places), np.uint8)
+    rest = magnitude.copy()
+    for place in range(places - 1, -1, -1):
+        digits[:, place] = rest % 10 + ord("0")
+        rest //= 10
+    keep = np.empty((n, 5 + 1 + places + 4), bool)
+    keep[:, :5] = True
+    keep[:, 5] = negative
+    np.less(np.arange(places, 0, -1), ndigits[:, None] + 1, out=keep[:, 6 : 6 + places])
+    tail = keep[:, 6 + places :]
+    tail[:, 0], tail[:, 1], tail[:, 2], tail[:, 3] = nonzero, nonzero & (exponent < 0), nonzero & (size >= 10), nonzero
+    text = negative + ndigits + nonzero * (2 + (exponent < 0) + (size >= 10))
+    piece = _Piece(
+        [
+            (_TAG, ord("n")),
+            (np.dtype(">u4"), text),
+            (_TAG, ord("-")),
+            (np.dtype((np.uint8, (places,))), digits),
+            (_TAG, ord("e")),
+            (_TAG, ord("-")),
+            (_TAG, size // 10 + ord("0")),
+            (_TAG, size % 10 + ord("0")),
+        ],
+        lengths=5 + text,
+        keep=keep,
     )
-    return pc.if_else(pa.array(unscaled == 0), "0", text).cast(pa.binary())
+    return piece.mark_nulls(array)
 
 
-def _encode_column_arrow(type_: LogicalType, array: pa.Array) -> pa.Array | None:
+def _encode_column_arrow(type_: LogicalType, array: pa.Array) -> _Piece | None:
     """The column's canonical encodings computed on whole arrays; None where only the
     value-by-value path applies (wide decimals, unexpected Arrow types)."""
     kind = type_.kind
     t = array.type
     if kind == "int" and pa.types.is_integer(t):
-        body = _big_endian(array.cast(pa.int64()).fill_null(0).to_numpy(), ">i8")
-        encoded = _tagged(b"i", body)
+        piece = _fixed(b"i", array.cast(pa.int64()).fill_null(0).to_numpy(), ">i8")
     elif kind == "float" and pa.types.is_floating(t):
         values = array.cast(pa.float64()).fill_null(0.0).to_numpy() + 0.0  # + 0.0 turns -0.0 into 0.0
-        bits = np.ascontiguousarray(values.astype(">f8")).view(">u8").copy()
-        bits[np.isnan(values)] = 0x7FF8000000000000
-        encoded = _tagged(b"f", bits.view(np.uint8).reshape(len(values), 8))
+        bits = np.where(np.isnan(values), _CANONICAL_NAN_BITS, values.view(np.uint64))
+        piece = _fixed(b"f", bits, ">u8")
     elif kind == "text" and (pa.types.is_string(t) or pa.types.is_large_string(t)):
-        encoded = _length_prefixed(b"s", array.cast(pa.binary()))
+        return _length_prefixed(b"s", array.cast(pa.binary()))
     elif kind == "bytes" and (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
-        encoded = _length_prefixed(b"b", array.cast(pa.binary()))
+        return _length_prefixed(b"b", array.cast(pa.binary()))
     elif kind == "bool" and pa.types.is_boolean(t):
-        encoded = pc.if_else(array, pa.scalar(b"?\x01", pa.binary()), pa.scalar(b"?\x00", pa.binary()))
+        piece = _fixed(b"?", array.fill_null(False).to_numpy(zero_copy_only=False), "u1")
     elif kind == "date" and (pa.types.is_date32(t) or pa.types.is_date64(t)):
-        days = array.cast(pa.date32()).cast(pa.int32()).fill_null(0).to_numpy()
-        encoded = _tagged(b"d", _big_endian(days, ">i4"))
+        piece = _fixed(b"d", array.cast(pa.date32()).cast(pa.int32()).fill_null(0).to_numpy(), ">i4")
     elif kind in ("timestamp", "timestamptz") and pa.types.is_timestamp(t) and t.unit == "us":
         # Naive values count from the naive epoch, aware ones are stored in UTC: either way
         # the stored integer is what the value-by-value path computes.
         micros = array.view(pa.int64()).fill_null(0).to_numpy()
-        encoded = _tagged(b"T" if kind == "timestamp" else b"Z", _big_endian(micros, ">i8"))
+        piece = _fixed(b"T" if kind == "timestamp" else b"Z", micros, ">i8")
     elif kind == "decimal":
-        text = _decimal_text(array)
-        if text is None:
-            return None
-        encoded = _length_prefixed(b"n", text)
+        return _decimal_piece(array)
     else:
         return None
-    return pc.if_else(array.is_valid(), encoded, _BINARY_NULL)
+    return piece.mark_nulls(array)
+
+
+def _piece(type_: LogicalType, array: pa.Array | pa.ChunkedArray) -> _Piece:
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    piece = _encode_column_arrow(type_, array)
+    if piece is None:
+        piece = _Piece([], whole=pa.array(_encode_column_python(type_, array), pa.binary()))
+    return piece
+
+
+def _head_matrix(pieces: list[_Piece], rows: int) -> np.ndarray:
+    """The heads of the pieces side by side, rows x their widths (uint8)."""
+    fields = [field for p in pieces for field in p.fields]
+    record = np.empty(rows, np.dtype([(f"f{i}", dtype) for i, (dtype, _) in enumerate(fields)]))
+    for i, (_, values) in enumerate(fields):
+        record[f"f{i}"] = values
+    return record.view(np.uint8).reshape(rows, record.dtype.itemsize)
+
+
+def _heads(pieces: list[_Piece], rows: int) -> list[pa.Array]:
+    """The heads of consecutive pieces as one binary array (none for no piece): each row's
+    kept bytes, in order."""
+    if not pieces:
+        return []
+    matrix = _head_matrix(pieces, rows)
+    if all(p.lengths is None for p in pieces):
+        data = matrix.reshape(-1)
+        offsets = np.arange(0, (rows + 1) * matrix.shape[1], matrix.shape[1], dtype=np.int32)
+    else:
+        keep = np.ones(matrix.shape, bool)
+        sizes = np.zeros(rows, np.int64)
+        start = 0
+        for p in pieces:
+            width = p.width
+            if p.keep is not None:
+                keep[:, start : start + width] = p.keep
+            elif p.lengths is not None:
+                np.less(np.arange(width), p.lengths[:, None], out=keep[:, start : start + width])
+            sizes += width if p.lengths is None else p.lengths
+            start += width
+        data = matrix[keep]
+        offsets = np.zeros(rows + 1, np.int32)
+        np.cumsum(sizes, dtype=np.int32, out=offsets[1:])
+    return [pa.BinaryArray.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])]
+
+
+def _rows(pieces: list[_Piece], rows: int) -> pa.Array:
+    """The concatenation of the pieces' encodings, row by row: one binary array.
+
+    The heads between two pieces with bytes of their own (`data`, `whole`) are put
+    together with NumPy; one Arrow join then copies each row's parts into place, skipping
+    the data of NULLs.
+    """
+    parts: list[pa.Array] = []
+    waiting: list[_Piece] = []
+    for piece in pieces:
+        if piece.whole is None:
+            waiting.append(piece)
+        if piece.data is not None or piece.whole is not None:
+            parts += _heads(waiting, rows) + [piece.data if piece.whole is None else piece.whole]
+            waiting = []
+    parts += _heads(waiting, rows)
+    if not parts:
+        return pa.array([b""] * rows, pa.binary())
+    if len(parts) == 1 and not parts[0].null_count:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, _EMPTY, null_handling="skip")
 
 
 def _encode_column(type_: LogicalType, array: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    """The canonical encoding of every value of one column, as a binary array."""
     if len(array) == 0:
         return pa.array([], pa.binary())
-    encoded = _encode_column_arrow(type_, array)
-    if encoded is None:
-        encoded = pa.array(_encode_column_python(type_, array), pa.binary())
-    return encoded
+    return _rows([_piece(type_, array)], len(array))
+
+
+def encoded_rows(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column]) -> pa.Array:
+    """Canonical bytes of every row of `batch` as one binary array, columns taken in the order of `columns`."""
+    if batch.num_rows == 0:
+        return pa.array([], pa.binary())
+    return _rows([_piece(c.type, batch.column(c.name)) for c in columns], batch.num_rows)
 
 
 def encode_rows(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column]) -> list[bytes]:
     """Canonical bytes of every row of `batch`, columns taken in the order of `columns`."""
-    if batch.num_rows == 0:
-        return []
-    parts = [_encode_column(c.type, batch.column(c.name)) for c in columns]
-    return pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary())).to_pylist()
+    return encoded_rows(batch, columns).to_pylist()
 
 
 def _hasher(bits: int) -> Callable[[bytes, int], int]:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from .scatter import Scatter
+
 FORMAT_VERSION = 1
 """Version of the Arrow layout written by `Iblt.to_arrow`; bumped when the layout or the hashing changes."""
 
@@ -41,10 +43,11 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _META = {"version": b"iblt.version", "cells": b"iblt.cells", "hashes": b"iblt.hashes", "seed": b"iblt.seed"}
 _COMPACT = b"iblt.compact"
 #: A compact table's counts are kept modulo this, its checksums to 32 bits.
-#: A batch folds its counts in with one pass over the whole table (bincount) when it has
-#: at least 1/WHOLE_PASS_SHARE as many cells as the table; cell by cell otherwise.
-WHOLE_PASS_SHARE = 8
 COMPACT_COUNT_MODULUS = 4
+#: Pairs folded in one go: the grouping by cell (scatter.py) holds about 40 bytes a pair
+#: and sub-table beside the table (31 MiB at its peak for this many and 3 sub-tables), so
+#: a large add (the warehouse's, of a whole delta) goes in parts.
+FOLD_PAIRS = 1 << 18
 _CHECK32 = np.uint64(0xFFFFFFFF)
 _SUMS = ("key_sum", "hash_sum", "check_sum")
 
@@ -180,28 +183,19 @@ class Iblt:
 
     def _fold(self, cells: np.ndarray, keys: np.ndarray, hashes: np.ndarray, signs, normalize: bool = True) -> None:
         """Fold pairs into their cells; `signs` is one int or one per pair."""
-        checks = self._checksums(keys, hashes)
-        # bincount is several times faster than np.add.at on large inputs, but it passes
-        # over the whole table: worth it only when the batch is not much smaller than that
-        # (a site query read in small batches into a wide table would pay it every batch).
-        whole = np.ndim(signs) == 0 and cells.size * WHOLE_PASS_SHARE >= self.cells
-        if whole:
-            self.count += int(signs) * np.bincount(cells.ravel(), minlength=self.cells)
-        # Sub-table by sub-table: each ufunc.at stays within one slice of the arrays, which
-        # caches better; and its values always have the shape of its indices (numpy 2.4's
-        # add.at reads garbage when 1-D values are broadcast over 2-D indices).
-        for row in cells:
-            if not whole:
-                np.add.at(self.count, row, signs if np.ndim(signs) else np.full(row.size, int(signs), np.int64))
-            np.bitwise_xor.at(self.key_sum, row, keys)
-            np.bitwise_xor.at(self.hash_sum, row, hashes)
-            np.bitwise_xor.at(self.check_sum, row, checks)
-        if self.compact and normalize:
-            if whole:
-                np.remainder(self.count, COMPACT_COUNT_MODULUS, out=self.count)
-            else:  # only the cells this batch touched can have left [0, modulus)
-                touched = cells.ravel()
-                self.count[touched] = np.remainder(self.count[touched], COMPACT_COUNT_MODULUS)
+        # Grouped by cell once, then plain fancy indexing: np.add.at and np.bitwise_xor.at
+        # cost several times as much (see scatter.py).
+        grouped = Scatter(cells, self.cells)
+        touched = grouped.cells
+        if np.ndim(signs):
+            self.count[touched] += grouped.sum(np.asarray(signs, np.int64))
+        else:
+            self.count[touched] += int(signs) * grouped.counts()
+        self.key_sum[touched] ^= grouped.xor(keys)
+        self.hash_sum[touched] ^= grouped.xor(hashes)
+        self.check_sum[touched] ^= grouped.xor(self._checksums(keys, hashes))
+        if self.compact and normalize:  # only the cells this batch touched can have left [0, modulus)
+            self.count[touched] = np.remainder(self.count[touched], COMPACT_COUNT_MODULUS)
 
     def add(self, keys: np.ndarray, hashes: np.ndarray, sign: int = 1, *, normalize: bool = True) -> None:
         """Fold the pairs (keys[i], hashes[i]) in with sign +1 or -1.
@@ -219,8 +213,9 @@ class Iblt:
         keys, hashes = _as_u64(keys, "keys"), _as_u64(hashes, "hashes")
         if keys.size != hashes.size:
             raise ValueError(f"{keys.size} keys but {hashes.size} row hashes")
-        if keys.size:
-            self._fold(self._cells(keys, hashes), keys, hashes, sign, normalize)
+        for start in range(0, keys.size, FOLD_PAIRS):
+            part = slice(start, start + FOLD_PAIRS)
+            self._fold(self._cells(keys[part], hashes[part]), keys[part], hashes[part], sign, normalize)
 
     def _check_same_shape(self, other: Iblt) -> None:
         if not isinstance(other, Iblt):
@@ -304,9 +299,9 @@ class Iblt:
         >>> t.empty_cells()
         27
         """
-        return int(self.cells - self._occupied(np.arange(self.cells)).sum())
+        return self.cells - int(np.count_nonzero(self._occupied(slice(None))))
 
-    def _occupied(self, cells: np.ndarray) -> np.ndarray:
+    def _occupied(self, cells: np.ndarray | slice) -> np.ndarray:
         return (
             (self.count[cells] != 0)
             | (self.key_sum[cells] != 0)
@@ -316,8 +311,7 @@ class Iblt:
 
     def _pure(self, cells: np.ndarray) -> np.ndarray:
         """Those of `cells` that hold one pair: count +-1, a matching checksum, and the pair's own cell."""
-        count = self.count[cells]
-        cells = cells[(count == 1) | (count == (COMPACT_COUNT_MODULUS - 1 if self.compact else -1))]
+        cells = cells[self._counts_one(self.count[cells])]
         keys, hashes = self.key_sum[cells], self.hash_sum[cells]
         good = self._checksums(keys, hashes) == self.check_sum[cells]
         cells, keys, hashes = cells[good], keys[good], hashes[good]
@@ -325,8 +319,12 @@ class Iblt:
         own = (_pair_hash(keys, hashes, self._salts[sub]) % np.uint64(self.width)).astype(np.int64) + sub * self.width
         return cells[own == cells]
 
-    def peel(self) -> Peeled:
-        """Recover the pairs of the table (self is left unchanged).
+    def _counts_one(self, count: np.ndarray) -> np.ndarray:
+        return (count == 1) | (count == (COMPACT_COUNT_MODULUS - 1 if self.compact else -1))
+
+    def peel(self, *, in_place: bool = False) -> Peeled:
+        """Recover the pairs of the table (self is left unchanged, unless `in_place`: then
+        self is peeled, for a caller that drops the table after, one table less in memory).
 
         Each round takes every pair of a pure cell out of all its cells and looks again at
         the cells it touched. In a sound table each pair taken out empties at least its
@@ -334,9 +332,9 @@ class Iblt:
         does not (a corrupt or forged table) ends the peel, incomplete, without reporting
         that round's pairs. Hence at most `cells` rounds.
         """
-        t = self.copy()
+        t = self if in_place else self.copy()
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        candidates = np.arange(t.cells)
+        candidates = np.flatnonzero(t._counts_one(t.count))  # no pure cell elsewhere
         sound = True
         for _ in range(t.cells + 1):
             pure = t._pure(candidates)

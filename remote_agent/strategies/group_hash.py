@@ -15,6 +15,7 @@ import pyarrow as pa
 from ..errors import BadRequest
 from ..keyindex import KeyIndex
 from ..protocol.encoding import LIMB_BITS, carry_limbs, limbs_from_bytes
+from ..protocol.scatter import Scatter
 from ..protocol.types import Column
 from ..protocol.wire import UID, key_values
 from .checks import wire_hashes
@@ -91,9 +92,9 @@ class UnitIndex:
     def met(self, positions: np.ndarray, limbs: np.ndarray) -> None:
         """Scanned rows at key `positions` (each new) with their row hashes as limbs."""
         self.keys.seen[positions] = True
-        unit = self.keys.payload[positions]
-        np.add.at(self.sums, unit, limbs)
-        self.counts += np.bincount(unit, minlength=len(self.counts))
+        grouped = Scatter(self.keys.payload[positions], len(self.counts))
+        self.sums[grouped.cells] += grouped.sum(limbs)
+        self.counts[grouped.cells] += grouped.counts()
 
     def totals(self, units: np.ndarray) -> np.ndarray:
         """The hash of what the scan met of each unit, as limbs."""

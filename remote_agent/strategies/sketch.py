@@ -20,7 +20,8 @@ warehouse's and peels what is left:
   statistics.
 
 Memory: the agent's table (32 bytes a cell in memory, `A` cells per sub-table: a small
-multiple of what the statistics expect) and one batch of rows. A key of one integer column
+multiple of what the statistics expect), one batch of rows, and the fingerprints of up to
+FOLD_ROWS rows waiting to be folded in. A key of one integer column
 is its own fingerprint, so the keys of the rows to send come straight out of the peel. Any
 other key is written with its fingerprint to a temporary file on the agent's disk while the
 site query is read (never to the database), and read back to find the keys of the
@@ -87,6 +88,10 @@ def table_width(asked: int, sent: int, hashes: int, budget_bytes: int) -> int:
     return sent * max(fits, default=1)
 
 
+#: Pairs folded into the table at once: the table's cells are then visited in larger
+#: sorted sweeps (Iblt.add on 1M students rows: 0.59 s CPU in batches of 10k, 0.33 s in
+#: groups of 128k), for 2 MiB of waiting fingerprints.
+FOLD_ROWS = 131_072
 #: Rows per spilled batch and per DELETED_KEYS frame.
 SPILL_ROWS = 65_536
 #: Seconds a kept reconciliation waits for the warehouse's next stage.
@@ -131,17 +136,29 @@ class Reconciliation:
             read_ahead=read_ahead,
             pacer=pacer,
         )
+        waiting: list[tuple[np.ndarray, np.ndarray]] = []
         with contextlib.closing(scanned):
             for batch in scanned:
                 self.rows_scanned += batch.num_rows
                 with timings.phase("hash_s"):
                     kf = key_fingerprints(batch, self.key, key_seed)
-                    self.table.add(kf, row_fingerprints(batch, self.columns, row_seed), normalize=False)
+                    waiting.append((kf, row_fingerprints(batch, self.columns, row_seed)))
+                    if sum(len(k) for k, _ in waiting) >= FOLD_ROWS:
+                        self._fold(waiting)
                 if self._spill is not None:
                     self._spill.write(kf, batch)
-        self.table.normalize()  # once, not per batch: a pass over the whole table
+        with timings.phase("hash_s"):
+            self._fold(waiting)
+            self.table.normalize()  # once, not per batch: a pass over the whole table
         if self._spill is not None:
             self._spill.close()
+
+    def _fold(self, waiting: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Fold the pairs of the batches waiting into the table, and forget them."""
+        if waiting:
+            keys, hashes = (np.concatenate(parts) for parts in zip(*waiting))
+            self.table.add(keys, hashes, normalize=False)
+            waiting.clear()
 
     def peel(self, sent: Iblt) -> tuple[Peeled, int]:
         """The pairs only one side holds (plus: the warehouse, minus: the source), and the
@@ -156,7 +173,7 @@ class Reconciliation:
         difference = sent.subtract(self.table.shrink(sent.width))
         empty = difference.empty_cells()
         self.touched = time.monotonic()
-        return difference.peel(), empty
+        return difference.peel(in_place=True), empty
 
     def key_table(self, fingerprints: np.ndarray) -> pa.Table:
         """The keys with these fingerprints (of rows the source holds), each beside its

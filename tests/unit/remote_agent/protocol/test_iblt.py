@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from remote_agent.protocol import iblt
 from remote_agent.protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash
 from remote_agent.protocol.iblt_sizing import cells_for
 
@@ -306,9 +307,22 @@ def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
 
 
 @pytest.mark.parametrize("compact", [False, True])
+def test_an_add_larger_than_fold_pairs_goes_in_parts_to_the_same_table(compact, monkeypatch):
+    rng = np.random.default_rng(6)
+    keys = rng.integers(0, 2**63, size=1_000, dtype=np.uint64)
+    hashes = rng.integers(0, 2**63, size=1_000, dtype=np.uint64)
+    whole, parts = Iblt(600, 3, 2, compact=compact), Iblt(600, 3, 2, compact=compact)
+    whole.add(keys, hashes)
+    monkeypatch.setattr(iblt, "FOLD_PAIRS", 64)
+    parts.add(keys, hashes)
+    for name in ("count", "key_sum", "hash_sum", "check_sum"):
+        assert np.array_equal(getattr(whole, name), getattr(parts, name)), name
+
+
+@pytest.mark.parametrize("compact", [False, True])
 def test_small_batches_fold_as_one_large_batch(compact):
-    """A batch much smaller than the table is folded cell by cell, a large one with one pass
-    over the table; counts left unnormalized until the end come out the same."""
+    """Many small batches, counts left unnormalized until the end, fold into the same table
+    as one large batch."""
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
     hashes = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
@@ -323,3 +337,17 @@ def test_small_batches_fold_as_one_large_batch(compact):
     for name in ("count", "key_sum", "hash_sum", "check_sum"):
         assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
     assert set(whole.subtract(Iblt(3_000, 3, 11, compact=compact)).peel().plus_keys) <= set(keys.tolist())
+
+
+@pytest.mark.parametrize("pairs", [300, 3_000], ids=["peels", "too-many"])
+def test_peeling_in_place_finds_what_peeling_a_copy_finds(pairs):
+    rng = np.random.default_rng(8)
+    t = Iblt(1_200, 3, 4, compact=True)
+    t.add(rng.integers(0, 2**63, pairs).astype(np.uint64), rng.integers(0, 2**63, pairs).astype(np.uint64))
+    before = t.copy()
+    copied = t.peel()
+    assert np.array_equal(t.key_sum, before.key_sum) and np.array_equal(t.count, before.count)
+    in_place = t.peel(in_place=True)
+    assert copied.complete == in_place.complete == (pairs == 300)
+    for name in ("plus_keys", "plus_hashes", "minus_keys", "minus_hashes"):
+        assert np.array_equal(getattr(copied, name), getattr(in_place, name)), name

@@ -22,6 +22,7 @@ from remote_agent.protocol.models import PROTOCOL_VERSION, SiteSpec, SketchContr
 from remote_agent.protocol.types import Column, LogicalType
 from remote_agent.protocol.wire import KEY_FP
 from remote_agent.settings import AgentSettings
+from remote_agent.strategies import sketch
 from remote_agent.strategies.sketch import Reconciliations
 from tests.support.agent_requests import check_timings
 
@@ -76,7 +77,16 @@ def _table(key_type: str, rows: dict, width: int) -> Iblt:
     return t
 
 
-def _post(client, key_type: str, old: dict, width: int, widest: int, session: str | None = None, compact=True):
+def _post(
+    client,
+    key_type: str,
+    old: dict,
+    width: int,
+    widest: int,
+    session: str | None = None,
+    compact=True,
+    batch_rows: int = 16_384,
+):
     columns = [c.to_json() for c in _columns(key_type)]
     control = SketchControl.model_construct(  # unchecked: the agent is the one to check
         site=SiteSpec(sql="SELECT t.k, t.v FROM t", key=["k"], columns=columns),
@@ -84,7 +94,7 @@ def _post(client, key_type: str, old: dict, width: int, widest: int, session: st
         width=widest,
         session=session,
         protocol=PROTOCOL_VERSION,
-        batch_rows=16_384,
+        batch_rows=batch_rows,
     )
     table = _table(key_type, old, width)
     table = table.to_compact() if compact else table
@@ -140,6 +150,17 @@ def test_no_change_peels_at_the_probe(setup):
     summary, rows, deleted = _answer(_post(client, key_type, new, width=16, widest=16 * 40))
     assert summary["complete"] and summary["differences"] == 0 and not rows and not deleted
     assert "session" not in summary
+
+
+def test_batches_folded_in_groups_give_the_same_answer(setup, monkeypatch):
+    """The scan folds the pairs of several batches at once (FOLD_ROWS), the last group
+    after the read: small batches and groups change nothing of the answer."""
+    client, key_type, old, new = setup
+    monkeypatch.setattr(sketch, "FOLD_ROWS", 1_000)
+    summary, rows, deleted = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, batch_rows=700))
+    assert summary["complete"] and summary["rows_scanned"] == len(new)
+    assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
+    assert sorted(deleted) == sorted(set(old) - set(new))
 
 
 @pytest.mark.parametrize(

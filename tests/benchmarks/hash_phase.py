@@ -1,0 +1,122 @@
+"""CPU seconds of each piece of the agent's hashing phase (`hash_s`) over N students rows.
+
+    python -m tests.benchmarks.hash_phase [--rows 1000000] [--db PATH]
+
+Builds (once) the students workload's SQLite table of N rows, reads it through the agent's
+own adapter and converter into the batches a scan hands over, then times, best of three,
+what the sketch strategy does to them (row encoding, xxh3, fingerprints, folding into the
+IBLT) and the row hashes the group-hash and range-checksum strategies take. Run it from
+another checkout (`cd ../other && python -m tests.benchmarks.hash_phase --db PATH`) to
+compare versions on the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import xxhash
+
+from remote_agent import chunks
+from remote_agent.adapters import open_adapter
+from remote_agent.adapters.rows import RowConverter
+from remote_agent.protocol.encoding import encode_rows, row_hash_limbs
+from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from remote_agent.protocol.iblt import Iblt
+from remote_agent.protocol.types import Column
+from remote_agent.sitequery import validate_site_query
+from remote_agent.strategies.checks import key_columns
+from remote_agent.timings import Timings
+from workloads.students import COLUMNS, StudentsSource
+
+SECRET = 12345
+#: Cells per sub-table of the IBLT folded into (the 10M benchmark's agent built 1.29M cells).
+WIDTH = 430_096
+#: Rows folded into the IBLT at once, as the sketch scan groups them.
+GROUP_ROWS = 131_072
+
+
+def scanned_batches(db: Path, rows: int) -> tuple[list[pa.RecordBatch], list[Column], list[Column]]:
+    """The batches an agent's scan of the students table hands over, with its columns and key."""
+    if not db.exists():
+        StudentsSource(db).create(rows)
+    adapter = open_adapter(f"sqlite:///{db}", statement_timeout_s=3600)
+    tables = {t.name: t for t in adapter.describe()}
+    query = validate_site_query(f"SELECT {', '.join(COLUMNS)} FROM students", ["student_id"], tables, adapter.dialect)
+    converter = RowConverter(adapter, query.columns, query.where())
+    with adapter.session() as session:
+        batches = list(
+            chunks.batches(adapter, session, query, converter, chunk_rows=50_000, batch_rows=16_384, timings=Timings())
+        )
+    return batches, [Column(c.name, c.type) for c in query.columns], key_columns(query)
+
+
+def best_of_three(run: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        run()
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def _each(f: Callable, items: Iterable) -> Callable[[], None]:
+    def run() -> None:
+        for item in items:  # each result dropped, as a scan drops it
+            f(item)
+
+    return run
+
+
+def _fold(pairs: list[tuple[np.ndarray, np.ndarray]], group: int) -> Callable[[], None]:
+    def run() -> None:
+        table = Iblt(WIDTH * 3, 3, SECRET, compact=True)
+        waiting, size = [], 0
+        for keys, hashes in pairs:
+            waiting.append((keys, hashes))
+            size += len(keys)
+            if size >= group:
+                table.add(*(np.concatenate(p) for p in zip(*waiting)), normalize=False)
+                waiting, size = [], 0
+        if waiting:
+            table.add(*(np.concatenate(p) for p in zip(*waiting)), normalize=False)
+        table.normalize()
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--db", type=Path, help="the SQLite file (built if absent; default: a temporary one)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        batches, columns, key = scanned_batches(args.db or Path(tmp) / "students.db", args.rows)
+    rows = sum(b.num_rows for b in batches)
+    key_seed, row_seed = sketch_seeds(SECRET)
+    encoded = [encode_rows(b, columns) for b in batches]
+    pairs = [(key_fingerprints(b, key, key_seed), row_fingerprints(b, columns, row_seed)) for b in batches]
+    pieces = {
+        "encode_rows (canonical bytes)": _each(lambda b: encode_rows(b, columns), batches),
+        "xxh3-64 of the encoded rows": _each(
+            lambda e: b"".join(map(xxhash.xxh3_64_digest, e, repeat(row_seed))), encoded
+        ),
+        "key_fingerprints": _each(lambda b: key_fingerprints(b, key, key_seed), batches),
+        "row_fingerprints": _each(lambda b: row_fingerprints(b, columns, row_seed), batches),
+        "Iblt.add, batch by batch": _fold(pairs, 1),
+        f"Iblt.add, {GROUP_ROWS:,} rows at once": _fold(pairs, GROUP_ROWS),
+        "row_hash_limbs (128 bits)": _each(lambda b: row_hash_limbs(b, columns, row_seed, 128), batches),
+    }
+    print(f"{rows:,} students rows in {len(batches)} batches; CPU seconds, best of 3")
+    for name, run in pieces.items():
+        print(f"{name:36s} {best_of_three(run):7.3f}")
+
+
+if __name__ == "__main__":
+    main()
