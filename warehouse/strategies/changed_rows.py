@@ -216,6 +216,7 @@ class ChangedRows(Strategy):
         ctx = self.ctx
         keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key)
         method = key_reconciliation(ctx.estimate)
+        t0 = time.monotonic()
         change = None
         if method == "sketch":
             change = self._keys_by_sketch(keys_site)
@@ -223,6 +224,7 @@ class ChangedRows(Strategy):
             change = self._keys_by_ranges(keys_site)
         if change is None:
             change = self._keys_shipped(keys_site)
+        self.report["key_reconciliation_s"] = round(time.monotonic() - t0, 3)
         ctx.metrics.rows_scanned += self.traffic_rows
         return self._answer(self.ranged, *change)
 
@@ -249,6 +251,7 @@ class ChangedRows(Strategy):
             key_sketch_bytes=km.sketch_bytes,
             key_sketch_stages=km.sketch_stages,
             key_table="kept" if sketch.table_kept else "built",
+            key_agent_seconds=km.agent_seconds,
         )
         self.traffic_rows += km.rows_scanned
         return new, gone
@@ -267,6 +270,7 @@ class ChangedRows(Strategy):
             keys_reconciled=km.rows_received,
             key_ranges_sent=km.groups_sent,
             key_range_rounds=km.range_rounds,
+            key_agent_seconds=km.agent_seconds,
         )
         self.traffic_rows += km.rows_scanned
         shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
