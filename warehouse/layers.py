@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
@@ -128,6 +129,34 @@ def batches(
             columns=schema.names, batch_size=batch_rows
         ):
             yield from pa.Table.from_batches([batch]).cast(schema).to_batches()
+
+
+def lookup(version: Version, site: int, columns: list[Column], key: list[str], keys: pa.Table) -> pa.Table:
+    """The stored rows of `keys` (site columns and ω±, tno counted up to `version`, overlay
+    applied, as `frame` has them), read with Arrow: the files are filtered on the first key
+    column as they are read, so only the matching rows are decoded in full."""
+    schema = arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
+    key_schema = pa.schema([schema.field(k) for k in key])
+    keys = keys.select(key).cast(key_schema)
+    wanted = ds.field(key[0]).isin(pc.unique(keys.column(key[0]).combine_chunks()))
+    site_dir = version.site_dir(site)
+    layers = Layers.load(site_dir)
+
+    def read(directory: Path) -> pa.Table:
+        found = ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted)
+        return found.cast(schema).join(keys, key, join_type="left semi").select(schema.names)
+
+    rows = read(version.fragment(site))
+    if layers is not None and layers.removed_rows:
+        removed = pq.read_table(site_dir / "removed").select(key).cast(key_schema)
+        rows = rows.join(removed, key, join_type="left anti").select(schema.names)
+    if layers is not None and layers.upsert_rows:
+        rows = pa.concat_tables([rows, read(site_dir / "upserts")])
+    if layers is not None and layers.tno_offset:
+        rows = rows.set_column(
+            rows.schema.get_field_index(TNO), TNO, pc.add(rows.column(TNO), pa.scalar(layers.tno_offset, pa.int64()))
+        )
+    return rows
 
 
 def view_batches(version: Version, view: ViewDef, batch_rows: int) -> Iterator[pa.RecordBatch]:

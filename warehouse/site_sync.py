@@ -30,7 +30,7 @@ from .planning import CostModel
 from .sketch_prep import Preparations
 from .storage import OP, TNO, Version
 from .strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
-from .strategies.base import Answer, spark_schema
+from .strategies.base import Answer
 from .touched_delta import TouchedDelta, classify, omega_schema
 from .touched_delta import check_unique as check_unique_arrow
 from .viewdef import SiteQuery
@@ -249,13 +249,10 @@ class SiteRun:
         key_schema = pa.schema([returned.schema.field(k) for k in key])
         deleted = pq.read_table(self.answer.deleted) if self.answer.deleted is not None else key_schema.empty_table()
         check_unique_arrow(returned, key, what)
-        keys = self.spark.read.schema(spark_schema(ctx.key_columns())).parquet(
-            *[str(p) for p in self.answer.returned], *([str(self.answer.deleted)] if self.answer.deleted else [])
-        )
         if ctx.touched_rows is None:  # unless the strategy read them already
-            # the stored rows of the touched keys: one pass over the fragment, nothing shuffled
             t0 = time.monotonic()
-            ctx.touched_rows = ctx.snapshot.join(keys.distinct(), key, "left_semi").toArrow()
+            keys = pa.concat_tables([returned.select(key).cast(key_schema), deleted.select(key).cast(key_schema)])
+            ctx.touched_rows = ctx.stored_rows(keys.group_by(key).aggregate([]))
             self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         result = classify(ctx.touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)
         current = self._current_layers()

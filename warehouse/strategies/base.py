@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.models import ChangedSince, ExtractControl, FetchControl, SiteSpec
@@ -151,6 +153,20 @@ class SiteContext:
 
     def deleted_schema(self) -> pa.Schema:
         return pa.schema([pa.field(UID, pa.int64()), *arrow_schema(self.key_columns())])
+
+    def stored_rows(self, keys: pa.Table) -> pa.Table:
+        """The snapshot's rows (with ω±) of `keys` (a table of the key columns). On a local
+        master the driver is the only executor, and Arrow reads the files with the keys as
+        a filter (a fraction of a second at 1M rows, where a Spark job over the fragment
+        took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
+        from .. import layers  # layers reads fragments with this module's schemas
+
+        if self.spark.sparkContext.master.startswith("local"):
+            return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys)
+        probe = self.staging / "touched-keys.parquet"
+        pq.write_table(keys, probe)
+        probed = self.spark.read.schema(spark_schema(self.key_columns())).parquet(str(probe))
+        return self.snapshot.join(F.broadcast(probed), self.site.key, "left_semi").toArrow()
 
     def tick(self, rows_received: int) -> None:
         """Report the exchange's progress, and let fault injection strike mid-answer."""

@@ -35,7 +35,6 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from remote_agent.protocol.models import SiteSpec
 
@@ -291,7 +290,7 @@ class ChangedRows(Strategy):
         """Rows read whose key is there now, the snapshot keys no longer there (`gone`),
         and the rows of keys new to the warehouse (`new`) that the changed read did not return.
 
-        The stored rows of every key involved are read here, in one pass over the fragment,
+        The stored rows of every key involved are read here, once (SiteContext.stored_rows),
         and the delta is built from them (ctx.touched_rows): a row read whose key the
         snapshot lacks and that is not new was inserted and deleted between the two reads.
         """
@@ -300,10 +299,7 @@ class ChangedRows(Strategy):
         rows = pq.read_table(ranged.returned[0]).cast(ctx.rows_schema())
         read_keys = rows.select(key)
         t0 = time.monotonic()
-        probe = ctx.staging / "ts-probe.parquet"
-        pq.write_table(pa.concat_tables([read_keys, new, gone]).group_by(key).aggregate([]), probe)
-        probed = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(probe))
-        ctx.touched_rows = ctx.snapshot.join(F.broadcast(probed), key, "left_semi").toArrow()
+        ctx.touched_rows = ctx.stored_rows(pa.concat_tables([read_keys, new, gone]).group_by(key).aggregate([]))
         ctx.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         stored = ctx.touched_rows.select(key).cast(key_schema)
         # a key the agent holds and the snapshot too comes back new only if the source holds it twice
