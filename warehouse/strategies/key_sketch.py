@@ -12,8 +12,8 @@ The warehouse's table of the snapshot's keys is kept beside the fragment (`key-s
 the site's directory of the version, so it commits with it) and brought up to date in
 O(changes) when each sync stages its version: less the keys its delta deleted, plus those
 it inserted — whichever way the sync found them, a full reconciliation included. A table
-is built from the fragment on the executors (one pass over the key columns) only when
-none is kept (the first sync after a load or after another strategy), when its secret is
+is built with the load, from its keys, and from the fragment on the executors (one pass
+over the key columns) only when none is kept (after another strategy), when its secret is
 due for rotation, or when the fragment outgrew it. When no stage peels, the caller ships
 every key instead (`KeysUnresolved`): the group-hash fall-back of a row sketch needs
 statistics a key-only snapshot does not carry.
@@ -21,12 +21,15 @@ statistics a key-only snapshot does not carry.
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from remote_agent.protocol.iblt import Iblt
 
 from .. import sketches
 from ..metrics import SiteMetrics
@@ -144,6 +147,13 @@ def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[pa.Table, pa.T
     new = pa.concat_tables([pq.read_table(p).select(keys_site.key).cast(key_schema) for p in answer.returned])
     gone = pq.read_table(answer.deleted).select(keys_site.key).cast(key_schema)
     return new, gone, sketch
+
+
+def empty_table(rows: int) -> sketches.SiteSketch:
+    """A table for a fragment of `rows` rows, with a new secret and no pair in it yet."""
+    return sketches.SiteSketch(
+        Iblt(sketches.stored_width(rows) * sketches.HASHES, sketches.HASHES, secrets.randbits(64))
+    )
 
 
 def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Version) -> bool:
