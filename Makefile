@@ -18,8 +18,12 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) scripts/demo.py
 
+# Test modules run on TEST_WORKERS pytest-xdist workers, each module wholly in one (its
+# fixtures: a service, a PostgreSQL server per worker); TEST_WORKERS=0 runs them in-process.
+TEST_WORKERS ?= 2
+
 test: install lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff, configured in pyproject.toml: lint, and check that the code is formatted
 lint: install
