@@ -38,7 +38,9 @@ def setup(tmp_path_factory, logs_dir, special_service):
     service, kill_file = special_service.proc, special_service.kill_file
     api = Api(service.url)
     api.add_source("engine_src", agent.url)
-    api.add_view(VIEW, VIEW_SQL.format(source="engine_src"))
+    # group_hash: its exact delta is built over the snapshot on Spark (a sketch sync that
+    # peels reads and writes only the touched rows, with Arrow, and may need no Spark at all)
+    api.add_view(VIEW, VIEW_SQL.format(source="engine_src"), strategy="group_hash")
     check_sync(api, VIEW, KEY, {}, people.truth(), api.sync(VIEW))
     yield api, people, kill_file, service
     api.close()
@@ -56,9 +58,8 @@ def test_a_jvm_that_dies_during_a_sync_fails_that_sync_clearly_and_is_replaced(s
     first_jvm = java_pid(service.proc.pid)
     assert java_heap(service.proc.pid) == HEAP, "SERVICE_SPARK_DRIVER_MEMORY sets the heap"
     before = keyed(api.rows(VIEW), KEY)
-    # killed while the agent's answer arrives: the next step (the key lookup of the touched
-    # rows) needs Spark. After `fragments_written` a sketch sync needs no Spark any more
-    # (the delta and the overlay are written on the driver) and would rightly succeed.
+    # killed while the agent's answer arrives: the next step (the exact delta over the
+    # snapshot) needs Spark.
     kill_file.write_text(f"{SPARK_TARGET}:exchange_units")
     people.change(updates=30, inserts=10, deletes=5)
     record = api.sync(VIEW)
