@@ -144,7 +144,7 @@ class StateLoad(FullShip):
     def stage(self, staged: Version) -> None:
         self.state.save(staged.site_dir(self.ctx.index))
         # the table of the loaded keys, so that the first sketch of the keys finds it kept
-        key_sketch.stage_table(self.ctx, key_sketch.empty_table(self.ctx.result.inserted), staged)
+        key_sketch.build_table(self.ctx, staged, self.ctx.result.inserted)
 
 
 class ChangedRows(Strategy):

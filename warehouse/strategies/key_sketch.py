@@ -21,7 +21,6 @@ statistics a key-only snapshot does not carry.
 
 from __future__ import annotations
 
-import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -29,14 +28,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from remote_agent.protocol.iblt import Iblt
-
 from .. import sketches
 from ..metrics import SiteMetrics
 from ..planning import CostModel
 from ..storage import Version
 from ..viewdef import SiteQuery
-from .base import SiteContext, SiteEstimate
+from .base import SiteContext, SiteEstimate, spark_schema
 from .sketch import Sketch
 
 
@@ -149,11 +146,12 @@ def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[pa.Table, pa.T
     return new, gone, sketch
 
 
-def empty_table(rows: int) -> sketches.SiteSketch:
-    """A table for a fragment of `rows` rows, with a new secret and no pair in it yet."""
-    return sketches.SiteSketch(
-        Iblt(sketches.stored_width(rows) * sketches.HASHES, sketches.HASHES, secrets.randbits(64))
-    )
+def build_table(ctx: SiteContext, staged: Version, rows: int) -> None:
+    """Stage the table of the keys of `staged`'s fragment (just written whole, `rows` rows),
+    built from its key columns on the executors."""
+    key = ctx.key_columns()
+    frame = ctx.spark.read.schema(spark_schema(key)).parquet(str(staged.fragment(ctx.index)))
+    sketches.build(frame, key, key, rows).save(table_dir(staged, ctx.index))
 
 
 def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Version) -> bool:
