@@ -42,6 +42,7 @@ def test_sketch_costs_the_change_not_the_table(api, people):
     api.add_view("sk_people", VIEW_SQL.format(source="sk"), strategy="sketch")
     load = _sync(api, people, "sk_people", {})
     before = people.truth()
+    unpeeled = 0
     for round_ in range(3):
         people.change(updates=100, inserts=40, deletes=20)
         m = _sync(api, people, "sk_people", before)
@@ -51,13 +52,16 @@ def test_sketch_costs_the_change_not_the_table(api, people):
         # load committed (not on its own critical path); later ones keep it up to date
         assert bool(m.get("sketch_rebuilt")) == (round_ == 0), m
         assert bool(m.get("sketch_prepared")) == (round_ == 0) and m.get("sketch_built_inline_s") is None, m
-        # the probe does not peel a few hundred differences; the main stage does, on the same read
-        assert m["sketch_stages"] == 2 and m["rows_scanned"] == len(before), m
+        # the probe does not peel a few hundred differences; the main stage does, on the same read.
+        # The main stage is sized to fail about one sync in a hundred (a fresh secret each load):
+        # then the agent's wider table, still from the same read, resolves it as a third stage
+        unpeeled += bool(m.get("peel_failed"))
+        assert m["sketch_stages"] == 2 + bool(m.get("peel_failed")) and m["rows_scanned"] == len(before), m
         # the agent's phases, summed over both stages, fit in the time it spent answering
         check_timings(m["agent_timings"], m["agent_seconds"])
         assert m["agent_timings"]["read_s"] > 0 and m["agent_timings"]["hash_s"] > 0, m
     # the statistics predict about what happens each round, and the table is sized for it
-    assert 100 < m["differences_expected"] < 1_000, m
+    assert 100 < m["differences_expected"] < 1_000 and unpeeled <= 1, m
     still = _sync(api, people, "sk_people", before)
     assert still["differences_found"] == 0 and still["sketch_stages"] == 1, still
     assert _moved(still) < 0.01 * _moved(load), f"a no-change sync moved {_moved(still)} bytes, the load {_moved(load)}"
@@ -88,7 +92,7 @@ def test_far_more_changes_than_predicted_still_give_the_exact_delta(api, people)
     before = people.truth()
     people.change(updates=50, inserts=10, deletes=5)
     m = _sync(api, people, "sk_burst", before)
-    assert m["sketch_rebuilt"] and not m.get("peel_failed"), "after a fall-back the table is rebuilt from the fragment"
+    assert m["sketch_rebuilt"] and m.get("fallback") is None, "after a fall-back the table is rebuilt from the fragment"
     assert m["sketch_prepared"], "in the background, after the fall-back's commit"
 
 
