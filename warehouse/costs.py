@@ -27,7 +27,14 @@ def measure(snapshot: DataFrame | None, site: SiteQuery, hash_bits: int) -> Cost
     """Average encoded bytes per tuple, per key and per unit hash, as they would travel."""
     if snapshot is None:
         return FALLBACK
-    sample = snapshot.select(*[c.name for c in site.columns]).limit(SAMPLE_ROWS).toArrow()
+    return measure_sample(
+        snapshot.select(*[c.name for c in site.columns]).limit(SAMPLE_ROWS).toArrow(), site, hash_bits
+    )
+
+
+def measure_sample(sample: pa.Table, site: SiteQuery, hash_bits: int) -> CostModel:
+    """`measure` on rows already at hand (up to SAMPLE_ROWS of them are used)."""
+    sample = sample.select([c.name for c in site.columns]).slice(0, SAMPLE_ROWS)
     n = sample.num_rows
     if n == 0:
         return FALLBACK

@@ -135,14 +135,27 @@ def lookup(version: Version, site: int, columns: list[Column], key: list[str], k
     """The stored rows of `keys` (site columns and ω±, tno counted up to `version`, overlay
     applied, as `frame` has them), read with Arrow: the files are filtered on the first key
     column as they are read, so only the matching rows are decoded in full."""
+    return _stored(version, site, columns, key, keys)
+
+
+def table(version: Version, site: int, columns: list[Column], key: list[str]) -> pa.Table:
+    """The whole fragment as `frame` has it (site columns and ω±), read with Arrow: for a
+    fragment small enough to hold on the driver."""
+    return _stored(version, site, columns, key, None)
+
+
+def _stored(version: Version, site: int, columns: list[Column], key: list[str], keys: pa.Table | None) -> pa.Table:
     schema = arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
     key_schema = pa.schema([schema.field(k) for k in key])
-    keys = keys.select(key).cast(key_schema)
-    wanted = ds.field(key[0]).isin(pc.unique(keys.column(key[0]).combine_chunks()))
+    if keys is not None:
+        keys = keys.select(key).cast(key_schema)
+        wanted = ds.field(key[0]).isin(pc.unique(keys.column(key[0]).combine_chunks()))
     site_dir = version.site_dir(site)
     layers = Layers.load(site_dir)
 
     def read(directory: Path) -> pa.Table:
+        if keys is None:
+            return ds.dataset(directory, format="parquet").to_table(columns=schema.names).cast(schema)
         found = ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted)
         return found.cast(schema).join(keys, key, join_type="left semi").select(schema.names)
 

@@ -28,7 +28,7 @@ from .metrics import SiteMetrics
 from .options import SyncOptions
 from .planning import CostModel
 from .sketch_prep import Preparations
-from .storage import OP, TNO, Version
+from .storage import OP, TNO, UNO, Version
 from .strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
 from .strategies.base import Answer
 from .touched_delta import TouchedDelta, classify, omega_schema
@@ -36,6 +36,10 @@ from .touched_delta import check_unique as check_unique_arrow
 from .viewdef import SiteQuery
 
 SYNC_COLUMN = "__sync"
+#: A fragment whose old and new rows together number at most this is compared and written
+#: with Arrow on the driver of a local master (a fraction of a second) instead of by Spark
+#: jobs (seconds each, whatever the size); larger ones, and every one on a cluster, by Spark.
+DRIVER_BUILD_ROWS = 250_000
 #: ω− per sync: tuples before, deleted, inserted (ino is absent, so NULL, in versions
 #: written before it was kept).
 DELETIONS_SCHEMA = pa.schema(
@@ -182,19 +186,22 @@ class SiteRun:
     def build_fragment(self, staged: Version) -> DeltaResult | TouchedDelta:
         """Compare returned rows with the snapshot tuple by tuple; stage the next fragment.
 
-        When the strategy vouches for every key it did not touch and the overlay has room,
-        only the touched tuples are compared and the fragment grows an overlay (layers.py);
-        otherwise every tuple is, and the fragment is written whole.
+        When the strategy vouches for every key it did not touch, only the touched tuples
+        are compared and, if the overlay keeps room for the ones that changed, the fragment
+        grows an overlay (layers.py); otherwise every tuple is, and the fragment is written
+        whole.
         Returns the classified tuples (the caller releases them) with counts.
         """
         what = f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})"
         m = self.metrics
         t0 = time.monotonic()
-        if self._touched_only():
-            result = self._build_overlay(staged, what)
+        result = self._build_overlay(staged, what) if self._touched_only() else None
+        if result is not None:
             m.fragment_written = "overlay"
         else:
-            result = self._build_whole(staged, what)
+            result = self._build_on_driver(staged, what) if self._on_driver() else None
+            if result is None:
+                result = self._build_whole(staged, what)
             m.fragment_written, m.overlay_rows = "whole", 0
         m.phases["build_fragment"] = round(time.monotonic() - t0, 3)
         m.fragment_inserted, m.fragment_updated, m.fragment_deleted = result.inserted, result.updated, result.deleted
@@ -203,17 +210,73 @@ class SiteRun:
         return result
 
     def _touched_only(self) -> bool:
-        """Whether this sync may compare the touched tuples only and write an overlay."""
+        """Whether this sync may compare the touched tuples only (and perhaps write an overlay).
+
+        The touched tuples are compared on the driver, so no more of them than the base holds;
+        a strategy that ships unchanged rows too (group_hash's changed units) may touch many
+        more tuples than change, so the room in the overlay is checked on what did change."""
         if self.current is None or not self.strategy.vouches_for_untouched():
             return False
         answer = self.answer
         touched = sum(pq.read_metadata(p).num_rows for p in answer.returned)
         touched += pq.read_metadata(answer.deleted).num_rows if answer.deleted is not None else 0
-        return self._current_layers().room_for(2 * touched)  # at most one removed key and one upsert per touched key
+        return touched <= self._current_layers().base_rows
 
     def _current_layers(self) -> layers.Layers:
         """The current version's layers (a fragment written whole has a base and no overlay)."""
         return self.layers or layers.whole(self.metrics.rows_before)
+
+    def _on_driver(self) -> bool:
+        """Whether the whole fragment may be compared and written on the driver: a local
+        master, few rows, and an answer that says what became of every key it left out."""
+        if not self.spark.sparkContext.master.startswith("local"):
+            return False
+        if self.current is not None and not (
+            self.strategy.vouches_for_untouched() or self.strategy.untouched_are_gone()
+        ):
+            return False
+        returned = sum(pq.read_metadata(p).num_rows for p in self.answer.returned)
+        return (self.metrics.rows_before or 0) + returned <= DRIVER_BUILD_ROWS
+
+    def _build_on_driver(self, staged: Version, what: str) -> TouchedDelta:
+        """The whole-fragment build in Arrow: every stored row is a touched one. Untouched
+        keys are unchanged when the strategy vouches for them, else gone (a full read)."""
+        key, i = self.site.key, self.index
+        omega = omega_schema(self.site.columns)
+        key_schema = pa.schema([omega.field(k) for k in key])
+        rows_schema = pa.schema([omega.field(c.name) for c in self.site.columns])
+        returned = pa.concat_tables(
+            [pq.read_table(p).select(rows_schema.names).cast(rows_schema) for p in self.answer.returned]
+            or [rows_schema.empty_table()]
+        )
+        check_unique_arrow(returned, key, what)
+        deleted = (
+            pq.read_table(self.answer.deleted).select(key).cast(key_schema)
+            if self.answer.deleted is not None
+            else key_schema.empty_table()
+        )
+        old = layers.table(self.current, i, self.site.columns, key) if self.current is not None else omega.empty_table()
+        if self.current is not None and self.strategy.untouched_are_gone():
+            unseen = old.select(key).join(returned.select(key), key, join_type="left anti")
+            deleted = pa.concat_tables([deleted, unseen.cast(key_schema)])
+        result = classify(old, returned, deleted, self.site.columns, key, self.metrics.rows_before or 0)
+        kept = old.join(result.left.select(key).cast(key_schema), key, join_type="left anti").select(omega.names)
+        kept = kept.set_column(kept.schema.get_field_index(TNO), TNO, pc.add(kept.column(TNO), 1))
+        fragment = pa.concat_tables([kept, result.changed.drop_columns([OP]).cast(omega)])
+        site_dir = staged.site_dir(i)
+        layers.write_part(fragment, staged.fragment(i))
+        # a whole fragment is a base without an overlay: its sizes, measured here, serve until it is rewritten
+        cost = costs.measure_sample(fragment, self.site, self.options.hash_bits) if fragment.num_rows else None
+        layers.Layers(fragment.num_rows, 0, 0, 0, asdict(cost) if cost else None).save(site_dir)
+        counts = fragment.group_by([TNO, UNO]).aggregate([([], "count_all")])
+        update_counts.save(
+            update_counts.Histogram(
+                dict(zip(update_counts.pairs(counts), counts.column("count_all").to_pylist(), strict=True))
+            ),
+            site_dir,
+        )
+        self._stage_common(staged, result)
+        return result
 
     def _build_whole(self, staged: Version, what: str) -> DeltaResult:
         inputs = self.strategy.delta_inputs(self.answer)
@@ -241,9 +304,10 @@ class SiteRun:
             raise
         return result
 
-    def _build_overlay(self, staged: Version, what: str) -> TouchedDelta:
+    def _build_overlay(self, staged: Version, what: str) -> TouchedDelta | None:
         """The delta from the touched tuples; the next fragment as the current base with a
-        grown overlay (and ω±'s offset one further)."""
+        grown overlay (and ω±'s offset one further). None, with nothing staged, when the
+        overlay would pass its share of the base: the fragment is then written whole."""
         ctx, key, i = self.ctx, self.site.key, self.index
         returned = pa.concat_tables([pq.read_table(p) for p in self.answer.returned])
         key_schema = pa.schema([returned.schema.field(k) for k in key])
@@ -266,6 +330,9 @@ class SiteRun:
             [old_upserts.join(left_keys, key, join_type="left anti").select(omega.names), now.cast(omega)]
         )
         removed = pa.concat_tables([old_removed, left_keys]).group_by(key).aggregate([])
+        if not layers.Layers(current.base_rows, 0, 0, offset).room_for(upserts.num_rows + removed.num_rows):
+            result.release()
+            return None
         site_dir = staged.site_dir(i)
         layers.link_base(self.current, staged, i)
         if upserts.num_rows:

@@ -236,6 +236,11 @@ class Strategy(ABC):
         is unchanged, so that the delta may be built from the touched keys alone."""
         return False
 
+    def untouched_are_gone(self) -> bool:
+        """Whether every snapshot key that the answer did not return is deleted (nothing is
+        vouched for unseen)."""
+        return False
+
     @classmethod
     @abstractmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

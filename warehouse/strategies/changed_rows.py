@@ -346,6 +346,9 @@ class ChangedRows(Strategy):
     def vouches_for_untouched(self) -> bool:
         return self.full.vouches_for_untouched() if self.full is not None else True
 
+    def untouched_are_gone(self) -> bool:
+        return self.full is not None and self.full.untouched_are_gone()
+
     def unchanged_keys(self) -> DataFrame | None:
         """The snapshot keys neither read nor deleted: vouched unchanged by the changed read."""
         if self.full is not None:

@@ -17,6 +17,9 @@ class FullShip(Strategy):
     def exchange(self) -> Answer:
         return extract_exchange(self.ctx)
 
+    def untouched_are_gone(self) -> bool:
+        return True  # the whole site query came back
+
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
         """Every row, whatever changed.

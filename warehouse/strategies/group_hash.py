@@ -6,7 +6,10 @@ hashes each group. exchange: the agent gets the units (uid, group hash) and thei
 reads the site query once and answers with new and ungrouped rows, deleted keys, the rows
 of units whose hash differs, and the units that lost tuples (with what is left's hash).
 follow_up (regroup): such a unit's surviving part is checked here against the plan's row
-hashes, and only the survivors of units that changed are fetched.
+hashes, and only the survivors of units that changed are fetched. An ungrouped tuple that
+still exists always comes back, so the ungrouped keys that did not are named deleted; the
+answer then accounts for every key of the snapshot, and the delta can be built from the
+touched tuples alone (an overlay, no pass over the fragment).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol import frames
 from remote_agent.protocol.encoding import combine, hash_from_bytes
+from remote_agent.protocol.types import arrow_schema
 from remote_agent.protocol.wire import COUNT, HASH, key_values
 from remote_agent.protocol.wire import UID as WIRE_UID
 
@@ -105,7 +109,43 @@ class GroupHash(Strategy):
                 yield frames.delta_or_plain_frame(frames.UNIT_KEYS, frames.UNIT_KEYS_DELTA, plain)
 
     def follow_up(self, answer: Answer) -> Answer:
-        """Regroup: check the surviving part of every unit that lost tuples; re-fetch only those that changed."""
+        """Regroup, then name the ungrouped tuples that are gone."""
+        if self.ctx.snapshot is None:
+            return answer
+        return self._ungrouped_gone(self._regroup(answer))
+
+    def vouches_for_untouched(self) -> bool:
+        return self.ctx.snapshot is not None  # every key not returned or deleted is a member of an intact unit
+
+    def _ungrouped_gone(self, answer: Answer) -> Answer:
+        """The answer with the ungrouped keys that did not come back added to its deleted keys.
+
+        The agent knows grouped keys only (from the units), so it reports their deletion;
+        an ungrouped tuple is shipped whenever it exists, so one missing from the rows is
+        deleted. O(ungrouped tuples), all of which the agent returned anyway.
+        """
+        ctx, key = self.ctx, self.ctx.site.key
+        key_schema = arrow_schema(ctx.key_columns())
+        ungrouped = members(self._plan).to_table(columns=key, filter=pc.field(UID).is_null())
+        if ungrouped.num_rows == 0:
+            return answer
+        came = [pq.read_table(p, columns=key).cast(key_schema) for p in answer.returned]
+        gone = ungrouped.cast(key_schema)
+        if came:
+            gone = gone.join(pa.concat_tables(came), key, join_type="left anti")
+        if gone.num_rows == 0:
+            return answer
+        schema = ctx.deleted_schema()
+        named = pq.read_table(answer.deleted).cast(schema) if answer.deleted is not None else schema.empty_table()
+        gone = gone.add_column(
+            0, WIRE_UID, pa.array([-1] * gone.num_rows, pa.int64())
+        )  # -1: no unit.select(schema.names).cast(schema)
+        path = ctx.staging / "deleted-with-ungrouped.parquet"
+        pq.write_table(pa.concat_tables([named, gone]), path)
+        return Answer(answer.returned, path, answer.summary)
+
+    def _regroup(self, answer: Answer) -> Answer:
+        """Check the surviving part of every unit that lost tuples; re-fetch only those that changed."""
         ctx = self.ctx
         broken = pq.read_table(ctx.staging / "broken.parquet")
         if broken.num_rows == 0:

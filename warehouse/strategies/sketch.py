@@ -217,7 +217,8 @@ class Sketch(Strategy):
         return self.ctx.snapshot.select(*self.ctx.site.key)
 
     def vouches_for_untouched(self) -> bool:
-        return self.fallback is None  # the peel named every pair that differs
+        # the peel named every pair that differs; the fall-back vouches in its own right
+        return self.fallback is None or self.fallback.vouches_for_untouched()
 
     def stage(self, staged: Version) -> None:
         """The new fragment's table: the old one less the pairs of the rows replaced or

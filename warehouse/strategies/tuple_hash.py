@@ -53,6 +53,9 @@ class TupleHash(Strategy):
                     frames.TUPLE_HASHES, pa.RecordBatch.from_arrays(arrays, names=[*ctx.site.key, HASH])
                 )
 
+    def vouches_for_untouched(self) -> bool:
+        return self.ctx.snapshot is not None  # every key went with its hash; the agent names the gone ones
+
     def unchanged_keys(self) -> DataFrame | None:
         if self.ctx.snapshot is None:
             return None
