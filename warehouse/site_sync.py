@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from . import costs, layers, planning, update_counts
+from . import costs, faults, layers, planning, update_counts
 from .agent_client import AgentClient
 from .delta import DeltaResult, build_delta, check_unique
 from .metrics import SiteMetrics
@@ -149,6 +149,7 @@ class SiteRun:
 
     def plan_groups(self) -> None:
         """Measure the cost model and the statistics, then let the strategy plan what to send."""
+        faults.checkpoint(faults.PLANNING)
         ctx = self.ctx
         kept = self.layers.cost if self.layers is not None else None  # measured for the base, still current
         ctx.cost = CostModel(**kept) if kept else costs.measure(ctx.snapshot, self.site, self.options.hash_bits)

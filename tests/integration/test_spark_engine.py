@@ -20,7 +20,7 @@ from tests.support.jvm import java_heap, java_pid
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from tests.support.special import HEAP
-from warehouse.faults import SPARK_TARGET
+from warehouse.faults import PLANNING, SPARK_TARGET
 from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration
@@ -38,8 +38,8 @@ def setup(tmp_path_factory, logs_dir, special_service):
     service, kill_file = special_service.proc, special_service.kill_file
     api = Api(service.url)
     api.add_source("engine_src", agent.url)
-    # group_hash: its exact delta is built over the snapshot on Spark (a sketch sync that
-    # peels reads and writes only the touched rows, with Arrow, and may need no Spark at all)
+    # group_hash: it plans its groups over the snapshot on Spark (the rest of a small sync,
+    # like the whole of a sketch sync that peels, may run in Arrow with no Spark at all)
     api.add_view(VIEW, VIEW_SQL.format(source="engine_src"), strategy="group_hash")
     check_sync(api, VIEW, KEY, {}, people.truth(), api.sync(VIEW))
     yield api, people, kill_file, service
@@ -58,9 +58,8 @@ def test_a_jvm_that_dies_during_a_sync_fails_that_sync_clearly_and_is_replaced(s
     first_jvm = java_pid(service.proc.pid)
     assert java_heap(service.proc.pid) == HEAP, "SERVICE_SPARK_DRIVER_MEMORY sets the heap"
     before = keyed(api.rows(VIEW), KEY)
-    # killed while the agent's answer arrives: the next step (the exact delta over the
-    # snapshot) needs Spark.
-    kill_file.write_text(f"{SPARK_TARGET}:exchange_units")
+    # killed as the site starts planning: the plan's job needs Spark
+    kill_file.write_text(f"{SPARK_TARGET}:{PLANNING}")
     people.change(updates=30, inserts=10, deletes=5)
     record = api.sync(VIEW)
     assert not kill_file.exists(), "the fault never fired"
