@@ -81,12 +81,22 @@ class SiteOut(BaseModel):
     key: list[str]
 
 
+class KeyPartOut(BaseModel):
+    table: str
+    key: list[str]
+    in_view_key: bool
+    reason: str
+
+
 class ViewOut(BaseModel):
     name: str
     sql: str
     columns: list[str]
     column_types: dict[str, str]
     key: list[str]
+    #: per table of the view: its key, whether the view's key holds it, and why (empty for a
+    #: view defined before keys were derived: its key holds every table's)
+    key_derivation: list[KeyPartOut] = []
     sites: list[SiteOut]
     strategy: str
     timestamps: dict[str, str] = {}

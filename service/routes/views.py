@@ -32,6 +32,7 @@ def view_out(row: dict) -> ViewOut:
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,
+        key_derivation=d.key_derivation or [],
         sites=[
             {"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key}
             for s in d.sites

@@ -80,7 +80,7 @@ SQLITE_VIEWS = {
     "joined_v": (
         "SELECT p.id, p.name, e.region, e.code, e.grade FROM src.people p JOIN src.enrol e ON e.person = p.id WHERE p.score > 10",
         "SELECT p.id, p.name, e.region, e.code, e.grade FROM people p JOIN enrol e ON e.person = p.id WHERE p.score > 10",
-        ["id", "region", "code"],
+        ["region", "code"],  # each enrolment has one person: people's key is implied
         {},
         {"strategy": "group_hash"},
     ),
@@ -500,7 +500,7 @@ POSTGRES_VIEWS = {
     "pg_ledger": (
         "SELECT l.branch, l.entry, a.id AS account_id, a.owner, l.memo FROM pg.ledger l JOIN pg.accounts a ON a.id = l.account WHERE a.active",
         "SELECT l.branch, l.entry, a.id AS account_id, a.owner, l.memo FROM ledger l JOIN accounts a ON a.id = l.account WHERE a.active",
-        ["branch", "entry", "account_id"],
+        ["branch", "entry"],  # each ledger entry has one account
         {},
         {"strategy": "group_hash"},
     ),

@@ -8,13 +8,14 @@ A view is a select-project-join block over tables written `source.table`::
 
 Its SQL is read in sqlglot's standard dialect (identifiers in double quotes, strings in
 single quotes). Binding runs as ordered steps: parse -> bind tables -> bind columns ->
-choose keys; the result, a `BoundView`, is what decomposition cuts into site queries.
+choose keys -> drop the keys the joins imply (keys.py); the result, a `BoundView`, is what
+decomposition cuts into site queries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
@@ -22,6 +23,7 @@ from remote_agent.protocol import sitenames, sitesql
 from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
 from remote_agent.protocol.types import LogicalType
 
+from .keys import KeyPart, derive
 from .model import UnknownSourceError, ViewDefinitionError
 
 #: sqlglot dialect the view's own SQL is read in (None is sqlglot's standard dialect).
@@ -66,11 +68,14 @@ class BoundView:
     conditions: list[exp.Expression | None]  # ON per relation, columns as "alias"."column"
     where: exp.Expression | None
     keys: list[list[str]]  # per relation, its key columns' output names
+    #: per relation, whether its key is part of the view's key and why (keys.py); empty: all are
+    key_parts: tuple[KeyPart, ...] = ()
 
     @property
     def key(self) -> list[str]:
-        """The view's key: every relation's key, relation by relation."""
-        return [name for key in self.keys for name in key]
+        """The view's key: the keys of the relations the others do not imply, relation by relation."""
+        kept = [p.kept for p in self.key_parts] or [True] * len(self.keys)
+        return [name for key, keep in zip(self.keys, kept, strict=True) if keep for name in key]
 
     def relation_of(self, column: exp.Column) -> int:
         """Index of the relation a bound column reference ("alias"."column") reads."""
@@ -169,7 +174,8 @@ def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) ->
     for position, on in enumerate(parts.conditions[1:], start=1):
         conditions.append(sitesql.requalify(on, lambda col, p=position: bind(col, p)))
     where = sitesql.requalify(parts.where, bind) if parts.where is not None else None
-    return BoundView(relations, outputs, conditions, where, _choose_key(relations, outputs))
+    view = BoundView(relations, outputs, conditions, where, _choose_key(relations, outputs))
+    return replace(view, key_parts=tuple(derive(view)))
 
 
 def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[list[str]]:

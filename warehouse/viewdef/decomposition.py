@@ -64,10 +64,11 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     conjuncts = _conjuncts(bound)
     groups = _local_sites(bound, conjuncts)
     columns = [Column(o.name, o.column.type) for o in bound.outputs]
+    derivation = [p.to_json() for p in bound.key_parts]
     if len(groups) == 1:
-        return ViewDef(sql.strip(), columns, bound.key, [_single_site(bound, schemas)])
+        return ViewDef(sql.strip(), columns, bound.key, [_single_site(bound, schemas)], key_derivation=derivation)
     sites, assembly = _decompose(bound, conjuncts, groups, schemas)
-    return ViewDef(sql.strip(), columns, bound.key, sites, assembly)
+    return ViewDef(sql.strip(), columns, bound.key, sites, assembly, derivation)
 
 
 def _single_site(bound: BoundView, schemas: Mapping[str, SourceSchema]) -> SiteQuery:

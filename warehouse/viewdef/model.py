@@ -81,6 +81,9 @@ class ViewDef:
     key: list[str]
     sites: list[SiteQuery]
     assembly: str | None = None
+    #: per table, whether its key is part of `key` and why (viewdef/keys.py); None for a
+    #: view defined before keys were derived (its key holds every table's key)
+    key_derivation: list[dict] | None = None
 
     def to_json(self) -> dict:
         """The definition as the catalog stores it, in format DEFINITION_FORMAT."""
@@ -93,6 +96,8 @@ class ViewDef:
         }
         if self.assembly is not None:  # single-site definitions keep the form stored before assemblies existed
             data["assembly"] = self.assembly
+        if self.key_derivation is not None:
+            data["key_derivation"] = self.key_derivation
         return data
 
     @classmethod
@@ -101,7 +106,12 @@ class ViewDef:
         read_format(data, DEFINITION_FORMAT, "the view definition")
         sites = [SiteQuery.from_json(s) for s in data["sites"]]
         return cls(
-            data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]), sites, data.get("assembly")
+            data["sql"],
+            [Column.from_json(c) for c in data["columns"]],
+            list(data["key"]),
+            sites,
+            data.get("assembly"),
+            data.get("key_derivation"),
         )
 
 
