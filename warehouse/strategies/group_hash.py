@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -129,17 +130,14 @@ class GroupHash(Strategy):
         ungrouped = members(self._plan).to_table(columns=key, filter=pc.field(UID).is_null())
         if ungrouped.num_rows == 0:
             return answer
-        came = [pq.read_table(p, columns=key).cast(key_schema) for p in answer.returned]
-        gone = ungrouped.cast(key_schema)
-        if came:
-            gone = gone.join(pa.concat_tables(came), key, join_type="left anti")
+        came = pa.concat_tables([pq.read_table(p, columns=key).cast(key_schema) for p in answer.returned])
+        gone = ungrouped.cast(key_schema).join(came, key, join_type="left anti")
         if gone.num_rows == 0:
             return answer
         schema = ctx.deleted_schema()
         named = pq.read_table(answer.deleted).cast(schema) if answer.deleted is not None else schema.empty_table()
-        gone = gone.add_column(
-            0, WIRE_UID, pa.array([-1] * gone.num_rows, pa.int64())
-        )  # -1: no unit.select(schema.names).cast(schema)
+        no_unit = pa.array(np.full(gone.num_rows, -1, np.int64))  # uid -1: no unit, as the agent writes it
+        gone = gone.add_column(0, WIRE_UID, no_unit).select(schema.names).cast(schema)
         path = ctx.staging / "deleted-with-ungrouped.parquet"
         pq.write_table(pa.concat_tables([named, gone]), path)
         return Answer(answer.returned, path, answer.summary)
