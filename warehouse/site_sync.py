@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from remote_agent.protocol.types import arrow_schema
+
 from . import costs, faults, layers, planning, update_counts
 from .agent_client import AgentClient
 from .delta import DeltaResult, build_delta, check_unique
@@ -28,7 +30,7 @@ from .metrics import SiteMetrics
 from .options import SyncOptions
 from .planning import CostModel
 from .sketch_prep import Preparations
-from .storage import OP, TNO, UNO, Version
+from .storage import OP, TNO, Version
 from .strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
 from .strategies.base import Answer
 from .touched_delta import TouchedDelta, classify, omega_schema
@@ -219,9 +221,27 @@ class SiteRun:
         if self.current is None or not self.strategy.vouches_for_untouched():
             return False
         answer = self.answer
-        touched = sum(pq.read_metadata(p).num_rows for p in answer.returned)
+        touched = self._returned_rows()
         touched += pq.read_metadata(answer.deleted).num_rows if answer.deleted is not None else 0
         return touched <= self._current_layers().base_rows
+
+    def _returned_rows(self) -> int:
+        """Rows the answer returned (from the files' footers)."""
+        return sum(pq.read_metadata(p).num_rows for p in self.answer.returned)
+
+    def _answer_tables(self, what: str) -> tuple[pa.Table, pa.Table]:
+        """The answer's rows (site columns, their key unique) and deleted keys, in Arrow."""
+        columns, key = self.site.columns, self.site.key
+        rows_schema = arrow_schema(columns)
+        returned = pa.concat_tables(
+            [pq.read_table(p).select(rows_schema.names).cast(rows_schema) for p in self.answer.returned]
+            or [rows_schema.empty_table()]
+        )
+        check_unique_arrow(returned, key, what)
+        key_schema = pa.schema([rows_schema.field(k) for k in key])
+        if self.answer.deleted is None:
+            return returned, key_schema.empty_table()
+        return returned, pq.read_table(self.answer.deleted).select(key).cast(key_schema)
 
     def _current_layers(self) -> layers.Layers:
         """The current version's layers (a fragment written whole has a base and no overlay)."""
@@ -230,32 +250,21 @@ class SiteRun:
     def _on_driver(self) -> bool:
         """Whether the whole fragment may be compared and written on the driver: a local
         master, few rows, and an answer that says what became of every key it left out."""
-        if not self.spark.sparkContext.master.startswith("local"):
+        if not self.ctx.local_master:
             return False
         if self.current is not None and not (
             self.strategy.vouches_for_untouched() or self.strategy.untouched_are_gone()
         ):
             return False
-        returned = sum(pq.read_metadata(p).num_rows for p in self.answer.returned)
-        return (self.metrics.rows_before or 0) + returned <= DRIVER_BUILD_ROWS
+        return (self.metrics.rows_before or 0) + self._returned_rows() <= DRIVER_BUILD_ROWS
 
     def _build_on_driver(self, staged: Version, what: str) -> TouchedDelta:
         """The whole-fragment build in Arrow: every stored row is a touched one. Untouched
         keys are unchanged when the strategy vouches for them, else gone (a full read)."""
         key, i = self.site.key, self.index
         omega = omega_schema(self.site.columns)
-        key_schema = pa.schema([omega.field(k) for k in key])
-        rows_schema = pa.schema([omega.field(c.name) for c in self.site.columns])
-        returned = pa.concat_tables(
-            [pq.read_table(p).select(rows_schema.names).cast(rows_schema) for p in self.answer.returned]
-            or [rows_schema.empty_table()]
-        )
-        check_unique_arrow(returned, key, what)
-        deleted = (
-            pq.read_table(self.answer.deleted).select(key).cast(key_schema)
-            if self.answer.deleted is not None
-            else key_schema.empty_table()
-        )
+        returned, deleted = self._answer_tables(what)
+        key_schema = deleted.schema
         old = layers.table(self.current, i, self.site.columns, key) if self.current is not None else omega.empty_table()
         if self.current is not None and self.strategy.untouched_are_gone():
             unseen = old.select(key).join(returned.select(key), key, join_type="left anti")
@@ -269,13 +278,7 @@ class SiteRun:
         # a whole fragment is a base without an overlay: its sizes, measured here, serve until it is rewritten
         cost = costs.measure_sample(fragment, self.site, self.options.hash_bits) if fragment.num_rows else None
         layers.Layers(fragment.num_rows, 0, 0, 0, asdict(cost) if cost else None).save(site_dir)
-        counts = fragment.group_by([TNO, UNO]).aggregate([([], "count_all")])
-        update_counts.save(
-            update_counts.Histogram(
-                dict(zip(update_counts.pairs(counts), counts.column("count_all").to_pylist(), strict=True))
-            ),
-            site_dir,
-        )
+        update_counts.save(update_counts.of_table(fragment), site_dir)
         self._stage_common(staged, result)
         return result
 
@@ -310,13 +313,11 @@ class SiteRun:
         grown overlay (and ω±'s offset one further). None, with nothing staged, when the
         overlay would pass its share of the base: the fragment is then written whole."""
         ctx, key, i = self.ctx, self.site.key, self.index
-        returned = pa.concat_tables([pq.read_table(p) for p in self.answer.returned])
-        key_schema = pa.schema([returned.schema.field(k) for k in key])
-        deleted = pq.read_table(self.answer.deleted) if self.answer.deleted is not None else key_schema.empty_table()
-        check_unique_arrow(returned, key, what)
+        returned, deleted = self._answer_tables(what)
+        key_schema = deleted.schema
         if ctx.touched_rows is None:  # unless the strategy read them already
             t0 = time.monotonic()
-            keys = pa.concat_tables([returned.select(key).cast(key_schema), deleted.select(key).cast(key_schema)])
+            keys = pa.concat_tables([returned.select(key), deleted])
             ctx.touched_rows = ctx.stored_rows(keys.group_by(key).aggregate([]))
             self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         result = classify(ctx.touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)

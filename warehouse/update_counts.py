@@ -76,6 +76,16 @@ def of_frame(fragment: DataFrame) -> Histogram:
     return Counter({(r[TNO], r[UNO]): r["count"] for r in rows})
 
 
+def of_table(fragment: pa.Table) -> Histogram:
+    """The histogram of a fragment held in Arrow (with the ω± columns).
+
+    >>> sorted(of_table(pa.table({TNO: [1, 1, 3], UNO: [1, 1, 2]})).items())
+    [((1, 1), 2), ((3, 2), 1)]
+    """
+    counts = fragment.group_by([TNO, UNO]).aggregate([([], "count_all")])
+    return Counter(dict(zip(pairs(counts), counts.column("count_all").to_pylist(), strict=True)))
+
+
 def pairs(table: pa.Table) -> list[tuple[int, int]]:
     """The (tno, uno) of each row of an Arrow table with the ω± columns.
 

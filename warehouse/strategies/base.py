@@ -38,6 +38,7 @@ from ..metrics import SiteMetrics, add_timings
 from ..options import SyncOptions
 from ..planning import CostModel
 from ..sinks import Sink
+from ..spark import local_cores
 from ..storage import Version
 from ..viewdef import SiteQuery
 
@@ -154,6 +155,11 @@ class SiteContext:
     def deleted_schema(self) -> pa.Schema:
         return pa.schema([pa.field(UID, pa.int64()), *arrow_schema(self.key_columns())])
 
+    @property
+    def local_master(self) -> bool:
+        """Whether Spark runs in this process's JVM, the driver its only executor."""
+        return local_cores(self.spark.sparkContext.master) is not None
+
     def stored_rows(self, keys: pa.Table) -> pa.Table:
         """The snapshot's rows (with ω±) of `keys` (a table of the key columns). On a local
         master the driver is the only executor, and Arrow reads the files with the keys as
@@ -161,7 +167,7 @@ class SiteContext:
         took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
         from .. import layers  # layers reads fragments with this module's schemas
 
-        if self.spark.sparkContext.master.startswith("local"):
+        if self.local_master:
             return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys)
         probe = self.staging / "touched-keys.parquet"
         pq.write_table(keys, probe)
