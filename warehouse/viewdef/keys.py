@@ -10,9 +10,10 @@ insert of two different keys; under the minimal key it is one update.
 Dependencies used, for the attributes (table occurrence, column) of the view's rows:
 a table's key fixes all its columns; `a = b` in an ON condition or a top-level conjunct of
 WHERE fixes each side from the other (an inner join and a WHERE drop rows where it does
-not hold, NULLs included); `a = constant` fixes `a`. Only columns of the same logical type count as equated (across
-types, a coercion could equate two different values with one). Tables are tried from the last joined
-to the first, so the first table's key stays when two keys imply each other (a 1:1 join).
+not hold, NULLs included); `a = constant` fixes `a`. Only columns of the same logical
+type count as equated (across types, a coercion could equate two different values with
+one). Tables are tried from the last joined to the first, so the first table's key stays
+when two keys imply each other (a 1:1 join).
 """
 
 from __future__ import annotations
