@@ -17,7 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.types import Column
+from remote_agent.protocol.types import Column, arrow_schema
 
 from .errors import SourceDataError
 from .storage import OP, TNO, UNO
@@ -43,6 +43,11 @@ class DeltaResult:
 
     def write_delta(self, path, columns: list[Column]) -> None:
         self.delta(columns).write.parquet(str(path))
+
+    def delta_table(self, columns: list[Column]) -> pa.Table:
+        """The delta gathered on the driver (OP + site columns in their logical Arrow types)."""
+        schema = pa.schema([pa.field(OP, pa.string()), *arrow_schema(columns)])
+        return self.delta(columns).toArrow().select(schema.names).cast(schema)
 
     def key_changes(self, key: list[str]) -> tuple[pa.Table, pa.Table]:
         """The keys this delta inserts and those it deletes (what changes the fragment's set of keys)."""

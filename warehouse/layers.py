@@ -96,14 +96,39 @@ def frame(spark: SparkSession, version: Version, site: int, columns: list[Column
     layers = Layers.load(site_dir)
     if layers is None:
         return base
+    rows = _overlaid(spark, base, site_dir, layers, schema, columns, key)
+    if layers.tno_offset:
+        rows = rows.withColumn(TNO, (F.col(TNO) + F.lit(layers.tno_offset)).cast("bigint"))
+    return rows
+
+
+def view_frame(spark: SparkSession, version: Version, view: ViewDef) -> DataFrame:
+    """The rows a view over several sites stored at `version`, overlay applied."""
+    names = [c.name for c in view.columns]
+    base = spark.read.schema(spark_schema(view.columns)).parquet(str(version.rows())).select(*names)
+    layers = Layers.load(version.view_overlay())
+    if layers is None:
+        return base
+    ddl = spark_schema(view.columns)
+    return _overlaid(spark, base, version.view_overlay(), layers, ddl, view.columns, view.key)
+
+
+def _overlaid(
+    spark: SparkSession,
+    base: DataFrame,
+    overlay: Path,
+    layers: Layers,
+    ddl: str,
+    columns: list[Column],
+    key: list[str],
+) -> DataFrame:
+    """`base` without the overlay's removed keys, plus its upserts (stored with schema `ddl`)."""
     if layers.removed_rows:
         by_name = {c.name: c for c in columns}
-        removed = spark.read.schema(spark_schema([by_name[k] for k in key])).parquet(str(site_dir / "removed"))
+        removed = spark.read.schema(spark_schema([by_name[k] for k in key])).parquet(str(overlay / "removed"))
         base = base.join(removed, key, "left_anti")
     if layers.upsert_rows:
-        base = base.unionByName(spark.read.schema(schema).parquet(str(site_dir / "upserts")).select(*names, TNO, UNO))
-    if layers.tno_offset:
-        base = base.withColumn(TNO, (F.col(TNO) + F.lit(layers.tno_offset)).cast("bigint"))
+        base = base.unionByName(spark.read.schema(ddl).parquet(str(overlay / "upserts")).select(*base.columns))
     return base
 
 
@@ -111,21 +136,24 @@ def batches(
     version: Version, site: int, columns: list[Column], key: list[str], batch_rows: int
 ) -> Iterator[pa.RecordBatch]:
     """The fragment's rows (site columns only, in their logical Arrow types), overlay applied."""
+    return _overlaid_batches(version.fragment(site), version.site_dir(site), columns, key, batch_rows)
+
+
+def _overlaid_batches(
+    base: Path, overlay: Path, columns: list[Column], key: list[str], batch_rows: int
+) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(columns)
-    site_dir = version.site_dir(site)
-    layers = Layers.load(site_dir)
+    layers = Layers.load(overlay)
     removed = None
     if layers is not None and layers.removed_rows:
-        removed = pq.read_table(site_dir / "removed").cast(pa.schema([schema.field(k) for k in key]))
-    for batch in ds.dataset(version.fragment(site), format="parquet").to_batches(
-        columns=schema.names, batch_size=batch_rows
-    ):
+        removed = pq.read_table(overlay / "removed").cast(pa.schema([schema.field(k) for k in key]))
+    for batch in ds.dataset(base, format="parquet").to_batches(columns=schema.names, batch_size=batch_rows):
         table = pa.Table.from_batches([batch]).cast(schema)
         if removed is not None:
             table = table.join(removed, keys=key, join_type="left anti").select(schema.names)
         yield from table.to_batches()
     if layers is not None and layers.upsert_rows:
-        for batch in ds.dataset(site_dir / "upserts", format="parquet").to_batches(
+        for batch in ds.dataset(overlay / "upserts", format="parquet").to_batches(
             columns=schema.names, batch_size=batch_rows
         ):
             yield from pa.Table.from_batches([batch]).cast(schema).to_batches()
@@ -172,41 +200,78 @@ def _stored(version: Version, site: int, columns: list[Column], key: list[str], 
     return rows
 
 
+def view_lookup(version: Version, view: ViewDef, wanted: ds.Expression) -> pa.Table:
+    """The rows of a view over several sites stored at `version` (overlay applied) that
+    satisfy `wanted`, read with Arrow: the files are filtered as they are read."""
+    schema = arrow_schema(view.columns)
+    overlay = version.view_overlay()
+    layers = Layers.load(overlay)
+
+    def read(directory: Path) -> pa.Table:
+        return ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted).cast(schema)
+
+    rows = read(version.rows())
+    if layers is not None and layers.removed_rows:
+        removed = (
+            pq.read_table(overlay / "removed").select(view.key).cast(pa.schema([schema.field(k) for k in view.key]))
+        )
+        rows = rows.join(removed, view.key, join_type="left anti").select(schema.names)
+    if layers is not None and layers.upsert_rows:
+        rows = pa.concat_tables([rows, read(overlay / "upserts")])
+    return rows
+
+
 def view_batches(version: Version, view: ViewDef, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The rows of a view as of `version`: a one-site view's fragment (overlay applied),
-    else the view rows its sync stored."""
+    """The rows of a view as of `version`: a one-site view's fragment, else the view rows
+    its syncs stored (overlay applied)."""
     if view.assembly is None:
         site = view.sites[0]
         return batches(version, 0, site.columns, site.key, batch_rows)
-    return ds.dataset(version.rows(), format="parquet").to_batches(batch_size=batch_rows)
+    return _overlaid_batches(version.rows(), version.view_overlay(), view.columns, view.key, batch_rows)
 
 
-def link_base(source: Version, target: Version, site: int) -> None:
-    """Give `target` the base files of `source`'s fragment: hard links (a copy where the
-    file system has none)."""
-    into = target.fragment(site)
-    into.mkdir(parents=True, exist_ok=True)
-    for entry in source.fragment(site).iterdir():
+def link_files(source: Path, target: Path) -> None:
+    """Give directory `target` the files of `source`: hard links (a copy where the file
+    system has none), no bytes written."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
         if entry.is_file():
             try:
-                os.link(entry, into / entry.name)
+                os.link(entry, target / entry.name)
             except OSError:
-                shutil.copy2(entry, into / entry.name)
+                shutil.copy2(entry, target / entry.name)
 
 
-def read_overlay(
-    version: Version, site: int, layers: Layers, schema: pa.Schema, key_schema: pa.Schema
+def grown(
+    overlay: Path, layers: Layers, schema: pa.Schema, key_schema: pa.Schema, replaced: pa.Table, rows: pa.Table
 ) -> tuple[pa.Table, pa.Table]:
-    """The overlay of `version` (whose layers are `layers`) as stored, tno relative to the
-    offset: upserts and removed keys."""
-    site_dir = version.site_dir(site)
-    upserts = schema.empty_table()
-    removed = key_schema.empty_table()
+    """The overlay stored in `overlay` (whose layers are `layers`) after a change: upserts
+    without the `replaced` keys (rows deleted or updated since) plus the new `rows`, and
+    the removed keys with `replaced` added. Returned as (upserts, removed)."""
+    key = key_schema.names
+    upserts, removed = schema.empty_table(), key_schema.empty_table()
     if layers.upsert_rows:
-        upserts = pq.read_table(site_dir / "upserts").select(schema.names).cast(schema)
+        upserts = pq.read_table(overlay / "upserts").select(schema.names).cast(schema)
     if layers.removed_rows:
-        removed = pq.read_table(site_dir / "removed").select(key_schema.names).cast(key_schema)
-    return upserts, removed
+        removed = pq.read_table(overlay / "removed").select(key).cast(key_schema)
+    replaced = replaced.select(key).cast(key_schema)
+    upserts = pa.concat_tables(
+        [
+            upserts.join(replaced, key, join_type="left anti").select(schema.names),
+            rows.select(schema.names).cast(schema),
+        ]
+    )
+    return upserts, pa.concat_tables([removed, replaced]).group_by(key).aggregate([]).select(key)
+
+
+def write_overlay(overlay: Path, upserts: pa.Table, removed: pa.Table, layers: Layers) -> None:
+    """Store an overlay (its base is linked beside it by the caller): parts and layers.json."""
+    if upserts.num_rows:
+        write_part(upserts, overlay / "upserts")
+    if removed.num_rows:
+        write_part(removed, overlay / "removed")
+    overlay.mkdir(parents=True, exist_ok=True)
+    layers.save(overlay)
 
 
 def write_part(table: pa.Table, directory: Path) -> None:

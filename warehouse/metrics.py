@@ -212,6 +212,9 @@ class SyncMetrics(SiteDetails, Traffic):
     sites: list[SiteMetrics] | None = None
     #: A verify sync's comparison with a full read.
     verify: dict | None = None
+    #: How a view over several sites got its delta (join_delta.py): method ("delta_rules",
+    #: or "recompute" and the reason), view_written ("overlay" or "whole"), overlay_rows.
+    assembly: dict | None = None
     wall_seconds: float | None = None
 
     def to_json(self) -> dict:

@@ -324,24 +324,16 @@ class SiteRun:
         current = self._current_layers()
         offset = current.tno_offset + 1
         omega = omega_schema(self.site.columns)
-        old_upserts, old_removed = layers.read_overlay(self.current, i, current, omega, key_schema)
-        left_keys = result.left.select(key).cast(key_schema)
         now = result.changed.drop_columns([OP])
         now = now.set_column(now.schema.get_field_index(TNO), TNO, pc.subtract(now.column(TNO), offset))
-        upserts = pa.concat_tables(
-            [old_upserts.join(left_keys, key, join_type="left anti").select(omega.names), now.cast(omega)]
-        )
-        removed = pa.concat_tables([old_removed, left_keys]).group_by(key).aggregate([])
-        if not layers.Layers(current.base_rows, 0, 0, offset).room_for(upserts.num_rows + removed.num_rows):
+        site_dir = staged.site_dir(i)
+        upserts, removed = layers.grown(self.current.site_dir(i), current, omega, key_schema, result.left, now)
+        grown = layers.Layers(current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(ctx.cost))
+        if not grown.room_for(0):
             result.release()
             return None
-        site_dir = staged.site_dir(i)
-        layers.link_base(self.current, staged, i)
-        if upserts.num_rows:
-            layers.write_part(upserts, site_dir / "upserts")
-        if removed.num_rows:
-            layers.write_part(removed, site_dir / "removed")
-        layers.Layers(current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(ctx.cost)).save(site_dir)
+        layers.link_files(self.current.fragment(i), staged.fragment(i))
+        layers.write_overlay(site_dir, upserts, removed, grown)
         self.metrics.overlay_rows = upserts.num_rows + removed.num_rows
         omega_next = update_counts.advanced(
             self.omega, update_counts.pairs(result.left), update_counts.pairs(result.changed)

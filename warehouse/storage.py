@@ -13,7 +13,9 @@ Layout under `<data-dir>/views/<view>/`:
     versions/<N>/site-<i>/sketch-prepared/   a new table of the fragment, built after the commit
                                  for the next sync (sketch_prep.py); written as
                                  sketch-prepared.tmp-*/ and renamed when whole
-    versions/<N>/view/           the view's rows, when it joins several sites
+    versions/<N>/view/           the view's rows, when it joins several sites: all of them, or
+                                 the base under an overlay in view-overlay/ (layers.json,
+                                 upserts/, removed/), grown by incremental maintenance (join_delta.py)
     deltas/<sync-id>/            the sync's delta (__op + the view's columns)
     staging/<sync-id>/           work files of a running sync
 
@@ -65,8 +67,13 @@ class Version:
         return self.path / f"site-{site}" / "deletions"
 
     def rows(self) -> Path:
-        """The view's rows, stored only for a view over several sites (else: fragment 0)."""
+        """The view's rows, stored only for a view over several sites (else: fragment 0);
+        with a layers.json in `view_overlay()`, the base under an overlay (layers.py)."""
         return self.path / "view"
+
+    def view_overlay(self) -> Path:
+        """layers.json, upserts/ and removed/ of the view's rows, when they have an overlay."""
+        return self.path / "view-overlay"
 
     def meta(self) -> dict:
         meta = json.loads((self.path / "meta.json").read_text())

@@ -19,11 +19,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
-from . import faults, layers
+from remote_agent.protocol.types import arrow_schema
+
+from . import faults, join_delta, layers
 from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
 from .errors import AgentRejected, WarehouseError
+from .join_delta import JoinDelta
 from .metrics import Attempt, SyncMetrics
 from .options import SyncOptions
 from .site_sync import Endpoint, SiteRun
@@ -239,36 +245,100 @@ class SyncRun:
         self.metrics.verify = report
 
     def assemble_view(self) -> None:
-        """The view's delta: the fragment's own for one site; for several, recompute and compare."""
+        """The view's delta: the fragment's own for one site; for several, from the fragments'
+        changes by the delta rules (join_delta.py), or by recomputing the join."""
         if self.view.assembly is None:
             result = self.results[0]
             result.write_delta(self.store.staged_delta(self.sync_id), self.view.sites[0].columns)
             counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
         else:
-            counts = self._assemble()
+            joins = JoinDelta(self.spark, self.view, self.sync_id[:12], self.staging)
+            try:
+                counts = self._assemble(joins)
+            finally:
+                joins.release()
         m = self.metrics
         m.rows_inserted, m.rows_updated, m.rows_deleted, m.rows_in_view = counts
         faults.checkpoint("delta_written")
 
-    def _assemble(self) -> tuple[int, int, int, int]:
-        """Join the new fragments into the view and diff it with the stored one, by the view key."""
-        for i, site in enumerate(self.view.sites):
-            frag = layers.frame(self.spark, self.staged, i, site.columns, site.key)
-            frag.createOrReplaceTempView(f"site_{i}")
-        names = [c.name for c in self.view.columns]
-        new = self.spark.sql(self.view.assembly).select(*names)
-        new.write.parquet(str(self.staged.rows()))
-        new = self.spark.read.schema(spark_schema(self.view.columns)).parquet(str(self.staged.rows()))
-        if self.current is not None and self.current.rows().exists():
-            old = self.spark.read.schema(spark_schema(self.view.columns)).parquet(str(self.current.rows()))
+    def _assemble(self, joins: JoinDelta) -> tuple[int, int, int, int]:
+        fragments = [
+            layers.frame(self.spark, self.staged, i, site.columns, site.key).select(*[c.name for c in site.columns])
+            for i, site in enumerate(self.view.sites)
+        ]
+        if self.current is None:
+            reason = "first sync"
+        elif self.options.verify:
+            reason = "verify sync: the view is joined from the full reads"
         else:
-            old = self.spark.createDataFrame([], spark_schema(self.view.columns))
-        delta = view_delta(old, new, names, self.view.key)
+            reason = join_delta.recompute_reason(
+                [r.inserted + r.updated + r.deleted for r in self.results],
+                [r.inserted + r.updated + r.kept for r in self.results],
+            )
+        if reason is None:
+            t0 = time.monotonic()
+            changes = [
+                join_delta.SiteChange(r.delta_table(site.columns), r.inserted + r.updated + r.kept)
+                for r, site in zip(self.results, self.view.sites, strict=True)
+            ]
+            try:
+                delta = joins.delta(self.current, fragments, changes)
+            except join_delta.TooLarge as exc:
+                reason = str(exc)
+            else:
+                self.metrics.assembly = {"method": "delta_rules", "delta_s": round(time.monotonic() - t0, 3)}
+                return self._maintained(delta)
+        self.metrics.assembly = {"method": "recompute", "reason": reason, "view_written": "whole"}
+        return self._recompute(joins, fragments)
+
+    def _recompute(self, joins: JoinDelta, fragments: list) -> tuple[int, int, int, int]:
+        """Join the new fragments into the view and diff it with the stored one, by the view key."""
+        schema = spark_schema(self.view.columns)
+        names = [c.name for c in self.view.columns]
+        joins.join(fragments, "all").write.parquet(str(self.staged.rows()))
+        new = self.spark.read.schema(schema).parquet(str(self.staged.rows()))
+        if self.current is None:  # a load: every row is new
+            delta = new.select(F.lit(INSERT).alias(OP), *names)
+        else:
+            delta = view_delta(layers.view_frame(self.spark, self.current, self.view), new, names, self.view.key)
         delta.write.parquet(str(self.store.staged_delta(self.sync_id)))
-        stored = self.spark.read.parquet(str(self.store.staged_delta(self.sync_id)))
-        counts = {r[OP]: r["count"] for r in stored.groupBy(OP).count().collect()}
-        size = new.count()
-        return counts.get(INSERT, 0), counts.get(UPDATE, 0), counts.get(DELETE, 0), size
+        inserted, updated, deleted = self._counted(self.spark.read.parquet(str(self.store.staged_delta(self.sync_id))))
+        return inserted, updated, deleted, new.count()
+
+    def _maintained(self, delta: pa.Table) -> tuple[int, int, int, int]:
+        """Stage the delta the rules found, and the view's rows: the stored ones under a
+        grown overlay, or written whole when the overlay would pass its share of the base."""
+        ops = delta.column(OP)
+        inserted, updated, deleted = (pc.sum(pc.equal(ops, op)).as_py() or 0 for op in (INSERT, UPDATE, DELETE))
+        before = self.current.meta()["rows"]
+        layers.write_part(delta, self.store.staged_delta(self.sync_id))
+        schema = arrow_schema(self.view.columns)
+        key_schema = pa.schema([schema.field(k) for k in self.view.key])
+        now = delta.filter(pc.is_in(ops, pa.array([INSERT, UPDATE]))).select(schema.names)
+        replaced = delta.filter(pc.is_in(ops, pa.array([UPDATE, DELETE]))).select(key_schema.names)
+        overlay = self.current.view_overlay()
+        previous = layers.Layers.load(overlay) or layers.whole(before)
+        upserts, removed = layers.grown(overlay, previous, schema, key_schema, replaced, now)
+        grown = layers.Layers(previous.base_rows, upserts.num_rows, removed.num_rows, 0)
+        if grown.room_for(0):
+            layers.link_files(self.current.rows(), self.staged.rows())
+            layers.write_overlay(self.staged.view_overlay(), upserts, removed, grown)
+            self.metrics.assembly.update(view_written="overlay", overlay_rows=grown.overlay_rows())
+        else:
+            staged = self.spark.read.schema(f"{OP} string, {spark_schema(self.view.columns)}")
+            changes = staged.parquet(str(self.store.staged_delta(self.sync_id)))
+            rows = layers.view_frame(self.spark, self.current, self.view).join(
+                changes.select(*self.view.key), self.view.key, "left_anti"
+            )
+            rows.unionByName(join_delta.upserted(changes)).write.parquet(str(self.staged.rows()))
+            self.metrics.assembly["view_written"] = "whole"
+        return inserted, updated, deleted, before + inserted - deleted
+
+    @staticmethod
+    def _counted(delta) -> tuple[int, int, int]:
+        """Rows a delta inserts, updates and deletes."""
+        counts = {r[OP]: r["count"] for r in delta.groupBy(OP).count().collect()}
+        return counts.get(INSERT, 0), counts.get(UPDATE, 0), counts.get(DELETE, 0)
 
     def commit(self) -> None:
         """Make the staged version current in one atomic step."""

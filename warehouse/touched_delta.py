@@ -44,6 +44,10 @@ class TouchedDelta:
     def write_delta(self, path: Path, columns: list[Column]) -> None:
         layers.write_part(self.delta, path)
 
+    def delta_table(self, columns: list[Column]) -> pa.Table:
+        """The delta (OP + site columns), as DeltaResult.delta_table has it."""
+        return self.delta
+
     def key_changes(self, key: list[str]) -> tuple[pa.Table, pa.Table]:
         """The keys this delta inserts and those it deletes."""
         return split_key_changes(self.delta, key)

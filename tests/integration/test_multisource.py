@@ -1,9 +1,12 @@
-"""Views over several sources: two SQLite sources, and a SQLite and a PostgreSQL source.
+"""Views over several sources: two and three SQLite sources, and SQLite with PostgreSQL.
 
-Randomized rounds move orders between customers, add orders whose customer does not
-exist yet (dangling rows), add and remove customers, and flip the filter column on one
-side. After every sync the view equals the truth computed over all sources at once (here
-joined in Python from both databases), and the delta is exact.
+Randomized rounds move orders between customers (and products), add orders whose customer
+does not exist yet (dangling rows), add and remove customers and products, and flip the
+filter columns on every side. After every sync the view equals the truth computed over all
+sources at once (here joined in Python from the databases), and the delta is exact under
+the derived key (an order that changes partner is an update, never a delete and an insert).
+The view's delta comes from the fragments' deltas (the delta rules of join_delta.py) once
+the view is loaded; the rounds check that it did.
 """
 
 from __future__ import annotations
@@ -25,9 +28,17 @@ VIEW_SQL = (
     "JOIN {customers}.customers c ON o.cust_id = c.id "
     "WHERE c.region IN ('north', 'east') AND o.status <> 'void' AND o.amount + c.credit > 10"
 )
-#: each order has one customer: the customer's key is implied, and an order that moves to
-#: another customer is an update of its row, not a delete and an insert
+#: the same orders, each also joined to its product at a third source
+VIEW3_SQL = (
+    "SELECT o.oid, o.amount, o.status, c.id AS cid, c.name, c.region, p.pid, p.title FROM {orders}.orders o "
+    "JOIN {customers}.customers c ON o.cust_id = c.id JOIN {products}.products p ON p.pid = o.product_id "
+    "WHERE c.region IN ('north', 'east') AND o.status <> 'void' AND o.amount + c.credit > 10 "
+    "AND p.category <> 'hidden'"
+)
+#: each order has one customer (and one product): their keys are implied, and an order
+#: that moves to another customer is an update of its row, not a delete and an insert
 KEY = ["oid"]
+PRODUCTS = 30
 
 
 class Customers:
@@ -51,19 +62,33 @@ class Customers:
 
 
 class World:
-    def __init__(self, customers: Customers, orders_db, seed: int):
+    def __init__(self, customers: Customers, orders_db, seed: int, products_db=None):
         self.customers = customers
         self.orders_db = orders_db
+        self.products_db = products_db  # the third source, when the view has one
         self.rng = random.Random(seed)
         with sqlite3.connect(orders_db) as c:
             c.execute(
-                "CREATE TABLE orders (oid INTEGER PRIMARY KEY, cust_id INTEGER, amount DECIMAL(10,2), status TEXT)"
+                "CREATE TABLE orders (oid INTEGER PRIMARY KEY, cust_id INTEGER, amount DECIMAL(10,2), status TEXT, "
+                "product_id INTEGER)"
             )
+        if products_db is not None:
+            with sqlite3.connect(products_db) as c:
+                c.execute("CREATE TABLE products (pid INTEGER PRIMARY KEY, title TEXT, category TEXT)")
+                for pid in range(1, PRODUCTS + 1):
+                    self.add_product(c, pid)
         self.next_cust, self.next_order = 1, 1
         for _ in range(60):
             self.add_customer()
         for _ in range(250):
             self.add_order()
+
+    def add_product(self, c, pid: int) -> None:
+        r = self.rng
+        c.execute(
+            "INSERT INTO products VALUES (?, ?, ?)",
+            (pid, r.choice(["mug", "pen", None]), r.choice(["tools", "toys", "hidden"])),
+        )
 
     def add_customer(self, cid=None):
         r = self.rng
@@ -83,12 +108,13 @@ class World:
         r = self.rng
         with sqlite3.connect(self.orders_db) as c:
             c.execute(
-                "INSERT INTO orders VALUES (?, ?, ?, ?)",
+                "INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
                 (
                     self.next_order,
                     cust or r.randint(1, self.next_cust + 5),
                     round(r.uniform(0, 50), 2),
                     r.choice(["open", "paid", "void", None]),
+                    r.randint(1, PRODUCTS + 3),
                 ),
             )
         self.next_order += 1
@@ -99,8 +125,10 @@ class World:
             oids = [x[0] for x in c.execute("SELECT oid FROM orders")]
             for oid in r.sample(oids, min(len(oids), 25)):
                 what = r.random()
-                if what < 0.4:  # a new join partner, possibly one that does not exist (yet)
+                if what < 0.3:  # a new join partner, possibly one that does not exist (yet)
                     c.execute("UPDATE orders SET cust_id = ? WHERE oid = ?", (r.randint(1, self.next_cust + 5), oid))
+                elif what < 0.4:
+                    c.execute("UPDATE orders SET product_id = ? WHERE oid = ?", (r.randint(1, PRODUCTS + 3), oid))
                 elif what < 0.8:
                     c.execute(
                         "UPDATE orders SET amount = ?, status = ? WHERE oid = ?",
@@ -120,47 +148,81 @@ class World:
             self.customers.run("DELETE FROM customers WHERE id = ?", (cid,))
         for _ in range(r.randint(1, 4)):  # partners of dangling orders appear
             self.add_customer(self.next_cust)
+        if self.products_db is not None:
+            with sqlite3.connect(self.products_db) as c:
+                pids = [x[0] for x in c.execute("SELECT pid FROM products")]
+                for pid in r.sample(pids, 3):
+                    c.execute(
+                        "UPDATE products SET category = ?, title = ? WHERE pid = ?",
+                        (r.choice(["tools", "toys", "hidden"]), r.choice(["mug", "pen", "cup"]), pid),
+                    )
+                c.execute("DELETE FROM products WHERE pid = ?", (r.choice(pids),))
+                missing = sorted(set(range(1, PRODUCTS + 4)) - set(pids))
+                if missing:  # a product appears, and the orders that name it join
+                    self.add_product(c, r.choice(missing))
+
+    def small_change(self):
+        """One order's amount and one customer's name: a change the view keeps as an overlay."""
+        r = self.rng
+        with sqlite3.connect(self.orders_db) as c:
+            oid = r.choice([x[0] for x in c.execute("SELECT oid FROM orders")])
+            c.execute("UPDATE orders SET amount = ? WHERE oid = ?", (round(r.uniform(0, 50), 2), oid))
+        self.customers.run("UPDATE customers SET name = ? WHERE id = ?", ("Zoë", r.choice(list(self.customers.rows()))))
 
     def truth(self) -> dict:
         customers = self.customers.rows()
+        products = None
+        if self.products_db is not None:
+            with sqlite3.connect(self.products_db) as c:
+                products = {r[0]: r for r in c.execute("SELECT pid, title, category FROM products")}
         with sqlite3.connect(self.orders_db) as c:
-            orders = c.execute("SELECT oid, cust_id, amount, status FROM orders").fetchall()
+            orders = c.execute("SELECT oid, cust_id, amount, status, product_id FROM orders").fetchall()
         rows = []
-        for oid, cust, amount, status in orders:
+        for oid, cust, amount, status, product in orders:
             cust_row = customers.get(cust)
             if cust_row is None or amount is None:
                 continue
             cid, name, region, credit = cust_row
             if region in ("north", "east") and status is not None and status != "void" and amount + credit > 10:
-                rows.append(
-                    {
-                        "oid": oid,
-                        "amount": str(Decimal(repr(amount)).quantize(Decimal("0.01"))),
-                        "status": status,
-                        "cid": cid,
-                        "name": name,
-                        "region": region,
-                    }
-                )
+                row = {
+                    "oid": oid,
+                    "amount": str(Decimal(repr(amount)).quantize(Decimal("0.01"))),
+                    "status": status,
+                    "cid": cid,
+                    "name": name,
+                    "region": region,
+                }
+                if products is not None:
+                    pid, title, category = products.get(product, (None, None, None))
+                    if pid is None or category is None or category == "hidden":
+                        continue
+                    row.update(pid=pid, title=title)
+                rows.append(row)
         return keyed(rows, KEY)
 
 
 def rounds(api, world: World, view: str, n: int) -> None:
     """Sync `n` rounds of changes; orders that move to another customer come out as updates
-    (the derived key holds the order's key only)."""
+    (the derived key holds the order's key only), and the view's delta comes from the
+    fragments' deltas, its rows kept as an overlay over the stored ones."""
     before: dict = {}
-    moved = 0
+    moved, methods, written = 0, [], set()
     for rnd in range(n + 1):
         if rnd:
-            world.change()
+            world.change() if rnd % 2 else world.small_change()
         truth = world.truth()
         sync = api.sync(view)
         check_sync(api, view, KEY, before, truth, sync)
+        assembly = sync["metrics"]["assembly"]
+        methods.append(assembly["method"])
+        written.add(assembly["view_written"])
         for line in api.delta(view, sync["id"]):
             old = before.get((line["row"]["oid"],))
             moved += line["op"] == "update" and old is not None and old["cid"] != line["row"]["cid"]
         before = truth
     assert moved > 0, "no order changed customer in the rounds"
+    assert methods[0] == "recompute" and set(methods[1:]) == {"delta_rules"}, methods
+    assert "overlay" in written, written
 
 
 def test_two_sqlite_sources(api, tmp_path, logs_dir):
@@ -198,6 +260,28 @@ def test_sqlite_and_postgres_sources(api, postgres, tmp_path, logs_dir):
         shop.stop()
 
 
+def test_three_sources_sqlite_postgres_sqlite(api, postgres_server, tmp_path, logs_dir):
+    postgres = postgres_server.create_database("multisource_three")
+    customers = Customers(lambda: psycopg.connect(postgres.owner_url, autocommit=True), "%s")
+    world = World(customers, tmp_path / "shop.db", seed=13, products_db=tmp_path / "catalog.db")
+    agents = [
+        start_agent(postgres.reader_url, logs_dir),
+        start_agent(f"sqlite:///{tmp_path / 'shop.db'}", logs_dir),
+        start_agent(f"sqlite:///{tmp_path / 'catalog.db'}", logs_dir),
+    ]
+    try:
+        for name, agent in zip(("tri_crm", "tri_shop", "tri_cat"), agents):
+            api.add_source(name, agent.url)
+        view = api.add_view(
+            "orders_three", VIEW3_SQL.format(orders="tri_shop", customers="tri_crm", products="tri_cat")
+        )
+        assert view["key"] == KEY and len(view["sites"]) == 3
+        rounds(api, world, "orders_three", 5)
+    finally:
+        for agent in agents:
+            agent.stop()
+
+
 def test_a_dangling_row_enters_only_when_its_partner_arrives(api, tmp_path, logs_dir):
     cdb, odb = tmp_path / "c.db", tmp_path / "o.db"
     customers = Customers(lambda: sqlite3.connect(cdb), "?")
@@ -210,7 +294,7 @@ def test_a_dangling_row_enters_only_when_its_partner_arrives(api, tmp_path, logs
         assert api.sync("dangling_v")["status"] == "succeeded"
         orphan_customer = world.next_cust + 100
         with sqlite3.connect(odb) as c:
-            c.execute("INSERT INTO orders VALUES (?, ?, ?, ?)", (999_999, orphan_customer, 42.0, "open"))
+            c.execute("INSERT INTO orders VALUES (?, ?, ?, ?, ?)", (999_999, orphan_customer, 42.0, "open", 1))
         for _ in range(2):  # the order has no customer: it must not show up, sync after sync
             sync = api.sync("dangling_v")
             assert sync["status"] == "succeeded", sync["error"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
@@ -46,6 +47,21 @@ def site_table(number: int) -> str:
     'site_1'
     """
     return f"site_{number}"
+
+
+def assembly_over(assembly: str, tables: list[str]) -> str:
+    """The assembly reading site i's rows from the table named `tables[i]`.
+
+    >>> assembly_over("SELECT `s0`.`a` AS `a` FROM `site_0` AS `s0` CROSS JOIN `site_1` AS `s1`", ["x", "y"])
+    'SELECT `s0`.`a` AS `a` FROM `x` AS `s0` CROSS JOIN `y` AS `s1`'
+    """
+    tree = sqlglot.parse_one(assembly, read=ASSEMBLY_DIALECT)
+    for table in tree.find_all(exp.Table):
+        for number, name in enumerate(tables):
+            if table.name == site_table(number):
+                table.set("this", exp.to_identifier(name, quoted=True))
+                break
+    return tree.sql(dialect=ASSEMBLY_DIALECT, identify=True, comments=False)
 
 
 def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:

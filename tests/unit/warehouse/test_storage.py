@@ -22,9 +22,9 @@ def committed(tmp_path) -> ViewStore:
 
 def test_commit_writes_the_format_into_current_and_meta(tmp_path):
     store = committed(tmp_path)
-    assert STORAGE_FORMAT == 3
-    assert json.loads((store.root / "CURRENT").read_text()) == {"format": 3, "version": 1, "sync_id": "s1"}
-    assert store.current().meta() == {"format": 3, "metrics": {"rows_inserted": 3}}
+    assert STORAGE_FORMAT == 4
+    assert json.loads((store.root / "CURRENT").read_text()) == {"format": 4, "version": 1, "sync_id": "s1"}
+    assert store.current().meta() == {"format": 4, "metrics": {"rows_inserted": 3}}
 
 
 def test_a_store_without_format_is_format_1_and_reads_the_same(tmp_path):

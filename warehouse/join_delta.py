@@ -1,0 +1,202 @@
+"""The delta of a view over several sites, from the deltas of its fragments (delta rules).
+
+A view over several sites is the assembly (a Spark SQL join with the conditions across
+sites) of the site fragments F_0, F_1, ... Every view row is made of one row of each
+fragment, and carries each of those rows' keys (a view selects the key of every table).
+A sync changed some fragment rows: C_i, the keys of site i inserted, updated or deleted,
+and D_i, its inserted and updated rows as they are now. Then:
+
+- a stored row of the view that holds no key of any C_i is made of unchanged fragment
+  rows, all still there with the same values: it is a row of the new view too; and a row
+  of the new view made of unchanged rows only was one of the old view. So only
+- the *old candidates*, stored rows that hold a key of some C_i (one filtered read of
+  the stored view), and
+- the *new candidates*, new view rows made of at least one changed row: the union over i
+  of the assembly with F_i replaced by D_i and the others by their new fragments (the
+  delta rule of site i; a row made of changed rows of two sites comes out of both terms
+  and is counted once, by its view key)
+
+can differ, and the view's delta is the difference between those two sets, matched by the
+view key. Both sets are gathered on the driver (Arrow): the stored view is read filtered
+by the changed keys, each term is a Spark join of a few changed rows with the other
+fragments (a broadcast of the change, no shuffle). The work grows with the change, apart
+from those reads of the stored view and of the other fragments.
+
+The other way, recomputing the whole join (`join` of every fragment) and comparing it with
+the stored view, stays for the first sync, for an audit (mode=verify) and for a change too
+large to gain from the rules (`recompute_reason`).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from remote_agent.protocol.types import arrow_schema
+
+from . import layers
+from .delta import DELETE, INSERT, KEEP, UPDATE
+from .storage import OP, Version
+from .strategies.base import spark_schema
+from .touched_delta import same_values
+from .viewdef import ViewDef
+from .viewdef.decomposition import assembly_over
+
+#: A site whose change holds more than this share of its rows is joined whole: the view is
+#: recomputed (the rules would join about as much, in more passes).
+RECOMPUTE_SHARE = 0.5
+#: The rules gather the changed rows and the candidates on the driver (Arrow): up to this
+#: many of either; a larger change recomputes the join on Spark.
+DRIVER_ROWS = 250_000
+_INDEX, _OLD = "__i", "__o_"
+
+
+class TooLarge(Exception):
+    """The candidates outgrew DRIVER_ROWS: recompute instead."""
+
+
+@dataclass(frozen=True)
+class SiteChange:
+    """What a sync changed in one site's fragment."""
+
+    rows: pa.Table  # OP + the site's columns: inserts and updates as now, deletes as they were
+    fragment_rows: int  # rows of the new fragment
+
+    @property
+    def changed(self) -> int:
+        return self.rows.num_rows
+
+
+def recompute_reason(changed: list[int], fragment_rows: list[int]) -> str | None:
+    """Why the rules would not pay for a change of `changed[i]` rows at site i, whose
+    fragment now holds `fragment_rows[i]` (None when they do).
+
+    >>> recompute_reason([5, 0], [100, 10]) is None
+    True
+    >>> recompute_reason([5, 6], [100, 10])
+    'site 1 changed 6 of its 10 rows (more than 50 %)'
+    """
+    if sum(changed) > DRIVER_ROWS:
+        return f"the sites changed {sum(changed)} rows (more than {DRIVER_ROWS} are joined on Spark)"
+    for i, (n, rows) in enumerate(zip(changed, fragment_rows, strict=True)):
+        if n > 1 and n > RECOMPUTE_SHARE * max(rows, 1):
+            return f"site {i} changed {n} of its {rows} rows (more than {round(100 * RECOMPUTE_SHARE)} %)"
+    return None
+
+
+def first_per_key(table: pa.Table, key: list[str]) -> pa.Table:
+    """`table` with one row per key, the first.
+
+    >>> first_per_key(pa.table({"k": [3, 3, 1, 2, 1], "v": ["a", "b", "c", "d", "e"]}), ["k"]).column("v").to_pylist()
+    ['a', 'c', 'd']
+    """
+    indexed = table.append_column(_INDEX, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    first = indexed.group_by(key, use_threads=False).aggregate([(_INDEX, "min")]).column(f"{_INDEX}_min")
+    return table.take(np.sort(first.to_numpy()))
+
+
+def view_changes(old: pa.Table, new: pa.Table, key: list[str]) -> pa.Table:
+    """insert / update / delete rows (OP + the columns) turning the rows `old` into `new`,
+    matched by `key` (NULL equal to NULL, NaN to NaN in the values); rows equal in both
+    are left out.
+
+    >>> old = pa.table({"k": [1, 2, 3], "v": ["a", "b", None]})
+    >>> new = pa.table({"k": [2, 3, 4], "v": ["B", None, "d"]})
+    >>> view_changes(old, new, ["k"]).sort_by("k").to_pylist()
+    [{'__op': 'delete', 'k': 1, 'v': 'a'}, {'__op': 'update', 'k': 2, 'v': 'B'}, {'__op': 'insert', 'k': 4, 'v': 'd'}]
+    """
+    names = new.schema.names
+    values = [c for c in names if c not in key]
+    o = old.select(names).rename_columns([c if c in key else _OLD + c for c in names])
+    o = o.append_column("__in_o", pa.array(np.ones(o.num_rows, dtype=bool)))
+    n = new.append_column("__in_n", pa.array(np.ones(new.num_rows, dtype=bool)))
+    j = o.join(n, keys=key, join_type="full outer")
+    in_o, in_n = (pc.fill_null(j.column(c), False) for c in ("__in_o", "__in_n"))
+    same = reduce(pc.and_, [same_values(j.column(v), j.column(_OLD + v)) for v in values], pc.and_(in_o, in_n))
+    op = pc.if_else(in_n, pc.if_else(in_o, pc.if_else(same, KEEP, UPDATE), INSERT), DELETE)
+    rows = {c: j.column(c) if c in key else pc.if_else(in_n, j.column(c), j.column(_OLD + c)) for c in names}
+    return (
+        pa.table({OP: op, **rows})
+        .filter(pc.not_equal(op, KEEP))
+        .cast(pa.schema([pa.field(OP, pa.string()), *new.schema]))
+    )
+
+
+class JoinDelta:
+    """The delta rules over one sync's fragments. The assembly runs under temporary names
+    of its own (several syncs may share the Spark session)."""
+
+    def __init__(self, spark: SparkSession, view: ViewDef, tag: str, staging: Path):
+        self.spark, self.view, self.tag, self.staging = spark, view, tag, staging
+        self.schema = arrow_schema(view.columns)
+        self._registered: list[str] = []
+
+    def join(self, tables: list[DataFrame], term: str) -> DataFrame:
+        """The view's rows from `tables` standing for site 0, 1, ..."""
+        names = [f"{term}_site_{i}_{self.tag}" for i in range(len(tables))]
+        for name, table in zip(names, tables, strict=True):
+            table.createOrReplaceTempView(name)
+        self._registered += names
+        return self.spark.sql(assembly_over(self.view.assembly, names)).select(*self.schema.names)
+
+    def old_candidates(self, stored: Version, changes: list[SiteChange]) -> pa.Table:
+        """The stored view rows that hold a changed key of some site (read with Arrow, the
+        files filtered on each site's first key column as they are read)."""
+        wanted = [
+            (site.key, change.rows.select(site.key).group_by(site.key).aggregate([]))
+            for site, change in zip(self.view.sites, changes, strict=True)
+            if change.changed
+        ]
+        if not wanted:
+            return self.schema.empty_table()
+        coarse = reduce(operator.or_, [ds.field(k[0]).isin(pc.unique(t.column(k[0]))) for k, t in wanted])
+        rows = layers.view_lookup(stored, self.view, coarse)
+        hits = [
+            rows.join(t.cast(pa.schema([self.schema.field(c) for c in k])), k, join_type="left semi") for k, t in wanted
+        ]
+        return first_per_key(pa.concat_tables([h.select(self.schema.names) for h in hits]), self.view.key)
+
+    def new_candidates(self, fragments: list[DataFrame], changes: list[SiteChange]) -> pa.Table:
+        """The new view rows made of at least one changed fragment row, each once: for each
+        site, its inserted and updated rows joined with the other fragments on Spark."""
+        terms = []
+        for i, (site, change) in enumerate(zip(self.view.sites, changes, strict=True)):
+            now = change.rows.filter(pc.not_equal(change.rows.column(OP), DELETE)).drop_columns([OP])
+            if not now.num_rows:
+                continue
+            path = self.staging / f"site-change-{i}"
+            layers.write_part(now, path)
+            rows = self.spark.read.schema(spark_schema(site.columns)).parquet(str(path))
+            terms.append(self.join([rows if j == i else f for j, f in enumerate(fragments)], f"d{i}"))
+        if not terms:
+            return self.schema.empty_table()
+        # one Spark job for all the terms: their scans run side by side
+        found = reduce(DataFrame.unionByName, terms).limit(DRIVER_ROWS + 1).toArrow()
+        if found.num_rows > DRIVER_ROWS:
+            raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of the view")
+        return first_per_key(found.select(self.schema.names).cast(self.schema), self.view.key)
+
+    def delta(self, stored: Version, fragments: list[DataFrame], changes: list[SiteChange]) -> pa.Table:
+        """insert / update / delete rows (OP + the view's columns) turning the view stored at
+        `stored` into the join of `fragments`, whose changes since then are `changes`."""
+        old = self.old_candidates(stored, changes)
+        return view_changes(old, self.new_candidates(fragments, changes), self.view.key)
+
+    def release(self) -> None:
+        for name in self._registered:
+            self.spark.catalog.dropTempView(name)
+        self._registered.clear()
+
+
+def upserted(delta: DataFrame) -> DataFrame:
+    """The rows a delta inserts or updates, as they are now (the view's columns)."""
+    return delta.filter(F.col(OP).isin(INSERT, UPDATE)).drop(OP)
