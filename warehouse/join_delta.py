@@ -17,7 +17,14 @@ and D_i, its inserted and updated rows as they are now. Then:
   and is counted once, by its view key)
 
 can differ, and the view's delta is the difference between those two sets, matched by the
-view key. Both sets are gathered on the driver (Arrow): the stored view is read filtered
+view key.
+
+A table joined by LEFT JOIN is a site of its own that matches at most one row (binding
+checks it) and is read nowhere else: a view row is an inner row padded with each left
+site's partner or NULLs. Its term keeps the rows that found a changed partner; a row whose
+partner went, or stopped matching, is found among the old candidates (it held the
+partner's key), and is joined anew from its inner part; a padded row that found a partner
+is looked up in the stored view by its key. Both sets are gathered on the driver (Arrow): the stored view is read filtered
 by the changed keys, each term is a Spark join of a few changed rows with the other
 fragments (a broadcast of the change, no shuffle). The work grows with the change, apart
 from those reads of the stored view and of the other fragments.
@@ -43,13 +50,13 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import layers
+from . import equi_join, layers
 from .delta import DELETE, INSERT, KEEP, UPDATE
 from .storage import OP, Version
 from .strategies.base import spark_schema
 from .touched_delta import same_values
 from .viewdef import ViewDef
-from .viewdef.decomposition import assembly_over
+from .viewdef.decomposition import assembly_over, site_equalities
 
 #: A site whose change holds more than this share of its rows is joined whole: the view is
 #: recomputed (the rules would join about as much, in more passes).
@@ -138,6 +145,9 @@ class JoinDelta:
     def __init__(self, spark: SparkSession, view: ViewDef, tag: str, staging: Path):
         self.spark, self.view, self.tag, self.staging = spark, view, tag, staging
         self.schema = arrow_schema(view.columns)
+        self.links = site_equalities(view.assembly)
+        #: the assembly as equalities, evaluated on the driver; None: by Spark
+        self.equi = equi_join.plan(view)
         self._registered: list[str] = []
 
     def join(self, tables: list[DataFrame], term: str) -> DataFrame:
@@ -165,31 +175,120 @@ class JoinDelta:
         ]
         return first_per_key(pa.concat_tables([h.select(self.schema.names) for h in hits]), self.view.key)
 
-    def new_candidates(self, fragments: list[DataFrame], changes: list[SiteChange]) -> pa.Table:
+    def new_candidates(
+        self, staged: Version, fragments: list[DataFrame], changes: list[SiteChange], old: pa.Table
+    ) -> pa.Table:
         """The new view rows made of at least one changed fragment row, each once: for each
-        site, its inserted and updated rows joined with the other fragments on Spark."""
-        terms = []
+        site, its inserted and updated rows joined with the other fragments on Spark. With
+        LEFT JOINs, the rows of the old candidates' inner parts joined anew as well: a row
+        whose partner went (or stopped matching) stays, padded, though no term finds it."""
+        terms, found = [], []
         for i, (site, change) in enumerate(zip(self.view.sites, changes, strict=True)):
             now = change.rows.filter(pc.not_equal(change.rows.column(OP), DELETE)).drop_columns([OP])
             if not now.num_rows:
                 continue
-            path = self.staging / f"site-change-{i}"
-            layers.write_part(now, path)
-            rows = self.spark.read.schema(spark_schema(site.columns)).parquet(str(path))
-            terms.append(self.join([rows if j == i else f for j, f in enumerate(fragments)], f"d{i}"))
-        if not terms:
+            if self.equi is not None:
+                found.append(self._checked(self.equi.rows(i, now, lambda j, wanted: self._fetch(staged, j, wanted))))
+                continue
+            rows = self._frame(now, site.columns, f"site-change-{i}")
+            tables = [rows if j == i else self._reduced(staged, j, i, now) or f for j, f in enumerate(fragments)]
+            term = self.join(tables, f"d{i}")
+            if i in self.view.left_sites:  # only the rows that found a changed partner
+                term = term.filter(reduce(operator.and_, [F.col(k).isNotNull() for k in site.key]))
+            terms.append(term)
+        if self.view.left_sites and old.num_rows:
+            if self.equi is not None:
+                found.append(self._rejoined_here(staged, old))
+            else:
+                terms.append(self._rejoined(fragments, old))
+        if terms:  # one Spark job for all the terms: their scans run side by side
+            found.append(self._checked(reduce(DataFrame.unionByName, terms).limit(DRIVER_ROWS + 1).toArrow()))
+        if not found:
             return self.schema.empty_table()
-        # one Spark job for all the terms: their scans run side by side
-        found = reduce(DataFrame.unionByName, terms).limit(DRIVER_ROWS + 1).toArrow()
-        if found.num_rows > DRIVER_ROWS:
-            raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of the view")
-        return first_per_key(found.select(self.schema.names).cast(self.schema), self.view.key)
+        return first_per_key(pa.concat_tables(found), self.view.key)
 
-    def delta(self, stored: Version, fragments: list[DataFrame], changes: list[SiteChange]) -> pa.Table:
+    def _checked(self, rows: pa.Table) -> pa.Table:
+        """`rows` in the view's schema, unless there are more than the driver may hold."""
+        if rows.num_rows > DRIVER_ROWS:
+            raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of the view")
+        return rows.select(self.schema.names).cast(self.schema)
+
+    def _fetch(self, staged: Version, j: int, wanted: ds.Expression) -> pa.Table:
+        """The rows of fragment j that satisfy `wanted` (its columns), read with Arrow."""
+        site = self.view.sites[j]
+        rows = layers.rows_where(staged, j, site.columns, site.key, wanted)
+        if rows.num_rows > DRIVER_ROWS:
+            raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of site {j}")
+        return rows.select([c.name for c in site.columns])
+
+    def _rejoined_here(self, staged: Version, old: pa.Table) -> pa.Table:
+        """`_rejoined` in Arrow, for an assembly of equalities: from the first inner site's
+        rows the old candidates hold, the rows of their keys as they are now."""
+        first = next(j for j in range(len(self.view.sites)) if j not in self.view.left_sites)
+        key = self.view.sites[first].key
+        held = old.select(key).group_by(key).aggregate([])
+        rows = self._fetch(staged, first, ds.field(key[0]).isin(pc.unique(held.column(key[0]))))
+        rows = rows.join(held, key, join_type="left semi")
+        now = self.equi.rows(first, rows, lambda j, wanted: self._fetch(staged, j, wanted))
+        return self._checked(now.join(old.select(self.view.key), self.view.key, join_type="left semi"))
+
+    def _reduced(self, staged: Version, j: int, i: int, now: pa.Table) -> DataFrame | None:
+        """Fragment j cut to the rows that may join site i's rows `now`: those equal to them
+        on the columns a join condition equates (read with Arrow, filtered as read), so
+        that the join reads a few rows, not the fragment; None where no equality links them.
+        Only columns of one logical type, not floating point (Spark's NaN equals NaN)."""
+        mine, theirs = self.view.sites[i], self.view.sites[j]
+        types = {(i, c.name): c.type for c in mine.columns} | {(j, c.name): c.type for c in theirs.columns}
+        wanted = []
+        for a, col_a, b, col_b in self.links:
+            if {a, b} != {i, j}:
+                continue
+            here, there = ((a, col_a), (b, col_b)) if a == i else ((b, col_b), (a, col_a))
+            if types[here] != types[there] or types[here].kind == "float":
+                continue
+            wanted.append(ds.field(there[1]).isin(pc.unique(now.column(here[1])).drop_null()))
+        if not wanted:
+            return None
+        rows = layers.rows_where(staged, j, theirs.columns, theirs.key, reduce(operator.and_, wanted))
+        return self._frame(rows.select([c.name for c in theirs.columns]), theirs.columns, f"reduced-{i}-{j}")
+
+    def _rejoined(self, fragments: list[DataFrame], old: pa.Table) -> DataFrame:
+        """The view rows, as they are now, of the old candidates' keys: the sites joined by
+        inner joins reduced to the rows the candidates hold, those of LEFT JOINs whole."""
+        by_name = {c.name: c for c in self.view.columns}
+        tables = []
+        for j, (site, fragment) in enumerate(zip(self.view.sites, fragments, strict=True)):
+            if j in self.view.left_sites:
+                tables.append(fragment)
+                continue
+            held = old.select(site.key).group_by(site.key).aggregate([])
+            keys = self._frame(held, [by_name[k] for k in site.key], f"held-{j}")
+            tables.append(fragment.join(F.broadcast(keys), site.key, "left_semi"))
+        wanted = self._frame(old.select(self.view.key), [by_name[k] for k in self.view.key], "held-view")
+        return self.join(tables, "r").join(F.broadcast(wanted), self.view.key, "left_semi")
+
+    def _frame(self, rows: pa.Table, columns: list, name: str) -> DataFrame:
+        """`rows` (Arrow) as a Spark frame, through a Parquet file in the sync's staging."""
+        path = self.staging / name
+        layers.write_part(rows, path)
+        return self.spark.read.schema(spark_schema(columns)).parquet(str(path))
+
+    def delta(
+        self, stored: Version, staged: Version, fragments: list[DataFrame], changes: list[SiteChange]
+    ) -> pa.Table:
         """insert / update / delete rows (OP + the view's columns) turning the view stored at
-        `stored` into the join of `fragments`, whose changes since then are `changes`."""
+        `stored` into the join of the fragments staged at `staged` (as Spark frames,
+        `fragments`), whose changes since then are `changes`."""
+        key = self.view.key
         old = self.old_candidates(stored, changes)
-        return view_changes(old, self.new_candidates(fragments, changes), self.view.key)
+        new = self.new_candidates(staged, fragments, changes, old)
+        if self.view.left_sites:
+            # a padded row that found a partner holds no changed key: it is found by its view key
+            unseen = new.select(key).join(old.select(key), key, join_type="left anti")
+            if unseen.num_rows:
+                rows = layers.view_lookup(stored, self.view, ds.field(key[0]).isin(pc.unique(unseen.column(key[0]))))
+                old = pa.concat_tables([old, rows.join(unseen, key, join_type="left semi").select(self.schema.names)])
+        return view_changes(old, new, key)
 
     def release(self) -> None:
         for name in self._registered:

@@ -172,7 +172,20 @@ def table(version: Version, site: int, columns: list[Column], key: list[str]) ->
     return _stored(version, site, columns, key, None)
 
 
-def _stored(version: Version, site: int, columns: list[Column], key: list[str], keys: pa.Table | None) -> pa.Table:
+def rows_where(version: Version, site: int, columns: list[Column], key: list[str], where: ds.Expression) -> pa.Table:
+    """The fragment's rows that satisfy `where` (as `table` has them), read with Arrow: the
+    files are filtered as they are read."""
+    return _stored(version, site, columns, key, None, where)
+
+
+def _stored(
+    version: Version,
+    site: int,
+    columns: list[Column],
+    key: list[str],
+    keys: pa.Table | None,
+    wanted: ds.Expression | None = None,
+) -> pa.Table:
     schema = arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
     key_schema = pa.schema([schema.field(k) for k in key])
     if keys is not None:
@@ -182,10 +195,10 @@ def _stored(version: Version, site: int, columns: list[Column], key: list[str], 
     layers = Layers.load(site_dir)
 
     def read(directory: Path) -> pa.Table:
+        found = ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted).cast(schema)
         if keys is None:
-            return ds.dataset(directory, format="parquet").to_table(columns=schema.names).cast(schema)
-        found = ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted)
-        return found.cast(schema).join(keys, key, join_type="left semi").select(schema.names)
+            return found
+        return found.join(keys, key, join_type="left semi").select(schema.names)
 
     rows = read(version.fragment(site))
     if layers is not None and layers.removed_rows:

@@ -213,7 +213,8 @@ class SyncMetrics(SiteDetails, Traffic):
     #: A verify sync's comparison with a full read.
     verify: dict | None = None
     #: How a view over several sites got its delta (join_delta.py): method ("delta_rules",
-    #: or "recompute" and the reason), view_written ("overlay" or "whole"), overlay_rows.
+    #: or "recompute" and the reason), joined_on ("driver": an assembly of equalities in
+    #: Arrow; "spark"), delta_s, view_written ("overlay" or "whole"), overlay_rows.
     assembly: dict | None = None
     wall_seconds: float | None = None
 

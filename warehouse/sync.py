@@ -282,11 +282,15 @@ class SyncRun:
                 for r, site in zip(self.results, self.view.sites, strict=True)
             ]
             try:
-                delta = joins.delta(self.current, fragments, changes)
+                delta = joins.delta(self.current, self.staged, fragments, changes)
             except join_delta.TooLarge as exc:
                 reason = str(exc)
             else:
-                self.metrics.assembly = {"method": "delta_rules", "delta_s": round(time.monotonic() - t0, 3)}
+                self.metrics.assembly = {
+                    "method": "delta_rules",
+                    "joined_on": "driver" if joins.equi is not None else "spark",
+                    "delta_s": round(time.monotonic() - t0, 3),
+                }
                 return self._maintained(delta)
         self.metrics.assembly = {"method": "recompute", "reason": reason, "view_written": "whole"}
         return self._recompute(joins, fragments)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
@@ -135,12 +135,15 @@ class SelectParts:
     """A SELECT that passed the structural checks, cut into the pieces names are resolved in.
 
     `conditions[i]` is the ON predicate joining `tables[i]`; `conditions[0]` is None (FROM).
+    `left[i]` says that `tables[i]` is joined by LEFT [OUTER] JOIN (only where the caller
+    allows it); empty when every join is inner.
     """
 
     items: list[SelectItem]
     tables: list[TableRef]
     conditions: list[exp.Expression | None]
     where: exp.Expression | None
+    left: list[bool] = field(default_factory=list)
 
 
 def snippet(node: exp.Expression) -> str:
@@ -241,7 +244,9 @@ def _is_literal(node: exp.Expression) -> bool:
     return type(node) is exp.Neg and type(node.this) is exp.Literal and not node.this.is_string
 
 
-def parse_select(sql: str, dialect: str | None, error: ErrorClass, form: str) -> SelectParts:
+def parse_select(
+    sql: str, dialect: str | None, error: ErrorClass, form: str, *, left_joins: bool = False
+) -> SelectParts:
     """Parse `sql` and check it is one plain select-project-join block.
 
     Args:
@@ -249,6 +254,7 @@ def parse_select(sql: str, dialect: str | None, error: ErrorClass, form: str) ->
         dialect: sqlglot dialect to read it in; None for sqlglot's standard dialect.
         error: exception class called with the message of the first violation.
         form: what is supported, appended to every message ("a view is SELECT ...").
+        left_joins: whether LEFT [OUTER] JOIN is accepted besides inner joins.
 
     Returns:
         the select list, the tables with their ON conditions, and the WHERE predicate.
@@ -264,16 +270,18 @@ def parse_select(sql: str, dialect: str | None, error: ErrorClass, form: str) ->
         raise error(f"a FROM clause is required: {form}")
     tables = [_table_ref(from_.this, error, form)]
     conditions: list[exp.Expression | None] = [None]
+    left = [False]
     for join in select.args.get("joins") or []:
         tables.append(_table_ref(join.this, error, form))
-        on = _inner_join_condition(join, error, form)
+        on, is_left = _join_condition(join, error, form, left_joins)
         check_predicate(on, error, f"the ON condition of the join with {tables[-1].written()!r}")
         conditions.append(on)
+        left.append(is_left)
     where = select.args.get("where")
     predicate = where.this if where is not None else None
     if predicate is not None:
         check_predicate(predicate, error, "WHERE")
-    return SelectParts(items, tables, conditions, predicate)
+    return SelectParts(items, tables, conditions, predicate, left if any(left) else [])
 
 
 def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) -> exp.Expression:
@@ -358,11 +366,24 @@ def _table_ref(node: exp.Expression, error: ErrorClass, form: str) -> TableRef:
     return TableRef(node.name, node.text("db") or None, node.text("catalog") or None, node.alias or None)
 
 
-def _inner_join_condition(join: exp.Join, error: ErrorClass, form: str) -> exp.Expression:
+def _join_condition(join: exp.Join, error: ErrorClass, form: str, left_joins: bool) -> tuple[exp.Expression, bool]:
+    """The ON condition of an inner join (or, if `left_joins`, a LEFT [OUTER] JOIN), and
+    whether the join is a left one."""
     side = (join.args.get("side") or "").upper()
     kind = (join.args.get("kind") or "").upper()
     method = (join.args.get("method") or "").upper()
-    if side or kind == "OUTER":
+    is_left = left_joins and side == "LEFT" and kind in ("", "OUTER")
+    if is_left:
+        join = join.copy()
+        join.set("side", None)
+        join.set("kind", None)
+        side = kind = ""
+    elif left_joins and (side or kind == "OUTER"):
+        raise error(
+            f"{side or kind} OUTER JOIN is not supported: inner joins and LEFT [OUTER] JOIN are, "
+            f"which the warehouse maintains exactly (write a RIGHT JOIN as a LEFT JOIN with the tables swapped): {form}"
+        )
+    elif side or kind == "OUTER":
         raise error(f"outer joins ({side or kind} JOIN) are not supported, only inner joins: {form}")
     if method:
         raise error(f"{method} joins are not supported, only inner joins with ON: {form}")
@@ -381,7 +402,7 @@ def _inner_join_condition(join: exp.Join, error: ErrorClass, form: str) -> exp.E
         raise error(
             f"cross joins (a join without ON, or FROM a, b) are not supported, join with JOIN ... ON condition: {form}"
         )
-    return on
+    return on, is_left
 
 
 def column_ref(alias: str, name: str) -> exp.Column:

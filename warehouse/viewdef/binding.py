@@ -31,7 +31,7 @@ VIEW_DIALECT: str | None = None
 #: What a view may look like, appended to every rejection.
 VIEW_FORM = (
     "a view is SELECT t.column [AS name], ... FROM source.table [AS t] "
-    "[[INNER] JOIN source.table [AS u] ON condition]... [WHERE condition]"
+    "[[INNER | LEFT [OUTER]] JOIN source.table [AS u] ON condition]... [WHERE condition]"
 )
 
 
@@ -70,6 +70,11 @@ class BoundView:
     keys: list[list[str]]  # per relation, its key columns' output names
     #: per relation, whether its key is part of the view's key and why (keys.py); empty: all are
     key_parts: tuple[KeyPart, ...] = ()
+    #: per relation, whether it is joined by LEFT JOIN; empty: every join is inner
+    left: tuple[bool, ...] = ()
+
+    def is_left(self, relation: int) -> bool:
+        return bool(self.left) and self.left[relation]
 
     @property
     def key(self) -> list[str]:
@@ -86,7 +91,7 @@ class BoundView:
 
 
 def _parse(sql: str) -> sitesql.SelectParts:
-    parts = sitesql.parse_select(sql, VIEW_DIALECT, ViewDefinitionError, VIEW_FORM)
+    parts = sitesql.parse_select(sql, VIEW_DIALECT, ViewDefinitionError, VIEW_FORM, left_joins=True)
     for ref in parts.tables:
         if ref.catalog is not None:
             raise ViewDefinitionError(
@@ -174,8 +179,44 @@ def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) ->
     for position, on in enumerate(parts.conditions[1:], start=1):
         conditions.append(sitesql.requalify(on, lambda col, p=position: bind(col, p)))
     where = sitesql.requalify(parts.where, bind) if parts.where is not None else None
-    view = BoundView(relations, outputs, conditions, where, _choose_key(relations, outputs))
-    return replace(view, key_parts=tuple(derive(view)))
+    view = BoundView(relations, outputs, conditions, where, _choose_key(relations, outputs), left=tuple(parts.left))
+    _check_left_joins(view)
+    view = replace(view, key_parts=tuple(derive(view)))
+    for i, part in enumerate(view.key_parts):
+        if view.is_left(i) and part.kept:
+            raise ViewDefinitionError(
+                f"the LEFT JOIN with {relations[i].label} may match several of its rows: its ON condition must "
+                f"equate each column of its key ({', '.join(relations[i].table.primary_key or part.key)}) with a column "
+                "of the tables joined before it (or a constant), so that each row joins at most one of its rows; "
+                "a LEFT JOIN that can match several rows is not supported yet (an inner JOIN is)"
+            )
+    return view
+
+
+def _check_left_joins(view: BoundView) -> None:
+    """A table joined by LEFT JOIN is read only in its own ON condition and the select list.
+
+    Then the left joins commute with the rest: the view is the inner part, filtered by
+    WHERE, with each left-joined table attached by its ON condition (NULLs where none matches).
+    """
+    for i, relation in enumerate(view.relations):
+        if not view.is_left(i):
+            continue
+        places = [
+            (f"the ON condition of the join with {view.relations[j].label}", on)
+            for j, on in enumerate(view.conditions)
+            if j != i and on is not None
+        ]
+        if view.where is not None:
+            places.append(("WHERE", view.where))
+        for place, predicate in places:
+            for col in predicate.find_all(exp.Column):
+                if col.table == relation.alias:
+                    raise ViewDefinitionError(
+                        f"{relation.label} is joined by LEFT JOIN, so its columns may be read only in its own ON condition "
+                        f"and in the select list; {place} reads {relation.alias}.{col.name} (move the condition into "
+                        f"the ON of the LEFT JOIN, or join the table with an inner JOIN)"
+                    )
 
 
 def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[list[str]]:

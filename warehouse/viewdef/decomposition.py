@@ -64,6 +64,29 @@ def assembly_over(assembly: str, tables: list[str]) -> str:
     return tree.sql(dialect=ASSEMBLY_DIALECT, identify=True, comments=False)
 
 
+def site_equalities(assembly: str) -> list[tuple[int, str, int, str]]:
+    """(site, column, other site, other column) for every `si.a = sj.b` that is an AND term of
+    a join condition of the assembly: a row of the view has equal values there.
+
+    >>> site_equalities("SELECT `s0`.`a` AS `a` FROM `site_0` AS `s0` JOIN `site_1` AS `s1` "
+    ...                 "ON `s1`.`id` = `s0`.`b` AND `s0`.`c` > 1 OR `s1`.`x` = `s0`.`y`")
+    []
+    >>> site_equalities("SELECT `s0`.`a` AS `a` FROM `site_0` AS `s0` LEFT JOIN `site_1` AS `s1` "
+    ...                 "ON `s1`.`id` = `s0`.`b` AND `s0`.`c` > 1")
+    [(1, 'id', 0, 'b')]
+    """
+    out = []
+    for join in sqlglot.parse_one(assembly, read=ASSEMBLY_DIALECT).args.get("joins") or []:
+        on = join.args.get("on")
+        for term in _split_and(on) if on is not None else []:
+            left, right = term.this, term.expression
+            if isinstance(term, exp.EQ) and isinstance(left, exp.Column) and isinstance(right, exp.Column):
+                a, b = int(left.table.removeprefix("s")), int(right.table.removeprefix("s"))
+                if a != b:
+                    out.append((a, left.name, b, right.name))
+    return out
+
+
 def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     """Check a view against its sources' schemas and decompose it into site queries.
 
@@ -83,8 +106,8 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     derivation = [p.to_json() for p in bound.key_parts]
     if len(groups) == 1:
         return ViewDef(sql.strip(), columns, bound.key, [_single_site(bound, schemas)], key_derivation=derivation)
-    sites, assembly = _decompose(bound, conjuncts, groups, schemas)
-    return ViewDef(sql.strip(), columns, bound.key, sites, assembly, derivation)
+    sites, assembly, left = _decompose(bound, conjuncts, groups, schemas)
+    return ViewDef(sql.strip(), columns, bound.key, sites, assembly, derivation, left)
 
 
 def _single_site(bound: BoundView, schemas: Mapping[str, SourceSchema]) -> SiteQuery:
@@ -148,7 +171,8 @@ def _conjuncts(bound: BoundView) -> list[_Conjunct]:
 
 
 def _local_sites(bound: BoundView, conjuncts: list[_Conjunct]) -> list[list[int]]:
-    """The sites: relations of one source linked by conditions over that source only.
+    """The sites: relations of one source linked by conditions over that source only; a
+    relation joined by LEFT JOIN alone.
 
     Returns each site's relations in FROM order; sites ordered by their first relation.
     """
@@ -161,6 +185,8 @@ def _local_sites(bound: BoundView, conjuncts: list[_Conjunct]) -> list[list[int]
         return i
 
     for c in conjuncts:
+        if any(bound.is_left(r) for r in c.relations):
+            continue  # a table joined by LEFT JOIN is a site of its own: the warehouse pads it
         if len(c.relations) > 1 and len({bound.relations[r].source for r in c.relations}) == 1:
             first, *rest = sorted(c.relations)
             for r in rest:
@@ -202,22 +228,29 @@ def _conjunction(terms: list[exp.Expression]) -> exp.Expression | None:
 
 def _decompose(
     bound: BoundView, conjuncts: list[_Conjunct], groups: list[list[int]], schemas: Mapping[str, SourceSchema]
-) -> tuple[list[SiteQuery], str]:
-    """One site query per site, and the assembly that joins their results into the view."""
+) -> tuple[list[SiteQuery], str, list[int]]:
+    """One site query per site, the assembly that joins their results into the view, and
+    the sites it joins by LEFT JOIN."""
     site_of = {r: s for s, members in enumerate(groups) for r in members}
     pushed: list[list[_Conjunct]] = [[] for _ in groups]
     central: list[_Conjunct] = []
     for c in conjuncts:
         # A term without columns (ON TRUE, 1 = 1) filters as well at the site that held it.
         touched = {site_of[r] for r in c.relations} or {site_of[c.origin]}
-        if len(touched) == 1:
+        if bound.is_left(c.origin) and c.relations - {c.origin}:
+            # the ON of a LEFT JOIN decides which rows match, not which rows stay: every term
+            # that reads another table is evaluated by the left join in the warehouse
+            _check_cross_site(c.expr, bound)
+            central.append(c)
+        elif len(touched) == 1:
             pushed[touched.pop()].append(c)
         else:
             _check_cross_site(c.expr, bound)
             central.append(c)
     names, extras = _site_column_names(bound, central, site_of, len(groups))
     sites = [_site_query(bound, members, pushed[s], extras[s], schemas) for s, members in enumerate(groups)]
-    return sites, _assembly(bound, central, site_of, names, len(groups))
+    left = [s for s, members in enumerate(groups) if bound.is_left(members[0])]
+    return sites, _assembly(bound, central, site_of, names, len(groups)), left
 
 
 def _site_column_names(
@@ -305,7 +338,8 @@ def _assembly(
     """The Spark SQL query joining the sites' results into the view.
 
     Site i is read as `site_i` AS `si`; each condition across sites is an ON of the last
-    site it reads; a site no condition ties to the others is a CROSS JOIN.
+    site it reads; a site no condition ties to the others is a CROSS JOIN. A site joined by
+    LEFT JOIN comes last, its ON the terms of its ON that read other sites.
     """
 
     def ref(site: int, name: str) -> exp.Column:
@@ -321,12 +355,17 @@ def _assembly(
         relation = bound.relation_of(col)
         return ref(site_of[relation], names[(relation, col.name)])
 
-    links = [frozenset(site_of[r] for r in c.relations) for c in central]
-    order = _join_order(list(range(n_sites)), links)
+    left = {site_of[r] for r in range(len(bound.relations)) if bound.is_left(r)}
+    inner = [c for c in central if not bound.is_left(c.origin)]
+    links = [frozenset(site_of[r] for r in c.relations) for c in inner]
+    order = _join_order([s for s in range(n_sites) if s not in left], links)
     position = {s: p for p, (s, _) in enumerate(order)}
     on: dict[int, list[exp.Expression]] = {s: [] for s in range(n_sites)}
-    for c, sites in zip(central, links):
+    for c, sites in zip(inner, links):
         on[max(sites, key=position.__getitem__)].append(sitesql.requalify(c.expr, relink))
+    for c in central:
+        if bound.is_left(c.origin):
+            on[site_of[c.origin]].append(sitesql.requalify(c.expr, relink))
     select = exp.Select(
         expressions=[exp.alias_(ref(site_of[o.relation], o.name), o.name, quoted=True) for o in bound.outputs]
     )
@@ -339,6 +378,8 @@ def _assembly(
             if condition is not None
             else exp.Join(this=table(site), kind="CROSS")
         )
+    for site in sorted(left):  # after the inner joins: nothing else reads a left-joined table
+        joins.append(exp.Join(this=table(site), on=_conjunction(on[site]) or exp.true(), side="LEFT"))
     select.set("joins", joins)
     try:
         return select.sql(dialect=ASSEMBLY_DIALECT, identify=True, comments=False, unsupported_level=ErrorLevel.RAISE)

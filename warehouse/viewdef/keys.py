@@ -10,7 +10,9 @@ insert of two different keys; under the minimal key it is one update.
 Dependencies used, for the attributes (table occurrence, column) of the view's rows:
 a table's key fixes all its columns; `a = b` in an ON condition or a top-level conjunct of
 WHERE fixes each side from the other (an inner join and a WHERE drop rows where it does
-not hold, NULLs included); `a = constant` fixes `a`. Only columns of the same logical
+not hold, NULLs included); `a = constant` fixes `a`. In the ON of a LEFT JOIN, an
+equality fixes the joined table's column from the other side only (a row without a
+partner keeps its values and gets NULLs), and a constant fixes the joined table's column. Only columns of the same logical
 type count as equated (across types, a coercion could equate two different values with
 one). Tables are tried from the last joined to the first, so the first table's key stays
 when two keys imply each other (a 1:1 join).
@@ -85,9 +87,10 @@ def closure(
     keys: list[set[Attribute]],
     columns: list[set[Attribute]],
     pairs: list[tuple[Attribute, Attribute]],
+    arrows: list[tuple[Attribute, Attribute]] = (),
 ) -> set[Attribute]:
     """Every attribute that `fixed` determines: a table's key brings its columns, an
-    equality either side from the other.
+    equality either side from the other, an arrow (a, b) b from a only.
 
     >>> keys = [{(0, "id")}, {(1, "id")}]
     >>> cols = [{(0, "id"), (0, "dept")}, {(1, "id"), (1, "name")}]
@@ -106,6 +109,10 @@ def closure(
             if (a in out) != (b in out):
                 out |= {a, b}
                 grown = True
+        for a, b in arrows:
+            if a in out and b not in out:
+                out.add(b)
+                grown = True
     return out
 
 
@@ -114,6 +121,7 @@ def minimal(
     columns: list[set[Attribute]],
     pairs: list[tuple[Attribute, Attribute]],
     constants: set[Attribute],
+    arrows: list[tuple[Attribute, Attribute]] = (),
 ) -> list[bool]:
     """Which tables' keys the view key keeps: from the last table to the first, a key
     that the other kept keys determine is dropped.
@@ -133,7 +141,7 @@ def minimal(
     kept = [True] * len(keys)
     for i in reversed(range(len(keys))):
         others = set().union(*(k for j, k in enumerate(keys) if kept[j] and j != i), constants)
-        if sum(kept) > 1 and keys[i] <= closure(others, keys, columns, pairs):
+        if sum(kept) > 1 and keys[i] <= closure(others, keys, columns, pairs, arrows):
             kept[i] = False
     return kept
 
@@ -141,18 +149,33 @@ def minimal(
 def derive(bound: BoundView) -> list[KeyPart]:
     """Per table of `bound`, whether its key is part of the view's key, and why."""
     position = {r.alias: i for i, r in enumerate(bound.relations)}
-    named_pairs, named_constants = equalities([*bound.conditions, bound.where])
-    pairs = [
-        ((position[a[0]], a[1]), (position[b[0]], b[1]))
-        for a, b in named_pairs
+    inner = [on for i, on in enumerate(bound.conditions) if not bound.is_left(i)]
+    named_pairs, named_constants = equalities([*inner, bound.where])
+    named_arrows: list[tuple[Named, Named]] = []
+    for i, on in enumerate(bound.conditions):
+        if bound.is_left(i):  # its ON fixes its columns from the others', never the reverse (NULLs)
+            alias = bound.relations[i].alias
+            more_pairs, more_constants = equalities([on])
+            for a, b in more_pairs:
+                if a[0] == alias and b[0] == alias:
+                    named_pairs.append((a, b))
+                elif alias in (a[0], b[0]):
+                    named_arrows.append((a, b) if b[0] == alias else (b, a))
+            named_constants |= {c for c in more_constants if c[0] == alias}
+
+    def same_type(a: Named, b: Named) -> bool:
         # equal only as the same type: '01' = 1 may hold for two different keys under a coercion
-        if bound.relations[position[a[0]]].table.column(a[1]).type
-        == bound.relations[position[b[0]]].table.column(b[1]).type
-    ]
+        return (
+            bound.relations[position[a[0]]].table.column(a[1]).type
+            == bound.relations[position[b[0]]].table.column(b[1]).type
+        )
+
+    pairs = [((position[a[0]], a[1]), (position[b[0]], b[1])) for a, b in named_pairs if same_type(a, b)]
+    arrows = [((position[a[0]], a[1]), (position[b[0]], b[1])) for a, b in named_arrows if same_type(a, b)]
     constants = {(position[t], c) for t, c in named_constants}
     keys = [{(i, _column_of(bound, i, name)) for name in names} for i, names in enumerate(bound.keys)]
     columns = [{(i, c.name) for c in r.table.columns} for i, r in enumerate(bound.relations)]
-    kept = minimal(keys, columns, pairs, constants)
+    kept = minimal(keys, columns, pairs, constants, arrows)
     parts = []
     for i, relation in enumerate(bound.relations):
         if kept[i]:
@@ -160,7 +183,7 @@ def derive(bound: BoundView) -> list[KeyPart]:
         else:
             by = sorted(
                 f"{bound.relations[a[0]].alias}.{a[1]} = {bound.relations[b[0]].alias}.{b[1]}"
-                for a, b in pairs
+                for a, b in [*pairs, *arrows]
                 if i in (a[0], b[0]) and ((a in keys[i]) or (b in keys[i]))
             )
             reason = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
@@ -84,6 +84,8 @@ class ViewDef:
     #: per table, whether its key is part of `key` and why (viewdef/keys.py); None for a
     #: view defined before keys were derived (its key holds every table's key)
     key_derivation: list[dict] | None = None
+    #: the sites the assembly joins by LEFT JOIN (their columns are NULL in a row without partner)
+    left_sites: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The definition as the catalog stores it, in format DEFINITION_FORMAT."""
@@ -98,6 +100,8 @@ class ViewDef:
             data["assembly"] = self.assembly
         if self.key_derivation is not None:
             data["key_derivation"] = self.key_derivation
+        if self.left_sites:
+            data["left_sites"] = list(self.left_sites)
         return data
 
     @classmethod
@@ -112,6 +116,7 @@ class ViewDef:
             sites,
             data.get("assembly"),
             data.get("key_derivation"),
+            list(data.get("left_sites", [])),
         )
 
 

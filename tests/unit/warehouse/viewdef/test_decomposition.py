@@ -62,6 +62,7 @@ def test_fixtures_cover_the_cases_asked_for():
     dialects = {s["dialect"] for case in CASES.values() for s in case["sources"].values()}
     assert dialects == {"sqlite", "postgres"}
     assert any(len(case["sources"]) == 3 for case in CASES.values())
+    assert sum("LEFT JOIN" in case["view"] and "data" in case for case in CASES.values()) >= 2
 
 
 def test_golden(name):
@@ -72,6 +73,7 @@ def test_golden(name):
     assert [p["in_view_key"] for p in view.key_derivation] == expected["key_tables"]
     assert [s.to_json() for s in view.sites] == expected["sites"]
     assert view.assembly == expected["assembly"]
+    assert view.left_sites == expected.get("left_sites", [])
 
 
 def test_agent_accepts_every_site_query_unchanged(name):

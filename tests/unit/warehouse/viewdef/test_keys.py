@@ -46,3 +46,30 @@ def test_a_definition_stored_before_keys_were_derived_keeps_its_key():
     stored["key"] = ["id", "no"]
     old = type(view).from_json(stored)
     assert old.key == ["id", "no"] and old.key_derivation is None
+
+
+LEFT = "SELECT i.no, i.total, c.id, c.name FROM erp.invoices i LEFT JOIN shop.customers c ON "
+
+
+@pytest.mark.parametrize(
+    ("on", "key"),
+    [
+        # the customer's whole key fixed from the invoice: at most one partner, keyed by the invoice
+        ("c.id = i.cust_id", ["no"]),
+        # its key fixed by a constant: one partner at most for every invoice
+        ("c.id = 3 AND c.region = 'north'", ["no"]),
+    ],
+)
+def test_a_left_join_matching_at_most_one_row_leaves_the_view_key(on, key):
+    assert analyze_view(LEFT + on, SCHEMAS).key == key
+
+
+def test_a_left_join_fixes_the_joined_table_from_the_others_never_the_reverse():
+    """c.credit = i.total in the ON holds only where a partner matched: the invoice's column
+    is not fixed by the customer's (else the invoice's key would look implied by it)."""
+    sql = (
+        "SELECT i.no, i.total, c.id, c.name, d.id AS did FROM erp.invoices i JOIN shop.customers d ON d.credit = i.cust_id "
+        "LEFT JOIN shop.customers c ON c.id = i.cust_id AND c.credit = d.id"
+    )
+    view = analyze_view(sql, SCHEMAS)
+    assert [p["in_view_key"] for p in view.key_derivation] == [True, True, False]
