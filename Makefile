@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped openapi clean
+.PHONY: install demo test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join openapi clean
 
 install: $(STAMP)
 
@@ -68,6 +68,12 @@ bench-stamped: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks --quick
+
+# a view across two SQLite sources, a 1,000,000-row fact table joined to a 10,000-row
+# dimension, beside the fact table's own view, 5 rounds of changes (about 5 minutes);
+# results/join-1m.json and .md.
+bench-join: $(BENCH_STAMP)
+	$(PY) -m tests.benchmarks.join --rounds 5
 
 clean:
 	rm -rf demo-data .pytest_cache

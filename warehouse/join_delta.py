@@ -24,10 +24,14 @@ checks it) and is read nowhere else: a view row is an inner row padded with each
 site's partner or NULLs. Its term keeps the rows that found a changed partner; a row whose
 partner went, or stopped matching, is found among the old candidates (it held the
 partner's key), and is joined anew from its inner part; a padded row that found a partner
-is looked up in the stored view by its key. Both sets are gathered on the driver (Arrow): the stored view is read filtered
-by the changed keys, each term is a Spark join of a few changed rows with the other
-fragments (a broadcast of the change, no shuffle). The work grows with the change, apart
-from those reads of the stored view and of the other fragments.
+is looked up in the stored view by its key.
+
+Both sets are gathered on the driver (Arrow). The stored view is read filtered by the
+changed keys. Each term joins a few changed rows with the rows of the other fragments
+equal to them on the columns the join conditions equate (read with a filter): in Arrow
+when every condition across sites is such an equality (equi_join.py), else as one Spark
+job over those cut fragments (a broadcast of the change, no shuffle). The work grows with
+the change, apart from the filtered reads of the stored view and of the fragments.
 
 The other way, recomputing the whole join (`join` of every fragment) and comparing it with
 the stored view, stays for the first sync, for an audit (mode=verify) and for a change too
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from functools import reduce
+from functools import cached_property, reduce
 from pathlib import Path
 
 import numpy as np
@@ -142,13 +146,22 @@ class JoinDelta:
     """The delta rules over one sync's fragments. The assembly runs under temporary names
     of its own (several syncs may share the Spark session)."""
 
-    def __init__(self, spark: SparkSession, view: ViewDef, tag: str, staging: Path):
-        self.spark, self.view, self.tag, self.staging = spark, view, tag, staging
+    def __init__(self, spark: SparkSession, view: ViewDef, tag: str, staging: Path, staged: Version):
+        self.spark, self.view, self.tag, self.staging, self.staged = spark, view, tag, staging, staged
         self.schema = arrow_schema(view.columns)
         self.links = site_equalities(view.assembly)
         #: the assembly as equalities, evaluated on the driver; None: by Spark
         self.equi = equi_join.plan(view)
         self._registered: list[str] = []
+
+    @cached_property
+    def fragments(self) -> list[DataFrame]:
+        """The new fragments as Spark frames (site columns), made when first asked for: the
+        rules on the driver need none."""
+        return [
+            layers.frame(self.spark, self.staged, i, site.columns, site.key).select(*[c.name for c in site.columns])
+            for i, site in enumerate(self.view.sites)
+        ]
 
     def join(self, tables: list[DataFrame], term: str) -> DataFrame:
         """The view's rows from `tables` standing for site 0, 1, ..."""
@@ -175,9 +188,7 @@ class JoinDelta:
         ]
         return first_per_key(pa.concat_tables([h.select(self.schema.names) for h in hits]), self.view.key)
 
-    def new_candidates(
-        self, staged: Version, fragments: list[DataFrame], changes: list[SiteChange], old: pa.Table
-    ) -> pa.Table:
+    def new_candidates(self, changes: list[SiteChange], old: pa.Table) -> pa.Table:
         """The new view rows made of at least one changed fragment row, each once: for each
         site, its inserted and updated rows joined with the other fragments on Spark. With
         LEFT JOINs, the rows of the old candidates' inner parts joined anew as well: a row
@@ -188,19 +199,19 @@ class JoinDelta:
             if not now.num_rows:
                 continue
             if self.equi is not None:
-                found.append(self._checked(self.equi.rows(i, now, lambda j, wanted: self._fetch(staged, j, wanted))))
+                found.append(self._checked(self.equi.rows(i, now, self._fetch)))
                 continue
             rows = self._frame(now, site.columns, f"site-change-{i}")
-            tables = [rows if j == i else self._reduced(staged, j, i, now) or f for j, f in enumerate(fragments)]
+            tables = [rows if j == i else self._reduced(j, i, now) or f for j, f in enumerate(self.fragments)]
             term = self.join(tables, f"d{i}")
             if i in self.view.left_sites:  # only the rows that found a changed partner
                 term = term.filter(reduce(operator.and_, [F.col(k).isNotNull() for k in site.key]))
             terms.append(term)
         if self.view.left_sites and old.num_rows:
             if self.equi is not None:
-                found.append(self._rejoined_here(staged, old))
+                found.append(self._rejoined_here(old))
             else:
-                terms.append(self._rejoined(fragments, old))
+                terms.append(self._rejoined(old))
         if terms:  # one Spark job for all the terms: their scans run side by side
             found.append(self._checked(reduce(DataFrame.unionByName, terms).limit(DRIVER_ROWS + 1).toArrow()))
         if not found:
@@ -213,26 +224,26 @@ class JoinDelta:
             raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of the view")
         return rows.select(self.schema.names).cast(self.schema)
 
-    def _fetch(self, staged: Version, j: int, wanted: ds.Expression) -> pa.Table:
+    def _fetch(self, j: int, wanted: ds.Expression) -> pa.Table:
         """The rows of fragment j that satisfy `wanted` (its columns), read with Arrow."""
         site = self.view.sites[j]
-        rows = layers.rows_where(staged, j, site.columns, site.key, wanted)
+        rows = layers.rows_where(self.staged, j, site.columns, site.key, wanted)
         if rows.num_rows > DRIVER_ROWS:
             raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of site {j}")
         return rows.select([c.name for c in site.columns])
 
-    def _rejoined_here(self, staged: Version, old: pa.Table) -> pa.Table:
+    def _rejoined_here(self, old: pa.Table) -> pa.Table:
         """`_rejoined` in Arrow, for an assembly of equalities: from the first inner site's
         rows the old candidates hold, the rows of their keys as they are now."""
         first = next(j for j in range(len(self.view.sites)) if j not in self.view.left_sites)
         key = self.view.sites[first].key
         held = old.select(key).group_by(key).aggregate([])
-        rows = self._fetch(staged, first, ds.field(key[0]).isin(pc.unique(held.column(key[0]))))
+        rows = self._fetch(first, ds.field(key[0]).isin(pc.unique(held.column(key[0]))))
         rows = rows.join(held, key, join_type="left semi")
-        now = self.equi.rows(first, rows, lambda j, wanted: self._fetch(staged, j, wanted))
+        now = self.equi.rows(first, rows, self._fetch)
         return self._checked(now.join(old.select(self.view.key), self.view.key, join_type="left semi"))
 
-    def _reduced(self, staged: Version, j: int, i: int, now: pa.Table) -> DataFrame | None:
+    def _reduced(self, j: int, i: int, now: pa.Table) -> DataFrame | None:
         """Fragment j cut to the rows that may join site i's rows `now`: those equal to them
         on the columns a join condition equates (read with Arrow, filtered as read), so
         that the join reads a few rows, not the fragment; None where no equality links them.
@@ -249,15 +260,15 @@ class JoinDelta:
             wanted.append(ds.field(there[1]).isin(pc.unique(now.column(here[1])).drop_null()))
         if not wanted:
             return None
-        rows = layers.rows_where(staged, j, theirs.columns, theirs.key, reduce(operator.and_, wanted))
+        rows = layers.rows_where(self.staged, j, theirs.columns, theirs.key, reduce(operator.and_, wanted))
         return self._frame(rows.select([c.name for c in theirs.columns]), theirs.columns, f"reduced-{i}-{j}")
 
-    def _rejoined(self, fragments: list[DataFrame], old: pa.Table) -> DataFrame:
+    def _rejoined(self, old: pa.Table) -> DataFrame:
         """The view rows, as they are now, of the old candidates' keys: the sites joined by
         inner joins reduced to the rows the candidates hold, those of LEFT JOINs whole."""
         by_name = {c.name: c for c in self.view.columns}
         tables = []
-        for j, (site, fragment) in enumerate(zip(self.view.sites, fragments, strict=True)):
+        for j, (site, fragment) in enumerate(zip(self.view.sites, self.fragments, strict=True)):
             if j in self.view.left_sites:
                 tables.append(fragment)
                 continue
@@ -273,15 +284,12 @@ class JoinDelta:
         layers.write_part(rows, path)
         return self.spark.read.schema(spark_schema(columns)).parquet(str(path))
 
-    def delta(
-        self, stored: Version, staged: Version, fragments: list[DataFrame], changes: list[SiteChange]
-    ) -> pa.Table:
+    def delta(self, stored: Version, changes: list[SiteChange]) -> pa.Table:
         """insert / update / delete rows (OP + the view's columns) turning the view stored at
-        `stored` into the join of the fragments staged at `staged` (as Spark frames,
-        `fragments`), whose changes since then are `changes`."""
+        `stored` into the join of the staged fragments, whose changes since then are `changes`."""
         key = self.view.key
         old = self.old_candidates(stored, changes)
-        new = self.new_candidates(staged, fragments, changes, old)
+        new = self.new_candidates(changes, old)
         if self.view.left_sites:
             # a padded row that found a partner holds no changed key: it is found by its view key
             unseen = new.select(key).join(old.select(key), key, join_type="left anti")

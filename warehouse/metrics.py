@@ -214,7 +214,8 @@ class SyncMetrics(SiteDetails, Traffic):
     verify: dict | None = None
     #: How a view over several sites got its delta (join_delta.py): method ("delta_rules",
     #: or "recompute" and the reason), joined_on ("driver": an assembly of equalities in
-    #: Arrow; "spark"), delta_s, view_written ("overlay" or "whole"), overlay_rows.
+    #: Arrow; "spark"), delta_s and write_s (seconds of the rules, and of staging the delta
+    #: and the view's rows), view_written ("overlay" or "whole"), overlay_rows.
     assembly: dict | None = None
     wall_seconds: float | None = None
 

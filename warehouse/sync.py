@@ -252,7 +252,7 @@ class SyncRun:
             result.write_delta(self.store.staged_delta(self.sync_id), self.view.sites[0].columns)
             counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
         else:
-            joins = JoinDelta(self.spark, self.view, self.sync_id[:12], self.staging)
+            joins = JoinDelta(self.spark, self.view, self.sync_id[:12], self.staging, self.staged)
             try:
                 counts = self._assemble(joins)
             finally:
@@ -262,10 +262,6 @@ class SyncRun:
         faults.checkpoint("delta_written")
 
     def _assemble(self, joins: JoinDelta) -> tuple[int, int, int, int]:
-        fragments = [
-            layers.frame(self.spark, self.staged, i, site.columns, site.key).select(*[c.name for c in site.columns])
-            for i, site in enumerate(self.view.sites)
-        ]
         if self.current is None:
             reason = "first sync"
         elif self.options.verify:
@@ -282,7 +278,7 @@ class SyncRun:
                 for r, site in zip(self.results, self.view.sites, strict=True)
             ]
             try:
-                delta = joins.delta(self.current, self.staged, fragments, changes)
+                delta = joins.delta(self.current, changes)
             except join_delta.TooLarge as exc:
                 reason = str(exc)
             else:
@@ -291,15 +287,18 @@ class SyncRun:
                     "joined_on": "driver" if joins.equi is not None else "spark",
                     "delta_s": round(time.monotonic() - t0, 3),
                 }
-                return self._maintained(delta)
+                t0 = time.monotonic()
+                counts = self._maintained(delta)
+                self.metrics.assembly["write_s"] = round(time.monotonic() - t0, 3)
+                return counts
         self.metrics.assembly = {"method": "recompute", "reason": reason, "view_written": "whole"}
-        return self._recompute(joins, fragments)
+        return self._recompute(joins)
 
-    def _recompute(self, joins: JoinDelta, fragments: list) -> tuple[int, int, int, int]:
+    def _recompute(self, joins: JoinDelta) -> tuple[int, int, int, int]:
         """Join the new fragments into the view and diff it with the stored one, by the view key."""
         schema = spark_schema(self.view.columns)
         names = [c.name for c in self.view.columns]
-        joins.join(fragments, "all").write.parquet(str(self.staged.rows()))
+        joins.join(joins.fragments, "all").write.parquet(str(self.staged.rows()))
         new = self.spark.read.schema(schema).parquet(str(self.staged.rows()))
         if self.current is None:  # a load: every row is new
             delta = new.select(F.lit(INSERT).alias(OP), *names)
