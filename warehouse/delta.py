@@ -145,11 +145,13 @@ def build_delta(
 
 
 def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str]) -> DataFrame:
-    """insert / update / delete rows turning `old` into `new`, matched by `key`."""
+    """insert / update / delete rows turning `old` into `new`, matched by `key` (NULL
+    matching NULL: a view's key may hold a LEFT JOIN's columns)."""
     values = [c for c in columns if c not in key]
-    o = old.select(*key, *[F.col(v).alias("__o_" + v) for v in values]).withColumn("__in_o", F.lit(True))
+    o = old.select(*[F.col(k).alias("__ok_" + k) for k in key], *[F.col(v).alias("__o_" + v) for v in values])
+    o = o.withColumn("__in_o", F.lit(True))
     n = new.withColumn("__in_n", F.lit(True))
-    j = o.join(n, key, "full_outer")
+    j = o.join(n, reduce(lambda a, b: a & b, [F.col("__ok_" + k).eqNullSafe(F.col(k)) for k in key]), "full_outer")
     in_o = F.coalesce(F.col("__in_o"), F.lit(False))
     in_n = F.coalesce(F.col("__in_n"), F.lit(False))
     same = F.lit(True)
@@ -160,5 +162,6 @@ def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str
         .when(in_n, F.lit(INSERT))
         .otherwise(F.lit(DELETE))
     )
-    out = [F.col(c) if c in key else F.when(in_n, F.col(c)).otherwise(F.col("__o_" + c)).alias(c) for c in columns]
+    prefix = {c: "__ok_" if c in key else "__o_" for c in columns}
+    out = [F.when(in_n, F.col(c)).otherwise(F.col(prefix[c] + c)).alias(c) for c in columns]
     return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")

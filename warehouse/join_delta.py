@@ -19,12 +19,15 @@ and D_i, its inserted and updated rows as they are now. Then:
 can differ, and the view's delta is the difference between those two sets, matched by the
 view key.
 
-A table joined by LEFT JOIN is a site of its own that matches at most one row (binding
-checks it) and is read nowhere else: a view row is an inner row padded with each left
-site's partner or NULLs. Its term keeps the rows that found a changed partner; a row whose
-partner went, or stopped matching, is found among the old candidates (it held the
-partner's key), and is joined anew from its inner part; a padded row that found a partner
-is looked up in the stored view by its key.
+A table joined by LEFT JOIN is a site of its own, read nowhere but in its ON and the
+select list (binding checks it): a view row is an inner tuple with one partner of each
+left site, or NULLs where it has none, and the view's key is the inner tuple's key
+(`inner_key`) plus the keys of the left sites that may match several rows (NULL in a
+padded row). A left site's term keeps the rows that found a changed partner. Then every
+inner tuple that a candidate holds is compared whole: all its stored rows (read by its
+key) against all its rows as they are now (joined anew from its inner rows), so that a
+padded row gives way to the rows of new partners and comes back when the last one goes.
+Keys are matched NULL to NULL throughout (null_keys.py).
 
 Both sets are gathered on the driver (Arrow). The stored view is read filtered by the
 changed keys. Each term joins a few changed rows with the rows of the other fragments
@@ -54,7 +57,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import equi_join, layers
+from . import equi_join, layers, null_keys
 from .delta import DELETE, INSERT, KEEP, UPDATE
 from .storage import OP, Version
 from .strategies.base import spark_schema
@@ -117,20 +120,27 @@ def first_per_key(table: pa.Table, key: list[str]) -> pa.Table:
 
 def view_changes(old: pa.Table, new: pa.Table, key: list[str]) -> pa.Table:
     """insert / update / delete rows (OP + the columns) turning the rows `old` into `new`,
-    matched by `key` (NULL equal to NULL, NaN to NaN in the values); rows equal in both
-    are left out.
+    matched by `key` (NULL equal to NULL, in the key as in the values; NaN to NaN); rows
+    equal in both are left out.
 
     >>> old = pa.table({"k": [1, 2, 3], "v": ["a", "b", None]})
     >>> new = pa.table({"k": [2, 3, 4], "v": ["B", None, "d"]})
     >>> view_changes(old, new, ["k"]).sort_by("k").to_pylist()
     [{'__op': 'delete', 'k': 1, 'v': 'a'}, {'__op': 'update', 'k': 2, 'v': 'B'}, {'__op': 'insert', 'k': 4, 'v': 'd'}]
+
+    A key part may be NULL (a padded row of a LEFT JOIN): it still matches.
+
+    >>> old = pa.table({"c": [7, 7], "o": pa.array([None, 1], pa.int64()), "v": ["a", "b"]})
+    >>> new = pa.table({"c": [7], "o": pa.array([None], pa.int64()), "v": ["A"]})
+    >>> view_changes(old, new, ["c", "o"]).sort_by("o").to_pylist()
+    [{'__op': 'delete', 'c': 7, 'o': 1, 'v': 'b'}, {'__op': 'update', 'c': 7, 'o': None, 'v': 'A'}]
     """
     names = new.schema.names
     values = [c for c in names if c not in key]
     o = old.select(names).rename_columns([c if c in key else _OLD + c for c in names])
     o = o.append_column("__in_o", pa.array(np.ones(o.num_rows, dtype=bool)))
     n = new.append_column("__in_n", pa.array(np.ones(new.num_rows, dtype=bool)))
-    j = o.join(n, keys=key, join_type="full outer")
+    j = null_keys.full_join(o, n, key)
     in_o, in_n = (pc.fill_null(j.column(c), False) for c in ("__in_o", "__in_n"))
     same = reduce(pc.and_, [same_values(j.column(v), j.column(_OLD + v)) for v in values], pc.and_(in_o, in_n))
     op = pc.if_else(in_n, pc.if_else(in_o, pc.if_else(same, KEEP, UPDATE), INSERT), DELETE)
@@ -188,11 +198,9 @@ class JoinDelta:
         ]
         return first_per_key(pa.concat_tables([h.select(self.schema.names) for h in hits]), self.view.key)
 
-    def new_candidates(self, changes: list[SiteChange], old: pa.Table) -> pa.Table:
+    def new_candidates(self, changes: list[SiteChange]) -> pa.Table:
         """The new view rows made of at least one changed fragment row, each once: for each
-        site, its inserted and updated rows joined with the other fragments on Spark. With
-        LEFT JOINs, the rows of the old candidates' inner parts joined anew as well: a row
-        whose partner went (or stopped matching) stays, padded, though no term finds it."""
+        site, its inserted and updated rows joined with the other fragments."""
         terms, found = [], []
         for i, (site, change) in enumerate(zip(self.view.sites, changes, strict=True)):
             now = change.rows.filter(pc.not_equal(change.rows.column(OP), DELETE)).drop_columns([OP])
@@ -207,11 +215,10 @@ class JoinDelta:
             if i in self.view.left_sites:  # only the rows that found a changed partner
                 term = term.filter(reduce(operator.and_, [F.col(k).isNotNull() for k in site.key]))
             terms.append(term)
-        if self.view.left_sites and old.num_rows:
-            if self.equi is not None:
-                found.append(self._rejoined_here(old))
-            else:
-                terms.append(self._rejoined(old))
+        return self._gathered(found, terms)
+
+    def _gathered(self, found: list[pa.Table], terms: list[DataFrame]) -> pa.Table:
+        """The rows found on the driver and those of the Spark `terms`, each key once."""
         if terms:  # one Spark job for all the terms: their scans run side by side
             found.append(self._checked(reduce(DataFrame.unionByName, terms).limit(DRIVER_ROWS + 1).toArrow()))
         if not found:
@@ -232,16 +239,36 @@ class JoinDelta:
             raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of site {j}")
         return rows.select([c.name for c in site.columns])
 
-    def _rejoined_here(self, old: pa.Table) -> pa.Table:
-        """`_rejoined` in Arrow, for an assembly of equalities: from the first inner site's
-        rows the old candidates hold, the rows of their keys as they are now."""
-        first = next(j for j in range(len(self.view.sites)) if j not in self.view.left_sites)
-        key = self.view.sites[first].key
-        held = old.select(key).group_by(key).aggregate([])
-        rows = self._fetch(first, ds.field(key[0]).isin(pc.unique(held.column(key[0]))))
-        rows = rows.join(held, key, join_type="left semi")
-        now = self.equi.rows(first, rows, self._fetch)
-        return self._checked(now.join(old.select(self.view.key), self.view.key, join_type="left semi"))
+    def _inner_tuples(self, stored: Version, old: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """With LEFT JOINs: every stored row and every current row of each inner tuple the
+        candidates hold (by `inner_key`). A tuple's rows are compared as a whole: its
+        partners may come and go (a padded row gives way to the rows of new partners, and
+        comes back when the last goes), whatever changed keys they hold."""
+        inner = self.inner_key
+        held = pa.concat_tables([old.select(inner), new.select(inner)]).group_by(inner).aggregate([]).select(inner)
+        if not held.num_rows:
+            return old, new
+        wanted = ds.field(inner[0]).isin(pc.unique(held.column(inner[0])))
+        old = layers.view_lookup(stored, self.view, wanted).join(held, inner, join_type="left semi")
+        old = old.select(self.schema.names)
+        rows = pa.concat_tables([old, new])  # every inner tuple's site keys, as stored and as now
+        if self.equi is not None:
+            first = next(j for j in range(len(self.view.sites)) if j not in self.view.left_sites)
+            key = self.view.sites[first].key
+            keys = rows.select(key).group_by(key).aggregate([]).select(key)
+            start = self._fetch(first, ds.field(key[0]).isin(pc.unique(keys.column(key[0])).drop_null()))
+            now = self.equi.rows(first, start.join(keys, key, join_type="left semi"), self._fetch)
+            new = self._gathered([self._checked(now.join(held, inner, join_type="left semi"))], [])
+        else:
+            new = self._gathered([], [self._rejoined(rows, held)])
+        return old, new
+
+    @cached_property
+    def inner_key(self) -> list[str]:
+        """The part of the view's key that identifies a row's inner tuple (the key less the
+        keys of the tables joined by LEFT JOIN, which may be NULL)."""
+        left = {k for j in self.view.left_sites for k in self.view.sites[j].key}
+        return [k for k in self.view.key if k not in left]
 
     def _reduced(self, j: int, i: int, now: pa.Table) -> DataFrame | None:
         """Fragment j cut to the rows that may join site i's rows `now`: those equal to them
@@ -263,20 +290,20 @@ class JoinDelta:
         rows = layers.rows_where(self.staged, j, theirs.columns, theirs.key, reduce(operator.and_, wanted))
         return self._frame(rows.select([c.name for c in theirs.columns]), theirs.columns, f"reduced-{i}-{j}")
 
-    def _rejoined(self, old: pa.Table) -> DataFrame:
-        """The view rows, as they are now, of the old candidates' keys: the sites joined by
-        inner joins reduced to the rows the candidates hold, those of LEFT JOINs whole."""
+    def _rejoined(self, rows: pa.Table, held: pa.Table) -> DataFrame:
+        """On Spark: the view rows, as they are now, of the inner tuples `held` (by
+        `inner_key`): the inner sites reduced to the rows `rows` hold, the left ones whole."""
         by_name = {c.name: c for c in self.view.columns}
         tables = []
         for j, (site, fragment) in enumerate(zip(self.view.sites, self.fragments, strict=True)):
             if j in self.view.left_sites:
                 tables.append(fragment)
                 continue
-            held = old.select(site.key).group_by(site.key).aggregate([])
-            keys = self._frame(held, [by_name[k] for k in site.key], f"held-{j}")
+            keys = rows.select(site.key).group_by(site.key).aggregate([]).select(site.key)
+            keys = self._frame(keys, [by_name[k] for k in site.key], f"held-{j}")
             tables.append(fragment.join(F.broadcast(keys), site.key, "left_semi"))
-        wanted = self._frame(old.select(self.view.key), [by_name[k] for k in self.view.key], "held-view")
-        return self.join(tables, "r").join(F.broadcast(wanted), self.view.key, "left_semi")
+        inner = self._frame(held, [by_name[k] for k in self.inner_key], "held-inner")
+        return self.join(tables, "r").join(F.broadcast(inner), self.inner_key, "left_semi")
 
     def _frame(self, rows: pa.Table, columns: list, name: str) -> DataFrame:
         """`rows` (Arrow) as a Spark frame, through a Parquet file in the sync's staging."""
@@ -287,16 +314,11 @@ class JoinDelta:
     def delta(self, stored: Version, changes: list[SiteChange]) -> pa.Table:
         """insert / update / delete rows (OP + the view's columns) turning the view stored at
         `stored` into the join of the staged fragments, whose changes since then are `changes`."""
-        key = self.view.key
         old = self.old_candidates(stored, changes)
-        new = self.new_candidates(changes, old)
+        new = self.new_candidates(changes)
         if self.view.left_sites:
-            # a padded row that found a partner holds no changed key: it is found by its view key
-            unseen = new.select(key).join(old.select(key), key, join_type="left anti")
-            if unseen.num_rows:
-                rows = layers.view_lookup(stored, self.view, ds.field(key[0]).isin(pc.unique(unseen.column(key[0]))))
-                old = pa.concat_tables([old, rows.join(unseen, key, join_type="left semi").select(self.schema.names)])
-        return view_changes(old, new, key)
+            old, new = self._inner_tuples(stored, old, new)
+        return view_changes(old, new, self.view.key)
 
     def release(self) -> None:
         for name in self._registered:

@@ -21,10 +21,12 @@ A version without layers.json holds its whole fragment in `fragment/`, tno as is
 from __future__ import annotations
 
 import json
+import operator
 import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import reduce
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +38,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import Column, arrow_schema
 
+from . import null_keys
 from .storage import TNO, UNO, Version
 from .strategies.base import spark_schema
 from .viewdef import ViewDef
@@ -126,10 +129,16 @@ def _overlaid(
     if layers.removed_rows:
         by_name = {c.name: c for c in columns}
         removed = spark.read.schema(spark_schema([by_name[k] for k in key])).parquet(str(overlay / "removed"))
-        base = base.join(removed, key, "left_anti")
+        base = without_keys(base, removed, key)
     if layers.upsert_rows:
         base = base.unionByName(spark.read.schema(ddl).parquet(str(overlay / "upserts")).select(*base.columns))
     return base
+
+
+def without_keys(rows: DataFrame, keys: DataFrame, key: list[str]) -> DataFrame:
+    """`rows` less those whose `key` is among `keys`, NULL matching NULL (a view's key may
+    hold a LEFT JOIN's columns, null_keys.py)."""
+    return rows.join(keys, reduce(operator.and_, [rows[k].eqNullSafe(keys[k]) for k in key]), "left_anti")
 
 
 def batches(
@@ -150,7 +159,7 @@ def _overlaid_batches(
     for batch in ds.dataset(base, format="parquet").to_batches(columns=schema.names, batch_size=batch_rows):
         table = pa.Table.from_batches([batch]).cast(schema)
         if removed is not None:
-            table = table.join(removed, keys=key, join_type="left anti").select(schema.names)
+            table = null_keys.join(table, removed, key, "left anti")
         yield from table.to_batches()
     if layers is not None and layers.upsert_rows:
         for batch in ds.dataset(overlay / "upserts", format="parquet").to_batches(
@@ -228,7 +237,7 @@ def view_lookup(version: Version, view: ViewDef, wanted: ds.Expression) -> pa.Ta
         removed = (
             pq.read_table(overlay / "removed").select(view.key).cast(pa.schema([schema.field(k) for k in view.key]))
         )
-        rows = rows.join(removed, view.key, join_type="left anti").select(schema.names)
+        rows = null_keys.join(rows, removed, view.key, "left anti")
     if layers is not None and layers.upsert_rows:
         rows = pa.concat_tables([rows, read(overlay / "upserts")])
     return rows
@@ -270,7 +279,7 @@ def grown(
     replaced = replaced.select(key).cast(key_schema)
     upserts = pa.concat_tables(
         [
-            upserts.join(replaced, key, join_type="left anti").select(schema.names),
+            null_keys.join(upserts, replaced, key, "left anti"),
             rows.select(schema.names).cast(schema),
         ]
     )

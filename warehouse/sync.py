@@ -330,8 +330,8 @@ class SyncRun:
         else:
             staged = self.spark.read.schema(f"{OP} string, {spark_schema(self.view.columns)}")
             changes = staged.parquet(str(self.store.staged_delta(self.sync_id)))
-            rows = layers.view_frame(self.spark, self.current, self.view).join(
-                changes.select(*self.view.key), self.view.key, "left_anti"
+            rows = layers.without_keys(
+                layers.view_frame(self.spark, self.current, self.view), changes.select(*self.view.key), self.view.key
             )
             rows.unionByName(join_delta.upserted(changes)).write.parquet(str(self.staged.rows()))
             self.metrics.assembly["view_written"] = "whole"

@@ -43,6 +43,13 @@ LEFT_SQL = (
     "LEFT JOIN {shop}.products p ON p.pid = o.product_id AND p.category <> 'hidden' "
     "WHERE o.status <> 'void'"
 )
+#: every customer with each of its orders (another source) that is not void, or NULLs: a
+#: LEFT JOIN that may match several rows, so the view's key is (cid, oid), oid NULL where
+#: the customer has no order
+MANY_SQL = (
+    "SELECT c.id AS cid, c.name, c.region, o.oid, o.amount, o.status FROM {crm}.customers c "
+    "LEFT JOIN {shop}.orders o ON o.cust_id = c.id AND o.status <> 'void'{credit}"
+)
 #: each order has one customer (and one product): their keys are implied, and an order
 #: that moves to another customer is an update of its row, not a delete and an insert
 KEY = ["oid"]
@@ -219,6 +226,27 @@ class World:
             )
         return keyed(rows, KEY)
 
+    def many_truth(self, credit_test: bool) -> dict:
+        """MANY_SQL over the databases: each customer once per matching order, or padded."""
+        customers, _, orders = self.tables()
+        rows = []
+        for cid, name, region, credit in customers.values():
+            matched = [
+                {
+                    "oid": oid,
+                    "amount": None if amount is None else str(Decimal(repr(amount)).quantize(Decimal("0.01"))),
+                    "status": status,
+                }
+                for oid, cust, amount, status, _ in orders
+                if cust == cid
+                and status is not None
+                and status != "void"
+                and (not credit_test or (amount is not None and amount + credit > 10))
+            ]
+            for order in matched or [{"oid": None, "amount": None, "status": None}]:
+                rows.append({"cid": cid, "name": name, "region": region, **order})
+        return keyed(rows, ["cid", "oid"])
+
     def truth(self) -> dict:
         customers, products, orders = self.tables()
         rows = []
@@ -326,6 +354,13 @@ def test_three_sources_sqlite_postgres_sqlite(api, postgres_server, tmp_path, lo
         )
         assert view["key"] == KEY and len(view["sites"]) == 3
         rounds(api, world, "orders_three", 5, joined_on="driver")
+        # an audit recomputes the join from full reads of every site, and agrees
+        before = world.truth()
+        world.change()
+        sync = api.http.post("/v1/views/orders_three/syncs", params={"wait": "true", "mode": "verify"}).json()
+        check_sync(api, "orders_three", KEY, before, world.truth(), sync)
+        assert sync["metrics"]["assembly"]["method"] == "recompute"
+        assert "verify" in sync["metrics"]["assembly"]["reason"] and sync["metrics"]["verify"]["divergent_rows"] == 0
     finally:
         for agent in agents:
             agent.stop()
@@ -357,6 +392,45 @@ def test_left_joins_within_a_source_and_across_sources(api, tmp_path, logs_dir, 
     finally:
         crm_agent.stop()
         shop_agent.stop()
+
+
+@pytest.mark.parametrize("joined_on", ["driver", "spark"])
+def test_a_left_join_matching_several_rows(api, tmp_path, logs_dir, joined_on):
+    """Customers with each of their orders: a customer's padded row gives way to the rows
+    of its first orders and comes back when the last one goes or stops matching; the
+    view's key holds the order's key, NULL in a padded row, matched NULL to NULL."""
+    cdb, shop = tmp_path / "crm.db", tmp_path / "shop.db"
+    customers = Customers(lambda: sqlite3.connect(cdb), "?")
+    world = World(customers, shop, seed=33)
+    agents = [start_agent(f"sqlite:///{cdb}", logs_dir), start_agent(f"sqlite:///{shop}", logs_dir)]
+    credit = joined_on == "spark"
+    key = ["cid", "oid"]
+    try:
+        crm, shop_name, name = f"many_crm_{joined_on}", f"many_shop_{joined_on}", f"customers_orders_{joined_on}"
+        api.add_source(crm, agents[0].url)
+        api.add_source(shop_name, agents[1].url)
+        sql = MANY_SQL.format(crm=crm, shop=shop_name, credit=" AND o.amount + c.credit > 10" if credit else "")
+        view = api.add_view(name, sql)
+        assert view["key"] == key
+        before: dict = {}
+        methods, written, padded_seen = [], set(), 0
+        for rnd in range(6):
+            if rnd:
+                world.change() if rnd % 2 else world.small_change()
+            now = world.many_truth(credit)
+            sync = api.sync(name)
+            check_sync(api, name, key, before, now, sync)
+            assembly = sync["metrics"]["assembly"]
+            methods.append((assembly["method"], assembly.get("joined_on")))
+            written.add(assembly["view_written"])
+            padded_seen += sum(1 for k in now if k[1] is None)
+            before = now
+        assert methods[0][0] == "recompute" and set(methods[1:]) == {("delta_rules", joined_on)}, methods
+        assert padded_seen and len(before) > len({k[0] for k in before})  # padded customers, and several orders
+        assert written == {"whole", "overlay"}, written
+    finally:
+        for agent in agents:
+            agent.stop()
 
 
 def test_a_dangling_row_enters_only_when_its_partner_arrives(api, tmp_path, logs_dir):

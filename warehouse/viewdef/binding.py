@@ -182,14 +182,6 @@ def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) ->
     view = BoundView(relations, outputs, conditions, where, _choose_key(relations, outputs), left=tuple(parts.left))
     _check_left_joins(view)
     view = replace(view, key_parts=tuple(derive(view)))
-    for i, part in enumerate(view.key_parts):
-        if view.is_left(i) and part.kept:
-            raise ViewDefinitionError(
-                f"the LEFT JOIN with {relations[i].label} may match several of its rows: its ON condition must "
-                f"equate each column of its key ({', '.join(relations[i].table.primary_key or part.key)}) with a column "
-                "of the tables joined before it (or a constant), so that each row joins at most one of its rows; "
-                "a LEFT JOIN that can match several rows is not supported yet (an inner JOIN is)"
-            )
     return view
 
 
