@@ -54,6 +54,13 @@ PROBE_WIDTH = 16
 #: The agent's table is up to this many times as wide as the main stage (and at most the
 #: stored width): a later stage can be that wide without a new read of the source.
 HEADROOM = 16
+#: Differing pairs, as a share of the rows, that the agent's table resolves from its one
+#: read whatever the statistics expect: after a sync without change they expect none, and
+#: the first change would outgrow a table sized from them (HEADROOM times nothing) and fall
+#: back to group_hash, one more scan of the source (measured: 45-51 s instead of ~4 s at 1M
+#: rows, tests/benchmarks/results/join-1m.md round 2). Only the stages sent cost bytes;
+#: this costs the agent memory: 5 % of 1M rows is ~62,000 cells, ~1.5 MB.
+SURPRISE_SHARE = 0.05
 #: Bytes of a deleted key on the wire, for the estimate (an integer; text keys cost more).
 DELETED_KEY_BYTES = 8
 
@@ -92,7 +99,8 @@ class Sketch(Strategy):
         if self.main is None:  # more differences expected than the stored table can resolve
             self._fall_back()
             return
-        self.widest = agent_width(self.main, stored.table.width)
+        floor = math.ceil(cells_for(SURPRISE_SHARE * est.rows, 0.0, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES)
+        self.widest = agent_width(self.main, stored.table.width, floor)
         probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
         self.first = probe if probe is not None and 4 * probe <= self.main else self.main
 
@@ -313,14 +321,16 @@ def next_width(width: int, empty_cells: int, main: int, widest: int) -> int | No
     return sketches.divisor_at_least(want, widest) if width < widest else None
 
 
-def agent_width(main: int, stored: int) -> int:
+def agent_width(main: int, stored: int, floor: int = 0) -> int:
     """Width of the agent's table: the narrowest multiple of the main stage's width that
-    divides the stored width and is HEADROOM times as wide (the stored width if none is),
-    within what an agent builds (MAX_SKETCH_WIDTH).
+    divides the stored width and is HEADROOM times as wide, and at least `floor` (the
+    stored width if none is), within what an agent builds (MAX_SKETCH_WIDTH).
 
     >>> agent_width(14, 1260), agent_width(630, 1260), agent_width(315 * 2**11, 315 * 2**14)
     (252, 1260, 1290240)
+    >>> agent_width(14, 1260, floor=600)  # the statistics expect few differences; more may come
+    630
     """
     fits = [d for d in sketches.divisors(stored) if d % main == 0 and d <= max(main, MAX_SKETCH_WIDTH)]
-    wide = [d for d in fits if d >= HEADROOM * main]
+    wide = [d for d in fits if d >= max(HEADROOM * main, floor)]
     return min(wide) if wide else max(fits)
