@@ -25,7 +25,7 @@ import sqlglot
 from sqlglot import exp
 
 from .viewdef import ViewDef
-from .viewdef.decomposition import ASSEMBLY_DIALECT, _split_and
+from .viewdef.decomposition import ASSEMBLY_DIALECT, split_and
 
 Link = tuple[int, str, int, str]  # site, column = other site, column
 
@@ -91,7 +91,7 @@ def plan(view: ViewDef) -> EquiJoin | None:
         if on is None:
             return None  # a cross join
         joined = int(join.this.alias.removeprefix("s"))
-        for term in _split_and(on):
+        for term in split_and(on):
             left, right = term.this, term.args.get("expression")
             if not (isinstance(term, exp.EQ) and isinstance(left, exp.Column) and isinstance(right, exp.Column)):
                 return None

@@ -78,7 +78,7 @@ def site_equalities(assembly: str) -> list[tuple[int, str, int, str]]:
     out = []
     for join in sqlglot.parse_one(assembly, read=ASSEMBLY_DIALECT).args.get("joins") or []:
         on = join.args.get("on")
-        for term in _split_and(on) if on is not None else []:
+        for term in split_and(on) if on is not None else []:
             left, right = term.this, term.expression
             if isinstance(term, exp.EQ) and isinstance(left, exp.Column) and isinstance(right, exp.Column):
                 a, b = int(left.table.removeprefix("s")), int(right.table.removeprefix("s"))
@@ -145,16 +145,16 @@ class _Conjunct:
     origin: int  # the relation whose ON held it; 0 for WHERE
 
 
-def _split_and(predicate: exp.Expression) -> list[exp.Expression]:
+def split_and(predicate: exp.Expression) -> list[exp.Expression]:
     """The AND terms of `predicate`, parentheses around ANDs opened.
 
-    >>> [t.sql() for t in _split_and(exp.condition("(a = 1 AND (b = 2 OR c = 3)) AND NOT d"))]
+    >>> [t.sql() for t in split_and(exp.condition("(a = 1 AND (b = 2 OR c = 3)) AND NOT d"))]
     ['a = 1', 'b = 2 OR c = 3', 'NOT d']
     """
     if isinstance(predicate, exp.Paren):
-        return _split_and(predicate.this)
+        return split_and(predicate.this)
     if isinstance(predicate, exp.And):
-        return _split_and(predicate.this) + _split_and(predicate.expression)
+        return split_and(predicate.this) + split_and(predicate.expression)
     return [predicate]
 
 
@@ -166,7 +166,7 @@ def _conjuncts(bound: BoundView) -> list[_Conjunct]:
     return [
         _Conjunct(term, frozenset(bound.relation_of(c) for c in term.find_all(exp.Column)), origin)
         for origin, predicate in predicates
-        for term in _split_and(predicate)
+        for term in split_and(predicate)
     ]
 
 
