@@ -21,13 +21,11 @@ from functools import reduce
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import sqlglot
-from sqlglot import exp
+
+from remote_agent.protocol.types import LogicalType
 
 from .viewdef import ViewDef
-from .viewdef.decomposition import ASSEMBLY_DIALECT, split_and
-
-Link = tuple[int, str, int, str]  # site, column = other site, column
+from .viewdef.decomposition import Link, equality, join_terms
 
 
 @dataclass(frozen=True)
@@ -85,19 +83,21 @@ def plan(view: ViewDef) -> EquiJoin | None:
     """
     types = {(i, c.name): c.type for i, site in enumerate(view.sites) for c in site.columns}
     links: list[Link] = []
-    tree = sqlglot.parse_one(view.assembly, read=ASSEMBLY_DIALECT)
-    for join in tree.args.get("joins") or []:
-        on = join.args.get("on")
-        if on is None:
-            return None  # a cross join
-        joined = int(join.this.alias.removeprefix("s"))
-        for term in split_and(on):
-            left, right = term.this, term.args.get("expression")
-            if not (isinstance(term, exp.EQ) and isinstance(left, exp.Column) and isinstance(right, exp.Column)):
-                return None
-            a, b = (int(left.table.removeprefix("s")), left.name), (int(right.table.removeprefix("s")), right.name)
-            if joined not in (a[0], b[0]) or a[0] == b[0] or types[a] != types[b] or types[a].kind == "float":
-                return None
-            links.append((a[0], a[1], b[0], b[1]))
-    left = frozenset(view.left_sites)
-    return EquiJoin(len(view.sites), links, left, [c.name for c in view.columns])
+    for joined, term in join_terms(view.assembly):
+        link = equality(term) if term is not None else None
+        if link is None or joined not in (link[0], link[2]):
+            return None
+        if not hash_equal(types[link[0], link[1]], types[link[2], link[3]]):
+            return None
+        links.append(link)
+    return EquiJoin(len(view.sites), links, frozenset(view.left_sites), [c.name for c in view.columns])
+
+
+def hash_equal(a: LogicalType, b: LogicalType) -> bool:
+    """Whether an Arrow hash join of columns of types `a` and `b` means what Spark's `=`
+    means on them: one type, not floating point (Spark's NaN equals NaN).
+
+    >>> hash_equal(LogicalType.parse("int"), LogicalType.parse("int")), hash_equal(LogicalType.parse("float"), LogicalType.parse("float"))
+    (True, False)
+    """
+    return a == b and a.kind != "float"

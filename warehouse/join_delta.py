@@ -44,7 +44,6 @@ large to gain from the rules (`recompute_reason`).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from functools import cached_property, reduce
 from pathlib import Path
 
@@ -76,18 +75,6 @@ _INDEX, _OLD = "__i", "__o_"
 
 class TooLarge(Exception):
     """The candidates outgrew DRIVER_ROWS: recompute instead."""
-
-
-@dataclass(frozen=True)
-class SiteChange:
-    """What a sync changed in one site's fragment."""
-
-    rows: pa.Table  # OP + the site's columns: inserts and updates as now, deletes as they were
-    fragment_rows: int  # rows of the new fragment
-
-    @property
-    def changed(self) -> int:
-        return self.rows.num_rows
 
 
 def recompute_reason(changed: list[int], fragment_rows: list[int]) -> str | None:
@@ -181,13 +168,13 @@ class JoinDelta:
         self._registered += names
         return self.spark.sql(assembly_over(self.view.assembly, names)).select(*self.schema.names)
 
-    def old_candidates(self, stored: Version, changes: list[SiteChange]) -> pa.Table:
+    def old_candidates(self, stored: Version, changes: list[pa.Table]) -> pa.Table:
         """The stored view rows that hold a changed key of some site (read with Arrow, the
         files filtered on each site's first key column as they are read)."""
         wanted = [
-            (site.key, change.rows.select(site.key).group_by(site.key).aggregate([]))
+            (site.key, change.select(site.key).group_by(site.key).aggregate([]))
             for site, change in zip(self.view.sites, changes, strict=True)
-            if change.changed
+            if change.num_rows
         ]
         if not wanted:
             return self.schema.empty_table()
@@ -198,12 +185,12 @@ class JoinDelta:
         ]
         return first_per_key(pa.concat_tables([h.select(self.schema.names) for h in hits]), self.view.key)
 
-    def new_candidates(self, changes: list[SiteChange]) -> pa.Table:
+    def new_candidates(self, changes: list[pa.Table]) -> pa.Table:
         """The new view rows made of at least one changed fragment row, each once: for each
         site, its inserted and updated rows joined with the other fragments."""
         terms, found = [], []
         for i, (site, change) in enumerate(zip(self.view.sites, changes, strict=True)):
-            now = change.rows.filter(pc.not_equal(change.rows.column(OP), DELETE)).drop_columns([OP])
+            now = change.filter(pc.not_equal(change.column(OP), DELETE)).drop_columns([OP])
             if not now.num_rows:
                 continue
             if self.equi is not None:
@@ -273,8 +260,8 @@ class JoinDelta:
     def _reduced(self, j: int, i: int, now: pa.Table) -> DataFrame | None:
         """Fragment j cut to the rows that may join site i's rows `now`: those equal to them
         on the columns a join condition equates (read with Arrow, filtered as read), so
-        that the join reads a few rows, not the fragment; None where no equality links them.
-        Only columns of one logical type, not floating point (Spark's NaN equals NaN)."""
+        that the join reads a few rows, not the fragment; None where no equality links them
+        (of columns equi_join.hash_equal accepts)."""
         mine, theirs = self.view.sites[i], self.view.sites[j]
         types = {(i, c.name): c.type for c in mine.columns} | {(j, c.name): c.type for c in theirs.columns}
         wanted = []
@@ -282,7 +269,7 @@ class JoinDelta:
             if {a, b} != {i, j}:
                 continue
             here, there = ((a, col_a), (b, col_b)) if a == i else ((b, col_b), (a, col_a))
-            if types[here] != types[there] or types[here].kind == "float":
+            if not equi_join.hash_equal(types[here], types[there]):
                 continue
             wanted.append(ds.field(there[1]).isin(pc.unique(now.column(here[1])).drop_null()))
         if not wanted:
@@ -311,9 +298,11 @@ class JoinDelta:
         layers.write_part(rows, path)
         return self.spark.read.schema(spark_schema(columns)).parquet(str(path))
 
-    def delta(self, stored: Version, changes: list[SiteChange]) -> pa.Table:
+    def delta(self, stored: Version, changes: list[pa.Table]) -> pa.Table:
         """insert / update / delete rows (OP + the view's columns) turning the view stored at
-        `stored` into the join of the staged fragments, whose changes since then are `changes`."""
+        `stored` into the join of the staged fragments, whose changes since then are
+        `changes`: per site, its delta (OP + the site's columns, inserts and updates as now,
+        deletes as they were)."""
         old = self.old_candidates(stored, changes)
         new = self.new_candidates(changes)
         if self.view.left_sites:

@@ -196,25 +196,13 @@ def _stored(
     wanted: ds.Expression | None = None,
 ) -> pa.Table:
     schema = arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
-    key_schema = pa.schema([schema.field(k) for k in key])
     if keys is not None:
-        keys = keys.select(key).cast(key_schema)
+        keys = keys.select(key).cast(pa.schema([schema.field(k) for k in key]))
         wanted = ds.field(key[0]).isin(pc.unique(keys.column(key[0]).combine_chunks()))
-    site_dir = version.site_dir(site)
-    layers = Layers.load(site_dir)
-
-    def read(directory: Path) -> pa.Table:
-        found = ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted).cast(schema)
-        if keys is None:
-            return found
-        return found.join(keys, key, join_type="left semi").select(schema.names)
-
-    rows = read(version.fragment(site))
-    if layers is not None and layers.removed_rows:
-        removed = pq.read_table(site_dir / "removed").select(key).cast(key_schema)
-        rows = rows.join(removed, key, join_type="left anti").select(schema.names)
-    if layers is not None and layers.upsert_rows:
-        rows = pa.concat_tables([rows, read(site_dir / "upserts")])
+    layers = Layers.load(version.site_dir(site))
+    rows = _read_overlaid(version.fragment(site), version.site_dir(site), layers, schema, key, wanted)
+    if keys is not None:
+        rows = rows.join(keys, key, join_type="left semi").select(schema.names)
     if layers is not None and layers.tno_offset:
         rows = rows.set_column(
             rows.schema.get_field_index(TNO), TNO, pc.add(rows.column(TNO), pa.scalar(layers.tno_offset, pa.int64()))
@@ -225,19 +213,24 @@ def _stored(
 def view_lookup(version: Version, view: ViewDef, wanted: ds.Expression) -> pa.Table:
     """The rows of a view over several sites stored at `version` (overlay applied) that
     satisfy `wanted`, read with Arrow: the files are filtered as they are read."""
-    schema = arrow_schema(view.columns)
     overlay = version.view_overlay()
-    layers = Layers.load(overlay)
+    schema = arrow_schema(view.columns)
+    return _read_overlaid(version.rows(), overlay, Layers.load(overlay), schema, view.key, wanted)
+
+
+def _read_overlaid(
+    base: Path, overlay: Path, layers: Layers | None, schema: pa.Schema, key: list[str], wanted: ds.Expression | None
+) -> pa.Table:
+    """The rows of `base` that satisfy `wanted`, without the overlay's removed keys (NULL
+    matching NULL), plus its upserts that satisfy it: columns and types of `schema`."""
 
     def read(directory: Path) -> pa.Table:
         return ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted).cast(schema)
 
-    rows = read(version.rows())
+    rows = read(base)
     if layers is not None and layers.removed_rows:
-        removed = (
-            pq.read_table(overlay / "removed").select(view.key).cast(pa.schema([schema.field(k) for k in view.key]))
-        )
-        rows = null_keys.join(rows, removed, view.key, "left anti")
+        removed = pq.read_table(overlay / "removed").select(key).cast(pa.schema([schema.field(k) for k in key]))
+        rows = null_keys.join(rows, removed, key, "left anti")
     if layers is not None and layers.upsert_rows:
         rows = pa.concat_tables([rows, read(overlay / "upserts")])
     return rows

@@ -36,9 +36,7 @@ def filler(t: pa.DataType) -> pa.Scalar:
         return pa.scalar(Decimal(0), t)
     if pa.types.is_date(t):
         return pa.scalar(dt.date(1970, 1, 1), t)
-    if pa.types.is_timestamp(t):
-        return pa.scalar(0, pa.int64()).cast(t)
-    return pa.scalar(0, pa.int64()).cast(t)
+    return pa.scalar(0, pa.int64()).cast(t)  # numbers, timestamps
 
 
 def _flagged(table: pa.Table, key: list[str]) -> tuple[pa.Table, list[str]]:

@@ -273,10 +273,7 @@ class SyncRun:
             )
         if reason is None:
             t0 = time.monotonic()
-            changes = [
-                join_delta.SiteChange(r.delta_table(site.columns), r.inserted + r.updated + r.kept)
-                for r, site in zip(self.results, self.view.sites, strict=True)
-            ]
+            changes = [r.delta_table(site.columns) for r, site in zip(self.results, self.view.sites, strict=True)]
             try:
                 delta = joins.delta(self.current, changes)
             except join_delta.TooLarge as exc:
@@ -300,13 +297,14 @@ class SyncRun:
         names = [c.name for c in self.view.columns]
         joins.join(joins.fragments, "all").write.parquet(str(self.staged.rows()))
         new = self.spark.read.schema(schema).parquet(str(self.staged.rows()))
+        size = new.count()
         if self.current is None:  # a load: every row is new
-            delta = new.select(F.lit(INSERT).alias(OP), *names)
-        else:
-            delta = view_delta(layers.view_frame(self.spark, self.current, self.view), new, names, self.view.key)
+            new.select(F.lit(INSERT).alias(OP), *names).write.parquet(str(self.store.staged_delta(self.sync_id)))
+            return size, 0, 0, size
+        delta = view_delta(layers.view_frame(self.spark, self.current, self.view), new, names, self.view.key)
         delta.write.parquet(str(self.store.staged_delta(self.sync_id)))
         inserted, updated, deleted = self._counted(self.spark.read.parquet(str(self.store.staged_delta(self.sync_id))))
-        return inserted, updated, deleted, new.count()
+        return inserted, updated, deleted, size
 
     def _maintained(self, delta: pa.Table) -> tuple[int, int, int, int]:
         """Stage the delta the rules found, and the view's rows: the stored ones under a

@@ -64,9 +64,35 @@ def assembly_over(assembly: str, tables: list[str]) -> str:
     return tree.sql(dialect=ASSEMBLY_DIALECT, identify=True, comments=False)
 
 
-def site_equalities(assembly: str) -> list[tuple[int, str, int, str]]:
-    """(site, column, other site, other column) for every `si.a = sj.b` that is an AND term of
-    a join condition of the assembly: a row of the view has equal values there.
+Link = tuple[int, str, int, str]  # site, column = other site, column
+
+
+def join_terms(assembly: str) -> list[tuple[int, exp.Expression | None]]:
+    """(site joined, AND term of its join condition) for every join of the assembly, in
+    order; the term None for a join without condition (a cross join)."""
+    out: list[tuple[int, exp.Expression | None]] = []
+    for join in sqlglot.parse_one(assembly, read=ASSEMBLY_DIALECT).args.get("joins") or []:
+        joined, on = int(join.this.alias.removeprefix("s")), join.args.get("on")
+        out += [(joined, term) for term in split_and(on)] if on is not None else [(joined, None)]
+    return out
+
+
+def equality(term: exp.Expression) -> Link | None:
+    """The sites and columns of a term `si.a = sj.b` between two sites, else None.
+
+    >>> equality(exp.condition("`s1`.`id` = `s0`.`b`", dialect=ASSEMBLY_DIALECT)), equality(exp.condition("s0.a > 1"))
+    ((1, 'id', 0, 'b'), None)
+    """
+    left, right = term.this, term.args.get("expression")
+    if not (isinstance(term, exp.EQ) and isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+        return None
+    a, b = int(left.table.removeprefix("s")), int(right.table.removeprefix("s"))
+    return (a, left.name, b, right.name) if a != b else None
+
+
+def site_equalities(assembly: str) -> list[Link]:
+    """Every `si.a = sj.b` that is an AND term of a join condition of the assembly: a row
+    of the view has equal values there.
 
     >>> site_equalities("SELECT `s0`.`a` AS `a` FROM `site_0` AS `s0` JOIN `site_1` AS `s1` "
     ...                 "ON `s1`.`id` = `s0`.`b` AND `s0`.`c` > 1 OR `s1`.`x` = `s0`.`y`")
@@ -75,16 +101,8 @@ def site_equalities(assembly: str) -> list[tuple[int, str, int, str]]:
     ...                 "ON `s1`.`id` = `s0`.`b` AND `s0`.`c` > 1")
     [(1, 'id', 0, 'b')]
     """
-    out = []
-    for join in sqlglot.parse_one(assembly, read=ASSEMBLY_DIALECT).args.get("joins") or []:
-        on = join.args.get("on")
-        for term in split_and(on) if on is not None else []:
-            left, right = term.this, term.expression
-            if isinstance(term, exp.EQ) and isinstance(left, exp.Column) and isinstance(right, exp.Column):
-                a, b = int(left.table.removeprefix("s")), int(right.table.removeprefix("s"))
-                if a != b:
-                    out.append((a, left.name, b, right.name))
-    return out
+    links = [equality(term) for _, term in join_terms(assembly) if term is not None]
+    return [link for link in links if link is not None]
 
 
 def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
