@@ -20,7 +20,14 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m remote_agent", description="Read-only deltasieve agent next to a legacy database."
     )
     parser.add_argument(
-        "--db-url", help="sqlite:///ABSOLUTE/PATH.db or postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (env AGENT_DB_URL)"
+        "--db-url",
+        help="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, or file:///ABSOLUTE/DIR "
+        "for a directory of dump files (env AGENT_DB_URL)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        help="where a directory of dumps keeps its current dumps converted to Parquet (default: under the "
+        "system's temp dir; env AGENT_CACHE_DIR)",
     )
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1; env AGENT_HOST)")
     parser.add_argument("--port", type=int, help="port (default 8765; env AGENT_PORT)")

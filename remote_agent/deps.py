@@ -12,7 +12,14 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import BadRequest
 from .protocol import frames
-from .protocol.models import PROTOCOL_VERSION, ExtractControl, FetchControl, RangesControl, SketchControl
+from .protocol.models import (
+    PROTOCOL_VERSION,
+    ExtractControl,
+    FetchControl,
+    RangesControl,
+    SketchControl,
+    SnapshotDiffControl,
+)
 from .state import AgentState
 
 
@@ -134,3 +141,4 @@ ExtractRequest = Annotated[ExtractControl, Depends(_control(ExtractControl))]
 RangesRequest = Annotated[RangesControl, Depends(_control(RangesControl))]
 FetchRequest = Annotated[FetchControl, Depends(_control(FetchControl))]
 SketchRequest = Annotated[SketchControl, Depends(_control(SketchControl))]
+SnapshotDiffRequest = Annotated[SnapshotDiffControl, Depends(_control(SnapshotDiffControl))]

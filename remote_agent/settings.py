@@ -21,7 +21,12 @@ DEFAULT_SKETCH_TABLE_MIB = 64
 class AgentSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore")
 
-    db_url: str = Field(description="sqlite:///ABSOLUTE/PATH.db or postgresql://USER[:PASSWORD]@HOST[:PORT]/DB")
+    db_url: str = Field(
+        description="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB or file:///ABSOLUTE/DIR (a directory of dump files)"
+    )
+    #: Where a directory of dumps keeps each table's current dump converted to Parquet
+    #: (never in the dump directory itself); default: a directory under the system's temp dir.
+    cache_dir: str | None = None
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     token: SecretStr | None = Field(default=None, description="bearer token required on every call but /health")

@@ -17,7 +17,10 @@ class AgentState:
     def __init__(self, settings: AgentSettings):
         self.settings = settings
         self.adapter: Adapter = open_adapter(
-            settings.db_url, statement_timeout_s=settings.statement_timeout_s, arrow_reads=settings.arrow_reads
+            settings.db_url,
+            statement_timeout_s=settings.statement_timeout_s,
+            arrow_reads=settings.arrow_reads,
+            cache_dir=settings.cache_dir,
         )
         self.allow = parse_allow(settings.allow)
         self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
@@ -40,6 +43,11 @@ class AgentState:
                 )
             tables[table.name] = table
         return tables
+
+    def adapter_for(self, site: SiteSpec) -> Adapter:
+        """The adapter one request reads through: for a directory of dumps, each table's
+        file fixed now (the dumps the site names, else the newest), for every read of the request."""
+        return self.adapter.pinned(site.dumps)
 
     def site_query(self, site: SiteSpec) -> ValidatedQuery:
         """The warehouse's site query, checked against what this agent exposes."""

@@ -28,9 +28,17 @@ class SourceOut(BaseModel):
 
 #: The names of warehouse/strategies (a test holds the two lists equal).
 Strategy = Literal[
-    "auto", "sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship", "timestamp", "row_version"
+    "auto",
+    "sketch",
+    "group_hash",
+    "tuple_hash",
+    "range_checksum",
+    "full_ship",
+    "timestamp",
+    "row_version",
+    "snapshot_diff",
 ]
-STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
+STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations), snapshot_diff (sources that are directories of dump files: the agent compares the current dump with the one the view was last synced from and ships only the differential; settings in snapshot_diff). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
 
 
 TIMESTAMPS_HELP = "{TABLE: COLUMN}: the last-modified column of each table (TABLE as `table` or `source.table`), of a timestamp type; read by strategy timestamp, where a NULL timestamp counts as changed at every sync"
@@ -39,6 +47,21 @@ LAG_HELP = (
     "seconds the timestamp strategy reads before the last watermark, for rows committed after it with an older stamp"
 )
 RECONCILE_HELP = "the timestamp and row_version strategies reconcile the view in full (with the strategy auto would choose) every this many syncs"
+SNAPSHOT_DIFF_HELP = "strategy snapshot_diff (and auto on dump sources): the differential algorithm the agent runs over the previous and the current dump — window (paper 000's one pass in file order with two aging buffers of aging_rows records; records moved further come as useless delete+insert pairs, which the warehouse folds), sort_merge or partitioned_hash (exact whatever the order, spilling to disk)"
+
+
+class SnapshotDiffIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    algorithm: Literal["window", "sort_merge", "partitioned_hash"] = "window"
+    aging_rows: int = Field(
+        default=100_000,
+        ge=1,
+        le=100_000_000,
+        description="records each aging buffer holds (sort_merge: per sorted run)",
+    )
+    block_rows: int = Field(default=1024, ge=1, le=1_000_000, description="records the window reads at a time")
+
+
 #: Longest timestamp_lag_s accepted: a day.
 MAX_LAG_S = 86_400
 
@@ -52,6 +75,7 @@ class ViewIn(BaseModel):
     delete_flags: dict[str, str] = Field(default_factory=dict, max_length=64, description=DELETE_FLAGS_HELP)
     timestamp_lag_s: float = Field(default=DEFAULT_LAG_S, ge=0, le=MAX_LAG_S, description=LAG_HELP)
     reconcile_every: int = Field(default=DEFAULT_RECONCILE_EVERY, ge=1, le=1_000_000, description=RECONCILE_HELP)
+    snapshot_diff: SnapshotDiffIn = Field(default_factory=SnapshotDiffIn, description=SNAPSHOT_DIFF_HELP)
 
 
 class ViewRedefine(BaseModel):
@@ -72,6 +96,7 @@ class ViewRedefine(BaseModel):
     reconcile_every: int | None = Field(
         default=None, ge=1, le=1_000_000, description=f"{RECONCILE_HELP}. Left out: kept"
     )
+    snapshot_diff: SnapshotDiffIn | None = Field(default=None, description=f"{SNAPSHOT_DIFF_HELP}. Left out: kept")
 
 
 class SiteOut(BaseModel):
@@ -103,6 +128,7 @@ class ViewOut(BaseModel):
     delete_flags: dict[str, str] = {}
     timestamp_lag_s: float = DEFAULT_LAG_S
     reconcile_every: int = DEFAULT_RECONCILE_EVERY
+    snapshot_diff: dict = {}
     created_at: str
 
 

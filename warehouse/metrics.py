@@ -115,6 +115,12 @@ class SiteDetails:
     #: read_from_xmin, rows_read, fallback (why the snapshot could not serve), and the same
     #: key reconciliation and reconciliation fields as timestamp's
     row_version: dict | None = None
+    #: snapshot_diff: algorithm, previous_dumps and dumps (table -> file), unchanged (the same
+    #: dumps: nothing read), candidates (the agent's inserts, updates and deletes), records
+    #: (old and new dump), useless_pairs (a key both deleted and inserted), cancelled (of
+    #: them, equal to the stored row), split_updates (the others), keys_deleted, and
+    #: reconciled / reconciliation / fallback when the previous dump could not serve
+    snapshot_diff: dict | None = None
     #: How the new fragment was written: "whole", or "overlay" (the touched tuples only,
     #: over the previous base; layers.py), and the overlay's rows after this sync.
     fragment_written: str | None = None

@@ -26,6 +26,11 @@ DEFAULT_LAG_S = 5.0
 DEFAULT_RECONCILE_EVERY = 24
 #: Logical types a timestamp column may have.
 STAMP_TYPES = ("timestamp", "timestamptz")
+#: Strategy snapshot_diff's settings when the view gives none: paper 000's window algorithm,
+#: its two aging buffers of 100,000 records each (a key and a 64-bit hash apiece: a few MiB).
+DIFF_DEFAULTS = {"algorithm": "window", "aging_rows": 100_000, "block_rows": 1024}
+#: The dialect (as the agents' schemas name it) of an agent on a directory of dump files.
+DUMP_DIALECT = "duckdb"
 #: The text form of a watermark: what the agents' clocks answer and the literal compared.
 WATERMARK_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 
@@ -45,6 +50,11 @@ class StampSettings:
     #: The view's sources on PostgreSQL, found when it is defined: auto may read their row
     #: versions (strategy row_version) there.
     versioned: tuple[str, ...] = ()
+    #: The strategy snapshot_diff's settings (algorithm, aging_rows, block_rows: DIFF_DEFAULTS).
+    diff: dict = field(default_factory=dict)
+    #: The view's sources on directories of dump files, found when it is defined: auto may
+    #: compare their dumps there (strategy snapshot_diff).
+    dumped: tuple[str, ...] = ()
 
     def to_options(self) -> dict:
         return {
@@ -54,6 +64,8 @@ class StampSettings:
             "reconcile_every": self.reconcile_every,
             "timestamps_not_null": list(self.not_null),
             "row_version_sources": list(self.versioned),
+            "snapshot_diff": dict(self.diff),
+            "dump_sources": list(self.dumped),
         }
 
     @classmethod
@@ -70,6 +82,8 @@ class StampSettings:
             int(options.get("reconcile_every", DEFAULT_RECONCILE_EVERY)),
             tuple(options.get("timestamps_not_null") or ()),
             tuple(options.get("row_version_sources") or ()),
+            dict(options.get("snapshot_diff") or {}),
+            tuple(options.get("dump_sources") or ()),
         )
 
 
@@ -146,8 +160,12 @@ def check_settings(
                     f"{', '.join(f'{site.source}.{t}' for t in missing)} one in timestamps ({{TABLE: COLUMN}})"
                 )
     versioned = sorted({s.source for s in definition.sites if schemas[s.source].dialect == ROW_VERSION_DIALECT})
+    dumped = sorted({s.source for s in definition.sites if schemas[s.source].dialect == DUMP_DIALECT})
+    if strategy == "snapshot_diff":
+        check_snapshot_diff(definition, schemas)
     return replace(
         settings,
+        dumped=tuple(dumped),
         timestamps=out["timestamps"],
         delete_flags=out["delete_flags"],
         not_null=tuple(sorted(not_null)),
@@ -159,23 +177,44 @@ def check_settings(
 ROW_VERSION_DIALECT = "postgres"
 
 
+def _sites_not_on(definition: ViewDef, schemas: dict[str, SourceSchema], strategy: str, dialect: str) -> str:
+    """The view's sources whose dialect is not `dialect`, listed (a keyless view is refused)."""
+    if not definition.key:
+        raise ViewDefinitionError(f"strategy {strategy} needs a keyed view (this one has no key)")
+    return ", ".join(
+        sorted(
+            f"{s.source} ({schemas[s.source].dialect})"
+            for s in definition.sites
+            if schemas[s.source].dialect != dialect
+        )
+    )
+
+
 def check_row_version(definition: ViewDef, schemas: dict[str, SourceSchema]) -> None:
     """Strategy row_version needs a keyed view all of whose sites are on PostgreSQL.
 
     Raises:
         ViewDefinitionError: saying which source is not, or that the view has no key.
     """
-    if not definition.key:
-        raise ViewDefinitionError("strategy row_version needs a keyed view (this one has no key)")
-    other = sorted(
-        f"{s.source} ({schemas[s.source].dialect})"
-        for s in definition.sites
-        if schemas[s.source].dialect != ROW_VERSION_DIALECT
-    )
+    other = _sites_not_on(definition, schemas, "row_version", ROW_VERSION_DIALECT)
     if other:
         raise ViewDefinitionError(
             f"strategy row_version needs PostgreSQL sources (it reads their row versions' xmin); "
-            f"not PostgreSQL: {', '.join(other)}. Use timestamp (with timestamp columns) or auto there"
+            f"not PostgreSQL: {other}. Use timestamp (with timestamp columns) or auto there"
+        )
+
+
+def check_snapshot_diff(definition: ViewDef, schemas: dict[str, SourceSchema]) -> None:
+    """Strategy snapshot_diff needs a keyed view all of whose sites are directories of dumps.
+
+    Raises:
+        ViewDefinitionError: saying which source is not, or that the view has no key.
+    """
+    other = _sites_not_on(definition, schemas, "snapshot_diff", DUMP_DIALECT)
+    if other:
+        raise ViewDefinitionError(
+            f"strategy snapshot_diff compares dump files (agents started with --db-url file:///DIR); these sources "
+            f"are databases: {other}. Use auto or another strategy there"
         )
 
 

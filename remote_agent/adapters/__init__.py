@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 from ..errors import BadRequest
 from .base import Adapter, ColumnInfo, Reader, Session, TableInfo
+from .files import FileAdapter
 from .postgres import PostgresAdapter
 from .sqlite import SqliteAdapter
 
@@ -13,11 +14,15 @@ ADAPTERS: dict[str, type[Adapter]] = {
     "sqlite": SqliteAdapter,
     "postgresql": PostgresAdapter,
     "postgres": PostgresAdapter,
+    "file": FileAdapter,
 }
 
 
-def open_adapter(url: str, *, statement_timeout_s: float, arrow_reads: bool = False) -> Adapter:
-    """The adapter for `url`, chosen by its scheme (`arrow_reads`: see `Adapter.arrow_reads`)."""
+def open_adapter(
+    url: str, *, statement_timeout_s: float, arrow_reads: bool = False, cache_dir: str | None = None
+) -> Adapter:
+    """The adapter for `url`, chosen by its scheme (`arrow_reads`: see `Adapter.arrow_reads`;
+    `cache_dir`: where a directory of dumps keeps its conversions, files.py)."""
     scheme = urlsplit(url).scheme.lower()
     try:
         cls = ADAPTERS[scheme]
@@ -25,7 +30,9 @@ def open_adapter(url: str, *, statement_timeout_s: float, arrow_reads: bool = Fa
         raise BadRequest(
             f"unsupported database URL scheme {scheme!r}; supported: {', '.join(sorted(ADAPTERS))}"
         ) from None
+    if cls is FileAdapter:
+        return FileAdapter(url, statement_timeout_s=statement_timeout_s, cache_dir=cache_dir)
     return cls(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
 
 
-__all__ = ["ADAPTERS", "Adapter", "ColumnInfo", "Reader", "Session", "TableInfo", "open_adapter"]
+__all__ = ["ADAPTERS", "Adapter", "FileAdapter", "ColumnInfo", "Reader", "Session", "TableInfo", "open_adapter"]

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from ..errors import UnsupportedQuery
+from ..errors import BadRequest, UnsupportedQuery
 from ..protocol.schema import ColumnInfo, TableInfo
 from ..protocol.types import LogicalType
 
@@ -164,6 +164,17 @@ class Adapter(ABC):
         """The condition (a sqlglot expression) keeping the rows of table `alias` written since `since_xmin`."""
         self.require_row_versions()
         raise NotImplementedError
+
+    def pinned(self, dumps: dict[str, str] | None) -> Adapter:
+        """The adapter a request reads through: a database is read as it is, so naming dump
+        files is refused; a directory of dumps fixes each table's file (files.py)."""
+        if dumps:
+            raise BadRequest(f"this agent reads a {self.dialect} database, not dump files: `dumps` names no file here")
+        return self
+
+    def dumps_read(self, tables: Sequence[str]) -> dict[str, str] | None:
+        """The dump file of each of `tables` a request reads (None: a database, no files)."""
+        return None
 
     def check(self) -> None:
         """Fail fast (SourceUnavailable) if the database cannot be opened."""

@@ -29,6 +29,11 @@ class SiteSpec(BaseModel):
     columns: list[SiteColumn] = Field(
         description="expected output columns [{name, type}]; a mismatch fails the request"
     )
+    dumps: dict[str, str] | None = Field(
+        default=None,
+        description="agents on a directory of dump files: the dump file to read for each named table (default: "
+        "each table's newest); 410 when a named dump is gone. Agents on a database refuse it (400)",
+    )
 
 
 class ChangedSince(BaseModel):
@@ -113,6 +118,33 @@ class FetchControl(BaseModel):
 
     protocol: int = PROTOCOL_VERSION
     site: SiteSpec
+    batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
+
+
+class SnapshotDiffControl(BaseModel):
+    """First frame of POST /v1/snapshot_diff: the change between two dumps (agents on dump files)."""
+
+    protocol: int = PROTOCOL_VERSION
+    site: SiteSpec
+    previous: dict[str, str] = Field(
+        description="for each table of the site query, the dump file the warehouse's copy was made from; the "
+        "current dumps are those of site.dumps, else the newest"
+    )
+    algorithm: Literal["window", "sort_merge", "partitioned_hash"] = Field(
+        default="window",
+        description="window: one pass over each dump in file order with aging buffers (bounded memory; records "
+        "moved further than the buffers reach come as a delete and an insert of one key); sort_merge and "
+        "partitioned_hash: exact outer joins whatever the order, spilling to the agent's cache directory",
+    )
+    block_rows: int = Field(
+        default=1024, ge=1, le=1_000_000, description="window: records read from each dump at a time"
+    )
+    aging_rows: int = Field(
+        default=100_000,
+        ge=1,
+        le=100_000_000,
+        description="window: records each aging buffer holds; sort_merge: records sorted in memory per run",
+    )
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
 
 

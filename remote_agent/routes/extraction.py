@@ -14,7 +14,16 @@ import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from ..deps import Authorized, ExtractRequest, FetchRequest, Frames, RangesRequest, SketchRequest, StateDep
+from ..deps import (
+    Authorized,
+    ExtractRequest,
+    FetchRequest,
+    Frames,
+    RangesRequest,
+    SketchRequest,
+    SnapshotDiffRequest,
+    StateDep,
+)
 from ..errors import AgentError, BadRequest, Busy
 from ..protocol import frames
 from ..protocol.iblt import Iblt
@@ -26,6 +35,7 @@ from ..strategies.fetch import fetch_rows
 from ..strategies.group_hash import UnitIndex
 from ..strategies.range_checksum import range_scan, range_set
 from ..strategies.sketch import sketch_answer
+from ..strategies.snapshot_diff import snapshot_diff_answer
 from ..strategies.tuple_hash import TupleIndex
 from .responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
 
@@ -44,11 +54,12 @@ FRAMES_ROUTE = {
 async def extract(state: StateDep, _: Authorized, parsed: Frames, control: ExtractRequest):
     """Steps 2 and 3: units in, inserts / deletes / changed groups out (binary frames)."""
     query = state.site_query(control.site)
+    adapter = state.adapter_for(control.site)
     if control.source_snapshot or control.changed_since is not None:
-        state.adapter.require_row_versions()
+        adapter.require_row_versions()
     if control.changed_since is not None:  # the condition is the agent's own, never the wire's
         since = control.changed_since.xmin
-        query = query.narrowed(lambda alias: state.adapter.changed_since_condition(alias, since))
+        query = query.narrowed(lambda alias: adapter.changed_since_condition(alias, since))
     units = UnitIndex(key_columns(query), bits=control.hash_bits)
     tuples = TupleIndex(key_columns(query), bits=control.tuple_hash_bits)
     unit_kinds = (frames.UNITS, frames.UNITS_DELTA)
@@ -68,7 +79,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
             raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
     settings = state.settings
     work = Extraction(
-        state.adapter,
+        adapter,
         query,
         control.site.columns,
         units,
@@ -98,7 +109,7 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
     return _stream(
         state,
         range_scan(
-            state.adapter,
+            state.adapter_for(control.site),
             query,
             wanted,
             seed=control.seed,
@@ -145,7 +156,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
         return _stream(
             state,
             sketch_answer(
-                state.adapter,
+                state.adapter_for(control.site),
                 query,
                 table,
                 rec=rec,
@@ -178,7 +189,34 @@ async def fetch(state: StateDep, _: Authorized, parsed: Frames, control: FetchRe
         keys.extend(key_values(batch, query.key))
     return _stream(
         state,
-        fetch_rows(state.adapter, query, keys, batch_rows=control.batch_rows, chunk_rows=state.settings.chunk_rows),
+        fetch_rows(
+            state.adapter_for(control.site),
+            query,
+            keys,
+            batch_rows=control.batch_rows,
+            chunk_rows=state.settings.chunk_rows,
+        ),
+    )
+
+
+@router.post("/snapshot_diff", operation_id="snapshot_diff", **FRAMES_ROUTE)
+async def snapshot_diff(state: StateDep, _: Authorized, parsed: Frames, control: SnapshotDiffRequest):
+    """Agents on dump files: the rows inserted or updated and the keys deleted between the previous dumps and the current ones."""
+    query = state.site_query(control.site)
+    check_columns(query, control.site.columns)
+    if len(parsed) > 1:
+        raise BadRequest(f"a snapshot_diff request is its control frame alone; got {[f.kind for f in parsed[1:]]!r}")
+    return _stream(
+        state,
+        snapshot_diff_answer(
+            state.adapter_for(control.site),
+            query,
+            control.previous,
+            algorithm=control.algorithm,
+            block_rows=control.block_rows,
+            aging_rows=control.aging_rows,
+            batch_rows=control.batch_rows,
+        ),
     )
 
 

@@ -125,6 +125,9 @@ class Extraction:
                 self.stats["source_snapshot"] = self.adapter.source_snapshot(session)
             if self.query_plan:
                 self.stats["query_plan"] = self.adapter.query_plan(session, self.query.sql)
+            dumps = self.adapter.dumps_read(self.query.tables)
+            if dumps is not None:  # the dump files read: the snapshot_diff strategy's state
+                self.stats["dumps"] = dumps
             yield from self._scan(session)
             scanned = time.monotonic()
             yield from self._deleted_and_broken()

@@ -99,7 +99,13 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
         pass
     else:
         raise Conflict(f"view {body.name!r} already exists (PUT /v1/views/{body.name} redefines it, DELETE removes it)")
-    stamps = StampSettings(body.timestamps, body.delete_flags, body.timestamp_lag_s, body.reconcile_every)
+    stamps = StampSettings(
+        body.timestamps,
+        body.delete_flags,
+        body.timestamp_lag_s,
+        body.reconcile_every,
+        diff=body.snapshot_diff.model_dump(),
+    )
     definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps)
     row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
     return view_out(row)
@@ -129,6 +135,7 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
         body.delete_flags if body.delete_flags is not None else kept.delete_flags,
         body.timestamp_lag_s if body.timestamp_lag_s is not None else kept.lag_s,
         body.reconcile_every if body.reconcile_every is not None else kept.reconcile_every,
+        diff=body.snapshot_diff.model_dump() if body.snapshot_diff is not None else kept.diff,
     )
     definition, options = _analyze(body.sql, catalog, settings, strategy, stamps)
     row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)

@@ -15,12 +15,14 @@ from .group_hash import GroupHash
 from .range_checksum import RangeChecksum
 from .row_version import RowVersion
 from .sketch import Sketch
+from .snapshot_diff import SnapshotDiff
 from .timestamp import Timestamp
 from .tuple_hash import TupleHash
 
 #: Name -> strategy class, in the order the README and the benchmarks list them.
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip, Timestamp, RowVersion)
+    cls.name: cls
+    for cls in (Auto, Sketch, GroupHash, TupleHash, RangeChecksum, FullShip, Timestamp, RowVersion, SnapshotDiff)
 }
 #: The strategy of a load, whatever the view's.
 LOAD = FullShip

@@ -6,7 +6,7 @@ The sync's metrics say what was chosen (`chosen`) and what each candidate expect
 
 Some strategies need something of the view: `timestamp` a timestamp column for every table
 of the site query (the view's `timestamps`), `row_version` a PostgreSQL source (as it was
-when the view was defined). Where the view has them, auto counts that strategy among the
+when the view was defined), `snapshot_diff` a source that is a directory of dump files. Where the view has them, auto counts that strategy among the
 candidates, and the view's load reads the source's clock (or snapshot) so that a later sync
 can start from it; elsewhere it never considers it.
 """
@@ -18,12 +18,13 @@ from .full_ship import FullShip
 from .group_hash import GroupHash
 from .row_version import RowVersion
 from .sketch import Sketch
+from .snapshot_diff import SnapshotDiff
 from .timestamp import Timestamp
 
 #: What auto chooses among; of two that expect the same, the earlier (the simpler exchange) wins.
 CANDIDATES: tuple[type[Strategy], ...] = (FullShip, GroupHash, Sketch)
 #: Candidates only where the view or its source allows them (`applies`), after the others.
-CONDITIONAL: tuple[type[Strategy], ...] = (Timestamp, RowVersion)
+CONDITIONAL: tuple[type[Strategy], ...] = (Timestamp, RowVersion, SnapshotDiff)
 
 
 def choose(estimate: SiteEstimate, extra: tuple[type[Strategy], ...] = ()) -> type[Strategy]:

@@ -142,8 +142,14 @@ class SiteContext:
     #: The service's background builds of sketch tables (None: a table is built inline).
     sketches: Preparations | None = None
 
+    #: Sources on dump files: the dump of each table every request of this sync reads, once
+    #: a strategy fixed them (snapshot_diff: those it compared); None: each request reads the newest.
+    dumps: dict[str, str] | None = None
+
     def spec(self) -> SiteSpec:
-        return SiteSpec(sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns])
+        return SiteSpec(
+            sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns], dumps=self.dumps
+        )
 
     def key_columns(self) -> list[Column]:
         by_name = {c.name: c for c in self.site.columns}

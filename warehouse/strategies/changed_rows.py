@@ -201,7 +201,7 @@ class ChangedRows(Strategy):
     def spec(self, sql: str, columns: list | None = None) -> SiteSpec:
         site = self.ctx.site
         columns = columns if columns is not None else site.columns
-        return SiteSpec(sql=sql, key=site.key, columns=[c.to_json() for c in columns])
+        return SiteSpec(sql=sql, key=site.key, columns=[c.to_json() for c in columns], dumps=self.ctx.dumps)
 
     def exchange(self) -> Answer:
         self.ranged = self.changed_read()

@@ -30,7 +30,7 @@ PEOPLE = TableInfo(
 
 
 #: The dialect the stubbed agents report: row_version needs PostgreSQL, the others take any.
-DIALECTS = {"row_version": "postgres"}
+DIALECTS = {"row_version": "postgres", "snapshot_diff": "duckdb"}
 
 
 @pytest.fixture

@@ -1,0 +1,170 @@
+"""The agent's answer to /v1/snapshot_diff: the change between two dumps, computed at the legacy host.
+
+The warehouse names the dump files its copy was made from (`previous`); the agent compares
+the site query over them with the site query over the current dumps and ships only the
+differential — the rows inserted or updated (their current values) and the keys deleted —
+so the link carries the change, not the dump.
+
+Both dumps are read once each, in their files' order, as ⟨K, b⟩ records: the key and a
+64-bit hash of the row (paper 000's record compression), so the algorithm holds a key and a
+hash per record, never a row. The differential algorithm (remote_agent/differential/) is
+the request's: the window algorithm by default (bounded memory, one pass; a record that
+moved further than its aging buffers reach comes out as a delete and an insert of one key,
+a *useless pair* the warehouse folds), or the sort-merge or partitioned-hash outer join,
+exact whatever the order, spilling to the agent's cache directory. The rows of the inserted
+and updated keys are then picked from a second read of the current dump.
+
+When the previous dumps are the current ones nothing is read. When one of them is gone
+(or never was a dump of its table) the summary says so (`previous_gone`) and nothing is
+shipped: the warehouse falls back to another strategy.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..adapters.files import FileAdapter
+from ..differential import DELETE, Change
+from ..differential.partitioned_hash import partitioned_hash
+from ..differential.sort_merge import sort_merge
+from ..differential.window import window
+from ..errors import AgentError, UnsupportedQuery
+from ..protocol import frames
+from ..protocol.encoding import row_hashes
+from ..protocol.types import Column, arrow_schema
+from ..protocol.wire import UID, key_values
+from ..sitequery import ValidatedQuery
+from ..timings import Timings
+
+#: Seed of the records' row hashes: they are compared within one answer only.
+RECORD_SEED = 0
+
+
+def records(adapter: FileAdapter, query: ValidatedQuery, batch_rows: int, timings: Timings, counts: dict, side: str):
+    """The site query over `adapter`'s dumps as ⟨K, b⟩ records, in the files' order."""
+    schema = arrow_schema([Column(c.name, c.type) for c in query.columns])
+    columns = [Column(c.name, c.type) for c in query.columns]
+    for batch in timings.timed("read_s", adapter.in_file_order(query.sql, schema, batch_rows)):
+        with timings.phase("hash_s"):
+            keys = key_values(batch, query.key)
+            hashes = row_hashes(batch, columns, RECORD_SEED, 64)
+        counts[side] += batch.num_rows
+        yield from zip(keys, hashes)
+
+
+def differential(algorithm: str, old, new, *, block_rows: int, aging_rows: int, spill_dir: Path) -> Iterator[Change]:
+    """The chosen algorithm's differential of two record streams."""
+    if algorithm == "window":
+        return window(old, new, block_rows=block_rows, aging_rows=aging_rows)
+    if algorithm == "sort_merge":
+        return sort_merge(old, new, run_records=aging_rows, spill_dir=spill_dir)
+    return partitioned_hash(old, new, spill_dir=spill_dir)
+
+
+def snapshot_diff_answer(
+    adapter: FileAdapter,
+    query: ValidatedQuery,
+    previous: dict[str, str],
+    *,
+    algorithm: str,
+    block_rows: int,
+    aging_rows: int,
+    batch_rows: int,
+) -> Iterator[bytes]:
+    """The answer's frames: CHANGED_ROWS (inserted and updated rows), DELETED_KEYS, the summary last."""
+    if not isinstance(adapter, FileAdapter):
+        raise UnsupportedQuery(
+            f"snapshot_diff compares dump files; this agent reads a {adapter.dialect} database: use another strategy"
+        )
+    started = time.monotonic()
+    timings = Timings()
+    current = adapter.dumps_read(query.tables)
+    stats: dict = {
+        "dumps": current,
+        "previous_dumps": {t: previous.get(t) for t in query.tables},
+        "algorithm": algorithm,
+        "rows_scanned": 0,
+    }
+    try:
+        old_adapter = adapter.pinned({t: previous[t] for t in query.tables if t in previous})
+        missing = [t for t in query.tables if t not in previous]
+        if missing:
+            raise UnsupportedQuery(f"no previous dump named for table(s) {missing}")
+    except AgentError as exc:
+        stats.update(previous_gone=exc.message, elapsed_s=round(time.monotonic() - started, 4))
+        yield frames.json_frame(frames.SUMMARY, stats)
+        return
+    if old_adapter.dumps_read(query.tables) == current:
+        stats.update(unchanged=True, records_old=0, records_new=0, inserts=0, updates=0, deletes=0)
+        stats["elapsed_s"] = round(time.monotonic() - started, 4)
+        yield frames.json_frame(frames.SUMMARY, stats)
+        return
+    # the current dumps converted (and their keys checked unique) before they are compared
+    adapter.connect().close()
+    counts = {"old": 0, "new": 0}
+    ops = {"insert": 0, "update": 0, "delete": 0}
+    wanted: set = set()
+    gone: list = []
+    by_name = {c.name: c for c in query.columns}
+    key_schema = pa.schema([pa.field(UID, pa.int64()), *arrow_schema([Column(k, by_name[k].type) for k in query.key])])
+    with tempfile.TemporaryDirectory(dir=_spill_root(adapter)) as spill:
+        changes = differential(
+            algorithm,
+            records(old_adapter, query, batch_rows, timings, counts, "old"),
+            records(adapter, query, batch_rows, timings, counts, "new"),
+            block_rows=block_rows,
+            aging_rows=aging_rows,
+            spill_dir=Path(spill),
+        )
+        for change in changes:
+            ops[change.op] += 1
+            if change.op == DELETE:
+                gone.append(change.key)
+                if len(gone) >= batch_rows:
+                    yield _deleted_frame(gone, query, key_schema)
+                    gone = []
+            else:
+                wanted.add(change.key)
+    if gone:
+        yield _deleted_frame(gone, query, key_schema)
+    shipped = 0
+    if wanted:  # the second read: the current rows of the inserted and updated keys
+        schema = arrow_schema([Column(c.name, c.type) for c in query.columns])
+        for batch in timings.timed("lookup_s", adapter.in_file_order(query.sql, schema, batch_rows)):
+            mask = pa.array([k in wanted for k in key_values(batch, query.key)])
+            picked = batch.filter(mask)
+            if picked.num_rows:
+                shipped += picked.num_rows
+                yield frames.arrow_frame(frames.CHANGED_ROWS, picked)
+    stats.update(
+        records_old=counts["old"],
+        records_new=counts["new"],
+        rows_scanned=counts["new"],
+        inserts=ops["insert"],
+        updates=ops["update"],
+        deletes=ops["delete"],
+        rows_shipped=shipped,
+        block_rows=block_rows if algorithm == "window" else None,
+        aging_rows=aging_rows if algorithm != "partitioned_hash" else None,
+        elapsed_s=round(time.monotonic() - started, 4),
+        timings=timings.to_json(),
+    )
+    yield frames.json_frame(frames.SUMMARY, stats)
+
+
+def _spill_root(adapter: FileAdapter) -> Path:
+    adapter.cache.mkdir(parents=True, exist_ok=True)
+    return adapter.cache
+
+
+def _deleted_frame(keys: list, query: ValidatedQuery, schema: pa.Schema) -> bytes:
+    columns = list(zip(*keys)) if len(query.key) > 1 else [keys]
+    data = [pa.array([-1] * len(keys), pa.int64())] + [
+        pa.array(list(col), schema.field(i + 1).type) for i, col in enumerate(columns)
+    ]
+    return frames.arrow_frame(frames.DELETED_KEYS, pa.RecordBatch.from_arrays(data, schema=schema))

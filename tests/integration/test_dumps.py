@@ -1,0 +1,254 @@
+"""Sources that are directories of dump files (agent `--db-url file:///DIR`), every strategy.
+
+A legacy system writes a new dump of its tables each round — CSV (some gzipped) and
+fixed-width records — rewriting the rows in an order close to the last one's, with a few
+rows moved far. The truth is read straight from the newest dump with Python's csv module
+and string slicing (not DuckDB, which the agent reads with), filtered as the view says.
+After every sync the view equals it and the delta is exact, whatever the strategy:
+snapshot_diff with each of paper 000's algorithms (the window with buffers small enough to
+produce useless pairs, which the warehouse folds), auto (which takes snapshot_diff on a
+dump source), and the differencing strategies over the same files.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import random
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tests.support.oracle import check_sync, keyed
+from workloads.harness import start_agent
+
+pytestmark = pytest.mark.integration
+
+CUSTOMERS = {
+    "format": "csv",
+    "key": ["id"],
+    "columns": [
+        {"name": "id", "type": "int", "nullable": False},
+        {"name": "name", "type": "text"},
+        {"name": "balance", "type": "decimal(10,2)"},
+        {"name": "since", "type": "date"},
+    ],
+    "csv": {"delimiter": ",", "header": True, "null": ""},
+}
+STOCK = {
+    "format": "fixed",
+    "key": ["code", "site"],
+    "columns": [
+        {"name": "code", "type": "text", "width": 6},
+        {"name": "site", "type": "int", "width": 3},
+        {"name": "qty", "type": "int", "width": 7},
+        {"name": "price", "type": "decimal(8,2)", "width": 9},
+    ],
+}
+VIEW = "SELECT c.id, c.name, c.balance, c.since FROM {src}.customers c WHERE c.balance > 10 OR c.balance IS NULL"
+STOCK_VIEW = "SELECT s.code, s.site, s.qty, s.price FROM {src}.stock s WHERE s.qty > 0"
+#: view name suffix -> view options
+STRATEGIES = {
+    "window": {"strategy": "snapshot_diff", "snapshot_diff": {"algorithm": "window", "aging_rows": 3, "block_rows": 2}},
+    "sortmerge": {"strategy": "snapshot_diff", "snapshot_diff": {"algorithm": "sort_merge", "aging_rows": 40}},
+    "phash": {"strategy": "snapshot_diff", "snapshot_diff": {"algorithm": "partitioned_hash"}},
+    "auto": {},
+    "sketch": {"strategy": "sketch"},
+    "group_hash": {"strategy": "group_hash"},
+    "tuple_hash": {"strategy": "tuple_hash"},
+    "range_checksum": {"strategy": "range_checksum"},
+    "full_ship": {"strategy": "full_ship"},
+}
+
+
+class Dumps:
+    """A legacy system that dumps its customers (CSV) and stock (fixed width) into a directory."""
+
+    def __init__(self, path: Path, seed: int):
+        self.path = path
+        self.rng = random.Random(seed)
+        self.round = 0
+        (path / "customers.table.json").write_text(json.dumps(CUSTOMERS))
+        (path / "stock.table.json").write_text(json.dumps(STOCK))
+        self.customers = [self._customer(i) for i in range(1, 121)]
+        self.stock = [self._item(code, site) for code in ("AX", "BQ-7", "C") for site in range(1, 16)]
+        self.next_id = 121
+        self.dump()
+
+    def _customer(self, i: int) -> list:
+        rng = self.rng
+        balance = None if rng.random() < 0.1 else f"{rng.randint(0, 4000) / 100:.2f}"
+        since = None if rng.random() < 0.1 else f"20{rng.randint(10, 25)}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}"
+        name = rng.choice(["Ann", 'Bob "B"', "Cy, Jr.", "Dee"]) + f" {rng.randint(0, 99)}"
+        return [i, name, balance, since]
+
+    def _item(self, code: str, site: int) -> list:
+        return [code, site, self.rng.randint(-3, 500), f"{self.rng.randint(1, 99999) / 100:.2f}"]
+
+    def change(self) -> None:
+        """Updates, deletes, inserts; the rows rewritten close to their old order, a few moved far."""
+        rng = self.rng
+        for row in self.customers:
+            if rng.random() < 0.15:
+                column = rng.choice([1, 2, 2, 3])
+                row[column] = self._customer(row[0])[column]
+        self.customers = [r for r in self.customers if rng.random() > 0.08]
+        for _ in range(rng.randint(3, 12)):
+            self.customers.insert(rng.randrange(len(self.customers) + 1), self._customer(self.next_id))
+            self.next_id += 1
+        for i in range(len(self.customers) - 1):  # local moves: the window matches them
+            if rng.random() < 0.3:
+                self.customers[i], self.customers[i + 1] = self.customers[i + 1], self.customers[i]
+        for _ in range(4):  # far moves: further than a small window reaches (useless pairs)
+            self.customers.insert(rng.randrange(len(self.customers)), self.customers.pop(rng.randrange(10)))
+        for row in self.stock:
+            if rng.random() < 0.2:
+                row[2] = rng.randint(-3, 500)
+        self.stock = [r for r in self.stock if rng.random() > 0.05]
+        self.stock.append(self._item(rng.choice(["AX", "ZED"]), 100 + self.round))
+        rng.shuffle(self.stock)  # not close in order at all
+        self.dump()
+
+    def dump(self) -> None:
+        """A new dump of both tables (written aside, then renamed into place)."""
+        self.round += 1
+        stamp = f"2026-11-{self.round:02d}T0300"
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(["id", "name", "balance", "since"])
+        writer.writerows([["" if v is None else v for v in row] for row in self.customers])
+        data = text.getvalue().encode()
+        name = f"customers.{stamp}.csv" + (".gz" if self.round % 2 else "")
+        self._place(name, gzip.compress(data) if name.endswith(".gz") else data)
+        lines = "".join(f"{c:<6}{s:>3}{q:>7}{p:>9}\n" for c, s, q, p in self.stock)
+        self._place(f"stock.{stamp}.txt", lines.encode())
+
+    def _place(self, name: str, data: bytes) -> None:
+        partial = self.path / (name + ".part")
+        partial.write_bytes(data)
+        partial.rename(self.path / name)
+
+    def newest(self, table: str) -> Path:
+        return sorted(p for p in self.path.iterdir() if p.name.startswith(table + ".2026"))[-1]
+
+    def truth(self) -> dict:
+        """The view over the newest customers dump, read with Python's csv module."""
+        path = self.newest("customers")
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        rows = []
+        for rid, name, balance, since in list(csv.reader(io.StringIO(data.decode())))[1:]:
+            if balance == "" or Decimal(balance) > 10:
+                rows.append({"id": int(rid), "name": name, "balance": balance or None, "since": since or None})
+        return keyed(rows, ["id"])
+
+    def stock_truth(self) -> dict:
+        rows = []
+        for line in self.newest("stock").read_text().splitlines():
+            code, site, qty, price = line[0:6].strip(), int(line[6:9]), int(line[9:16]), line[16:25].strip()
+            if qty > 0:
+                rows.append({"code": code, "site": site, "qty": qty, "price": price})
+        return keyed(rows, ["code", "site"])
+
+
+def _site(metrics: dict) -> dict:
+    return metrics["sites"][0] if "sites" in metrics else metrics
+
+
+def test_every_strategy_on_dump_files(api, tmp_path, logs_dir):
+    legacy = Dumps(tmp_path, seed=18)
+    agent = start_agent(f"file://{tmp_path}", logs_dir, extra=["--cache-dir", str(tmp_path.parent / "agent-cache")])
+    try:
+        api.add_source("dumps", agent.url)
+        for suffix, options in STRATEGIES.items():
+            view = api.add_view(f"dump_{suffix}", VIEW.format(src="dumps"), **options)
+            assert view["key"] == ["id"], view
+        stock = api.add_view("dump_stock", STOCK_VIEW.format(src="dumps"), strategy="snapshot_diff")
+        assert stock["key"] == ["code", "site"], stock
+        before = {name: {} for name in STRATEGIES}
+        stock_before: dict = {}
+        pairs = {"window": 0, "window_cancelled": 0, "window_split": 0, "exact": 0}
+        for rnd in range(5):
+            if rnd in (1, 2, 4):
+                legacy.change()
+            truth = legacy.truth()
+            for suffix in STRATEGIES:
+                name = f"dump_{suffix}"
+                sync = api.sync(name)
+                check_sync(api, name, ["id"], before[suffix], truth, sync)
+                before[suffix] = truth
+                site = _site(sync["metrics"])
+                if rnd and suffix in ("window", "sortmerge", "phash", "auto"):
+                    report = site["snapshot_diff"]
+                    assert report["reconciled"] is False and "fallback" not in report, report
+                    assert report["unchanged"] is (rnd == 3), report
+                    if suffix == "window":
+                        pairs["window"] += report.get("useless_pairs", 0)
+                        pairs["window_cancelled"] += report.get("cancelled", 0)
+                        pairs["window_split"] += report.get("split_updates", 0)
+                    elif suffix != "auto":
+                        pairs["exact"] += report.get("useless_pairs", 0)
+                    if rnd == 3:  # the same dumps: nothing read, nothing shipped
+                        assert site["rows_received"] == 0 and sync["metrics"]["bytes_from_agent"] < 2000, site
+                if suffix == "auto" and rnd:
+                    assert site["chosen"] == "snapshot_diff", site
+            stock_truth = legacy.stock_truth()
+            sync = api.sync("dump_stock")
+            check_sync(api, "dump_stock", ["code", "site"], stock_before, stock_truth, sync)
+            stock_before = stock_truth
+        # the small window met rows moved further than it reaches: useless pairs, all folded
+        assert pairs["window"] > 0 and pairs["window_cancelled"] > 0, pairs
+        assert pairs["exact"] == 0, pairs
+    finally:
+        agent.stop()
+
+
+def test_a_gone_dump_falls_back_and_bad_dumps_fail_cleanly(api, tmp_path, logs_dir):
+    legacy = Dumps(tmp_path, seed=7)
+    agent = start_agent(f"file://{tmp_path}", logs_dir)
+    try:
+        api.add_source("dumps2", agent.url)
+        api.add_view("gone_window", VIEW.format(src="dumps2"), strategy="snapshot_diff")
+        check_sync(api, "gone_window", ["id"], {}, (before := legacy.truth()), api.sync("gone_window"))
+        legacy.change()
+        legacy.change()  # the dump the view was loaded from is now two behind; remove it
+        for path in sorted(tmp_path.glob("customers.2026*"))[:-1]:
+            path.unlink()
+        truth = legacy.truth()
+        sync = api.sync("gone_window")
+        check_sync(api, "gone_window", ["id"], before, truth, sync)
+        report = _site(sync["metrics"])["snapshot_diff"]
+        assert report["reconciled"] is True and "is no longer in" in report["fallback"], report
+        legacy.change()  # the state now names the dump the fall-back read: a plain diff again
+        sync = api.sync("gone_window")
+        check_sync(api, "gone_window", ["id"], truth, (after := legacy.truth()), sync)
+        assert _site(sync["metrics"])["snapshot_diff"]["reconciled"] is False
+        # a dump whose key is not unique fails the sync and leaves the view as it was
+        legacy.customers.append(list(legacy.customers[0]))
+        legacy.dump()
+        failed = api.sync("gone_window")
+        assert failed["status"] == "failed" and "more than once" in failed["error"], failed
+        assert keyed(api.rows("gone_window"), ["id"]) == after
+        # snapshot_diff is refused where a source is a database
+        db = tmp_path.parent / "shop.db"
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE orders (oid INTEGER PRIMARY KEY, cust INTEGER, amount REAL)")
+        shop = start_agent(f"sqlite:///{db}", logs_dir)
+        try:
+            api.add_source("shop2", shop.url)
+            refused = api.http.post(
+                "/v1/views",
+                json={
+                    "name": "nodiff",
+                    "sql": "SELECT o.oid, o.amount FROM shop2.orders o",
+                    "strategy": "snapshot_diff",
+                },
+            )
+            assert refused.status_code == 422 and "dump files" in refused.json()["detail"], refused.text
+        finally:
+            shop.stop()
+    finally:
+        agent.stop()
