@@ -16,8 +16,12 @@ at the first read that finds it; older conversions of a table are removed then.
 Every connection is an in-memory DuckDB whose views name the dumps one request reads,
 pinned when the request begins (`pinned`): the reader process and every chunk of one
 answer see the same files, whatever arrives meanwhile, and the answer reports them
-(`dumps_read`). The connection may read only the dump and cache directories and its
-configuration is locked; the SQL it runs is the agent's own (sitequery.py).
+(`dumps_read`). The agent never writes to the dump directory: it runs only the SELECTs it
+generates itself (sitequery.py) and its own conversions into the cache. DuckDB's
+allow-list of directories cannot tell reading from writing, so each connection is locked
+to the one directory it needs — the cache for every read through the conversions, the dump
+directory only for the differential's reads in file order — with its configuration
+locked; as with a database login, run the agent as a user who may only read the dumps.
 """
 
 from __future__ import annotations
@@ -225,7 +229,10 @@ class FileAdapter(Adapter):
         try:
             for name, sql in views.items():
                 conn.execute(f"CREATE VIEW {quoted(name)} AS {sql}")
-            allowed = ", ".join(literal(str(p) + "/") for p in (self.dir.path, self.cache))
+            # DuckDB's allow-list does not tell reading from writing: a connection over the
+            # cached conversions may reach the cache only; one over the dumps themselves runs
+            # the one SELECT of the differential (see the module docstring)
+            allowed = literal(str(self.dir.path if in_file_order else self.cache) + "/")
             conn.execute(f"SET allowed_directories = [{allowed}]")
             conn.execute("SET enable_external_access = false")
             conn.execute("SET lock_configuration = true")

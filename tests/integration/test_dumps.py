@@ -252,3 +252,58 @@ def test_a_gone_dump_falls_back_and_bad_dumps_fail_cleanly(api, tmp_path, logs_d
             shop.stop()
     finally:
         agent.stop()
+
+
+JOIN_VIEW = (
+    "SELECT o.oid, o.amount, c.id AS cid, c.name FROM {shop}.orders o JOIN {dumps}.customers c ON o.cust = c.id "
+    "WHERE c.balance > 10 OR c.balance IS NULL"
+)
+
+
+def test_a_dump_table_joined_with_a_database_table(api, tmp_path, logs_dir):
+    dumps_dir = tmp_path / "dumps"
+    dumps_dir.mkdir()
+    legacy = Dumps(dumps_dir, seed=31)
+    db = tmp_path / "shop.db"
+    rng = random.Random(5)
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE orders (oid INTEGER PRIMARY KEY, cust INTEGER, amount INTEGER)")
+        conn.executemany("INSERT INTO orders VALUES (?, ?, ?)", [(i, rng.randint(1, 140), i % 97) for i in range(300)])
+
+    def truth() -> dict:
+        customers = legacy.truth()
+        with sqlite3.connect(db) as conn:
+            orders = conn.execute("SELECT oid, cust, amount FROM orders").fetchall()
+        rows = [
+            {"oid": oid, "amount": amount, "cid": cust, "name": customers[(cust,)]["name"]}
+            for oid, cust, amount in orders
+            if (cust,) in customers
+        ]
+        return keyed(rows, ["oid"])
+
+    agents = [start_agent(f"file://{dumps_dir}", logs_dir), start_agent(f"sqlite:///{db}", logs_dir)]
+    try:
+        api.add_source("jdumps", agents[0].url)
+        api.add_source("jshop", agents[1].url)
+        view = api.add_view("dump_join", JOIN_VIEW.format(shop="jshop", dumps="jdumps"))
+        assert view["key"] == ["oid"] and len(view["sites"]) == 2, view
+        before: dict = {}
+        for rnd in range(4):
+            if rnd:
+                legacy.change()
+                with sqlite3.connect(db) as conn:
+                    for oid in rng.sample(range(300), 20):
+                        conn.execute(
+                            "UPDATE orders SET cust = ?, amount = ? WHERE oid = ?", (rng.randint(1, 140), rnd, oid)
+                        )
+            now = truth()
+            sync = api.sync("dump_join")
+            check_sync(api, "dump_join", ["oid"], before, now, sync)
+            before = now
+            if rnd:
+                by_source = {s["source"]: s for s in sync["metrics"]["sites"]}
+                assert by_source["jdumps"]["chosen"] == "snapshot_diff", by_source["jdumps"]
+                assert by_source["jshop"]["chosen"] != "snapshot_diff"
+    finally:
+        for agent in agents:
+            agent.stop()
