@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join openapi clean
+.PHONY: install demo test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps openapi clean
 
 install: $(STAMP)
 
@@ -74,6 +74,12 @@ bench-quick: $(BENCH_STAMP)
 # results/join-1m.json and .md.
 bench-join: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.join --rounds 5
+
+# dump files: a 1,000,000-row CSV table dumped anew each round, snapshot_diff (each of paper
+# 000's algorithms) beside sketch and full_ship, and the window's quality curve (about 10
+# minutes); results/dumps-1m.json, .md and -quality.png.
+bench-dumps: $(BENCH_STAMP)
+	$(PY) -m tests.benchmarks.dumps --rounds 3
 
 clean:
 	rm -rf demo-data .pytest_cache
