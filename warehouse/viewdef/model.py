@@ -8,6 +8,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from remote_agent.protocol.sitesql import COUNT_COLUMN
 from remote_agent.protocol.types import Column
 
 from ..errors import FormatError
@@ -48,6 +49,11 @@ class SiteQuery:
             "columns": [c.to_json() for c in self.columns],
             "key": list(self.key),
         }
+
+    @property
+    def grouped(self) -> bool:
+        """Whether it is a multiset's grouped site query (distinct rows with their counts)."""
+        return any(c.name == COUNT_COLUMN for c in self.columns)
 
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
