@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import faults, join_delta, layers, multiset
+from . import faults, join_delta, layers, matching, multiset
 from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
 from .errors import AgentRejected, WarehouseError
 from .join_delta import JoinDelta
@@ -267,7 +267,8 @@ class SyncRun:
         faults.checkpoint("delta_written")
 
     def _multiset_delta(self, result: DeltaResult) -> tuple[int, int, int, int]:
-        """Stage a multiset view's delta: its fragment's changes as lines with counts."""
+        """Stage a multiset view's delta: its fragment's changes as lines with counts, and
+        with `match`, vanished and appeared rows paired into updates (matching.py)."""
         site = self.view.sites[0]
         changes = self.staging / "fragment-delta"
         result.write_delta(changes, site.columns)
@@ -277,8 +278,12 @@ class SyncRun:
 
         target = self.store.staged_delta(self.sync_id)
         inserted, deleted = multiset.write_lines(changes, old_counts, self.view, target, MULTISET_BATCH_ROWS)
+        updated = 0
+        match = self.options.view_options.get("match")
+        if match:
+            (inserted, updated, deleted), self.metrics.match = matching.pair_delta(target, self.view, match)
         before = self.current.meta()["rows"] if self.current is not None else 0
-        return inserted, 0, deleted, before + inserted - deleted
+        return inserted, updated, deleted, before + inserted - deleted
 
     def _assemble(self, joins: JoinDelta) -> tuple[int, int, int, int]:
         if self.current is None:

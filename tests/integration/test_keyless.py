@@ -198,31 +198,156 @@ def test_a_multiset_view_is_exact_on_postgres(api, source, logs_dir):
 
 
 def test_what_a_multiset_view_cannot_have_is_a_422(api, tmp_path, logs_dir):
+    """Strategies without a per-row stamp, several sites, and every malformed match."""
     path = tmp_path / "bad.db"
     with sqlite3.connect(path) as c:
-        c.execute("CREATE TABLE logs (at INTEGER, msg TEXT, stamp TIMESTAMP)")
-        c.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, name TEXT)")
+        c.execute("CREATE TABLE logs (at INTEGER, msg TEXT, stamp TIMESTAMP, v REAL)")
+        c.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, at INTEGER)")
     agent = start_agent(f"sqlite:///{path}", logs_dir)
+    keyless = "SELECT l.at, l.msg, l.v FROM klbad.logs l"
+    cases = [
+        (keyless, {"strategy": "timestamp", "timestamps": {"logs": "stamp"}}, "strategy timestamp cannot serve"),
+        (keyless, {"strategy": "auto", "timestamps": {"logs": "stamp"}}, "timestamps cannot serve"),
+        (keyless, {"strategy": "row_version"}, "strategy row_version cannot serve"),
+        ("SELECT p.id, l.msg FROM klbad.people p LEFT JOIN klbad.logs l ON l.at = p.id", {}, "not supported yet"),
+        ("SELECT p.id, p.at FROM klbad.people p", {"match": {"order_by": "at", "epsilon": {"at": 1}}}, "is keyed"),
+        (keyless, {"match": {"order_by": "at", "epsilon": {"nope": 1, "at": 1}}}, "no column 'nope'"),
+        (keyless, {"match": {"order_by": "at", "epsilon": {"at": -1}}}, "the epsilon of 'at' is -1"),
+        (keyless, {"match": {"order_by": "msg", "epsilon": {"msg": 1}}}, "not a number"),
+        (keyless, {"match": {"order_by": "at", "epsilon": {"v": 1}}}, "order_by 'at' has no epsilon"),
+        (keyless, {"match": {"order_by": "at", "epsilon": {}}}, "non-empty epsilon"),
+        (keyless, {"match": {"order_by": "at"}}, "epsilon"),
+        (keyless, {"match": {"order_by": "at", "epsilon": {"at": "far"}}}, "epsilon"),
+    ]
     try:
         api.add_source("klbad", agent.url)
-        cases = [
-            ({"strategy": "timestamp", "timestamps": {"logs": "stamp"}}, "strategy timestamp cannot serve"),
-            ({"strategy": "auto", "timestamps": {"logs": "stamp"}}, "timestamps cannot serve"),
-            ({"strategy": "row_version"}, "strategy row_version cannot serve"),
-        ]
-        for extra, needle in cases:
-            r = httpx.post(
-                f"{api.http.base_url}/v1/views",
-                json={"name": "klbad_v", "sql": "SELECT l.at, l.msg FROM klbad.logs l", **extra},
+        for sql, extra, needle in cases:
+            r = httpx.post(f"{api.http.base_url}/v1/views", json={"name": "klbad_v", "sql": sql, **extra})
+            assert r.status_code == 422 and needle in str(r.json()["detail"]), (extra, r.text)
+    finally:
+        agent.stop()
+
+
+# --- match: vanished and appeared rows paired by BestmatchJoin ------------------------------
+
+MATCH = {"order_by": "at", "epsilon": {"at": 2, "v": 0.5}}
+READINGS = ["at", "sensor", "v"]
+
+
+def _order(value) -> tuple:
+    return (0,) if value is None else (2, value)
+
+
+def oracle_pairs(vanished: Counter, appeared: Counter) -> tuple[Counter, Counter, Counter]:
+    """The pairing by brute force: every vanished occurrence (in order) against every
+    appeared one; best matches are the qualifying rows no other qualifying row dominates;
+    each takes its closest free best match (matching.py's documented rule)."""
+    dims, eps = ["at", "v"], (2, 0.5)
+    rest = [c for c in READINGS if c not in dims]
+
+    def key(row):
+        return tuple(_order(row[READINGS.index(d)]) for d in dims + rest)
+
+    def point(row):
+        return tuple(row[READINGS.index(d)] for d in dims)
+
+    def measurable(row):
+        return all(v is not None for v in point(row))
+
+    left = sorted((r for r in vanished.elements() if measurable(r)), key=key)
+    right = [r for r in appeared.elements() if measurable(r)]
+    free = list(range(len(right)))
+    pairs = Counter()
+    for old in left:
+        lp = point(old)
+        dist = lambda r, lp=lp: tuple(abs(x - y) for x, y in zip(lp, point(r)))  # noqa: E731
+        near = [i for i in range(len(right)) if all(d <= e for d, e in zip(dist(right[i]), eps))]
+        best = [
+            i
+            for i in near
+            if not any(
+                all(a <= b for a, b in zip(dist(right[j]), dist(right[i]))) and dist(right[j]) != dist(right[i])
+                for j in near
             )
-            assert r.status_code == 422 and needle in r.json()["detail"], r.text
-        r = httpx.post(
-            f"{api.http.base_url}/v1/views",
-            json={
-                "name": "klbad_left",
-                "sql": "SELECT p.id, l.msg FROM klbad.people p LEFT JOIN klbad.logs l ON l.at = p.id",
-            },
+        ]
+        candidates = [i for i in best if i in free]
+        if candidates:
+            i = min(candidates, key=lambda i: (dist(right[i]), key(right[i])))
+            free.remove(i)
+            pairs[(old, right[i])] += 1
+    gone = vanished - Counter(old for old, _ in pairs.elements())
+    came = appeared - Counter(new for _, new in pairs.elements())
+    return pairs, gone, came
+
+
+class Readings:
+    """A keyless table of sensor readings whose rows drift a little between syncs."""
+
+    def __init__(self, path, seed: int):
+        self.path, self.rng = path, random.Random(seed)
+        with sqlite3.connect(path) as c:
+            c.execute("CREATE TABLE readings (at INTEGER NOT NULL, sensor TEXT, v REAL)")
+            rows = [self.row() for _ in range(60)]
+            c.executemany("INSERT INTO readings VALUES (?, ?, ?)", rows + rows[:10])
+
+    def row(self) -> tuple:
+        r = self.rng
+        return (r.randint(0, 60), r.choice(["s1", "s2", None]), None if r.random() < 0.1 else r.randint(0, 8) / 4)
+
+    def change(self) -> None:
+        r = self.rng
+        with sqlite3.connect(self.path) as c:
+            rows = c.execute("SELECT rowid, at, v FROM readings").fetchall()
+            for rowid, at, v in r.sample(rows, 12):  # drift: within epsilon, or beyond
+                v = None if v is None or r.random() < 0.1 else v + r.choice([-0.75, -0.25, 0, 0.25, 0.5])
+                c.execute("UPDATE readings SET at = ?, v = ? WHERE rowid = ?", (at + r.randint(-3, 3), v, rowid))
+            for rowid, *_ in r.sample(rows, 4):
+                c.execute("DELETE FROM readings WHERE rowid = ?", (rowid,))
+            c.executemany("INSERT INTO readings VALUES (?, ?, ?)", [self.row() for _ in range(4)])
+
+    def truth(self) -> Counter:
+        with sqlite3.connect(self.path) as c:
+            return Counter(c.execute("SELECT at, sensor, v FROM readings WHERE at >= 0").fetchall())
+
+
+def test_match_pairs_vanished_and_appeared_rows_as_brute_force_does(api, tmp_path, logs_dir):
+    readings = Readings(tmp_path / "readings.db", seed=1)
+    agent = start_agent(f"sqlite:///{tmp_path / 'readings.db'}", logs_dir)
+    try:
+        api.add_source("klmatch", agent.url)
+        view = api.add_view(
+            "klmatch_v", "SELECT r.at, r.sensor, r.v FROM klmatch.readings r WHERE r.at >= 0", match=MATCH
         )
-        assert r.status_code == 422 and "not supported yet" in r.json()["detail"], r.text
+        assert view["match"] == MATCH and view["key"] == []
+        before, paired = Counter(), 0
+        for rnd in range(4):
+            if rnd:
+                readings.change()
+            truth = readings.truth()
+            sync = api.sync("klmatch_v")
+            assert sync["status"] == "succeeded", sync["error"]
+            rows = Counter(tuple(r[c] for c in READINGS) for r in api.rows("klmatch_v"))
+            assert rows == truth
+            want_pairs, want_gone, want_came = oracle_pairs(before - truth, truth - before)
+            pairs, gone, came = Counter(), Counter(), Counter()
+            for line in api.delta("klmatch_v", sync["id"]):
+                row = tuple(line["row"][c] for c in READINGS)
+                if line["op"] == "update":
+                    assert "count" not in line
+                    pairs[(tuple(line["old"][c] for c in READINGS), row)] += 1
+                else:
+                    (came if line["op"] == "insert" else gone)[row] += line.get("count", 1)
+            assert (pairs, gone, came) == (want_pairs, want_gone, want_came), f"round {rnd}"
+            m = sync["metrics"]
+            assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (
+                sum(came.values()),
+                sum(pairs.values()),
+                sum(gone.values()),
+            )
+            if rnd:
+                assert m["match"]["pairs"] == sum(pairs.values())
+            paired += sum(pairs.values())
+            before = truth
+        assert paired > 5, "the drift must have produced pairs"
     finally:
         agent.stop()
