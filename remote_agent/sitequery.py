@@ -19,11 +19,13 @@ from sqlglot.errors import SqlglotError
 from .adapters.base import ColumnInfo, TableInfo
 from .errors import BadRequest, Forbidden, UnsupportedQuery
 from .protocol import sitenames, sitesql
+from .protocol.types import LogicalType
 
 #: What a site query may look like, appended to every rejection.
 SITE_FORM = (
     "a site query is SELECT alias.column AS name, ... FROM table [AS alias] "
-    "[[INNER] JOIN table [AS alias] ON condition]... [WHERE condition]"
+    "[[INNER] JOIN table [AS alias] ON condition]... [WHERE condition], or that grouped "
+    "by every column it selects, with COUNT(*) (a view over tables without a key)"
 )
 
 
@@ -52,6 +54,8 @@ class ValidatedQuery:
     #: A ranged read (`within`): the key intervals [lo, hi) to read, as bound parameters
     #: (None: unbounded); empty: the whole query.
     intervals: tuple[tuple[tuple | None, tuple | None], ...] = field(repr=False, compare=False, default=())
+    #: Whether the query is grouped (a multiset's distinct rows with their counts, sitesql.py).
+    grouped: bool = False
 
     def within(
         self, intervals: Sequence[tuple[tuple | None, tuple | None]], ordered: Sequence[exp.Expression]
@@ -188,7 +192,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         Forbidden: it names a table or column this agent does not expose (403).
         BadRequest: `key` does not name output columns (400).
     """
-    parts = sitesql.parse_select(sql, dialect, UnsupportedQuery, SITE_FORM)
+    parts = sitesql.parse_select(sql, dialect, UnsupportedQuery, SITE_FORM, grouped=True)
     relations = [_bind_table(ref, tables) for ref in parts.tables]
     scope_entries = [
         sitenames.Relation(
@@ -207,19 +211,57 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     stored: dict[str, exp.Expression] = {}
     columns: list[ColumnInfo] = []
     origins: list[str] = []
+    selected: set[tuple[int, str]] = set()
     for item in parts.items:
+        out = item.alias or (item.column.name if item.column is not None else "")
+        if item.kind == sitesql.COUNT:
+            items.append((exp.Count(this=exp.Star()), out))
+            columns.append(ColumnInfo(out, LogicalType("int"), False, "bigint", None))
+            origins.append("")
+            continue
         index, name = scope.resolve(item.column)
         table, alias = relations[index]
         source = table.column(name)
-        out = item.alias or name
+        selected.add((index, name))
         ref: exp.Expression = sitesql.column_ref(alias, name)
+        if item.kind == sitesql.NULL_FLAG:
+            flag = exp.Is(this=ref, expression=exp.Null())
+            items.append((flag, out))
+            stored[out] = flag
+            columns.append(ColumnInfo(out, LogicalType("bool"), False, "boolean", None))
+            origins.append(f"{table.name}.{name}")
+            continue
         stored[out] = ref
         if source.read_as:
             ref = sitesql.wrap_read_as(source.read_as, ref, dialect)
+        nullable = source.nullable
+        if item.kind == sitesql.COALESCED:
+            # NULL made a value (its flag says it was NULL): ordered, cut and looked up as read
+            ref = exp.Coalesce(this=ref, expressions=[item.filler.copy()])
+            stored[out] = ref
+            nullable = False
         items.append((ref, out))
-        columns.append(ColumnInfo(out, source.type, source.nullable, source.declared, source.read_as))
+        columns.append(ColumnInfo(out, source.type, nullable, source.declared, source.read_as))
         origins.append(f"{table.name}.{name}")
-    sitenames.check_output_names([c.name for c in columns], UnsupportedQuery)
+    generated = [
+        c.name
+        for c, i in zip(columns, parts.items)
+        if i.kind in (sitesql.COUNT, sitesql.NULL_FLAG) and c.name.startswith(sitesql.MULTISET_PREFIX)
+    ]
+    sitenames.check_output_names([c.name for c in columns], UnsupportedQuery, generated)
+    group = None
+    if parts.group is not None:
+        group = [sitesql.column_ref(relations[i][1], n) for i, n in (scope.resolve(g) for g in parts.group)]
+        grouped_by = {scope.resolve(g) for g in parts.group}
+        if grouped_by != selected:
+            raise UnsupportedQuery(
+                f"a grouped site query groups by exactly the columns it selects: {sitesql.GROUPED_HELP}"
+            )
+        counted = next(c.name for c, i in zip(columns, parts.items) if i.kind == sitesql.COUNT)
+        if set(key) != {c.name for c in columns} - {counted} or len(key) != len(columns) - 1:
+            raise BadRequest(
+                f"the key of a grouped site query is every output column but the count {counted!r}, not {list(key)}"
+            )
     key_exprs = _key_expressions(key, items)
 
     def qualified(col: exp.Column, limit: int | None = None) -> exp.Column:
@@ -235,7 +277,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         conditions.append(sitesql.requalify(on, lambda col, p=position: qualified(col, p)))
     where = sitesql.requalify(parts.where, qualified) if parts.where is not None else None
 
-    tree = sitesql.build_select(items, [(t.name, alias) for t, alias in relations], conditions, where)
+    tree = sitesql.build_select(items, [(t.name, alias) for t, alias in relations], conditions, where, group)
     try:
         text = sitesql.render(tree, dialect)
     except SqlglotError as exc:
@@ -250,6 +292,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         tables=tuple(dict.fromkeys(t.name for t, _ in relations)),
         origins=tuple(origins),
         _key_columns=tuple(stored[k] for k in key),
+        grouped=group is not None,
     )
 
 

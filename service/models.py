@@ -66,6 +66,25 @@ class SnapshotDiffIn(BaseModel):
 MAX_LAG_S = 86_400
 
 
+MATCH_HELP = (
+    "a view over tables without a key (a multiset) only: at each sync the rows that vanished and the rows that "
+    "appeared are paired by the constrained left-outer BestmatchJoin (paper 001's window algorithm, rows in "
+    "order_by order): a pair qualifies when every epsilon column differs by at most its epsilon, and is kept "
+    "unless another qualifying row is closer in one column and no farther in any; each pair is an update "
+    '(its old row in "old"), the rest stay deletes and inserts'
+)
+
+
+class MatchIn(BaseModel):
+    """How a multiset view pairs vanished and appeared rows into updates."""
+
+    model_config = ConfigDict(extra="forbid")
+    order_by: str = Field(description="the numeric column the window moves along; one of the epsilon columns")
+    epsilon: dict[str, float] = Field(
+        max_length=64, description="{COLUMN: NUMBER}: numeric columns and how far a pair may differ in each (>= 0)"
+    )
+
+
 class ViewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
@@ -76,6 +95,7 @@ class ViewIn(BaseModel):
     timestamp_lag_s: float = Field(default=DEFAULT_LAG_S, ge=0, le=MAX_LAG_S, description=LAG_HELP)
     reconcile_every: int = Field(default=DEFAULT_RECONCILE_EVERY, ge=1, le=1_000_000, description=RECONCILE_HELP)
     snapshot_diff: SnapshotDiffIn = Field(default_factory=SnapshotDiffIn, description=SNAPSHOT_DIFF_HELP)
+    match: MatchIn | None = Field(default=None, description=MATCH_HELP)
 
 
 class ViewRedefine(BaseModel):
@@ -97,6 +117,7 @@ class ViewRedefine(BaseModel):
         default=None, ge=1, le=1_000_000, description=f"{RECONCILE_HELP}. Left out: kept"
     )
     snapshot_diff: SnapshotDiffIn | None = Field(default=None, description=f"{SNAPSHOT_DIFF_HELP}. Left out: kept")
+    match: MatchIn | None = Field(default=None, description=f"{MATCH_HELP}. Left out: kept")
 
 
 class SiteOut(BaseModel):
@@ -129,6 +150,8 @@ class ViewOut(BaseModel):
     timestamp_lag_s: float = DEFAULT_LAG_S
     reconcile_every: int = DEFAULT_RECONCILE_EVERY
     snapshot_diff: dict = {}
+    #: a multiset view's pairing of vanished and appeared rows, if it has one
+    match: dict | None = None
     created_at: str
 
 

@@ -15,6 +15,10 @@ from .errors import FormatError
 STORAGE_FORMAT = 4
 #: Format of a view definition's JSON in the catalog: 2 says its number, else as 1.
 DEFINITION_FORMAT = 2
+#: The format of the definition of a multiset view (tables without a key, `multiset`):
+#: readers read up to it; keyed views are still written in DEFINITION_FORMAT, so that a
+#: deltasieve that predates multisets keeps reading them and refuses only these.
+MULTISET_DEFINITION_FORMAT = 3
 #: The format of state written without a "format" field.
 UNNUMBERED_FORMAT = 1
 

@@ -223,6 +223,9 @@ class SyncMetrics(SiteDetails, Traffic):
     #: Arrow; "spark"), delta_s and write_s (seconds of the rules, and of staging the delta
     #: and the view's rows), view_written ("overlay" or "whole"), overlay_rows.
     assembly: dict | None = None
+    #: A multiset view with `match` (matching.py): vanished and appeared occurrences, the
+    #: pairs made updates, the BestmatchJoin window's cases and its widest windows.
+    match: dict | None = None
     wall_seconds: float | None = None
 
     def to_json(self) -> dict:

@@ -126,6 +126,13 @@ def check_settings(
         raise ViewDefinitionError("timestamp_lag_s must be at least 0")
     if settings.reconcile_every < 1:
         raise ViewDefinitionError("reconcile_every must be at least 1")
+    if definition.multiset and (settings.timestamps or strategy in ("timestamp", "row_version")):
+        raise ViewDefinitionError(
+            f"{'strategy ' + strategy if strategy in ('timestamp', 'row_version') else 'timestamps'} cannot serve this view: "
+            "it reads tables without a key, so it is a multiset read grouped (each distinct row with its count), "
+            "which has no per-row timestamp or row version; use auto, sketch, group_hash, tuple_hash, range_checksum "
+            "or full_ship (delete_flags are supported)"
+        )
     out: dict[str, dict[str, str]] = {"timestamps": {}, "delete_flags": {}}
     not_null = []
     for setting in out:

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import faults, join_delta, layers
+from . import faults, join_delta, layers, matching, multiset
 from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
 from .errors import AgentRejected, WarehouseError
 from .join_delta import JoinDelta
@@ -50,6 +50,8 @@ SCHEMA_DRIFT_STATUSES = (403, 422)
 
 #: Divergent rows a verify sync quotes in its record.
 VERIFY_EXAMPLES = 5
+#: Rows of a multiset's fragment delta turned into view delta lines at a time.
+MULTISET_BATCH_ROWS = 65_536
 
 
 @dataclass
@@ -246,8 +248,11 @@ class SyncRun:
 
     def assemble_view(self) -> None:
         """The view's delta: the fragment's own for one site; for several, from the fragments'
-        changes by the delta rules (join_delta.py), or by recomputing the join."""
-        if self.view.assembly is None:
+        changes by the delta rules (join_delta.py), or by recomputing the join; for a
+        multiset, its lines with counts (multiset.py)."""
+        if self.view.multiset:
+            counts = self._multiset_delta(self.results[0])
+        elif self.view.assembly is None:
             result = self.results[0]
             result.write_delta(self.store.staged_delta(self.sync_id), self.view.sites[0].columns)
             counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
@@ -260,6 +265,25 @@ class SyncRun:
         m = self.metrics
         m.rows_inserted, m.rows_updated, m.rows_deleted, m.rows_in_view = counts
         faults.checkpoint("delta_written")
+
+    def _multiset_delta(self, result: DeltaResult) -> tuple[int, int, int, int]:
+        """Stage a multiset view's delta: its fragment's changes as lines with counts, and
+        with `match`, vanished and appeared rows paired into updates (matching.py)."""
+        site = self.view.sites[0]
+        changes = self.staging / "fragment-delta"
+        result.write_delta(changes, site.columns)
+
+        def old_counts(keys: pa.Table) -> pa.Table:
+            return layers.lookup(self.current, 0, site.columns, site.key, keys)
+
+        target = self.store.staged_delta(self.sync_id)
+        inserted, deleted = multiset.write_lines(changes, old_counts, self.view, target, MULTISET_BATCH_ROWS)
+        updated = 0
+        match = self.options.view_options.get("match")
+        if match:
+            (inserted, updated, deleted), self.metrics.match = matching.pair_delta(target, self.view, match)
+        before = self.current.meta()["rows"] if self.current is not None else 0
+        return inserted, updated, deleted, before + inserted - deleted
 
     def _assemble(self, joins: JoinDelta) -> tuple[int, int, int, int]:
         if self.current is None:

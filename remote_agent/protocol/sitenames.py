@@ -132,11 +132,12 @@ def check_unique_visible(relations: Sequence[Relation], error: ErrorClass) -> No
         seen[key] = r.label
 
 
-def check_output_names(names: Sequence[str], error: ErrorClass) -> None:
-    """Output names must be unique ignoring case (Spark's default) and not reserved."""
+def check_output_names(names: Sequence[str], error: ErrorClass, generated: Sequence[str] = ()) -> None:
+    """Output names must be unique ignoring case (Spark's default) and not reserved; but
+    the `generated` ones, which a grouped site query adds (sitesql.py), may be."""
     seen: set[str] = set()
     for name in names:
-        if name.startswith("__"):
+        if name.startswith("__") and name not in generated:
             raise error(
                 f"output column name {name!r} is reserved (names starting with '__' are used internally): choose another alias"
             )

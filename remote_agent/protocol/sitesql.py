@@ -10,6 +10,15 @@ The language is a select-project-join block::
     SELECT t.col [AS name], ... FROM table [AS t] [[INNER] JOIN table [AS u] ON predicate]...
     [WHERE predicate]
 
+and, for a view over tables without a key (a multiset), its *grouped* form, which the
+warehouse writes and the agent alone accepts (never a view's own SQL): each distinct row
+once, with the number of its occurrences, NULL made a value and a flag so that every key
+column is non-NULL::
+
+    SELECT t.col AS name, COALESCE(t.col2, literal) AS name2, t.col2 IS NULL AS "__ds_null_name2",
+           ..., COUNT(*) AS "__ds_count"
+    FROM ... [WHERE predicate] GROUP BY t.col, t.col2, ...
+
 Callers pass the exception class to raise, so the same checks surface as a 422 of the
 service (`ViewDefinitionError`) or a 422/403 of the agent (`UnsupportedQuery`, `Forbidden`).
 """
@@ -105,6 +114,28 @@ _OPERATOR_NAMES: dict[type[exp.Expression], str] = {
     exp.RegexpLike: "regular expression matching",
     exp.Distinct: "DISTINCT",
 }
+#: Output names of the columns a grouped site query adds start with this (sitenames.py
+#: reserves every other name starting with '__').
+MULTISET_PREFIX = "__ds_"
+#: The output column of a grouped site query holding how often its row occurs.
+COUNT_COLUMN = MULTISET_PREFIX + "count"
+#: Select items of a grouped site query: a column, a column with NULL replaced, its NULL flag, the count.
+COLUMN, COALESCED, NULL_FLAG, COUNT = "column", "coalesced", "null_flag", "count"
+GROUPED_HELP = (
+    "a grouped site query selects columns, COALESCE(column, literal), column IS NULL and one COUNT(*), "
+    "each expression aliased, and groups by exactly the columns it selects"
+)
+
+
+def null_flag(name: str) -> str:
+    """The output name of the NULL flag of a grouped site query's column `name`.
+
+    >>> null_flag("city")
+    '__ds_null_city'
+    """
+    return f"{MULTISET_PREFIX}null_{name}"
+
+
 #: Placeholder column name used to splice a column reference into an adapter's read_as SQL.
 _READ_AS_SLOT = "__deltasieve_read_as_column__"
 
@@ -124,10 +155,15 @@ class TableRef:
 
 @dataclass(frozen=True)
 class SelectItem:
-    """One entry of the select list: a column reference and its alias, if any."""
+    """One entry of the select list: a column reference and its alias, if any.
 
-    column: exp.Column
+    In a grouped site query `kind` says what the item makes of its column (COLUMN,
+    COALESCED with `filler`, NULL_FLAG; COUNT has no column, `column` is None)."""
+
+    column: exp.Column | None
     alias: str | None
+    kind: str = COLUMN
+    filler: exp.Expression | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +180,8 @@ class SelectParts:
     conditions: list[exp.Expression | None]
     where: exp.Expression | None
     left: list[bool] = field(default_factory=list)
+    #: the GROUP BY columns of a grouped site query; None for a plain one
+    group: list[exp.Column] | None = None
 
 
 def snippet(node: exp.Expression) -> str:
@@ -245,7 +283,7 @@ def _is_literal(node: exp.Expression) -> bool:
 
 
 def parse_select(
-    sql: str, dialect: str | None, error: ErrorClass, form: str, *, left_joins: bool = False
+    sql: str, dialect: str | None, error: ErrorClass, form: str, *, left_joins: bool = False, grouped: bool = False
 ) -> SelectParts:
     """Parse `sql` and check it is one plain select-project-join block.
 
@@ -255,16 +293,25 @@ def parse_select(
         error: exception class called with the message of the first violation.
         form: what is supported, appended to every message ("a view is SELECT ...").
         left_joins: whether LEFT [OUTER] JOIN is accepted besides inner joins.
+        grouped: whether the grouped form (GROUP BY, see the module's docstring) is accepted.
 
     Returns:
-        the select list, the tables with their ON conditions, and the WHERE predicate.
+        the select list, the tables with their ON conditions, the WHERE predicate, and
+        the GROUP BY columns of a grouped query.
     """
     statement = _one_statement(sql, dialect, error, form)
-    select = _plain_select(statement, error, form)
-    _check_everywhere(select, error, form)
-    items = [_select_item(e, error) for e in select.expressions]
+    select = _plain_select(statement, error, form, grouped)
+    group_by = select.args.get("group")
+    is_grouped = group_by is not None and bool(group_by.expressions)
+    _check_everywhere(select, error, form, is_grouped)
+    items = [_select_item(e, error, is_grouped) for e in select.expressions]
     if not items:
         raise error(f"the select list is empty: {form}")
+    group = None
+    if is_grouped:
+        group = [_group_column(e, error) for e in group_by.expressions]
+        if sum(item.kind == COUNT for item in items) != 1:
+            raise error(f"a grouped site query selects COUNT(*) exactly once: {GROUPED_HELP}")
     from_ = select.args.get("from_")
     if from_ is None or from_.this is None:
         raise error(f"a FROM clause is required: {form}")
@@ -281,7 +328,7 @@ def parse_select(
     predicate = where.this if where is not None else None
     if predicate is not None:
         check_predicate(predicate, error, "WHERE")
-    return SelectParts(items, tables, conditions, predicate, left if any(left) else [])
+    return SelectParts(items, tables, conditions, predicate, left if any(left) else [], group)
 
 
 def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) -> exp.Expression:
@@ -300,7 +347,7 @@ def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) 
     return statements[0]
 
 
-def _plain_select(statement: exp.Expression, error: ErrorClass, form: str) -> exp.Select:
+def _plain_select(statement: exp.Expression, error: ErrorClass, form: str, grouped: bool = False) -> exp.Select:
     if isinstance(statement, exp.SetOperation):
         raise error(f"UNION/INTERSECT/EXCEPT are not supported: {form}")
     if isinstance(statement, exp.Subquery):
@@ -313,14 +360,16 @@ def _plain_select(statement: exp.Expression, error: ErrorClass, form: str) -> ex
         )
         raise error(f"{kind} statements are not supported, only a SELECT: {form}")
     for key, value in statement.args.items():
-        if key in _ALLOWED_CLAUSES or value in (None, False, [], ""):
+        if key in _ALLOWED_CLAUSES or value in (None, False, [], "") or (grouped and key == "group"):
             continue
         raise error(f"{_CLAUSE_PROBLEMS.get(key, f'the {key.upper()} clause is not supported')}: {form}")
     return statement
 
 
-def _check_everywhere(select: exp.Select, error: ErrorClass, form: str) -> None:
-    """Constructs refused wherever they appear, reported by name rather than by position."""
+def _check_everywhere(select: exp.Select, error: ErrorClass, form: str, grouped: bool = False) -> None:
+    """Constructs refused wherever they appear, reported by name rather than by position
+    (but the COUNT(*) of a grouped query's select list)."""
+    counts = {id(_unaliased(e)) for e in select.expressions if grouped and _is_count_star(_unaliased(e))}
     checks: list[tuple[tuple[type[exp.Expression], ...], str]] = [
         ((exp.Window,), "window functions are not supported"),
         ((exp.AggFunc,), "aggregates are not supported"),
@@ -329,11 +378,51 @@ def _check_everywhere(select: exp.Select, error: ErrorClass, form: str) -> None:
     ]
     for types, problem in checks:
         for node in select.walk():
-            if node is not select and isinstance(node, types):
+            if node is not select and isinstance(node, types) and id(node) not in counts:
                 raise error(f"{problem} (found {snippet(node)}): {form}")
 
 
-def _select_item(node: exp.Expression, error: ErrorClass) -> SelectItem:
+def _unaliased(node: exp.Expression) -> exp.Expression:
+    return node.this if isinstance(node, exp.Alias) else node
+
+
+def _is_count_star(node: exp.Expression) -> bool:
+    return type(node) is exp.Count and isinstance(node.this, exp.Star) and not node.args.get("distinct")
+
+
+def _is_plain_column(node: exp.Expression | None) -> bool:
+    return type(node) is exp.Column and isinstance(node.this, exp.Identifier)
+
+
+def _grouped_item(target: exp.Expression, alias: str | None, error: ErrorClass) -> SelectItem | None:
+    """The item of a grouped query's select list that is an expression, or None for a column."""
+    kind: str | None = None
+    column = filler = None
+    if _is_count_star(target):
+        kind = COUNT
+    elif type(target) is exp.Coalesce and len(target.expressions) == 1 and _is_plain_column(target.this):
+        filler = target.expressions[0]
+        if not _is_literal(filler) or type(filler) is exp.Null:
+            raise error(
+                f"COALESCE in a grouped site query takes a column and a literal, not {snippet(filler)}: {GROUPED_HELP}"
+            )
+        kind, column = COALESCED, target.this
+    elif type(target) is exp.Is and type(target.expression) is exp.Null and _is_plain_column(target.this):
+        kind, column = NULL_FLAG, target.this
+    if kind is None:
+        return None
+    if not alias:
+        raise error(f"{snippet(target)} needs an alias: {GROUPED_HELP}")
+    return SelectItem(column, alias, kind, filler)
+
+
+def _group_column(node: exp.Expression, error: ErrorClass) -> exp.Column:
+    if not _is_plain_column(node):
+        raise error(f"GROUP BY {describe(node)} is not supported: {GROUPED_HELP}")
+    return node
+
+
+def _select_item(node: exp.Expression, error: ErrorClass, grouped: bool = False) -> SelectItem:
     alias = None
     target = node
     if isinstance(node, exp.Alias):
@@ -341,6 +430,10 @@ def _select_item(node: exp.Expression, error: ErrorClass) -> SelectItem:
         target = node.this
         if not alias:
             raise error(f"empty alias in the select list: {SELECT_LIST_HELP}")
+    if grouped:
+        item = _grouped_item(target, alias, error)
+        if item is not None:
+            return item
     if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
         raise error(f"SELECT * is not supported, list the columns: {SELECT_LIST_HELP}")
     if type(target) is not exp.Column or not isinstance(target.this, exp.Identifier):
@@ -432,6 +525,7 @@ def build_select(
     tables: Sequence[tuple[str, str]],
     conditions: Sequence[exp.Expression | None],
     where: exp.Expression | None,
+    group: Sequence[exp.Expression] | None = None,
 ) -> exp.Select:
     """A fresh SELECT tree from resolved pieces.
 
@@ -440,6 +534,7 @@ def build_select(
         tables: (exact table name, alias) per table occurrence, FROM first.
         conditions: ON predicate per table occurrence (the first is ignored).
         where: the WHERE predicate, or None.
+        group: the GROUP BY columns of a grouped query, or None.
     """
     select = exp.Select(expressions=[exp.alias_(e, name, quoted=True) for e, name in items])
     first, *rest = tables
@@ -449,6 +544,8 @@ def build_select(
         select.set("joins", joins)
     if where is not None:
         select.set("where", exp.Where(this=where))
+    if group:
+        select.set("group", exp.Group(expressions=[g.copy() for g in group]))
     return select
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from warehouse import multiset
 from warehouse.storage import OP, ViewStore
 from warehouse.viewdef import ViewDef
 
@@ -83,4 +84,5 @@ def get_delta(name: str, sync_id: str, catalog: CatalogDep, settings: SettingsDe
     if not path.exists():
         raise NotFound(f"the delta of sync {sync_id} is no longer stored")
     definition = ViewDef.from_json(catalog.view(name)["definition"])
-    return StreamingResponse(ndjson_lines(path, definition.columns, op_column=OP), media_type=NDJSON)
+    counted = {"count_column": multiset.COUNT, "old_prefix": multiset.OLD_PREFIX} if definition.multiset else {}
+    return StreamingResponse(ndjson_lines(path, definition.columns, op_column=OP, **counted), media_type=NDJSON)

@@ -7,6 +7,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from warehouse import layers
 from warehouse.errors import SchemaUnavailable
+from warehouse.matching import check_match
 from warehouse.options import stored_strategy
 from warehouse.schemas import fetch_schemas
 from warehouse.stamps import StampSettings, apply_delete_flags, check_settings
@@ -39,18 +40,23 @@ def view_out(row: dict) -> ViewOut:
         ],
         strategy=stored_strategy(row["options"]),
         **StampSettings.from_options(row["options"]).to_options(),
+        match=row["options"].get("match"),
         created_at=row["created_at"],
     )
 
 
-def _analyze(sql: str, catalog, settings, strategy: str, stamps: StampSettings) -> tuple[ViewDef, dict]:
+def _analyze(
+    sql: str, catalog, settings, strategy: str, stamps: StampSettings, match: dict | None = None
+) -> tuple[ViewDef, dict]:
     """The checked definition with its delete flags applied, and the view's options."""
     definition, schemas = _analyze_sql(sql, catalog, settings)
     try:
         stamps = check_settings(stamps, definition, schemas, strategy)
+        match = check_match(match, definition)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
-    return apply_delete_flags(definition, stamps, schemas), {"strategy": strategy, **stamps.to_options()}
+    options = {"strategy": strategy, **stamps.to_options(), **({"match": match} if match else {})}
+    return apply_delete_flags(definition, stamps, schemas), options
 
 
 def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
@@ -106,7 +112,8 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
         body.reconcile_every,
         diff=body.snapshot_diff.model_dump(),
     )
-    definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps)
+    match = body.match.model_dump() if body.match is not None else None
+    definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps, match)
     row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
     return view_out(row)
 
@@ -137,7 +144,8 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
         body.reconcile_every if body.reconcile_every is not None else kept.reconcile_every,
         diff=body.snapshot_diff.model_dump() if body.snapshot_diff is not None else kept.diff,
     )
-    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps)
+    match = body.match.model_dump() if body.match is not None else current["options"].get("match")
+    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match)
     row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
     return view_out(row)
 

@@ -72,7 +72,11 @@ class RowVersion(ChangedRows):
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was on PostgreSQL when the view was defined."""
-        return bool(ctx.site.key) and ctx.site.source in StampSettings.from_options(ctx.options.view_options).versioned
+        return (
+            bool(ctx.site.key)
+            and not ctx.site.grouped
+            and ctx.site.source in StampSettings.from_options(ctx.options.view_options).versioned
+        )
 
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> SnapshotState:

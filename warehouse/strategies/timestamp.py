@@ -87,7 +87,7 @@ class Timestamp(ChangedRows):
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and has a timestamp for every table of the site query."""
-        if not ctx.site.key:
+        if not ctx.site.key or ctx.site.grouped:
             return False
         stamps = site_stamps(ctx.site, StampSettings.from_options(ctx.options.view_options))
         return all(alias in stamps for _, alias in site_tables(ctx.site))

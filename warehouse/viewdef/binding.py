@@ -72,6 +72,14 @@ class BoundView:
     key_parts: tuple[KeyPart, ...] = ()
     #: per relation, whether it is joined by LEFT JOIN; empty: every join is inner
     left: tuple[bool, ...] = ()
+    #: per relation, whether its table has no key at all (no primary key, no unique key)
+    keyless: tuple[bool, ...] = ()
+
+    @property
+    def multiset(self) -> bool:
+        """Whether the view's rows are a multiset: some table has no key, so equal rows may
+        occur several times and nothing but their content tells them apart."""
+        return any(self.keyless)
 
     def is_left(self, relation: int) -> bool:
         return bool(self.left) and self.left[relation]
@@ -79,6 +87,8 @@ class BoundView:
     @property
     def key(self) -> list[str]:
         """The view's key: the keys of the relations the others do not imply, relation by relation."""
+        if self.multiset:
+            return []
         kept = [p.kept for p in self.key_parts] or [True] * len(self.keys)
         return [name for key, keep in zip(self.keys, kept, strict=True) if keep for name in key]
 
@@ -179,9 +189,12 @@ def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) ->
     for position, on in enumerate(parts.conditions[1:], start=1):
         conditions.append(sitesql.requalify(on, lambda col, p=position: bind(col, p)))
     where = sitesql.requalify(parts.where, bind) if parts.where is not None else None
-    view = BoundView(relations, outputs, conditions, where, _choose_key(relations, outputs), left=tuple(parts.left))
+    keyless = tuple(not r.table.primary_key and not r.table.unique_keys for r in relations)
+    keys = _choose_key(relations, outputs)
+    view = BoundView(relations, outputs, conditions, where, keys, left=tuple(parts.left), keyless=keyless)
     _check_left_joins(view)
-    view = replace(view, key_parts=tuple(derive(view)))
+    if not view.multiset:  # a multiset has no key to derive: its rows are told apart by content
+        view = replace(view, key_parts=tuple(derive(view)))
     return view
 
 
@@ -212,7 +225,8 @@ def _check_left_joins(view: BoundView) -> None:
 
 
 def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[list[str]]:
-    """Each relation's primary key (else a unique key) as output names, relation by relation."""
+    """Each relation's primary key (else a unique key) as output names, relation by relation;
+    none for a table without either (the view is then a multiset)."""
     keys: list[list[str]] = []
     for index, relation in enumerate(relations):
         selected: dict[str, str] = {}
@@ -227,6 +241,9 @@ def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[l
             candidates = sorted(
                 table.unique_keys, key=lambda u: any(table.column(c) is None or table.column(c).nullable for c in u)
             )
+        if not candidates:
+            keys.append([])
+            continue
         chosen = next((k for k in candidates if all(c in selected for c in k)), None)
         if chosen is None:
             raise ViewDefinitionError(_missing_key_message(relation, candidates))
@@ -236,8 +253,6 @@ def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[l
 
 def _missing_key_message(relation: BoundRelation, candidates: list[tuple[str, ...]]) -> str:
     rule = "every table of a view must contribute its primary key (or, without one, a unique key) to the select list; aliases are allowed"
-    if not candidates:
-        return f"{relation.label} has no primary key and no unique key, so its rows cannot be told apart: {rule}"
     refs = lambda k: ", ".join(f"{relation.alias}.{c}" for c in k)  # noqa: E731
     if relation.table.primary_key:
         return f"{relation.label} has the primary key ({', '.join(relation.table.primary_key)}), which must be selected: add {refs(relation.table.primary_key)}; {rule}"

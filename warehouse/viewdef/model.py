@@ -8,10 +8,11 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from remote_agent.protocol.sitesql import COUNT_COLUMN
 from remote_agent.protocol.types import Column
 
 from ..errors import FormatError
-from ..formats import DEFINITION_FORMAT, read_format
+from ..formats import DEFINITION_FORMAT, MULTISET_DEFINITION_FORMAT, read_format
 
 
 class ViewDefinitionError(ValueError):
@@ -48,6 +49,11 @@ class SiteQuery:
             "columns": [c.to_json() for c in self.columns],
             "key": list(self.key),
         }
+
+    @property
+    def grouped(self) -> bool:
+        """Whether it is a multiset's grouped site query (distinct rows with their counts)."""
+        return any(c.name == COUNT_COLUMN for c in self.columns)
 
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
@@ -86,11 +92,25 @@ class ViewDef:
     key_derivation: list[dict] | None = None
     #: the sites the assembly joins by LEFT JOIN (their columns are NULL in a row without partner)
     left_sites: list[int] = field(default_factory=list)
+    #: a view over tables without a key (multiset.py): {"count": the site's count column,
+    #: "nulls": {view column: its NULL flag column}}; None for a keyed view
+    multiset: dict | None = None
+
+    @property
+    def count_column(self) -> str | None:
+        """The site column holding how often a row occurs (a multiset view), else None."""
+        return self.multiset["count"] if self.multiset else None
+
+    @property
+    def null_flags(self) -> dict[str, str]:
+        """View column -> the site column saying it is NULL (a multiset view's nullable columns)."""
+        return dict(self.multiset["nulls"]) if self.multiset else {}
 
     def to_json(self) -> dict:
-        """The definition as the catalog stores it, in format DEFINITION_FORMAT."""
+        """The definition as the catalog stores it, in format DEFINITION_FORMAT (a multiset
+        view's in MULTISET_DEFINITION_FORMAT)."""
         data = {
-            "format": DEFINITION_FORMAT,
+            "format": MULTISET_DEFINITION_FORMAT if self.multiset else DEFINITION_FORMAT,
             "sql": self.sql,
             "columns": [c.to_json() for c in self.columns],
             "key": list(self.key),
@@ -102,12 +122,14 @@ class ViewDef:
             data["key_derivation"] = self.key_derivation
         if self.left_sites:
             data["left_sites"] = list(self.left_sites)
+        if self.multiset:
+            data["multiset"] = {"count": self.multiset["count"], "nulls": dict(self.multiset["nulls"])}
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> ViewDef:
-        """Read a stored definition of any format up to DEFINITION_FORMAT (FormatError if newer)."""
-        read_format(data, DEFINITION_FORMAT, "the view definition")
+        """Read a stored definition of any format up to MULTISET_DEFINITION_FORMAT (FormatError if newer)."""
+        read_format(data, MULTISET_DEFINITION_FORMAT, "the view definition")
         sites = [SiteQuery.from_json(s) for s in data["sites"]]
         return cls(
             data["sql"],
@@ -117,6 +139,7 @@ class ViewDef:
             data.get("assembly"),
             data.get("key_derivation"),
             list(data.get("left_sites", [])),
+            data.get("multiset"),
         )
 
 
@@ -130,7 +153,7 @@ def upgrade_definition(data: dict) -> dict | None:
     (2, None)
     """
     try:
-        older = read_format(data, DEFINITION_FORMAT, "the view definition") < DEFINITION_FORMAT
+        older = read_format(data, MULTISET_DEFINITION_FORMAT, "the view definition") < DEFINITION_FORMAT
     except FormatError:  # newer, or no format number: every reader refuses it with this error
         return None
     return ViewDef.from_json(data).to_json() if older else None

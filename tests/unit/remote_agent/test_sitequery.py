@@ -402,3 +402,99 @@ def test_narrowed_ors_the_agents_condition_across_the_joined_tables_and_keeps_th
     assert '("o"."xmin" > 7) OR ("c"."xmin" > 7)' in narrowed.chunk_sql(10, from_cursor=True)
     assert (narrowed.columns, narrowed.key) == (query.columns, query.key)
     assert "xmin" not in query.sql  # the validated query itself is left as it was
+
+
+# --- the grouped form (a view over tables without a key) ---------------------------------
+
+GROUPED = (
+    "SELECT c.region AS region, COALESCE(c.name, '') AS name, c.name IS NULL AS \"__ds_null_name\", "
+    'COUNT(*) AS "__ds_count" FROM customers c GROUP BY c.region, c.name'
+)
+
+
+def test_grouped_query_counts_each_distinct_row_and_reads_null_as_a_flagged_value(db):
+    db.executescript(
+        "INSERT INTO customers VALUES (4, 'Ann', 'north', 'x'), (5, NULL, NULL, 'y'), (6, NULL, NULL, 'z')"
+    )
+    query = check(GROUPED, key=("region", "name", "__ds_null_name"))
+    assert query.grouped
+    assert [(c.name, str(c.type), c.nullable) for c in query.columns] == [
+        ("region", "text", True),
+        ("name", "text", False),
+        ("__ds_null_name", "bool", False),
+        ("__ds_count", "int", False),
+    ]
+    rows = sorted(db.execute(query.sql).fetchall(), key=repr)
+    assert rows == sorted(
+        [("north", "Ann", 0, 2), (None, "Bob", 0, 1), ("east", "x' OR 1=1 --", 0, 1), (None, "", 1, 2)], key=repr
+    )
+    # a lookup of a NULL row binds its filler and flag, never a NULL
+    found = db.execute(query.lookup_sql(1), ["east", "x' OR 1=1 --", False]).fetchall()
+    assert found == [("east", "x' OR 1=1 --", 0, 1)]
+
+
+@pytest.mark.parametrize(
+    ("sql", "key", "needle", "error"),
+    [
+        pytest.param(
+            "SELECT c.region AS region FROM customers c GROUP BY c.region",
+            ("region",),
+            "COUNT(*) exactly once",
+            UnsupportedQuery,
+            id="no-count",
+        ),
+        pytest.param(
+            'SELECT c.region AS region, COUNT(*) AS "__ds_count" FROM customers c GROUP BY c.region, c.name',
+            ("region",),
+            "groups by exactly the columns it selects",
+            UnsupportedQuery,
+            id="group-by-more",
+        ),
+        pytest.param(
+            'SELECT c.region AS region, COUNT(*) AS "__ds_count" FROM customers c GROUP BY upper(c.region)',
+            ("region",),
+            "GROUP BY function call upper",
+            UnsupportedQuery,
+            id="group-by-expression",
+        ),
+        pytest.param(
+            'SELECT COALESCE(c.region, upper(c.name)) AS region, COUNT(*) AS "__ds_count" FROM customers c GROUP BY c.region',
+            ("region",),
+            "a column and a literal",
+            UnsupportedQuery,
+            id="coalesce-with-expression",
+        ),
+        pytest.param(
+            'SELECT c.region AS region, COUNT(c.name) AS "__ds_count" FROM customers c GROUP BY c.region',
+            ("region",),
+            "aggregate",
+            UnsupportedQuery,
+            id="count-of-a-column",
+        ),
+        pytest.param(
+            'SELECT c.region AS region, c.name AS name, COUNT(*) AS "__ds_count" FROM customers c GROUP BY c.region, c.name',
+            ("region",),
+            "every output column but the count",
+            BadRequest,
+            id="key-not-every-column",
+        ),
+        pytest.param(
+            'SELECT c.region AS region, COUNT(*) AS "__x" FROM customers c GROUP BY c.region',
+            ("region",),
+            "reserved",
+            UnsupportedQuery,
+            id="reserved-name-of-a-column",
+        ),
+        pytest.param(
+            "SELECT COALESCE(c.region, 'x') AS region FROM customers c",
+            ("region",),
+            "expressions in the select list",
+            UnsupportedQuery,
+            id="coalesce-without-group-by",
+        ),
+    ],
+)
+def test_grouped_form_refusals(sql, key, needle, error):
+    with pytest.raises(error) as info:
+        check(sql, key=key)
+    assert needle in info.value.message

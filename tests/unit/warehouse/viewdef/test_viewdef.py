@@ -572,8 +572,39 @@ def test_unique_key_fallback_must_be_selected():
     rejected("SELECT e.note FROM crm.events e", "no primary key", "(code) or (seq)", "must be selected")
 
 
-def test_table_without_any_key():
-    rejected("SELECT l.at, l.message FROM crm.logs l", "no primary key and no unique key")
+def test_a_table_without_any_key_makes_a_multiset_view(dialect):
+    """Grouped by every column, counted; a nullable column coalesced and flagged so that no
+    key column is NULL; the agent accepts the site query as written."""
+    view = analyze("SELECT l.at, l.message AS m FROM crm.logs l WHERE l.at IS NOT NULL", dialect)
+    assert view.key == [] and [c.name for c in view.columns] == ["at", "m"]
+    assert view.multiset == {"count": "__ds_count", "nulls": {"at": "__ds_null_at", "m": "__ds_null_m"}}
+    site = view.sites[0]
+    assert site.key == ["at", "m", "__ds_null_at", "__ds_null_m"]
+    assert [c.name for c in site.columns] == [*site.key, "__ds_count"]
+    assert "GROUP BY" in site.sql and "COUNT(*)" in site.sql and "COALESCE" in site.sql
+    query = validate_site_query(site.sql, site.key, {t.name: t for t in TABLES}, dialect)
+    assert query.grouped and [c.name for c in query.columns] == [c.name for c in site.columns]
+    assert ViewDef.from_json(view.to_json()) == view and view.to_json()["format"] == 3
+
+
+def test_a_multiset_view_joins_keyed_tables_of_its_source():
+    view = analyze("SELECT l.message, c.id FROM crm.logs l JOIN crm.customers c ON c.name = l.message")
+    assert view.key == [] and len(view.sites) == 1
+    # a NOT NULL column is neither coalesced nor flagged
+    assert view.multiset["nulls"] == {"message": "__ds_null_message"}
+    assert view.sites[0].key == ["message", "id", "__ds_null_message"]
+
+
+def test_a_multiset_view_over_several_sites_is_not_supported_yet():
+    rejected(
+        "SELECT l.message, s.id FROM crm.logs l JOIN hr.staff s ON s.team = l.message",
+        "no primary key and no unique key",
+        "multiset",
+        "not supported yet",
+    )
+    rejected(
+        "SELECT c.id, l.message FROM crm.customers c LEFT JOIN crm.logs l ON l.message = c.name", "not supported yet"
+    )
 
 
 # --- several sites (golden cases with data: test_decomposition.py) ------------------------
