@@ -184,9 +184,12 @@ def check_settings(
 ROW_VERSION_DIALECT = "postgres"
 
 
-def _sites_not_on(definition: ViewDef, schemas: dict[str, SourceSchema], strategy: str, dialect: str) -> str:
-    """The view's sources whose dialect is not `dialect`, listed (a keyless view is refused)."""
-    if not definition.key:
+def _sites_not_on(
+    definition: ViewDef, schemas: dict[str, SourceSchema], strategy: str, dialect: str, multiset: bool = False
+) -> str:
+    """The view's sources whose dialect is not `dialect`, listed (a view without a key is
+    refused unless `multiset`: its grouped sites are keyed by their rows)."""
+    if not definition.key and not (multiset and definition.multiset):
         raise ViewDefinitionError(f"strategy {strategy} needs a keyed view (this one has no key)")
     return ", ".join(
         sorted(
@@ -212,12 +215,12 @@ def check_row_version(definition: ViewDef, schemas: dict[str, SourceSchema]) -> 
 
 
 def check_snapshot_diff(definition: ViewDef, schemas: dict[str, SourceSchema]) -> None:
-    """Strategy snapshot_diff needs a keyed view all of whose sites are directories of dumps.
+    """Strategy snapshot_diff needs a view (keyed, or a multiset) all of whose sites are directories of dumps.
 
     Raises:
         ViewDefinitionError: saying which source is not, or that the view has no key.
     """
-    other = _sites_not_on(definition, schemas, "snapshot_diff", DUMP_DIALECT)
+    other = _sites_not_on(definition, schemas, "snapshot_diff", DUMP_DIALECT, multiset=True)
     if other:
         raise ViewDefinitionError(
             f"strategy snapshot_diff compares dump files (agents started with --db-url file:///DIR); these sources "

@@ -18,12 +18,14 @@ import io
 import json
 import random
 import sqlite3
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from tests.support.oracle import check_sync, keyed
+from tests.support.pairing import MATCH, READINGS, oracle_pairs
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -307,3 +309,106 @@ def test_a_dump_table_joined_with_a_database_table(api, tmp_path, logs_dir):
     finally:
         for agent in agents:
             agent.stop()
+
+
+READINGS_TABLE = {
+    "format": "csv",
+    "columns": [
+        {"name": "at", "type": "int", "nullable": False},
+        {"name": "sensor", "type": "text"},
+        {"name": "v", "type": "float"},
+    ],
+}
+#: keyless views over the readings dump: name suffix -> options
+KEYLESS = {
+    "window": {"strategy": "snapshot_diff", "snapshot_diff": {"algorithm": "window", "aging_rows": 2, "block_rows": 2}},
+    "auto": {},
+    "sketch": {"strategy": "sketch"},
+    "match": {"match": MATCH},
+}
+
+
+class ReadingDumps:
+    """A table without a key, dumped as CSV: readings that drift, duplicates, NULLs."""
+
+    def __init__(self, path: Path, seed: int):
+        self.path, self.rng, self.round = path, random.Random(seed), 0
+        (path / "readings.table.json").write_text(json.dumps(READINGS_TABLE))
+        rows = [self.row() for _ in range(60)]
+        self.rows = rows + rows[:10]
+        self.dump()
+
+    def row(self) -> list:
+        r = self.rng
+        return [r.randint(0, 60), r.choice(["s1", "s2", None]), None if r.random() < 0.1 else r.randint(0, 8) / 4]
+
+    def change(self) -> None:
+        r = self.rng
+        for row in r.sample(self.rows, 12):  # drift: within epsilon, or beyond
+            row[2] = None if row[2] is None or r.random() < 0.1 else row[2] + r.choice([-0.75, -0.25, 0, 0.25, 0.5])
+            row[0] += r.randint(-3, 3)
+        for row in r.sample(self.rows, 4):
+            self.rows.remove(row)
+        self.rows += [self.row() for _ in range(4)] + [list(self.rows[0])]
+        r.shuffle(self.rows)
+        self.dump()
+
+    def dump(self) -> None:
+        self.round += 1
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(READINGS)
+        writer.writerows([["" if v is None else v for v in row] for row in self.rows])
+        (self.path / f"readings.{self.round:03d}.csv").write_text(text.getvalue())
+
+    def truth(self) -> Counter:
+        """The view (at >= 0) over the newest dump, read with the csv module."""
+        newest = sorted(self.path.glob("readings.*.csv"))[-1]
+        out = Counter()
+        for at, sensor, v in list(csv.reader(io.StringIO(newest.read_text())))[1:]:
+            if int(at) >= 0:
+                out[(int(at), sensor or None, float(v) if v else None)] += 1
+        return out
+
+
+def test_a_dump_table_without_a_key(api, tmp_path, logs_dir):
+    legacy = ReadingDumps(tmp_path, seed=2)
+    agent = start_agent(f"file://{tmp_path}", logs_dir)
+    try:
+        api.add_source("kdumps", agent.url)
+        for suffix, options in KEYLESS.items():
+            view = api.add_view(
+                f"kd_{suffix}", "SELECT r.at, r.sensor, r.v FROM kdumps.readings r WHERE r.at >= 0", **options
+            )
+            assert view["key"] == [], view
+        before, paired = Counter(), 0
+        for rnd in range(4):
+            if rnd:
+                legacy.change()
+            truth = legacy.truth()
+            assert max(truth.values()) > 1
+            for suffix in KEYLESS:
+                name = f"kd_{suffix}"
+                sync = api.sync(name)
+                assert sync["status"] == "succeeded", sync["error"]
+                assert Counter(tuple(r[c] for c in READINGS) for r in api.rows(name)) == truth, name
+                pairs, gone, came = Counter(), Counter(), Counter()
+                for line in api.delta(name, sync["id"]):
+                    row = tuple(line["row"][c] for c in READINGS)
+                    if line["op"] == "update":
+                        pairs[(tuple(line["old"][c] for c in READINGS), row)] += 1
+                    else:
+                        (came if line["op"] == "insert" else gone)[row] += line.get("count", 1)
+                if suffix == "match":
+                    assert (pairs, gone, came) == oracle_pairs(before - truth, truth - before), f"round {rnd}"
+                    paired += sum(pairs.values())
+                else:
+                    assert not pairs and came == truth - before and gone == before - truth, (name, rnd)
+                if rnd and suffix in ("window", "auto"):
+                    site = _site(sync["metrics"])
+                    assert site.get("chosen", "snapshot_diff") == "snapshot_diff", site
+                    assert site["snapshot_diff"]["reconciled"] is False, site["snapshot_diff"]
+            before = truth
+        assert paired > 3, "the drift must have produced pairs"
+    finally:
+        agent.stop()
