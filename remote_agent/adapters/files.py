@@ -196,7 +196,7 @@ class FileAdapter(Adapter):
                 f"COPY ({layout.reader_sql(source)}{order}) TO {literal(str(partial))} "
                 f"(FORMAT parquet, ROW_GROUP_SIZE {CACHE_ROW_GROUP}, COMPRESSION zstd)"
             )
-            _check_key(conn, layout, file_name, partial)
+            _check_key(conn, layout, file_name, f"SELECT * FROM read_parquet({literal(str(partial))})")
         except duckdb.Error as exc:
             partial.unlink(missing_ok=True)
             raise _error(exc, self.statement_timeout_s) from None
@@ -241,12 +241,40 @@ class FileAdapter(Adapter):
             raise _error(exc, self.statement_timeout_s) from None
         return conn
 
+    def check_keys(self, tables: Sequence[str]) -> None:
+        """Fail (409) if a pinned dump of `tables` has a NULL key or a key twice (a pass of
+        DuckDB over the file; its conversion checks the same when it is made)."""
+        adapter = self if self.pins is not None else self.pinned(None)
+        layouts = self.dir.layouts()
+        conn = duckdb.connect(":memory:")
+        try:
+            for table in tables:
+                name = adapter.pins[table]
+                _check_key(conn, layouts[table], name, layouts[table].reader_sql(self.dir.path / name))
+        except duckdb.Error as exc:
+            raise _error(exc, self.statement_timeout_s) from None
+        finally:
+            conn.close()
+
     def in_file_order(self, sql: str, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
         """The rows of a site query over the pinned dumps as their files hold them, in
         batches of `schema` (the snapshot differential reads each dump once, in its order)."""
         conn = self.connect(in_file_order=True)
         try:
             yield from _FileReader(conn, self.statement_timeout_s).batches(sql, schema, batch_rows)
+        finally:
+            conn.close()
+
+    def rows_of_keys(self, sql: str, keys: pa.Table, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """The rows of a site query over the pinned dumps whose key is one of `keys` (a
+        table of the key columns, as the query names them): one pass of DuckDB over the
+        dumps, the keys matched by its semi-join."""
+        conn = self.connect(in_file_order=True)
+        try:
+            conn.register("__ds_keys", keys)
+            using = ", ".join(quoted(name) for name in keys.schema.names)
+            picked = f"SELECT * FROM ({sql}) AS {quoted('__site')} SEMI JOIN {quoted('__ds_keys')} USING ({using})"
+            yield from _FileReader(conn, self.statement_timeout_s).batches(picked, schema, batch_rows)
         finally:
             conn.close()
 
@@ -267,13 +295,14 @@ class FileAdapter(Adapter):
         return ref if column.type.kind in ("int", "decimal", "text", "bytes", "date", "timestamp") else None
 
 
-def _check_key(conn: duckdb.DuckDBPyConnection, layout: Layout, file_name: str, converted: Path) -> None:
-    """Fail (409) if the dump holds a NULL in a key column or a key twice: every strategy,
-    and the snapshot differential of this dump with the next, relies on the key."""
+def _check_key(conn: duckdb.DuckDBPyConnection, layout: Layout, file_name: str, rows_sql: str) -> None:
+    """Fail (409) if the dump (its rows: `rows_sql`) holds a NULL in a key column or a key
+    twice: every strategy, and the snapshot differential of this dump with the next, relies
+    on the key."""
     if not layout.key:
         return
     key = ", ".join(quoted(k) for k in layout.key)
-    source = f"read_parquet({literal(str(converted))})"
+    source = f"({rows_sql})"
     nulls = " OR ".join(f"{quoted(k)} IS NULL" for k in layout.key)
     found = conn.execute(f"SELECT {key} FROM {source} WHERE {nulls} LIMIT 1").fetchall()
     if found:

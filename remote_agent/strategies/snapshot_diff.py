@@ -6,8 +6,8 @@ differential — the rows inserted or updated (their current values) and the key
 so the link carries the change, not the dump.
 
 Both dumps are read once each, in their files' order, as ⟨K, b⟩ records: the key and a
-64-bit hash of the row (paper 000's record compression), so the algorithm holds a key and a
-hash per record, never a row. The differential algorithm (remote_agent/differential/) is
+64-bit hash of the row (paper 000's record compression; DuckDB hashes the rows as it reads
+them), so the algorithm holds a key and a hash per record, never a row. The differential algorithm (remote_agent/differential/) is
 the request's: the window algorithm by default (bounded memory, one pass; a record that
 moved further than its aging buffers reach comes out as a delete and an insert of one key,
 a *useless pair* the warehouse folds), or the sort-merge or partitioned-hash outer join,
@@ -28,42 +28,71 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..adapters.dumps import quoted
 from ..adapters.files import FileAdapter
 from ..differential import DELETE, Change
 from ..differential.partitioned_hash import partitioned_hash
 from ..differential.sort_merge import sort_merge
-from ..differential.window import window
+from ..differential.window import window, window_blocks
 from ..errors import AgentError, UnsupportedQuery
 from ..protocol import frames
-from ..protocol.encoding import row_hashes
 from ..protocol.types import Column, arrow_schema
 from ..protocol.wire import UID, key_values
 from ..sitequery import ValidatedQuery
 from ..timings import Timings
 
-#: Seed of the records' row hashes: they are compared within one answer only.
-RECORD_SEED = 0
+#: The records' hash column (not a column a site query can have: names starting "__" are reserved).
+HASH_COLUMN = "__ds_b"
+
+
+def _hashed(adapter: FileAdapter, query: ValidatedQuery, batch_rows: int, timings: Timings, counts: dict, side: str):
+    """The site query over `adapter`'s dumps as batches of its key columns and a row hash,
+    in the files' order: the hash is DuckDB's 64-bit hash of the row's columns, computed by
+    the engine as it reads (both dumps are hashed by the same engine in the same answer, so
+    only equality matters)."""
+    names = [c.name for c in query.columns]
+    by_name = {c.name: c for c in query.columns}
+    keys = ", ".join(quoted(k) for k in query.key)
+    sql = (
+        f"SELECT {keys}, hash({', '.join(quoted(n) for n in names)}) AS {quoted(HASH_COLUMN)} "
+        f"FROM ({query.sql}) AS {quoted('__site')}"
+    )
+    schema = pa.schema([*[pa.field(k, by_name[k].type.arrow()) for k in query.key], pa.field(HASH_COLUMN, pa.uint64())])
+    for batch in timings.timed("read_s", adapter.in_file_order(sql, schema, batch_rows)):
+        counts[side] += batch.num_rows
+        yield batch
 
 
 def records(adapter: FileAdapter, query: ValidatedQuery, batch_rows: int, timings: Timings, counts: dict, side: str):
-    """The site query over `adapter`'s dumps as ⟨K, b⟩ records, in the files' order."""
-    schema = arrow_schema([Column(c.name, c.type) for c in query.columns])
-    columns = [Column(c.name, c.type) for c in query.columns]
-    for batch in timings.timed("read_s", adapter.in_file_order(query.sql, schema, batch_rows)):
+    """⟨K, b⟩ records one by one: the key (a value, or a tuple of a composite key) and the hash."""
+    for batch in _hashed(adapter, query, batch_rows, timings, counts, side):
         with timings.phase("hash_s"):
-            keys = key_values(batch, query.key)
-            hashes = row_hashes(batch, columns, RECORD_SEED, 64)
-        counts[side] += batch.num_rows
-        yield from zip(keys, hashes)
+            pairs = zip(key_values(batch, query.key), batch.column(HASH_COLUMN).to_pylist())
+        yield from pairs
 
 
-def differential(algorithm: str, old, new, *, block_rows: int, aging_rows: int, spill_dir: Path) -> Iterator[Change]:
-    """The chosen algorithm's differential of two record streams."""
+def record_arrays(
+    adapter: FileAdapter, query: ValidatedQuery, batch_rows: int, timings: Timings, counts: dict, side: str
+):
+    """⟨K, b⟩ records as arrays a batch at a time (a key of one integer column)."""
+    for batch in _hashed(adapter, query, batch_rows, timings, counts, side):
+        yield batch.column(0).to_numpy(), batch.column(HASH_COLUMN).to_numpy()
+
+
+def differential(
+    algorithm: str, read, query: ValidatedQuery, *, block_rows: int, aging_rows: int, spill_dir: Path
+) -> Iterator[Change]:
+    """The chosen algorithm's differential of the records `read(records_fn, side)` yields."""
     if algorithm == "window":
-        return window(old, new, block_rows=block_rows, aging_rows=aging_rows)
+        by_name = {c.name: c for c in query.columns}
+        if len(query.key) == 1 and by_name[query.key[0]].type.kind == "int":  # blocks matched in NumPy
+            return window_blocks(
+                read(record_arrays, "old"), read(record_arrays, "new"), block_rows=block_rows, aging_rows=aging_rows
+            )
+        return window(read(records, "old"), read(records, "new"), block_rows=block_rows, aging_rows=aging_rows)
     if algorithm == "sort_merge":
-        return sort_merge(old, new, run_records=aging_rows, spill_dir=spill_dir)
-    return partitioned_hash(old, new, spill_dir=spill_dir)
+        return sort_merge(read(records, "old"), read(records, "new"), run_records=aging_rows, spill_dir=spill_dir)
+    return partitioned_hash(read(records, "old"), read(records, "new"), spill_dir=spill_dir)
 
 
 def snapshot_diff_answer(
@@ -104,8 +133,10 @@ def snapshot_diff_answer(
         stats["elapsed_s"] = round(time.monotonic() - started, 4)
         yield frames.json_frame(frames.SUMMARY, stats)
         return
-    # the current dumps converted (and their keys checked unique) before they are compared
-    adapter.connect().close()
+    # the current dumps' keys checked unique and non-NULL before they are compared (the
+    # window would fold a key met twice into one record)
+    with timings.phase("read_s"):
+        adapter.check_keys(query.tables)
     counts = {"old": 0, "new": 0}
     ops = {"insert": 0, "update": 0, "delete": 0}
     wanted: set = set()
@@ -113,13 +144,13 @@ def snapshot_diff_answer(
     by_name = {c.name: c for c in query.columns}
     key_schema = pa.schema([pa.field(UID, pa.int64()), *arrow_schema([Column(k, by_name[k].type) for k in query.key])])
     with tempfile.TemporaryDirectory(dir=_spill_root(adapter)) as spill:
+        sides = {"old": old_adapter, "new": adapter}
+
+        def read(fn, side: str):
+            return fn(sides[side], query, batch_rows, timings, counts, side)
+
         changes = differential(
-            algorithm,
-            records(old_adapter, query, batch_rows, timings, counts, "old"),
-            records(adapter, query, batch_rows, timings, counts, "new"),
-            block_rows=block_rows,
-            aging_rows=aging_rows,
-            spill_dir=Path(spill),
+            algorithm, read, query, block_rows=block_rows, aging_rows=aging_rows, spill_dir=Path(spill)
         )
         for change in changes:
             ops[change.op] += 1
@@ -135,12 +166,14 @@ def snapshot_diff_answer(
     shipped = 0
     if wanted:  # the second read: the current rows of the inserted and updated keys
         schema = arrow_schema([Column(c.name, c.type) for c in query.columns])
-        for batch in timings.timed("lookup_s", adapter.in_file_order(query.sql, schema, batch_rows)):
-            mask = pa.array([k in wanted for k in key_values(batch, query.key)])
-            picked = batch.filter(mask)
-            if picked.num_rows:
-                shipped += picked.num_rows
-                yield frames.arrow_frame(frames.CHANGED_ROWS, picked)
+        by_name = {c.name: c for c in query.columns}
+        key_schema = pa.schema([pa.field(k, by_name[k].type.arrow()) for k in query.key])
+        keys = list(wanted)
+        columns = [keys] if len(query.key) == 1 else [list(c) for c in zip(*keys)]
+        table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, key_schema)], schema=key_schema)
+        for batch in timings.timed("lookup_s", adapter.rows_of_keys(query.sql, table, schema, batch_rows)):
+            shipped += batch.num_rows
+            yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
     stats.update(
         records_old=counts["old"],
         records_new=counts["new"],

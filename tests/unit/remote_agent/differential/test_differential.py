@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from remote_agent.differential import DELETE, INSERT, UPDATE, distance, reconcile
 from remote_agent.differential.partitioned_hash import partitioned_hash
 from remote_agent.differential.sort_merge import sort_merge
-from remote_agent.differential.window import window
+from remote_agent.differential.window import window, window_blocks
 
 
 def snapshots(seed: int, rows: int, spread: int) -> tuple[list, list]:
@@ -101,3 +102,24 @@ def test_reconcile_refuses_a_key_deleted_twice():
 
     with pytest.raises(ValueError, match="twice"):
         reconcile([Change(DELETE, 1, old=1), Change(DELETE, 1, old=1)])
+
+
+def as_blocks(records: list, sizes: list[int]) -> list:
+    """`records` as (keys, values) arrays, cut at sizes unrelated to the window's blocks."""
+    out, i = [], 0
+    while i < len(records):
+        part = records[i : i + sizes[len(out) % len(sizes)]]
+        out.append((np.array([k for k, _ in part], np.int64), np.array([v for _, v in part], np.uint64)))
+        i += len(part)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("aging_rows", [1, 30, 5000])
+def test_the_window_over_arrays_gives_the_window_s_differential(seed, aging_rows):
+    old, new = snapshots(seed, 3000, spread=200)
+    expected = as_set(window(old, new, block_rows=16, aging_rows=aging_rows))
+    got = list(window_blocks(as_blocks(old, [7, 100]), as_blocks(new, [33]), block_rows=16, aging_rows=aging_rows))
+    assert as_set(got) == expected and len(got) == len(expected)
+    assert all(isinstance(c.key, int) and not isinstance(c.new, np.generic) for c in got)
+    assert as_set(reconcile(got).changes) == truth(old, new)
