@@ -24,6 +24,7 @@ import json
 import statistics
 import subprocess
 import time
+import tracemalloc
 from pathlib import Path
 
 import duckdb
@@ -36,10 +37,11 @@ from remote_agent.adapters.files import FileAdapter
 from remote_agent.differential import DELETE, INSERT
 from remote_agent.differential.partitioned_hash import partitioned_hash
 from remote_agent.differential.sort_merge import sort_merge
-from remote_agent.differential.window import window
+from remote_agent.differential.window import window_blocks
 from remote_agent.protocol import frames
-from remote_agent.protocol.encoding import row_hashes
-from remote_agent.protocol.types import Column, LogicalType
+from remote_agent.sitequery import validate_site_query
+from remote_agent.strategies.snapshot_diff import record_arrays
+from remote_agent.timings import Timings
 from workloads.harness import Api, start_agent, start_service
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +62,7 @@ VIEWS = {
     "diff_window": {"strategy": "snapshot_diff"},
     "diff_sort_merge": {"strategy": "snapshot_diff", "snapshot_diff": {"algorithm": "sort_merge"}},
     "diff_partitioned_hash": {"strategy": "snapshot_diff", "snapshot_diff": {"algorithm": "partitioned_hash"}},
+    "auto": {},
     "sketch": {"strategy": "sketch"},
     "full_ship": {"strategy": "full_ship"},
 }
@@ -67,7 +70,9 @@ UPDATE_SHARE, INSERT_SHARE, DELETE_SHARE = 0.01, 0.001, 0.001
 #: Share of the updated rows the dump writes at the end (a heap update that did not fit in place).
 MOVED_SHARE = 0.5
 CITIES = np.array(["Lyon", "Oslo", "Graz", "Turku", "Porto", "Brno", "Gent", "Split"])
-BUFFERS = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000)
+BUFFERS = (1_000, 2_000, 4_000, 6_000, 8_000, 10_000, 30_000, 100_000, 300_000)
+#: Records moved to the new dump's end on top of the round's own moves (controlled displacement).
+EXTRA_MOVED = (0, 10_000, 40_000)
 SCHEMA = pa.schema(
     [
         ("id", pa.int64()),
@@ -169,43 +174,87 @@ def check(api: Api, table: pa.Table, view: str) -> str:
     return "exact" if not differ else f"{differ} rows differ"
 
 
-def records(folder: Path, name: str) -> list:
-    """The dump as the agent's <K, b> records, in file order."""
+def arrays(folder: Path, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The dump as the agent reads it for the window: keys and DuckDB row hashes, in file order."""
     adapter = FileAdapter(f"file://{folder}", statement_timeout_s=600).pinned({"students": name})
-    columns = [Column(c["name"], LogicalType.parse(c["type"])) for c in DESCRIPTION["columns"]]
-    out = []
-    for batch in adapter.in_file_order('SELECT * FROM "students"', SCHEMA, 65_536):
-        out.extend(zip(batch.column("id").to_pylist(), row_hashes(batch, columns, 0, 64)))
-    return out
+    tables = {t.name: t for t in adapter.describe()}
+    query = validate_site_query(
+        'SELECT "s"."id" AS "id", "s"."name" AS "name", "s"."email" AS "email", "s"."score" AS "score", '
+        '"s"."city" AS "city", "s"."enrolled" AS "enrolled" FROM "students" AS "s"',
+        ["id"],
+        tables,
+        "duckdb",
+    )
+    parts = list(record_arrays(adapter, query, 65_536, Timings(), {"q": 0}, "q"))
+    return np.concatenate([k for k, _ in parts]), np.concatenate([v for _, v in parts])
+
+
+def displaced(keys: np.ndarray, values: np.ndarray, extra: int, rng: np.random.Generator):
+    """The new dump with `extra` more records moved to its end (controlled displacement)."""
+    if not extra:
+        return keys, values
+    moved = rng.choice(len(keys), extra, replace=False)
+    order = np.concatenate([np.delete(np.arange(len(keys)), moved), moved])
+    return keys[order], values[order]
+
+
+def measured(run) -> tuple[list, float, int]:
+    """The run's changes, its seconds, and (a second run under tracemalloc) its peak bytes."""
+    t0 = time.monotonic()
+    changes = list(run())
+    seconds = time.monotonic() - t0
+    del changes
+    tracemalloc.start()
+    changes = list(run())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return changes, seconds, peak
+
+
+def exact(algorithm: str, ka, va, kb, vb, buffer: int | None, spill: Path):
+    """A run of sort-merge or partitioned hash over the arrays as records, as the agent runs them."""
+    a = list(zip(ka.tolist(), va.tolist()))
+    b = list(zip(kb.tolist(), vb.tolist()))
+    if algorithm == "sort_merge":
+        return lambda: sort_merge(a, b, run_records=buffer, spill_dir=spill)
+    return lambda: partitioned_hash(a, b, spill_dir=spill)
 
 
 def quality(folder: Path, old: str, new: str, updates_moved: int) -> dict:
-    """The window with buffers of each size against the exact algorithms, on the same records."""
-    a, b = records(folder, old), records(folder, new)
+    """The window with buffers of each size, at three displacements, against the exact algorithms."""
+    rng = np.random.default_rng(0)
+    ka, va = arrays(folder, old)
+    kb, vb = arrays(folder, new)
     (folder.parent / "spill").mkdir(exist_ok=True)
-    out = {"records": [len(a), len(b)], "updates_moved": updates_moved, "runs": []}
-    runs = [("window", n) for n in BUFFERS] + [("sort_merge", 500_000), ("partitioned_hash", None)]
-    for algorithm, buffer in runs:
-        t0 = time.monotonic()
-        if algorithm == "window":
-            changes = list(window(a, b, aging_rows=buffer))
-        elif algorithm == "sort_merge":
-            changes = list(sort_merge(a, b, run_records=buffer, spill_dir=folder.parent / "spill"))
-        else:
-            changes = list(partitioned_hash(a, b, spill_dir=folder.parent / "spill"))
-        seconds = time.monotonic() - t0
-        deleted = {c.key for c in changes if c.op == DELETE}
-        inserted = {c.key for c in changes if c.op == INSERT}
-        run = {
-            "algorithm": algorithm,
-            "aging_rows": buffer if algorithm == "window" else None,
-            "seconds": round(seconds, 2),
-            "changes": len(changes),
-            "useless_pairs": len(deleted & inserted),
-            "records_held_at_most": 2 * (1024 + buffer) if algorithm == "window" else None,
-        }
-        out["runs"].append(run)
-        print(f"quality {algorithm} {buffer}: {run['useless_pairs']} useless pairs, {seconds:.1f} s", flush=True)
+    out = {"records": [len(ka), len(kb)], "updates_moved": updates_moved, "runs": []}
+    for extra in EXTRA_MOVED:
+        extra = min(extra, len(kb) // 4)
+        kd, vd = displaced(kb, vb, extra, rng)
+        plans = [("window", n) for n in BUFFERS]
+        if extra == 0:
+            plans += [("sort_merge", 500_000), ("partitioned_hash", None)]
+        for algorithm, buffer in plans:
+            if algorithm == "window":
+                run = lambda n=buffer, kd=kd, vd=vd: window_blocks([(ka, va)], [(kd, vd)], aging_rows=n)  # noqa: E731
+            else:
+                run = exact(algorithm, ka, va, kd, vd, buffer, folder.parent / "spill")
+            changes, seconds, peak = measured(run)
+            deleted = {c.key for c in changes if c.op == DELETE}
+            inserted = {c.key for c in changes if c.op == INSERT}
+            entry = {
+                "algorithm": algorithm,
+                "moved": updates_moved + extra,
+                "aging_rows": buffer if algorithm == "window" else None,
+                "seconds": round(seconds, 2),
+                "peak_mib": round(peak / 2**20, 1),
+                "changes": len(changes),
+                "useless_pairs": len(deleted & inserted),
+            }
+            out["runs"].append(entry)
+            print(
+                f"quality {algorithm} {buffer} moved {entry['moved']}: {entry['useless_pairs']} useless, {seconds:.2f} s, {entry['peak_mib']} MiB",
+                flush=True,
+            )
     return out
 
 
@@ -215,30 +264,18 @@ def plot(q: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    wins = [r for r in q["runs"] if r["algorithm"] == "window"]
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    ax.plot([r["aging_rows"] for r in wins], [r["useless_pairs"] for r in wins], "o-", label="window: useless pairs")
-    ax.axhline(q["updates_moved"], color="grey", ls="--", label="updated rows the dump moved to its end")
+    for moved in sorted({r["moved"] for r in q["runs"]}):
+        wins = [r for r in q["runs"] if r["algorithm"] == "window" and r["moved"] == moved]
+        xs, ys = [r["aging_rows"] for r in wins], [max(r["useless_pairs"], 0.8) for r in wins]
+        ax.plot(xs, ys, "o-", label=f"{moved:,} rows moved to the dump's end")
     ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.5)
     ax.set_xlabel("aging buffer (records each)")
-    ax.set_ylabel("useless delete+insert pairs")
-    ax2 = ax.twinx()
-    ax2.plot(
-        [r["aging_rows"] for r in wins], [r["seconds"] for r in wins], "s:", color="tab:red", label="window: seconds"
-    )
-    for r in q["runs"]:
-        if r["algorithm"] != "window":
-            ax2.axhline(
-                r["seconds"],
-                color="tab:green" if r["algorithm"] == "sort_merge" else "tab:purple",
-                ls=":",
-                label=f"{r['algorithm']}: seconds",
-            )
-    ax2.set_ylabel("seconds (algorithm alone)")
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="upper right")
-    ax.set_title(f"Window algorithm on two dumps of {q['records'][1]:,} rows")
+    ax.set_ylabel("useless delete+insert pairs (0 drawn at the bottom)")
+    ax.set_title(f"Window algorithm, two dumps of {q['records'][1]:,} rows")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -339,15 +376,17 @@ def markdown(out: dict) -> str:
     lines += [
         "",
         f"Window quality on the last two dumps ({q['records'][0]:,} → {q['records'][1]:,} records; "
-        f"{q['updates_moved']:,} updated rows moved to the dump's end), the algorithm alone on the agent's <K,b> records:",
+        f"{q['updates_moved']:,} updated rows moved to the dump's end by the round, and 10,000 or 40,000 more moved "
+        "in two displaced variants), each algorithm alone on the agent's ⟨K,b⟩ arrays (DuckDB row hashes); "
+        "peak: Python memory the run allocated (tracemalloc, a second run):",
         "",
-        "| algorithm | aging buffer | seconds | changes | useless pairs | records held at most |",
-        "|---|---|---|---|---|---|",
+        "| algorithm | rows moved | aging buffer | seconds | peak MiB | changes | useless pairs |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in q["runs"]:
         lines.append(
-            f"| {r['algorithm']} | {r['aging_rows'] or ''} | {r['seconds']} | {r['changes']:,} | {r['useless_pairs']:,} | "
-            f"{r['records_held_at_most'] or 'all (spilled to disk)'} |"
+            f"| {r['algorithm']} | {r['moved']:,} | {r['aging_rows'] or ''} | {r['seconds']} | {r['peak_mib']} | "
+            f"{r['changes']:,} | {r['useless_pairs']:,} |"
         )
     lines += ["", "![window quality](dumps-1m-quality.png)", ""]
     return "\n".join(lines)
