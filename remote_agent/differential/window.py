@@ -99,18 +99,31 @@ Block = tuple[np.ndarray, np.ndarray]
 
 
 def _blocks(batches: Iterable[Block], rows: int) -> Iterator[Block]:
-    """The (keys, values) arrays of `batches` cut again into blocks of `rows` records."""
+    """The (keys, values) arrays of `batches` cut again into blocks of `rows` records
+    (slices of a batch where a block lies within one; copied only where it spans two).
+
+    >>> [k.tolist() for k, _ in _blocks([(np.arange(5), np.arange(5)), (np.arange(5, 7), np.arange(2))], 3)]
+    [[0, 1, 2], [3, 4, 5], [6]]
+    """
     keys: list[np.ndarray] = []
     values: list[np.ndarray] = []
     held = 0
     for k, v in batches:
-        keys.append(k)
-        values.append(v)
-        held += len(k)
-        while held >= rows:
-            ks, vs = np.concatenate(keys), np.concatenate(values)
-            yield ks[:rows], vs[:rows]
-            keys, values, held = [ks[rows:]], [vs[rows:]], held - rows
+        start = 0
+        if held:  # complete the block begun in the batches before
+            start = min(rows - held, len(k))
+            keys.append(k[:start])
+            values.append(v[:start])
+            held += start
+            if held < rows:
+                continue
+            yield np.concatenate(keys), np.concatenate(values)
+            keys, values, held = [], [], 0
+        while len(k) - start >= rows:
+            yield k[start : start + rows], v[start : start + rows]
+            start += rows
+        if start < len(k):
+            keys, values, held = [k[start:]], [v[start:]], len(k) - start
     if held:
         yield np.concatenate(keys), np.concatenate(values)
 

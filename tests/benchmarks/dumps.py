@@ -373,12 +373,13 @@ def markdown(out: dict) -> str:
             f"| {view} | {s['seconds']:.2f} | {s['x_bare_scan']:.1f}× | {s['bytes']:,.0f} | {s['x_lower_bound']:.2f}× | {s['x_dump_gz']:.3f}× |"
         )
     q = out["quality"]
+    quality_at = f"; measured at commit {out['quality_commit']}" if out.get("quality_commit") else ""
     lines += [
         "",
         f"Window quality on the last two dumps ({q['records'][0]:,} → {q['records'][1]:,} records; "
         f"{q['updates_moved']:,} updated rows moved to the dump's end by the round, and 10,000 or 40,000 more moved "
         "in two displaced variants), each algorithm alone on the agent's ⟨K,b⟩ arrays (DuckDB row hashes); "
-        "peak: Python memory the run allocated (tracemalloc, a second run):",
+        f"peak: Python memory the run allocated (tracemalloc, a second run){quality_at}:",
         "",
         "| algorithm | rows moved | aging buffer | seconds | peak MiB | changes | useless pairs |",
         "|---|---|---|---|---|---|---|",
@@ -398,18 +399,38 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "dumps-1m")
+    parser.add_argument(
+        "--quality-only",
+        action="store_true",
+        help="measure the window's quality again on the last two dumps of the previous run (its work directory), "
+        "keeping that run's syncs",
+    )
     args = parser.parse_args()
+    if args.quality_only:
+        out = json.loads(args.out.with_suffix(".json").read_text())
+        folder = HERE / "work" / "dumps" / "dir"
+        old, new = sorted(p.name for p in folder.glob("students.*.csv"))[-2:]
+        out["quality"] = quality(folder, old, new, out["rounds"][-1]["updates_moved"])
+        out["quality_commit"] = _commit()
+        write(out, args.out)
+        return
     out = run(args)
     out["command"] = "python -m tests.benchmarks.dumps " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "quality_only")
     )
-    out["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(out, indent=1))
-    args.out.with_suffix(".md").write_text(markdown(out))
-    plot(out["quality"], args.out.parent / f"{args.out.name}-quality.png")
+    out["commit"] = _commit()
+    write(out, args.out)
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def write(out: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".json").write_text(json.dumps(out, indent=1))
+    path.with_suffix(".md").write_text(markdown(out))
+    plot(out["quality"], path.parent / f"{path.name}-quality.png")
     print(markdown(out))
 
 

@@ -13,6 +13,7 @@ dump source), and the differencing strategies over the same files.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import gzip
 import io
 import json
@@ -38,6 +39,7 @@ CUSTOMERS = {
         {"name": "name", "type": "text"},
         {"name": "balance", "type": "decimal(10,2)"},
         {"name": "since", "type": "date"},
+        {"name": "updated", "type": "timestamp", "nullable": False},
     ],
     "csv": {"delimiter": ",", "header": True, "null": ""},
 }
@@ -64,7 +66,14 @@ STRATEGIES = {
     "tuple_hash": {"strategy": "tuple_hash"},
     "range_checksum": {"strategy": "range_checksum"},
     "full_ship": {"strategy": "full_ship"},
+    # the rows the legacy system stamped since the last sync; hard deletes found by the keys
+    "timestamp": {"strategy": "timestamp", "timestamps": {"customers": "updated"}, "timestamp_lag_s": 1},
 }
+
+
+def now() -> str:
+    """The legacy system's stamp of a row it writes: its clock, in UTC."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 class Dumps:
@@ -86,7 +95,7 @@ class Dumps:
         balance = None if rng.random() < 0.1 else f"{rng.randint(0, 4000) / 100:.2f}"
         since = None if rng.random() < 0.1 else f"20{rng.randint(10, 25)}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}"
         name = rng.choice(["Ann", 'Bob "B"', "Cy, Jr.", "Dee"]) + f" {rng.randint(0, 99)}"
-        return [i, name, balance, since]
+        return [i, name, balance, since, now()]
 
     def _item(self, code: str, site: int) -> list:
         return [code, site, self.rng.randint(-3, 500), f"{self.rng.randint(1, 99999) / 100:.2f}"]
@@ -98,6 +107,7 @@ class Dumps:
             if rng.random() < 0.15:
                 column = rng.choice([1, 2, 2, 3])
                 row[column] = self._customer(row[0])[column]
+                row[4] = now()
         self.customers = [r for r in self.customers if rng.random() > 0.08]
         for _ in range(rng.randint(3, 12)):
             self.customers.insert(rng.randrange(len(self.customers) + 1), self._customer(self.next_id))
@@ -121,7 +131,7 @@ class Dumps:
         stamp = f"2026-11-{self.round:02d}T0300"
         text = io.StringIO()
         writer = csv.writer(text)
-        writer.writerow(["id", "name", "balance", "since"])
+        writer.writerow(["id", "name", "balance", "since", "updated"])
         writer.writerows([["" if v is None else v for v in row] for row in self.customers])
         data = text.getvalue().encode()
         name = f"customers.{stamp}.csv" + (".gz" if self.round % 2 else "")
@@ -142,7 +152,7 @@ class Dumps:
         path = self.newest("customers")
         data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
         rows = []
-        for rid, name, balance, since in list(csv.reader(io.StringIO(data.decode())))[1:]:
+        for rid, name, balance, since, _ in list(csv.reader(io.StringIO(data.decode())))[1:]:
             if balance == "" or Decimal(balance) > 10:
                 rows.append({"id": int(rid), "name": name, "balance": balance or None, "since": since or None})
         return keyed(rows, ["id"])
@@ -197,6 +207,10 @@ def test_every_strategy_on_dump_files(api, tmp_path, logs_dir):
                         assert site["rows_received"] == 0 and sync["metrics"]["bytes_from_agent"] < 2000, site
                 if suffix == "auto" and rnd:
                     assert site["chosen"] == "snapshot_diff", site
+                if suffix == "timestamp" and rnd:  # the stamped rows and the keys, from the agent's clock
+                    assert site["timestamp"]["reconciled"] is False and site["timestamp"]["watermark"], site[
+                        "timestamp"
+                    ]
             stock_truth = legacy.stock_truth()
             sync = api.sync("dump_stock")
             check_sync(api, "dump_stock", ["code", "site"], stock_before, stock_truth, sync)
