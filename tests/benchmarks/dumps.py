@@ -42,6 +42,7 @@ from remote_agent.protocol import frames
 from remote_agent.sitequery import validate_site_query
 from remote_agent.strategies.snapshot_diff import record_arrays
 from remote_agent.timings import Timings
+from tests.benchmarks.machine import peak_rss_kb, reset_peak_rss
 from workloads.harness import Api, start_agent, start_service
 
 HERE = Path(__file__).resolve().parent
@@ -317,7 +318,9 @@ def run(args: argparse.Namespace) -> dict:
                 "updates_moved": moved if rnd >= 2 else 0,
             }
             for view in VIEWS:
+                reset_peak_rss(agent.proc.pid)
                 entry[view] = summary(api.sync(view))
+                entry[view]["agent_peak_rss_mib"] = round((peak_rss_kb(agent.proc.pid) or 0) / 1024, 1)
                 print(f"round {rnd} {view}: {entry[view]['seconds']} s, {entry[view]['bytes']:,} B", flush=True)
             out["rounds"].append(entry)
         out["check"] = {view: check(api, table, view) for view in VIEWS}
@@ -334,6 +337,7 @@ def run(args: argparse.Namespace) -> dict:
             "bytes": statistics.median(r[view]["bytes"] for r in changed),
             "x_lower_bound": statistics.median(r[view]["bytes"] / r["lower_bound_bytes"] for r in changed),
             "x_dump_gz": statistics.median(r[view]["bytes"] / r["dump_gz_bytes"] for r in changed),
+            "agent_peak_rss_mib": max(r[view]["agent_peak_rss_mib"] for r in changed),
         }
         for view in VIEWS
     }
@@ -347,8 +351,8 @@ def markdown(out: dict) -> str:
         f"Command: `{out['command']}` at commit {out['commit']}. Every view compared with the newest dump at the "
         f"end: {', '.join(f'{v} {c}' for v, c in out['check'].items())}.",
         "",
-        "| round | view | sync s | × bare scan | bytes | × lower bound | × gz dump | useless pairs (cancelled / split) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| round | view | sync s | × bare scan | bytes | × lower bound | × gz dump | useless pairs (cancelled / split) | agent peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in out["rounds"]:
         for view in VIEWS:
@@ -359,18 +363,20 @@ def markdown(out: dict) -> str:
             )
             lines.append(
                 f"| {r['round']} ({r['kind']}) | {view} | {v['seconds']:.2f} | {v['seconds'] / r['bare_scan_s']:.1f}× | "
-                f"{v['bytes']:,} | {lb} | {v['bytes'] / r['dump_gz_bytes']:.3f}× | {pairs} |"
+                f"{v['bytes']:,} | {lb} | {v['bytes'] / r['dump_gz_bytes']:.3f}× | {pairs} | {v.get('agent_peak_rss_mib', '')} |"
             )
     lines += [
         "",
-        "Median over the rounds with changes:",
+        "Median over the rounds with changes (the agent's peak RSS: the highest of those rounds, its main process; "
+        "the read-ahead readers of the other strategies not counted):",
         "",
-        "| view | sync s | × bare scan | bytes | × lower bound | × gz dump |",
-        "|---|---|---|---|---|---|",
+        "| view | sync s | × bare scan | bytes | × lower bound | × gz dump | agent peak RSS MiB |",
+        "|---|---|---|---|---|---|---|",
     ]
     for view, s in out["summary"].items():
         lines.append(
-            f"| {view} | {s['seconds']:.2f} | {s['x_bare_scan']:.1f}× | {s['bytes']:,.0f} | {s['x_lower_bound']:.2f}× | {s['x_dump_gz']:.3f}× |"
+            f"| {view} | {s['seconds']:.2f} | {s['x_bare_scan']:.1f}× | {s['bytes']:,.0f} | {s['x_lower_bound']:.2f}× | "
+            f"{s['x_dump_gz']:.3f}× | {s.get('agent_peak_rss_mib', '')} |"
         )
     q = out["quality"]
     quality_at = f"; measured at commit {out['quality_commit']}" if out.get("quality_commit") else ""
