@@ -76,8 +76,8 @@ bench-join: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.join --rounds 5
 
 # dump files: a 1,000,000-row CSV table dumped anew each round, snapshot_diff (each of paper
-# 000's algorithms) beside auto, sketch and full_ship (about 13 minutes), and the window's
-# quality at three displacements and nine buffer sizes (about 10 more); results/dumps-1m.json,
+# 000's algorithms) beside auto, sketch and full_ship (about 9 minutes), and the window's
+# quality at three displacements and nine buffer sizes (about 12 more); results/dumps-1m.json,
 # .md and -quality.png. --quality-only measures the quality again on the last run's dumps.
 bench-dumps: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.dumps --rounds 3
