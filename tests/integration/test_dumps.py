@@ -198,6 +198,8 @@ def test_every_strategy_on_dump_files(api, tmp_path, logs_dir):
                     assert report["reconciled"] is False and "fallback" not in report, report
                     assert report["unchanged"] is (rnd == 2), report
                     if suffix == "window":
+                        # past 10 % of the records in useless pairs, the record says to widen the buffers
+                        assert ("advice" in report) is (report.get("useless_pairs", 0) > 0.1 * report["records"]["new"])
                         pairs["window"] += report.get("useless_pairs", 0)
                         pairs["window_cancelled"] += report.get("cancelled", 0)
                         pairs["window_split"] += report.get("split_updates", 0)

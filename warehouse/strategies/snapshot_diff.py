@@ -43,6 +43,8 @@ from .changed_rows import ChangedRows, KeptState, source_of
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "snapshot_diff.json"
 STATE_FORMAT = 1
+#: Useless pairs, as a share of the records, past which a sync says the window collapsed.
+USELESS_SHARE = 0.1
 #: Candidate rows per changed row expected, for the cost estimate (useless pairs included).
 CANDIDATE_MARGIN = 1.2
 
@@ -70,6 +72,26 @@ def _dumps(answer: Answer) -> dict:
     if not isinstance(reported, dict) or not reported:
         raise ProtocolError("the agent named no dump files it read: snapshot_diff needs an agent on a dump directory")
     return reported
+
+
+def advice(diff: dict, useless_pairs: int, records: int) -> str | None:
+    """What to change when the window's buffers were too small for the rows a dump moved:
+    past USELESS_SHARE of the records as useless pairs, the window has collapsed (the moved
+    rows kept its buffers full, and nearly every later record came out unmatched).
+
+    >>> advice({"algorithm": "window", "aging_rows": 1000}, 400_000, 1_000_000)[:60]
+    'the window shipped 400,000 useless delete+insert pairs (of 1'
+    >>> advice({"algorithm": "window", "aging_rows": 1000}, 10, 1_000_000) is None
+    True
+    """
+    if diff.get("algorithm") != "window" or useless_pairs <= USELESS_SHARE * records:
+        return None
+    return (
+        f"the window shipped {useless_pairs:,} useless delete+insert pairs (of {records:,} records): its aging "
+        f"buffers of {int(diff['aging_rows']):,} records hold fewer than the rows this dump moved; redefine the "
+        "view with a larger snapshot_diff.aging_rows, or algorithm sort_merge when the dumps are not written in a "
+        "stable order"
+    )
 
 
 class SnapshotDiff(ChangedRows):
@@ -168,6 +190,9 @@ class SnapshotDiff(ChangedRows):
         paired_rows = rows.join(pairs, key, join_type="left semi").select(names)
         same = null_keys.join(paired_rows, stored, names, "left semi").num_rows if pairs.num_rows else 0
         self.report.update(useless_pairs=pairs.num_rows, cancelled=same, split_updates=pairs.num_rows - same)
+        hint = advice(self.diff, pairs.num_rows, answer.summary.get("records_new") or 0)
+        if hint:
+            self.report["advice"] = hint
         gone_path = ctx.staging / "sd-gone.parquet"
         pq.write_table(gone, gone_path)
         self.report["keys_deleted"] = gone.num_rows
