@@ -18,7 +18,7 @@ from sqlglot.errors import SqlglotError
 
 from .adapters.base import ColumnInfo, TableInfo
 from .errors import BadRequest, Forbidden, UnsupportedQuery
-from .protocol import sitenames, sitesql
+from .protocol import grouped, sitenames, sitesql
 from .protocol.types import LogicalType
 
 #: What a site query may look like, appended to every rejection.
@@ -214,7 +214,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     selected: set[tuple[int, str]] = set()
     for item in parts.items:
         out = item.alias or (item.column.name if item.column is not None else "")
-        if item.kind == sitesql.COUNT:
+        if item.kind == grouped.COUNT:
             items.append((exp.Count(this=exp.Star()), out))
             columns.append(ColumnInfo(out, LogicalType("int"), False, "bigint", None))
             origins.append("")
@@ -224,7 +224,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         source = table.column(name)
         selected.add((index, name))
         ref: exp.Expression = sitesql.column_ref(alias, name)
-        if item.kind == sitesql.NULL_FLAG:
+        if item.kind == grouped.NULL_FLAG:
             flag = exp.Is(this=ref, expression=exp.Null())
             items.append((flag, out))
             stored[out] = flag
@@ -235,7 +235,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         if source.read_as:
             ref = sitesql.wrap_read_as(source.read_as, ref, dialect)
         nullable = source.nullable
-        if item.kind == sitesql.COALESCED:
+        if item.kind == grouped.COALESCED:
             # NULL made a value (its flag says it was NULL): ordered, cut and looked up as read
             ref = exp.Coalesce(this=ref, expressions=[item.filler.copy()])
             stored[out] = ref
@@ -246,7 +246,7 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     generated = [
         c.name
         for c, i in zip(columns, parts.items)
-        if i.kind in (sitesql.COUNT, sitesql.NULL_FLAG) and c.name.startswith(sitesql.MULTISET_PREFIX)
+        if i.kind in (grouped.COUNT, grouped.NULL_FLAG) and c.name.startswith(grouped.MULTISET_PREFIX)
     ]
     sitenames.check_output_names([c.name for c in columns], UnsupportedQuery, generated)
     group = None
@@ -255,9 +255,9 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         grouped_by = {scope.resolve(g) for g in parts.group}
         if grouped_by != selected:
             raise UnsupportedQuery(
-                f"a grouped site query groups by exactly the columns it selects: {sitesql.GROUPED_HELP}"
+                f"a grouped site query groups by exactly the columns it selects: {grouped.GROUPED_HELP}"
             )
-        counted = next(c.name for c, i in zip(columns, parts.items) if i.kind == sitesql.COUNT)
+        counted = next(c.name for c, i in zip(columns, parts.items) if i.kind == grouped.COUNT)
         if set(key) != {c.name for c in columns} - {counted} or len(key) != len(columns) - 1:
             raise BadRequest(
                 f"the key of a grouped site query is every output column but the count {counted!r}, not {list(key)}"

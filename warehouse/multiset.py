@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from remote_agent.protocol.sitesql import COUNT_COLUMN
+from remote_agent.protocol.grouped import COUNT_COLUMN
 from remote_agent.protocol.types import Column, LogicalType, arrow_schema
 
 from .delta import DELETE, INSERT, UPDATE

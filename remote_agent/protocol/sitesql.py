@@ -10,14 +10,7 @@ The language is a select-project-join block::
     SELECT t.col [AS name], ... FROM table [AS t] [[INNER] JOIN table [AS u] ON predicate]...
     [WHERE predicate]
 
-and, for a view over tables without a key (a multiset), its *grouped* form, which the
-warehouse writes and the agent alone accepts (never a view's own SQL): each distinct row
-once, with the number of its occurrences, NULL made a value and a flag so that every key
-column is non-NULL::
-
-    SELECT t.col AS name, COALESCE(t.col2, literal) AS name2, t.col2 IS NULL AS "__ds_null_name2",
-           ..., COUNT(*) AS "__ds_count"
-    FROM ... [WHERE predicate] GROUP BY t.col, t.col2, ...
+and its grouped form for views over tables without a key (grouped.py).
 
 Callers pass the exception class to raise, so the same checks surface as a 422 of the
 service (`ViewDefinitionError`) or a 422/403 of the agent (`UnsupportedQuery`, `Forbidden`).
@@ -33,6 +26,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
+
+from .grouped import COLUMN, group_columns, grouped_item, is_count_star, unaliased
 
 ErrorClass = Callable[[str], Exception]
 
@@ -114,28 +109,6 @@ _OPERATOR_NAMES: dict[type[exp.Expression], str] = {
     exp.RegexpLike: "regular expression matching",
     exp.Distinct: "DISTINCT",
 }
-#: Output names of the columns a grouped site query adds start with this (sitenames.py
-#: reserves every other name starting with '__').
-MULTISET_PREFIX = "__ds_"
-#: The output column of a grouped site query holding how often its row occurs.
-COUNT_COLUMN = MULTISET_PREFIX + "count"
-#: Select items of a grouped site query: a column, a column with NULL replaced, its NULL flag, the count.
-COLUMN, COALESCED, NULL_FLAG, COUNT = "column", "coalesced", "null_flag", "count"
-GROUPED_HELP = (
-    "a grouped site query selects columns, COALESCE(column, literal), column IS NULL and one COUNT(*), "
-    "each expression aliased, and groups by exactly the columns it selects"
-)
-
-
-def null_flag(name: str) -> str:
-    """The output name of the NULL flag of a grouped site query's column `name`.
-
-    >>> null_flag("city")
-    '__ds_null_city'
-    """
-    return f"{MULTISET_PREFIX}null_{name}"
-
-
 #: Placeholder column name used to splice a column reference into an adapter's read_as SQL.
 _READ_AS_SLOT = "__deltasieve_read_as_column__"
 
@@ -270,13 +243,13 @@ def check_predicate(node: exp.Expression, error: ErrorClass, clause: str) -> Non
             )
         if isinstance(sub, exp.In):
             for item in sub.expressions:
-                if not _is_literal(item):
+                if not is_literal(item):
                     raise error(
                         f"{describe(item)} in an IN list is not supported in {clause}: IN lists hold literals only; {PREDICATE_HELP}"
                     )
 
 
-def _is_literal(node: exp.Expression) -> bool:
+def is_literal(node: exp.Expression) -> bool:
     if type(node) in (exp.Literal, exp.Boolean, exp.Null):
         return True
     return type(node) is exp.Neg and type(node.this) is exp.Literal and not node.this.is_string
@@ -307,11 +280,7 @@ def parse_select(
     items = [_select_item(e, error, is_grouped) for e in select.expressions]
     if not items:
         raise error(f"the select list is empty: {form}")
-    group = None
-    if is_grouped:
-        group = [_group_column(e, error) for e in group_by.expressions]
-        if sum(item.kind == COUNT for item in items) != 1:
-            raise error(f"a grouped site query selects COUNT(*) exactly once: {GROUPED_HELP}")
+    group = group_columns(group_by.expressions, [i.kind for i in items], error) if is_grouped else None
     from_ = select.args.get("from_")
     if from_ is None or from_.this is None:
         raise error(f"a FROM clause is required: {form}")
@@ -369,7 +338,7 @@ def _plain_select(statement: exp.Expression, error: ErrorClass, form: str, group
 def _check_everywhere(select: exp.Select, error: ErrorClass, form: str, grouped: bool = False) -> None:
     """Constructs refused wherever they appear, reported by name rather than by position
     (but the COUNT(*) of a grouped query's select list)."""
-    counts = {id(_unaliased(e)) for e in select.expressions if grouped and _is_count_star(_unaliased(e))}
+    counts = {id(unaliased(e)) for e in select.expressions if grouped and is_count_star(unaliased(e))}
     checks: list[tuple[tuple[type[exp.Expression], ...], str]] = [
         ((exp.Window,), "window functions are not supported"),
         ((exp.AggFunc,), "aggregates are not supported"),
@@ -382,46 +351,6 @@ def _check_everywhere(select: exp.Select, error: ErrorClass, form: str, grouped:
                 raise error(f"{problem} (found {snippet(node)}): {form}")
 
 
-def _unaliased(node: exp.Expression) -> exp.Expression:
-    return node.this if isinstance(node, exp.Alias) else node
-
-
-def _is_count_star(node: exp.Expression) -> bool:
-    return type(node) is exp.Count and isinstance(node.this, exp.Star) and not node.args.get("distinct")
-
-
-def _is_plain_column(node: exp.Expression | None) -> bool:
-    return type(node) is exp.Column and isinstance(node.this, exp.Identifier)
-
-
-def _grouped_item(target: exp.Expression, alias: str | None, error: ErrorClass) -> SelectItem | None:
-    """The item of a grouped query's select list that is an expression, or None for a column."""
-    kind: str | None = None
-    column = filler = None
-    if _is_count_star(target):
-        kind = COUNT
-    elif type(target) is exp.Coalesce and len(target.expressions) == 1 and _is_plain_column(target.this):
-        filler = target.expressions[0]
-        if not _is_literal(filler) or type(filler) is exp.Null:
-            raise error(
-                f"COALESCE in a grouped site query takes a column and a literal, not {snippet(filler)}: {GROUPED_HELP}"
-            )
-        kind, column = COALESCED, target.this
-    elif type(target) is exp.Is and type(target.expression) is exp.Null and _is_plain_column(target.this):
-        kind, column = NULL_FLAG, target.this
-    if kind is None:
-        return None
-    if not alias:
-        raise error(f"{snippet(target)} needs an alias: {GROUPED_HELP}")
-    return SelectItem(column, alias, kind, filler)
-
-
-def _group_column(node: exp.Expression, error: ErrorClass) -> exp.Column:
-    if not _is_plain_column(node):
-        raise error(f"GROUP BY {describe(node)} is not supported: {GROUPED_HELP}")
-    return node
-
-
 def _select_item(node: exp.Expression, error: ErrorClass, grouped: bool = False) -> SelectItem:
     alias = None
     target = node
@@ -431,9 +360,9 @@ def _select_item(node: exp.Expression, error: ErrorClass, grouped: bool = False)
         if not alias:
             raise error(f"empty alias in the select list: {SELECT_LIST_HELP}")
     if grouped:
-        item = _grouped_item(target, alias, error)
+        item = grouped_item(target, alias, error)
         if item is not None:
-            return item
+            return SelectItem(item[1], alias, item[0], item[2])
     if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
         raise error(f"SELECT * is not supported, list the columns: {SELECT_LIST_HELP}")
     if type(target) is not exp.Column or not isinstance(target.this, exp.Identifier):

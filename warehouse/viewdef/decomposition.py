@@ -23,9 +23,10 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 
 from remote_agent.protocol import sitesql
 from remote_agent.protocol.schema import SourceSchema
-from remote_agent.protocol.types import Column, LogicalType
+from remote_agent.protocol.types import Column
 
 from .binding import BoundView, bind_view
+from .grouped_site import grouped_site
 from .model import SiteQuery, ViewDef, ViewDefinitionError
 
 #: sqlglot dialect of the assembly, the warehouse-side query that joins the site fragments.
@@ -129,7 +130,9 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
                 "a multiset view must read one source and join its tables there with inner joins (one site): "
                 "views over tables without a key across several sources, or with a LEFT JOIN, are not supported yet"
             )
-        site, multiset = _multiset_site(bound, schemas)
+        tree, columns_read, key, multiset = grouped_site(bound)
+        source = bound.relations[0].source
+        site = SiteQuery(source, _render_site(tree, source, schemas), columns_read, key)
         return ViewDef(sql.strip(), columns, [], [site], multiset=multiset)
     derivation = [p.to_json() for p in bound.key_parts]
     if len(groups) == 1:
@@ -149,58 +152,6 @@ def _single_site(bound: BoundView, schemas: Mapping[str, SourceSchema]) -> SiteQ
     )
     columns = [Column(o.name, o.column.type) for o in bound.outputs]
     return SiteQuery(source, _render_site(tree, source, schemas), columns, list(bound.key))
-
-
-#: What a grouped site query puts in place of NULL, per logical type: any value its
-#: column's converter reads will do (the NULL flag beside it says the value was NULL).
-_FILLERS = {
-    "int": lambda: exp.Literal.number(0),
-    "float": lambda: exp.Literal.number(0),
-    "decimal": lambda: exp.Literal.number(0),
-    "text": lambda: exp.Literal.string(""),
-    "bytes": lambda: exp.Literal.string(""),
-    "bool": lambda: exp.Boolean(this=False),
-    "date": lambda: exp.Literal.string("1970-01-01"),
-    "timestamp": lambda: exp.Literal.string("1970-01-01 00:00:00"),
-    "timestamptz": lambda: exp.Literal.string("1970-01-01 00:00:00+00:00"),
-}
-
-
-def _multiset_site(bound: BoundView, schemas: Mapping[str, SourceSchema]) -> tuple[SiteQuery, dict]:
-    """The grouped site query of a multiset view (sitesql.py): each distinct row once with
-    its number of occurrences, keyed by all its columns. A nullable column is read with NULL
-    replaced by a filler and flagged, so that no key column is ever NULL at the agent (its
-    keyset reads, lookups and ranges compare values) nor in the warehouse's key joins.
-
-    Returns the site query and the definition's `multiset` entry.
-    """
-    source = bound.relations[0].source
-    items: list[tuple[exp.Expression, str]] = []
-    flags: list[tuple[exp.Expression, str]] = []
-    group: dict[tuple[str, str], exp.Column] = {}
-    columns, flag_columns, nulls = [], [], {}
-    for o in bound.outputs:
-        alias = bound.relations[o.relation].alias
-        ref = sitesql.column_ref(alias, o.column.name)
-        group.setdefault((alias, o.column.name), ref)
-        columns.append(Column(o.name, o.column.type))
-        if not o.column.nullable:
-            items.append((ref.copy(), o.name))
-            continue
-        items.append((exp.Coalesce(this=ref.copy(), expressions=[_FILLERS[o.column.type.kind]()]), o.name))
-        flag = sitesql.null_flag(o.name)
-        flags.append((exp.Is(this=ref.copy(), expression=exp.Null()), flag))
-        flag_columns.append(Column(flag, LogicalType("bool")))
-        nulls[o.name] = flag
-    items += flags
-    items.append((exp.Count(this=exp.Star()), sitesql.COUNT_COLUMN))
-    tree = sitesql.build_select(
-        items, [(r.table.name, r.alias) for r in bound.relations], bound.conditions, bound.where, list(group.values())
-    )
-    key = [c.name for c in columns + flag_columns]
-    site_columns = columns + flag_columns + [Column(sitesql.COUNT_COLUMN, LogicalType("int"))]
-    site = SiteQuery(source, _render_site(tree, source, schemas), site_columns, key)
-    return site, {"count": sitesql.COUNT_COLUMN, "nulls": nulls}
 
 
 def _render_site(tree: exp.Select, source: str, schemas: Mapping[str, SourceSchema]) -> str:

@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from remote_agent.protocol.sitesql import COUNT_COLUMN
+from remote_agent.protocol.grouped import COUNT_COLUMN
 from remote_agent.protocol.types import Column
 
 from ..errors import FormatError
