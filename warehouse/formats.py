@@ -19,6 +19,10 @@ DEFINITION_FORMAT = 2
 #: readers read up to it; keyed views are still written in DEFINITION_FORMAT, so that a
 #: deltasieve that predates multisets keeps reading them and refuses only these.
 MULTISET_DEFINITION_FORMAT = 3
+#: The format of the definition of a multiset view over several sites (an assembly of
+#: combinations, combinations.py): a deltasieve that kept multisets of one site only
+#: refuses it rather than read its sites as one.
+JOINED_MULTISET_DEFINITION_FORMAT = 4
 #: The format of state written without a "format" field.
 UNNUMBERED_FORMAT = 1
 

@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import equi_join, layers, null_keys
+from . import combinations, equi_join, layers, null_keys
 from .delta import DELETE, INSERT, KEEP, UPDATE
 from .storage import OP, Version
 from .strategies.base import spark_schema
@@ -194,7 +194,8 @@ class JoinDelta:
             if not now.num_rows:
                 continue
             if self.equi is not None:
-                found.append(self._checked(self.equi.rows(i, now, self._fetch)))
+                start = combinations.counted(now, i) if site.grouped else now
+                found.append(self._checked(self.equi.rows(i, start, self._fetch)))
                 continue
             rows = self._frame(now, site.columns, f"site-change-{i}")
             tables = [rows if j == i else self._reduced(j, i, now) or f for j, f in enumerate(self.fragments)]
@@ -219,12 +220,14 @@ class JoinDelta:
         return rows.select(self.schema.names).cast(self.schema)
 
     def _fetch(self, j: int, wanted: ds.Expression) -> pa.Table:
-        """The rows of fragment j that satisfy `wanted` (its columns), read with Arrow."""
+        """The rows of fragment j that satisfy `wanted` (its columns), read with Arrow (a
+        grouped site's count named as in the combinations)."""
         site = self.view.sites[j]
         rows = layers.rows_where(self.staged, j, site.columns, site.key, wanted)
         if rows.num_rows > DRIVER_ROWS:
             raise TooLarge(f"the changed rows join more than {DRIVER_ROWS} rows of site {j}")
-        return rows.select([c.name for c in site.columns])
+        rows = rows.select([c.name for c in site.columns])
+        return combinations.counted(rows, j) if site.grouped else rows
 
     def _inner_tuples(self, stored: Version, old: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table]:
         """With LEFT JOINs: every stored row and every current row of each inner tuple the
@@ -298,16 +301,16 @@ class JoinDelta:
         layers.write_part(rows, path)
         return self.spark.read.schema(spark_schema(columns)).parquet(str(path))
 
-    def delta(self, stored: Version, changes: list[pa.Table]) -> pa.Table:
-        """insert / update / delete rows (OP + the view's columns) turning the view stored at
-        `stored` into the join of the staged fragments, whose changes since then are
-        `changes`: per site, its delta (OP + the site's columns, inserts and updates as now,
-        deletes as they were)."""
+    def candidates(self, stored: Version, changes: list[pa.Table]) -> tuple[pa.Table, pa.Table]:
+        """The rows of the view stored at `stored` that may have changed, and those rows as
+        the join of the staged fragments has them, whose changes since then are `changes`:
+        per site, its delta (OP + the site's columns, inserts and updates as now, deletes as
+        they were). `view_changes` of the two is the view's delta."""
         old = self.old_candidates(stored, changes)
         new = self.new_candidates(changes)
         if self.view.left_sites:
             old, new = self._inner_tuples(stored, old, new)
-        return view_changes(old, new, self.view.key)
+        return old, new
 
     def release(self) -> None:
         for name in self._registered:

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import Column, arrow_schema
 
-from . import multiset, null_keys
+from . import combinations, multiset, null_keys
 from .storage import TNO, UNO, Version
 from .strategies.base import spark_schema
 from .viewdef import ViewDef
@@ -238,11 +238,16 @@ def _read_overlaid(
 
 def view_batches(version: Version, view: ViewDef, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The rows of a view as of `version`: a one-site view's fragment (a multiset's rows each
-    as often as they occur), else the view rows its syncs stored (overlay applied)."""
+    as often as they occur), else the view rows its syncs stored (overlay applied; a
+    multiset's, the content of its combinations as often as they hold it)."""
     if view.assembly is None:
         site = view.sites[0]
         rows = batches(version, 0, site.columns, site.key, batch_rows)
         return multiset.view_batches(rows, view, batch_rows) if view.multiset else rows
+    if view.multiset:
+        stored = combinations.stored_view(view)
+        rows = _overlaid_batches(version.rows(), version.view_overlay(), stored.columns, stored.key, batch_rows)
+        return combinations.view_batches(rows, view, batch_rows)
     return _overlaid_batches(version.rows(), version.view_overlay(), view.columns, view.key, batch_rows)
 
 

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import faults, join_delta, layers, matching, multiset
+from . import combinations, faults, join_delta, layers, matching, multiset
 from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
 from .errors import AgentRejected, WarehouseError
 from .join_delta import JoinDelta
@@ -250,25 +250,29 @@ class SyncRun:
         """The view's delta: the fragment's own for one site; for several, from the fragments'
         changes by the delta rules (join_delta.py), or by recomputing the join; for a
         multiset, its lines with counts (multiset.py)."""
-        if self.view.multiset:
-            counts = self._multiset_delta(self.results[0])
+        if self.view.multiset and self.view.assembly is None:
+            counts = self._matched(*self._multiset_delta(self.results[0]))
         elif self.view.assembly is None:
             result = self.results[0]
             result.write_delta(self.store.staged_delta(self.sync_id), self.view.sites[0].columns)
             counts = (result.inserted, result.updated, result.deleted, result.inserted + result.updated + result.kept)
         else:
-            joins = JoinDelta(self.spark, self.view, self.sync_id[:12], self.staging, self.staged)
+            # a multiset's rows are stored as combinations of its sites' grouped rows (combinations.py)
+            stored = combinations.stored_view(self.view) if self.view.multiset else self.view
+            joins = JoinDelta(self.spark, stored, self.sync_id[:12], self.staging, self.staged)
             try:
                 counts = self._assemble(joins)
             finally:
                 joins.release()
+            if self.view.multiset:
+                counts = self._matched(counts[0], counts[2])
         m = self.metrics
         m.rows_inserted, m.rows_updated, m.rows_deleted, m.rows_in_view = counts
         faults.checkpoint("delta_written")
 
-    def _multiset_delta(self, result: DeltaResult) -> tuple[int, int, int, int]:
-        """Stage a multiset view's delta: its fragment's changes as lines with counts, and
-        with `match`, vanished and appeared rows paired into updates (matching.py)."""
+    def _multiset_delta(self, result: DeltaResult) -> tuple[int, int]:
+        """Stage the delta of a multiset view of one site: its fragment's changes as lines
+        with counts. Returns the occurrences inserted and deleted."""
         site = self.view.sites[0]
         changes = self.staging / "fragment-delta"
         result.write_delta(changes, site.columns)
@@ -277,7 +281,12 @@ class SyncRun:
             return layers.lookup(self.current, 0, site.columns, site.key, keys)
 
         target = self.store.staged_delta(self.sync_id)
-        inserted, deleted = multiset.write_lines(changes, old_counts, self.view, target, MULTISET_BATCH_ROWS)
+        return multiset.write_lines(changes, old_counts, self.view, target, MULTISET_BATCH_ROWS)
+
+    def _matched(self, inserted: int, deleted: int) -> tuple[int, int, int, int]:
+        """A multiset view's staged delta with `match`: vanished and appeared rows paired into
+        updates (matching.py). Returns the delta's counts and the view's new size."""
+        target = self.store.staged_delta(self.sync_id)
         updated = 0
         match = self.options.view_options.get("match")
         if match:
@@ -299,7 +308,7 @@ class SyncRun:
             t0 = time.monotonic()
             changes = [r.delta_table(site.columns) for r, site in zip(self.results, self.view.sites, strict=True)]
             try:
-                delta = joins.delta(self.current, changes)
+                old, new = joins.candidates(self.current, changes)
             except join_delta.TooLarge as exc:
                 reason = str(exc)
             else:
@@ -309,36 +318,57 @@ class SyncRun:
                     "delta_s": round(time.monotonic() - t0, 3),
                 }
                 t0 = time.monotonic()
-                counts = self._maintained(delta)
+                delta = join_delta.view_changes(old, new, joins.view.key)
+                lines = combinations.net_lines(old, new, self.view) if self.view.multiset else None
+                counts = self._maintained(joins.view, delta, lines)
                 self.metrics.assembly["write_s"] = round(time.monotonic() - t0, 3)
                 return counts
         self.metrics.assembly = {"method": "recompute", "reason": reason, "view_written": "whole"}
         return self._recompute(joins)
 
     def _recompute(self, joins: JoinDelta) -> tuple[int, int, int, int]:
-        """Join the new fragments into the view and diff it with the stored one, by the view key."""
-        schema = spark_schema(self.view.columns)
-        names = [c.name for c in self.view.columns]
+        """Join the new fragments into the view and diff it with the stored one, by the view
+        key (a multiset's combinations, by content)."""
+        view = joins.view
+        names = [c.name for c in view.columns]
         joins.join(joins.fragments, "all").write.parquet(str(self.staged.rows()))
-        new = self.spark.read.schema(schema).parquet(str(self.staged.rows()))
+        new = self.spark.read.schema(spark_schema(view.columns)).parquet(str(self.staged.rows()))
+        target = str(self.store.staged_delta(self.sync_id))
+        if self.view.multiset:
+            old = layers.view_frame(self.spark, self.current, view) if self.current is not None else None
+            combinations.spark_lines(old, new, self.view).write.parquet(target)
+            totals = {
+                r[OP]: r["n"]
+                for r in self.spark.read.parquet(target).groupBy(OP).agg(F.sum(multiset.COUNT).alias("n")).collect()
+            }
+            inserted, deleted = totals.get(INSERT, 0), totals.get(DELETE, 0)
+            before = self.current.meta()["rows"] if self.current is not None else 0
+            return inserted, 0, deleted, before + inserted - deleted
         size = new.count()
         if self.current is None:  # a load: every row is new
-            new.select(F.lit(INSERT).alias(OP), *names).write.parquet(str(self.store.staged_delta(self.sync_id)))
+            new.select(F.lit(INSERT).alias(OP), *names).write.parquet(target)
             return size, 0, 0, size
-        delta = view_delta(layers.view_frame(self.spark, self.current, self.view), new, names, self.view.key)
-        delta.write.parquet(str(self.store.staged_delta(self.sync_id)))
-        inserted, updated, deleted = self._counted(self.spark.read.parquet(str(self.store.staged_delta(self.sync_id))))
+        delta = view_delta(layers.view_frame(self.spark, self.current, view), new, names, view.key)
+        delta.write.parquet(target)
+        inserted, updated, deleted = self._counted(self.spark.read.parquet(target))
         return inserted, updated, deleted, size
 
-    def _maintained(self, delta: pa.Table) -> tuple[int, int, int, int]:
+    def _maintained(self, view: ViewDef, delta: pa.Table, lines: pa.Table | None) -> tuple[int, int, int, int]:
         """Stage the delta the rules found, and the view's rows: the stored ones under a
-        grown overlay, or written whole when the overlay would pass its share of the base."""
+        grown overlay, or written whole when the overlay would pass its share of the base.
+        `view` is the one stored (a multiset's combinations, whose `lines` are the delta)."""
         ops = delta.column(OP)
         inserted, updated, deleted = (pc.sum(pc.equal(ops, op)).as_py() or 0 for op in (INSERT, UPDATE, DELETE))
         before = self.current.meta()["rows"]
-        layers.write_part(delta, self.store.staged_delta(self.sync_id))
-        schema = arrow_schema(self.view.columns)
-        key_schema = pa.schema([schema.field(k) for k in self.view.key])
+        changed = self.store.staged_delta(self.sync_id)
+        if lines is not None:
+            changed = self.staging / "combination-delta"
+            layers.write_part(lines, self.store.staged_delta(self.sync_id))
+            total = lambda op: pc.sum(lines.filter(pc.equal(lines.column(OP), op)).column(multiset.COUNT)).as_py() or 0  # noqa: E731
+            inserted, updated, deleted = total(INSERT), 0, total(DELETE)
+        layers.write_part(delta, changed)
+        schema = arrow_schema(view.columns)
+        key_schema = pa.schema([schema.field(k) for k in view.key])
         now = delta.filter(pc.is_in(ops, pa.array([INSERT, UPDATE]))).select(schema.names)
         replaced = delta.filter(pc.is_in(ops, pa.array([UPDATE, DELETE]))).select(key_schema.names)
         overlay = self.current.view_overlay()
@@ -350,10 +380,10 @@ class SyncRun:
             layers.write_overlay(self.staged.view_overlay(), upserts, removed, grown)
             self.metrics.assembly.update(view_written="overlay", overlay_rows=grown.overlay_rows())
         else:
-            staged = self.spark.read.schema(f"{OP} string, {spark_schema(self.view.columns)}")
-            changes = staged.parquet(str(self.store.staged_delta(self.sync_id)))
+            staged = self.spark.read.schema(f"{OP} string, {spark_schema(view.columns)}")
+            changes = staged.parquet(str(changed))
             rows = layers.without_keys(
-                layers.view_frame(self.spark, self.current, self.view), changes.select(*self.view.key), self.view.key
+                layers.view_frame(self.spark, self.current, view), changes.select(*view.key), view.key
             )
             rows.unionByName(join_delta.upserted(changes)).write.parquet(str(self.staged.rows()))
             self.metrics.assembly["view_written"] = "whole"

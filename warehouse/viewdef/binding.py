@@ -190,7 +190,7 @@ def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) ->
         conditions.append(sitesql.requalify(on, lambda col, p=position: bind(col, p)))
     where = sitesql.requalify(parts.where, bind) if parts.where is not None else None
     keyless = tuple(not r.table.primary_key and not r.table.unique_keys for r in relations)
-    keys = _choose_key(relations, outputs)
+    keys = _choose_key(relations, outputs, multiset=any(keyless))
     view = BoundView(relations, outputs, conditions, where, keys, left=tuple(parts.left), keyless=keyless)
     _check_left_joins(view)
     if not view.multiset:  # a multiset has no key to derive: its rows are told apart by content
@@ -224,9 +224,10 @@ def _check_left_joins(view: BoundView) -> None:
                     )
 
 
-def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[list[str]]:
+def _choose_key(relations: list[BoundRelation], outputs: list[Output], *, multiset: bool) -> list[list[str]]:
     """Each relation's primary key (else a unique key) as output names, relation by relation;
-    none for a table without either (the view is then a multiset)."""
+    none for a table without either (the view is then a multiset). In a multiset, whose
+    rows are told apart by content, a table whose key is not selected has none either."""
     keys: list[list[str]] = []
     for index, relation in enumerate(relations):
         selected: dict[str, str] = {}
@@ -245,6 +246,9 @@ def _choose_key(relations: list[BoundRelation], outputs: list[Output]) -> list[l
             keys.append([])
             continue
         chosen = next((k for k in candidates if all(c in selected for c in k)), None)
+        if chosen is None and multiset:
+            keys.append([])
+            continue
         if chosen is None:
             raise ViewDefinitionError(_missing_key_message(relation, candidates))
         keys.append([selected[c] for c in chosen])

@@ -22,11 +22,12 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from remote_agent.protocol import sitesql
+from remote_agent.protocol.grouped import COUNT_COLUMN, null_flag
 from remote_agent.protocol.schema import SourceSchema
 from remote_agent.protocol.types import Column
 
 from .binding import BoundView, bind_view
-from .grouped_site import grouped_site
+from .grouped_site import combination_items, grouped_items, grouped_site, nulls_restored
 from .model import SiteQuery, ViewDef, ViewDefinitionError
 
 #: sqlglot dialect of the assembly, the warehouse-side query that joins the site fragments.
@@ -122,14 +123,7 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     conjuncts = _conjuncts(bound)
     groups = _local_sites(bound, conjuncts)
     columns = [Column(o.name, o.column.type) for o in bound.outputs]
-    if bound.multiset:
-        if len(groups) > 1:
-            keyless = ", ".join(r.label for r, k in zip(bound.relations, bound.keyless) if k)
-            raise ViewDefinitionError(
-                f"{keyless} has no primary key and no unique key, so the view is a multiset (equal rows counted); "
-                "a multiset view must read one source and join its tables there with inner joins (one site): "
-                "views over tables without a key across several sources, or with a LEFT JOIN, are not supported yet"
-            )
+    if bound.multiset and len(groups) == 1:
         tree, columns_read, key, multiset = grouped_site(bound)
         source = bound.relations[0].source
         site = SiteQuery(source, _render_site(tree, source, schemas), columns_read, key)
@@ -138,6 +132,10 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     if len(groups) == 1:
         return ViewDef(sql.strip(), columns, bound.key, [_single_site(bound, schemas)], key_derivation=derivation)
     sites, assembly, left = _decompose(bound, conjuncts, groups, schemas)
+    if bound.multiset:  # kept as combinations of the sites' grouped rows (multiset.py)
+        read = {c.name for s in sites for c in s.columns}
+        nulls = {c.name: null_flag(c.name) for c in columns if null_flag(c.name) in read}
+        return ViewDef(sql.strip(), columns, [], sites, assembly, None, left, {"count": COUNT_COLUMN, "nulls": nulls})
     return ViewDef(sql.strip(), columns, bound.key, sites, assembly, derivation, left)
 
 
@@ -281,7 +279,7 @@ def _decompose(
     names, extras = _site_column_names(bound, central, site_of, len(groups))
     sites = [_site_query(bound, members, pushed[s], extras[s], schemas) for s, members in enumerate(groups)]
     left = [s for s, members in enumerate(groups) if bound.is_left(members[0])]
-    return sites, _assembly(bound, central, site_of, names, len(groups)), left
+    return sites, _assembly(bound, central, site_of, names, sites), left
 
 
 def _site_column_names(
@@ -343,18 +341,22 @@ def _site_query(
     # A table tied to the others only by a condition over three or more of them joins ON TRUE.
     conditions = [None] + [_conjunction(on[r]) or exp.true() for r, _ in order[1:]]
     selected = [o for o in bound.outputs if o.relation in position]
-    items = [(sitesql.column_ref(bound.relations[o.relation].alias, o.column.name), o.name) for o in selected]
-    items += [(sitesql.column_ref(bound.relations[r].alias, column), name) for r, column, name in extras]
+    read = [(bound.relations[o.relation].alias, o.column, o.name) for o in selected]
+    read += [(bound.relations[r].alias, bound.relations[r].table.column(column), name) for r, column, name in extras]
+    items = [(sitesql.column_ref(alias, column.name), name) for alias, column, name in read]
+    columns = [Column(name, column.type) for _, column, name in read]
+    key = [name for r in members for name in bound.keys[r]]
+    group = None
+    if bound.multiset:  # each distinct row once, with its count (grouped_site.py)
+        g = grouped_items([(ref, c, column.nullable) for (ref, _), c, (_, column, _) in zip(items, columns, read)])
+        items, columns, key, group = g.items, g.columns, g.key, g.group
     tree = sitesql.build_select(
         items,
         [(bound.relations[r].table.name, bound.relations[r].alias) for r, _ in order],
         conditions,
         _conjunction(where),
+        group,
     )
-    columns = [Column(o.name, o.column.type) for o in selected] + [
-        Column(name, bound.relations[r].table.column(column).type) for r, column, name in extras
-    ]
-    key = [name for r in members for name in bound.keys[r]]
     if not key:  # _choose_key gives every table a key; a site without one could not be extracted
         labels = ", ".join(bound.relations[r].label for r in members)
         raise ViewDefinitionError(
@@ -364,14 +366,22 @@ def _site_query(
 
 
 def _assembly(
-    bound: BoundView, central: list[_Conjunct], site_of: dict[int, int], names: dict[tuple[int, str], str], n_sites: int
+    bound: BoundView,
+    central: list[_Conjunct],
+    site_of: dict[int, int],
+    names: dict[tuple[int, str], str],
+    queries: list[SiteQuery],
 ) -> str:
     """The Spark SQL query joining the sites' results into the view.
 
     Site i is read as `site_i` AS `si`; each condition across sites is an ON of the last
     site it reads; a site no condition ties to the others is a CROSS JOIN. A site joined by
-    LEFT JOIN comes last, its ON the terms of its ON that read other sites.
+    LEFT JOIN comes last, its ON the terms of its ON that read other sites. A multiset's
+    assembly selects combinations of the grouped site rows (grouped_site.py), its
+    conditions reading NULL where a site's flag says a value was NULL.
     """
+    n_sites = len(queries)
+    flags = [{c.name for c in q.columns} for q in queries]
 
     def ref(site: int, name: str) -> exp.Column:
         return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(f"s{site}", quoted=True))
@@ -382,9 +392,11 @@ def _assembly(
             alias=exp.TableAlias(this=exp.to_identifier(f"s{site}", quoted=True)),
         )
 
-    def relink(col: exp.Column) -> exp.Column:
+    def relink(col: exp.Column) -> exp.Expression:
         relation = bound.relation_of(col)
-        return ref(site_of[relation], names[(relation, col.name)])
+        site, name = site_of[relation], names[(relation, col.name)]
+        flag = null_flag(name) if bound.multiset and null_flag(name) in flags[site] else None
+        return nulls_restored(ref(site, name), flag)
 
     left = {site_of[r] for r in range(len(bound.relations)) if bound.is_left(r)}
     inner = [c for c in central if not bound.is_left(c.origin)]
@@ -397,9 +409,12 @@ def _assembly(
     for c in central:
         if bound.is_left(c.origin):
             on[site_of[c.origin]].append(sitesql.requalify(c.expr, relink))
-    select = exp.Select(
-        expressions=[exp.alias_(ref(site_of[o.relation], o.name), o.name, quoted=True) for o in bound.outputs]
-    )
+    if bound.multiset:
+        select = exp.Select(expressions=combination_items([q.columns for q in queries], ref))
+    else:
+        select = exp.Select(
+            expressions=[exp.alias_(ref(site_of[o.relation], o.name), o.name, quoted=True) for o in bound.outputs]
+        )
     select.set("from_", exp.From(this=table(order[0][0])))
     joins = []
     for site, _ in order[1:]:

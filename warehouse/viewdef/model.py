@@ -12,7 +12,7 @@ from remote_agent.protocol.grouped import COUNT_COLUMN
 from remote_agent.protocol.types import Column
 
 from ..errors import FormatError
-from ..formats import DEFINITION_FORMAT, MULTISET_DEFINITION_FORMAT, read_format
+from ..formats import DEFINITION_FORMAT, JOINED_MULTISET_DEFINITION_FORMAT, MULTISET_DEFINITION_FORMAT, read_format
 
 
 class ViewDefinitionError(ValueError):
@@ -108,9 +108,9 @@ class ViewDef:
 
     def to_json(self) -> dict:
         """The definition as the catalog stores it, in format DEFINITION_FORMAT (a multiset
-        view's in MULTISET_DEFINITION_FORMAT)."""
+        view's in MULTISET_DEFINITION_FORMAT, or JOINED_MULTISET_DEFINITION_FORMAT over several sites)."""
         data = {
-            "format": MULTISET_DEFINITION_FORMAT if self.multiset else DEFINITION_FORMAT,
+            "format": self._format(),
             "sql": self.sql,
             "columns": [c.to_json() for c in self.columns],
             "key": list(self.key),
@@ -126,10 +126,15 @@ class ViewDef:
             data["multiset"] = {"count": self.multiset["count"], "nulls": dict(self.multiset["nulls"])}
         return data
 
+    def _format(self) -> int:
+        if not self.multiset:
+            return DEFINITION_FORMAT
+        return MULTISET_DEFINITION_FORMAT if self.assembly is None else JOINED_MULTISET_DEFINITION_FORMAT
+
     @classmethod
     def from_json(cls, data: dict) -> ViewDef:
-        """Read a stored definition of any format up to MULTISET_DEFINITION_FORMAT (FormatError if newer)."""
-        read_format(data, MULTISET_DEFINITION_FORMAT, "the view definition")
+        """Read a stored definition of any format up to JOINED_MULTISET_DEFINITION_FORMAT (FormatError if newer)."""
+        read_format(data, JOINED_MULTISET_DEFINITION_FORMAT, "the view definition")
         sites = [SiteQuery.from_json(s) for s in data["sites"]]
         return cls(
             data["sql"],
@@ -153,7 +158,7 @@ def upgrade_definition(data: dict) -> dict | None:
     (2, None)
     """
     try:
-        older = read_format(data, MULTISET_DEFINITION_FORMAT, "the view definition") < DEFINITION_FORMAT
+        older = read_format(data, JOINED_MULTISET_DEFINITION_FORMAT, "the view definition") < DEFINITION_FORMAT
     except FormatError:  # newer, or no format number: every reader refuses it with this error
         return None
     return ViewDef.from_json(data).to_json() if older else None

@@ -42,7 +42,7 @@ def test_a_definition_without_format_is_format_1_and_reads_the_same():
     assert ViewDef.from_json({"format": 1, **FORMAT_1}) == VIEW
 
 
-@pytest.mark.parametrize("number", [4, 99])
+@pytest.mark.parametrize("number", [5, 99])
 def test_a_newer_definition_is_refused_with_a_hint_to_upgrade(number):
     with pytest.raises(FormatError) as info:
         ViewDef.from_json({**FORMAT_1, "format": number})
@@ -59,5 +59,6 @@ def test_a_format_that_is_no_format_number_is_refused(number):
 def test_upgrade_rewrites_older_definitions_only():
     assert upgrade_definition(FORMAT_1) == VIEW.to_json()
     assert upgrade_definition(VIEW.to_json()) is None
-    assert upgrade_definition({**FORMAT_1, "format": 4}) is None  # left for its readers to refuse
+    assert upgrade_definition({**FORMAT_1, "format": 5}) is None  # left for its readers to refuse
+    assert upgrade_definition({**FORMAT_1, "format": 4}) is None  # a multiset view over several sites
     assert upgrade_definition({**FORMAT_1, "format": 3}) is None  # a multiset view's format

@@ -595,16 +595,39 @@ def test_a_multiset_view_joins_keyed_tables_of_its_source():
     assert view.sites[0].key == ["message", "id", "__ds_null_message"]
 
 
-def test_a_multiset_view_over_several_sites_is_not_supported_yet():
-    rejected(
-        "SELECT l.message, s.id FROM crm.logs l JOIN hr.staff s ON s.team = l.message",
-        "no primary key and no unique key",
-        "multiset",
-        "not supported yet",
+def test_a_multiset_view_over_several_sites_joins_grouped_sites(dialect):
+    """Every site grouped (a keyed table too, its key not selected); the assembly selects
+    combinations of their rows, each count named after its site, and its conditions read
+    NULL where a flag says so; the agent accepts each site query as written."""
+    view = analyze("SELECT l.at, s.team FROM crm.logs l JOIN hr.staff s ON s.team <> l.message AND s.id = 3", dialect)
+    assert view.key == [] and view.multiset == {
+        "count": "__ds_count",
+        "nulls": {"at": "__ds_null_at", "team": "__ds_null_team"},
+    }
+    assert [s.key for s in view.sites] == [
+        ["at", "l_message", "__ds_null_at", "__ds_null_l_message"],
+        ["team", "__ds_null_team"],
+    ]
+    assert view.assembly == (
+        "SELECT `s0`.`at` AS `at`, `s0`.`l_message` AS `l_message`, `s0`.`__ds_null_at` AS `__ds_null_at`, "
+        "`s0`.`__ds_null_l_message` AS `__ds_null_l_message`, `s0`.`__ds_count` AS `__ds_count_0`, "
+        "`s1`.`team` AS `team`, `s1`.`__ds_null_team` AS `__ds_null_team`, `s1`.`__ds_count` AS `__ds_count_1` "
+        "FROM `site_0` AS `s0` JOIN `site_1` AS `s1` ON CASE WHEN `s1`.`__ds_null_team` THEN NULL ELSE `s1`.`team` END "
+        "<> CASE WHEN `s0`.`__ds_null_l_message` THEN NULL ELSE `s0`.`l_message` END"
     )
-    rejected(
-        "SELECT c.id, l.message FROM crm.customers c LEFT JOIN crm.logs l ON l.message = c.name", "not supported yet"
+    tables = {"crm": {t.name: t for t in TABLES}, "hr": {STAFF.name: STAFF}}
+    for site in view.sites:
+        query = validate_site_query(site.sql, site.key, tables[site.source], dialect)
+        assert query.grouped and [c.name for c in query.columns] == [c.name for c in site.columns]
+    assert "WHERE" in view.sites[1].sql  # s.id = 3 pushed down, then grouped
+    left = analyze("SELECT c.id, l.message FROM crm.customers c LEFT JOIN crm.logs l ON l.message = c.name", dialect)
+    assert left.left_sites == [1] and len(left.sites) == 2 and "LEFT JOIN" in left.assembly
+    assert ViewDef.from_json(left.to_json()) == left and left.to_json()["format"] == 4
+    # a NOT NULL column is read as it is, and a condition on it stays a plain equality
+    equi = analyze(
+        "SELECT l.message, s.team FROM crm.logs l JOIN crm.customers c ON c.name = l.message JOIN hr.staff s ON s.id = c.id"
     )
+    assert equi.assembly.endswith("ON `s1`.`s_id` = `s0`.`c_id`")
 
 
 # --- several sites (golden cases with data: test_decomposition.py) ------------------------

@@ -1,0 +1,34 @@
+"""Checks of a multiset view's sync against the truth computed at its sources."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+def check_sync(api, view: str, columns: list[str], before: Counter, truth: Counter, sync: dict) -> int:
+    """The view equals `truth` as a multiset of rows (tuples in `columns` order); the delta
+    turns `before` into it exactly, one line per distinct row that changed (never an insert
+    and a delete of one row), each with its count where above one; the metrics count the
+    occurrences. Returns the delta's lines with a count above one."""
+    assert sync["status"] == "succeeded", sync["error"]
+    as_row = lambda obj: tuple(obj[c] for c in columns)  # noqa: E731
+    rows = Counter(as_row(r) for r in api.rows(view))
+    assert rows == truth, f"view {view}: missing {truth - rows}, extra {rows - truth}"
+    inserted, deleted = Counter(), Counter()
+    for line in api.delta(view, sync["id"]):
+        assert line["op"] in ("insert", "delete"), line
+        assert "count" not in line or line["count"] > 1, line
+        assert list(line) == (["op", "count", "row"] if "count" in line else ["op", "row"]), line
+        row = as_row(line["row"])
+        target = inserted if line["op"] == "insert" else deleted
+        assert row not in inserted and row not in deleted, f"{row} on two lines of the delta"
+        target[row] = line.get("count", 1)
+    assert inserted == truth - before and deleted == before - truth, view
+    m = sync["metrics"]
+    assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (
+        sum(inserted.values()),
+        0,
+        sum(deleted.values()),
+    ), m
+    assert m["rows_in_view"] == sum(truth.values())
+    return sum(1 for n in [*inserted.values(), *deleted.values()] if n > 1)
