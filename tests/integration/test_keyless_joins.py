@@ -143,6 +143,13 @@ def test_multiset_views_across_sources_and_left_joins_stay_exact(api, tmp_path, 
                 methods[name, assembly["method"]] += 1
         for name in VIEWS:  # a load, then mostly the rules
             assert methods[name, "delta_rules"] >= 2, methods
+        # an audit after a change: the join recomputed from full reads, counted by content
+        sources.change(rewrite_tags=False)
+        sql, columns, *_ = VIEWS["kj_left"]
+        truth = sources.truth(sql)
+        sync = api.http.post("/v1/views/kj_left/syncs", params={"wait": "true", "mode": "verify"}).json()
+        check_sync(api, "kj_left", columns, before["kj_left"], truth, sync)
+        assert "verify" in sync["metrics"]["assembly"]["reason"] and sync["metrics"]["verify"]["divergent_rows"] == 0
         assert counted, "some delta line must have carried a count above one"
     finally:
         for agent in agents:
