@@ -1,0 +1,292 @@
+"""A uniform random sample of a view's rows, kept from each sync's delta (paper 004).
+
+A view with `"sample_size": M` keeps, in every version, a uniform random sample of at most
+M of its rows (`sample/` as Parquet, the file's row order its positions) and its state
+(`sample.json`): committed with the version, so a failed sync leaves the sample of the
+version before it, like the view.
+
+Each sync applies its delta to the sample in three steps, deletes before inserts (the
+delta is net, so its order is ours to choose):
+
+1. Deleted rows leave the sample and updated rows take their new values in place. A
+   uniform sample less some of its rows is a uniform sample of the rest, of a smaller size
+   s: the sample may shrink.
+2. The inserts are streamed through reservoir sampling at size s: while the sample holds
+   the whole view and fewer than M rows, an insert joins it; otherwise the i-th insert
+   after N rows is a *candidate* with probability s / (N + i). Only candidates are logged
+   (the candidate log): E(|C|) ≈ s ln((N + n) / N) of n inserts.
+3. The log is applied by a deferred refresh (sample_refresh.py): only the final
+   candidates are read and written, in one sequential pass over the log and one over the
+   sample; stack refresh while few are expected to be final, nomem above.
+
+The refresh runs at each sync, not when the sample is read: the sync writes a new version
+anyway, and the sample must be exact for that version; reads then never wait nor write,
+and a sync's log is small (E(|C|) above for its n inserts). Deferring over several syncs
+would only save the rewrite of an M-row file per sync.
+
+When deletes have shrunk the sample below REFILL_SHARE of M while the view holds more
+rows, it is topped up from the view: the missing rows are drawn uniformly from the view's
+rows outside the sample (one scan of the view; a uniform sample plus a uniform sample of
+the rest is a uniform sample of the whole). A load, a view's first sample and a larger M
+are built so too; a smaller M keeps a uniform subset.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import null_keys, sample_refresh
+from .storage import Version
+
+#: Below this share of its target size (and with the view holding more rows) the sample
+#: is topped up from the view.
+REFILL_SHARE = 0.5
+SAMPLE_DIR, STATE_FILE = "sample", "sample.json"
+_PRIORITY = "__ds_priority"
+
+
+@dataclass
+class SampleState:
+    """What `sample.json` holds: the sample's size and how its last maintenance went."""
+
+    target: int  # M
+    size: int  # s, at most M
+    view_rows: int  # N, the view's rows at this version
+    #: the last sync's maintenance: candidates logged, their expected number, final
+    #: candidates written (Ψ) and E(Ψ), the refresh ("stack", "nomem"; "build" when drawn
+    #: from the view), rows the sync read from the view (a build) and wrote to the sample
+    log_length: int = 0
+    expected_log_length: float = 0.0
+    displaced: int = 0
+    expected_displaced: float = 0.0
+    method: str = "build"
+    view_rows_read: int = 0
+    rows_written: int = 0
+    refills: int = 0  # builds since the first, over the view's life
+
+    def to_json(self) -> dict:
+        return {"format": 1, **asdict(self)}
+
+
+@dataclass
+class Maintenance:
+    """One sync's change of a sample: the new sample and state, and the log it applied."""
+
+    rows: pa.Table
+    state: SampleState
+    log: pa.Table | None = None
+    plan: list = field(default_factory=list)
+
+
+def load(version: Version | None) -> tuple[pa.Table, SampleState] | None:
+    """The sample stored with `version`, if it has one."""
+    if version is None or not (version.path / STATE_FILE).exists():
+        return None
+    data = json.loads((version.path / STATE_FILE).read_text())
+    data.pop("format", None)
+    return pq.read_table(version.path / SAMPLE_DIR), SampleState(**data)
+
+
+def save(version: Version, sample: Maintenance) -> None:
+    """Write the sample into a staged version (committed with it)."""
+    target = version.path / SAMPLE_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    pq.write_table(sample.rows, target / "part-0.zstd.parquet", compression="zstd")
+    (version.path / STATE_FILE).write_text(json.dumps(sample.state.to_json()))
+
+
+def apply_removals(rows: pa.Table, key: list[str], deleted: pa.Table, updated: pa.Table) -> tuple[pa.Table, int]:
+    """The sample less its rows whose key is in `deleted`, and with the new values of its
+    rows whose key is in `updated` (moved to the end: positions are exchangeable). Returns
+    it and the number of sampled rows updated.
+
+    >>> s = pa.table({"k": [1, 2, 3], "v": ["a", "b", "c"]})
+    >>> out, n = apply_removals(s, ["k"], pa.table({"k": [2, 9]}), pa.table({"k": [3, 8], "v": ["C", "x"]}))
+    >>> out.to_pylist(), n
+    ([{'k': 1, 'v': 'a'}, {'k': 3, 'v': 'C'}], 1)
+    """
+    keys = rows.select(key).schema
+    if deleted.num_rows:
+        rows = null_keys.join(rows, deleted.select(key).cast(keys), key, "left anti")
+    if not updated.num_rows:
+        return rows, 0
+    new = null_keys.join(updated.select(rows.column_names).cast(rows.schema), rows.select(key), key, "left semi")
+    kept = null_keys.join(rows, new.select(key), key, "left anti")
+    return pa.concat_tables([kept, new]), new.num_rows
+
+
+def log_candidates(
+    inserts: Iterator[pa.Table | pa.RecordBatch], size: int, view_rows: int, target: int, rng: np.random.Generator
+) -> tuple[list[pa.Table], pa.Table | None, int]:
+    """Reservoir sampling's acceptance test on the inserts, in order, for a sample of `size`
+    rows of a view of `view_rows`: the rows that join the sample directly (while it holds
+    the whole view and fewer than `target`), the candidate log, and the number of inserts.
+
+    >>> ins = iter([pa.table({"k": list(range(10))})])
+    >>> joined, log, n = log_candidates(ins, 2, 2, 5, np.random.default_rng(0))
+    >>> sum(t.num_rows for t in joined), n, log.num_rows <= 7
+    (3, 10, True)
+    """
+    joined, logged, seen = [], [], 0
+    for batch in inserts:
+        batch = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        n = batch.num_rows
+        start = 0
+        if size == view_rows + seen and size < target:  # whole and short: rows join as they come
+            start = min(n, target - size)
+            joined.append(batch.slice(0, start))
+            size += start
+        before = view_rows + seen + start  # rows ahead of the batch's first candidate test
+        tests = n - start
+        if tests:
+            chance = size / (before + np.arange(1, tests + 1, dtype=np.float64))
+            accepted = np.flatnonzero(rng.random(tests) < chance) + start
+            logged.append(batch.take(pa.array(accepted)))
+        seen += n
+    log = pa.concat_tables(logged) if logged else None
+    return joined, log, seen
+
+
+def refreshed(
+    rows: pa.Table, log: pa.Table | None, rng: np.random.Generator, method: str | None = None
+) -> tuple[pa.Table, list]:
+    """The sample with the final candidates of `log` written over the positions the refresh
+    plan gives them (sample_refresh.py): one pass over each, in order.
+
+    >>> s = pa.table({"k": [1, 2, 3]})
+    >>> out, plan = refreshed(s, pa.table({"k": [7, 8]}), np.random.default_rng(3))
+    >>> out.num_rows, sorted(out.column("k").to_pylist())[-1], len(plan) >= 1
+    (3, 8, True)
+    """
+    if log is None or not log.num_rows or not rows.num_rows:
+        return rows, []
+    name = method or sample_refresh.method(rows.num_rows, log.num_rows)
+    plan = sample_refresh.refresh(name, rows.num_rows, log.num_rows, rng)
+    if not plan:
+        return rows, plan
+    positions = np.array([p for p, _ in plan], dtype=np.int64)
+    chosen = log.take(pa.array([i for _, i in plan], pa.int64())).select(rows.column_names).cast(rows.schema)
+    source = np.arange(rows.num_rows, dtype=np.int64)
+    source[positions] = rows.num_rows + np.arange(len(plan), dtype=np.int64)
+    return pa.concat_tables([rows, chosen]).take(pa.array(source)), plan
+
+
+def drawn(
+    batches: Iterator[pa.RecordBatch], count: int, exclude: pa.Table | None, key: list[str], rng: np.random.Generator
+) -> tuple[pa.Table | None, int]:
+    """`count` rows drawn uniformly from a stream of rows less those whose key is in
+    `exclude`: each row gets a random priority and the `count` smallest are kept (memory:
+    `count` rows and a batch). Returns them and the rows read.
+
+    >>> t = pa.table({"k": list(range(100))})
+    >>> rows, read = drawn(iter(t.to_batches(max_chunksize=30)), 5, pa.table({"k": [0, 1]}), ["k"], np.random.default_rng(2))
+    >>> rows.num_rows, read, 0 in rows.column("k").to_pylist()
+    (5, 100, False)
+    """
+    kept: pa.Table | None = None
+    read = 0
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        read += table.num_rows
+        if exclude is not None and exclude.num_rows:
+            table = null_keys.join(table, exclude.select(key).cast(table.select(key).schema), key, "left anti")
+        table = table.append_column(_PRIORITY, pa.array(rng.random(table.num_rows)))
+        kept = table if kept is None else pa.concat_tables([kept, table])
+        if kept.num_rows > count:
+            kept = kept.sort_by(_PRIORITY).slice(0, count)
+    if kept is None:
+        return None, read
+    return kept.drop_columns([_PRIORITY]).slice(0, count), read
+
+
+def maintain(
+    previous: tuple[pa.Table, SampleState] | None,
+    target: int,
+    key: list[str],
+    view_rows_before: int,
+    view_rows: int,
+    deletes: int,
+    deleted: pa.Table,
+    updated: pa.Table,
+    inserts: Callable[[], Iterator[pa.Table]],
+    view: Callable[[], Iterator[pa.RecordBatch]],
+    schema: pa.Schema,
+    rng: np.random.Generator,
+    method: str | None = None,
+) -> Maintenance:
+    """The sample after a sync whose delta deleted `deletes` rows (among them, at least every
+    sampled key, `deleted`), updated the rows `updated` (at least the sampled ones) and
+    inserted the rows `inserts()` streams, the view going from
+    `view_rows_before` to `view_rows` rows. `view()` streams the view's rows (as now) for a
+    build or a top-up; `previous` is the sample before the sync, if any."""
+    if previous is None:
+        return _build(schema.empty_table(), None, target, key, view_rows, view, rng, 0)
+    rows, state = previous
+    rows = rows.select(schema.names).cast(schema)
+    if state.target > target:  # a smaller M: a uniform subset
+        keep = np.sort(rng.choice(rows.num_rows, size=min(target, rows.num_rows), replace=False))
+        rows = rows.take(pa.array(keep))
+    rows, touched = apply_removals(rows, key, deleted, updated)
+    size = rows.num_rows
+    joined, log, n = log_candidates(inserts(), size, view_rows_before - deletes, target, rng)
+    rows = pa.concat_tables([rows, *[t.select(schema.names).cast(schema) for t in joined]])
+    added = rows.num_rows - size
+    expected_log = _expected_log(rows.num_rows, view_rows_before - deletes + added, n - added)
+    rows, plan = refreshed(rows, log, rng, method)
+    log_length = log.num_rows if log is not None else 0
+    out = SampleState(
+        target=target,
+        size=rows.num_rows,
+        view_rows=view_rows,
+        log_length=log_length,
+        expected_log_length=round(expected_log, 3),
+        displaced=len(plan),
+        expected_displaced=round(sample_refresh.expected_displaced(rows.num_rows, log_length), 3),
+        method=(method or sample_refresh.method(rows.num_rows, log_length)) if log_length else "none",
+        rows_written=len(plan) + touched + added,
+        refills=state.refills,
+    )
+    if out.size < min(target, view_rows) and (out.size < REFILL_SHARE * target or target > state.target):
+        return _build(rows, out, target, key, view_rows, view, rng, state.refills + 1)
+    return Maintenance(rows, out, log, plan)
+
+
+def _build(rows, state, target, key, view_rows, view, rng, refills) -> Maintenance:
+    """Top the sample up to min(target, view rows) with rows drawn from the rest of the view."""
+    missing = min(target, view_rows) - rows.num_rows
+    more, read = drawn(view(), missing, rows if rows.num_rows else None, key, rng) if missing > 0 else (None, 0)
+    if more is not None:
+        rows = pa.concat_tables([rows, more.select(rows.column_names).cast(rows.schema)])
+    base = state or SampleState(target=target, size=0, view_rows=view_rows)
+    out = SampleState(
+        **{
+            **asdict(base),
+            "target": target,
+            "size": rows.num_rows,
+            "view_rows": view_rows,
+            "method": "build",
+            "view_rows_read": read,
+            "rows_written": rows.num_rows,
+            "refills": refills,
+        }
+    )
+    return Maintenance(rows, out)
+
+
+def _expected_log(size: int, view_rows: int, inserts: int) -> float:
+    """E(|C|) for `inserts` candidate tests on a sample of `size` of a view of `view_rows`:
+    the sum of size / (N + i), about size ln((N + n) / N).
+
+    >>> round(_expected_log(10, 100, 100), 2), _expected_log(10, 0, 0)
+    (6.91, 0.0)
+    """
+    if inserts <= 0 or size <= 0:
+        return 0.0
+    i = np.arange(1, inserts + 1, dtype=np.float64)
+    return float(np.sum(size / (view_rows + i)))
