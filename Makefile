@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps openapi clean
+.PHONY: install demo test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample openapi clean
 
 install: $(STAMP)
 
@@ -81,6 +81,12 @@ bench-join: $(BENCH_STAMP)
 # .md and -quality.png. --quality-only measures the quality again on the last run's dumps.
 bench-dumps: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.dumps --rounds 3
+
+# A view's random sample at 1M rows, M = 10,000 (#19): per sync, the deferred maintenance
+# (candidate log, stack/nomem refresh) beside drawing the sample anew and per-operation
+# maintenance, with E(|C|) and E(Ψ) next to the measured ones. Writes results/sample-1m.{json,md}.
+bench-sample: $(BENCH_STAMP)
+	$(PY) -m tests.benchmarks.sample
 
 clean:
 	rm -rf demo-data .pytest_cache

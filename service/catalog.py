@@ -149,6 +149,16 @@ class Catalog:
             drop_data()
         return self.view(name)
 
+    def set_view_options(self, name: str, options: dict) -> dict:
+        """Change options of a view that leave its rows as they are (its sample's size);
+        refused (Conflict) while a sync of the view is queued or running."""
+        with self._lock:
+            self.view(name)
+            self._refuse_if_busy(name, "redefined")
+            with self._transaction():
+                self._conn.execute("UPDATE views SET options = ? WHERE name = ?", (json.dumps(options), name))
+        return self.view(name)
+
     def upgrade_definitions(self, upgrade: Callable[[dict], dict | None]) -> list[str]:
         """Store `upgrade(definition)` for every view it gives a new definition for; their names.
 

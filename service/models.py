@@ -66,6 +66,15 @@ class SnapshotDiffIn(BaseModel):
 MAX_LAG_S = 86_400
 
 
+#: The largest sample a view may keep (its rows are held in memory while a sync keeps it).
+MAX_SAMPLE_SIZE = 1_000_000
+SAMPLE_HELP = (
+    "keep a uniform random sample of at most this many of the view's rows (0: none), maintained from each "
+    "sync's delta (paper 004: candidate log, deferred stack/nomem refresh) and committed with the view's "
+    "version; GET /v1/views/{name}/sample reads it"
+)
+
+
 MATCH_HELP = (
     "a view over tables without a key (a multiset) only: at each sync the rows that vanished and the rows that "
     "appeared are paired by the constrained left-outer BestmatchJoin (paper 001's window algorithm, rows in "
@@ -96,6 +105,7 @@ class ViewIn(BaseModel):
     reconcile_every: int = Field(default=DEFAULT_RECONCILE_EVERY, ge=1, le=1_000_000, description=RECONCILE_HELP)
     snapshot_diff: SnapshotDiffIn = Field(default_factory=SnapshotDiffIn, description=SNAPSHOT_DIFF_HELP)
     match: MatchIn | None = Field(default=None, description=MATCH_HELP)
+    sample_size: int = Field(default=0, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
 
 
 class ViewRedefine(BaseModel):
@@ -118,6 +128,12 @@ class ViewRedefine(BaseModel):
     )
     snapshot_diff: SnapshotDiffIn | None = Field(default=None, description=f"{SNAPSHOT_DIFF_HELP}. Left out: kept")
     match: MatchIn | None = Field(default=None, description=f"{MATCH_HELP}. Left out: kept")
+    sample_size: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SAMPLE_SIZE,
+        description=f"{SAMPLE_HELP}. Left out: kept. A PUT that changes nothing but this keeps the view's rows: the next sync resizes the sample",
+    )
 
 
 class SiteOut(BaseModel):
@@ -152,6 +168,8 @@ class ViewOut(BaseModel):
     snapshot_diff: dict = {}
     #: a multiset view's pairing of vanished and appeared rows, if it has one
     match: dict | None = None
+    #: the size of the random sample the view keeps (0: none)
+    sample_size: int = 0
     created_at: str
 
 

@@ -17,6 +17,8 @@ from .viewdef import SiteQuery
 
 #: Rows sampled to measure sizes: enough for zstd to reach its steady ratio, cheap to encode.
 SAMPLE_ROWS = 20_000
+#: Fewer rows than this in the view's random sample, and the fragment is read instead.
+MIN_SAMPLE_ROWS = 100
 #: Group size assumed when measuring how keys compress next to their uids.
 SAMPLE_GROUP_SIZE = 16
 #: Sizes used before anything is stored (first load): only the ratio matters, not the scale.

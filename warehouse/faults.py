@@ -24,7 +24,7 @@ POINTS = (
     "exchange_units",  # the agent's answer is streaming in
     "fragments_written",  # the new fragments and statistics are staged
     "delta_written",  # the view's delta is staged too
-    "before_visible",  # the version is moved into place; CURRENT still names the old one
+    "before_visible",  # the version (its sample too) is moved into place; CURRENT still names the old one
     "after_visible",  # CURRENT names the new version; the catalog has not heard yet
 )
 #: A point where only the JVM is killed in the tests: a site starts planning (group_hash

@@ -226,6 +226,10 @@ class SyncMetrics(SiteDetails, Traffic):
     #: A multiset view with `match` (matching.py): vanished and appeared occurrences, the
     #: pairs made updates, the BestmatchJoin window's cases and its widest windows.
     match: dict | None = None
+    #: A view with a sample (view_sample.py): its size and target, the candidates logged
+    #: and expected, the final ones written (Ψ) and expected, the refresh used, the view
+    #: rows read (a build) and the sample rows written, and the seconds it took.
+    sample: dict | None = None
     wall_seconds: float | None = None
 
     def to_json(self) -> dict:

@@ -88,6 +88,10 @@ class SiteRun:
     options: SyncOptions = field(default_factory=SyncOptions)
     progress: Callable[[dict], None] = lambda info: None
     sketches: Preparations | None = None
+    #: the view's random sample (view_sample.py) when its rows are the site's (a one-site
+    #: view): the cost model is measured on it, a uniform sample at hand, rather than on
+    #: the first rows of the fragment (kept from when it was written, or read by Spark)
+    sample: pa.Table | None = None
 
     EXTRACT_STEPS = ("project_snapshot", "plan_groups", "exchange_units", "regroup")
 
@@ -154,11 +158,19 @@ class SiteRun:
         faults.checkpoint(faults.PLANNING)
         ctx = self.ctx
         kept = self.layers.cost if self.layers is not None else None  # measured for the base, still current
-        ctx.cost = CostModel(**kept) if kept else costs.measure(ctx.snapshot, self.site, self.options.hash_bits)
+        if self.sample is not None and self.sample.num_rows >= costs.MIN_SAMPLE_ROWS and ctx.snapshot is not None:
+            # uniform, where the kept figures were measured on the first rows of a fragment
+            ctx.cost, measured_on = costs.measure_sample(self.sample, self.site, self.options.hash_bits), "sample"
+        elif kept:
+            ctx.cost, measured_on = CostModel(**kept), "kept"
+        else:
+            ctx.cost = costs.measure(ctx.snapshot, self.site, self.options.hash_bits)
+            measured_on = "fragment" if ctx.snapshot is not None else "assumed"
         self.metrics.cost_model = {
             "tuple_bytes": round(ctx.cost.tuple_bytes, 2),
             "key_bytes": round(ctx.cost.key_bytes, 2),
             "hash_bytes": round(ctx.cost.hash_bytes, 2),
+            "measured_on": measured_on,
         }
         if ctx.snapshot is None:
             self.strategy = STRATEGIES[self.options.strategy].create_load(ctx) or LOAD(ctx)

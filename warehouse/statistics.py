@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 from pyspark.sql import SparkSession
 
-from . import layers, update_counts
+from . import layers, update_counts, view_sample
 from .planning import deletion_probability
 from .site_sync import read_deletions
 from .storage import Version
@@ -35,7 +36,11 @@ def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) 
                 },
             }
         )
-    return {"version": version.number, "sites": sites}
+    out = {"version": version.number, "sites": sites}
+    sample = view_sample.state_of(version)
+    if sample is not None:  # the view's random sample and how its last sync kept it
+        out["sample"] = asdict(sample)
+    return out
 
 
 def _histogram(spark: SparkSession, version: Version, i: int, site) -> update_counts.Histogram:

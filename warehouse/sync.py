@@ -17,8 +17,9 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import combinations, faults, join_delta, layers, matching, multiset
+from . import combinations, faults, join_delta, layers, matching, multiset, view_sample
 from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
 from .errors import AgentRejected, WarehouseError
 from .join_delta import JoinDelta
@@ -67,7 +68,7 @@ class SyncRun:
     #: Background builds of sketch tables: queued after the commit, taken by the next sync.
     sketches: Preparations | None = None
 
-    STEPS = ("extract_sites", "build_fragments", "assemble_view", "commit")
+    STEPS = ("extract_sites", "build_fragments", "assemble_view", "maintain_sample", "commit")
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
@@ -117,6 +118,8 @@ class SyncRun:
         """Extract every site query from its agent, the sites side by side."""
         self.staging = self.store.staging(self.sync_id)
         self.current: Version | None = self.store.current()
+        sample = view_sample.load(self.current) if len(self.view.sites) == 1 and not self.view.multiset else None
+        self._cost_sample = sample[0] if sample is not None else None  # Φ measured on it (site_sync.py)
         self.sites = self._extract_all("site", self.options)
 
     def _extract_all(self, prefix: str, options: SyncOptions) -> list[SiteRun]:
@@ -156,6 +159,7 @@ class SyncRun:
                 options,
                 self.progress,
                 self.sketches,
+                self._cost_sample,
             )
             with self._lock:
                 live.append(run)
@@ -394,6 +398,28 @@ class SyncRun:
         """Rows a delta inserts, updates and deletes."""
         counts = {r[OP]: r["count"] for r in delta.groupBy(OP).count().collect()}
         return counts.get(INSERT, 0), counts.get(UPDATE, 0), counts.get(DELETE, 0)
+
+    def maintain_sample(self) -> None:
+        """Keep the view's random sample, if it has one, from the staged delta, into the
+        staged version (view_sample.py): committed with it."""
+        target = int(self.options.view_options.get("sample_size") or 0)
+        if not target:
+            return
+        t0 = time.monotonic()
+        m = self.metrics
+        result = view_sample.from_delta(
+            view_sample.load(self.current),
+            target,
+            self.view,
+            self.store.staged_delta(self.sync_id),
+            self.current.meta()["rows"] if self.current is not None else 0,
+            m.rows_in_view,
+            m.rows_deleted,
+            lambda: layers.view_batches(self.staged, self.view, MULTISET_BATCH_ROWS),
+            np.random.default_rng(self.seed),
+        )
+        view_sample.save(self.staged, result)
+        m.sample = {**asdict(result.state), "seconds": round(time.monotonic() - t0, 3)}
 
     def commit(self) -> None:
         """Make the staged version current in one atomic step."""

@@ -36,18 +36,30 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from remote_agent.protocol.types import arrow_schema
+
 from . import null_keys, sample_refresh
-from .storage import Version
+from .delta import DELETE, INSERT, UPDATE
+from .formats import read_format
+from .storage import OP, Version
+from .viewdef import ViewDef, ViewDefinitionError
 
 #: Below this share of its target size (and with the view holding more rows) the sample
 #: is topped up from the view.
 REFILL_SHARE = 0.5
 SAMPLE_DIR, STATE_FILE = "sample", "sample.json"
+#: Inserts read from the delta at a time for the acceptance test.
+INSERT_BATCH_ROWS = 65_536
+#: The format of sample.json (formats.py).
+SAMPLE_FORMAT = 1
 _PRIORITY = "__ds_priority"
 
 
@@ -71,7 +83,7 @@ class SampleState:
     refills: int = 0  # builds since the first, over the view's life
 
     def to_json(self) -> dict:
-        return {"format": 1, **asdict(self)}
+        return {"format": SAMPLE_FORMAT, **asdict(self)}
 
 
 @dataclass
@@ -84,13 +96,29 @@ class Maintenance:
     plan: list = field(default_factory=list)
 
 
-def load(version: Version | None) -> tuple[pa.Table, SampleState] | None:
-    """The sample stored with `version`, if it has one."""
+def check_sample(size: int, view: ViewDef) -> None:
+    """Refuse a sample the view cannot keep (ViewDefinitionError)."""
+    if size and view.multiset:
+        raise ViewDefinitionError(
+            "sample_size: a view over tables without a key (a multiset) cannot keep a sample yet: its "
+            "deletes name a row's content, not which of its equal occurrences went; leave sample_size out"
+        )
+
+
+def state_of(version: Version | None) -> SampleState | None:
+    """The state of the sample stored with `version`, if it has one."""
     if version is None or not (version.path / STATE_FILE).exists():
         return None
     data = json.loads((version.path / STATE_FILE).read_text())
+    read_format(data, SAMPLE_FORMAT, f"the sample of version {version.number}")
     data.pop("format", None)
-    return pq.read_table(version.path / SAMPLE_DIR), SampleState(**data)
+    return SampleState(**data)
+
+
+def load(version: Version | None) -> tuple[pa.Table, SampleState] | None:
+    """The sample stored with `version` and its state, if it has one."""
+    state = state_of(version)
+    return None if state is None else (pq.read_table(version.path / SAMPLE_DIR), state)
 
 
 def save(version: Version, sample: Maintenance) -> None:
@@ -290,3 +318,52 @@ def _expected_log(size: int, view_rows: int, inserts: int) -> float:
         return 0.0
     i = np.arange(1, inserts + 1, dtype=np.float64)
     return float(np.sum(size / (view_rows + i)))
+
+
+def from_delta(
+    previous: tuple[pa.Table, SampleState] | None,
+    target: int,
+    view: ViewDef,
+    delta: Path,
+    view_rows_before: int,
+    view_rows: int,
+    deletes: int,
+    rows: Callable[[], Iterator[pa.RecordBatch]],
+    rng: np.random.Generator,
+    method: str | None = None,
+) -> Maintenance:
+    """`maintain` from a sync's delta as staged (`delta`: Parquet, OP and the view's
+    columns): of its deletes and updates only those near the sampled keys are read (a
+    filter on the first key column), its inserts are streamed; `rows()` streams the view."""
+    key, schema = view.key, arrow_schema(view.columns)
+    typed = pa.schema([pa.field(OP, pa.string()), *schema])
+    lines = ds.dataset(delta, format="parquet")
+    deleted, updated = schema.empty_table().select(key), schema.empty_table()
+    if previous is not None and previous[0].num_rows and lines.files:
+        held = previous[0].column(key[0])
+        near = ds.field(key[0]).isin(pc.unique(held).drop_null()) | ds.field(key[0]).is_null()
+        touched = lines.to_table(filter=ds.field(OP).isin([UPDATE, DELETE]) & near).cast(typed)
+        ops = touched.column(OP)
+        deleted = touched.filter(pc.equal(ops, DELETE)).select(key)
+        updated = touched.filter(pc.equal(ops, UPDATE)).select(schema.names)
+
+    def inserts() -> Iterator[pa.Table]:
+        if lines.files:
+            for batch in lines.to_batches(filter=ds.field(OP) == INSERT, batch_size=INSERT_BATCH_ROWS):
+                yield pa.Table.from_batches([batch]).cast(typed).select(schema.names)
+
+    return maintain(
+        previous,
+        target,
+        key,
+        view_rows_before,
+        view_rows,
+        deletes,
+        deleted,
+        updated,
+        inserts,
+        rows,
+        schema,
+        rng,
+        method,
+    )

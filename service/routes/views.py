@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
-from warehouse import layers
+from warehouse import layers, view_sample
 from warehouse.errors import SchemaUnavailable
 from warehouse.matching import check_match
 from warehouse.options import stored_strategy
@@ -13,6 +13,7 @@ from warehouse.schemas import fetch_schemas
 from warehouse.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
+from warehouse.view_sample import check_sample
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
@@ -41,21 +42,25 @@ def view_out(row: dict) -> ViewOut:
         strategy=stored_strategy(row["options"]),
         **StampSettings.from_options(row["options"]).to_options(),
         match=row["options"].get("match"),
+        sample_size=row["options"].get("sample_size", 0),
         created_at=row["created_at"],
     )
 
 
 def _analyze(
-    sql: str, catalog, settings, strategy: str, stamps: StampSettings, match: dict | None = None
+    sql: str, catalog, settings, strategy: str, stamps: StampSettings, match: dict | None = None, sample_size: int = 0
 ) -> tuple[ViewDef, dict]:
     """The checked definition with its delete flags applied, and the view's options."""
     definition, schemas = _analyze_sql(sql, catalog, settings)
     try:
         stamps = check_settings(stamps, definition, schemas, strategy)
         match = check_match(match, definition)
+        check_sample(sample_size, definition)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
     options = {"strategy": strategy, **stamps.to_options(), **({"match": match} if match else {})}
+    if sample_size:
+        options["sample_size"] = sample_size
     return apply_delete_flags(definition, stamps, schemas), options
 
 
@@ -113,7 +118,7 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
         diff=body.snapshot_diff.model_dump(),
     )
     match = body.match.model_dump() if body.match is not None else None
-    definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps, match)
+    definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size)
     row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
     return view_out(row)
 
@@ -125,7 +130,7 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
     responses=error_responses(401, 404, 409, 422, 424),
 )
 def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
-    """Give a view a new SQL or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh."""
+    """Give a view a new SQL or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size changes: the rows stay and the next sync resizes the sample)."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -145,7 +150,15 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
         diff=body.snapshot_diff.model_dump() if body.snapshot_diff is not None else kept.diff,
     )
     match = body.match.model_dump() if body.match is not None else current["options"].get("match")
-    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match)
+    sample_size = body.sample_size if body.sample_size is not None else current["options"].get("sample_size", 0)
+    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size)
+    unsized = lambda o: {k: v for k, v in o.items() if k != "sample_size"}  # noqa: E731
+    if (body.sql, definition.to_json(), unsized(options)) == (
+        current["sql"],
+        current["definition"],
+        unsized(current["options"]),
+    ):
+        return view_out(catalog.set_view_options(name, options))  # the rows stay
     row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
     return view_out(row)
 
@@ -194,6 +207,46 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streaming
     version = _current(settings, name)
     rows = layers.view_batches(version, definition, BATCH_ROWS)
     return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON)
+
+
+@router.get(
+    "/{name}/sample",
+    operation_id="get_view_sample",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {NDJSON: {}},
+            "description": "one JSON object per sampled row",
+            "headers": {
+                "X-Sample-Size": {"description": "rows in the sample", "schema": {"type": "integer"}},
+                "X-Sample-Target": {"description": "the view's sample_size", "schema": {"type": "integer"}},
+                "X-View-Rows": {"description": "rows in the view at that version", "schema": {"type": "integer"}},
+                "X-View-Version": {"description": "the view version the sample is of", "schema": {"type": "integer"}},
+            },
+        },
+        **error_responses(404, 409, 422),
+    },
+)
+def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
+    """A uniform random sample of the view's rows as of its last successful sync, as NDJSON
+    (a view with sample_size; each row once, in no particular order)."""
+    row = catalog.view(name)
+    definition = ViewDef.from_json(row["definition"])
+    if not row["options"].get("sample_size"):
+        raise Conflict(f"view {name!r} keeps no sample: give it one with PUT /v1/views/{name} and sample_size")
+    version = _current(settings, name)
+    stored = view_sample.load(version)
+    if stored is None:
+        raise Conflict(f"view {name!r} has no sample yet: the next sync (POST /v1/views/{name}/syncs) builds it")
+    rows, state = stored
+    headers = {
+        "X-Sample-Size": str(state.size),
+        "X-Sample-Target": str(state.target),
+        "X-View-Rows": str(state.view_rows),
+        "X-View-Version": str(version.number),
+    }
+    batches = rows.select([c.name for c in definition.columns]).to_batches(max_chunksize=BATCH_ROWS)
+    return StreamingResponse(ndjson_lines(iter(batches), definition.columns), media_type=NDJSON, headers=headers)
 
 
 @router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.oracle import check_sync, keyed
+from tests.support.oracle import check_sample, check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from tests.support.special import SKETCH_ROTATION, SpecialService
 from warehouse import sketch_prep
@@ -26,6 +26,8 @@ from workloads.harness import Api, start_agent
 pytestmark = pytest.mark.integration
 
 VIEW = "crash_people"
+#: The crash view's sample size.
+SAMPLE = 300
 #: Seconds a killed service is given to die once armed (the sync itself takes a few).
 DIE_WITHIN_S = 300
 
@@ -55,7 +57,8 @@ def wh(tmp_path_factory, logs_dir, special_service):
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     w = Warehouse(special_service, people)
     w.api.add_source("crashy", agent.url)
-    w.api.add_view(VIEW, VIEW_SQL.format(source="crashy"), strategy="group_hash")  # named: auto is the default
+    # named: auto is the default; with a sample, which must commit with the view
+    w.api.add_view(VIEW, VIEW_SQL.format(source="crashy"), strategy="group_hash", sample_size=SAMPLE)
     check_sync(w.api, VIEW, KEY, {}, people.truth(), w.api.sync(VIEW))
     yield w
     # leave the shared service as the next module expects it: running, nothing armed
@@ -89,10 +92,15 @@ def _assert_no_leftovers(w: Warehouse, sync_id: str, committed: bool) -> None:
     assert not (view_dir / "CURRENT.tmp").exists()
 
 
-def _settle(w: Warehouse, sync_id: str, before: dict) -> dict:
-    """After the restart: the record and the view agree, one of exactly two ways."""
+def _sample(w: Warehouse, rows: dict) -> dict:
+    return check_sample(w.api, VIEW, KEY, rows, SAMPLE)[0]
+
+
+def _settle(w: Warehouse, sync_id: str, before: dict, before_sample: dict) -> dict:
+    """After the restart: the record, the view and its sample agree, one of exactly two ways."""
     record = _record(w.api, sync_id)
     rows = keyed(w.api.rows(VIEW), KEY)
+    sample = _sample(w, rows)  # of the view as it is, whichever version that is
     if record["status"] == "succeeded":
         assert rows == w.people.truth(), "the sync is recorded as succeeded but the view is not the new version"
         assert w.current()["sync_id"] == sync_id
@@ -100,6 +108,7 @@ def _settle(w: Warehouse, sync_id: str, before: dict) -> dict:
         assert record["status"] == "failed", record
         assert "interrupted" in record["error"], record["error"]
         assert rows == before, "the sync failed but the view changed"
+        assert sample == before_sample, "the sync failed but the sample changed"
         assert w.current()["sync_id"] != sync_id
     _assert_no_leftovers(w, sync_id, committed=record["status"] == "succeeded")
     return record
@@ -114,6 +123,7 @@ def _next_sync_is_exact(w: Warehouse) -> None:
 @pytest.mark.parametrize("point", POINTS)
 def test_a_kill_at_each_point_leaves_the_old_or_the_new_view_whole(wh, point):
     before = keyed(wh.api.rows(VIEW), KEY)
+    before_sample = _sample(wh, before)
     wh.people.change()
     wh.kill_file.write_text(point)
     sync_id = _start_sync(wh.api)
@@ -121,7 +131,7 @@ def test_a_kill_at_each_point_leaves_the_old_or_the_new_view_whole(wh, point):
     assert wh.proc.proc.returncode == -signal.SIGKILL, f"the service did not die at {point}: {wh.proc.tail()}"
     assert not wh.kill_file.exists(), "the kill point was never reached"
     wh.restart()
-    record = _settle(wh, sync_id, before)
+    record = _settle(wh, sync_id, before, before_sample)
     # only a kill after the pointer moved leaves the new version; the restart records it as succeeded
     assert record["status"] == ("succeeded" if point == "after_visible" else "failed")
     _next_sync_is_exact(wh)
@@ -138,13 +148,14 @@ def test_a_kill_at_a_random_moment_leaves_the_old_or_the_new_view_whole(wh, seed
     duration = time.monotonic() - started
 
     before = keyed(wh.api.rows(VIEW), KEY)
+    before_sample = _sample(wh, before)
     wh.people.change()
     sync_id = _start_sync(wh.api)
     time.sleep(rng.uniform(0.1, 1.1) * duration)
     status = _record(wh.api, sync_id)["status"]
     wh.proc.kill(signal.SIGKILL)
     wh.restart()
-    record = _settle(wh, sync_id, before)
+    record = _settle(wh, sync_id, before, before_sample)
     if status == "succeeded":
         assert record["status"] == "succeeded"
     _next_sync_is_exact(wh)

@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
+
 Normalizer = Callable[[object], object]
 
 
@@ -121,3 +123,19 @@ def run_rounds(api, legacy, views: dict, rounds: int, *, at_once: int = 1) -> di
                 before[name] = truths[name]
                 last[name] = sync
     return last
+
+
+def check_sample(api, view: str, key: list[str], truth: dict, target: int) -> tuple[dict, httpx.Headers]:
+    """GET the view's sample: rows of the view with the view's values, each once, at most
+    `target` of them; headers that say its size, target, the view's size and version.
+    Returns the sample keyed, and the headers."""
+    r = api.http.get(f"/v1/views/{view}/sample")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    sample = keyed((json.loads(line) for line in r.text.splitlines() if line), key)
+    for k, row in sample.items():
+        assert truth.get(k) == row, f"sampled row {k} is not the view's: {row} != {truth.get(k)}"
+    h = r.headers
+    assert int(h["X-Sample-Size"]) == len(sample) <= target == int(h["X-Sample-Target"]), dict(h)
+    assert int(h["X-View-Rows"]) == len(truth)
+    return sample, h

@@ -52,14 +52,14 @@ def test_definitions_of_format_1_are_rewritten_in_format_2_at_start(tmp_path):
 
 
 def test_a_newer_definition_answers_409_saying_to_upgrade(tmp_path):
-    catalog_with(tmp_path, future={**FORMAT_1, "format": 4})
+    catalog_with(tmp_path, future={**FORMAT_1, "format": 5})
     with served(tmp_path) as client:
         for path in ("/v1/views/future", "/v1/views"):
             r = client.get(path)
             assert r.status_code == 409, r.text
-            assert "format 4" in r.json()["detail"] and "upgrade deltasieve" in r.json()["detail"]
+            assert "format 5" in r.json()["detail"] and "upgrade deltasieve" in r.json()["detail"]
     catalog = Catalog(tmp_path / "catalog.db")
-    assert catalog.view("future")["definition"]["format"] == 4  # left as it was
+    assert catalog.view("future")["definition"]["format"] == 5  # left as it was
     catalog.close()
 
 
