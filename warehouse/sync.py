@@ -417,6 +417,7 @@ class SyncRun:
             m.rows_deleted,
             lambda: layers.view_batches(self.staged, self.view, MULTISET_BATCH_ROWS),
             np.random.default_rng(self.seed),
+            counts=lambda contents: view_sample.stored_counts(self.current, self.view, contents),
         )
         view_sample.save(self.staged, result)
         m.sample = {**asdict(result.state), "seconds": round(time.monotonic() - t0, 3)}

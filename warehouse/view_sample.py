@@ -29,6 +29,11 @@ rows, it is topped up from the view: the missing rows are drawn uniformly from t
 rows outside the sample (one scan of the view; a uniform sample plus a uniform sample of
 the rest is a uniform sample of the whole). A load, a view's first sample and a larger M
 are built so too; a smaller M keeps a uniform subset.
+
+A multiset view (no key) samples occurrences, and its delta names contents with counts:
+`multiset_removals` takes out of the sample's copies of a content as many as the deleted
+occurrences would hit (hypergeometric, the content's count read from the stored view), and
+a top-up draws the whole sample anew, equal occurrences being indistinguishable.
 """
 
 from __future__ import annotations
@@ -46,11 +51,12 @@ import pyarrow.parquet as pq
 
 from remote_agent.protocol.types import arrow_schema
 
-from . import null_keys, sample_refresh
+from . import combinations, layers, multiset, null_keys, sample_refresh
 from .delta import DELETE, INSERT, UPDATE
 from .formats import read_format
+from .multiset import COUNT, OLD_PREFIX
 from .storage import OP, Version
-from .viewdef import ViewDef, ViewDefinitionError
+from .viewdef import ViewDef
 
 #: Below this share of its target size (and with the view holding more rows) the sample
 #: is topped up from the view.
@@ -94,15 +100,6 @@ class Maintenance:
     state: SampleState
     log: pa.Table | None = None
     plan: list = field(default_factory=list)
-
-
-def check_sample(size: int, view: ViewDef) -> None:
-    """Refuse a sample the view cannot keep (ViewDefinitionError)."""
-    if size and view.multiset:
-        raise ViewDefinitionError(
-            "sample_size: a view over tables without a key (a multiset) cannot keep a sample yet: its "
-            "deletes name a row's content, not which of its equal occurrences went; leave sample_size out"
-        )
 
 
 def state_of(version: Version | None) -> SampleState | None:
@@ -247,12 +244,15 @@ def maintain(
     schema: pa.Schema,
     rng: np.random.Generator,
     method: str | None = None,
+    removals: Callable[[pa.Table], tuple[pa.Table, int]] | None = None,
 ) -> Maintenance:
     """The sample after a sync whose delta deleted `deletes` rows (among them, at least every
     sampled key, `deleted`), updated the rows `updated` (at least the sampled ones) and
     inserted the rows `inserts()` streams, the view going from
     `view_rows_before` to `view_rows` rows. `view()` streams the view's rows (as now) for a
-    build or a top-up; `previous` is the sample before the sync, if any."""
+    build or a top-up; `previous` is the sample before the sync, if any. A multiset (no
+    `key`) gives its own `removals` of deleted and updated occurrences (multiset_removals),
+    and a top-up draws its whole sample anew."""
     if previous is None:
         return _build(schema.empty_table(), None, target, key, view_rows, view, rng, 0)
     rows, state = previous
@@ -260,7 +260,7 @@ def maintain(
     if state.target > target:  # a smaller M: a uniform subset
         keep = np.sort(rng.choice(rows.num_rows, size=min(target, rows.num_rows), replace=False))
         rows = rows.take(pa.array(keep))
-    rows, touched = apply_removals(rows, key, deleted, updated)
+    rows, touched = removals(rows) if removals is not None else apply_removals(rows, key, deleted, updated)
     size = rows.num_rows
     joined, log, n = log_candidates(inserts(), size, view_rows_before - deletes, target, rng)
     rows = pa.concat_tables([rows, *[t.select(schema.names).cast(schema) for t in joined]])
@@ -281,7 +281,8 @@ def maintain(
         refills=state.refills,
     )
     if out.size < min(target, view_rows) and (out.size < REFILL_SHARE * target or target > state.target):
-        return _build(rows, out, target, key, view_rows, view, rng, state.refills + 1)
+        kept = rows if key else rows.slice(0, 0)  # equal occurrences cannot be told apart: draw anew
+        return _build(kept, out, target, key, view_rows, view, rng, state.refills + 1)
     return Maintenance(rows, out, log, plan)
 
 
@@ -331,10 +332,17 @@ def from_delta(
     rows: Callable[[], Iterator[pa.RecordBatch]],
     rng: np.random.Generator,
     method: str | None = None,
+    counts: Callable[[pa.Table], dict] | None = None,
 ) -> Maintenance:
     """`maintain` from a sync's delta as staged (`delta`: Parquet, OP and the view's
     columns): of its deletes and updates only those near the sampled keys are read (a
-    filter on the first key column), its inserts are streamed; `rows()` streams the view."""
+    filter on the first key column), its inserts are streamed; `rows()` streams the view.
+    A multiset's lines carry counts; `counts(contents)` gives how often each content
+    occurred before the sync (`stored_counts`)."""
+    if view.multiset:
+        return _from_multiset_delta(
+            previous, target, view, delta, view_rows_before, view_rows, rows, rng, method, counts
+        )
     key, schema = view.key, arrow_schema(view.columns)
     typed = pa.schema([pa.field(OP, pa.string()), *schema])
     lines = ds.dataset(delta, format="parquet")
@@ -367,3 +375,110 @@ def from_delta(
         rng,
         method,
     )
+
+
+def _from_multiset_delta(previous, target, view, delta, view_rows_before, view_rows, rows, rng, method, counts):
+    """`from_delta` for a multiset: every delete and update line is read (the change's
+    size), each insert line streams as many occurrences as its count."""
+    names = [c.name for c in view.columns]
+    schema = arrow_schema(view.columns)
+    lines = ds.dataset(delta, format="parquet")
+    gone = pa.table({OP: pa.array([], pa.string())})
+    if lines.files:
+        gone = lines.to_table(filter=ds.field(OP).isin([UPDATE, DELETE]))
+    ops = gone.column(OP)
+    deleted, updated = (gone.filter(pc.equal(ops, op)) for op in (DELETE, UPDATE))
+    deleted, updated = (t if t.num_rows else None for t in (deleted, updated))  # no match: no old columns
+    occurrences_gone = sum(pc.sum(t.column(COUNT)).as_py() or 0 for t in (deleted, updated) if t is not None)
+
+    def inserts() -> Iterator[pa.Table]:
+        if lines.files:
+            for batch in lines.to_batches(filter=ds.field(OP) == INSERT, batch_size=INSERT_BATCH_ROWS):
+                table = pa.Table.from_batches([batch])
+                repeat = np.repeat(np.arange(table.num_rows), table.column(COUNT).to_numpy(zero_copy_only=False))
+                yield table.select(names).cast(schema).take(pa.array(repeat))
+
+    removals = multiset_removals(names, deleted, updated, counts, rng)
+    return maintain(
+        previous, target, [], view_rows_before, view_rows, occurrences_gone, None, None, inserts, rows, schema, rng,
+        method, removals,
+    )  # fmt: skip
+
+
+def multiset_removals(
+    names: list[str], deleted: pa.Table | None, updated: pa.Table | None, counts, rng: np.random.Generator
+) -> Callable[[pa.Table], tuple[pa.Table, int]]:
+    """The removals of a multiset's sample. A delete line takes n of the N occurrences of a
+    content; of the j the sample holds, as many go as n draws without replacement would
+    hit (hypergeometric). An update (a pair `match` made) changes one occurrence of its old
+    content, a sampled one with probability j/N, which then takes the new values.
+
+    >>> sample = pa.table({"a": [1, 1, 2]})
+    >>> gone = pa.table({"__op": ["delete"], "a": [1], "__ds_count": [3]})
+    >>> rows, n = multiset_removals(["a"], gone, None, lambda c: {(1,): 3}, np.random.default_rng(0))(sample)
+    >>> rows.column("a").to_pylist(), n
+    ([2], 0)
+    """
+
+    def content(table: pa.Table, prefix: str = "") -> list[tuple]:
+        columns = [table.column(prefix + n).to_pylist() for n in names]
+        return list(zip(*columns, strict=True)) if columns else []
+
+    def apply(rows: pa.Table) -> tuple[pa.Table, int]:
+        held: dict[tuple, int] = {}
+        for c in content(rows):
+            held[c] = held.get(c, 0) + 1
+        went = {} if deleted is None else dict(zip(content(deleted), deleted.column(COUNT).to_pylist(), strict=True))
+        moved: dict[tuple, list[dict]] = {}
+        if updated is not None:
+            for c, new in zip(content(updated, OLD_PREFIX), updated.select(names).to_pylist(), strict=True):
+                moved.setdefault(c, []).append(new)
+        touched = [c for c in held if c in went or c in moved]
+        if not touched:
+            return rows, 0
+        before = counts(pa.table({n: [c[i] for c in touched] for i, n in enumerate(names)}, schema=rows.schema))
+        drop: dict[tuple, int] = {}
+        new_rows = []
+        for c in touched:
+            j, total = held[c], before[c]
+            if went.get(c):
+                k = int(rng.hypergeometric(j, total - j, went[c])) if total > j else min(j, went[c])
+                drop[c], j, total = k, j - k, total - went[c]
+            for new in moved.get(c, []):
+                if total > 0 and rng.random() * total < j:
+                    drop[c] = drop.get(c, 0) + 1
+                    new_rows.append(new)
+                    j -= 1
+                total -= 1
+        keep = []
+        for i, c in enumerate(content(rows)):
+            if drop.get(c):
+                drop[c] -= 1
+            else:
+                keep.append(i)
+        out = rows.take(pa.array(keep, pa.int64()))
+        if new_rows:
+            out = pa.concat_tables([out, pa.Table.from_pylist(new_rows, schema=rows.schema)])
+        return out, len(new_rows)
+
+    return apply
+
+
+def stored_counts(version: Version, view: ViewDef, contents: pa.Table) -> dict[tuple, int]:
+    """How often each content of `contents` occurs in a multiset view stored at `version`:
+    its stored rows read filtered on the first column (NULL read through its flag, or a
+    padded combination), NULLs restored, counts added up by content."""
+    names = [c.name for c in view.columns]
+    first, flag = names[0], view.null_flags.get(names[0])
+    wanted = ds.field(first).isin(pc.unique(contents.column(first)).drop_null()) | ds.field(first).is_null()
+    if flag is not None:
+        wanted = wanted | (ds.field(flag) == True)  # noqa: E712 (a dataset expression)
+    if view.assembly is None:
+        site = view.sites[0]
+        stored = layers.rows_where(version, 0, site.columns, site.key, wanted)
+        held = multiset.restored(stored, view).append_column(COUNT, stored.column(COUNT))
+    else:
+        held = combinations.occurrences(layers.view_lookup(version, combinations.stored_view(view), wanted), view)
+    total = held.group_by(names, use_threads=False).aggregate([(COUNT, "sum")])
+    columns = [total.column(n).to_pylist() for n in names]
+    return dict(zip(zip(*columns, strict=True), total.column(f"{COUNT}_sum").to_pylist(), strict=True))

@@ -13,7 +13,6 @@ from warehouse.schemas import fetch_schemas
 from warehouse.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
-from warehouse.view_sample import check_sample
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
@@ -55,7 +54,6 @@ def _analyze(
     try:
         stamps = check_settings(stamps, definition, schemas, strategy)
         match = check_match(match, definition)
-        check_sample(sample_size, definition)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
     options = {"strategy": strategy, **stamps.to_options(), **({"match": match} if match else {})}

@@ -21,7 +21,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.support.multisets import check_sync
+from tests.support.multisets import check_sample, check_sync
 from tests.support.pairing import MATCH, READINGS, oracle_pairs
 from workloads.harness import start_agent
 
@@ -36,6 +36,8 @@ PG_TABLE = (
 WHERE = "level IS NULL OR level <> 'debug'"
 SQLITE_STRATEGIES = ["full_ship", "tuple_hash", "group_hash", "sketch", "range_checksum", "auto"]
 PG_STRATEGIES = ["sketch", "group_hash"]
+#: Each view keeps a random sample of this many occurrences (smaller than the view).
+SAMPLE = 40
 
 
 class Logs:
@@ -138,6 +140,7 @@ def run(api, source, logs_dir, strategies: list[str], name: str, rounds: int, se
                 f"{name}_{strategy}",
                 f"SELECT l.{', l.'.join(COLUMNS)} FROM {name}.logs l WHERE l.level IS NULL OR l.level <> 'debug'",
                 strategy=strategy,
+                sample_size=SAMPLE,
             )
             assert view["key"] == [] and view["columns"] == COLUMNS, view
             views[view["name"]] = Counter()
@@ -151,6 +154,7 @@ def run(api, source, logs_dir, strategies: list[str], name: str, rounds: int, se
             for view, before in views.items():
                 sync = api.sync(view)
                 counted += check_sync(api, view, COLUMNS, before, truth, sync)
+                check_sample(api, view, COLUMNS, truth, SAMPLE)
                 views[view] = truth
                 if rnd:
                     assert sync["metrics"]["strategy"] == view.removeprefix(f"{name}_"), sync["metrics"]

@@ -19,12 +19,14 @@ from collections import Counter
 
 import pytest
 
-from tests.support.multisets import check_sync
+from tests.support.multisets import check_sample, check_sync
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
 
 LEVELS = ["info", "warn", "error", None]
+#: Each view keeps a random sample of this many occurrences.
+SAMPLE = 30
 MESSAGES = ["boot", "disk", "net", None]
 # name -> (SQL over sources kja and kjb, columns, strategy, where the delta rules join)
 VIEWS = {
@@ -122,7 +124,7 @@ def test_multiset_views_across_sources_and_left_joins_stay_exact(api, tmp_path, 
         api.add_source("kjb", agents[1].url)
         before = {}
         for name, (sql, columns, strategy, _) in VIEWS.items():
-            view = api.add_view(name, sql, strategy=strategy)
+            view = api.add_view(name, sql, strategy=strategy, sample_size=SAMPLE)
             assert view["key"] == [] and view["columns"] == columns, view
             before[name] = Counter()
         methods, counted = Counter(), 0
@@ -134,6 +136,7 @@ def test_multiset_views_across_sources_and_left_joins_stay_exact(api, tmp_path, 
                 assert max(truth.values()) > 1, f"{name}: the rounds must hold duplicate rows"
                 sync = api.sync(name)
                 counted += check_sync(api, name, columns, before[name], truth, sync)
+                check_sample(api, name, columns, truth, SAMPLE)
                 before[name] = truth
                 assembly = sync["metrics"]["assembly"]
                 if rnd == 3 and "kjb.tags" in sql:  # most of tags rewritten

@@ -32,3 +32,20 @@ def check_sync(api, view: str, columns: list[str], before: Counter, truth: Count
     ), m
     assert m["rows_in_view"] == sum(truth.values())
     return sum(1 for n in [*inserted.values(), *deleted.values()] if n > 1)
+
+
+def check_sample(api, view: str, columns: list[str], truth: Counter, target: int) -> Counter:
+    """GET a multiset view's sample: occurrences of the view's rows, no row more often than
+    the view holds it, at most `target` in all and at least half of that (or the whole
+    view), its header saying how many. Returns it."""
+    import json
+
+    r = api.http.get(f"/v1/views/{view}/sample")
+    assert r.status_code == 200, r.text
+    sample = Counter(tuple(json.loads(line)[c] for c in columns) for line in r.text.splitlines() if line)
+    assert not sample - truth, f"sampled rows the view does not hold (so often): {sample - truth}"
+    size, total = sum(sample.values()), sum(truth.values())
+    assert size == int(r.headers["X-Sample-Size"]), dict(r.headers)
+    # deletes shrink it; below half its target (and short of the view) it is drawn again
+    assert min(total, target // 2) <= size <= min(target, total), (size, total, target)
+    return sample

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from warehouse import sample_refresh
-from warehouse.view_sample import maintain
+from warehouse.view_sample import maintain, multiset_removals
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])
 M = 8
@@ -182,3 +182,88 @@ def test_each_refresh_keeps_a_candidate_with_the_exact_probability(m, length):
         if m > 1:  # the displaced positions are spread evenly
             even = positions.sum() / m
             assert float(np.sum((positions - even) ** 2 / even)) < _chi2_bound(m - 1), name
+
+
+# --- a multiset: equal rows are occurrences, and the sample holds occurrences -------------
+
+MSCHEMA = pa.schema([("a", pa.int64())])
+
+
+def _multiset_history(seed: int = 7, rounds: int = 3) -> tuple[dict, list[dict]]:
+    """Contents with counts, then per round: delete lines (content, n), pairs `match` made
+    (old content -> new content, one occurrence each), insert lines (content, n)."""
+    r = random.Random(seed)
+    first = {c: r.randint(1, 5) for c in range(20)}
+    now, steps = dict(first), []
+    for n in range(rounds):
+        went = {c: r.randint(1, now[c]) for c in r.sample(sorted(now), 5 if n != 1 else 12)}
+        before = dict(now)
+        for c, k in went.items():
+            now[c] -= k
+        left = [c for c in now if now[c] > 0]
+        moved = [(c, 100 + n * 10 + i) for i, c in enumerate(r.sample(left, 3))]
+        for old, new in moved:
+            now[old] -= 1
+            now[new] = now.get(new, 0) + 1
+        came = {c: r.randint(1, 3) for c in r.sample(range(60), 8)}
+        for c, k in came.items():
+            now[c] = now.get(c, 0) + k
+        now = {c: k for c, k in now.items() if k > 0}
+        steps.append({"before": before, "went": went, "moved": moved, "came": came, "after": dict(now)})
+    return first, steps
+
+
+MFIRST, MHISTORY = _multiset_history()
+
+
+def _expand(counts: dict) -> pa.Table:
+    return pa.table({"a": [c for c, k in sorted(counts.items()) for _ in range(k)]}, schema=MSCHEMA)
+
+
+def _run_multiset(seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    view = _expand(MFIRST)
+    empty = MSCHEMA.empty_table()
+    m = maintain(None, M, [], 0, view.num_rows, 0, empty, empty, lambda: iter([]), view.to_batches, MSCHEMA, rng)
+    held = []
+    for step in MHISTORY:
+        deleted = pa.table(
+            {"__op": ["delete"] * len(step["went"]), "a": list(step["went"]), "__ds_count": list(step["went"].values())}
+        )
+        updated = pa.table(
+            {"__op": ["update"] * len(step["moved"]), "a": [n for _, n in step["moved"]], "__ds_count": [1] * len(step["moved"]),
+             "__ds_old_a": [o for o, _ in step["moved"]]}
+        )  # fmt: skip
+        inserts = [_expand(step["came"])]
+        after = _expand(step["after"])
+        removals = multiset_removals(
+            ["a"], deleted, updated, lambda t, b=step["before"]: {(c,): b[c] for c in t.column("a").to_pylist()}, rng
+        )
+        gone = sum(step["went"].values()) + len(step["moved"])
+        m = maintain(
+            (m.rows, m.state), M, [], sum(step["before"].values()), after.num_rows, gone, None, None,
+            lambda inserts=inserts: iter(inserts), lambda after=after: iter(after.to_batches(max_chunksize=16)),
+            MSCHEMA, rng, None, removals,
+        )  # fmt: skip
+        got: dict[int, int] = {}
+        for c in m.rows.column("a").to_pylist():
+            got[c] = got.get(c, 0) + 1
+        assert all(k <= step["after"].get(c, 0) for c, k in got.items()), "more copies sampled than the view holds"
+        assert m.state.size == m.rows.num_rows <= M and m.state.view_rows == after.num_rows
+        held.append(got)
+    return held
+
+
+def test_a_multiset_sample_holds_each_content_in_proportion_to_its_count():
+    """Per round, over the runs: the sampled copies of each content against s · N_c / N."""
+    runs = 500
+    copies = [{} for _ in MHISTORY]
+    share = [0.0 for _ in MHISTORY]
+    for seed in range(runs):
+        for r, (step, got) in enumerate(zip(MHISTORY, _run_multiset(seed), strict=True)):
+            for c, k in got.items():
+                copies[r][c] = copies[r].get(c, 0) + k
+            share[r] += sum(got.values()) / sum(step["after"].values())
+    for r, step in enumerate(MHISTORY):
+        chi2 = sum((copies[r].get(c, 0) - share[r] * k) ** 2 / (share[r] * k) for c, k in step["after"].items())
+        assert chi2 < _chi2_bound(len(step["after"]) - 1), (r, chi2)
