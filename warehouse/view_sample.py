@@ -14,7 +14,7 @@ delta is net, so its order is ours to choose):
 2. The inserts are streamed through reservoir sampling at size s: while the sample holds
    the whole view and fewer than M rows, an insert joins it; otherwise the i-th insert
    after N rows is a *candidate* with probability s / (N + i). Only candidates are logged
-   (the candidate log): E(|C|) ≈ s ln((N + n) / N) of n inserts.
+   (the candidate log, held in memory: E(|C|) ≈ s ln((N + n) / N) of n inserts).
 3. The log is applied by a deferred refresh (sample_refresh.py): only the final
    candidates are read and written, in one sequential pass over the log and one over the
    sample; stack refresh while few are expected to be final, nomem above.
