@@ -136,6 +136,13 @@ class ViewRedefine(BaseModel):
     )
 
 
+class ViewSettings(BaseModel):
+    """Settings of a view that leave its rows as they are (PATCH /v1/views/{name}); left out: kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    sample_size: int | None = Field(default=None, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
+
+
 class SiteOut(BaseModel):
     source: str
     sql: str

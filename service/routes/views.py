@@ -18,7 +18,7 @@ from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, refere
 from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import BATCH_ROWS, ndjson_lines
-from ..models import ViewIn, ViewOut, ViewRedefine, error_responses
+from ..models import ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -159,6 +159,26 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
         return view_out(catalog.set_view_options(name, options))  # the rows stay
     row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
     return view_out(row)
+
+
+@router.patch(
+    "/{name}",
+    response_model=ViewOut,
+    operation_id="change_view_settings",
+    responses=error_responses(401, 404, 409, 422),
+)
+def change_view_settings(name: str, body: ViewSettings, catalog: CatalogDep, _: ApiKey) -> ViewOut:
+    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it)."""
+    try:
+        current = catalog.view(name)
+    except NotFound:
+        raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
+    options = dict(current["options"])
+    if body.sample_size is not None:
+        options.pop("sample_size", None)
+        if body.sample_size:
+            options["sample_size"] = body.sample_size
+    return view_out(catalog.set_view_options(name, options))
 
 
 @router.delete(

@@ -70,8 +70,9 @@ def test_a_sample_follows_its_view_through_syncs(api, tmp_path, logs_dir):
         assert sync["metrics"]["rows_inserted"] == 0, "a PUT of sample_size alone must not reload the view"
         sample, _ = check_sample(api, "smp_v", KEY, truth, 50)
         assert len(sample) == 50
-        r = api.http.put("/v1/views/smp_v", json={"sql": VIEW_SQL.format(source="smp"), "sample_size": 0})
+        r = api.http.patch("/v1/views/smp_v", json={"sample_size": 0})  # the contract's way: PATCH
         assert r.status_code == 200 and r.json()["sample_size"] == 0
+        assert len(api.http.get("/v1/views/smp_v/syncs").json()) == syncs_before + 1
         r = api.http.get("/v1/views/smp_v/sample")
         assert r.status_code == 409 and "keeps no sample" in r.json()["detail"], r.text
     finally:
@@ -102,5 +103,11 @@ def test_what_a_sample_cannot_be_is_a_4xx(api, tmp_path, logs_dir):
         r = httpx.get(f"{base}/smpbad_v/sample")
         assert r.status_code == 409 and "not been loaded" in r.json()["detail"]
         assert httpx.get(f"{base}/nope/sample").status_code == 404
+        assert httpx.patch(f"{base}/nope", json={"sample_size": 5}).status_code == 404
+        for bad in ({"sample_size": -3}, {"sample_size": "x"}, {"schedul": 1}):
+            r = httpx.patch(f"{base}/smpbad_v", json=bad)
+            assert r.status_code == 422, (bad, r.text)
+        r = httpx.patch(f"{base}/smpbad_v", json={"sample_size": 7})
+        assert r.status_code == 200 and r.json()["sample_size"] == 7
     finally:
         agent.stop()
