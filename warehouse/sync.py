@@ -118,8 +118,11 @@ class SyncRun:
         """Extract every site query from its agent, the sites side by side."""
         self.staging = self.store.staging(self.sync_id)
         self.current: Version | None = self.store.current()
-        sample = view_sample.load(self.current) if len(self.view.sites) == 1 and not self.view.multiset else None
-        self._cost_sample = sample[0] if sample is not None else None  # Φ measured on it (site_sync.py)
+        #: the current version's random sample, read once: kept by maintain_sample, and for
+        #: a one-site keyed view the rows its cost model is measured on (site_sync.py)
+        self.sample = view_sample.load(self.current)
+        one_site = len(self.view.sites) == 1 and not self.view.multiset
+        self._cost_sample = self.sample[0] if self.sample is not None and one_site else None
         self.sites = self._extract_all("site", self.options)
 
     def _extract_all(self, prefix: str, options: SyncOptions) -> list[SiteRun]:
@@ -408,7 +411,7 @@ class SyncRun:
         t0 = time.monotonic()
         m = self.metrics
         result = view_sample.from_delta(
-            view_sample.load(self.current),
+            self.sample,
             target,
             self.view,
             self.store.staged_delta(self.sync_id),

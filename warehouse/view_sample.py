@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -94,12 +94,10 @@ class SampleState:
 
 @dataclass
 class Maintenance:
-    """One sync's change of a sample: the new sample and state, and the log it applied."""
+    """One sync's change of a sample: the new sample and its state."""
 
     rows: pa.Table
     state: SampleState
-    log: pa.Table | None = None
-    plan: list = field(default_factory=list)
 
 
 def state_of(version: Version | None) -> SampleState | None:
@@ -283,7 +281,7 @@ def maintain(
     if out.size < min(target, view_rows) and (out.size < REFILL_SHARE * target or target > state.target):
         kept = rows if key else rows.slice(0, 0)  # equal occurrences cannot be told apart: draw anew
         return _build(kept, out, target, key, view_rows, view, rng, state.refills + 1)
-    return Maintenance(rows, out, log, plan)
+    return Maintenance(rows, out)
 
 
 def _build(rows, state, target, key, view_rows, view, rng, refills) -> Maintenance:

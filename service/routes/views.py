@@ -251,7 +251,7 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
     row = catalog.view(name)
     definition = ViewDef.from_json(row["definition"])
     if not row["options"].get("sample_size"):
-        raise Conflict(f"view {name!r} keeps no sample: give it one with PUT /v1/views/{name} and sample_size")
+        raise Conflict(f"view {name!r} keeps no sample: give it one with PATCH /v1/views/{name} and sample_size")
     version = _current(settings, name)
     stored = view_sample.load(version)
     if stored is None:
