@@ -8,7 +8,8 @@ is a `ViewDef` (`model`), which the catalog stores as JSON.
 from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
 
 from .binding import VIEW_DIALECT, VIEW_FORM, referenced_sources
-from .decomposition import ASSEMBLY_DIALECT, CROSS_SITE_HELP, analyze_view, site_table
+from .cross_site import CROSS_SITE_HELP
+from .decomposition import ASSEMBLY_DIALECT, analyze_view, site_table
 from .model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError, upgrade_definition
 
 __all__ = [

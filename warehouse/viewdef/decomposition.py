@@ -27,19 +27,12 @@ from remote_agent.protocol.schema import SourceSchema
 from remote_agent.protocol.types import Column
 
 from .binding import BoundView, bind_view
+from .cross_site import CROSS_SITE_HELP, check_cross_site
 from .grouped_site import combination_items, grouped_items, grouped_site, nulls_restored
 from .model import SiteQuery, ViewDef, ViewDefinitionError
 
 #: sqlglot dialect of the assembly, the warehouse-side query that joins the site fragments.
 ASSEMBLY_DIALECT = "spark"
-#: What a condition across sites may contain, appended to its rejections.
-CROSS_SITE_HELP = (
-    "conditions across sites (tables of several sources, or of one source not joined there) "
-    "run in the warehouse on Spark SQL and may use columns, literals, = <> != < <= > >= "
-    "between values of the same kind (numbers, text, dates, ...), [NOT] BETWEEN, [NOT] IN, "
-    "IS [NOT] NULL, AND/OR/NOT and + - * on numbers; division and LIKE are supported in "
-    "conditions that read one site only, which run at the source"
-)
 
 
 def site_table(number: int) -> str:
@@ -269,12 +262,12 @@ def _decompose(
         if bound.is_left(c.origin) and c.relations - {c.origin}:
             # the ON of a LEFT JOIN decides which rows match, not which rows stay: every term
             # that reads another table is evaluated by the left join in the warehouse
-            _check_cross_site(c.expr, bound)
+            check_cross_site(c.expr, bound)
             central.append(c)
         elif len(touched) == 1:
             pushed[touched.pop()].append(c)
         else:
-            _check_cross_site(c.expr, bound)
+            check_cross_site(c.expr, bound)
             central.append(c)
     names, extras = _site_column_names(bound, central, site_of, len(groups))
     sites = [_site_query(bound, members, pushed[s], extras[s], schemas) for s, members in enumerate(groups)]
@@ -433,81 +426,3 @@ def _assembly(
         raise ViewDefinitionError(
             f"the conditions across sources cannot be written in Spark SQL: {exc}; {CROSS_SITE_HELP}"
         ) from None
-
-
-#: Kinds of values a condition across sites may compare with each other.
-_FAMILY = {
-    "int": "number",
-    "float": "number",
-    "decimal": "number",
-    "text": "text",
-    "bytes": "bytes",
-    "bool": "boolean",
-    "date": "date",
-    "timestamp": "timestamp",
-    "timestamptz": "timestamp",
-}
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
-
-
-def _check_cross_site(condition: exp.Expression, bound: BoundView) -> None:
-    """Reject a condition across sites that Spark would evaluate differently from the sources.
-
-    Spark runs it on the fragments: division (integer or not, by zero or not) and LIKE
-    (case, escapes) differ between SQLite, PostgreSQL and Spark, and a comparison between
-    values of different kinds fails in Spark's ANSI mode or casts differently, so those
-    are refused here rather than at every sync.
-    """
-
-    def fail(problem: str) -> None:
-        raise ViewDefinitionError(
-            f"the condition {sitesql.snippet(condition)} reads tables of several sites, so the warehouse evaluates it, where {problem}; {CROSS_SITE_HELP}"
-        )
-
-    def family(node: exp.Expression) -> str | None:
-        """The kind of value `node` yields; None for NULL and string literals, which adapt."""
-        if isinstance(node, exp.Paren):
-            return family(node.this)
-        if isinstance(node, exp.Column):
-            return _FAMILY[bound.type_of(node).kind]
-        if isinstance(node, exp.Boolean):
-            return "boolean"
-        if isinstance(node, exp.Null) or (isinstance(node, exp.Literal) and node.is_string):
-            return None
-        if isinstance(node, exp.Literal):
-            return "number"
-        if isinstance(node, exp.Div):
-            fail(f"division is not supported ({sitesql.snippet(node)})")
-        if isinstance(node, exp.Like):
-            fail(f"LIKE is not supported ({sitesql.snippet(node)})")
-        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)):
-            for operand in (node.this, node.args.get("expression")):
-                kind = family(operand) if operand is not None else None
-                if kind not in (None, "number"):
-                    fail(f"arithmetic works on numbers only ({sitesql.snippet(node)} uses a {kind} value)")
-            return "number"
-        if isinstance(node, _COMPARISONS):
-            same(node, node.this, node.expression)
-        elif isinstance(node, exp.Between):
-            same(node, node.this, node.args["low"], node.args["high"])
-        elif isinstance(node, exp.In):
-            same(node, node.this, *node.expressions)
-        elif isinstance(node, exp.Is):
-            family(node.this)
-        elif isinstance(node, (exp.And, exp.Or, exp.Not)):
-            for operand in (node.this, node.args.get("expression")):
-                if operand is not None:
-                    truth(operand)
-        return "boolean"
-
-    def same(node: exp.Expression, *operands: exp.Expression) -> None:
-        kinds = {k for k in map(family, operands) if k is not None}
-        if len(kinds) > 1:
-            fail(f"{sitesql.snippet(node)} compares values of different kinds ({' and '.join(sorted(kinds))})")
-
-    def truth(node: exp.Expression) -> None:
-        kind = family(node)
-        if kind not in (None, "boolean"):
-            fail(f"{sitesql.snippet(node)} is a {kind} value, not a condition")
-
-    truth(condition)
