@@ -29,6 +29,10 @@ SITE_FORM = (
 )
 
 
+#: `Adapter.key_order`: (key column, its expression, whether it is unique) -> what to order by.
+KeyOrder = Callable[[ColumnInfo, exp.Expression, bool], exp.Expression]
+
+
 @dataclass(frozen=True)
 class ValidatedQuery:
     """A site query the agent accepted, ready to run.
@@ -178,7 +182,13 @@ class ValidatedQuery:
         return sitesql.render(tree, self.dialect)
 
 
-def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, TableInfo], dialect: str) -> ValidatedQuery:
+def validate_site_query(
+    sql: str,
+    key: Sequence[str],
+    tables: Mapping[str, TableInfo],
+    dialect: str,
+    key_order: KeyOrder | None = None,
+) -> ValidatedQuery:
     """Check a site query against the grammar and the exposed schema; build the SQL to run.
 
     Args:
@@ -186,6 +196,8 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         key: output names of the key columns.
         tables: the tables this agent exposes, already cut to the allowed columns.
         dialect: the adapter's sqlglot dialect.
+        key_order: the adapter's `Adapter.key_order`: how a key column is ordered, cut and
+            grouped by so that the database tells apart exactly the values Python does.
 
     Raises:
         UnsupportedQuery: the query is not a plain select-project-join (422).
@@ -211,6 +223,8 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
     stored: dict[str, exp.Expression] = {}
     columns: list[ColumnInfo] = []
     origins: list[str] = []
+    #: (alias, column) each output column reads, parallel to `columns` (None: the count)
+    sources: list[tuple[str, str] | None] = []
     selected: set[tuple[int, str]] = set()
     for item in parts.items:
         out = item.alias or (item.column.name if item.column is not None else "")
@@ -218,11 +232,13 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
             items.append((exp.Count(this=exp.Star()), out))
             columns.append(ColumnInfo(out, LogicalType("int"), False, "bigint", None))
             origins.append("")
+            sources.append(None)
             continue
         index, name = scope.resolve(item.column)
         table, alias = relations[index]
         source = table.column(name)
         selected.add((index, name))
+        sources.append((alias, name))
         ref: exp.Expression = sitesql.column_ref(alias, name)
         if item.kind == grouped.NULL_FLAG:
             flag = exp.Is(this=ref, expression=exp.Null())
@@ -249,9 +265,18 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         if i.kind in (grouped.COUNT, grouped.NULL_FLAG) and c.name.startswith(grouped.MULTISET_PREFIX)
     ]
     sitenames.check_output_names([c.name for c in columns], UnsupportedQuery, generated)
+    names = [c.name for c in columns]
+    unique = _unique_columns(relations, {sources[names.index(k)] for k in key if k in names})
+
+    def ordered(column: ColumnInfo, expr: exp.Expression, is_unique: bool) -> exp.Expression:
+        return expr if key_order is None else key_order(column, expr, is_unique)
+
     group = None
     if parts.group is not None:
-        group = [sitesql.column_ref(relations[i][1], n) for i, n in (scope.resolve(g) for g in parts.group)]
+        group = [
+            ordered(relations[i][0].column(n), sitesql.column_ref(relations[i][1], n), False)
+            for i, n in (scope.resolve(g) for g in parts.group)
+        ]
         grouped_by = {scope.resolve(g) for g in parts.group}
         if grouped_by != selected:
             raise UnsupportedQuery(
@@ -291,9 +316,28 @@ def validate_site_query(sql: str, key: Sequence[str], tables: Mapping[str, Table
         key_exprs,
         tables=tuple(dict.fromkeys(t.name for t, _ in relations)),
         origins=tuple(origins),
-        _key_columns=tuple(stored[k] for k in key),
+        _key_columns=tuple(
+            ordered(columns[names.index(k)], stored[k], group is None and sources[names.index(k)] in unique)
+            for k in key
+        ),
         grouped=group is not None,
     )
+
+
+def _unique_columns(
+    relations: Sequence[tuple[TableInfo, str]], key_columns: set[tuple[str, str] | None]
+) -> set[tuple[str, str] | None]:
+    """The key's columns (alias, column) from table occurrences one of whose unique keys lies wholly in the key.
+
+    Two rows of the query with equal values (as the database compares them) in such
+    columns come from the same row of that table, so hold the same values, byte for byte.
+    """
+    found: set[tuple[str, str] | None] = set()
+    for table, alias in relations:
+        mine = {c for c in key_columns if c is not None and c[0] == alias}
+        if any(unique and {(alias, c) for c in unique} <= mine for unique in (table.primary_key, *table.unique_keys)):
+            found |= mine
+    return found
 
 
 def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple[TableInfo, str]:

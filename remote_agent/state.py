@@ -51,4 +51,4 @@ class AgentState:
 
     def site_query(self, site: SiteSpec) -> ValidatedQuery:
         """The warehouse's site query, checked against what this agent exposes."""
-        return validate_site_query(site.sql, site.key, self.exposed(), self.adapter.dialect)
+        return validate_site_query(site.sql, site.key, self.exposed(), self.adapter.dialect, self.adapter.key_order)

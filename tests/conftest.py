@@ -1,5 +1,5 @@
 """Fixtures shared by the whole suite: real service and agent processes, scratch dirs, and
-the legacy databases (one PostgreSQL server per session; `source` over every engine)."""
+the legacy databases (one PostgreSQL and one MariaDB server per session; `source` over every engine)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
 from tests.support.sources import ENGINES, SourceDatabase, database_name  # noqa: E402
 from tests.support.special import SpecialService  # noqa: E402
 from workloads.harness import Api, start_service  # noqa: E402
+from workloads.mariadb import MariadbDatabase, MariadbServer, start_mariadb  # noqa: E402
 from workloads.postgres import PostgresDatabase, PostgresServer, start_postgres  # noqa: E402
 
 
@@ -83,6 +84,21 @@ def postgres_server(tmp_path_factory) -> PostgresServer:
     server = start_postgres(tmp_path_factory.mktemp("postgres"), dbname=None)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(tmp_path_factory) -> MariadbServer:
+    """One MariaDB server for the session (Debian's mariadb-server, installed when missing),
+    started on first use; tests get databases in it."""
+    server, _ = start_mariadb(tmp_path_factory.mktemp("mariadb"), dbname=None)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def mariadb(mariadb_server, request) -> MariadbDatabase:
+    """A database of the module's own in the session's MariaDB server (`owner` and SELECT-only `reader`)."""
+    return mariadb_server.create_database(database_name(request.module.__name__))
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,7 @@ def site_tables(site: SiteQuery, dialect: str | None = None) -> list[tuple[str, 
     >>> site_tables(SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p" JOIN "people" AS "q" ON "q"."id" = "p"."id"', [], ["id"]))
     [('people', 'p'), ('people', 'q')]
     """
-    tree = sqlglot.parse_one(site.sql, read=dialect)
+    tree = sqlglot.parse_one(site.sql, read=dialect or site.dialect)
     return [(t.name, t.alias_or_name) for t in tree.find_all(exp.Table)]
 
 
@@ -299,16 +299,18 @@ def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None, not_n
     >>> ranged_sql(s, {"p": "at"}, "2026-01-01 00:00:00", frozenset({"p"}))
     'SELECT "p"."id" AS "id" FROM "people" AS "p" WHERE "p"."id" > 0 AND ("p"."at" >= \\'2026-01-01 00:00:00\\')'
     """
-    tree = sqlglot.parse_one(site.sql)
+    tree = site.parse()
     if bound is None:
-        return tree.where(exp.EQ(this=exp.Literal.number(1), expression=exp.Literal.number(0)), append=True).sql()
+        return site.render(
+            tree.where(exp.EQ(this=exp.Literal.number(1), expression=exp.Literal.number(0)), append=True)
+        )
     terms = []
     for alias, column in stamps.items():
         col = exp.column(column, alias, quoted=True)
         terms.append(exp.GTE(this=col, expression=exp.Literal.string(bound)))
         if alias not in not_null:
             terms.append(exp.Is(this=col.copy(), expression=exp.Null()))
-    return tree.where(exp.Paren(this=exp.or_(*terms)), append=True).sql()
+    return site.render(tree.where(exp.Paren(this=exp.or_(*terms)), append=True))
 
 
 def keys_sql(site: SiteQuery) -> str:
@@ -317,6 +319,6 @@ def keys_sql(site: SiteQuery) -> str:
     >>> keys_sql(SiteQuery("s", 'SELECT "p"."id" AS "id", "p"."n" AS "n" FROM "people" AS "p"', [], ["id"]))
     'SELECT "p"."id" AS "id" FROM "people" AS "p"'
     """
-    tree = sqlglot.parse_one(site.sql)
+    tree = site.parse()
     keep = [e for e in tree.expressions if e.alias_or_name in site.key]
-    return tree.select(*keep, append=False).sql()
+    return site.render(tree.select(*keep, append=False))

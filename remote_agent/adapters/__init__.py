@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 from ..errors import BadRequest
 from .base import Adapter, ColumnInfo, Reader, Session, TableInfo
 from .files import FileAdapter
+from .mysql import MysqlAdapter
 from .postgres import PostgresAdapter
 from .sqlite import SqliteAdapter
 
@@ -14,6 +15,8 @@ ADAPTERS: dict[str, type[Adapter]] = {
     "sqlite": SqliteAdapter,
     "postgresql": PostgresAdapter,
     "postgres": PostgresAdapter,
+    "mysql": MysqlAdapter,
+    "mariadb": MysqlAdapter,
     "file": FileAdapter,
 }
 

@@ -73,6 +73,10 @@ class Adapter(ABC):
     #: Whether the database stamps row versions with transaction ids the agent can read
     #: and compare (the row_version strategy).
     row_versions: bool = False
+    #: Whether a lookup by key (`WHERE k IN (...)`) matches only rows whose key equals a
+    #: bound one as Python compares them; False (a case-blind collation, say): the agent
+    #: drops the rows it did not ask for.
+    exact_lookups: bool = True
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         self.url = url
@@ -106,6 +110,18 @@ class Adapter(ABC):
         the column is converted value by value.
         """
         return None
+
+    def key_order(self, column: ColumnInfo, ref: exp.Expression, unique: bool) -> exp.Expression:
+        """The key column `ref` as chunks order and cut it, and a grouped query groups it.
+
+        Keyset pagination compares keys in the database, and the agent tells a chunk's last
+        key from the next by Python's equality: the two must agree on which values are
+        equal, or rows sharing a key as the database sees it would be skipped or read
+        twice. `unique`: the column comes from a table whose unique key lies in the query's
+        key, so no two rows hold values the database holds equal. The default: the column
+        as it is (an index on it serves the order).
+        """
+        return ref
 
     def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
         """Whether rows can be found by binding canonical key values in a WHERE clause."""

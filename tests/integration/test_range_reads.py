@@ -88,6 +88,7 @@ def read_bound(rows_before: int, changed: int, rounds: int) -> int:
     return changed * (rounds - 1) * max(per_range, SHIP_THRESHOLD + changed)
 
 
+@pytest.mark.engines("sqlite", "postgres")  # MariaDB's ranged reads: tests/integration/test_mariadb.py
 def test_range_checksum_reads_the_differing_ranges_only(api, source, logs_dir):
     legacy = Items(source, seed=16)
     agent = start_agent(source.reader_url, logs_dir)

@@ -5,7 +5,8 @@ decimal and date keys and rows crossing the WHERE clause; after every sync the v
 the database, the delta is exact and the metrics count what the delta holds. On SQLite the
 rounds cover every strategy; on PostgreSQL (a server the suite starts from Debian's
 binaries; the agent connects as a role that may only SELECT) numerics, timestamps with and
-without zone, bytea, booleans, NaN and infinities. The larger-table tests run on SQLite only:
+without zone, bytea, booleans, NaN and infinities; on MariaDB the family's traps
+(tests/support/mariadb_legacy.py) with every strategy the service runs there. The larger-table tests run on SQLite only:
 their data comes from workloads.students, which writes SQLite.
 """
 
@@ -16,6 +17,8 @@ import sqlite3
 import pytest
 
 from tests.support.legacy import POSTGRES_VIEWS, SQLITE_VIEWS, PostgresLegacy, Rounds, SqliteLegacy, decimal_2
+from tests.support.mariadb_legacy import VIEWS as MARIADB_VIEWS
+from tests.support.mariadb_legacy import MariadbLegacy
 from tests.support.oracle import keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
@@ -33,6 +36,9 @@ ROUNDS = {
         "pg_accounts",
         rounds=4,
         token="pg-token",
+    ),
+    "mariadb": Rounds(
+        lambda db: MariadbLegacy(db.owner_url, seed=16), MARIADB_VIEWS, "my", "my_accounts", rounds=3, token="my-token"
     ),
 }
 

@@ -1,8 +1,8 @@
 """The legacy databases a test syncs from, one maker per engine, behind the `source` fixture.
 
 `ENGINES` maps the engine's name (the test id) to a function that makes a fresh, empty
-database on it; tests/conftest.py parametrizes `source` over it. Adding MariaDB is one
-more entry here (and a session fixture that starts its server, as `postgres_server` does).
+database on it; tests/conftest.py parametrizes `source` over it. PostgreSQL and MariaDB
+databases live in servers the session starts once (`postgres_server`, `mariadb_server`).
 """
 
 from __future__ import annotations
@@ -52,4 +52,13 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> SourceDatabase:
     return SourceDatabase("postgres", owner_url=database.owner_url, reader_url=database.reader_url)
 
 
-ENGINES: dict[str, Callable[[pytest.FixtureRequest, Path], SourceDatabase]] = {"sqlite": _sqlite, "postgres": _postgres}
+def _mariadb(request: pytest.FixtureRequest, tmp_path: Path) -> SourceDatabase:
+    database = request.getfixturevalue("mariadb_server").create_database(database_name(request.node.name))
+    return SourceDatabase("mariadb", owner_url=database.owner_url, reader_url=database.reader_url)
+
+
+ENGINES: dict[str, Callable[[pytest.FixtureRequest, Path], SourceDatabase]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+    "mariadb": _mariadb,
+}

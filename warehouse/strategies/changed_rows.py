@@ -215,7 +215,7 @@ class ChangedRows(Strategy):
         if self.full is not None:
             return self.full.exchange()
         ctx = self.ctx
-        keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key)
+        keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key, ctx.site.dialect)
         method = key_reconciliation(ctx.estimate)
         t0 = time.monotonic()
         change = None

@@ -119,7 +119,7 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     if bound.multiset and len(groups) == 1:
         tree, columns_read, key, multiset = grouped_site(bound)
         source = bound.relations[0].source
-        site = SiteQuery(source, _render_site(tree, source, schemas), columns_read, key)
+        site = SiteQuery(source, _render_site(tree, source, schemas), columns_read, key, _dialect(source, schemas))
         return ViewDef(sql.strip(), columns, [], [site], multiset=multiset)
     derivation = [p.to_json() for p in bound.key_parts]
     if len(groups) == 1:
@@ -142,7 +142,13 @@ def _single_site(bound: BoundView, schemas: Mapping[str, SourceSchema]) -> SiteQ
         bound.where,
     )
     columns = [Column(o.name, o.column.type) for o in bound.outputs]
-    return SiteQuery(source, _render_site(tree, source, schemas), columns, list(bound.key))
+    return SiteQuery(source, _render_site(tree, source, schemas), columns, list(bound.key), _dialect(source, schemas))
+
+
+def _dialect(source: str, schemas: Mapping[str, SourceSchema]) -> str | None:
+    """The dialect a site query of `source` is kept with: MySQL's only (`SiteQuery.dialect`)."""
+    dialect = schemas[source].dialect
+    return dialect if dialect == "mysql" else None
 
 
 def _render_site(tree: exp.Select, source: str, schemas: Mapping[str, SourceSchema]) -> str:
@@ -355,7 +361,7 @@ def _site_query(
         raise ViewDefinitionError(
             f"the part of the view read from source {source!r} ({labels}) has no key column: every table of a view must contribute its key to the select list"
         )
-    return SiteQuery(source, _render_site(tree, source, schemas), columns, key)
+    return SiteQuery(source, _render_site(tree, source, schemas), columns, key, _dialect(source, schemas))
 
 
 def _assembly(

@@ -41,14 +41,28 @@ class SiteQuery:
     sql: str
     columns: list[Column]
     key: list[str]
+    #: The sqlglot dialect `sql` is written in; None: one the standard dialect reads (SQLite,
+    #: PostgreSQL, dump files: double-quoted names), as definitions stored before MySQL had it.
+    dialect: str | None = None
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "source": self.source,
             "sql": self.sql,
             "columns": [c.to_json() for c in self.columns],
             "key": list(self.key),
         }
+        if self.dialect is not None:
+            data["dialect"] = self.dialect
+        return data
+
+    def parse(self) -> exp.Select:
+        """The site query's tree, read in its own dialect."""
+        return sqlglot.parse_one(self.sql, read=self.dialect)
+
+    def render(self, tree: exp.Expression) -> str:
+        """`tree` (the site query changed) as SQL in the site query's dialect."""
+        return tree.sql(dialect=self.dialect)
 
     @property
     def grouped(self) -> bool:
@@ -58,7 +72,7 @@ class SiteQuery:
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
         try:
-            names = list(dict.fromkeys(t.name for t in sqlglot.parse_one(self.sql).find_all(exp.Table)))
+            names = list(dict.fromkeys(t.name for t in self.parse().find_all(exp.Table)))
         except SqlglotError:
             names = []
         if not names:
@@ -69,7 +83,13 @@ class SiteQuery:
 
     @classmethod
     def from_json(cls, data: dict) -> SiteQuery:
-        return cls(data["source"], data["sql"], [Column.from_json(c) for c in data["columns"]], list(data["key"]))
+        return cls(
+            data["source"],
+            data["sql"],
+            [Column.from_json(c) for c in data["columns"]],
+            list(data["key"]),
+            data.get("dialect"),
+        )
 
 
 @dataclass(frozen=True)
