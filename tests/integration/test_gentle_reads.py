@@ -18,6 +18,8 @@ import psycopg
 import pytest
 
 from tests.support.legacy import POSTGRES_VIEWS, SQLITE_VIEWS, PostgresLegacy, Rounds, SqliteLegacy, with_strategy
+from tests.support.mariadb_legacy import VIEWS as MARIADB_VIEWS
+from tests.support.mariadb_legacy import MariadbLegacy
 from tests.support.oracle import check_sync, keyed, normalize, run_rounds
 from workloads.harness import start_agent
 
@@ -72,6 +74,19 @@ CHUNKY = {
         },
         "chunky_pg",
         "chunky_pg_accounts",
+        rounds=ROUNDS,
+    ),
+    # keys a binary collation tells apart, case-blind keys changing case, in 7-row chunks
+    "mariadb": Rounds(
+        lambda db: MariadbLegacy(db.owner_url, seed=9, rows=120),
+        _renamed(
+            {k: MARIADB_VIEWS[k] for k in ["my_accounts", "my_ledger", "my_words", "my_tags", "my_words_ranges"]},
+            "my",
+            "chunky_my",
+            "chunky_",
+        ),
+        "chunky_my",
+        "chunky_my_accounts",
         rounds=ROUNDS,
     ),
 }

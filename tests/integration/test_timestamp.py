@@ -16,6 +16,7 @@ import sqlite3
 
 import pytest
 
+from tests.support.mariadb_legacy import Owner
 from tests.support.oracle import check_sync
 from workloads.harness import start_agent
 
@@ -25,11 +26,11 @@ pytestmark = pytest.mark.integration
 ROUNDS = 2
 RECONCILE_EVERY = 2
 VIEW_SQL = (
-    "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM {src}.lines l "
+    "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM {src}.order_lines l "
     "JOIN {src}.orders o ON l.order_id = o.order_id WHERE l.amount > 10 AND o.status <> 'void'"
 )
 TRUTH_SQL = (
-    "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM lines l "
+    "SELECT l.order_id, l.line_no, l.amount, l.note, o.order_id AS oid, o.customer FROM order_lines l "
     "JOIN orders o ON l.order_id = o.order_id WHERE l.amount > 10 AND o.status <> 'void' "
     "AND (o.is_deleted IS NULL OR o.is_deleted = FALSE) AND l.deleted_at IS NULL"
 )
@@ -64,6 +65,16 @@ class Stamped:
             "%s",
             "(clock_timestamp() AT TIME ZONE 'UTC') - interval '1 hour'",
         ),
+        # lines: DATETIME holding UTC; orders: TIMESTAMP (an instant); the session at -05:00
+        "mariadb": (
+            "DATETIME(6)",
+            "TIMESTAMP(6) NULL",
+            "BOOLEAN",
+            "UTC_TIMESTAMP(6)",
+            "NOW(6)",
+            "%s",
+            "UTC_TIMESTAMP(6) - INTERVAL 1 HOUR",
+        ),
     }
 
     def __init__(self, source, seed: int):
@@ -79,10 +90,10 @@ class Stamped:
             )
             self.run(
                 c,
-                f"CREATE TABLE lines (order_id integer NOT NULL, line_no integer NOT NULL, amount integer, "
+                f"CREATE TABLE order_lines (order_id integer NOT NULL, line_no integer NOT NULL, amount integer, "
                 f"note text, updated_at {stamp}, deleted_at {stamp}, PRIMARY KEY (order_id, line_no))",
             )
-            self.run(c, "CREATE INDEX lines_updated_at ON lines (updated_at)")
+            self.run(c, "CREATE INDEX lines_updated_at ON order_lines (updated_at)")
             self.run(c, "BEGIN")
             for _ in range(600):
                 self.insert_order(c)
@@ -93,6 +104,8 @@ class Stamped:
     def connect(self):
         if self.source.engine == "sqlite":
             return sqlite3.connect(self.source.path, isolation_level=None)
+        if self.source.engine == "mariadb":
+            return Owner(self.source.owner_url)
         import psycopg
 
         c = psycopg.connect(self.source.owner_url, autocommit=True)
@@ -119,7 +132,7 @@ class Stamped:
         self.lines.add(key)
         self.run(
             c,
-            f"INSERT INTO lines VALUES (?, ?, ?, ?, {stamp or self.now}, NULL)",
+            f"INSERT INTO order_lines VALUES (?, ?, ?, ?, {stamp or self.now}, NULL)",
             (*key, self.rng.randrange(100), self.rng.choice(["x", "y", None])),
         )
         return key
@@ -131,17 +144,17 @@ class Stamped:
             for key in rng.sample(lines, 15):  # updates that bump the stamp (some cross the WHERE clause)
                 self.run(
                     c,
-                    f"UPDATE lines SET amount = ?, updated_at = {self.now} WHERE order_id = ? AND line_no = ?",
+                    f"UPDATE order_lines SET amount = ?, updated_at = {self.now} WHERE order_id = ? AND line_no = ?",
                     (rng.randrange(100), *key),
                 )
             for key in rng.sample(lines, 4):  # soft deletes: the marker set, the stamp bumped
                 self.run(
                     c,
-                    f"UPDATE lines SET deleted_at = {self.now}, updated_at = {self.now} WHERE order_id = ? AND line_no = ?",
+                    f"UPDATE order_lines SET deleted_at = {self.now}, updated_at = {self.now} WHERE order_id = ? AND line_no = ?",
                     key,
                 )
             for key in rng.sample(lines, 4):  # hard deletes
-                self.run(c, "DELETE FROM lines WHERE order_id = ? AND line_no = ?", key)
+                self.run(c, "DELETE FROM order_lines WHERE order_id = ? AND line_no = ?", key)
                 self.lines.discard(key)
             for order in rng.sample(range(1, self.orders + 1), 2):  # orders: renamed, voided, flagged
                 what = rng.choice(["customer = 'renamed'", "status = 'void'", "status = 'open'", "is_deleted = TRUE"])
@@ -150,13 +163,13 @@ class Stamped:
                 self.insert_line(c)
             for _ in range(2):  # NULL stamps: read at every sync
                 key = self.insert_line(c)
-                self.run(c, "UPDATE lines SET updated_at = NULL WHERE order_id = ? AND line_no = ?", key)
+                self.run(c, "UPDATE order_lines SET updated_at = NULL WHERE order_id = ? AND line_no = ?", key)
             nulls = [
-                tuple(r) for r in self.run(c, "SELECT order_id, line_no FROM lines WHERE updated_at IS NULL").fetchall()
+                tuple(r) for r in self.run(c, "SELECT order_id, line_no FROM order_lines WHERE updated_at IS NULL").fetchall()
             ]
             for key in rng.sample(nulls, min(2, len(nulls))):  # changed without a stamp
                 self.run(
-                    c, "UPDATE lines SET note = ? WHERE order_id = ? AND line_no = ?", (f"n{rng.randrange(99)}", *key)
+                    c, "UPDATE order_lines SET note = ? WHERE order_id = ? AND line_no = ?", (f"n{rng.randrange(99)}", *key)
                 )
 
     def late_insert(self, order: int) -> None:
@@ -164,14 +177,14 @@ class Stamped:
         with self.connect() as c:
             line = next(n for n in range(31, 99) if (order, n) not in self.lines)
             self.lines.add((order, line))
-            self.run(c, f"INSERT INTO lines VALUES (?, ?, 50, 'late', {self.old}, NULL)", (order, line))
+            self.run(c, f"INSERT INTO order_lines VALUES (?, ?, 50, 'late', {self.old}, NULL)", (order, line))
 
     def late_update(self, key: tuple) -> None:
         """A row committed now but stamped an hour ago: only a full reconciliation sees it."""
         with self.connect() as c:
             self.run(
                 c,
-                f"UPDATE lines SET note = 'late', updated_at = {self.old} WHERE order_id = ? AND line_no = ?",
+                f"UPDATE order_lines SET note = 'late', updated_at = {self.old} WHERE order_id = ? AND line_no = ?",
                 key[:2],
             )
 
@@ -192,8 +205,8 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
             name,
             VIEW_SQL.format(src=src),
             strategy="timestamp",
-            timestamps={"lines": "updated_at", f"{src}.orders": "updated_at"},
-            delete_flags={"orders": "is_deleted", "lines": "deleted_at"},
+            timestamps={"order_lines": "updated_at", f"{src}.orders": "updated_at"},
+            delete_flags={"orders": "is_deleted", "order_lines": "deleted_at"},
             timestamp_lag_s=1,
             reconcile_every=RECONCILE_EVERY,
         )
@@ -201,16 +214,16 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
         auto = api.add_view(
             f"{name}_auto",
             VIEW_SQL.format(src=src),
-            timestamps={"lines": "updated_at", f"{src}.orders": "updated_at"},
-            delete_flags={"orders": "is_deleted", "lines": "deleted_at"},
+            timestamps={"order_lines": "updated_at", f"{src}.orders": "updated_at"},
+            delete_flags={"orders": "is_deleted", "order_lines": "deleted_at"},
             timestamp_lag_s=1,
             reconcile_every=RECONCILE_EVERY,  # the late update of a reconciling round is seen whatever auto chose
         )
         assert auto["strategy"] == "auto", auto
         key = view["key"]
         assert set(key) >= {"order_id", "line_no"}, view
-        assert view["timestamps"] == {f"{src}.lines": "updated_at", f"{src}.orders": "updated_at"}
-        assert view["delete_flags"] == {f"{src}.orders": "is_deleted", f"{src}.lines": "deleted_at"}
+        assert view["timestamps"] == {f"{src}.order_lines": "updated_at", f"{src}.orders": "updated_at"}
+        assert view["delete_flags"] == {f"{src}.orders": "is_deleted", f"{src}.order_lines": "deleted_at"}
         assert (view["timestamp_lag_s"], view["reconcile_every"]) == (1, RECONCILE_EVERY)
         before = legacy.truth(key)
         check_sync(api, name, key, {}, before, api.sync(name))

@@ -43,21 +43,27 @@ NORMALIZE = {
 
 
 class Owner:
-    """The legacy application's connection (MySQLdb, autocommit) to `url`, with an execute() that returns rows."""
+    """The legacy application's connection (MySQLdb, autocommit) to `url`, with an execute()
+    that returns the cursor, as sqlite3's and psycopg's do; a context manager that closes it."""
 
     def __init__(self, url: str):
         self.conn = connect(url)
-        cur = self.conn.cursor()
         # the application's own session: zero dates allowed, a zone that is not the agent's UTC
-        cur.execute("SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION', time_zone = '-05:00'")
+        self.execute("SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION', time_zone = '-05:00'")
 
-    def execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+    def execute(self, sql: str, params: tuple = ()):
         cur = self.conn.cursor()
         cur.execute(sql, params or None)
-        return list(cur.fetchall()) if cur.description else []
+        return cur
 
     def close(self) -> None:
         self.conn.close()
+
+    def __enter__(self) -> Owner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def connect(url: str):
@@ -151,7 +157,7 @@ class MariadbLegacy:
         r = self.rng
         c = Owner(self.url)
         try:
-            ids = [row[0] for row in c.execute("SELECT id FROM accounts")]
+            ids = [row[0] for row in c.execute("SELECT id FROM accounts").fetchall()]
             for aid in r.sample(ids, min(len(ids), r.randint(5, 30))):
                 values = self._account()
                 i = r.randrange(len(self.COLUMNS))
@@ -161,7 +167,7 @@ class MariadbLegacy:
                 c.execute("DELETE FROM accounts WHERE id = %s", (aid,))
             for _ in range(r.randint(0, 12)):
                 self._insert_account(c)
-            keys = c.execute("SELECT branch, entry FROM ledger")
+            keys = list(c.execute("SELECT branch, entry FROM ledger").fetchall())
             for branch, entry in r.sample(keys, min(len(keys), r.randint(0, 20))):
                 c.execute(
                     "UPDATE ledger SET memo = %s, account = %s WHERE branch = %s AND entry = %s",
