@@ -165,11 +165,14 @@ class Stamped:
                 key = self.insert_line(c)
                 self.run(c, "UPDATE order_lines SET updated_at = NULL WHERE order_id = ? AND line_no = ?", key)
             nulls = [
-                tuple(r) for r in self.run(c, "SELECT order_id, line_no FROM order_lines WHERE updated_at IS NULL").fetchall()
+                tuple(r)
+                for r in self.run(c, "SELECT order_id, line_no FROM order_lines WHERE updated_at IS NULL").fetchall()
             ]
             for key in rng.sample(nulls, min(2, len(nulls))):  # changed without a stamp
                 self.run(
-                    c, "UPDATE order_lines SET note = ? WHERE order_id = ? AND line_no = ?", (f"n{rng.randrange(99)}", *key)
+                    c,
+                    "UPDATE order_lines SET note = ? WHERE order_id = ? AND line_no = ?",
+                    (f"n{rng.randrange(99)}", *key),
                 )
 
     def late_insert(self, order: int) -> None:
