@@ -57,7 +57,6 @@ def lookup_rows(
     if not keys:
         return
     if adapter.can_lookup([c.type for c in query.columns if c.name in query.key]):
-        wanted = None if adapter.exact_lookups else set(keys)
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
         per_statement = min(LOOKUP_CHUNK, chunk_rows)
@@ -70,8 +69,9 @@ def lookup_rows(
                 rows = reader.rows(query.lookup_sql(len(chunk)), [adapter.bind(v) for v in params], limit=len(chunk))
             if rows:
                 batch = converter.batch(rows, query.key)
-                if wanted is not None:  # the database may match keys Python tells apart
-                    batch = batch.filter(pa.array([k in wanted for k in key_values(batch, query.key)], pa.bool_()))
+                if not adapter.exact_lookups:  # the database may match keys Python tells apart
+                    asked = set(chunk)  # this statement's: another's would be read twice
+                    batch = batch.filter(pa.array([k in asked for k in key_values(batch, query.key)], pa.bool_()))
                 pending.append(batch)
                 pending_rows += batch.num_rows
             if pending_rows >= batch_rows:
