@@ -40,7 +40,8 @@ def test_agent_image_installs_only_the_agent():
     copied = [rest.split()[0] for op, rest in steps if op == "COPY"]
     assert "remote_agent" in copied and "warehouse" not in copied and "service" not in copied
     assert "openjdk" not in text and "pyspark" not in text and "[service]" not in text
-    assert any(op == "RUN" and "pip install" in rest for op, rest in steps)
+    assert any(op == "RUN" and "pip install" in rest and "'.[mysql]'" in rest for op, rest in steps)
+    assert "libmariadb3" in text, "mysqlclient's runtime library must stay in the image"
     assert steps[-1][0] == "ENTRYPOINT" and "remote_agent" in steps[-1][1]
 
 
