@@ -37,6 +37,7 @@ from sqlglot.tokens import TokenType
 
 from ..errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
 from ..protocol.types import MAX_DECIMAL_PRECISION, LogicalType
+from . import mysql_arrow
 from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from .convert import converter_for
 
@@ -155,22 +156,27 @@ class _MysqlReader(Reader):
         self.conn = conn
         self.timeout_s = timeout_s
 
-    def stream(
-        self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
-    ) -> Iterator[list[tuple]]:
-        # SSCursor streams the result (mysql_use_result): one fetch of rows in memory at a time.
-        cursor = self.conn.cursor(MySQLdb.cursors.SSCursor)
+    def arrow(
+        self, sql: str, params: Sequence[Any] = (), *, types: Sequence[LogicalType], schema: pa.Schema
+    ) -> pa.Table | None:
+        # The same statement, its values left as the server's text and cast by Arrow
+        # (mysql_arrow.py); the connection's converters are swapped for this one result.
+        query = self.conn.cursor().mogrify(format_placeholders(sql), tuple(params)) if params else sql
+        saved = self.conn.converter
+        self.conn.converter = mysql_arrow.raw_converter(saved)
         try:
-            if params:
-                cursor.execute(format_placeholders(sql), tuple(params))
-            else:
-                cursor.execute(sql)
-            while True:
-                rows = list(cursor.fetchmany(fetch_rows))
-                if rows:
-                    yield rows
-                if len(rows) < fetch_rows:
-                    return
+            with self._errors():
+                self.conn.query(query)
+                rows = self.conn.store_result().fetch_row(0)
+        finally:
+            self.conn.converter = saved
+        return mysql_arrow.canonical(rows, types, schema)
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """The driver's errors as the agent's: a timeout or a lost connection, a refusal, a bad value."""
+        try:
+            yield
         except MySQLdb.OperationalError as exc:
             code = exc.args[0] if exc.args else None
             if code in _TIMED_OUT:
@@ -187,6 +193,24 @@ class _MysqlReader(Reader):
             raise
         except MySQLdb.DataError as exc:
             raise SourceDataError(f"MySQL/MariaDB value cannot be read: {exc.args[-1]}") from None
+
+    def stream(
+        self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
+    ) -> Iterator[list[tuple]]:
+        # SSCursor streams the result (mysql_use_result): one fetch of rows in memory at a time.
+        cursor = self.conn.cursor(MySQLdb.cursors.SSCursor)
+        try:
+            with self._errors():
+                if params:
+                    cursor.execute(format_placeholders(sql), tuple(params))
+                else:
+                    cursor.execute(sql)
+                while True:
+                    rows = list(cursor.fetchmany(fetch_rows))
+                    if rows:
+                        yield rows
+                    if len(rows) < fetch_rows:
+                        return
         finally:
             with contextlib.suppress(MySQLdb.Error):
                 cursor.close()  # reads what is left of a streamed result
