@@ -17,7 +17,7 @@ from .catalog import Catalog
 from .errors import ServiceError
 from .jobs import SyncRunner
 from .limits import BodySizeLimit
-from .routes import health, sources, syncs, views
+from .routes import changes, health, sources, syncs, views
 from .settings import ServiceSettings
 
 log = logging.getLogger("service")
@@ -69,7 +69,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         errors = [_validation_item(e) for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    for module in (health, sources, views, syncs):
+    for module in (health, sources, views, syncs, changes):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ApiKeyGate, key=settings.api_key)  # outermost: no key, no further work

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from pyspark.sql import SparkSession
 
 from .auth import WRONG_KEY, key_matches
 from .catalog import Catalog
+from .deltaformat import FORMAT_HELP, Format
 from .errors import Unauthorized
 from .jobs import SyncRunner
 from .settings import ServiceSettings
@@ -46,3 +47,10 @@ CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]
+FormatQuery = Annotated[Format, Query(alias="format", description=FORMAT_HELP)]
+WithBeforeQuery = Annotated[
+    bool,
+    Query(
+        description="updates also carry the row they replaced ('before'); costs a read of every delta since the view's load (see README)"
+    ),
+]

@@ -15,14 +15,13 @@ from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
-from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
+from ..deltaformat import NDJSON, PARQUET, rows_parquet
+from ..deps import ApiKey, CatalogDep, FormatQuery, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import BATCH_ROWS, ndjson_lines
 from ..models import ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
-
-NDJSON = "application/x-ndjson"
 
 
 def view_out(row: dict) -> ViewOut:
@@ -215,15 +214,20 @@ def _current(settings, name: str):
     operation_id="get_view_rows",
     response_class=StreamingResponse,
     responses={
-        200: {"content": {NDJSON: {}}, "description": "one JSON object per row"},
+        200: {
+            "content": {NDJSON: {}, PARQUET: {}},
+            "description": "one JSON object per row, or a Parquet file of them",
+        },
         **error_responses(404, 409, 422),
     },
 )
-def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
-    """Rows of the view as of its last successful sync, as NDJSON."""
+def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQuery = "ndjson") -> StreamingResponse:
+    """Rows of the view as of its last successful sync, as NDJSON (or Parquet)."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
     rows = layers.view_batches(version, definition, BATCH_ROWS)
+    if fmt == "parquet":
+        return StreamingResponse(rows_parquet(rows, definition.columns), media_type=PARQUET)
     return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON)
 
 
