@@ -12,6 +12,7 @@ from .catalog import Catalog
 from .deltaformat import FORMAT_HELP, Format
 from .errors import Unauthorized
 from .jobs import SyncRunner
+from .metrics import ServiceMetrics
 from .settings import ServiceSettings
 
 
@@ -25,6 +26,10 @@ def get_catalog(request: Request) -> Catalog:
 
 def get_runner(request: Request) -> SyncRunner:
     return request.app.state.runner
+
+
+def get_metrics(request: Request) -> ServiceMetrics:
+    return request.app.state.metrics
 
 
 def get_spark(request: Request) -> SparkSession:
@@ -45,6 +50,7 @@ def require_api_key(request: Request) -> None:
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
+MetricsDep = Annotated[ServiceMetrics, Depends(get_metrics)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]
 FormatQuery = Annotated[Format, Query(alias="format", description=FORMAT_HELP)]

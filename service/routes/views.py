@@ -16,7 +16,7 @@ from warehouse.storage import ViewStore
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 from ..deltaformat import NDJSON, PARQUET, rows_parquet
-from ..deps import ApiKey, CatalogDep, FormatQuery, SettingsDep, SparkDep
+from ..deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import BATCH_ROWS, ndjson_lines
 from ..models import ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
@@ -186,9 +186,10 @@ def change_view_settings(name: str, body: ViewSettings, catalog: CatalogDep, _: 
     operation_id="delete_view",
     responses=error_responses(401, 404, 409, 422),
 )
-def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> Response:
-    """Remove a view, its stored rows and its sync history."""
+def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, metrics: MetricsDep, _: ApiKey) -> Response:
+    """Remove a view, its stored rows and its sync history (and its series in /metrics)."""
     catalog.delete_view(name, ViewStore(settings.data_dir, name).drop)
+    metrics.forget(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
