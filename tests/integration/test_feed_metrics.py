@@ -2,7 +2,8 @@
 the session's service and a real agent over a small SQLite source.
 
 One module fixture runs the syncs all tests read: a load and three rounds of inserts,
-updates (some keys twice) and deletes on a keyed view, and a second view whose table is
+updates (some keys twice) and deletes on a keyed view, a load and a round of a view
+without a key whose drifting rows `match` pairs into updates, and a view whose table is
 dropped so that its sync fails.
 """
 
@@ -21,11 +22,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.jsonvalues import to_json_value
+from tests.support.pairing import MATCH
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
 
-VIEW, FAILING = "feed_items", "feed_doomed"
+VIEW, FAILING, KEYLESS = "feed_items", "feed_doomed", "feed_readings"
 PARQUET = "application/vnd.apache.parquet"
 
 
@@ -78,11 +80,15 @@ def history(api, tmp_path_factory, logs_dir):
         c.execute("CREATE TABLE doomed (id INTEGER PRIMARY KEY, v TEXT)")
         c.executemany("INSERT INTO items VALUES (?, ?, ?, ?)", _rows(0, 40, rng))
         c.executemany("INSERT INTO doomed VALUES (?, ?)", [(i, str(i)) for i in range(5)])
+        c.execute("CREATE TABLE readings (at INTEGER NOT NULL, v REAL)")
+        readings = [(i, i / 4) for i in range(0, 60, 3)]
+        c.executemany("INSERT INTO readings VALUES (?, ?)", readings + readings[:5])  # 5 rows twice
     agent = start_agent(f"sqlite:///{db}", logs_dir)
     try:
         api.add_source("feed_src", agent.url)
         api.add_view(VIEW, "SELECT i.id, i.name, i.price, i.score FROM feed_src.items i", strategy="group_hash")
         api.add_view(FAILING, "SELECT d.id, d.v FROM feed_src.doomed d")
+        api.add_view(KEYLESS, "SELECT r.at, r.v FROM feed_src.readings r", match=MATCH)
         before = metrics(api)
         syncs, states = [], []
         for round_ in range(4):
@@ -93,12 +99,26 @@ def history(api, tmp_path_factory, logs_dir):
             syncs.append(record)
             states.append({r["id"]: r for r in api.rows(VIEW)})
         assert api.sync(FAILING)["status"] == "succeeded"
+        keyless = [api.sync(KEYLESS)]
+        with sqlite3.connect(db) as c:  # drift within epsilon (pairs), a copy gone, a row new
+            c.execute("UPDATE readings SET at = at + 1, v = v + 0.25 WHERE at IN (30, 33, 36)")
+            c.execute("DELETE FROM readings WHERE rowid = (SELECT max(rowid) FROM readings)")
+            c.execute("INSERT INTO readings VALUES (1000, 1.5), (1000, 1.5)")
+        keyless.append(api.sync(KEYLESS))
+        assert all(k["status"] == "succeeded" for k in keyless), keyless
         with sqlite3.connect(db) as c:
             c.execute("DROP TABLE doomed")
         failed = api.sync(FAILING)
         assert failed["status"] == "failed"
         after = metrics(api)
-        yield {"syncs": syncs, "states": states, "before": before, "after": after, "failed": failed}
+        yield {
+            "syncs": syncs,
+            "states": states,
+            "before": before,
+            "after": after,
+            "failed": failed,
+            "keyless": keyless,
+        }
     finally:
         agent.stop()
 
@@ -201,6 +221,26 @@ def test_parquet_holds_what_ndjson_says(api, history):
 
     empty, r = _parquet(api, f"/v1/views/{VIEW}/changes", after=ids[-1])
     assert empty.num_rows == 0 and empty.schema.names == ["sync", "op", "row"]
+
+
+def test_a_view_without_a_key_feeds_counts_and_matched_old_rows(api, history):
+    ids = [s["id"] for s in history["keyless"]]
+    feed = lines(api.http.get(f"/v1/views/{KEYLESS}/changes", params={"with_before": "true"}))
+    assert [{k: v for k, v in line.items() if k != "before"} for line in feed] == [
+        {"sync": i, **line} for i in ids for line in api.delta(KEYLESS, i)
+    ]
+    second = [line for line in feed if line["sync"] == ids[1]]
+    updates = [line for line in second if line["op"] == "update"]
+    assert len(updates) == 3 and all(line["before"] == line["old"] for line in updates)
+    assert {"op": "insert", "count": 2, "row": {"at": 1000, "v": 1.5}} in [
+        {k: v for k, v in line.items() if k != "sync"} for line in second
+    ]
+    table, _ = _parquet(api, f"/v1/views/{KEYLESS}/changes", after=ids[0], with_before="true")
+    assert table.schema.names == ["sync", "op", "count", "row", "old", "before"]
+    records = table.to_pylist()
+    assert [r["count"] if r["count"] > 1 else None for r in records] == [line.get("count") for line in second]
+    assert [r["old"] for r in records] == [r["before"] for r in records]
+    assert [r["old"] for r in records if r["op"] == "update"] == [line["old"] for line in updates]
 
 
 def test_metrics_count_the_syncs(api, history):
