@@ -75,7 +75,8 @@ def stored(store: ViewStore, syncs: Iterable[dict], why: str = "") -> list[tuple
         if not path.is_dir():
             raise Gone(
                 f"the delta of sync {sync['id']} (finished {sync['finished_at']}) is no longer stored{why}; "
-                f"read the view's rows (GET /v1/views/{store.view}/rows) and follow the feed from its last sync"
+                f"read the view's rows (GET /v1/views/{store.view}/rows) and follow the feed after the sync "
+                "its X-Last-Sync header names"
             )
         out.append((sync["id"], path))
     return out

@@ -218,18 +218,25 @@ def _current(settings, name: str):
         200: {
             "content": {NDJSON: {}, PARQUET: {}},
             "description": "one JSON object per row, or a Parquet file of them",
+            "headers": {
+                "X-Last-Sync": {
+                    "description": "the sync these rows are the result of: follow the change feed from it (GET /v1/views/{name}/changes?after=...)",
+                    "schema": {"type": "string"},
+                }
+            },
         },
         **error_responses(404, 409, 422),
     },
 )
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQuery = "ndjson") -> StreamingResponse:
-    """Rows of the view as of its last successful sync, as NDJSON (or Parquet)."""
+    """Rows of the view as of its last successful sync, as NDJSON (or Parquet); X-Last-Sync names that sync."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
     rows = layers.view_batches(version, definition, BATCH_ROWS)
+    headers = {"X-Last-Sync": version.sync_id}
     if fmt == "parquet":
-        return StreamingResponse(rows_parquet(rows, definition.columns), media_type=PARQUET)
-    return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON)
+        return StreamingResponse(rows_parquet(rows, definition.columns), media_type=PARQUET, headers=headers)
+    return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON, headers=headers)
 
 
 @router.get(

@@ -214,7 +214,8 @@ def test_parquet_holds_what_ndjson_says(api, history):
     assert table.schema.names == ["op", "row"]
     assert _json_lines(table, feed=False) == api.delta(VIEW, ids[2])
 
-    rows, _ = _parquet(api, f"/v1/views/{VIEW}/rows")
+    rows, r = _parquet(api, f"/v1/views/{VIEW}/rows")
+    assert r.headers["x-last-sync"] == ids[-1] == api.http.get(f"/v1/views/{VIEW}/rows").headers["x-last-sync"]
     assert rows.schema.names == ["id", "name", "price", "score"]
     as_json = [{c: to_json_value(v) for c, v in row.items()} for row in rows.to_pylist()]
     assert sorted(as_json, key=lambda row: row["id"]) == sorted(api.rows(VIEW), key=lambda row: row["id"])
