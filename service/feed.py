@@ -7,14 +7,16 @@ for a multiset view, `OLD` (a struct: the old row of a matched update of a multi
 with `match`, as stored) and, with `with_before`, `BEFORE` (a struct: the row an update
 replaced, null on other lines).
 
-Where the old row of an update comes from: a keyed view's delta stores only the new row,
-and of the view's versions only the current one (and those kept since the last start) is
-on disk, so the row an update of sync k replaced (the view's row as of sync k-1) is rolled
-forward from the deltas themselves: every earlier delta is read back to the view's load
-(whose delta holds every row of the view), keeping only the rows of the keys the stream
-updates. That costs one read of all the view's stored deltas per request and memory for
-one row per updated key; `before` is never read without `with_before`. A multiset view's
-matched updates carry their old row in the delta already (`OLD`), which `BEFORE` repeats.
+Where the old row of an update comes from: a keyed view's delta stores only the new row.
+The row an update of sync k replaced is the view's row as of sync k-1, so the stream first
+reads the keys its updates touch (the op and key columns of its deltas), then their rows as
+of the sync before its first one, and rolls them forward through its own deltas. Those rows
+are read from that sync's version when it is still stored (the current version and the
+older ones kept since the service started, `ViewStore.cleanup`), decoding only the rows of
+the first key column's values. Without that version they are rolled forward from the deltas
+themselves: every earlier delta back to the view's load, whose delta holds every row of the
+view. Memory: one row per updated key. A multiset view's matched updates carry their old
+row in the delta already (`OLD`), which `BEFORE` repeats.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from warehouse import multiset
-from warehouse.storage import OP, ViewStore
+from warehouse.layers import lookup, view_batches, view_lookup
+from warehouse.storage import OP, Version, ViewStore
 from warehouse.viewdef import ViewDef
 
 from .errors import Gone
@@ -113,12 +116,39 @@ def _old_rows(batch: pa.RecordBatch, olds: list[str], row_type: pa.StructType) -
     return pa.StructArray.from_arrays(fields, fields=list(row_type), mask=not_update)
 
 
+@dataclass(frozen=True)
+class Start:
+    """Where the rows before a stream's first sync come from (with_before on a keyed view):
+    the version of the sync before it, or else the deltas of every sync up to that one.
+    Neither for a stream that starts with the view's load."""
+
+    version: Version | None = None
+    deltas: tuple[Path, ...] = ()
+
+
+#: Why a with_before answer needs older deltas (said when one is gone).
+WITH_BEFORE_NEEDS = (
+    " (with_before reads every delta since the view's load to find the rows updates replaced, "
+    "when the version before the first sync asked for is no longer stored)"
+)
+
+
+def start(store: ViewStore, earlier: list[dict], shape: Shape) -> Start:
+    """The Start of a stream after the succeeded syncs `earlier` (oldest first): Gone when
+    it would need a delta that is no longer stored."""
+    if not shape.with_before or shape.view.multiset or not earlier:
+        return Start()
+    version = store.version_of(earlier[-1]["id"])
+    if version is not None:
+        return Start(version=version)
+    return Start(deltas=tuple(p for _, p in stored(store, earlier, WITH_BEFORE_NEEDS)))
+
+
 def stream(
-    shape: Shape, history: list[Path], feed: list[tuple[str, Path]], batch_rows: int
+    shape: Shape, begin: Start, feed: list[tuple[str, Path]], batch_rows: int
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """(sync id, normalized batch) of each delta of `feed`, in order. With `with_before`,
-    `history` (the deltas of every succeeded sync before the feed's first, oldest first)
-    tells the rows the feed's updates replaced."""
+    """(sync id, normalized batch) of each delta of `feed`, in order; with `with_before`,
+    `begin` tells the rows the feed's updates replaced."""
     if not shape.with_before:
         for sync_id, path in feed:
             for batch in delta_batches(path, shape, batch_rows):
@@ -131,8 +161,10 @@ def stream(
                 yield sync_id, pa.RecordBatch.from_arrays([*batch.columns, before], schema=shape.schema())
         return
     tracker = RowsOfKeys(shape, _updated_keys(shape, [p for _, p in feed], batch_rows))
-    if tracker.keys:
-        for path in history:
+    if tracker.keys and begin.version is not None:
+        tracker.take(_version_rows(shape, begin.version, tracker.keys, batch_rows))
+    elif tracker.keys:
+        for path in begin.deltas:
             for batch in delta_batches(path, shape, batch_rows):
                 tracker.apply(batch)
     for sync_id, path in feed:
@@ -140,6 +172,23 @@ def stream(
             before = tracker.before(batch)
             tracker.apply(batch)
             yield sync_id, pa.RecordBatch.from_arrays([*batch.columns, before], schema=shape.schema())
+
+
+def _version_rows(shape: Shape, version: Version, keys: set[tuple], batch_rows: int) -> Iterable[pa.RecordBatch]:
+    """Rows of the view as of `version`, read with Arrow, the files filtered on the first key
+    column's values in `keys` as they are read (all rows where one of those is NULL)."""
+    view = shape.view
+    row_type = shape.row_type()
+    if view.assembly is None and view.sites[0].key == view.key:
+        key_types = pa.schema([row_type.field(k) for k in view.key])
+        wanted = pa.Table.from_pylist([dict(zip(view.key, k)) for k in keys], schema=key_types)
+        site = view.sites[0]
+        return lookup(version, 0, site.columns, site.key, wanted).select(shape.names).to_batches(batch_rows)
+    firsts = {k[0] for k in keys}
+    if None in firsts:
+        return view_batches(version, view, batch_rows)
+    where = ds.field(view.key[0]).isin(pa.array(sorted(firsts, key=repr), row_type.field(view.key[0]).type))
+    return view_lookup(version, view, where).select(shape.names).to_batches(batch_rows)
 
 
 def _updated_keys(shape: Shape, paths: list[Path], batch_rows: int) -> set[tuple]:
@@ -190,6 +239,13 @@ class RowsOfKeys:
             pass
         rows = batch.select([OP, *self.names]).to_pylist()
         return [r for r in rows if tuple(r[k] for k in self.key) in self.keys]
+
+    def take(self, rows: Iterable[pa.RecordBatch]) -> None:
+        """Take the rows of the keys kept from the view's rows at some version."""
+        for batch in rows:
+            arrays = [batch.column(n).cast(self.row_type.field(n).type) for n in self.names]
+            inserts = pa.array([INSERT] * batch.num_rows, pa.string())
+            self.apply(pa.RecordBatch.from_arrays([inserts, *arrays], names=[OP, *self.names]))
 
     def apply(self, batch: pa.RecordBatch) -> None:
         """Take a delta batch's changes to the keys kept."""

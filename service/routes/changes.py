@@ -15,7 +15,6 @@ from ..deltaformat import NDJSON, PARQUET
 from ..deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
 from ..jsonvalues import BATCH_ROWS
 from ..models import error_responses
-from .syncs import WITH_BEFORE_NEEDS
 
 router = APIRouter(prefix="/v1/views/{name}", tags=["changes"])
 
@@ -72,14 +71,12 @@ def get_changes(
     store = ViewStore(settings.data_dir, name)
     deltas = feed.stored(store, syncs)
     shape = feed.Shape(ViewDef.from_json(view["definition"]), bool(view["options"].get("match")), with_before)
-    history = []
-    if with_before and syncs:
-        history = [p for _, p in feed.stored(store, catalog.succeeded_before(name, syncs[0]["id"]), WITH_BEFORE_NEEDS)]
+    begin = feed.start(store, catalog.succeeded_before(name, syncs[0]["id"]) if syncs else [], shape)
     headers = {SYNCS: str(len(syncs)), MORE: "true" if more else "false"}
     last = syncs[-1]["id"] if syncs else after
     if last is not None:
         headers[LAST_SYNC] = last
-    batches = feed.stream(shape, history, deltas, BATCH_ROWS)
+    batches = feed.stream(shape, begin, deltas, BATCH_ROWS)
     encode = deltaformat.delta_parquet if fmt == "parquet" else deltaformat.delta_ndjson
     return StreamingResponse(
         encode(batches, shape, feed=True), media_type=deltaformat.MEDIA_TYPES[fmt], headers=headers

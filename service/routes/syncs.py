@@ -21,8 +21,6 @@ from ..models import SyncOut, SyncQueued, error_responses
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
 
 SyncMode = Literal["normal", "verify"]
-#: Why a with_before answer needs older deltas (said when one is gone).
-WITH_BEFORE_NEEDS = " (with_before reads every delta since the view's load to find the rows updates replaced)"
 
 
 @router.post(
@@ -98,7 +96,7 @@ def get_delta(
     if not store.delta(sync_id).is_dir():
         raise NotFound(f"the delta of sync {sync_id} is no longer stored")
     shape = feed.Shape(ViewDef.from_json(view["definition"]), bool(view["options"].get("match")), with_before)
-    history = feed.stored(store, catalog.succeeded_before(name, sync_id), WITH_BEFORE_NEEDS) if with_before else []
-    batches = feed.stream(shape, [p for _, p in history], feed.stored(store, [sync]), BATCH_ROWS)
+    begin = feed.start(store, catalog.succeeded_before(name, sync_id), shape)
+    batches = feed.stream(shape, begin, feed.stored(store, [sync]), BATCH_ROWS)
     encode = deltaformat.delta_parquet if fmt == "parquet" else deltaformat.delta_ndjson
     return StreamingResponse(encode(batches, shape, feed=False), media_type=deltaformat.MEDIA_TYPES[fmt])

@@ -270,19 +270,42 @@ def test_metrics_count_the_syncs(api, history):
     assert all(v >= after[k] for k, v in now.items() if k[0].endswith("_total") and k in after)
 
 
-def test_a_delta_no_longer_stored_is_410(api, history, service):
+def _aside(path: Path) -> Path:
+    aside = path.with_name(path.name + ".aside")
+    shutil.move(path, aside)
+    return aside
+
+
+def test_old_rows_from_a_stored_version_or_from_the_deltas_alike_and_410_when_neither(api, history, service):
+    """with_before reads the rows before the first sync asked for from that sync's version
+    while it is stored, else from every delta since the load; the feed needs its deltas."""
     ids = [s["id"] for s in history["syncs"]]
     args = service.proc.args
-    data_dir = Path(args[args.index("--data-dir") + 1])
-    delta = data_dir / "views" / VIEW / "deltas" / ids[1]
-    aside = delta.with_name(delta.name + ".aside")
-    shutil.move(delta, aside)
-    try:
-        r = api.http.get(f"/v1/views/{VIEW}/changes")
+    root = Path(args[args.index("--data-dir") + 1]) / "views" / VIEW
+    versions = {json.loads(m.read_text())["sync_id"]: m.parent for m in root.glob("versions/*/meta.json")}
+    assert set(ids) <= set(versions), "a running service keeps the versions of its syncs"
+
+    def changes(**params):
+        return api.http.get(f"/v1/views/{VIEW}/changes", params=params)
+
+    from_version = lines(changes(after=ids[2], with_before="true"))
+    delta_from_version = lines(api.http.get(f"/v1/views/{VIEW}/syncs/{ids[3]}/delta", params={"with_before": "true"}))
+    assert any(line["op"] == "update" for line in from_version)
+    moved = [_aside(versions[ids[2]])]
+    try:  # the same rows rolled forward from the deltas
+        assert lines(changes(after=ids[2], with_before="true")) == from_version
+        delta = api.http.get(f"/v1/views/{VIEW}/syncs/{ids[3]}/delta", params={"with_before": "true"})
+        assert lines(delta) == delta_from_version
+        moved.append(_aside(root / "deltas" / ids[1]))
+        r = changes()
         assert r.status_code == 410 and ids[1] in r.json()["detail"], r.text
-        assert api.http.get(f"/v1/views/{VIEW}/changes", params={"after": ids[1]}).status_code == 200
-        # updates of later syncs need every delta since the load for their old rows
-        r = api.http.get(f"/v1/views/{VIEW}/changes", params={"after": ids[1], "with_before": "true"})
-        assert r.status_code == 410 and "with_before" in r.json()["detail"]
+        assert "X-Last-Sync" in r.json()["detail"]
+        assert changes(after=ids[1]).status_code == 200  # its own deltas are all there
+        # the version before sync 3 is gone, and a delta before it: with_before cannot know the old rows
+        r = changes(after=ids[2], with_before="true")
+        assert r.status_code == 410 and "with_before" in r.json()["detail"], r.text
+        # a stream whose own version before it is stored does not need the lost delta
+        assert changes(after=ids[1], with_before="true").status_code == 200
     finally:
-        shutil.move(aside, delta)
+        for path in moved:
+            shutil.move(path, path.with_name(path.name.removesuffix(".aside")))
