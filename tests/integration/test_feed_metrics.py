@@ -27,7 +27,7 @@ from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
 
-VIEW, FAILING, KEYLESS = "feed_items", "feed_doomed", "feed_readings"
+VIEW, FAILING, KEYLESS, JOINED = "feed_items", "feed_doomed", "feed_readings", "feed_joined"
 PARQUET = "application/vnd.apache.parquet"
 
 
@@ -80,24 +80,35 @@ def history(api, tmp_path_factory, logs_dir):
         c.execute("CREATE TABLE doomed (id INTEGER PRIMARY KEY, v TEXT)")
         c.executemany("INSERT INTO items VALUES (?, ?, ?, ?)", _rows(0, 40, rng))
         c.executemany("INSERT INTO doomed VALUES (?, ?)", [(i, str(i)) for i in range(5)])
+        c.execute("CREATE TABLE owners (id INTEGER PRIMARY KEY, owner TEXT)")
+        c.executemany("INSERT INTO owners VALUES (?, ?)", [(i, f"owner {i % 7}") for i in range(0, 40, 2)])
         c.execute("CREATE TABLE readings (at INTEGER NOT NULL, v REAL)")
         readings = [(i, i / 4) for i in range(0, 60, 3)]
         c.executemany("INSERT INTO readings VALUES (?, ?)", readings + readings[:5])  # 5 rows twice
     agent = start_agent(f"sqlite:///{db}", logs_dir)
     try:
         api.add_source("feed_src", agent.url)
+        api.add_source("feed_src2", agent.url)  # the same agent as a second source: a view of two sites
         api.add_view(VIEW, "SELECT i.id, i.name, i.price, i.score FROM feed_src.items i", strategy="group_hash")
         api.add_view(FAILING, "SELECT d.id, d.v FROM feed_src.doomed d")
         api.add_view(KEYLESS, "SELECT r.at, r.v FROM feed_src.readings r", match=MATCH)
+        api.add_view(
+            JOINED,
+            "SELECT i.id, i.name, o.id AS oid, o.owner FROM feed_src.items i JOIN feed_src2.owners o ON o.id = i.id",
+        )
         before = metrics(api)
-        syncs, states = [], []
+        syncs, states, joined, joined_states = [], [], [], []
         for round_ in range(4):
             if round_:
-                _change(db, rng, 1000 + 10 * round_, repeat=[7])  # key 7 changes every round
+                _change(db, rng, 1000 + 10 * round_, repeat=[8])  # key 8 changes every round
             record = api.sync(VIEW)
             assert record["status"] == "succeeded", record["error"]
             syncs.append(record)
             states.append({r["id"]: r for r in api.rows(VIEW)})
+            if round_ < 2:
+                joined.append(api.sync(JOINED))
+                assert joined[-1]["status"] == "succeeded", joined[-1]["error"]
+                joined_states.append({r["id"]: r for r in api.rows(JOINED)})
         assert api.sync(FAILING)["status"] == "succeeded"
         keyless = [api.sync(KEYLESS)]
         with sqlite3.connect(db) as c:  # drift within epsilon (pairs), a copy gone, a row new
@@ -118,6 +129,8 @@ def history(api, tmp_path_factory, logs_dir):
             "after": after,
             "failed": failed,
             "keyless": keyless,
+            "joined": joined,
+            "joined_states": joined_states,
         }
     finally:
         agent.stop()
@@ -174,7 +187,7 @@ def test_with_before_updates_carry_the_row_they_replaced(api, history):
             assert line["before"] != line["row"]
         else:
             assert "before" not in line
-    assert updates >= 3 * 6 and sum(1 for line in feed if line["op"] == "update" and line["row"]["id"] == 7) == 3
+    assert updates >= 3 * 6 and sum(1 for line in feed if line["op"] == "update" and line["row"]["id"] == 8) == 3
     # the per-sync delta and the feed from the middle agree with the whole feed
     for k in (1, 3):
         per_sync = lines(api.http.get(f"/v1/views/{VIEW}/syncs/{ids[k]}/delta", params={"with_before": "true"}))
@@ -270,6 +283,31 @@ def test_metrics_count_the_syncs(api, history):
     assert all(v >= after[k] for k, v in now.items() if k[0].endswith("_total") and k in after)
 
 
+def _view_root(service, view: str) -> Path:
+    args = service.proc.args
+    return Path(args[args.index("--data-dir") + 1]) / "views" / view
+
+
+def _versions(root: Path) -> dict[str, Path]:
+    """Each stored version's directory by the sync that committed it."""
+    return {json.loads(m.read_text())["sync_id"]: m.parent for m in root.glob("versions/*/meta.json")}
+
+
+def test_a_view_of_two_sites_gives_old_rows_from_its_version_or_its_deltas(api, history, service):
+    ids, states = [s["id"] for s in history["joined"]], history["joined_states"]
+    path = f"/v1/views/{JOINED}/syncs/{ids[1]}/delta"
+    delta = lines(api.http.get(path, params={"with_before": "true"}))
+    updates = [line for line in delta if line["op"] == "update"]
+    assert updates and all(line["before"] == states[0][line["row"]["id"]] for line in updates)
+    assert [{k: v for k, v in line.items() if k != "before"} for line in delta] == api.delta(JOINED, ids[1])
+    version = _versions(_view_root(service, JOINED))[ids[0]]
+    aside = _aside(version)
+    try:
+        assert lines(api.http.get(path, params={"with_before": "true"})) == delta
+    finally:
+        shutil.move(aside, version)
+
+
 def _aside(path: Path) -> Path:
     aside = path.with_name(path.name + ".aside")
     shutil.move(path, aside)
@@ -280,9 +318,8 @@ def test_old_rows_from_a_stored_version_or_from_the_deltas_alike_and_410_when_ne
     """with_before reads the rows before the first sync asked for from that sync's version
     while it is stored, else from every delta since the load; the feed needs its deltas."""
     ids = [s["id"] for s in history["syncs"]]
-    args = service.proc.args
-    root = Path(args[args.index("--data-dir") + 1]) / "views" / VIEW
-    versions = {json.loads(m.read_text())["sync_id"]: m.parent for m in root.glob("versions/*/meta.json")}
+    root = _view_root(service, VIEW)
+    versions = _versions(root)
     assert set(ids) <= set(versions), "a running service keeps the versions of its syncs"
 
     def changes(**params):
