@@ -42,6 +42,14 @@ def _json(value):
     return value
 
 
+def encode_delta(
+    fmt: Format, batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *, feed: bool
+) -> tuple[Iterator[bytes], str]:
+    """A delta stream in `fmt`, and its media type."""
+    encode = delta_parquet if fmt == "parquet" else delta_ndjson
+    return encode(batches, shape, feed=feed), MEDIA_TYPES[fmt]
+
+
 def delta_ndjson(batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *, feed: bool) -> Iterator[bytes]:
     """NDJSON lines of normalized delta batches (feed.py), each tagged with its sync on the feed."""
     names = shape.names

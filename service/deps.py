@@ -57,6 +57,6 @@ FormatQuery = Annotated[Format, Query(alias="format", description=FORMAT_HELP)]
 WithBeforeQuery = Annotated[
     bool,
     Query(
-        description="updates also carry the row they replaced ('before'); costs a read of every delta since the view's load (see README)"
+        description="updates also carry the row they replaced ('before'); costs a filtered read of the view's version before the first sync asked for, or, when that version is no longer stored, of every delta since the view's load (see README)"
     ),
 ]

@@ -50,6 +50,11 @@ class Shape:
     matched: bool  # a multiset view with `match`: updates carry their old row (OLD)
     with_before: bool
 
+    @classmethod
+    def of(cls, view: dict, with_before: bool) -> Shape:
+        """The shape of the deltas of a view as the catalog holds it."""
+        return cls(ViewDef.from_json(view["definition"]), bool(view["options"].get("match")), with_before)
+
     @property
     def names(self) -> list[str]:
         return [c.name for c in self.view.columns]

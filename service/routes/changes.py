@@ -8,10 +8,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from warehouse.storage import ViewStore
-from warehouse.viewdef import ViewDef
 
-from .. import deltaformat, feed
-from ..deltaformat import NDJSON, PARQUET
+from .. import feed
+from ..deltaformat import NDJSON, PARQUET, encode_delta
 from ..deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
 from ..jsonvalues import BATCH_ROWS
 from ..models import error_responses
@@ -70,14 +69,12 @@ def get_changes(
         syncs = syncs[:limit_syncs]
     store = ViewStore(settings.data_dir, name)
     deltas = feed.stored(store, syncs)
-    shape = feed.Shape(ViewDef.from_json(view["definition"]), bool(view["options"].get("match")), with_before)
+    shape = feed.Shape.of(view, with_before)
     begin = feed.start(store, catalog.succeeded_before(name, syncs[0]["id"]) if syncs else [], shape)
     headers = {SYNCS: str(len(syncs)), MORE: "true" if more else "false"}
     last = syncs[-1]["id"] if syncs else after
     if last is not None:
         headers[LAST_SYNC] = last
     batches = feed.stream(shape, begin, deltas, BATCH_ROWS)
-    encode = deltaformat.delta_parquet if fmt == "parquet" else deltaformat.delta_ndjson
-    return StreamingResponse(
-        encode(batches, shape, feed=True), media_type=deltaformat.MEDIA_TYPES[fmt], headers=headers
-    )
+    body, media_type = encode_delta(fmt, batches, shape, feed=True)
+    return StreamingResponse(body, media_type=media_type, headers=headers)

@@ -9,10 +9,9 @@ from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from warehouse.storage import ViewStore
-from warehouse.viewdef import ViewDef
 
-from .. import deltaformat, feed
-from ..deltaformat import NDJSON, PARQUET
+from .. import feed
+from ..deltaformat import NDJSON, PARQUET, encode_delta
 from ..deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep, WithBeforeQuery
 from ..errors import Conflict, NotFound
 from ..jsonvalues import BATCH_ROWS
@@ -95,8 +94,8 @@ def get_delta(
     store = ViewStore(settings.data_dir, name)
     if not store.delta(sync_id).is_dir():
         raise NotFound(f"the delta of sync {sync_id} is no longer stored")
-    shape = feed.Shape(ViewDef.from_json(view["definition"]), bool(view["options"].get("match")), with_before)
+    shape = feed.Shape.of(view, with_before)
     begin = feed.start(store, catalog.succeeded_before(name, sync_id), shape)
     batches = feed.stream(shape, begin, feed.stored(store, [sync]), BATCH_ROWS)
-    encode = deltaformat.delta_parquet if fmt == "parquet" else deltaformat.delta_ndjson
-    return StreamingResponse(encode(batches, shape, feed=False), media_type=deltaformat.MEDIA_TYPES[fmt])
+    body, media_type = encode_delta(fmt, batches, shape, feed=False)
+    return StreamingResponse(body, media_type=media_type)
