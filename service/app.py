@@ -17,7 +17,8 @@ from .catalog import Catalog
 from .errors import ServiceError
 from .jobs import SyncRunner
 from .limits import BodySizeLimit
-from .routes import health, sources, syncs, views
+from .metrics import ServiceMetrics
+from .routes import changes, health, metrics, sources, syncs, views
 from .settings import ServiceSettings
 
 log = logging.getLogger("service")
@@ -39,7 +40,9 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
 
             engine = SparkEngine(settings)
         app.state.engine = engine
-        app.state.runner = SyncRunner(settings, app.state.catalog, engine)
+        app.state.metrics = ServiceMetrics()
+        app.state.metrics.seed(app.state.catalog)
+        app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics)
         app.state.runner.recover()
         try:
             yield
@@ -69,7 +72,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         errors = [_validation_item(e) for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    for module in (health, sources, views, syncs):
+    for module in (health, metrics, sources, views, syncs, changes):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ApiKeyGate, key=settings.api_key)  # outermost: no key, no further work

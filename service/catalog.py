@@ -234,6 +234,32 @@ class Catalog:
     def active_syncs(self) -> list[dict]:
         return [_sync(r) for r in self._conn.execute("SELECT * FROM syncs WHERE status IN ('queued', 'running')")]
 
+    def succeeded_after(self, view: str, after: str | None) -> list[dict]:
+        """The view's succeeded syncs after sync `after` (all of them for None), oldest first.
+
+        `after` may be any sync of the view, also a failed one; an unknown id is NotFound.
+        Syncs of one view run one at a time, so this order is the order of their commits.
+        """
+        seq = 0
+        if after is not None:
+            row = self._conn.execute("SELECT seq FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
+            if row is None:
+                raise NotFound(f"sync {after!r} of view {view!r} not found")
+            seq = row["seq"]
+        rows = self._conn.execute(
+            "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' AND seq > ? ORDER BY seq", (view, seq)
+        )
+        return [_sync(r) for r in rows]
+
+    def succeeded_before(self, view: str, sync_id: str) -> list[dict]:
+        """The view's succeeded syncs before sync `sync_id`, oldest first."""
+        rows = self._conn.execute(
+            "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded'"
+            " AND seq < (SELECT seq FROM syncs WHERE view = ? AND id = ?) ORDER BY seq",
+            (view, view, sync_id),
+        )
+        return [_sync(r) for r in rows]
+
     def last_succeeded(self, view: str) -> dict | None:
         row = self._conn.execute(
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)

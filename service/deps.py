@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from pyspark.sql import SparkSession
 
 from .auth import WRONG_KEY, key_matches
 from .catalog import Catalog
+from .deltaformat import FORMAT_HELP, Format
 from .errors import Unauthorized
 from .jobs import SyncRunner
+from .metrics import ServiceMetrics
 from .settings import ServiceSettings
 
 
@@ -24,6 +26,10 @@ def get_catalog(request: Request) -> Catalog:
 
 def get_runner(request: Request) -> SyncRunner:
     return request.app.state.runner
+
+
+def get_metrics(request: Request) -> ServiceMetrics:
+    return request.app.state.metrics
 
 
 def get_spark(request: Request) -> SparkSession:
@@ -44,5 +50,13 @@ def require_api_key(request: Request) -> None:
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
+MetricsDep = Annotated[ServiceMetrics, Depends(get_metrics)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]
+FormatQuery = Annotated[Format, Query(alias="format", description=FORMAT_HELP)]
+WithBeforeQuery = Annotated[
+    bool,
+    Query(
+        description="updates also carry the row they replaced ('before'); costs a filtered read of the view's version before the first sync asked for, or, when that version is no longer stored, of every delta since the view's load (see README)"
+    ),
+]

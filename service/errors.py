@@ -31,3 +31,9 @@ class DependencyFailed(ServiceError):
 
 class Unauthorized(ServiceError):
     status = 401
+
+
+class Gone(ServiceError):
+    """What was asked for existed but is no longer kept."""
+
+    status = 410

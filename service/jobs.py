@@ -18,6 +18,7 @@ from warehouse.viewdef import ViewDef
 
 from .catalog import Catalog, now
 from .engine import ENGINE_LOST, SparkEngine
+from .metrics import ServiceMetrics
 from .settings import ServiceSettings
 
 log = logging.getLogger("service.jobs")
@@ -27,10 +28,17 @@ PROGRESS_INTERVAL_S = 0.5
 
 
 class SyncRunner:
-    def __init__(self, settings: ServiceSettings, catalog: Catalog, engine: SparkEngine | None):
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        catalog: Catalog,
+        engine: SparkEngine | None,
+        metrics: ServiceMetrics | None = None,
+    ):
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
+        self.metrics = metrics or ServiceMetrics()
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
         self.futures: dict[str, Future] = {}
         #: sketch tables built after a commit for the next sync (warehouse/sketch_prep.py)
@@ -114,6 +122,8 @@ class SyncRunner:
 
     def _run(self, view_name: str, sync_id: str, verify: bool = False) -> None:
         self.catalog.update_sync(sync_id, status="running", started_at=now())
+        self.metrics.started(view_name)
+        t0 = time.monotonic()
         progress = _Progress(self.catalog, sync_id)
 
         run: SyncRun | None = None
@@ -140,7 +150,7 @@ class SyncRunner:
             progress.close()
             error = ENGINE_LOST if self._engine_lost(generation) else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
-            self._failed(sync_id, error, run)
+            self._failed(view_name, sync_id, error, run, t0)
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
@@ -149,19 +159,21 @@ class SyncRunner:
                 if self._engine_lost(generation)
                 else executor_import_error(str(exc)) or f"internal error: {type(exc).__name__}: {exc}"
             )
-            self._failed(sync_id, error, run)
+            self._failed(view_name, sync_id, error, run, t0)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
+            self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
         finally:
             with self._lock:
                 self.futures.pop(sync_id, None)
 
-    def _failed(self, sync_id: str, error: str, run: SyncRun | None) -> None:
+    def _failed(self, view: str, sync_id: str, error: str, run: SyncRun | None, t0: float) -> None:
         """Record a failed sync with what it measured before it failed."""
         metrics = run.metrics.to_json() if run else {}
         self.catalog.update_sync(
             sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=metrics
         )
+        self.metrics.finished(view, "failed", metrics, time.monotonic() - t0)
 
 
 class _Progress:

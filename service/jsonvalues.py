@@ -43,47 +43,22 @@ BATCH_ROWS = 8192
 
 
 def ndjson_lines(
-    source: Path | Iterable[pa.RecordBatch],
-    columns: list[Column],
-    *,
-    op_column: str | None = None,
-    count_column: str | None = None,
-    old_prefix: str | None = None,
-    batch_rows: int = BATCH_ROWS,
+    source: Path | Iterable[pa.RecordBatch], columns: list[Column], *, batch_rows: int = BATCH_ROWS
 ) -> Iterator[bytes]:
-    """Stream a Parquet dataset (or Arrow batches) as NDJSON, one batch in memory at a time.
+    """Stream a Parquet dataset (or Arrow batches) of rows as NDJSON, one batch in memory at a time.
 
     Values are first cast to the columns' logical Arrow types, so the JSON does not depend
-    on how the Parquet writer chose to store them. A delta of a multiset view has a
-    `count_column` (shown as "count" beside "op" where above one) and, when its view
-    matches rows, the old row of an update in columns named `old_prefix` + column (shown
-    as "old").
+    on how the Parquet writer chose to store them. (Deltas: deltaformat.py.)
     """
     names = [c.name for c in columns]
-    wanted = ([op_column] if op_column else []) + names
     types = {c.name: c.type.arrow() for c in columns}
-    olds: list[str] = []
     if isinstance(source, Path):
-        dataset = ds.dataset(source, format="parquet")
-        if count_column:
-            wanted.append(count_column)
-        if old_prefix and old_prefix + names[0] in dataset.schema.names:
-            olds = [old_prefix + n for n in names]
-            types.update({old_prefix + c.name: c.type.arrow() for c in columns})
-        source = dataset.to_batches(columns=wanted + olds, batch_size=batch_rows)
+        source = ds.dataset(source, format="parquet").to_batches(columns=names, batch_size=batch_rows)
     for batch in source:
-        data = {
-            name: (batch.column(name).cast(types[name]) if name in types else batch.column(name)).to_pylist()
-            for name in wanted + olds
-        }
-        lines = []
-        for i in range(batch.num_rows):
-            row = {c: to_json_value(data[c][i]) for c in names}
-            obj = {"op": data[op_column][i], "row": row} if op_column else row
-            if count_column and data[count_column][i] > 1:
-                obj = {"op": obj["op"], "count": data[count_column][i], "row": row}
-            if olds and obj["op"] == "update":
-                obj["old"] = {c: to_json_value(data[o][i]) for c, o in zip(names, olds)}
-            lines.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+        data = {name: batch.column(name).cast(types[name]).to_pylist() for name in names}
+        lines = [
+            json.dumps({c: to_json_value(data[c][i]) for c in names}, ensure_ascii=False, separators=(",", ":"))
+            for i in range(batch.num_rows)
+        ]
         if lines:
             yield ("\n".join(lines) + "\n").encode("utf-8")

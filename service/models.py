@@ -218,6 +218,7 @@ ERROR_STATUSES = {
     401: "missing or wrong API key (when the service has one: X-API-Key or Authorization: Bearer)",
     404: "no such source, view or sync",
     409: "conflicts with the current state (exists already, not loaded yet, a sync under way, sync not succeeded)",
+    410: "what was asked for is no longer kept (a sync's delta); detail says what to do instead",
     422: "the request is malformed, or the view cannot be maintained; detail says why",
     424: "an agent the request needs cannot be reached or refused the call",
 }

@@ -103,6 +103,25 @@ class ViewStore:
     def delta(self, sync_id: str) -> Path:
         return self.root / "deltas" / sync_id
 
+    def version_of(self, sync_id: str) -> Version | None:
+        """The stored version that sync `sync_id` committed, if it is still kept (`cleanup()`
+        keeps the current one and KEEP_OLD_VERSIONS before it; a running service all since
+        its start)."""
+        versions = self.root / "versions"
+        if not versions.is_dir():
+            return None
+        for path in versions.iterdir():
+            meta = path / "meta.json"
+            if not path.name.isdigit() or not meta.is_file():
+                continue
+            try:
+                stored = json.loads(meta.read_text()).get("sync_id")
+            except (OSError, ValueError):  # being removed, or half written by a crash
+                continue
+            if stored == sync_id:
+                return Version(int(path.name), sync_id, path)
+        return None
+
     # -- writing ---------------------------------------------------------------------
     def staging(self, sync_id: str) -> Path:
         path = self.root / "staging" / sync_id

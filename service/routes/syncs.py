@@ -8,18 +8,17 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from warehouse import multiset
-from warehouse.storage import OP, ViewStore
-from warehouse.viewdef import ViewDef
+from warehouse.storage import ViewStore
 
-from ..deps import ApiKey, CatalogDep, RunnerDep, SettingsDep
+from .. import feed
+from ..deltaformat import NDJSON, PARQUET, encode_delta
+from ..deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep, WithBeforeQuery
 from ..errors import Conflict, NotFound
-from ..jsonvalues import ndjson_lines
+from ..jsonvalues import BATCH_ROWS
 from ..models import SyncOut, SyncQueued, error_responses
 
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
 
-NDJSON = "application/x-ndjson"
 SyncMode = Literal["normal", "verify"]
 
 
@@ -71,18 +70,32 @@ def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
     operation_id="get_sync_delta",
     response_class=StreamingResponse,
     responses={
-        200: {"content": {NDJSON: {}}, "description": "one {op, row} object per changed view row"},
-        **error_responses(404, 409, 422),
+        200: {
+            "content": {NDJSON: {}, PARQUET: {}},
+            "description": "one {op, row} object per changed view row (NDJSON), or the same as a Parquet file",
+        },
+        **error_responses(404, 409, 410, 422),
     },
 )
-def get_delta(name: str, sync_id: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
-    """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line."""
+def get_delta(
+    name: str,
+    sync_id: str,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    fmt: FormatQuery = "ndjson",
+    with_before: WithBeforeQuery = False,
+) -> StreamingResponse:
+    """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line
+    (with_before: updates also carry "before", the row they replaced), or as Parquet."""
     sync = catalog.sync(name, sync_id)
     if sync["status"] != "succeeded":
         raise Conflict(f"sync {sync_id} is {sync['status']}; only a succeeded sync has a delta")
-    path = ViewStore(settings.data_dir, name).delta(sync_id)
-    if not path.exists():
+    view = catalog.view(name)
+    store = ViewStore(settings.data_dir, name)
+    if not store.delta(sync_id).is_dir():
         raise NotFound(f"the delta of sync {sync_id} is no longer stored")
-    definition = ViewDef.from_json(catalog.view(name)["definition"])
-    counted = {"count_column": multiset.COUNT, "old_prefix": multiset.OLD_PREFIX} if definition.multiset else {}
-    return StreamingResponse(ndjson_lines(path, definition.columns, op_column=OP, **counted), media_type=NDJSON)
+    shape = feed.Shape.of(view, with_before)
+    begin = feed.start(store, catalog.succeeded_before(name, sync_id), shape)
+    batches = feed.stream(shape, begin, feed.stored(store, [sync]), BATCH_ROWS)
+    body, media_type = encode_delta(fmt, batches, shape, feed=False)
+    return StreamingResponse(body, media_type=media_type)

@@ -15,14 +15,13 @@ from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
-from ..deps import ApiKey, CatalogDep, SettingsDep, SparkDep
+from ..deltaformat import NDJSON, PARQUET, rows_parquet
+from ..deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import BATCH_ROWS, ndjson_lines
 from ..models import ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
-
-NDJSON = "application/x-ndjson"
 
 
 def view_out(row: dict) -> ViewOut:
@@ -187,9 +186,10 @@ def change_view_settings(name: str, body: ViewSettings, catalog: CatalogDep, _: 
     operation_id="delete_view",
     responses=error_responses(401, 404, 409, 422),
 )
-def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> Response:
-    """Remove a view, its stored rows and its sync history."""
+def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, metrics: MetricsDep, _: ApiKey) -> Response:
+    """Remove a view, its stored rows and its sync history (and its series in /metrics)."""
     catalog.delete_view(name, ViewStore(settings.data_dir, name).drop)
+    metrics.forget(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -215,16 +215,28 @@ def _current(settings, name: str):
     operation_id="get_view_rows",
     response_class=StreamingResponse,
     responses={
-        200: {"content": {NDJSON: {}}, "description": "one JSON object per row"},
+        200: {
+            "content": {NDJSON: {}, PARQUET: {}},
+            "description": "one JSON object per row, or a Parquet file of them",
+            "headers": {
+                "X-Last-Sync": {
+                    "description": "the sync these rows are the result of: follow the change feed from it (GET /v1/views/{name}/changes?after=...)",
+                    "schema": {"type": "string"},
+                }
+            },
+        },
         **error_responses(404, 409, 422),
     },
 )
-def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep) -> StreamingResponse:
-    """Rows of the view as of its last successful sync, as NDJSON."""
+def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQuery = "ndjson") -> StreamingResponse:
+    """Rows of the view as of its last successful sync, as NDJSON (or Parquet); X-Last-Sync names that sync."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
     rows = layers.view_batches(version, definition, BATCH_ROWS)
-    return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON)
+    headers = {"X-Last-Sync": version.sync_id}
+    if fmt == "parquet":
+        return StreamingResponse(rows_parquet(rows, definition.columns), media_type=PARQUET, headers=headers)
+    return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON, headers=headers)
 
 
 @router.get(

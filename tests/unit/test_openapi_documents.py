@@ -31,6 +31,8 @@ def test_contract_paths_are_documented():
         "/v1/views/{name}/syncs/{sync_id}/delta",
         "/v1/views/{name}/rows",
         "/v1/views/{name}/statistics",
+        "/v1/views/{name}/changes",
+        "/metrics",
     ):
         assert path in service["paths"], path
     agent = json.loads((ROOT / "openapi" / "agent.json").read_text())

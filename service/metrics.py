@@ -1,0 +1,124 @@
+"""The service's Prometheus metrics (GET /metrics), kept with prometheus_client.
+
+The counters live in the process: they only grow while it runs and start again at 0 when
+the service starts again, as Prometheus expects of a counter (rate() and increase() take
+a reset for what it is). The last success time of each view is seeded from the catalog at
+start, so that an alert on a view's staleness does not fire, nor go quiet, because of a
+restart. Each registry belongs to one app: two apps in one process count apart.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+STATUSES = ("succeeded", "failed")
+#: Each operation and the field of a sync's metrics that counts it.
+OPS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
+#: Sync durations run from a second (a small delta) to an hour (a large view's load).
+DURATION_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+#: The classic text format (what generate_latest writes for these metric names), named as
+#: every Prometheus version knows it rather than by prometheus_client's newer version=1.0.0.
+MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ServiceMetrics:
+    """What /metrics shows; the sync runner reports each sync's start and end."""
+
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.syncs = Counter("deltasieve_syncs", "Syncs finished, by view and status", ["view", "status"], registry=r)
+        self.duration = Histogram(
+            "deltasieve_sync_duration_seconds",
+            "Wall time of finished syncs, from start to end, by view and status",
+            ["view", "status"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.sent = Counter(
+            "deltasieve_agent_sent_bytes",
+            "Bytes sent to the agents by syncs (failed ones too), by view",
+            ["view"],
+            registry=r,
+        )
+        self.received = Counter(
+            "deltasieve_agent_received_bytes",
+            "Bytes received from the agents by syncs (failed ones too), by view",
+            ["view"],
+            registry=r,
+        )
+        self.rows = Counter(
+            "deltasieve_rows", "View rows changed by succeeded syncs, by view and operation", ["view", "op"], registry=r
+        )
+        self.last_success = Gauge(
+            "deltasieve_last_success_timestamp_seconds",
+            "When the view's last succeeded sync finished (Unix time)",
+            ["view"],
+            registry=r,
+        )
+        self.running = Gauge("deltasieve_syncs_running", "Syncs running now", registry=r)
+
+    def seed(self, catalog) -> None:
+        """Every view's series, its last success time from the catalog (at start)."""
+        for view in catalog.views():
+            self.known(view["name"])
+            last = catalog.last_succeeded(view["name"])
+            if last is not None and last["finished_at"]:
+                self.last_success.labels(view["name"]).set(_unix(last["finished_at"]))
+
+    def known(self, view: str) -> None:
+        """Show the view's counters at 0 before its first sync ends, so that the first
+        increase is seen as one (a series that appears at 1 counts no increase)."""
+        for status in STATUSES:
+            self.syncs.labels(view, status)
+            self.duration.labels(view, status)
+        for op in OPS:
+            self.rows.labels(view, op)
+        self.sent.labels(view)
+        self.received.labels(view)
+
+    def started(self, view: str) -> None:
+        self.known(view)
+        self.running.inc()
+
+    def finished(self, view: str, status: str, metrics: dict, seconds: float) -> None:
+        """A sync ended: `metrics` is its record's (failed syncs: what it measured so far)."""
+        self.running.dec()
+        self.syncs.labels(view, status).inc()
+        self.duration.labels(view, status).observe(seconds)
+        self.sent.labels(view).inc(metrics.get("bytes_to_agent") or 0)
+        self.received.labels(view).inc(metrics.get("bytes_from_agent") or 0)
+        if status == "succeeded":
+            for op, field in OPS.items():
+                self.rows.labels(view, op).inc(metrics.get(field) or 0)
+            self.last_success.labels(view).set_to_current_time()
+
+    def forget(self, view: str) -> None:
+        """Drop a deleted view's series (its staleness would otherwise alert for ever)."""
+        for metric, labels in (
+            (self.syncs, [(view, s) for s in STATUSES]),
+            (self.duration, [(view, s) for s in STATUSES]),
+            (self.rows, [(view, op) for op in OPS]),
+            (self.sent, [(view,)]),
+            (self.received, [(view,)]),
+            (self.last_success, [(view,)]),
+        ):
+            for values in labels:
+                try:
+                    metric.remove(*values)
+                except KeyError:
+                    pass
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _unix(timestamp: str) -> float:
+    """Unix time of a catalog timestamp (ISO 8601, UTC).
+
+    >>> _unix("1970-01-01T00:01:00.500+00:00")
+    60.5
+    """
+    return dt.datetime.fromisoformat(timestamp).timestamp()

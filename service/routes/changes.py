@@ -1,0 +1,80 @@
+"""The change feed: the deltas of a view's succeeded syncs after a given one, in order."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from warehouse.storage import ViewStore
+
+from .. import feed
+from ..deltaformat import NDJSON, PARQUET, encode_delta
+from ..deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
+from ..jsonvalues import BATCH_ROWS
+from ..models import error_responses
+
+router = APIRouter(prefix="/v1/views/{name}", tags=["changes"])
+
+LAST_SYNC = "X-Last-Sync"
+SYNCS = "X-Syncs"
+MORE = "X-More-Syncs"
+
+
+@router.get(
+    "/changes",
+    operation_id="get_view_changes",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {NDJSON: {}, PARQUET: {}},
+            "description": 'one {"sync", "op", "row"} object per changed view row, sync by sync in the order they ran (NDJSON), or the same as a Parquet file',
+            "headers": {
+                LAST_SYNC: {
+                    "description": "the last sync the answer includes (the `after` of the next call); with no sync included, the `after` given; absent when the view has no succeeded sync and no `after` was given",
+                    "schema": {"type": "string"},
+                },
+                SYNCS: {"description": "how many syncs the answer includes", "schema": {"type": "integer"}},
+                MORE: {
+                    "description": "true when limit_syncs left out later succeeded syncs",
+                    "schema": {"type": "boolean"},
+                },
+            },
+        },
+        **error_responses(404, 410, 422),
+    },
+)
+def get_changes(
+    name: str,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    after: Annotated[
+        str | None,
+        Query(
+            description="a sync of the view (any status): the deltas of the succeeded syncs after it; left out: from the view's first sync (its load)"
+        ),
+    ] = None,
+    limit_syncs: Annotated[int | None, Query(ge=1, description="at most this many syncs (the oldest first)")] = None,
+    fmt: FormatQuery = "ndjson",
+    with_before: WithBeforeQuery = False,
+) -> StreamingResponse:
+    """The deltas of every succeeded sync of the view after `after`, in the order the syncs
+    ran, each line tagged with its sync: {"sync": ID, "op": ..., "row": {...}}. Resume from
+    the X-Last-Sync header, also when the answer is empty."""
+    view = catalog.view(name)
+    syncs = catalog.succeeded_after(name, after)
+    more = limit_syncs is not None and len(syncs) > limit_syncs
+    if more:
+        syncs = syncs[:limit_syncs]
+    store = ViewStore(settings.data_dir, name)
+    deltas = feed.stored(store, syncs)
+    shape = feed.Shape.of(view, with_before)
+    begin = feed.start(store, catalog.succeeded_before(name, syncs[0]["id"]) if syncs else [], shape)
+    headers = {SYNCS: str(len(syncs)), MORE: "true" if more else "false"}
+    last = syncs[-1]["id"] if syncs else after
+    if last is not None:
+        headers[LAST_SYNC] = last
+    batches = feed.stream(shape, begin, deltas, BATCH_ROWS)
+    body, media_type = encode_delta(fmt, batches, shape, feed=True)
+    return StreamingResponse(body, media_type=media_type, headers=headers)

@@ -1,0 +1,22 @@
+"""GET /metrics: the service's Prometheus metrics (metrics.py). Open like every read of the
+service: SERVICE_API_KEY guards only the calls that change something."""
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from ..deps import MetricsDep
+from ..metrics import MEDIA_TYPE
+
+router = APIRouter(tags=["metrics"])
+
+
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    response_class=Response,
+    responses={200: {"content": {MEDIA_TYPE: {"schema": {"type": "string"}}}, "description": "Prometheus text format"}},
+)
+def metrics(registry: MetricsDep) -> Response:
+    """Sync counts and durations, bytes to and from the agents, rows changed, last success per
+    view and syncs running, in Prometheus' text format (counters start at 0 with the process)."""
+    return Response(registry.exposition(), media_type=MEDIA_TYPE)
