@@ -111,7 +111,7 @@ class MariadbDatabase:
 def find_server() -> tuple[str, str]:
     """The paths of `mariadbd` and `mariadb-install-db`, installing Debian's `mariadb-server`
     first when missing (as root; otherwise the error says what to install)."""
-    from tests.support.debian import ensure_command
+    from workloads.debian import ensure_command
 
     server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin")
     if server is None:
