@@ -13,7 +13,7 @@ from . import formats
 from .client import Client
 from .errors import NoSync, SyncFailed
 from .follow import Quiet, display_for, follow, wait_for_active
-from .render import SUMMARY_METRICS, Output, fields, human_bytes, rows, sync_summary
+from .render import Output, fields, human_bytes, rows, sparkline, sync_summary
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: Seconds `deltasieve watch` waits for a sync of the view to start, unless told otherwise.
@@ -325,14 +325,34 @@ def syncs(client: Client, out: Output, view_name: str, limit: int | None) -> Non
     table = []
     for record in listed:
         metrics = record.get("metrics") or {}
-        line = {"id": record["id"], "status": record["status"], "started_at": record.get("started_at")}
-        for key, label in SUMMARY_METRICS:
+        line = {"id": record["id"], "status": record["status"], "started": short_time(record.get("started_at"))}
+        for key, label in SYNCS_COLUMNS:
             value = metrics.get(key)
             line[label] = human_bytes(value) if key.startswith("bytes") and value is not None else value
         line["error"] = record.get("error")
         table.append(line)
-    names = ["id", "status", "started_at", *(label for _, label in SUMMARY_METRICS), "error"]
-    out.show(rows(names, table, title=f"syncs of {view_name}"))
+    names = ["id", "status", "started", *(label for _, label in SYNCS_COLUMNS), "error"]
+    out.show(rows(names, table, title=f"syncs of {view_name}", whole=("id",)))
+
+
+#: The metrics `deltasieve syncs` shows, with short headings (the table has a row per sync).
+SYNCS_COLUMNS = (
+    ("rows_inserted", "ins"),
+    ("rows_updated", "upd"),
+    ("rows_deleted", "del"),
+    ("bytes_to_agent", "to agent"),
+    ("bytes_from_agent", "from agent"),
+    ("wall_seconds", "s"),
+)
+
+
+def short_time(iso: str | None) -> str | None:
+    """An ISO 8601 time to the second, without the zone (the service's are UTC).
+
+    >>> short_time("2026-11-26T18:35:17.816+00:00")
+    '2026-11-26 18:35:17'
+    """
+    return iso[:19].replace("T", " ") if iso else None
 
 
 # -- data -------------------------------------------------------------------------------
@@ -426,7 +446,25 @@ def stats(client: Client, out: Output, view_name: str) -> None:
         return out.json(found)
     out.show(fields(f"statistics of {view_name}", {k: v for k, v in found.items() if k != "sites"}))
     for i, site in enumerate(found.get("sites", [])):
-        out.show(fields(f"site {i}: {site.get('source')}", site))
+        out.show(fields(f"site {i}: {site.get('source')}", readable_site_statistics(site)))
+
+
+def readable_site_statistics(site: dict) -> dict:
+    """A site's statistics for people: the P(update) histogram drawn, the deletions per sync counted."""
+    shown = json.loads(json.dumps(site))
+    histogram = shown.get("update_statistics", {}).get("update_probability_histogram")
+    if isinstance(histogram, dict) and isinstance(histogram.get("counts"), list):
+        counts = histogram["counts"]
+        histogram["counts"] = f"{sparkline(counts)}  {cell_list(counts)}"
+    deletions = shown.get("deletion_statistics", {})
+    if isinstance(deletions.get("syncs"), list):
+        per_sync = deletions["syncs"]
+        deletions["syncs"] = f"{len(per_sync)} (rows deleted: {sum(d.get('dno', 0) for d in per_sync):,})"
+    return shown
+
+
+def cell_list(values: list) -> str:
+    return " ".join(f"{v:,}" for v in values)
 
 
 def main() -> None:

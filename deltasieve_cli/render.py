@@ -67,21 +67,34 @@ def flatten(data: dict, prefix: str = "") -> dict:
     return out
 
 
+def sparkline(counts: list[int]) -> str:
+    """A histogram's counts as a row of bars, the largest full height.
+
+    >>> sparkline([0, 1, 4, 8])
+    '▁▂▅█'
+    """
+    top = max(counts, default=0)
+    return "".join(SPARKS[0 if not top else round(c / top * (len(SPARKS) - 1))] for c in counts)
+
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
 def fields(title: str | None, data: dict) -> Table:
     """A two-column table of a record's fields, nested ones dotted."""
     table = Table(title=title, show_header=False, title_justify="left", title_style="bold")
-    table.add_column("field", style="bold")
+    table.add_column("field", style="bold", overflow="fold")
     table.add_column("value", overflow="fold")
     for key, value in flatten(data).items():
         table.add_row(key, cell(value))
     return table
 
 
-def rows(columns: list[str], records: list[dict], *, title: str | None = None) -> Table:
-    """A table of records, one column per name."""
+def rows(columns: list[str], records: list[dict], *, title: str | None = None, whole: tuple[str, ...] = ()) -> Table:
+    """A table of records, one column per name; the `whole` columns are never wrapped (ids)."""
     table = Table(title=title, title_justify="left", title_style="bold")
     for name in columns:
-        table.add_column(name, overflow="fold")
+        table.add_column(name, overflow="fold", no_wrap=name in whole, min_width=len(name) if len(name) < 12 else None)
     for record in records:
         table.add_row(*(cell(record.get(name)) for name in columns))
     return table
@@ -92,7 +105,7 @@ def sync_summary(record: dict) -> Table:
     metrics = record.get("metrics") or {}
     table = Table(show_header=False)
     table.add_column("field", style="bold")
-    table.add_column("value", justify="right")
+    table.add_column("value")
     style = {"succeeded": "green", "failed": "red"}.get(record["status"], "yellow")
     table.add_row("view", record["view"])
     table.add_row("sync", record["id"])

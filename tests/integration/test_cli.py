@@ -185,7 +185,7 @@ def test_syncs_lists_them_newest_first(run, synced):
     assert listed[0]["id"] == second["id"] and len(listed) >= 2
     assert [s["id"] for s in json.loads(ok(run("syncs", VIEW, "--limit", "1", "--json")).stdout)] == [second["id"]]
     table = ok(run("syncs", VIEW)).stdout
-    assert second["id"] in table and "succeeded" in table and "inserted" in table
+    assert second["id"] in table and "succeeded" in table and "from agent" in table
 
 
 def _as_text(value) -> str:
@@ -274,6 +274,8 @@ def test_the_live_bar_on_a_terminal(run, synced):
 
 
 def test_a_failed_sync_exits_1_with_its_error(run, tmp_path_factory, logs_dir):
+    """A sync that fails (its table renamed at the source since the view was defined: the
+    agent refuses the site query, a failure not retried) ends the command with 1 and its error."""
     db = tmp_path_factory.mktemp("cli_gone") / "gone.db"
     with sqlite3.connect(db) as c:
         c.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
@@ -282,14 +284,18 @@ def test_a_failed_sync_exits_1_with_its_error(run, tmp_path_factory, logs_dir):
     try:
         ok(run("source", "add", "cli_gone", agent.url))
         ok(run("view", "add", "cli_gone_v", "SELECT t.id, t.v FROM cli_gone.t t"))
+        with sqlite3.connect(db) as c:
+            c.execute("ALTER TABLE t RENAME TO t_old")
+        stderr = failed(run("sync", "cli_gone_v"), 1, "failed", "cli_gone_v")
+        record = json.loads(ok(run("syncs", "cli_gone_v", "--json")).stdout)[0]
+        assert record["status"] == "failed" and record["error"] in stderr.replace("\n", "")
+        again = run("sync", "cli_gone_v", "--json")
+        failed(again, 1, "failed")
+        assert json.loads(again.stdout)["status"] == "failed"  # the record on stdout, the error on stderr
+        failed(run("delta", "cli_gone_v", record["id"]), 1, "409", "failed")
+        failed(run("delta", "cli_gone_v"), 1, "no succeeded sync")
     finally:
         agent.stop()
-    stderr = failed(run("sync", "cli_gone_v"), 1, "failed", "cli_gone_v")
-    record = json.loads(run("syncs", "cli_gone_v", "--json").stdout)[0]
-    assert record["status"] == "failed" and record["error"].split(" (")[0][:40] in stderr
-    failed(run("sync", "cli_gone_v", "--json"), 1, "failed")
-    failed(run("delta", "cli_gone_v", record["id"]), 1, "409", "failed")
-    failed(run("delta", "cli_gone_v"), 1, "no succeeded sync")
 
 
 @pytest.mark.parametrize(
