@@ -60,7 +60,7 @@ def counters(progress: dict | None) -> dict:
     rows, total = _first(progress, ROWS_KEYS), _first(progress, TOTAL_KEYS)
     text = "" if rows is None else f"{rows:,} rows" if total is None else f"{rows:,}/{total:,} rows"
     up, down = progress.get("bytes_to_agent"), progress.get("bytes_from_agent")
-    traffic = "" if up is None and down is None else f"↑ {human_bytes(up or 0)} ↓ {human_bytes(down or 0)}"
+    traffic = "" if not up and not down else f"↑ {human_bytes(up or 0)} ↓ {human_bytes(down or 0)}"
     eta = progress.get("eta_s")
     eta_text = f"ETA {int(eta) // 3600}:{int(eta) % 3600 // 60:02d}:{int(eta) % 60:02d}" if eta is not None else ""
     return {"rows": text, "bytes": traffic, "eta": eta_text}
@@ -92,9 +92,10 @@ class LiveBar:
         self.progress.stop()
 
     def update(self, record: dict) -> None:
-        progress = record.get("progress") or {}
-        total = _first(progress, TOTAL_KEYS)
         done = record["status"] in DONE
+        # a finished record has no progress: its metrics hold the final counts
+        progress = (record.get("metrics") if done else record.get("progress")) or {}
+        total = _first(progress, TOTAL_KEYS)
         completed = 1 if done and total is None else _first(progress, ROWS_KEYS) or 0
         self.progress.update(
             self.task,

@@ -13,7 +13,7 @@ from . import formats
 from .client import Client
 from .errors import NoSync, SyncFailed
 from .follow import Quiet, display_for, follow, wait_for_active
-from .render import Output, fields, human_bytes, rows, sparkline, sync_summary
+from .render import Output, fields, human_bytes, rows, sparkline, stdout_gone, sync_summary
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: Seconds `deltasieve watch` waits for a sync of the view to start, unless told otherwise.
@@ -107,7 +107,10 @@ def source_add(client: Client, out: Output, name: str, url: str, token: str | No
 def source_list(client: Client, out: Output) -> None:
     """The registered sources."""
     listed = client.get("/v1/sources")
-    out.json(listed) if out.as_json else out.show(rows(SOURCE_COLUMNS, listed, title="sources"))
+    if out.as_json:
+        return out.json(listed)
+    shown = [{**record, "created_at": short_time(record["created_at"])} for record in listed]
+    out.show(rows(SOURCE_COLUMNS, shown, title="sources", whole=("name",)))
 
 
 @command(source, "show")
@@ -224,11 +227,12 @@ def view_list(client: Client, out: Output) -> None:
             "columns": len(v["columns"]),
             "sources": ", ".join(sorted({s["source"] for s in v["sites"]})),
             "sample_size": v.get("sample_size", 0),
-            "created_at": v["created_at"],
+            "created_at": short_time(v["created_at"]),
         }
         for v in listed
     ]
-    out.show(rows(["name", "strategy", "key", "columns", "sources", "sample_size", "created_at"], summary))
+    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "created_at"]
+    out.show(rows(names, summary, title="views", whole=("name",)))
 
 
 @command(view, "show")
@@ -325,16 +329,22 @@ def syncs(client: Client, out: Output, view_name: str, limit: int | None) -> Non
     table = []
     for record in listed:
         metrics = record.get("metrics") or {}
-        line = {"id": record["id"], "status": record["status"], "started": short_time(record.get("started_at"))}
+        line = {
+            "id": record["id"][:SHORT_ID],
+            "status": record["status"],
+            "started": short_time(record.get("started_at")),
+        }
         for key, label in SYNCS_COLUMNS:
             value = metrics.get(key)
             line[label] = human_bytes(value) if key.startswith("bytes") and value is not None else value
         line["error"] = record.get("error")
         table.append(line)
     names = ["id", "status", "started", *(label for _, label in SYNCS_COLUMNS), "error"]
-    out.show(rows(names, table, title=f"syncs of {view_name}", whole=("id",)))
+    out.show(rows(names, table, title=f"syncs of {view_name}", whole=("id", "status")))
 
 
+#: Characters of a sync id `deltasieve syncs` shows (commands take any unique prefix; --json has it whole).
+SHORT_ID = 12
 #: The metrics `deltasieve syncs` shows, with short headings (the table has a row per sync).
 SYNCS_COLUMNS = (
     ("rows_inserted", "ins"),
@@ -384,6 +394,8 @@ def export(client: Client, out: Output, path: str, fmt: str, target: Path | None
             else:
                 count = convert((json.loads(line) for line in lines), fmt, sink)
         sink.flush()
+    except BrokenPipeError:
+        stdout_gone()
     finally:
         if target is not None:
             sink.close()
@@ -394,11 +406,20 @@ def export(client: Client, out: Output, path: str, fmt: str, target: Path | None
             out.note(f"wrote {count:,} records to {target} ({fmt})")
 
 
-def last_succeeded(client: Client, view: str) -> str:
-    for record in client.get(f"/v1/views/{view}/syncs"):
-        if record["status"] == "succeeded":
-            return record["id"]
-    raise NoSync(f"view {view} has no succeeded sync yet: run deltasieve sync {view}")
+def pick_sync(client: Client, view: str, given: str | None) -> str:
+    """The id of the sync `given` names (an id or a unique prefix), or of the view's last succeeded one."""
+    listed = client.get(f"/v1/views/{view}/syncs")
+    if given is None:
+        for record in listed:
+            if record["status"] == "succeeded":
+                return record["id"]
+        raise NoSync(f"view {view} has no succeeded sync yet: run deltasieve sync {view}")
+    matches = [record["id"] for record in listed if record["id"].startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise NoSync(f"{given!r} is the start of {len(matches)} sync ids of view {view}: give more of it")
+    return given  # the service's 404 says it is unknown
 
 
 @command(cli, "delta")
@@ -407,10 +428,10 @@ def last_succeeded(client: Client, view: str) -> str:
 @FORMAT
 @OUTPUT
 def delta(client: Client, out: Output, view_name: str, sync_id: str | None, fmt: str, output: Path | None) -> None:
-    """The delta of a sync of VIEW (SYNC: the id; default: the last succeeded one), one line
+    """The delta of a sync of VIEW (SYNC: its id or the start of it; default: the last succeeded one), one line
     per changed row: op (insert, update, delete) and the row. In csv and parquet, `op` is a
     column beside the row's, `count` and `old.COLUMN` too for views without a key."""
-    sync_id = sync_id or last_succeeded(client, view_name)
+    sync_id = pick_sync(client, view_name, sync_id)
     definition = client.get(f"/v1/views/{view_name}") if fmt != "ndjson" else None
 
     def convert(lines, fmt, sink):

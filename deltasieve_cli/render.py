@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
+import click
 from rich.console import Console
 from rich.table import Table
 
@@ -38,8 +40,8 @@ def human_bytes(n: float | None) -> str:
 def cell(value: object) -> str:
     """A value as a table cell: numbers with separators, nested values as compact JSON.
 
-    >>> cell(12345), cell(None), cell(0.5), cell({"a": [1, 2]}), cell(True)
-    ('12,345', '-', '0.5', '{"a":[1,2]}', 'yes')
+    >>> cell(12345), cell(None), cell(2.9943661971830986), cell({"a": [1, 2]}), cell(True)
+    ('12,345', '-', '2.99437', '{"a":[1,2]}', 'yes')
     """
     if value is None:
         return "-"
@@ -47,6 +49,8 @@ def cell(value: object) -> str:
         return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.6g}"
     if isinstance(value, dict | list):
         return json.dumps(value, separators=(",", ":"))
     return str(value)
@@ -91,10 +95,10 @@ def fields(title: str | None, data: dict) -> Table:
 
 
 def rows(columns: list[str], records: list[dict], *, title: str | None = None, whole: tuple[str, ...] = ()) -> Table:
-    """A table of records, one column per name; the `whole` columns are never wrapped (ids)."""
+    """A table of records, one column per name; the `whole` columns never wrap (names, ids)."""
     table = Table(title=title, title_justify="left", title_style="bold")
     for name in columns:
-        table.add_column(name, overflow="fold", no_wrap=name in whole, min_width=len(name) if len(name) < 12 else None)
+        table.add_column(name, overflow="fold", no_wrap=name in whole)
     for record in records:
         table.add_row(*(cell(record.get(name)) for name in columns))
     return table
@@ -123,23 +127,49 @@ def sync_summary(record: dict) -> Table:
     return table
 
 
+#: The widest a table grows when stdout is not a terminal.
+PIPED_WIDTH = 250
+
+
+def write_stdout(text: str | bytes) -> None:
+    """Write to stdout; a reader that has gone (`deltasieve rows v | head`) ends the command quietly."""
+    try:
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(text)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
+
+
+def stdout_gone() -> None:
+    """End the command with 0 after the reader of stdout went away: it took what it wanted.
+    Python would complain when it flushes stdout at exit, so stdout goes to /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise click.exceptions.Exit(0)
+
+
 class Output:
     """Where the command writes: machine output (JSON) or human output (rich) on stdout, notes on stderr."""
 
     def __init__(self, as_json: bool):
         self.as_json = as_json
+        # a terminal's tables fit its width; piped or redirected, they take the width they need
         self.out = Console(soft_wrap=False)
+        if not self.out.is_terminal and "COLUMNS" not in os.environ:
+            self.out.width = PIPED_WIDTH
         self.err = Console(stderr=True)
 
     def json(self, document: object) -> None:
         """One JSON document on stdout."""
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-        sys.stdout.flush()
+        write_stdout(json.dumps(document, indent=2) + "\n")
 
     def ndjson(self, document: object) -> None:
         """One line of an NDJSON stream on stdout."""
-        sys.stdout.write(json.dumps(document, separators=(",", ":")) + "\n")
-        sys.stdout.flush()
+        write_stdout(json.dumps(document, separators=(",", ":")) + "\n")
 
     def show(self, renderable) -> None:
         self.out.print(renderable)

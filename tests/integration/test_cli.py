@@ -185,7 +185,7 @@ def test_syncs_lists_them_newest_first(run, synced):
     assert listed[0]["id"] == second["id"] and len(listed) >= 2
     assert [s["id"] for s in json.loads(ok(run("syncs", VIEW, "--limit", "1", "--json")).stdout)] == [second["id"]]
     table = ok(run("syncs", VIEW)).stdout
-    assert second["id"] in table and "succeeded" in table and "from agent" in table
+    assert second["id"][:12] in table and "succeeded" in table and "from agent" in table
 
 
 def _as_text(value) -> str:
@@ -196,6 +196,8 @@ def test_delta_in_ndjson_csv_and_parquet(run, synced, tmp_path):
     _, second = synced
     lines = ndjson(ok(run("delta", VIEW)).stdout)  # default: the last succeeded sync
     assert ndjson(ok(run("delta", VIEW, second["id"], "--json")).stdout) == lines
+    assert ndjson(ok(run("delta", VIEW, second["id"][:12])).stdout) == lines  # as `deltasieve syncs` shows it
+    failed(run("delta", VIEW, "not-an-id"), 1, "404", "not-an-id")
     assert sorted(line["op"] for line in lines) == ["delete"] * 2 + ["insert"] * 4 + ["update"] * 3
     flat = [{"op": line["op"], **line["row"]} for line in lines]
     columns = ["op", "sku", "name", "price", "stock", "added"]
@@ -263,6 +265,22 @@ def test_watch_follows_the_sync_that_starts(run, service, synced):
     records = ndjson(out)
     assert {r["id"] for r in records} == {queued["id"]}
     assert records[-1]["status"] == "succeeded" and all(r["status"] != "succeeded" for r in records[:-1])
+    # without --json, --no-wait prints the id alone on stdout, and watch ends with the summary
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "deltasieve_cli", "--url", service.url, "watch", VIEW],
+        cwd=ROOT,
+        env={**env, "COLUMNS": "250"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sync_id = ok(run("sync", VIEW, "--no-wait")).stdout.strip()
+        out, err = watcher.communicate(timeout=120)
+    finally:
+        watcher.kill()
+    assert watcher.returncode == 0, err
+    assert len(sync_id) == 32 and sync_id in out and "succeeded" in out and "bytes to agent" in out
 
 
 def test_the_live_bar_on_a_terminal(run, synced):
