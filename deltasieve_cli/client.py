@@ -56,6 +56,8 @@ class Client:
                 detail = describe_detail(response.json())
             except ValueError:
                 detail = response.text.strip() or response.reason_phrase
+            if response.status_code == 401:
+                detail += " (give the service's API key with --api-key or DELTASIEVE_API_KEY)"
             raise ServiceError(response.status_code, detail, response.request.method, response.request.url.path)
         return response
 

@@ -26,6 +26,7 @@ Exit status:
      (its detail is printed)
   2  bad usage: unknown command or option, missing or malformed argument
   3  the service could not be reached (see --url / DELTASIEVE_URL)
+  130  interrupted (Ctrl-C); a sync being followed goes on
 
 \b
 Machine output: --json (before or after the command) prints one JSON document,
@@ -271,16 +272,13 @@ def follow_to_end(client: Client, out: Output, view: str, sync_id: str, *, strea
         raise click.exceptions.Exit(130) from None
 
 
-@cli.command(context_settings=CONTEXT)
+@command(cli, "sync")
 @click.argument("view_name", metavar="VIEW")
 @click.option("--verify", is_flag=True, help="Audit mode: also read every site query in full and compare.")
 @click.option("--no-wait", is_flag=True, help="Start the sync and print its id; do not follow it.")
-@click.option("--json", "as_json", is_flag=True, help="Machine output: the finished sync's record.")
-@click.pass_obj
-def sync(state: State, view_name: str, verify: bool, no_wait: bool, as_json: bool) -> None:
+def sync(client: Client, out: Output, view_name: str, verify: bool, no_wait: bool) -> None:
     """Start a sync of VIEW (the first one loads it) and follow it to its end with a progress
-    bar; then print its summary. Exit status 1 when the sync fails."""
-    client, out = state.client, Output(as_json or state.as_json)
+    bar; then print its summary (--json: the finished record). Exit status 1 when the sync fails."""
     params = {"mode": "verify"} if verify else {}
     queued = client.post(f"/v1/views/{view_name}/syncs", **params)
     if no_wait:
@@ -291,7 +289,7 @@ def sync(state: State, view_name: str, verify: bool, no_wait: bool, as_json: boo
     finish(out, follow_to_end(client, out, view_name, queued["id"], stream=False))
 
 
-@cli.command(context_settings=CONTEXT)
+@command(cli, "watch")
 @click.argument("view_name", metavar="VIEW")
 @click.option(
     "--timeout",
@@ -300,14 +298,15 @@ def sync(state: State, view_name: str, verify: bool, no_wait: bool, as_json: boo
     show_default=True,
     help="Seconds to wait for a sync to start when none is queued or running.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine output: NDJSON, the record at each change.")
-@click.pass_obj
-def watch(state: State, view_name: str, timeout: float, as_json: bool) -> None:
+def watch(client: Client, out: Output, view_name: str, timeout: float) -> None:
     """Follow the sync of VIEW that is queued or running until it ends, waiting for one to
-    start if there is none. Exit status 1 when it fails, or when none started in time."""
-    client, out = state.client, Output(as_json or state.as_json)
+    start if there is none (--json: its record at each change, as NDJSON). Exit status 1 when
+    it fails, or when none started in time."""
     client.get(f"/v1/views/{view_name}")  # an unknown view: the service's 404, not a wait
-    active = wait_for_active(client, view_name, timeout)
+    try:
+        active = wait_for_active(client, view_name, timeout)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None
     if active is None:
         raise NoSync(f"no sync of view {view_name} is queued or running (waited {timeout:g} s)")
     record = follow_to_end(client, out, view_name, active["id"], stream=out.as_json)
