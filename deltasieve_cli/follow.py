@@ -164,15 +164,27 @@ def follow(
             time.sleep(interval_s)
 
 
-def wait_for_active(client: Client, view: str, timeout_s: float, interval_s: float = POLL_INTERVAL_S) -> dict | None:
-    """The view's sync that is queued or running, waiting up to `timeout_s` for one to start."""
+def wait_for_active(
+    client: Client,
+    view: str,
+    timeout_s: float,
+    *,
+    on_wait: Callable[[], None] = lambda: None,
+    interval_s: float = POLL_INTERVAL_S,
+) -> dict | None:
+    """The view's sync that is queued or running, waiting up to `timeout_s` for one to start
+    (`on_wait` is called once, when there is none at first)."""
     deadline = time.monotonic() + timeout_s
+    first = True
     while True:
         for record in client.get(f"/v1/views/{view}/syncs"):
             if record["status"] in ACTIVE:
                 return record
         if time.monotonic() >= deadline:
             return None
+        if first:
+            on_wait()
+            first = False
         time.sleep(interval_s)
 
 

@@ -304,7 +304,8 @@ def watch(client: Client, out: Output, view_name: str, timeout: float) -> None:
     it fails, or when none started in time."""
     client.get(f"/v1/views/{view_name}")  # an unknown view: the service's 404, not a wait
     try:
-        active = wait_for_active(client, view_name, timeout)
+        waiting = lambda: out.note(f"waiting up to {timeout:g} s for a sync of {view_name} to start")  # noqa: E731
+        active = wait_for_active(client, view_name, timeout, on_wait=waiting)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
     if active is None:

@@ -256,6 +256,7 @@ def test_watch_follows_the_sync_that_starts(run, service, synced):
         text=True,
     )
     try:
+        assert "waiting" in watcher.stderr.readline()  # it saw no sync under way, and polls
         queued = json.loads(ok(run("sync", VIEW, "--no-wait", "--json")).stdout)
         assert queued["status"] == "queued"
         out, err = watcher.communicate(timeout=120)
@@ -275,6 +276,7 @@ def test_watch_follows_the_sync_that_starts(run, service, synced):
         text=True,
     )
     try:
+        assert "waiting" in watcher.stderr.readline()
         sync_id = ok(run("sync", VIEW, "--no-wait")).stdout.strip()
         out, err = watcher.communicate(timeout=120)
     finally:
