@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from remote_agent.adapters.mysql import SQL_MODE
-from tests.support.mariadb_legacy import connect
 from workloads.generators import Change, TableShape
-from workloads.mariadb import MariadbDatabase, MariadbServer, start_mariadb
+from workloads.mariadb import MariadbDatabase, MariadbServer, connect, start_mariadb
 
 from .oracle import FETCH_ROWS, SourceTruth
 from .pgsource import sqlite_rows

@@ -14,10 +14,10 @@ import base64
 import datetime as dt
 import random
 from decimal import Decimal
-from urllib.parse import unquote, urlsplit
 
 from tests.support.legacy import with_strategy
 from tests.support.oracle import keyed, normalize
+from workloads.mariadb import connect
 
 WORDS = ["plain", "Ærø", "日本語", "emoji 🚀", "", "quote ' \" \\", "naïve", "NAÏVE", "trail  ", None]
 #: Keys a binary collation tells apart and a case-, accent- or space-blind one would not.
@@ -64,23 +64,6 @@ class Owner:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def connect(url: str):
-    """A MySQLdb connection (autocommit, utf8mb4) from a mysql:// URL."""
-    import MySQLdb
-
-    parts = urlsplit(url)
-    conn = MySQLdb.connect(
-        host=parts.hostname,
-        port=parts.port or 3306,
-        user=unquote(parts.username or ""),
-        password=unquote(parts.password or ""),
-        database=parts.path.lstrip("/"),
-        charset="utf8mb4",
-    )
-    conn.autocommit(True)
-    return conn
 
 
 class MariadbLegacy:
