@@ -18,6 +18,7 @@ from .errors import ServiceError
 from .jobs import SyncRunner
 from .limits import BodySizeLimit
 from .routes import health, sources, syncs, views
+from .scheduler import Scheduler
 from .settings import ServiceSettings
 
 log = logging.getLogger("service")
@@ -41,9 +42,15 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         app.state.engine = engine
         app.state.runner = SyncRunner(settings, app.state.catalog, engine)
         app.state.runner.recover()
+        # scheduled syncs need Spark; an app built without it (the OpenAPI export) runs none
+        app.state.scheduler = Scheduler(app.state.catalog, app.state.runner) if settings.scheduler and engine else None
+        if app.state.scheduler:
+            app.state.scheduler.start()
         try:
             yield
         finally:
+            if app.state.scheduler:
+                app.state.scheduler.stop()
             app.state.runner.shutdown()
             app.state.catalog.close()
 

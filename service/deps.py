@@ -11,6 +11,7 @@ from .auth import WRONG_KEY, key_matches
 from .catalog import Catalog
 from .errors import Unauthorized
 from .jobs import SyncRunner
+from .scheduler import Scheduler
 from .settings import ServiceSettings
 
 
@@ -24,6 +25,11 @@ def get_catalog(request: Request) -> Catalog:
 
 def get_runner(request: Request) -> SyncRunner:
     return request.app.state.runner
+
+
+def get_scheduler(request: Request) -> Scheduler | None:
+    """The thread running scheduled syncs; None when the service runs none (SERVICE_SCHEDULER off)."""
+    return getattr(request.app.state, "scheduler", None)
 
 
 def get_spark(request: Request) -> SparkSession:
@@ -44,5 +50,6 @@ def require_api_key(request: Request) -> None:
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
+SchedulerDep = Annotated[Scheduler | None, Depends(get_scheduler)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]
