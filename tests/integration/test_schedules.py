@@ -41,12 +41,11 @@ class Scheduled:
         self.agent = start_agent(f"sqlite:///{self.people.path}", logs)
         self.service = self.api = None
 
-    def start(self, scheduler: bool) -> float:
-        """Start the service on the module's data dir; the time it answered /health."""
+    def start(self, scheduler: bool) -> None:
+        """Start the service on the module's data dir (agent calls not retried: a failure fails fast)."""
         env = {"SERVICE_SCHEDULER": str(scheduler).lower(), "SERVICE_AGENT_RETRIES": "0"}
         self.service = start_service(self.root / "warehouse", self.logs, env=env)
         self.api = Api(self.service.url)
-        return time.time()
 
     def stop(self) -> None:
         self.api.close()
@@ -111,13 +110,13 @@ def check_cadence(syncs: list[dict], every_s: float = EVERY_S) -> None:
 @pytest.fixture(scope="module")
 def sched(tmp_path_factory, logs_dir):
     scheduled = Scheduled(tmp_path_factory.mktemp("schedules"), logs_dir)
+    scheduled.start(scheduler=False)
+    scheduled.api.add_source("sch", scheduled.agent.url)
     yield scheduled
     scheduled.close()
 
 
 def test_bad_schedules_are_422_and_change_nothing(sched):
-    sched.start(scheduler=False)
-    sched.api.add_source("sch", sched.agent.url)
     sql = VIEW_SQL.format(source="sch")
     views = f"{sched.api.http.base_url}/v1/views"
     sched.api.add_view("sched_bad", sql)
