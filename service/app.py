@@ -19,6 +19,7 @@ from .jobs import SyncRunner
 from .limits import BodySizeLimit
 from .metrics import ServiceMetrics
 from .routes import changes, health, metrics, sources, syncs, views
+from .scheduler import Scheduler
 from .settings import ServiceSettings
 
 log = logging.getLogger("service")
@@ -44,9 +45,15 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         app.state.metrics.seed(app.state.catalog)
         app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics)
         app.state.runner.recover()
+        # scheduled syncs need Spark; an app built without it (the OpenAPI export) runs none
+        app.state.scheduler = Scheduler(app.state.catalog, app.state.runner) if settings.scheduler and engine else None
+        if app.state.scheduler:
+            app.state.scheduler.start()
         try:
             yield
         finally:
+            if app.state.scheduler:
+                app.state.scheduler.stop()
             app.state.runner.shutdown()
             app.state.catalog.close()
 

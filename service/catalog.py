@@ -15,7 +15,7 @@ from typing import Any
 from .errors import Conflict, NotFound
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -45,6 +45,10 @@ MIGRATIONS: dict[int, str] = {
         progress TEXT
     );
     CREATE INDEX syncs_by_view ON syncs(view, seq);
+    """,
+    # what started a sync: "api" (POST .../syncs; every sync before this version) or "schedule"
+    2: """
+    ALTER TABLE syncs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'api';
     """,
 }
 
@@ -150,7 +154,7 @@ class Catalog:
         return self.view(name)
 
     def set_view_options(self, name: str, options: dict) -> dict:
-        """Change options of a view that leave its rows as they are (its sample's size);
+        """Change options of a view that leave its rows as they are (its sample's size, its schedule);
         refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
             self.view(name)
@@ -201,15 +205,19 @@ class Catalog:
             )
 
     # -- syncs -------------------------------------------------------------------------
-    def queue_sync(self, view: str) -> dict:
-        """Record a queued sync, or raise Conflict if the view already has one under way."""
+    def queue_sync(self, view: str, trigger: str = "api") -> dict:
+        """Record a queued sync, or raise Conflict if the view already has one under way (or, for
+        trigger "schedule", if its schedule was removed since the scheduler looked)."""
         with self._lock:
+            if trigger == "schedule" and not self.view(view)["options"].get("schedule"):
+                raise Conflict(f"view {view!r} has no schedule")
             busy = self.busy_sync(view)
             if busy is not None:
                 raise Conflict(f"view {view!r} already has sync {busy['id']} {busy['status']}; wait for it to finish")
             sync_id = uuid.uuid4().hex
             self._conn.execute(
-                "INSERT INTO syncs (id, view, status, created_at) VALUES (?, ?, 'queued', ?)", (sync_id, view, now())
+                "INSERT INTO syncs (id, view, status, created_at, trigger) VALUES (?, ?, 'queued', ?, ?)",
+                (sync_id, view, now(), trigger),
             )
         return self.sync(view, sync_id)
 
@@ -259,6 +267,11 @@ class Catalog:
             (view, view, sync_id),
         )
         return [_sync(r) for r in rows]
+
+    def latest_sync(self, view: str) -> dict | None:
+        """The view's newest sync record, whatever its status."""
+        row = self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq DESC LIMIT 1", (view,)).fetchone()
+        return _sync(row) if row else None
 
     def last_succeeded(self, view: str) -> dict | None:
         row = self._conn.execute(

@@ -13,6 +13,7 @@ from .deltaformat import FORMAT_HELP, Format
 from .errors import Unauthorized
 from .jobs import SyncRunner
 from .metrics import ServiceMetrics
+from .scheduler import Scheduler
 from .settings import ServiceSettings
 
 
@@ -30,6 +31,11 @@ def get_runner(request: Request) -> SyncRunner:
 
 def get_metrics(request: Request) -> ServiceMetrics:
     return request.app.state.metrics
+
+
+def get_scheduler(request: Request) -> Scheduler | None:
+    """The thread running scheduled syncs; None when the service runs none (SERVICE_SCHEDULER off)."""
+    return getattr(request.app.state, "scheduler", None)
 
 
 def get_spark(request: Request) -> SparkSession:
@@ -51,6 +57,7 @@ SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
 MetricsDep = Annotated[ServiceMetrics, Depends(get_metrics)]
+SchedulerDep = Annotated[Scheduler | None, Depends(get_scheduler)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]
 FormatQuery = Annotated[Format, Query(alias="format", description=FORMAT_HELP)]

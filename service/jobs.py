@@ -79,8 +79,9 @@ class SyncRunner:
             if removed:
                 log.info("view %s: removed %d leftover path(s)", view["name"], len(removed))
 
-    def submit(self, view: str, *, verify: bool = False) -> dict:
-        record = self.catalog.queue_sync(view)
+    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> dict:
+        """Queue a sync of the view (Conflict if one is under way); `trigger` says what started it."""
+        record = self.catalog.queue_sync(view, trigger)
         with self._lock:
             self.futures[record["id"]] = self.pool.submit(self._run, view, record["id"], verify)
         return record

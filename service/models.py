@@ -94,6 +94,30 @@ class MatchIn(BaseModel):
     )
 
 
+#: The shortest schedule period (short ones serve tests; a sync of a real view takes longer).
+MIN_EVERY_S = 1
+#: The longest schedule period: a year.
+MAX_EVERY_S = 366 * 86_400
+SCHEDULE_HELP = (
+    "run the view's syncs on a schedule: a sync starts every_s seconds after the view's last sync ended, "
+    "whatever started it (a view never synced is due at once); syncs of a view never overlap, runs missed "
+    "while the service was down make one sync when it starts, and a failed sync is retried a period later. "
+    "null: no schedule"
+)
+
+
+class ScheduleIn(BaseModel):
+    """When the service syncs a view by itself."""
+
+    model_config = ConfigDict(extra="forbid")
+    every_s: int = Field(
+        ge=MIN_EVERY_S,
+        le=MAX_EVERY_S,
+        strict=True,
+        description=f"seconds from the end of one sync of the view to the start of the next scheduled one, a whole number from {MIN_EVERY_S} to {MAX_EVERY_S} (a year)",
+    )
+
+
 class ViewIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
@@ -106,6 +130,7 @@ class ViewIn(BaseModel):
     snapshot_diff: SnapshotDiffIn = Field(default_factory=SnapshotDiffIn, description=SNAPSHOT_DIFF_HELP)
     match: MatchIn | None = Field(default=None, description=MATCH_HELP)
     sample_size: int = Field(default=0, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
+    schedule: ScheduleIn | None = Field(default=None, description=SCHEDULE_HELP)
 
 
 class ViewRedefine(BaseModel):
@@ -134,6 +159,10 @@ class ViewRedefine(BaseModel):
         le=MAX_SAMPLE_SIZE,
         description=f"{SAMPLE_HELP}. Left out: kept. A PUT that changes nothing but this keeps the view's rows: the next sync resizes the sample",
     )
+    schedule: ScheduleIn | None = Field(
+        default=None,
+        description=f"{SCHEDULE_HELP}. Left out: kept (null removes it). A PUT that changes nothing but this and sample_size keeps the view's rows",
+    )
 
 
 class ViewSettings(BaseModel):
@@ -141,6 +170,7 @@ class ViewSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     sample_size: int | None = Field(default=None, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
+    schedule: ScheduleIn | None = Field(default=None, description=f"{SCHEDULE_HELP}. Left out: kept (null removes it)")
 
 
 class SiteOut(BaseModel):
@@ -177,6 +207,15 @@ class ViewOut(BaseModel):
     match: dict | None = None
     #: the size of the random sample the view keeps (0: none)
     sample_size: int = 0
+    schedule: ScheduleIn | None = Field(
+        default=None, description="when the service syncs the view by itself (null: never)"
+    )
+    next_run_at: str | None = Field(
+        default=None,
+        description="when the next scheduled sync is due (ISO 8601, UTC; in the past: due now, the scheduler "
+        "queues it within a second); null without a schedule, while a sync of the view is queued or running (the "
+        "next is due every_s after it ends), or with the service's scheduler off (SERVICE_SCHEDULER=false)",
+    )
     created_at: str
 
 
@@ -190,6 +229,9 @@ class SyncOut(BaseModel):
     finished_at: str | None
     metrics: dict[str, Any]
     progress: dict[str, Any] | None = None
+    trigger: Literal["api", "schedule"] = Field(
+        default="api", description="what started the sync: POST /v1/views/{name}/syncs (api) or the view's schedule"
+    )
 
 
 class SyncQueued(BaseModel):

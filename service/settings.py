@@ -100,6 +100,10 @@ class ServiceSettings(BaseSettings):
     ssl_keyfile: str | None = Field(
         default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)"
     )
+    scheduler: bool = Field(
+        default=True,
+        description="run the views' scheduled syncs; false (e.g. for maintenance) leaves schedules stored but runs none",
+    )
     log_level: str = "info"
 
     @field_validator("api_key", mode="before")

@@ -16,15 +16,17 @@ from warehouse.storage import ViewStore
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 from ..deltaformat import NDJSON, PARQUET, rows_parquet
-from ..deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SettingsDep, SparkDep
+from ..deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
 from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from ..jsonvalues import BATCH_ROWS, ndjson_lines
-from ..models import ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
+from ..models import ScheduleIn, ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
+from ..scheduler import schedule_fields
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def view_out(row: dict) -> ViewOut:
+def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
+    """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler` runs)."""
     d = ViewDef.from_json(row["definition"])
     return ViewOut(
         name=row["name"],
@@ -41,8 +43,24 @@ def view_out(row: dict) -> ViewOut:
         **StampSettings.from_options(row["options"]).to_options(),
         match=row["options"].get("match"),
         sample_size=row["options"].get("sample_size", 0),
+        **schedule_fields(row, catalog, scheduler is not None),
         created_at=row["created_at"],
     )
+
+
+def _scheduled(options: dict, schedule: ScheduleIn | dict | None) -> dict:
+    """The view's options with `schedule` (None: without one)."""
+    options = {k: v for k, v in options.items() if k != "schedule"}
+    if schedule is not None:
+        options["schedule"] = schedule.model_dump() if isinstance(schedule, ScheduleIn) else schedule
+    return options
+
+
+def _stored(row: dict, catalog, scheduler) -> ViewOut:
+    """The view as stored after a change, the scheduler woken to look at its schedule."""
+    if scheduler is not None:
+        scheduler.wake()
+    return view_out(row, catalog, scheduler)
 
 
 def _analyze(
@@ -100,7 +118,9 @@ def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
     operation_id="create_view",
     responses=error_responses(401, 409, 422, 424),
 )
-def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
+def create_view(
+    body: ViewIn, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
+) -> ViewOut:
     try:
         catalog.view(body.name)
     except NotFound:
@@ -116,8 +136,8 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
     )
     match = body.match.model_dump() if body.match is not None else None
     definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size)
-    row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
-    return view_out(row)
+    row = catalog.add_view(body.name, body.sql, definition.to_json(), _scheduled(options, body.schedule))
+    return _stored(row, catalog, scheduler)
 
 
 @router.put(
@@ -126,8 +146,10 @@ def create_view(body: ViewIn, catalog: CatalogDep, settings: SettingsDep, _: Api
     operation_id="redefine_view",
     responses=error_responses(401, 404, 409, 422, 424),
 )
-def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> ViewOut:
-    """Give a view a new SQL or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size changes: the rows stay and the next sync resizes the sample)."""
+def redefine_view(
+    name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
+) -> ViewOut:
+    """Give a view a new SQL or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size or schedule change: the rows stay and the next sync resizes the sample)."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -149,15 +171,17 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
     match = body.match.model_dump() if body.match is not None else current["options"].get("match")
     sample_size = body.sample_size if body.sample_size is not None else current["options"].get("sample_size", 0)
     definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size)
-    unsized = lambda o: {k: v for k, v in o.items() if k != "sample_size"}  # noqa: E731
+    schedule = body.schedule if "schedule" in body.model_fields_set else current["options"].get("schedule")
+    options = _scheduled(options, schedule)
+    unsized = lambda o: {k: v for k, v in o.items() if k not in ("sample_size", "schedule")}  # noqa: E731
     if (body.sql, definition.to_json(), unsized(options)) == (
         current["sql"],
         current["definition"],
         unsized(current["options"]),
     ):
-        return view_out(catalog.set_view_options(name, options))  # the rows stay
+        return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
     row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
-    return view_out(row)
+    return _stored(row, catalog, scheduler)
 
 
 @router.patch(
@@ -166,8 +190,10 @@ def redefine_view(name: str, body: ViewRedefine, catalog: CatalogDep, settings: 
     operation_id="change_view_settings",
     responses=error_responses(401, 404, 409, 422),
 )
-def change_view_settings(name: str, body: ViewSettings, catalog: CatalogDep, _: ApiKey) -> ViewOut:
-    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it)."""
+def change_view_settings(
+    name: str, body: ViewSettings, catalog: CatalogDep, scheduler: SchedulerDep, _: ApiKey
+) -> ViewOut:
+    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it) and `schedule` (null removes it)."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -177,7 +203,9 @@ def change_view_settings(name: str, body: ViewSettings, catalog: CatalogDep, _: 
         options.pop("sample_size", None)
         if body.sample_size:
             options["sample_size"] = body.sample_size
-    return view_out(catalog.set_view_options(name, options))
+    if "schedule" in body.model_fields_set:
+        options = _scheduled(options, body.schedule)
+    return _stored(catalog.set_view_options(name, options), catalog, scheduler)
 
 
 @router.delete(
@@ -194,13 +222,13 @@ def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, metrics: 
 
 
 @router.get("", response_model=list[ViewOut], operation_id="list_views")
-def list_views(catalog: CatalogDep) -> list[ViewOut]:
-    return [view_out(r) for r in catalog.views()]
+def list_views(catalog: CatalogDep, scheduler: SchedulerDep) -> list[ViewOut]:
+    return [view_out(r, catalog, scheduler) for r in catalog.views()]
 
 
 @router.get("/{name}", response_model=ViewOut, operation_id="get_view", responses=error_responses(404, 422))
-def get_view(name: str, catalog: CatalogDep) -> ViewOut:
-    return view_out(catalog.view(name))
+def get_view(name: str, catalog: CatalogDep, scheduler: SchedulerDep) -> ViewOut:
+    return view_out(catalog.view(name), catalog, scheduler)
 
 
 def _current(settings, name: str):
