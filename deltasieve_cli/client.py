@@ -73,15 +73,24 @@ class Client:
     def post(self, path: str, body: dict | None = None, **params) -> object:
         return self.request("POST", path, json=body, params=params or None).json()
 
+    def patch(self, path: str, body: dict) -> object:
+        return self.request("PATCH", path, json=body).json()
+
     def delete(self, path: str) -> None:
         self.request("DELETE", path)
 
     @contextmanager
-    def lines(self, path: str) -> Iterator[Iterator[str]]:
-        """The lines of an NDJSON answer, read as they arrive."""
+    def stream(self, path: str, **params) -> Iterator[tuple[Iterator[str], httpx.Headers]]:
+        """The lines of an NDJSON answer, read as they arrive, and its headers."""
         try:
-            with self.http.stream("GET", path) as response:
+            with self.http.stream("GET", path, params=params or None) as response:
                 self._check(response)
-                yield (line for line in response.iter_lines() if line)
+                yield (line for line in response.iter_lines() if line), response.headers
         except httpx.TransportError as exc:
             raise Unreachable(self.url, f"{type(exc).__name__}: {exc}") from None
+
+    @contextmanager
+    def lines(self, path: str, **params) -> Iterator[Iterator[str]]:
+        """The lines of an NDJSON answer, read as they arrive."""
+        with self.stream(path, **params) as (lines, _):
+            yield lines

@@ -27,6 +27,8 @@ FORMATS = ("ndjson", "csv", "parquet")
 BATCH_ROWS = 10_000
 #: The column of a delta line's operation, and the prefix of a keyless update's old row.
 OP, COUNT, OLD_PREFIX = "op", "count", "old."
+#: The change feed's column of a line's sync, and the prefix of the row an update replaced (with_before).
+SYNC, BEFORE_PREFIX = "sync", "before."
 
 _DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 _FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
@@ -86,25 +88,37 @@ def row_columns(view: dict) -> list[tuple[str, str]]:
     return [(name, types.get(name, "text")) for name in view["columns"]]
 
 
-def delta_columns(view: dict) -> list[tuple[str, str]]:
-    """A delta line flattened: `op`, `count` (the equal rows a line of a keyless view stands
-    for), the row's columns, and `old.COLUMN` for the vanished row of a keyless view's
-    paired update. `write` leaves out `count` and `old.` when no line has them."""
+def delta_columns(view: dict, *, feed: bool = False, with_before: bool = False) -> list[tuple[str, str]]:
+    """A delta line flattened: `sync` (`feed`: a line of the change feed), `op`, `count` (the
+    equal rows a line of a keyless view stands for), the row's columns, `old.COLUMN` for the
+    vanished row of a keyless view's paired update, and `before.COLUMN` (`with_before`) for
+    the row an update replaced. `write` leaves out `count` and `old.` when no line has them."""
     columns = row_columns(view)
-    return [(OP, "text"), (COUNT, "int"), *columns, *((OLD_PREFIX + n, t) for n, t in columns)]
+    return [
+        *([(SYNC, "text")] if feed else []),
+        (OP, "text"),
+        (COUNT, "int"),
+        *columns,
+        *((OLD_PREFIX + n, t) for n, t in columns),
+        *((BEFORE_PREFIX + n, t) for n, t in (columns if with_before else [])),
+    ]
 
 
 def flat_delta(line: dict) -> dict:
-    """One NDJSON delta line as one flat record (see `delta_columns`).
+    """One NDJSON delta (or change feed) line as one flat record (see `delta_columns`).
 
     >>> flat_delta({"op": "update", "row": {"a": 1}, "old": {"a": 0}})
     {'op': 'update', 'a': 1, 'old.a': 0}
     >>> flat_delta({"op": "insert", "count": 3, "row": {"a": 1}})
     {'op': 'insert', 'count': 3, 'a': 1}
+    >>> flat_delta({"sync": "s1", "op": "update", "row": {"a": 1}, "before": {"a": 0}})
+    {'sync': 's1', 'op': 'update', 'a': 1, 'before.a': 0}
     """
-    out = {OP: line["op"], **({COUNT: line["count"]} if "count" in line else {}), **line.get("row", {})}
-    for name, value in (line.get("old") or {}).items():
-        out[OLD_PREFIX + name] = value
+    out = {SYNC: line["sync"]} if SYNC in line else {}
+    out.update({OP: line["op"], **({COUNT: line["count"]} if "count" in line else {}), **line.get("row", {})})
+    for prefix, part in ((OLD_PREFIX, "old"), (BEFORE_PREFIX, "before")):
+        for name, value in (line.get(part) or {}).items():
+            out[prefix + name] = value
     return out
 
 
