@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
+from httpx import Headers
 
 from . import formats
 from .client import Client
@@ -30,7 +32,7 @@ Exit status:
 
 \b
 Machine output: --json (before or after the command) prints one JSON document,
-or NDJSON for streams (rows, delta, watch); without it, tables for people.
+or NDJSON for streams (rows, delta, changes, watch); without it, tables for people.
 """
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -146,6 +148,15 @@ def pairs(kind: type = str):
     return parse
 
 
+#: `view add` and `view set`: the view's schedule (the service checks the range, 1 s to a year).
+EVERY_S = click.option(
+    "--every-s",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Have the service sync the view by itself, N seconds after its last sync ended.",
+)
+
+
 @command(view, "add")
 @click.argument("name")
 @click.argument("sql")
@@ -184,6 +195,7 @@ def pairs(kind: type = str):
     callback=pairs(float),
     help="Keyless views: how far a pair may differ in COLUMN; repeatable.",
 )
+@EVERY_S
 def view_add(client: Client, out: Output, name: str, sql: str, **options) -> None:
     """Define view NAME by SQL, a project-select-join over source.table (the service checks it
     and says what it cannot maintain). The view's key is derived from its tables' keys."""
@@ -197,6 +209,8 @@ def view_add(client: Client, out: Output, name: str, sql: str, **options) -> Non
         body["snapshot_diff"] = {k: v for k, v in diff.items() if v is not None}
     if options["match_order_by"] or options["match_epsilon"]:
         body["match"] = {"order_by": options["match_order_by"], "epsilon": options["match_epsilon"]}
+    if options["every_s"] is not None:
+        body["schedule"] = {"every_s": options["every_s"]}
     created = client.post("/v1/views", body)
     if out.as_json:
         return out.json(created)
@@ -204,9 +218,28 @@ def view_add(client: Client, out: Output, name: str, sql: str, **options) -> Non
     out.note(f"load it with: deltasieve sync {name}")
 
 
+def schedule_text(view: dict) -> str:
+    """A view's schedule for people.
+
+    >>> schedule_text({"schedule": {"every_s": 300}}), schedule_text({"schedule": None})
+    ('every 300 s', 'none')
+    """
+    schedule = view.get("schedule")
+    return f"every {schedule['every_s']:,} s" if schedule else "none"
+
+
+def next_run_text(view: dict) -> str | None:
+    """When the service syncs the view next (UTC), for people; None when it will not by itself."""
+    return short_time(view.get("next_run_at")) if view.get("schedule") else None
+
+
 def view_fields(title: str, view: dict):
     """A view's definition without the bulky parts (column types and site columns, key derivation)."""
-    shown = {k: v for k, v in view.items() if k not in ("sites", "column_types", "key_derivation", "columns")}
+    hidden = ("sites", "column_types", "key_derivation", "columns", "schedule", "next_run_at")
+    shown = {k: v for k, v in view.items() if k not in hidden}
+    shown["schedule"] = schedule_text(view)
+    if view.get("schedule"):
+        shown["next run (UTC)"] = next_run_text(view) or "after the sync under way (or the scheduler is off)"
     shown["columns"] = ", ".join(f"{c} {view.get('column_types', {}).get(c, '')}".strip() for c in view["columns"])
     shown["key"] = ", ".join(view["key"])
     for i, site in enumerate(view["sites"]):
@@ -228,11 +261,13 @@ def view_list(client: Client, out: Output) -> None:
             "columns": len(v["columns"]),
             "sources": ", ".join(sorted({s["source"] for s in v["sites"]})),
             "sample_size": v.get("sample_size", 0),
+            "schedule": schedule_text(v) if v.get("schedule") else None,
+            "next run (UTC)": next_run_text(v),
             "created_at": short_time(v["created_at"]),
         }
         for v in listed
     ]
-    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "created_at"]
+    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "schedule", "next run (UTC)", "created_at"]
     out.show(rows(names, summary, title="views", whole=("name",)))
 
 
@@ -242,6 +277,32 @@ def view_show(client: Client, out: Output, name: str) -> None:
     """One view's definition: columns, key, each site's query, settings."""
     found = client.get(f"/v1/views/{name}")
     out.json(found) if out.as_json else out.show(view_fields(f"view {name}", found))
+
+
+@command(view, "set")
+@click.argument("name")
+@EVERY_S
+@click.option("--no-schedule", is_flag=True, help="Remove the view's schedule: it syncs only when asked.")
+@click.option(
+    "--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows (0: none)."
+)
+def view_set(
+    client: Client, out: Output, name: str, every_s: int | None, no_schedule: bool, sample_size: int | None
+) -> None:
+    """Change settings of view NAME that keep its rows, version and sync history (PATCH): its
+    schedule, its sample's size (the next sync resizes it). What is not given is kept; then
+    the view is printed."""
+    if every_s is not None and no_schedule:
+        raise click.UsageError("--every-s and --no-schedule contradict each other: give one")
+    body: dict = {}
+    if every_s is not None or no_schedule:
+        body["schedule"] = {"every_s": every_s} if every_s is not None else None
+    if sample_size is not None:
+        body["sample_size"] = sample_size
+    if not body:
+        raise click.UsageError("nothing to change: give --every-s N, --no-schedule or --sample-size N")
+    changed = client.patch(f"/v1/views/{name}", body)
+    out.json(changed) if out.as_json else out.show(view_fields(f"view {name}", changed))
 
 
 @command(view, "rm")
@@ -332,6 +393,7 @@ def syncs(client: Client, out: Output, view_name: str, limit: int | None) -> Non
         line = {
             "id": record["id"][:SHORT_ID],
             "status": record["status"],
+            "trigger": record.get("trigger"),
             "started": short_time(record.get("started_at")),
         }
         for key, label in SYNCS_COLUMNS:
@@ -339,7 +401,7 @@ def syncs(client: Client, out: Output, view_name: str, limit: int | None) -> Non
             line[label] = human_bytes(value) if key.startswith("bytes") and value is not None else value
         line["error"] = record.get("error")
         table.append(line)
-    names = ["id", "status", "started", *(label for _, label in SYNCS_COLUMNS), "error"]
+    names = ["id", "status", "trigger", "started", *(label for _, label in SYNCS_COLUMNS), "error"]
     out.show(rows(names, table, title=f"syncs of {view_name}", whole=("id", "status")))
 
 
@@ -374,18 +436,21 @@ FORMAT = click.option(
     show_default=True,
     help="ndjson as the service sends it; csv and parquet converted here (pyarrow).",
 )
+WITH_BEFORE = click.option(
+    "--with-before", is_flag=True, help="Give each update the row it replaced (before; see README for the cost)."
+)
 OUTPUT = click.option(
     "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file (default: stdout)."
 )
 
 
-def export(client: Client, out: Output, path: str, fmt: str, target: Path | None, convert) -> None:
-    """Copy an NDJSON answer to stdout or a file, as it is or converted by `convert`."""
+def export(client: Client, out: Output, path: str, fmt: str, target: Path | None, convert, **params) -> Headers:
+    """Copy an NDJSON answer to stdout or a file, as it is or converted by `convert`; its headers."""
     if fmt == "parquet" and target is None and sys.stdout.isatty():
         raise click.UsageError("parquet is binary: write it to a file with -o FILE (or pipe it)")
     sink = open(target, "wb") if target is not None else sys.stdout.buffer  # noqa: SIM115
     try:
-        with client.lines(path) as lines:
+        with client.stream(path, **params) as (lines, headers):
             if fmt == "ndjson":
                 count = 0
                 for line in lines:
@@ -404,6 +469,7 @@ def export(client: Client, out: Output, path: str, fmt: str, target: Path | None
             out.json({"file": str(target), "format": fmt, "records": count})
         else:
             out.note(f"wrote {count:,} records to {target} ({fmt})")
+    return headers
 
 
 def pick_sync(client: Client, view: str, given: str | None) -> str:
@@ -427,21 +493,129 @@ def pick_sync(client: Client, view: str, given: str | None) -> str:
 @click.argument("sync_id", metavar="[SYNC]", required=False)
 @FORMAT
 @OUTPUT
-def delta(client: Client, out: Output, view_name: str, sync_id: str | None, fmt: str, output: Path | None) -> None:
+@WITH_BEFORE
+def delta(
+    client: Client, out: Output, view_name: str, sync_id: str | None, fmt: str, output: Path | None, with_before: bool
+) -> None:
     """The delta of a sync of VIEW (SYNC: its id or the start of it; default: the last succeeded one), one line
     per changed row: op (insert, update, delete) and the row. In csv and parquet, `op` is a
-    column beside the row's, `count` and `old.COLUMN` too for views without a key."""
+    column beside the row's, `count` and `old.COLUMN` too for views without a key, and
+    `before.COLUMN` with --with-before."""
     sync_id = pick_sync(client, view_name, sync_id)
+    convert = delta_converter(client, view_name, fmt, feed=False, with_before=with_before)
+    params = {"with_before": "true"} if with_before else {}
+    export(client, out, f"/v1/views/{view_name}/syncs/{sync_id}/delta", fmt, output, convert, **params)
+
+
+def delta_converter(client: Client, view_name: str, fmt: str, *, feed: bool, with_before: bool):
+    """`export`'s conversion of delta (or change feed) lines to csv or parquet, typed by the view's columns."""
     definition = client.get(f"/v1/views/{view_name}") if fmt != "ndjson" else None
 
     def convert(lines, fmt, sink):
-        columns = formats.delta_columns(definition)
+        columns = formats.delta_columns(definition, feed=feed, with_before=with_before)
         optional = [formats.COUNT, *(name for name, _ in columns if name.startswith(formats.OLD_PREFIX))]
         return formats.write(
             map(formats.flat_delta, lines), columns, fmt, sink, optional=optional, defaults={formats.COUNT: 1}
         )
 
-    export(client, out, f"/v1/views/{view_name}/syncs/{sync_id}/delta", fmt, output, convert)
+    return convert
+
+
+#: Seconds `deltasieve changes --follow` waits between calls when it has caught up.
+FOLLOW_POLL_S = 3.0
+
+
+def resume_point(headers: Headers, after: str | None) -> dict:
+    """Where a reader of the change feed goes on from: the answer's X-Last-Sync (the `after`
+    given when the answer has none), the syncs it held, whether more are waiting."""
+    return {
+        "last_sync": headers.get("x-last-sync") or after,
+        "syncs": int(headers.get("x-syncs") or 0),
+        "more_syncs": headers.get("x-more-syncs") == "true",
+    }
+
+
+def report_resume(out: Output, view_name: str, resume: dict) -> None:
+    """The resume point on stderr: a JSON object (--json), or a line for people."""
+    if out.as_json:
+        return out.json_err(resume)
+    if resume["last_sync"] is None:
+        return out.note(f"view {view_name} has no succeeded sync yet: call again without --after")
+    more = "; more are waiting: call again" if resume["more_syncs"] else ""
+    out.note(
+        f"{resume['syncs']:,} syncs{more}; resume with: deltasieve changes {view_name} --after {resume['last_sync']}"
+    )
+
+
+@command(cli, "changes")
+@click.argument("view_name", metavar="VIEW")
+@click.option("--after", metavar="SYNC", help="A sync of VIEW (its id or the start of it); default: from its load.")
+@click.option("--limit-syncs", type=click.IntRange(min=1), metavar="N", help="At most N syncs, the oldest first.")
+@WITH_BEFORE
+@FORMAT
+@OUTPUT
+@click.option(
+    "--follow",
+    is_flag=True,
+    help=f"ndjson only: keep reading, every {FOLLOW_POLL_S:g} s, from where the last answer ended, until Ctrl-C.",
+)
+def changes(
+    client: Client,
+    out: Output,
+    view_name: str,
+    after: str | None,
+    limit_syncs: int | None,
+    with_before: bool,
+    fmt: str,
+    output: Path | None,
+    follow: bool,
+) -> None:
+    """The change feed of VIEW: the deltas of its succeeded syncs after SYNC, oldest first,
+    each line tagged with its sync ({"sync", "op", "row"}); csv and parquet as for `delta`,
+    with a `sync` column first. Then, on stderr, where to resume: the last sync included
+    (X-Last-Sync), the --after of the next call (with --json, as a JSON object, so stdout
+    holds only the data)."""
+    if follow and fmt != "ndjson":
+        raise click.UsageError("--follow writes a stream: only with --format ndjson")
+    if after is not None:
+        after = pick_sync(client, view_name, after)
+    params = {"after": after, "limit_syncs": limit_syncs, "with_before": "true" if with_before else None}
+    params = {k: v for k, v in params.items() if v is not None}
+    path = f"/v1/views/{view_name}/changes"
+    if follow:
+        return follow_changes(client, out, view_name, path, output, params)
+    convert = delta_converter(client, view_name, fmt, feed=True, with_before=with_before)
+    report_resume(out, view_name, resume_point(export(client, out, path, fmt, output, convert, **params), after))
+
+
+def follow_changes(client: Client, out: Output, view_name: str, path: str, target: Path | None, params: dict) -> None:
+    """`changes --follow`: call the feed again and again, each time after the last sync the
+    previous answer held, appending its lines to stdout or `target`; the resume point on stderr
+    after every answer that brought syncs, and at Ctrl-C (exit 130). Lines of a sync cut short
+    by Ctrl-C come again from that resume point."""
+    sink = open(target, "ab") if target is not None else sys.stdout.buffer  # noqa: SIM115
+    resume = {"last_sync": params.get("after"), "syncs": 0, "more_syncs": False}
+    try:
+        while True:
+            with client.stream(path, **params) as (lines, headers):
+                for line in lines:
+                    sink.write(line.encode() + b"\n")
+            sink.flush()
+            resume = resume_point(headers, params.get("after"))
+            if resume["last_sync"] is not None:
+                params["after"] = resume["last_sync"]
+            if resume["syncs"]:
+                report_resume(out, view_name, resume)
+            if not resume["more_syncs"]:
+                time.sleep(FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        report_resume(out, view_name, {**resume, "syncs": 0, "more_syncs": False})
+        raise click.exceptions.Exit(130) from None
+    except BrokenPipeError:
+        stdout_gone()
+    finally:
+        if target is not None:
+            sink.close()
 
 
 @command(cli, "rows")

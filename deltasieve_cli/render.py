@@ -171,6 +171,11 @@ class Output:
         """One line of an NDJSON stream on stdout."""
         write_stdout(json.dumps(document, separators=(",", ":")) + "\n")
 
+    def json_err(self, document: object) -> None:
+        """One JSON document on a line of stderr (beside a stream that keeps stdout to itself)."""
+        sys.stderr.write(json.dumps(document, separators=(",", ":")) + "\n")
+        sys.stderr.flush()
+
     def show(self, renderable) -> None:
         self.out.print(renderable)
 
