@@ -7,11 +7,13 @@ the module stays short: each test reads what the fixtures made, or adds a sync o
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import http.server
 import io
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import threading
 from decimal import Decimal
 from pathlib import Path
 
+import httpx
 import pyarrow.parquet as pq
 import pytest
 
@@ -49,6 +52,19 @@ def deltasieve(
         capture_output=True,
         text=True,
         timeout=timeout,
+    )
+
+
+def started(*args: str, url: str, env: dict | None = None) -> subprocess.Popen:
+    """The command as a process that runs on while the test acts (`watch`, `changes --follow`)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("DELTASIEVE_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "deltasieve_cli", "--url", url, *args],
+        cwd=ROOT,
+        env={**full_env, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -236,6 +252,81 @@ def test_rows_in_each_format(run, synced, shop, tmp_path):
     assert [r["sku"] for r in from_csv] == [r["sku"] for r in lines]
 
 
+def test_view_set_changes_the_schedule_and_keeps_the_data(run, service, synced):
+    """PATCH through `view set`: the schedule comes and goes, the rows and the history stay."""
+    api = httpx.Client(base_url=service.url, timeout=30)
+    rows_before = api.get(f"/v1/views/{VIEW}/rows")
+    syncs_before = [s["id"] for s in api.get(f"/v1/views/{VIEW}/syncs").json()]
+    shown = ok(run("view", "set", VIEW, "--every-s", "3600")).stdout  # an hour: not due in this test
+    assert "every 3,600 s" in shown and "next run (UTC)" in shown
+    found = api.get(f"/v1/views/{VIEW}").json()
+    assert found["schedule"] == {"every_s": 3600} and found["next_run_at"]
+    assert "every 3,600 s" in ok(run("view", "list")).stdout
+    assert json.loads(ok(run("view", "show", VIEW, "--json")).stdout)["schedule"] == {"every_s": 3600}
+    unset = json.loads(ok(run("view", "set", VIEW, "--no-schedule", "--json")).stdout)
+    assert unset["schedule"] is None and unset["next_run_at"] is None
+    assert api.get(f"/v1/views/{VIEW}").json()["schedule"] is None
+    assert [s["id"] for s in api.get(f"/v1/views/{VIEW}/syncs").json()] == syncs_before
+    rows_after = api.get(f"/v1/views/{VIEW}/rows")
+    assert rows_after.headers["x-last-sync"] == rows_before.headers["x-last-sync"] == syncs_before[0]
+    assert rows_after.text == rows_before.text
+    failed(run("view", "set", "cli_nope", "--sample-size", "3"), 1, "404")
+    assert "api" in ok(run("syncs", VIEW)).stdout  # the trigger column
+
+
+def test_changes_is_the_deltas_concatenated(run, synced, tmp_path):
+    listed = json.loads(ok(run("syncs", VIEW, "--json")).stdout)
+    succeeded = [s["id"] for s in reversed(listed) if s["status"] == "succeeded"]  # oldest first
+    load, later = succeeded[0], succeeded[1:]
+    expected = [{"sync": s, **line} for s in later for line in ndjson(ok(run("delta", VIEW, s)).stdout)]
+    result = ok(run("changes", VIEW, "--after", load[:12]))  # as `deltasieve syncs` shows it
+    assert ndjson(result.stdout) == expected and len(expected) >= 9
+    assert f"--after {later[-1]}" in result.stderr  # where to resume
+    # --json: the lines alone on stdout, the resume point a JSON object on stderr
+    result = ok(run("changes", VIEW, "--after", load, "--limit-syncs", "1", "--json"))
+    assert ndjson(result.stdout) == [line for line in expected if line["sync"] == later[0]]
+    resume = json.loads(result.stderr.strip().splitlines()[-1])
+    assert resume == {"last_sync": later[0], "syncs": 1, "more_syncs": len(later) > 1}
+    caught_up = ok(run("changes", VIEW, "--after", later[-1], "--json"))
+    assert caught_up.stdout == "" and json.loads(caught_up.stderr)["last_sync"] == later[-1]
+    failed(run("changes", "cli_nope"), 1, "404")
+    # parquet: a sync column, then the delta's
+    ok(run("changes", VIEW, "--after", load, "--format", "parquet", "-o", str(tmp_path / "c.parquet")))
+    table = pq.read_table(tmp_path / "c.parquet")
+    assert table.column_names == ["sync", "op", "sku", "name", "price", "stock", "added"]
+    assert str(table.schema.field("price").type) == "decimal128(8, 2)"
+    assert [{k: _as_text(v) for k, v in r.items()} for r in table.to_pylist()] == [
+        {k: _as_text(v) for k, v in {"sync": line["sync"], "op": line["op"], **line["row"]}.items()}
+        for line in expected
+    ]
+    # --with-before: each update with the row it replaced (the fixture's updates raised the price by 1)
+    before = ndjson(ok(run("changes", VIEW, "--after", load, "--limit-syncs", "1", "--with-before")).stdout)
+    assert ndjson(ok(run("delta", VIEW, later[0], "--with-before")).stdout) == [
+        {k: v for k, v in line.items() if k != "sync"} for line in before
+    ]
+    updates = [line for line in before if line["op"] == "update"]
+    assert len(updates) == 3 and all(Decimal(u["row"]["price"]) - Decimal(u["before"]["price"]) == 1 for u in updates)
+    assert [{k: v for k, v in line.items() if k != "before"} for line in before] == ndjson(result.stdout)
+
+
+def test_changes_follow_resumes_until_ctrl_c(service, synced):
+    first = json.loads(ok(deltasieve("syncs", VIEW, "--json", url=service.url)).stdout)[-1]["id"]  # the load
+    follower = started("--json", "changes", VIEW, "--after", first, "--follow", url=service.url)
+    try:
+        resume = json.loads(follower.stderr.readline())  # after the first answer, which held syncs
+        assert resume["syncs"] >= 1 and resume["last_sync"] != first
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+    assert follower.returncode == 130, err
+    assert {line["sync"] for line in ndjson(out)} and json.loads(err.strip().splitlines()[-1]) == {
+        **resume,
+        "syncs": 0,
+        "more_syncs": False,
+    }
+
+
 def test_stats(run, synced):
     found = json.loads(ok(run("stats", VIEW, "--json")).stdout)
     assert found["sites"][0]["source"] == SOURCE and found["sites"][0]["update_statistics"]["tuples"] > 0
@@ -246,15 +337,7 @@ def test_stats(run, synced):
 def test_watch_follows_the_sync_that_starts(run, service, synced):
     failed(run("watch", VIEW, "--timeout", "0.5"), 1, "no sync of view")
     failed(run("watch", "cli_nope", "--timeout", "0.5"), 1, "404")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DELTASIEVE_")}
-    watcher = subprocess.Popen(
-        [sys.executable, "-m", "deltasieve_cli", "--url", service.url, "watch", VIEW, "--json", "--timeout", "60"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    watcher = started("watch", VIEW, "--json", "--timeout", "60", url=service.url)
     try:
         assert "waiting" in watcher.stderr.readline()  # it saw no sync under way, and polls
         queued = json.loads(ok(run("sync", VIEW, "--no-wait", "--json")).stdout)
@@ -267,14 +350,7 @@ def test_watch_follows_the_sync_that_starts(run, service, synced):
     assert {r["id"] for r in records} == {queued["id"]}
     assert records[-1]["status"] == "succeeded" and all(r["status"] != "succeeded" for r in records[:-1])
     # without --json, --no-wait prints the id alone on stdout, and watch ends with the summary
-    watcher = subprocess.Popen(
-        [sys.executable, "-m", "deltasieve_cli", "--url", service.url, "watch", VIEW],
-        cwd=ROOT,
-        env={**env, "COLUMNS": "250"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    watcher = started("watch", VIEW, url=service.url, env={"COLUMNS": "250"})
     try:
         assert "waiting" in watcher.stderr.readline()
         sync_id = ok(run("sync", VIEW, "--no-wait")).stdout.strip()
@@ -330,6 +406,11 @@ def test_a_failed_sync_exits_1_with_its_error(run, tmp_path_factory, logs_dir):
         ["delta", "v", "--format", "xml"],
         ["syncs", "v", "--limit", "0"],
         ["watch", "v", "--timeout", "soon"],
+        ["view", "set", "v"],
+        ["view", "set", "v", "--every-s", "60", "--no-schedule"],
+        ["view", "set", "v", "--every-s", "0"],
+        ["changes", "v", "--limit-syncs", "0"],
+        ["changes", "v", "--format", "csv", "--follow"],
     ],
 )
 def test_bad_usage_exits_2(args):
@@ -345,13 +426,12 @@ def test_an_unreachable_service_exits_3():
     failed(deltasieve("--url", url, "view", "list", url=None), 3, url)
 
 
-class _KeyedService(http.server.BaseHTTPRequestHandler):
-    """A stand-in service that wants X-API-Key: k on GET /v1/sources."""
+class _StandIn(http.server.BaseHTTPRequestHandler):
+    """A stand-in service: `reply` answers with a JSON document."""
 
-    def do_GET(self):
-        good = self.headers.get("X-API-Key") == "k"
-        body = b"[]" if good else b'{"detail": "missing or wrong API key"}'
-        self.send_response(200 if good else 401)
+    def reply(self, status: int, document: object) -> None:
+        body = json.dumps(document).encode()
+        self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -361,16 +441,58 @@ class _KeyedService(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_the_api_key_goes_as_x_api_key():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeyedService)
+@contextlib.contextmanager
+def stand_in(handler: type[_StandIn]):
+    """The URL of a stand-in service answering with `handler`, for the block's time."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+class _KeyedService(_StandIn):
+    """Wants X-API-Key: k on GET /v1/sources."""
+
+    def do_GET(self):
+        good = self.headers.get("X-API-Key") == "k"
+        self.reply(200, []) if good else self.reply(401, {"detail": "missing or wrong API key"})
+
+
+def test_the_api_key_goes_as_x_api_key():
+    with stand_in(_KeyedService) as url:
         assert (
             json.loads(ok(deltasieve("source", "list", "--json", url=url, env={"DELTASIEVE_API_KEY": "k"})).stdout)
             == []
         )
         assert json.loads(ok(deltasieve("--api-key", "k", "source", "list", "--json", url=url)).stdout) == []
         failed(deltasieve("source", "list", url=url), 1, "401", "missing or wrong API key")
-    finally:
-        server.shutdown()
+
+
+class _RecordingService(_StandIn):
+    """Answers POST /v1/views and PATCH /v1/views/{name} with a view, and keeps each
+    request's method, path and body."""
+
+    calls: list = []
+
+    def _answer(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.calls.append((self.command, self.path, body))
+        view = {"name": "v", "columns": ["a"], "key": ["a"], "sites": [], "strategy": "auto"}
+        self.reply(200, {**view, "schedule": body.get("schedule"), "next_run_at": None})
+
+    do_POST = do_PATCH = _answer
+
+
+def test_view_add_and_set_send_only_what_is_given():
+    """A scheduled view would be synced at once by a real service: the bodies are checked on a stand-in."""
+    with stand_in(_RecordingService) as url:
+        assert "every 90 s" in ok(deltasieve("view", "add", "v", "SELECT 1", "--every-s", "90", url=url)).stdout
+        ok(deltasieve("view", "set", "v", "--sample-size", "5", url=url))
+        ok(deltasieve("view", "set", "v", "--no-schedule", url=url))
+    assert _RecordingService.calls == [
+        ("POST", "/v1/views", {"name": "v", "sql": "SELECT 1", "schedule": {"every_s": 90}}),
+        ("PATCH", "/v1/views/v", {"sample_size": 5}),
+        ("PATCH", "/v1/views/v", {"schedule": None}),
+    ]
