@@ -95,6 +95,21 @@ def test_a_keyless_delta_keeps_counts_and_old_rows():
     assert [r["old.a"] for r in back] == [None, None, 2.4] and back[2]["a"] == 2.5
 
 
+def test_a_feed_with_before_has_sync_and_typed_before_columns():
+    """`changes --with-before`: the line's sync first, the replaced row as before.COLUMN, typed."""
+    view = {"columns": ["k", "price"], "column_types": {"k": "int", "price": "decimal(8,2)"}}
+    lines = [
+        {"sync": "s1", "op": "insert", "row": {"k": 1, "price": "1.00"}},
+        {"sync": "s2", "op": "update", "row": {"k": 1, "price": "2.50"}, "before": {"k": 1, "price": "1.00"}},
+    ]
+    columns = formats.delta_columns(view, feed=True, with_before=True)
+    optional = [formats.COUNT, "old.k", "old.price"]
+    back = parquet(map(formats.flat_delta, lines), columns, optional=optional, defaults={formats.COUNT: 1})
+    assert list(back[0]) == ["sync", "op", "k", "price", "before.k", "before.price"]
+    assert [r["sync"] for r in back] == ["s1", "s2"] and back[0]["before.price"] is None
+    assert back[1]["before.price"] == Decimal("1.00") and back[1]["price"] == Decimal("2.50")
+
+
 def test_many_rows_cross_batches():
     view = {"columns": ["k"], "column_types": {"k": "int"}}
     rows = [{"k": i} for i in range(formats.BATCH_ROWS * 2 + 5)]
