@@ -1,8 +1,8 @@
-"""A headless Chromium driven by Selenium, for the dashboard's test and its screenshot.
+"""A headless Chromium driven by Selenium: the dashboard's test and its screenshot
+(scripts/dashboard_screenshot.py) open /ui in it.
 
-Debian's `chromium` and `chromium-driver` are installed on first use when missing (as root,
-tests/support/debian.py); Selenium is pointed at the system chromedriver and browser, so it
-never downloads a driver.
+Selenium is given the browser's and chromedriver's paths (Debian's `chromium` and
+`chromium-driver`; the caller finds or installs them), so it never looks for or downloads a driver.
 """
 
 from __future__ import annotations
@@ -13,22 +13,23 @@ from pathlib import Path
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from tests.support.debian import ensure_command
+#: Debian's packages of the browser and its driver, and the commands they install.
+PACKAGES = {"chromium": "chromium", "chromedriver": "chromium-driver"}
 
 
-def start_chromium(profile_dir: Path, *, width: int = 1400, height: int = 1000) -> webdriver.Chrome:
+def start_chromium(
+    browser: str, driver_path: str, profile_dir: Path, *, width: int = 1400, height: int = 1000
+) -> webdriver.Chrome:
     """A headless Chromium whose console messages `browser_errors` can read."""
-    browser = ensure_command("chromium", "chromium")
-    driver_path = ensure_command("chromedriver", "chromium-driver")
-    # Selenium Manager would look for (and could fetch) drivers: both paths are given, and offline.
-    os.environ.setdefault("SE_OFFLINE", "true")
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager: never fetch anything
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for arg in (
         "--headless=new",
-        "--no-sandbox",  # the suite runs as root, where Chromium's sandbox will not start
+        "--no-sandbox",  # as root (the suite's CI), Chromium's sandbox will not start
         "--disable-dev-shm-usage",
         "--disable-gpu",
+        "--hide-scrollbars",
         "--disable-extensions",
         "--no-first-run",
         f"--user-data-dir={profile_dir}",
