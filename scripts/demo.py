@@ -5,13 +5,16 @@ and runs sync rounds while the legacy application changes the data in between. T
 names the group-hash strategy (the paper's method, whose groups each round prints; a new
 view that names none gets auto). A second view over the same query uses the full-ship
 strategy, so each round shows what shipping the whole site query would have cost on the
-same data.
+same data. With --serve, the agent and the service stay up after the rounds, for the
+`deltasieve` command (the API's command-line client) to try on them.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import signal
+import socket
 import sqlite3
 import sys
 import time
@@ -21,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workloads.harness import Api, start_agent, start_service  # noqa: E402
+from workloads.harness import Api, free_port, start_agent, start_service  # noqa: E402
 from workloads.students import COLUMNS, EnrolmentsSource, StudentsSource  # noqa: E402
 
 VIEW_SQL = (
@@ -35,6 +38,8 @@ JOIN_SQL = (
     "WHERE s.active = 1 AND e.term >= '2025'"
 )
 TOKEN = "demo-token"
+#: The service's port with --serve: the `deltasieve` command's default URL points there.
+SERVE_PORT = 8000
 
 
 def kib(n: float) -> str:
@@ -66,6 +71,53 @@ def join_truth(students_db: Path, enrolments_db: Path) -> dict:
         return {(r[0], r[4], r[5], r[6]): dict(zip(names, r)) for r in cur.fetchall()}
 
 
+def check(api: Api, name: str, key: list[str], expected: dict) -> int:
+    """Compare the view with the truth read from the source(s); 0 when they are equal."""
+    rows = {tuple(r[k] for k in key): r for r in api.rows(name)}
+    if rows == expected:
+        print(f"check: the view equals the view definition evaluated on the legacy source(s) ({len(rows):,} rows) — OK")
+        return 0
+    missing = expected.keys() - rows.keys()
+    extra = rows.keys() - expected.keys()
+    differ = [k for k in expected.keys() & rows.keys() if expected[k] != rows[k]]
+    print(f"check FAILED: {len(missing)} missing, {len(extra)} extra, {len(differ)} different rows")
+    for k in list(differ)[:3]:
+        print("  view:  ", rows[k], "\n  source:", expected[k])
+    return 1
+
+
+def serve_port() -> int:
+    """SERVE_PORT when it is free, else any free port."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", SERVE_PORT))
+        except OSError:
+            return free_port()
+    return SERVE_PORT
+
+
+def serve(url: str, name: str) -> None:
+    """Keep the processes up and show what to try with the `deltasieve` command, until Ctrl-C or SIGTERM."""
+    env = "" if url == f"http://127.0.0.1:{SERVE_PORT}" else f"export DELTASIEVE_URL={url}\n  "
+    print(
+        f"\nthe service stays up at {url}; try the command-line client in another shell:\n"
+        f"  {env}.venv/bin/deltasieve view list\n"
+        f"  .venv/bin/deltasieve syncs {name}\n"
+        f"  .venv/bin/deltasieve sync {name}                 # a live progress bar, then the summary\n"
+        f"  .venv/bin/deltasieve delta {name} --format csv -o delta.csv\n"
+        f"  .venv/bin/deltasieve rows {name} | head -3\n"
+        f"  .venv/bin/deltasieve stats {name}\n"
+        "Ctrl-C stops the service and the agent.",
+        flush=True,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000, help="students in the legacy table")
@@ -78,6 +130,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--dir", type=Path, default=ROOT / "demo-data", help="where the demo keeps its files (wiped first)"
+    )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help=f"after the rounds, keep the agent and the service (on port {SERVE_PORT} when free) running for the "
+        "deltasieve command, until Ctrl-C",
     )
     args = parser.parse_args()
 
@@ -104,7 +162,7 @@ def main() -> int:
             agents.append(start_agent(f"sqlite:///{registry_db}", args.dir, token=TOKEN, allow=["enrolments"]))
             print(f"agent   up at {agents[1].url} (enrolments; read-only, token required)", flush=True)
         print("service starting (Spark takes a few seconds) ...", flush=True)
-        service = start_service(args.dir / "warehouse", args.dir)
+        service = start_service(args.dir / "warehouse", args.dir, port=serve_port() if args.serve else None)
         print(f"service up at {service.url}", flush=True)
         api = Api(service.url)
         api.add_source("campus", agents[0].url, TOKEN)
@@ -155,21 +213,15 @@ def main() -> int:
             f"after the load: {kib(totals[0])} moved by the group-hash method versus {kib(totals[1])} by shipping the site queries whole ({totals[0] / totals[1]:.1%})."
         )
 
-        key = view["key"]
-        rows = {tuple(r[k] for k in key): r for r in api.rows(name)}
-        expected = truth()
-        if rows == expected:
+        status = check(api, name, view["key"], truth())
+        if args.serve:
+            serve(service.url, name)
+        else:
             print(
-                f"check: the view equals the view definition evaluated on the legacy source(s) ({len(rows):,} rows) — OK"
+                "\nnext: the same with --serve keeps the service up for the command-line client, "
+                f"e.g. `.venv/bin/deltasieve syncs {name}` (README, Command line)"
             )
-            return 0
-        missing = expected.keys() - rows.keys()
-        extra = rows.keys() - expected.keys()
-        differ = [k for k in expected.keys() & rows.keys() if expected[k] != rows[k]]
-        print(f"check FAILED: {len(missing)} missing, {len(extra)} extra, {len(differ)} different rows")
-        for k in list(differ)[:3]:
-            print("  view:  ", rows[k], "\n  source:", expected[k])
-        return 1
+        return status
     finally:
         if service:
             service.stop()

@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 #: Seconds allowed for the initialisation and the start; a healthy start takes one or two.
 COMMAND_TIMEOUT_S = 60
@@ -98,20 +99,30 @@ class MariadbDatabase:
 
     def owner(self):
         """A connection as `owner` to this database (MySQLdb, autocommit)."""
-        import MySQLdb
+        return connect(self.owner_url)
 
-        password = self.owner_url.split(":", 2)[2].split("@", 1)[0]
-        conn = MySQLdb.connect(
-            host=self.host, port=self.port, user="owner", password=password, database=self.name, charset="utf8mb4"
-        )
-        conn.autocommit(True)
-        return conn
+
+def connect(url: str):
+    """A MySQLdb connection (autocommit, utf8mb4) from a mysql:// URL: the legacy application's."""
+    import MySQLdb
+
+    parts = urlsplit(url)
+    conn = MySQLdb.connect(
+        host=parts.hostname,
+        port=parts.port or 3306,
+        user=unquote(parts.username or ""),
+        password=unquote(parts.password or ""),
+        database=parts.path.lstrip("/"),
+        charset="utf8mb4",
+    )
+    conn.autocommit(True)
+    return conn
 
 
 def find_server() -> tuple[str, str]:
     """The paths of `mariadbd` and `mariadb-install-db`, installing Debian's `mariadb-server`
     first when missing (as root; otherwise the error says what to install)."""
-    from tests.support.debian import ensure_command
+    from workloads.debian import ensure_command
 
     server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin")
     if server is None:

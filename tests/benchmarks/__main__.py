@@ -194,7 +194,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--source",
         choices=runner.SOURCES,
-        help="the engine the agent reads, for every workload: the simulator's SQLite file, or a PostgreSQL server the benchmark starts and keeps in step "
+        help="the engine the agent reads, for every workload: the simulator's SQLite file, or a PostgreSQL or MariaDB server the benchmark starts and keeps in step "
         "(default: sqlite; full also runs students on postgres)",
     )
     p.add_argument(
@@ -246,9 +246,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ok, why = netns.available()
         if not ok:
             p.error(f"--link-mbit {args.link_mbit:g}: {why}")
-        if args.source == "postgres" or (args.profile == "full" and args.source is None):
+        if args.source in runner.SERVERS or (args.profile == "full" and args.source is None):
             p.error(
-                "--link-mbit needs --source sqlite: a PostgreSQL source listens on loopback, out of the link's namespace"
+                "--link-mbit needs --source sqlite: a PostgreSQL or MariaDB source listens on loopback, out of the link's namespace"
             )
     return args
 

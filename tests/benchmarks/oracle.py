@@ -6,7 +6,8 @@ touched, which gives the round's true delta (real inserts, updates and deletes o
 at the cost of the change, not of the table. A full rescan, on the rounds that are
 verified in full, checks that the incremental picture still equals the source.
 `SourceTruth` reads a SQLite file through sqlite3; `PostgresTruth` reads a PostgreSQL
-database through psycopg, as the agent does, so each source's bare scan uses its own driver.
+database through psycopg, as the agent does (`MariadbTruth` in mysqlsource.py, MariaDB
+through MySQLdb), so each source's bare scan uses its own driver.
 
 Source values are read as the agent reads them (`converter_for` of each column's logical
 type: that *is* what a source value means on the wire); view rows come back as JSON and are
@@ -110,8 +111,9 @@ class TrueDelta:
 class SourceTruth:
     """The view's site query evaluated on a SQLite source, tracked round by round."""
 
-    #: The driver's parameter marker.
+    #: The driver's parameter marker, and the engine's quote of a name.
     PARAM = "?"
+    QUOTE = '"'
 
     def __init__(self, db: Path, site_sql: str, columns: list[Column], key: list[str]):
         self.db = db
@@ -155,7 +157,7 @@ class SourceTruth:
 
     def _lookup(self, keys: list) -> dict:
         """Current canonical rows of the site query for these keys (absent keys are gone)."""
-        names = [f'"{self.columns[i].name}"' for i in self.key_pos]
+        names = [f"{self.QUOTE}{self.columns[i].name}{self.QUOTE}" for i in self.key_pos]
         found = {}
         conn = self._connect()
         try:

@@ -258,7 +258,7 @@ def _no_change(t: dict) -> str:
 
 def _sources(results: dict) -> str:
     """Which engine each workload's agent read: "SQLite", or "SQLite; PostgreSQL for students@postgres"."""
-    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mariadb": "MariaDB"}
     # results from before the PostgreSQL source read SQLite only
     by_source: dict[str, list[str]] = {}
     for wname, w in results["workloads"].items():

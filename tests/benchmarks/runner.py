@@ -1,17 +1,17 @@
 """Drive every strategy through the same rounds of the same workloads and record each sync.
 
 For one workload on one source (a *leg*): build the legacy SQLite table (with `--source
-postgres`, copy it into a PostgreSQL server started for the leg, and replay every round's
-changes there: pgsource.py), start an agent on the source, define one view per strategy
-over the same SQL, then round 0 loads every view and each later round applies one
-change of the simulator and syncs every strategy's view in turn. The oracle gives the
-round's true delta (hence the lower bound) and checks every sync: its metrics' counts and
-its delta against the true delta, and on the verified rounds all of the view's rows
-against the source. After the last round, a no-change round syncs every strategy once more
-with nothing changed at the source (its delta must be empty); it is kept apart from the
-rounds (`no_change` of the workload and of each strategy), so no steady-state figure
-includes it. One service process serves all legs, so Spark starts once; its memory (the
-service process and its Spark JVM) is sampled throughout.
+postgres` or `--source mariadb`, copy it into a server of that engine started for the leg,
+and replay every round's changes there: pgsource.py, mysqlsource.py), start an agent on
+the source, define one view per strategy over the same SQL, then round 0 loads every view
+and each later round applies one change of the simulator and syncs every strategy's view
+in turn. The oracle gives the round's true delta (hence the lower bound) and checks every
+sync: its metrics' counts and its delta against the true delta, and on the verified rounds
+all of the view's rows against the source. After the last round, a no-change round syncs
+every strategy once more with nothing changed at the source (its delta must be empty); it
+is kept apart from the rounds (`no_change` of the workload and of each strategy), so no
+steady-state figure includes it. One service process serves all legs, so Spark starts
+once; its memory (the service process and its Spark JVM) is sampled throughout.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from workloads.generators import WORKLOADS, Workload
 from workloads.harness import Api, start_agent, start_service
 
 from . import machine
+from .mysqlsource import MariadbSource, MariadbTruth
 from .oracle import PostgresTruth, SourceTruth, TrueDelta
 from .pgsource import PostgresSource
 from .reladiff_runner import SourceContext
@@ -38,7 +39,11 @@ from .strategies import STRATEGIES, Skipped, SyncResult, make_runner
 #: Rows of the warm-up view: enough to run every step of a sync, too few to cost time.
 WARM_UP_ROWS = 2_000
 #: The engines a leg's source can be on; SQLite is the simulator's own file.
-SOURCES = ("sqlite", "postgres")
+SOURCES = ("sqlite", "postgres", "mariadb")
+#: The server engines: the server started for a leg and kept in step, and its truth reader.
+SERVERS = {"postgres": (PostgresSource, PostgresTruth), "mariadb": (MariadbSource, MariadbTruth)}
+#: Each engine's name in the log.
+ENGINE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mariadb": "MariaDB"}
 #: Metrics of a sync record copied into each round as they are.
 COPIED_METRICS = (
     "rows_scanned",
@@ -143,6 +148,8 @@ class Leg:
 
         >>> Leg("students", "sqlite", 10, ["auto"]).key, Leg("students", "postgres", 10, ["auto"]).key
         ('students', 'students@postgres')
+        >>> Leg("students", "mariadb", 10, ["auto"]).key
+        'students@mariadb'
         """
         return self.workload if self.source == "sqlite" else f"{self.workload}@{self.source}"
 
@@ -168,7 +175,8 @@ class WorkloadRun:
         self.log = log
         self.slug = leg.key.replace("-", "_").replace("@", "_")
         self.link: netns.Link | None = None
-        self.postgres: PostgresSource | None = None
+        #: The leg's server (PostgreSQL or MariaDB), None on SQLite.
+        self.server: PostgresSource | MariadbSource | None = None
         self.runners: list = []
         self.result: dict = {
             **self.workload.to_json(),
@@ -187,8 +195,10 @@ class WorkloadRun:
 
     def run(self) -> dict:
         wl, res = self.workload, self.result
-        if self.leg.source == "postgres" and self.config.link_mbit:
-            raise ValueError("a PostgreSQL source listens on loopback: it cannot sit behind --link-mbit")
+        if self.leg.source in SERVERS and self.config.link_mbit:
+            raise ValueError(
+                f"a {ENGINE_NAMES[self.leg.source]} source listens on loopback: it cannot sit behind --link-mbit"
+            )
         self.dir.mkdir(parents=True, exist_ok=True)
         db = self.dir / f"{self.slug}.db"
         sim = wl.simulator(db, seed=self.config.seed)
@@ -201,18 +211,20 @@ class WorkloadRun:
         )
         try:
             db_url = f"sqlite:///{db}"
-            if self.leg.source == "postgres":
-                self.postgres = PostgresSource(wl.shape, db, self.dir)
-                res["postgres_load_s"] = round(self.postgres.load(), 2)
-                res["postgres_bytes"] = self.postgres.size_bytes()
-                db_url = self.postgres.reader_url
+            if self.leg.source in SERVERS:
+                engine, name = self.leg.source, ENGINE_NAMES[self.leg.source]
+                self.server = SERVERS[engine][0](wl.shape, db, self.dir)
+                # postgres_load_s, postgres_bytes; mariadb_load_s, mariadb_bytes
+                res[f"{engine}_load_s"] = round(self.server.load(), 2)
+                res[f"{engine}_bytes"] = self.server.size_bytes()
+                db_url = self.server.reader_url
                 self.log(
-                    f"[{self.leg.key}] copied into PostgreSQL in {res['postgres_load_s']:.1f} s ({res['postgres_bytes'] / res['rows']:.0f} B/row with its index)"
+                    f"[{self.leg.key}] copied into {name} in {res[f'{engine}_load_s']:.1f} s ({res[f'{engine}_bytes'] / res['rows']:.0f} B/row with its index)"
                 )
             self._serve(sim, db_url)
         finally:
-            if self.postgres:
-                self.postgres.stop()
+            if self.server:
+                self.server.stop()
         return res
 
     def _serve(self, sim, db_url: str) -> None:
@@ -274,8 +286,8 @@ class WorkloadRun:
                 raise RuntimeError("strategies' views have different site queries")
         res["site_sql"] = site["sql"]
         columns = [Column.from_json(c) for c in site["columns"]]
-        if self.postgres:
-            truth = PostgresTruth(self.postgres.reader_url, site["sql"], columns, site["key"])
+        if self.server:
+            truth = SERVERS[self.leg.source][1](self.server.reader_url, site["sql"], columns, site["key"])
         else:
             truth = SourceTruth(sim.path, site["sql"], columns, site["key"])
         per_sync_rss = machine.reset_peak_rss(agent.proc.pid)
@@ -288,8 +300,8 @@ class WorkloadRun:
 
         for rnd in range(cfg.rounds + 1):
             change = sim.change() if rnd else None
-            if change and self.postgres:
-                self.postgres.follow(change)  # the same round's work, on the agent's source
+            if change and self.server:
+                self.server.follow(change)  # the same round's work, on the agent's source
             if change:
                 for runner in live.values():
                     runner.on_change(change)
@@ -447,6 +459,8 @@ def source_label(sources) -> str:
 
     >>> source_label(["postgres", "sqlite", "postgres"])
     'sqlite+postgres'
+    >>> source_label(["mariadb"]), source_label(["mariadb", "sqlite", "postgres"])
+    ('mariadb', 'sqlite+postgres+mariadb')
     """
     seen = set(sources)
     return "+".join(s for s in SOURCES if s in seen)
@@ -531,8 +545,8 @@ def run(config: RunConfig, log=print) -> dict:
                 "bytes": "bytes_to_agent + bytes_from_agent of the sync: every byte on the agent's sockets, HTTP headers and framing included",
                 "lower_bound_bytes": "zstd Arrow IPC frames (<= 16,384 rows each, as the agent frames rows) of the view's true delta: new and updated rows in full, deleted keys",
                 "wall_s": "time of POST /syncs?wait=true as seen by the client",
-                "bare_scan_s": "median per workload of the time to fetch every row of the site query at the source through the driver of its engine: Python's sqlite3 (SQLite), psycopg with a server-side cursor of 10,000-row fetches (PostgreSQL, as the agent reads it)",
-                "source": "the engine the agent reads: sqlite (the simulator's file) or postgres (a PostgreSQL server started for the leg, loaded by COPY from the SQLite file; each round's updates, deletes and inserts replayed there as UPDATE, DELETE and COPY); a workload on PostgreSQL is named workload@postgres",
+                "bare_scan_s": "median per workload of the time to fetch every row of the site query at the source through the driver of its engine: Python's sqlite3 (SQLite), psycopg with a server-side cursor of 10,000-row fetches (PostgreSQL, as the agent reads it), MySQLdb with an unbuffered cursor (mysql_use_result) of 10,000-row fetches in the agent's session settings (MariaDB, as the agent reads it)",
+                "source": "the engine the agent reads: sqlite (the simulator's file), postgres (a PostgreSQL server started for the leg, loaded by COPY from the SQLite file; each round's updates, deletes and inserts replayed there as UPDATE, DELETE and COPY) or mariadb (a MariaDB server started for the leg, InnoDB, loaded by multi-row INSERTs from the SQLite file; each round's work replayed there as UPDATE, DELETE and INSERT); a workload on another engine than SQLite is named workload@engine (students@postgres, students@mariadb)",
                 "phases": "seconds of the sync's steps (extract_sites, build_fragments, assemble_view, commit), as the service times them; site_phases: per site, its extraction's steps (project_snapshot, plan_groups, exchange_units, regroup)",
                 "agent_seconds": "the agent's own time answering the sync's extract requests, as it reports it; agent_timings / site_agent_timings: its split into reading, converting, hashing, sending and looking up, where the service reports it",
                 "service_peak_rss_kb": "highest summed VmRSS of the service process and all its descendants (its Spark JVM and the JVM's forked Python workers, whose shared pages count in each; a vfork child that shares the JVM's memory until its exec is not counted twice), sampled every 0.5 s from /proc over the leg (per workload) and over the whole run (meta), warm-up included; service_peak_rss_by_process_kb splits the peak sample per command (a Python's -m module, else the program)",

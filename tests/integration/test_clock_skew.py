@@ -16,8 +16,8 @@ import sqlite3
 
 import pytest
 
-from tests.support.debian import ensure_command
 from tests.support.oracle import check_sync
+from workloads.debian import ensure_command
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The examples in the docstrings of our three packages run and hold.
+"""The examples in the docstrings of our packages run and hold.
 
 Pure functions carry a doctest (STYLE.md); this makes `make test` run them, so an example
 that goes stale fails here instead of misleading a reader.
@@ -12,6 +12,7 @@ import pkgutil
 
 import pytest
 
+import deltasieve_cli
 import remote_agent
 import service
 import warehouse
@@ -19,7 +20,7 @@ import warehouse
 
 def _modules() -> list[str]:
     names = []
-    for package in (remote_agent, service, warehouse):
+    for package in (remote_agent, service, warehouse, deltasieve_cli):
         names.append(package.__name__)
         names += [
             m.name
@@ -30,7 +31,12 @@ def _modules() -> list[str]:
 
 
 def test_every_package_module_is_checked():
-    assert {"remote_agent.keyindex", "remote_agent.protocol.encoding", "warehouse.planning"} <= set(_modules())
+    assert {
+        "remote_agent.keyindex",
+        "remote_agent.protocol.encoding",
+        "warehouse.planning",
+        "deltasieve_cli.formats",
+    } <= set(_modules())
 
 
 @pytest.mark.parametrize("name", _modules())
