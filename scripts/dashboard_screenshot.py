@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scripts.demo import TOKEN, VIEW_SQL  # noqa: E402
-from workloads.browser import PACKAGES, browser_errors, start_chromium  # noqa: E402
+from workloads.browser import browser_errors, start_chromium  # noqa: E402
 from workloads.harness import Api, start_agent, start_service  # noqa: E402
 from workloads.students import StudentsSource  # noqa: E402
 
@@ -67,7 +66,7 @@ def main() -> int:
                     raise RuntimeError(f"sync of {view} failed: {sync['error']}")
             print(f"round {rnd} synced", flush=True)
 
-        driver = start_chromium(*browser_commands(), work / "chromium-profile", width=WIDTH, height=1000)
+        driver = start_chromium(work / "chromium-profile", width=WIDTH, height=1000)
         driver.get(f"{service.url}/ui#view=active_students")
         points = "return +((document.querySelector(\"svg[data-plot='{}']\") || {{}}).dataset || {{}}).points || 0"
         wait_for(lambda: driver.execute_script(points.format("bytes")) > args.rounds)
@@ -94,13 +93,6 @@ def main() -> int:
         if agent:
             agent.stop()
         shutil.rmtree(work, ignore_errors=True)
-
-
-def browser_commands() -> list[str]:
-    """The paths of chromium and chromedriver, installed with scripts/apt_install.sh when missing."""
-    if not all(shutil.which(c) for c in PACKAGES):
-        subprocess.run([ROOT / "scripts" / "apt_install.sh", *PACKAGES.values()], check=True)
-    return [shutil.which(c) for c in PACKAGES]
 
 
 def shrink(source: Path, target: Path) -> None:

@@ -1,8 +1,8 @@
 """A headless Chromium driven by Selenium: the dashboard's test and its screenshot
 (scripts/dashboard_screenshot.py) open /ui in it.
 
-Selenium is given the browser's and chromedriver's paths (Debian's `chromium` and
-`chromium-driver`; the caller finds or installs them), so it never looks for or downloads a driver.
+Selenium is given the paths of Debian's `chromium` and `chromium-driver` (installed when
+missing, as root), so it never looks for or downloads a driver.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from pathlib import Path
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
+from workloads.debian import ensure_command
+
 #: Debian's packages of the browser and its driver, and the commands they install.
 PACKAGES = {"chromium": "chromium", "chromedriver": "chromium-driver"}
 
 
-def start_chromium(
-    browser: str, driver_path: str, profile_dir: Path, *, width: int = 1400, height: int = 1000
-) -> webdriver.Chrome:
+def start_chromium(profile_dir: Path, *, width: int = 1400, height: int = 1000) -> webdriver.Chrome:
     """A headless Chromium whose console messages `browser_errors` can read."""
+    browser, driver_path = (ensure_command(command, package) for command, package in PACKAGES.items())
     os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager: never fetch anything
     options = webdriver.ChromeOptions()
     options.binary_location = browser

@@ -13,8 +13,7 @@ from collections.abc import Callable
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.support.debian import ensure_command
-from workloads.browser import PACKAGES, browser_errors, start_chromium
+from workloads.browser import browser_errors, start_chromium
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -61,9 +60,7 @@ def shop(tmp_path_factory, logs_dir, api):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory, service):
-    # Debian's browser and driver, installed when missing (as root); never a downloaded driver
-    browser, driver_path = (ensure_command(command, package) for command, package in PACKAGES.items())
-    driver = start_chromium(browser, driver_path, tmp_path_factory.mktemp("chromium-profile"))
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile"))  # installed when missing
     driver.set_page_load_timeout(WAIT_S)
     yield driver
     path = os.environ.get("DASHBOARD_SCREENSHOT")
