@@ -536,11 +536,14 @@ async function refresh() {
     status.replaceChildren(health.status === "ok" ? "service ok" : `service: ${health.status}`);
     status.className = "badge succeeded";
     status.setAttribute("data-status", "ok");
-    state.views = views;
-    if (!views.some((v) => v.name === state.selected)) state.selected = views.length ? views[0].name : "";
-    const lists = await Promise.all(views.map((v) => getJson(`/v1/views/${encodeURIComponent(v.name)}/syncs`)));
-    state.syncs = Object.fromEntries(views.map((v, i) => [v.name, lists[i]]));
-    busy = lists.some((l) => l.some((s) => ACTIVE.has(s.status)));
+    // A view deleted between the two reads is left out until the next refresh.
+    const lists = await Promise.all(
+      views.map((v) => getJson(`/v1/views/${encodeURIComponent(v.name)}/syncs`).catch(() => null)),
+    );
+    state.views = views.filter((_, i) => lists[i] !== null);
+    state.syncs = Object.fromEntries(views.map((v, i) => [v.name, lists[i]]).filter(([, l]) => l !== null));
+    if (!state.views.some((v) => v.name === state.selected)) state.selected = state.views.length ? state.views[0].name : "";
+    busy = Object.values(state.syncs).some((l) => l.some((s) => ACTIVE.has(s.status)));
     await loadStatistics();
     renderSources(sources);
     renderViews();
@@ -549,7 +552,8 @@ async function refresh() {
     document.getElementById("load-error").hidden = true;
     document.body.setAttribute("data-loaded", "true");
   } catch (err) {
-    status.replaceChildren("service unreachable");
+    // fetch() rejects with a TypeError when no answer came at all
+    status.replaceChildren(err instanceof TypeError ? "service unreachable" : "API error");
     status.className = "badge failed";
     status.setAttribute("data-status", "down");
     const box = document.getElementById("load-error");
