@@ -21,6 +21,8 @@ const state = {
   apiKey: sessionStorage.getItem("deltasieve-api-key"),
   pendingSync: null, // a view whose sync waits for the API key
   timer: null,
+  lastFull: 0, // when the page last read everything (Date.now())
+  sources: [],
 };
 
 // ---------------------------------------------------------------- small helpers
@@ -527,31 +529,25 @@ window.addEventListener("hashchange", () => {
 
 // ---------------------------------------------------------------- the refresh loop
 
+// Every IDLE_REFRESH_S the page reads everything; in between (while a sync is active) only
+// the syncs of the views with an active sync and of the selected view.
 async function refresh() {
   clearTimeout(state.timer);
-  let busy = false;
   const status = document.getElementById("service-status");
   try {
-    const [health, sources, views] = await Promise.all([getJson("/health"), getJson("/v1/sources"), getJson("/v1/views")]);
-    status.replaceChildren(health.status === "ok" ? "service ok" : `service: ${health.status}`);
-    status.className = "badge succeeded";
-    status.setAttribute("data-status", "ok");
-    // A view deleted between the two reads is left out until the next refresh.
-    const lists = await Promise.all(
-      views.map((v) => getJson(`/v1/views/${encodeURIComponent(v.name)}/syncs`).catch(() => null)),
-    );
-    state.views = views.filter((_, i) => lists[i] !== null);
-    state.syncs = Object.fromEntries(views.map((v, i) => [v.name, lists[i]]).filter(([, l]) => l !== null));
+    const full = Date.now() - state.lastFull >= IDLE_REFRESH_S * 1000 - 250;
+    if (full) await readEverything(status);
+    else await readActive();
     if (!state.views.some((v) => v.name === state.selected)) state.selected = state.views.length ? state.views[0].name : "";
-    busy = Object.values(state.syncs).some((l) => l.some((s) => ACTIVE.has(s.status)));
     await loadStatistics();
-    renderSources(sources);
+    renderSources(state.sources);
     renderViews();
     renderDetail();
     document.getElementById("refreshed").textContent = `updated ${when(new Date().toISOString())}`;
     document.getElementById("load-error").hidden = true;
     document.body.setAttribute("data-loaded", "true");
   } catch (err) {
+    state.lastFull = 0;
     // fetch() rejects with a TypeError when no answer came at all
     status.replaceChildren(err instanceof TypeError ? "service unreachable" : "API error");
     status.className = "badge failed";
@@ -560,7 +556,35 @@ async function refresh() {
     box.hidden = false;
     box.textContent = String(err.message || err);
   }
+  const busy = Object.values(state.syncs).some((l) => l.some((s) => ACTIVE.has(s.status)));
   state.timer = setTimeout(refresh, (busy ? BUSY_REFRESH_S : IDLE_REFRESH_S) * 1000);
+}
+
+async function readEverything(status) {
+  const [health, sources, views] = await Promise.all([getJson("/health"), getJson("/v1/sources"), getJson("/v1/views")]);
+  status.replaceChildren(health.status === "ok" ? "service ok" : `service: ${health.status}`);
+  status.className = "badge succeeded";
+  status.setAttribute("data-status", "ok");
+  // A view deleted between the two reads is left out until the next refresh.
+  const lists = await Promise.all(views.map((v) => readSyncs(v.name)));
+  state.sources = sources;
+  state.views = views.filter((_, i) => lists[i] !== null);
+  state.syncs = Object.fromEntries(views.map((v, i) => [v.name, lists[i]]).filter(([, l]) => l !== null));
+  state.lastFull = Date.now();
+}
+
+async function readActive() {
+  const names = state.views
+    .map((v) => v.name)
+    .filter((name) => name === state.selected || (state.syncs[name] || []).some((s) => ACTIVE.has(s.status)));
+  const lists = await Promise.all(names.map(readSyncs));
+  names.forEach((name, i) => {
+    if (lists[i] !== null) state.syncs[name] = lists[i];
+  });
+}
+
+function readSyncs(name) {
+  return getJson(`/v1/views/${encodeURIComponent(name)}/syncs`).catch(() => null);
 }
 
 // The statistics of the selected view, read again only when a newer sync has succeeded
