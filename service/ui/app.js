@@ -364,6 +364,7 @@ function renderViews() {
       el("td", {}, view.strategy),
       el("td", {}, [...new Set(view.sites.map((s) => s.source))].join(", ")),
       el("td", {}, last ? badge(last.status) : el("span", { class: "muted" }, "never")),
+      el("td", { class: "recent" }, ...recentDots(syncs)),
       el("td", { title: last ? when(last.finished_at || last.started_at || last.created_at) : "" }, last ? ago(last.finished_at || last.started_at || last.created_at) : ""),
       el("td", {}, last && last.status === "succeeded" ? ranAs(last, isLoad) : ""),
       el("td", {}, last && last.status === "succeeded" ? bytes(movedBytes(m)) : ""),
@@ -372,7 +373,21 @@ function renderViews() {
     );
     body.append(row);
   }
-  if (!state.views.length) body.append(el("tr", {}, el("td", { colspan: 9, class: "muted" }, "no views defined (POST /v1/views)")));
+  if (!state.views.length) body.append(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "no views defined (POST /v1/views)")));
+}
+
+// The view's last syncs as dots, oldest left: green succeeded, red failed, amber under way.
+const RECENT_SYNCS = 12;
+
+function recentDots(syncs) {
+  return syncs
+    .slice(0, RECENT_SYNCS)
+    .reverse()
+    .map((s) => {
+      const m = s.metrics || {};
+      const what = s.status === "succeeded" ? `, ${bytes(movedBytes(m))}, ${seconds(m.wall_seconds)} s` : s.error ? `: ${s.error.slice(0, 200)}` : "";
+      return el("i", { class: `dot ${s.status}`, title: `${when(s.started_at || s.created_at)} ${s.status}${what}` });
+    });
 }
 
 function renderDetail() {
