@@ -18,7 +18,7 @@ from .errors import ServiceError
 from .jobs import SyncRunner
 from .limits import BodySizeLimit
 from .metrics import ServiceMetrics
-from .routes import changes, health, metrics, sources, syncs, views
+from .routes import changes, health, metrics, sources, syncs, ui, views
 from .scheduler import Scheduler
 from .settings import ServiceSettings
 
@@ -79,7 +79,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         errors = [_validation_item(e) for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    for module in (health, metrics, sources, views, syncs, changes):
+    for module in (health, metrics, sources, views, syncs, changes, ui):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(ApiKeyGate, key=settings.api_key)  # outermost: no key, no further work
