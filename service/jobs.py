@@ -16,6 +16,7 @@ from warehouse.storage import ViewStore
 from warehouse.sync import Endpoint, SyncRun
 from warehouse.viewdef import ViewDef
 
+from . import eta
 from .catalog import Catalog, now
 from .engine import ENGINE_LOST, SparkEngine
 from .metrics import ServiceMetrics
@@ -125,7 +126,7 @@ class SyncRunner:
         self.catalog.update_sync(sync_id, status="running", started_at=now())
         self.metrics.started(view_name)
         t0 = time.monotonic()
-        progress = _Progress(self.catalog, sync_id)
+        progress = _Progress(self.catalog, sync_id, eta.expected_seconds(self.catalog.syncs(view_name, 20), verify))
 
         run: SyncRun | None = None
         generation = None
@@ -184,9 +185,12 @@ class _Progress:
     interval is over, so the record never lags behind a stalled sync's last news.
     """
 
-    def __init__(self, catalog: Catalog, sync_id: str):
+    def __init__(self, catalog: Catalog, sync_id: str, expected_s: float | None = None):
         self.catalog = catalog
         self.sync_id = sync_id
+        #: what the view's recent syncs took (eta.py): the ETA of this one
+        self.expected_s = expected_s
+        self.started = time.monotonic()
         self.phase: str | None = None
         self.last = 0.0
         self.pending: dict | None = None
@@ -212,7 +216,9 @@ class _Progress:
         self.phase = info.get("phase")
         self.last = t
         self.pending = None
-        self.catalog.update_sync(self.sync_id, progress=info)
+        self.catalog.update_sync(
+            self.sync_id, progress={**info, **eta.remaining(self.expected_s, time.monotonic() - self.started)}
+        )
 
     def _flush(self) -> None:
         with self._lock:

@@ -145,9 +145,24 @@ def test_a_running_sync_shows_its_phase_and_progress(setup):
     proxy.release()
     assert seen, "no progress of the exchange while the answer was held"
     assert 0 < seen["bytes_from_agent"] <= hold and seen["bytes_to_agent"] > 0
+    assert seen["elapsed_s"] >= 0 and "eta_s" not in seen, "a load has no history to expect a time from"
     done = _wait(api, "people_copy", queued["id"])
     check_sync(api, "people_copy", KEY, {}, people.truth(), done)
     assert done["progress"] is None
+    # after the load, two syncs: the next one's ETA is their median (service/eta.py)
+    took = sorted(api.sync("people_copy")["metrics"]["wall_seconds"] for _ in range(2))
+    proxy.plan(Stall(1))
+    queued = api.http.post("/v1/views/people_copy/syncs").json()
+    seen, deadline = None, time.monotonic() + 60
+    while seen is None and time.monotonic() < deadline:
+        record = api.http.get(f"/v1/views/people_copy/syncs/{queued['id']}").json()
+        seen = (record.get("progress") or {}) if record["status"] == "running" else None
+        seen = seen if seen and "expected_s" in seen else None
+        time.sleep(0.05)
+    proxy.release()
+    assert seen, "no expected time in a running sync's progress"
+    assert seen["expected_s"] == round((took[0] + took[1]) / 2, 3) and 0 <= seen["eta_s"] <= seen["expected_s"], seen
+    assert _wait(api, "people_copy", queued["id"])["status"] == "succeeded"
 
 
 def test_verify_mode_audits_the_view_against_a_full_read(setup):
