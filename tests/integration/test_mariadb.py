@@ -65,7 +65,7 @@ def test_a_view_joining_mariadb_with_sqlite_is_exact(api, mariadb, tmp_path, log
         api.add_source("myj", agents[0].url)
         api.add_source("sqj", agents[1].url)
         views = {
-            f"joined_{s}": (JOIN_SQL, None, ["id"], {}, {"strategy": s}) for s in ("auto", "group_hash", "tuple_hash")
+            f"myjoin_{s}": (JOIN_SQL, None, ["id"], {}, {"strategy": s}) for s in ("auto", "group_hash", "tuple_hash")
         }
         last = run_rounds(api, legacy, views, rounds=2, at_once=2)
     finally:
