@@ -6,4 +6,5 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -q "$@" >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null; }
+wait=(-o DPkg::Lock::Timeout=600)
+apt-get "${wait[@]}" install -y -q "$@" >/dev/null || { apt-get "${wait[@]}" update -q >/dev/null && apt-get "${wait[@]}" install -y -q "$@" >/dev/null; }

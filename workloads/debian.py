@@ -1,10 +1,23 @@
-"""Debian packages a test needs, installed on first use when missing (CI runs as root)."""
+"""Debian packages a test needs, installed on first use when missing (CI runs as root).
+
+The suite's two workers may each need a package at the same moment (MariaDB's server,
+Chromium): installs take turns behind a lock file, and apt waits for dpkg's own lock
+rather than failing at once.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
+
+#: Serializes this project's installs across processes (pytest-xdist workers).
+LOCK_FILE = Path(tempfile.gettempdir()) / "deltasieve-apt.lock"
+#: Seconds apt waits for dpkg's lock held by another install before giving up.
+DPKG_LOCK_TIMEOUT_S = 600
 
 
 def ensure_command(command: str, package: str) -> str:
@@ -21,12 +34,16 @@ def ensure_command(command: str, package: str) -> str:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise RuntimeError(f"the {command} command is needed by this test and is missing; install it: {how}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", package]
-    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
-        done = subprocess.run(install, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"`{how}` failed: {done.stderr[-500:]}")
+    wait = ["-o", f"DPkg::Lock::Timeout={DPKG_LOCK_TIMEOUT_S}"]
+    install = ["apt-get", *wait, "install", "-y", "-q", package]
+    with open(LOCK_FILE, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker's install first
+        if shutil.which(command) is None:
+            if subprocess.run(install, env=env, capture_output=True).returncode != 0:
+                subprocess.run(["apt-get", *wait, "update", "-q"], env=env, capture_output=True)
+                done = subprocess.run(install, env=env, capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise RuntimeError(f"`{how}` failed: {done.stderr[-500:]}")
     found = shutil.which(command)
     if not found:
         raise RuntimeError(f"`{how}` ran but no {command} command is on the PATH")
