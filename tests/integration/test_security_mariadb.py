@@ -15,6 +15,7 @@ import pytest
 
 from remote_agent.adapters.mysql import MysqlAdapter
 from remote_agent.errors import SourceUnavailable
+from tests.support import statement_audit
 from tests.support.agent_requests import (
     INERT,
     QUERY_ENDPOINTS,
@@ -50,8 +51,6 @@ VIEWS = {
 ENTRY = re.compile(
     r"^(?:\d{6}\s+\d{1,2}:\d\d:\d\d)?\s+(?P<id>\d+)\s+(?P<command>[A-Z][a-z]+(?: [A-Z][a-z]+)?)\t?(?P<arg>.*)$"
 )
-#: The first words a reading session may start a statement with.
-READING = {"SELECT", "START", "ROLLBACK", "SET", "EXPLAIN", "SHOW"}
 #: What the driver itself sends at connect: the character set and autocommit off.
 DRIVER = {"SET NAMES utf8mb4", "SET autocommit=0"}
 #: Anything that writes, locks, changes the session's read-only state or reaches outside the database.
@@ -61,6 +60,14 @@ WRITES_OR_LOCKS = re.compile(
     r"|RELEASE_LOCK|SLEEP|BENCHMARK|NEXTVAL|SETVAL|LAST_INSERT_ID|FOR\s+UPDATE|LOCK\s+IN\s+SHARE\s+MODE"
     r"|FOR\s+SHARE|XA|SAVEPOINT|COMMIT)\b",
     re.I,
+)
+#: How the audit reads the general log: quotes, the words a reading session starts with.
+AUDIT = statement_audit.Dialect(
+    quoted=[r"'(?:[^'\\]|''|\\.)*'", r"`(?:[^`]|``)*`"],
+    reading=frozenset({"SELECT", "START", "ROLLBACK", "SET", "EXPLAIN", "SHOW"}),
+    begin="START",
+    read_only=lambda bare: bare == "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT",
+    writes_or_locks=WRITES_OR_LOCKS,
 )
 
 
@@ -247,18 +254,6 @@ def test_the_agent_session_only_ever_read(mariadb, legacy):
     starts = [s for s in statements if s.upper().startswith("START")]
     assert len(starts) >= 10, "no reads by the agent in the log: this test would prove nothing"
     assert "SET SESSION TRANSACTION READ ONLY" in statements
-    problems = []
-    for sql in statements:
-        if sql in DRIVER:
-            continue
-        # string literals and quoted names may say anything (the hostile ones above do)
-        bare = re.sub(r"`(?:[^`]|``)*`", "``", re.sub(r"'(?:[^'\\]|''|\\.)*'", "''", sql))
-        first = bare.split(None, 1)[0].upper().rstrip(";") if bare.split() else ""
-        if first not in READING:
-            problems.append(f"starts with {first}: {sql[:200]}")
-        elif first == "START" and bare != "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT":
-            problems.append(f"a transaction not begun READ ONLY: {sql[:200]}")
-        elif WRITES_OR_LOCKS.search(bare):
-            problems.append(f"writes or locks ({WRITES_OR_LOCKS.search(bare).group(0)}): {sql[:200]}")
+    problems = statement_audit.problems([s for s in statements if s not in DRIVER], AUDIT)
     assert not problems, "\n".join(problems[:20])
     assert not any("hunter2" in s or "secrets" in s for s in statements), "a refused query reached the database"

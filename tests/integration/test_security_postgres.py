@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from remote_agent.adapters.postgres import PostgresAdapter
+from tests.support import statement_audit
 from tests.support.agent_requests import (
     INERT,
     QUERY_ENDPOINTS,
@@ -48,8 +49,6 @@ ENTRY = re.compile(
 )
 #: How a statement is logged: simple protocol, or the steps of the extended protocol.
 STATEMENT = re.compile(r"^(?:statement|execute [^:]+|bind [^:]+|parse [^:]+): (?P<sql>.*)$", re.S)
-#: The first words a reading session may start a statement with.
-READING = {"SELECT", "WITH", "DECLARE", "FETCH", "CLOSE", "BEGIN", "COMMIT", "ROLLBACK", "SHOW", "SET"}
 #: Anything that writes, locks, changes the session's read-only state or reaches outside the database.
 WRITES_OR_LOCKS = re.compile(
     r"\b(INSERT|UPDATE|DELETE|MERGE|CREATE|ALTER|DROP|TRUNCATE|COPY|LOCK|GRANT|REVOKE|VACUUM|ANALYZE|REINDEX|CLUSTER"
@@ -58,6 +57,14 @@ WRITES_OR_LOCKS = re.compile(
     r"|pg_terminate_backend|pg_cancel_backend|pg_reload_conf|pg_rotate_logfile|txid_current|pg_current_xact_id"
     r"|FOR\s+(NO\s+KEY\s+)?UPDATE|FOR\s+(KEY\s+)?SHARE)\b",
     re.I,
+)
+#: How the audit reads PostgreSQL's log: quotes, the words a reading session starts with.
+AUDIT = statement_audit.Dialect(
+    quoted=[r"'(?:[^']|'')*'", r'"(?:[^"]|"")*"'],
+    reading=frozenset({"SELECT", "WITH", "DECLARE", "FETCH", "CLOSE", "BEGIN", "COMMIT", "ROLLBACK", "SHOW", "SET"}),
+    begin="BEGIN",
+    read_only=lambda bare: "READ ONLY" in bare.upper(),
+    writes_or_locks=WRITES_OR_LOCKS,
 )
 
 
@@ -195,16 +202,6 @@ def test_the_agent_session_only_ever_read(postgres, legacy):
         "no reads by the agent in the log: this test would prove nothing"
     )
     assert sum(1 for s in statements if s.upper().startswith("BEGIN")) >= 10
-    problems = []
-    for sql in statements:
-        # string literals and quoted names may say anything (the hostile ones above do)
-        bare = re.sub(r'"(?:[^"]|"")*"', '""', re.sub(r"'(?:[^']|'')*'", "''", sql))
-        first = bare.split(None, 1)[0].upper().rstrip(";") if bare.split() else ""
-        if first not in READING:
-            problems.append(f"starts with {first}: {sql[:200]}")
-        elif first == "BEGIN" and "READ ONLY" not in bare.upper():
-            problems.append(f"a transaction not begun READ ONLY: {sql[:200]}")
-        elif WRITES_OR_LOCKS.search(bare):
-            problems.append(f"writes or locks ({WRITES_OR_LOCKS.search(bare).group(0)}): {sql[:200]}")
+    problems = statement_audit.problems(statements, AUDIT)
     assert not problems, "\n".join(problems[:20])
     assert not any("hunter2" in s or "secrets" in s for s in statements), "a refused query reached the database"
