@@ -9,7 +9,9 @@ restart. Each registry belongs to one app: two apps in one process count apart.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -59,6 +61,14 @@ class ServiceMetrics:
             registry=r,
         )
         self.running = Gauge("deltasieve_syncs_running", "Syncs running now", registry=r)
+        self.interval = Gauge(
+            "deltasieve_schedule_interval_seconds",
+            "The view's schedule: seconds between the end of a sync and the next (views with a schedule only)",
+            ["view"],
+            registry=r,
+        )
+        self._scheduled: set[str] = set()
+        self._lock = threading.Lock()
 
     def seed(self, catalog) -> None:
         """Every view's series, its last success time from the catalog (at start)."""
@@ -104,12 +114,24 @@ class ServiceMetrics:
             (self.sent, [(view,)]),
             (self.received, [(view,)]),
             (self.last_success, [(view,)]),
+            (self.interval, [(view,)]),
         ):
             for values in labels:
                 try:
                     metric.remove(*values)
                 except KeyError:
                     pass
+
+    def schedules(self, views: list[dict]) -> None:
+        """Each scheduled view's interval as the catalog has it now (`views`: its view rows)."""
+        scheduled = {v["name"]: v["options"]["schedule"]["every_s"] for v in views if v["options"].get("schedule")}
+        with self._lock:
+            for view in self._scheduled - scheduled.keys():  # views whose schedule went
+                with contextlib.suppress(KeyError):  # gone with its view already (forget)
+                    self.interval.remove(view)
+            for view, every_s in scheduled.items():
+                self.interval.labels(view).set(every_s)
+            self._scheduled = set(scheduled)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -4,7 +4,7 @@ service: SERVICE_API_KEY guards only the calls that change something."""
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from ..deps import MetricsDep
+from ..deps import CatalogDep, MetricsDep
 from ..metrics import MEDIA_TYPE
 
 router = APIRouter(tags=["metrics"])
@@ -16,7 +16,9 @@ router = APIRouter(tags=["metrics"])
     response_class=Response,
     responses={200: {"content": {MEDIA_TYPE: {"schema": {"type": "string"}}}, "description": "Prometheus text format"}},
 )
-def metrics(registry: MetricsDep) -> Response:
+def metrics(registry: MetricsDep, catalog: CatalogDep) -> Response:
     """Sync counts and durations, bytes to and from the agents, rows changed, last success per
-    view and syncs running, in Prometheus' text format (counters start at 0 with the process)."""
+    view, syncs running and each scheduled view's interval, in Prometheus' text format
+    (counters start at 0 with the process)."""
+    registry.schedules(catalog.views())
     return Response(registry.exposition(), media_type=MEDIA_TYPE)

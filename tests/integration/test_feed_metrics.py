@@ -281,6 +281,15 @@ def test_metrics_count_the_syncs(api, history):
     # counters never go back within the process
     now = metrics(api)
     assert all(v >= after[k] for k, v in now.items() if k[0].endswith("_total") and k in after)
+    # a schedule shows as the view's interval, for a staleness alert of 2 × its period; gone with it
+    assert ("deltasieve_schedule_interval_seconds", (("view", VIEW),)) not in now
+    r = api.http.patch(f"/v1/views/{VIEW}", json={"schedule": {"every_s": 86400}})
+    assert r.status_code == 200, r.text
+    try:
+        assert value(metrics(api), "deltasieve_schedule_interval_seconds", view=VIEW) == 86400
+    finally:
+        assert api.http.patch(f"/v1/views/{VIEW}", json={"schedule": None}).status_code == 200
+    assert ("deltasieve_schedule_interval_seconds", (("view", VIEW),)) not in metrics(api)
 
 
 def _view_root(service, view: str) -> Path:
