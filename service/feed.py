@@ -149,6 +149,20 @@ def start(store: ViewStore, earlier: list[dict], shape: Shape) -> Start:
     return Start(deltas=tuple(p for _, p in stored(store, earlier, WITH_BEFORE_NEEDS)))
 
 
+def deltas_of(
+    catalog, store: ViewStore, view: dict, syncs: list[dict], with_before: bool, batch_rows: int
+) -> tuple[Shape, Iterator[tuple[str, pa.RecordBatch]]]:
+    """The shape and the stream of the deltas of `syncs` (succeeded syncs of `view`, oldest
+    first); Gone, before anything streams, when a delta it needs is no longer stored. The
+    syncs before the first are looked up only where with_before needs the rows they left."""
+    shape = Shape.of(view, with_before)
+    feed = stored(store, syncs)
+    earlier = []
+    if syncs and shape.with_before and not shape.view.multiset:
+        earlier = catalog.succeeded_before(view["name"], syncs[0]["id"])
+    return shape, stream(shape, start(store, earlier, shape), feed, batch_rows)
+
+
 def stream(
     shape: Shape, begin: Start, feed: list[tuple[str, Path]], batch_rows: int
 ) -> Iterator[tuple[str, pa.RecordBatch]]:

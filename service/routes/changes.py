@@ -68,13 +68,10 @@ def get_changes(
     if more:
         syncs = syncs[:limit_syncs]
     store = ViewStore(settings.data_dir, name)
-    deltas = feed.stored(store, syncs)
-    shape = feed.Shape.of(view, with_before)
-    begin = feed.start(store, catalog.succeeded_before(name, syncs[0]["id"]) if syncs else [], shape)
+    shape, batches = feed.deltas_of(catalog, store, view, syncs, with_before, BATCH_ROWS)
     headers = {SYNCS: str(len(syncs)), MORE: "true" if more else "false"}
     last = syncs[-1]["id"] if syncs else after
     if last is not None:
         headers[LAST_SYNC] = last
-    batches = feed.stream(shape, begin, deltas, BATCH_ROWS)
     body, media_type = encode_delta(fmt, batches, shape, feed=True)
     return StreamingResponse(body, media_type=media_type, headers=headers)

@@ -13,7 +13,7 @@ from warehouse.storage import ViewStore
 from .. import feed
 from ..deltaformat import NDJSON, PARQUET, encode_delta
 from ..deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep, WithBeforeQuery
-from ..errors import Conflict, NotFound
+from ..errors import Conflict
 from ..jsonvalues import BATCH_ROWS
 from ..models import SyncOut, SyncQueued, error_responses
 
@@ -90,12 +90,7 @@ def get_delta(
     sync = catalog.sync(name, sync_id)
     if sync["status"] != "succeeded":
         raise Conflict(f"sync {sync_id} is {sync['status']}; only a succeeded sync has a delta")
-    view = catalog.view(name)
     store = ViewStore(settings.data_dir, name)
-    if not store.delta(sync_id).is_dir():
-        raise NotFound(f"the delta of sync {sync_id} is no longer stored")
-    shape = feed.Shape.of(view, with_before)
-    begin = feed.start(store, catalog.succeeded_before(name, sync_id), shape)
-    batches = feed.stream(shape, begin, feed.stored(store, [sync]), BATCH_ROWS)
+    shape, batches = feed.deltas_of(catalog, store, catalog.view(name), [sync], with_before, BATCH_ROWS)
     body, media_type = encode_delta(fmt, batches, shape, feed=False)
     return StreamingResponse(body, media_type=media_type)
