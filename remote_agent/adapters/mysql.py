@@ -151,6 +151,27 @@ def utf8_bytes(ref: exp.Expression) -> exp.Expression:
     return tree
 
 
+@contextlib.contextmanager
+def driver_errors(timeout_s: float) -> Iterator[None]:
+    """The driver's errors as the agent's: a timeout or a lost connection, a refusal, a bad value."""
+    try:
+        yield
+    except MySQLdb.OperationalError as exc:
+        code = exc.args[0] if exc.args else None
+        if code in _TIMED_OUT:
+            raise SourceUnavailable(f"MySQL/MariaDB statement exceeded the {timeout_s:g} s statement timeout") from None
+        if code in _DENIED:
+            raise Forbidden(f"MySQL/MariaDB refused the read: {exc.args[-1]}") from None
+        raise SourceUnavailable(f"MySQL/MariaDB connection failed during a read: {exc.args[-1]}") from None
+    except MySQLdb.ProgrammingError as exc:
+        code = exc.args[0] if exc.args else None
+        if code in _DENIED:
+            raise Forbidden(f"MySQL/MariaDB refused the read: {exc.args[-1]}") from None
+        raise
+    except MySQLdb.DataError as exc:
+        raise SourceDataError(f"MySQL/MariaDB value cannot be read: {exc.args[-1]}") from None
+
+
 class _MysqlReader(Reader):
     def __init__(self, conn: Any, timeout_s: float):
         self.conn = conn
@@ -165,34 +186,12 @@ class _MysqlReader(Reader):
         saved = self.conn.converter
         self.conn.converter = mysql_arrow.raw_converter(saved)
         try:
-            with self._errors():
+            with driver_errors(self.timeout_s):
                 self.conn.query(query)
                 rows = self.conn.store_result().fetch_row(0)
         finally:
             self.conn.converter = saved
         return mysql_arrow.canonical(rows, types, schema)
-
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        """The driver's errors as the agent's: a timeout or a lost connection, a refusal, a bad value."""
-        try:
-            yield
-        except MySQLdb.OperationalError as exc:
-            code = exc.args[0] if exc.args else None
-            if code in _TIMED_OUT:
-                raise SourceUnavailable(
-                    f"MySQL/MariaDB statement exceeded the {self.timeout_s:g} s statement timeout"
-                ) from None
-            if code in _DENIED:
-                raise Forbidden(f"MySQL/MariaDB refused the read: {exc.args[-1]}") from None
-            raise SourceUnavailable(f"MySQL/MariaDB connection failed during a read: {exc.args[-1]}") from None
-        except MySQLdb.ProgrammingError as exc:
-            code = exc.args[0] if exc.args else None
-            if code in _DENIED:
-                raise Forbidden(f"MySQL/MariaDB refused the read: {exc.args[-1]}") from None
-            raise
-        except MySQLdb.DataError as exc:
-            raise SourceDataError(f"MySQL/MariaDB value cannot be read: {exc.args[-1]}") from None
 
     def stream(
         self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
@@ -200,7 +199,7 @@ class _MysqlReader(Reader):
         # SSCursor streams the result (mysql_use_result): one fetch of rows in memory at a time.
         cursor = self.conn.cursor(MySQLdb.cursors.SSCursor)
         try:
-            with self._errors():
+            with driver_errors(self.timeout_s):
                 if params:
                     cursor.execute(format_placeholders(sql), tuple(params))
                 else:
@@ -226,10 +225,8 @@ class _MysqlSession(Session):
         # InnoDB's consistent read: the snapshot is taken now, and every statement of the
         # read sees it; READ ONLY makes the server refuse a write in it. ROLLBACK leaves
         # the connection idle: no snapshot, no lock (not even a metadata lock) held.
-        try:
+        with driver_errors(self.timeout_s):
             self.conn.query("START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT")
-        except MySQLdb.OperationalError as exc:
-            raise SourceUnavailable(f"MySQL/MariaDB connection failed: {exc.args[-1]}") from None
         try:
             yield _MysqlReader(self.conn, self.timeout_s)
         finally:
@@ -344,19 +341,16 @@ class MysqlAdapter(Adapter):
             indexes: dict[tuple[str, str], list] = {}
             for table, index, column, sub_part in cursor.fetchall():
                 indexes.setdefault((table, index), []).append(None if sub_part is not None else column)
-            tables = []
-            for name in names:
-                primary: tuple[str, ...] = ()
-                uniques = []
-                for (table, index), cols in indexes.items():
-                    if table != name or any(c is None for c in cols):
-                        continue
-                    if index == "PRIMARY":
-                        primary = tuple(cols)
-                    else:
-                        uniques.append(tuple(cols))
-                tables.append(TableInfo(name, tuple(columns[name]), primary, tuple(uniques)))
-            return tables
+            primary: dict[str, tuple[str, ...]] = {}
+            uniques: dict[str, list[tuple[str, ...]]] = {n: [] for n in names}
+            for (table, index), cols in indexes.items():
+                if table not in uniques or None in cols:
+                    continue
+                if index == "PRIMARY":
+                    primary[table] = tuple(cols)
+                else:
+                    uniques[table].append(tuple(cols))
+            return [TableInfo(n, tuple(columns[n]), primary.get(n, ()), tuple(uniques[n])) for n in names]
         except MySQLdb.OperationalError as exc:
             raise SourceUnavailable(
                 f"MySQL/MariaDB connection failed while reading the catalog: {self._redact(str(exc.args[-1]))}"
@@ -404,9 +398,6 @@ class MysqlAdapter(Adapter):
     def can_lookup(self, key_types: Sequence[LogicalType]) -> bool:
         # A FLOAT read as its shortest decimal text would not match the stored single.
         return all(t.kind != "float" for t in key_types)
-
-    def rebind(self, value: Any) -> Any:
-        return value
 
     def wire_type(self, column: ColumnInfo) -> pa.DataType | None:
         # The driver's values follow the column's type (int, float, Decimal, str, bytes,
