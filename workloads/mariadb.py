@@ -124,11 +124,8 @@ def find_server() -> tuple[str, str]:
     first when missing (as root; otherwise the error says what to install)."""
     from workloads.debian import ensure_command
 
-    server = shutil.which("mariadbd") or shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin")
-    if server is None:
-        ensure_command("mariadb-install-db", "mariadb-server")
-        server = shutil.which("mariadbd", path="/usr/sbin:/usr/local/sbin")
-    install = shutil.which("mariadb-install-db") or ensure_command("mariadb-install-db", "mariadb-server")
+    install = ensure_command("mariadb-install-db", "mariadb-server")  # the package holds both
+    server = shutil.which("mariadbd", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/local/sbin")
     if server is None:
         raise RuntimeError("mariadb-server is installed but no mariadbd binary was found in /usr/sbin")
     return server, install

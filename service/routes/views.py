@@ -48,6 +48,14 @@ def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
     )
 
 
+def _sized(options: dict, sample_size: int) -> dict:
+    """The view's options with a sample of `sample_size` rows (0: without one)."""
+    options = {k: v for k, v in options.items() if k != "sample_size"}
+    if sample_size:
+        options["sample_size"] = sample_size
+    return options
+
+
 def _scheduled(options: dict, schedule: ScheduleIn | dict | None) -> dict:
     """The view's options with `schedule` (None: without one)."""
     options = {k: v for k, v in options.items() if k != "schedule"}
@@ -74,9 +82,7 @@ def _analyze(
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
     options = {"strategy": strategy, **stamps.to_options(), **({"match": match} if match else {})}
-    if sample_size:
-        options["sample_size"] = sample_size
-    return apply_delete_flags(definition, stamps, schemas), options
+    return apply_delete_flags(definition, stamps, schemas), _sized(options, sample_size)
 
 
 def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
@@ -198,11 +204,9 @@ def change_view_settings(
         current = catalog.view(name)
     except NotFound:
         raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
-    options = dict(current["options"])
+    options = current["options"]
     if body.sample_size is not None:
-        options.pop("sample_size", None)
-        if body.sample_size:
-            options["sample_size"] = body.sample_size
+        options = _sized(options, body.sample_size)
     if "schedule" in body.model_fields_set:
         options = _scheduled(options, body.schedule)
     return _stored(catalog.set_view_options(name, options), catalog, scheduler)
