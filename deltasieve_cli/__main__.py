@@ -1,5 +1,5 @@
 """`python -m deltasieve_cli`: the same as the `deltasieve` console script."""
 
-from .main import main
+from deltasieve_cli.main import main
 
 main()

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from .errors import ServiceError, Unreachable
+from deltasieve_cli.errors import ServiceError, Unreachable
 
 #: Seconds to wait for the service to accept a connection: a service that is up answers at once.
 CONNECT_TIMEOUT_S = 5.0

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from .client import Client
-from .render import human_bytes
+from deltasieve_cli.client import Client
+from deltasieve_cli.render import human_bytes
 
 #: Seconds between two polls of a sync's record (the service writes progress at most every 0.5 s).
 POLL_INTERVAL_S = 0.5

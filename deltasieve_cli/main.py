@@ -11,11 +11,11 @@ from pathlib import Path
 import click
 from httpx import Headers
 
-from . import formats
-from .client import Client
-from .errors import NoSync, SyncFailed
-from .follow import Quiet, display_for, follow, wait_for_active
-from .render import Output, fields, human_bytes, rows, sparkline, stdout_gone, sync_summary
+from deltasieve_cli import formats
+from deltasieve_cli.client import Client
+from deltasieve_cli.errors import NoSync, SyncFailed
+from deltasieve_cli.follow import Quiet, display_for, follow, wait_for_active
+from deltasieve_cli.render import Output, fields, human_bytes, rows, sparkline, stdout_gone, sync_summary
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: Seconds `deltasieve watch` waits for a sync of the view to start, unless told otherwise.

@@ -7,14 +7,14 @@ import sys
 
 import uvicorn
 
-from . import without_pandas
+from remote_agent import without_pandas
 
 
 def main(argv: list[str] | None = None) -> int:
     without_pandas.install()
-    from .app import create_app
-    from .errors import AgentError
-    from .settings import AgentSettings
+    from remote_agent.app import create_app
+    from remote_agent.errors import AgentError
+    from remote_agent.settings import AgentSettings
 
     parser = argparse.ArgumentParser(
         prog="python -m remote_agent", description="Read-only deltasieve agent next to a legacy database."

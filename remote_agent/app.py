@@ -7,13 +7,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from . import readahead
-from .deps import TooLarge, Unauthorized
-from .errors import AgentError, Busy
-from .routes import extraction, health, schema
-from .routes.responses import RETRY_AFTER_S
-from .settings import AgentSettings
-from .state import AgentState
+from remote_agent import readahead
+from remote_agent.deps import TooLarge, Unauthorized
+from remote_agent.errors import AgentError, Busy
+from remote_agent.routes import extraction, health, schema
+from remote_agent.routes.responses import RETRY_AFTER_S
+from remote_agent.settings import AgentSettings
+from remote_agent.state import AgentState
 
 
 def create_app(settings: AgentSettings) -> FastAPI:

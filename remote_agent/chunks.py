@@ -51,13 +51,13 @@ from operator import itemgetter
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .adapters.base import Adapter, Session
-from .adapters.rows import RowConverter
-from .errors import SourceDataError, example_row
-from .pacing import Pacer
-from .settings import DEFAULT_CHUNK_ROWS
-from .sitequery import ValidatedQuery
-from .timings import Timings
+from remote_agent.adapters.base import Adapter, Session
+from remote_agent.adapters.rows import RowConverter
+from remote_agent.errors import SourceDataError, example_row
+from remote_agent.pacing import Pacer
+from remote_agent.settings import DEFAULT_CHUNK_ROWS
+from remote_agent.sitequery import ValidatedQuery
+from remote_agent.timings import Timings
 
 __all__ = ["DEFAULT_CHUNK_ROWS", "batches", "scan", "slices", "probe_null_keys", "check_key", "check_keys", "same_key"]
 

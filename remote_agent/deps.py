@@ -10,9 +10,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 
-from .errors import BadRequest
-from .protocol import frames
-from .protocol.models import (
+from protocol import frames
+from protocol.models import (
     PROTOCOL_VERSION,
     ExtractControl,
     FetchControl,
@@ -20,7 +19,8 @@ from .protocol.models import (
     SketchControl,
     SnapshotDiffControl,
 )
-from .state import AgentState
+from remote_agent.errors import BadRequest
+from remote_agent.state import AgentState
 
 
 class Unauthorized(Exception):

@@ -36,13 +36,13 @@ from multiprocessing.connection import Connection
 
 import pyarrow as pa
 
-from . import chunks, without_pandas
-from .adapters.base import Adapter, Session
-from .adapters.rows import RowConverter
-from .errors import AgentError, ReaderLost
-from .pacing import Pacer
-from .sitequery import ValidatedQuery
-from .timings import Timings
+from remote_agent import chunks, without_pandas
+from remote_agent.adapters.base import Adapter, Session
+from remote_agent.adapters.rows import RowConverter
+from remote_agent.errors import AgentError, ReaderLost
+from remote_agent.pacing import Pacer
+from remote_agent.sitequery import ValidatedQuery
+from remote_agent.timings import Timings
 
 log = logging.getLogger(__name__)
 

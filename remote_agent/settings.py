@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from .pacing import Pacing
+from remote_agent.pacing import Pacing
 
 DEFAULT_PORT = 8765
 #: Rows per chunk: large enough that a chunk costs little more than its rows, small

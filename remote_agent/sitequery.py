@@ -16,10 +16,10 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
-from .adapters.base import ColumnInfo, TableInfo
-from .errors import BadRequest, Forbidden, UnsupportedQuery
-from .protocol import grouped, sitenames, sitesql
-from .protocol.types import LogicalType
+from protocol import grouped, sitenames, sitesql
+from protocol.types import LogicalType
+from remote_agent.adapters.base import ColumnInfo, TableInfo
+from remote_agent.errors import BadRequest, Forbidden, UnsupportedQuery
 
 #: What a site query may look like, appended to every rejection.
 SITE_FORM = (

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from .adapters import Adapter, TableInfo, open_adapter
-from .protocol.models import SiteSpec
-from .settings import AgentSettings, parse_allow
-from .sitequery import ValidatedQuery, validate_site_query
-from .strategies.sketch import Reconciliations
+from protocol.models import SiteSpec
+from remote_agent.adapters import Adapter, TableInfo, open_adapter
+from remote_agent.settings import AgentSettings, parse_allow
+from remote_agent.sitequery import ValidatedQuery, validate_site_query
+from remote_agent.strategies.sketch import Reconciliations
 
 
 class AgentState:

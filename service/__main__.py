@@ -8,8 +8,8 @@ import sys
 
 import uvicorn
 
-from .app import create_app
-from .settings import ServiceSettings
+from service.app import create_app
+from service.settings import ServiceSettings
 
 
 def main(argv: list[str] | None = None) -> int:

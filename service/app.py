@@ -9,18 +9,17 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from service.auth import ApiKeyGate
+from service.catalog import Catalog
+from service.errors import ServiceError
+from service.jobs import SyncRunner
+from service.limits import BodySizeLimit
+from service.metrics import ServiceMetrics
+from service.routes import changes, health, metrics, sources, syncs, ui, views
+from service.scheduler import Scheduler
+from service.settings import ServiceSettings
 from warehouse.errors import FormatError
 from warehouse.viewdef import upgrade_definition
-
-from .auth import ApiKeyGate
-from .catalog import Catalog
-from .errors import ServiceError
-from .jobs import SyncRunner
-from .limits import BodySizeLimit
-from .metrics import ServiceMetrics
-from .routes import changes, health, metrics, sources, syncs, ui, views
-from .scheduler import Scheduler
-from .settings import ServiceSettings
 
 log = logging.getLogger("service")
 
@@ -37,7 +36,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
             log.info("view definitions rewritten in the current format: %s", ", ".join(upgraded))
         engine = None
         if start_spark:
-            from .engine import SparkEngine
+            from service.engine import SparkEngine
 
             engine = SparkEngine(settings)
         app.state.engine = engine

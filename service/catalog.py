@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import Conflict, NotFound
+from service.errors import Conflict, NotFound
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
 SCHEMA_VERSION = 2

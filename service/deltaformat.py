@@ -21,11 +21,10 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from remote_agent.protocol.types import Column, arrow_schema
+from protocol.types import Column, arrow_schema
+from service.feed import BEFORE, COUNT, OLD, UPDATE, Shape
+from service.jsonvalues import to_json_value
 from warehouse.storage import OP
-
-from .feed import BEFORE, COUNT, OLD, UPDATE, Shape
-from .jsonvalues import to_json_value
 
 NDJSON = "application/x-ndjson"
 PARQUET = "application/vnd.apache.parquet"

@@ -7,14 +7,14 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 from pyspark.sql import SparkSession
 
-from .auth import WRONG_KEY, key_matches
-from .catalog import Catalog
-from .deltaformat import FORMAT_HELP, Format
-from .errors import Unauthorized
-from .jobs import SyncRunner
-from .metrics import ServiceMetrics
-from .scheduler import Scheduler
-from .settings import ServiceSettings
+from service.auth import WRONG_KEY, key_matches
+from service.catalog import Catalog
+from service.deltaformat import FORMAT_HELP, Format
+from service.errors import Unauthorized
+from service.jobs import SyncRunner
+from service.metrics import ServiceMetrics
+from service.scheduler import Scheduler
+from service.settings import ServiceSettings
 
 
 def get_settings(request: Request) -> ServiceSettings:

@@ -13,9 +13,8 @@ import threading
 
 from pyspark.sql import SparkSession
 
+from service.settings import ServiceSettings
 from warehouse.spark import build_session, forget_dead_session, jvm_alive, warm_up
-
-from .settings import ServiceSettings
 
 log = logging.getLogger("service.engine")
 

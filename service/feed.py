@@ -29,12 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from service.errors import Gone
 from warehouse import multiset
 from warehouse.layers import lookup, view_batches, view_lookup
 from warehouse.storage import OP, Version, ViewStore
 from warehouse.viewdef import ViewDef
-
-from .errors import Gone
 
 COUNT = multiset.COUNT
 OLD = "__ds_old"

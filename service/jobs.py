@@ -8,6 +8,11 @@ import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from service import eta
+from service.catalog import Catalog, now
+from service.engine import ENGINE_LOST, SparkEngine
+from service.metrics import ServiceMetrics
+from service.settings import ServiceSettings
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions, stored_strategy
 from warehouse.sketch_prep import Preparations
@@ -15,12 +20,6 @@ from warehouse.spark import executor_import_error
 from warehouse.storage import ViewStore
 from warehouse.sync import Endpoint, SyncRun
 from warehouse.viewdef import ViewDef
-
-from . import eta
-from .catalog import Catalog, now
-from .engine import ENGINE_LOST, SparkEngine
-from .metrics import ServiceMetrics
-from .settings import ServiceSettings
 
 log = logging.getLogger("service.jobs")
 

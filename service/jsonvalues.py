@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from remote_agent.protocol.types import Column
+from protocol.types import Column
 
 
 def to_json_value(value):

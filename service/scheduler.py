@@ -15,9 +15,9 @@ import logging
 import sqlite3
 import threading
 
-from .catalog import ACTIVE, Catalog
-from .errors import Conflict, NotFound
-from .jobs import SyncRunner
+from service.catalog import ACTIVE, Catalog
+from service.errors import Conflict, NotFound
+from service.jobs import SyncRunner
 
 log = logging.getLogger("service.scheduler")
 

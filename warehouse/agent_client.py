@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 import httpcore
 import httpx
 
-from remote_agent.protocol import frames
-
-from .errors import AgentRejected, AgentUnavailable, ProtocolError
+from protocol import frames
+from warehouse.errors import AgentRejected, AgentUnavailable, ProtocolError
 
 #: Seconds to wait for a connection to the agent.
 CONNECT_TIMEOUT_S = 10.0

@@ -31,14 +31,13 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.grouped import COUNT_COLUMN
-from remote_agent.protocol.types import Column, LogicalType
-
-from . import multiset
-from .delta import DELETE, INSERT
-from .storage import OP
-from .viewdef import ViewDef
-from .viewdef.grouped_site import site_count
+from protocol.grouped import COUNT_COLUMN
+from protocol.types import Column, LogicalType
+from warehouse import multiset
+from warehouse.delta import DELETE, INSERT
+from warehouse.storage import OP
+from warehouse.viewdef import ViewDef
+from warehouse.viewdef.grouped_site import site_count
 
 _SIGNED = "__ds_signed"
 

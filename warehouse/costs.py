@@ -8,12 +8,11 @@ import random
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.types import arrow_schema
-from remote_agent.protocol.wire import HASH, UID
-
-from .planning import CostModel
-from .viewdef import SiteQuery
+from protocol import frames
+from protocol.types import arrow_schema
+from protocol.wire import HASH, UID
+from warehouse.planning import CostModel
+from warehouse.viewdef import SiteQuery
 
 #: Rows sampled to measure sizes: enough for zstd to reach its steady ratio, cheap to encode.
 SAMPLE_ROWS = 20_000

@@ -17,10 +17,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.types import Column, arrow_schema
-
-from .errors import SourceDataError
-from .storage import OP, TNO, UNO
+from protocol.types import Column, arrow_schema
+from warehouse.errors import SourceDataError
+from warehouse.storage import OP, TNO, UNO
 
 INSERT, UPDATE, DELETE, KEEP = "insert", "update", "delete", "keep"
 _R = "__r_"

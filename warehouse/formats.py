@@ -7,7 +7,7 @@ refuses a newer one, which it could only misread.
 
 from __future__ import annotations
 
-from .errors import FormatError
+from warehouse.errors import FormatError
 
 #: Format of a stored view (CURRENT, versions/<N>/meta.json): 2 says its number, else as 1;
 #: 3 may keep a fragment as a base under an overlay (layers.py) and ω± as a histogram;

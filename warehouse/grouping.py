@@ -27,11 +27,10 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.encoding import combine, hash_to_bytes, row_hashes
-from remote_agent.protocol.types import Column
-
-from .planning import DEFAULT_GROUPING, CostModel, GroupBuilder
-from .storage import TNO, UNO
+from protocol.encoding import combine, hash_to_bytes, row_hashes
+from protocol.types import Column
+from warehouse.planning import DEFAULT_GROUPING, CostModel, GroupBuilder
+from warehouse.storage import TNO, UNO
 
 PROB = "__p"
 KIND = "__kind"

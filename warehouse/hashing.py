@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from remote_agent.protocol.encoding import DEFAULT_HASH_BITS, hash_to_bytes, row_hashes
-from remote_agent.protocol.types import Column
+from protocol.encoding import DEFAULT_HASH_BITS, hash_to_bytes, row_hashes
+from protocol.types import Column
 
 ROW_HASH = "__rh"
 

@@ -54,15 +54,14 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.types import arrow_schema
-
-from . import combinations, equi_join, layers, null_keys
-from .delta import DELETE, INSERT, KEEP, UPDATE
-from .storage import OP, Version
-from .strategies.base import spark_schema
-from .touched_delta import same_values
-from .viewdef import ViewDef
-from .viewdef.decomposition import assembly_over, site_equalities
+from protocol.types import arrow_schema
+from warehouse import combinations, equi_join, layers, null_keys
+from warehouse.delta import DELETE, INSERT, KEEP, UPDATE
+from warehouse.storage import OP, Version
+from warehouse.strategies.base import spark_schema
+from warehouse.touched_delta import same_values
+from warehouse.viewdef import ViewDef
+from warehouse.viewdef.decomposition import assembly_over, site_equalities
 
 #: A site whose change holds more than this share of its rows is joined whole: the view is
 #: recomputed (the rules would join about as much, in more passes).

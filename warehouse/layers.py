@@ -36,12 +36,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.types import Column, arrow_schema
-
-from . import combinations, multiset, null_keys
-from .storage import TNO, UNO, Version
-from .strategies.base import spark_schema
-from .viewdef import ViewDef
+from protocol.types import Column, arrow_schema
+from warehouse import combinations, multiset, null_keys
+from warehouse.storage import TNO, UNO, Version
+from warehouse.strategies.base import spark_schema
+from warehouse.viewdef import ViewDef
 
 FILE = "layers.json"
 #: The overlay (upserts and removed keys) may grow to this share of the base's rows before

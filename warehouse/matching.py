@@ -39,11 +39,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import multiset
-from .bestmatch import Stats, bestmatch_join
-from .delta import DELETE, INSERT, UPDATE
-from .storage import OP
-from .viewdef import ViewDef, ViewDefinitionError
+from warehouse import multiset
+from warehouse.bestmatch import Stats, bestmatch_join
+from warehouse.delta import DELETE, INSERT, UPDATE
+from warehouse.storage import OP
+from warehouse.viewdef import ViewDef, ViewDefinitionError
 
 #: Column types a `match` can measure distances on.
 NUMERIC_KINDS = ("int", "float", "decimal")

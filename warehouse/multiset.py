@@ -27,12 +27,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from remote_agent.protocol.grouped import COUNT_COLUMN
-from remote_agent.protocol.types import Column, LogicalType, arrow_schema
-
-from .delta import DELETE, INSERT, UPDATE
-from .storage import OP
-from .viewdef import ViewDef
+from protocol.grouped import COUNT_COLUMN
+from protocol.types import Column, LogicalType, arrow_schema
+from warehouse.delta import DELETE, INSERT, UPDATE
+from warehouse.storage import OP
+from warehouse.viewdef import ViewDef
 
 #: The delta's column holding how many occurrences a line inserts or deletes.
 COUNT = COUNT_COLUMN

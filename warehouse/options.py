@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Re-exported: the service's settings take every sync default from this module.
-from remote_agent.protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
-
-from .agent_client import DEADLINE_S, READ_TIMEOUT_S  # noqa: F401
-from .planning import DEFAULT_GROUPING  # noqa: F401
+from protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
+from warehouse.agent_client import DEADLINE_S, READ_TIMEOUT_S  # noqa: F401
+from warehouse.planning import DEFAULT_GROUPING  # noqa: F401
 
 #: The strategy of a new view that names none.
 DEFAULT_STRATEGY = "auto"

@@ -5,10 +5,9 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterable
 
-from remote_agent.protocol.schema import SourceSchema
-
-from .agent_client import DEADLINE_S, READ_TIMEOUT_S, AgentClient
-from .errors import SchemaUnavailable, WarehouseError
+from protocol.schema import SourceSchema
+from warehouse.agent_client import DEADLINE_S, READ_TIMEOUT_S, AgentClient
+from warehouse.errors import SchemaUnavailable, WarehouseError
 
 
 def fetch_schemas(

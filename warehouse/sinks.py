@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import SourceDataError
+from warehouse.errors import SourceDataError
 
 
 class Sink:

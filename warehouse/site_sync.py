@@ -21,21 +21,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from remote_agent.protocol.types import arrow_schema
-
-from . import costs, faults, layers, planning, update_counts
-from .agent_client import AgentClient
-from .delta import DeltaResult, build_delta, check_unique
-from .metrics import SiteMetrics
-from .options import SyncOptions
-from .planning import CostModel
-from .sketch_prep import Preparations
-from .storage import OP, TNO, Version
-from .strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
-from .strategies.base import Answer
-from .touched_delta import TouchedDelta, classify, omega_schema
-from .touched_delta import check_unique as check_unique_arrow
-from .viewdef import SiteQuery
+from protocol.types import arrow_schema
+from warehouse import costs, faults, layers, planning, update_counts
+from warehouse.agent_client import AgentClient
+from warehouse.delta import DeltaResult, build_delta, check_unique
+from warehouse.metrics import SiteMetrics
+from warehouse.options import SyncOptions
+from warehouse.planning import CostModel
+from warehouse.sketch_prep import Preparations
+from warehouse.storage import OP, TNO, Version
+from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
+from warehouse.strategies.base import Answer
+from warehouse.touched_delta import TouchedDelta, classify, omega_schema
+from warehouse.touched_delta import check_unique as check_unique_arrow
+from warehouse.viewdef import SiteQuery
 
 SYNC_COLUMN = "__sync"
 #: A fragment whose old and new rows together number at most this is compared and written

@@ -37,11 +37,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from remote_agent.protocol.types import Column
-
-from . import faults, layers, sketches, update_counts
-from .storage import TMP_MARK, Version, fsync_dir, fsync_file
-from .viewdef import SiteQuery
+from protocol.types import Column
+from warehouse import faults, layers, sketches, update_counts
+from warehouse.storage import TMP_MARK, Version, fsync_dir, fsync_file
+from warehouse.viewdef import SiteQuery
 
 log = logging.getLogger("warehouse.sketch_prep")
 

@@ -27,11 +27,10 @@ import pyarrow.ipc as ipc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from remote_agent.protocol.iblt import Iblt
-from remote_agent.protocol.types import Column
-
-from .storage import Version
+from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from protocol.iblt import Iblt
+from protocol.types import Column
+from warehouse.storage import Version
 
 #: Sub-tables of the table: three hashes need the fewest cells once differences number in
 #: the hundreds (see iblt_sizing.cells_for).

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field, replace
 import sqlglot
 from sqlglot import exp
 
-from remote_agent.protocol.schema import SourceSchema
-
-from .viewdef import SiteQuery, ViewDef, ViewDefinitionError
+from protocol.schema import SourceSchema
+from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
 
 #: Seconds subtracted from the watermark before each read: a row stamped just before the
 #: watermark by a transaction that committed after it is still read.

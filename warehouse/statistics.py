@@ -7,11 +7,11 @@ from dataclasses import asdict
 
 from pyspark.sql import SparkSession
 
-from . import layers, update_counts, view_sample
-from .planning import deletion_probability
-from .site_sync import read_deletions
-from .storage import Version
-from .viewdef import ViewDef
+from warehouse import layers, update_counts, view_sample
+from warehouse.planning import deletion_probability
+from warehouse.site_sync import read_deletions
+from warehouse.storage import Version
+from warehouse.viewdef import ViewDef
 
 #: Buckets of the update-probability histogram, each 1/HISTOGRAM_BUCKETS wide (P = 1 falls in the last).
 HISTOGRAM_BUCKETS = 10

@@ -36,9 +36,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import faults
-from .errors import StorageError
-from .formats import STORAGE_FORMAT, read_format
+from warehouse import faults
+from warehouse.errors import StorageError
+from warehouse.formats import STORAGE_FORMAT, read_format
 
 TNO = "__tno"
 UNO = "__uno"

@@ -25,21 +25,20 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from remote_agent.protocol.types import arrow_schema
-
-from . import combinations, faults, join_delta, layers, matching, multiset, view_sample
-from .delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
-from .errors import AgentRejected, WarehouseError
-from .join_delta import JoinDelta
-from .metrics import Attempt, SyncMetrics
-from .options import SyncOptions
-from .site_sync import Endpoint, SiteRun
-from .sketch_prep import Preparations
-from .storage import OP, Version, ViewStore
-from .strategies.auto import Auto
-from .strategies.base import spark_schema
-from .strategies.sketch import Sketch
-from .viewdef import ViewDef
+from protocol.types import arrow_schema
+from warehouse import combinations, faults, join_delta, layers, matching, multiset, view_sample
+from warehouse.delta import DELETE, INSERT, UPDATE, DeltaResult, view_delta
+from warehouse.errors import AgentRejected, WarehouseError
+from warehouse.join_delta import JoinDelta
+from warehouse.metrics import Attempt, SyncMetrics
+from warehouse.options import SyncOptions
+from warehouse.site_sync import Endpoint, SiteRun
+from warehouse.sketch_prep import Preparations
+from warehouse.storage import OP, Version, ViewStore
+from warehouse.strategies.auto import Auto
+from warehouse.strategies.base import spark_schema
+from warehouse.strategies.sketch import Sketch
+from warehouse.viewdef import ViewDef
 
 __all__ = ["Endpoint", "SyncOptions", "SyncRun"]
 

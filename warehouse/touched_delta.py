@@ -18,11 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from remote_agent.protocol.types import Column, arrow_schema
-
-from . import layers
-from .delta import DELETE, DUPLICATE_EXAMPLES, INSERT, KEEP, UPDATE, duplicate_key_error, split_key_changes
-from .storage import OP, TNO, UNO
+from protocol.types import Column, arrow_schema
+from warehouse import layers
+from warehouse.delta import DELETE, DUPLICATE_EXAMPLES, INSERT, KEEP, UPDATE, duplicate_key_error, split_key_changes
+from warehouse.storage import OP, TNO, UNO
 
 _R = "__r_"
 _IN_S, _IN_R, _GONE = "__in_s", "__in_r", "__gone"

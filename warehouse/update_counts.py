@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from .storage import TNO, UNO
+from warehouse.storage import TNO, UNO
 
 #: The histogram: count of tuples per (tno, uno).
 Histogram = Counter

@@ -49,14 +49,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from remote_agent.protocol.types import arrow_schema
-
-from . import combinations, layers, multiset, null_keys, sample_refresh
-from .delta import DELETE, INSERT, UPDATE
-from .formats import read_format
-from .multiset import COUNT, OLD_PREFIX
-from .storage import OP, Version
-from .viewdef import ViewDef
+from protocol.types import arrow_schema
+from warehouse import combinations, layers, multiset, null_keys, sample_refresh
+from warehouse.delta import DELETE, INSERT, UPDATE
+from warehouse.formats import read_format
+from warehouse.multiset import COUNT, OLD_PREFIX
+from warehouse.storage import OP, Version
+from warehouse.viewdef import ViewDef
 
 #: Below this share of its target size (and with the view holding more rows) the sample
 #: is topped up from the view.

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import students
+from workloads import students
 
 #: Rows per `executemany` while building a table: large enough to amortise the call,
 #: small enough to keep one batch of ~1 KB rows well under 100 MB.

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ..errors import BadRequest
-from .base import Adapter, ColumnInfo, Reader, Session, TableInfo
-from .files import FileAdapter
-from .mysql import MysqlAdapter
-from .postgres import PostgresAdapter
-from .sqlite import SqliteAdapter
+from remote_agent.adapters.base import Adapter, ColumnInfo, Reader, Session, TableInfo
+from remote_agent.adapters.files import FileAdapter
+from remote_agent.adapters.mysql import MysqlAdapter
+from remote_agent.adapters.postgres import PostgresAdapter
+from remote_agent.adapters.sqlite import SqliteAdapter
+from remote_agent.errors import BadRequest
 
 ADAPTERS: dict[str, type[Adapter]] = {
     "sqlite": SqliteAdapter,

@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from ..errors import BadRequest, UnsupportedQuery
-from ..protocol.schema import ColumnInfo, TableInfo
-from ..protocol.types import LogicalType
+from protocol.schema import ColumnInfo, TableInfo
+from protocol.types import LogicalType
+from remote_agent.errors import BadRequest, UnsupportedQuery
 
 __all__ = ["Adapter", "ColumnInfo", "TableInfo"]
 

@@ -33,9 +33,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import SourceDataError, SourceUnavailable
-from ..protocol.schema import ColumnInfo, TableInfo
-from ..protocol.types import LogicalType
+from protocol.schema import ColumnInfo, TableInfo
+from protocol.types import LogicalType
+from remote_agent.errors import SourceDataError, SourceUnavailable
 
 DESCRIPTION_SUFFIX = ".table.json"
 #: Dump extensions of each format.

@@ -41,11 +41,11 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from ..errors import BadRequest, Gone, SourceDataError, SourceUnavailable
-from ..protocol.types import LogicalType
-from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
-from .convert import converter_for
-from .dumps import DumpDir, Layout, dump_stamp, literal, quoted
+from protocol.types import LogicalType
+from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
+from remote_agent.adapters.convert import converter_for
+from remote_agent.adapters.dumps import DumpDir, Layout, dump_stamp, literal, quoted
+from remote_agent.errors import BadRequest, Gone, SourceDataError, SourceUnavailable
 
 #: Rows per row group of a cached conversion: what a keyset chunk skips or reads at a time.
 CACHE_ROW_GROUP = 16_384

@@ -35,11 +35,11 @@ from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
-from ..errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
-from ..protocol.types import MAX_DECIMAL_PRECISION, LogicalType
-from . import mysql_arrow
-from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
-from .convert import converter_for
+from protocol.types import MAX_DECIMAL_PRECISION, LogicalType
+from remote_agent.adapters import mysql_arrow
+from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
+from remote_agent.adapters.convert import converter_for
+from remote_agent.errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
 
 try:  # the `mysql` extra: an agent for SQLite, PostgreSQL or dump files does without it
     import MySQLdb

@@ -20,12 +20,12 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
-from ..errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
-from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
-from ..rowversions import changed_since_condition
-from . import postgres_arrow
-from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
-from .convert import converter_for
+from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from remote_agent.adapters import postgres_arrow
+from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
+from remote_agent.adapters.convert import converter_for
+from remote_agent.errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
+from remote_agent.rowversions import changed_since_condition
 
 #: Selected instead of a column whose type has no logical counterpart (uuid, json, arrays...).
 CAST_TO_TEXT = "CAST({col} AS TEXT)"

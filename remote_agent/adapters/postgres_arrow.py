@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from adbc_driver_postgresql import StatementOptions
 
-from ..errors import Forbidden, SourceDataError, SourceUnavailable
-from ..protocol.types import LogicalType
+from protocol.types import LogicalType
+from remote_agent.errors import Forbidden, SourceDataError, SourceUnavailable
 
 #: How every Arrow read begins its transaction, as the psycopg connection's own reads do.
 BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"

@@ -9,10 +9,10 @@ from operator import itemgetter
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import SourceDataError, example_row
-from ..protocol.types import Column, arrow_schema
-from .base import Adapter, ColumnInfo
-from .columns import finish
+from protocol.types import Column, arrow_schema
+from remote_agent.adapters.base import Adapter, ColumnInfo
+from remote_agent.adapters.columns import finish
+from remote_agent.errors import SourceDataError, example_row
 
 
 class RowConverter:

@@ -14,10 +14,10 @@ from urllib.parse import quote, unquote, urlsplit
 import pyarrow as pa
 from sqlglot import exp
 
-from ..errors import BadRequest, SourceUnavailable
-from ..protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
-from .base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
-from .convert import converter_for
+from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
+from remote_agent.adapters.convert import converter_for
+from remote_agent.errors import BadRequest, SourceUnavailable
 
 _DECIMAL_ARGS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 

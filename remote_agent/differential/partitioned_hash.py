@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from . import DELETE, INSERT, Change, Record, compared
-from .spill import Spill
+from remote_agent.differential import DELETE, INSERT, Change, Record, compared
+from remote_agent.differential.spill import Spill
 
 #: Parts the snapshots are split into.
 PARTITIONS = 16

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
-from . import DELETE, INSERT, Change, Record, compared
-from .spill import Spill
+from remote_agent.differential import DELETE, INSERT, Change, Record, compared
+from remote_agent.differential.spill import Spill
 
 #: Records sorted in memory at a time (one run).
 RUN_RECORDS = 500_000

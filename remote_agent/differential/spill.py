@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 
-from . import Record
+from remote_agent.differential import Record
 
 #: Records pickled together: one write and one read per block.
 BLOCK_RECORDS = 4096

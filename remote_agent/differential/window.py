@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import DELETE, INSERT, UPDATE, Change, Record, compared
+from remote_agent.differential import DELETE, INSERT, UPDATE, Change, Record, compared
 
 #: Records read from each snapshot at a time.
 BLOCK_ROWS = 1024

@@ -14,7 +14,10 @@ import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from ..deps import (
+from protocol import frames
+from protocol.iblt import Iblt
+from protocol.wire import HASH, UID, key_values
+from remote_agent.deps import (
     Authorized,
     ExtractRequest,
     FetchRequest,
@@ -24,20 +27,17 @@ from ..deps import (
     SnapshotDiffRequest,
     StateDep,
 )
-from ..errors import AgentError, BadRequest, Busy
-from ..protocol import frames
-from ..protocol.iblt import Iblt
-from ..protocol.wire import HASH, UID, key_values
-from ..state import AgentState
-from ..strategies.checks import check_columns, key_columns
-from ..strategies.extraction import Extraction
-from ..strategies.fetch import fetch_rows
-from ..strategies.group_hash import UnitIndex
-from ..strategies.range_checksum import range_scan, range_set
-from ..strategies.sketch import sketch_answer
-from ..strategies.snapshot_diff import snapshot_diff_answer
-from ..strategies.tuple_hash import TupleIndex
-from .responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
+from remote_agent.errors import AgentError, BadRequest, Busy
+from remote_agent.routes.responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
+from remote_agent.state import AgentState
+from remote_agent.strategies.checks import check_columns, key_columns
+from remote_agent.strategies.extraction import Extraction
+from remote_agent.strategies.fetch import fetch_rows
+from remote_agent.strategies.group_hash import UnitIndex
+from remote_agent.strategies.range_checksum import range_scan, range_set
+from remote_agent.strategies.sketch import sketch_answer
+from remote_agent.strategies.snapshot_diff import snapshot_diff_answer
+from remote_agent.strategies.tuple_hash import TupleIndex
 
 log = logging.getLogger("remote_agent")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..protocol import frames
-from ..protocol.models import ErrorOut
+from protocol import frames
+from protocol.models import ErrorOut
 
 #: Seconds a client is told to wait after a 429.
 RETRY_AFTER_S = 5
@@ -26,7 +26,7 @@ EXTRACTION_ERRORS = (400, 401, 403, 409, 413, 422, 429, 503)
 FRAMES_BODY = {
     "requestBody": {
         "required": True,
-        "description": "binary frames: a JSON control frame first, then Arrow data frames (see remote_agent/protocol/frames.py)",
+        "description": "binary frames: a JSON control frame first, then Arrow data frames (see protocol/frames.py)",
         "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
     }
 }

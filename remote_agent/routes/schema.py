@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ..deps import Authorized, StateDep
-from ..protocol.models import SchemaOut
-from ..protocol.schema import schema_to_json
-from .responses import error_responses
+from protocol.models import SchemaOut
+from protocol.schema import schema_to_json
+from remote_agent.deps import Authorized, StateDep
+from remote_agent.routes.responses import error_responses
 
 router = APIRouter(tags=["schema"])
 

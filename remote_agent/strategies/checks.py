@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..errors import BadRequest, SourceDataError, example_row
-from ..protocol.models import SiteColumn
-from ..protocol.types import Column
-from ..protocol.wire import HASH
-from ..sitequery import ValidatedQuery
+from protocol.models import SiteColumn
+from protocol.types import Column
+from protocol.wire import HASH
+from remote_agent.errors import BadRequest, SourceDataError, example_row
+from remote_agent.sitequery import ValidatedQuery
 
 
 def wire_hashes(batch: pa.RecordBatch, bits: int, what: str, setting: str) -> list[bytes]:

@@ -25,22 +25,22 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from .. import chunks, readahead
-from ..adapters.base import Adapter, Session
-from ..adapters.rows import RowConverter
-from ..errors import SourceDataError
-from ..pacing import Pacer, Pacing
-from ..protocol import frames
-from ..protocol.encoding import limbs_to_bytes, row_hash_limbs
-from ..protocol.models import SiteColumn
-from ..protocol.types import Column
-from ..protocol.wire import COUNT, HASH, UID, key_values
-from ..sitequery import ValidatedQuery
-from ..timings import Timings
-from .checks import check_columns, duplicate_key, key_columns
-from .fetch import lookup_rows
-from .group_hash import UnitIndex
-from .tuple_hash import TupleIndex
+from protocol import frames
+from protocol.encoding import limbs_to_bytes, row_hash_limbs
+from protocol.models import SiteColumn
+from protocol.types import Column
+from protocol.wire import COUNT, HASH, UID, key_values
+from remote_agent import chunks, readahead
+from remote_agent.adapters.base import Adapter, Session
+from remote_agent.adapters.rows import RowConverter
+from remote_agent.errors import SourceDataError
+from remote_agent.pacing import Pacer, Pacing
+from remote_agent.sitequery import ValidatedQuery
+from remote_agent.strategies.checks import check_columns, duplicate_key, key_columns
+from remote_agent.strategies.fetch import lookup_rows
+from remote_agent.strategies.group_hash import UnitIndex
+from remote_agent.strategies.tuple_hash import TupleIndex
+from remote_agent.timings import Timings
 
 
 def _first_repeat(positions: np.ndarray, seen: np.ndarray) -> int | None:

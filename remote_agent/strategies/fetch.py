@@ -8,13 +8,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .. import chunks
-from ..adapters.base import Adapter, Session
-from ..adapters.rows import RowConverter
-from ..protocol import frames
-from ..protocol.wire import key_values
-from ..sitequery import ValidatedQuery
-from ..timings import Timings
+from protocol import frames
+from protocol.wire import key_values
+from remote_agent import chunks
+from remote_agent.adapters.base import Adapter, Session
+from remote_agent.adapters.rows import RowConverter
+from remote_agent.sitequery import ValidatedQuery
+from remote_agent.timings import Timings
 
 #: Keys per lookup statement; well under SQLite's and PostgreSQL's bound-parameter limits.
 LOOKUP_CHUNK = 500

@@ -24,18 +24,18 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from .. import chunks, key_intervals, readahead
-from ..adapters.base import Adapter
-from ..adapters.rows import RowConverter
-from ..errors import BadRequest
-from ..pacing import Pacer, Pacing
-from ..protocol import frames
-from ..protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
-from ..protocol.ranges import RangeSet, RangesOverlap
-from ..protocol.types import Column
-from ..protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
-from ..sitequery import ValidatedQuery
-from ..timings import Timings
+from protocol import frames
+from protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
+from protocol.ranges import RangeSet, RangesOverlap
+from protocol.types import Column
+from protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
+from remote_agent import chunks, key_intervals, readahead
+from remote_agent.adapters.base import Adapter
+from remote_agent.adapters.rows import RowConverter
+from remote_agent.errors import BadRequest
+from remote_agent.pacing import Pacer, Pacing
+from remote_agent.sitequery import ValidatedQuery
+from remote_agent.timings import Timings
 
 
 def range_set(key: list[str], batches) -> RangeSet:

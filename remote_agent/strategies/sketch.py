@@ -45,26 +45,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from .. import chunks, readahead
-from ..adapters.base import Adapter
-from ..adapters.rows import RowConverter
-from ..errors import BadRequest, Gone
-from ..pacing import Pacer, Pacing
-from ..protocol import frames
-from ..protocol.fingerprints import (
-    integer_key,
-    key_fingerprints,
-    keys_from_fingerprints,
-    row_fingerprints,
-    sketch_seeds,
-)
-from ..protocol.iblt import Iblt, Peeled
-from ..protocol.types import Column
-from ..protocol.wire import KEY_FP, key_values
-from ..sitequery import ValidatedQuery
-from ..timings import Timings
-from .checks import key_columns
-from .fetch import lookup_rows
+from protocol import frames
+from protocol.fingerprints import integer_key, key_fingerprints, keys_from_fingerprints, row_fingerprints, sketch_seeds
+from protocol.iblt import Iblt, Peeled
+from protocol.types import Column
+from protocol.wire import KEY_FP, key_values
+from remote_agent import chunks, readahead
+from remote_agent.adapters.base import Adapter
+from remote_agent.adapters.rows import RowConverter
+from remote_agent.errors import BadRequest, Gone
+from remote_agent.pacing import Pacer, Pacing
+from remote_agent.sitequery import ValidatedQuery
+from remote_agent.strategies.checks import key_columns
+from remote_agent.strategies.fetch import lookup_rows
+from remote_agent.timings import Timings
 
 #: Bytes of one cell of the agent's table in memory (four 64-bit sums).
 CELL_MEMORY = 32

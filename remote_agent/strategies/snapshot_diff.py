@@ -28,18 +28,18 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..adapters.dumps import quoted
-from ..adapters.files import FileAdapter
-from ..differential import DELETE, Change
-from ..differential.partitioned_hash import partitioned_hash
-from ..differential.sort_merge import sort_merge
-from ..differential.window import window, window_blocks
-from ..errors import AgentError, UnsupportedQuery
-from ..protocol import frames
-from ..protocol.types import Column, arrow_schema
-from ..protocol.wire import UID, key_values
-from ..sitequery import ValidatedQuery
-from ..timings import Timings
+from protocol import frames
+from protocol.types import Column, arrow_schema
+from protocol.wire import UID, key_values
+from remote_agent.adapters.dumps import quoted
+from remote_agent.adapters.files import FileAdapter
+from remote_agent.differential import DELETE, Change
+from remote_agent.differential.partitioned_hash import partitioned_hash
+from remote_agent.differential.sort_merge import sort_merge
+from remote_agent.differential.window import window, window_blocks
+from remote_agent.errors import AgentError, UnsupportedQuery
+from remote_agent.sitequery import ValidatedQuery
+from remote_agent.timings import Timings
 
 #: The records' hash column (not a column a site query can have: names starting "__" are reserved).
 HASH_COLUMN = "__ds_b"

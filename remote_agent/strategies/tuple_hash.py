@@ -11,12 +11,12 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..errors import BadRequest
-from ..keyindex import KeyIndex
-from ..protocol.encoding import LIMB_BITS, limbs_from_bytes
-from ..protocol.types import Column
-from ..protocol.wire import HASH
-from .checks import wire_hashes
+from protocol.encoding import LIMB_BITS, limbs_from_bytes
+from protocol.types import Column
+from protocol.wire import HASH
+from remote_agent.errors import BadRequest
+from remote_agent.keyindex import KeyIndex
+from remote_agent.strategies.checks import wire_hashes
 
 
 class TupleIndex:

@@ -7,13 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
+from service import feed
+from service.deltaformat import NDJSON, PARQUET, encode_delta
+from service.deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
+from service.jsonvalues import BATCH_ROWS
+from service.models import error_responses
 from warehouse.storage import ViewStore
-
-from .. import feed
-from ..deltaformat import NDJSON, PARQUET, encode_delta
-from ..deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
-from ..jsonvalues import BATCH_ROWS
-from ..models import error_responses
 
 router = APIRouter(prefix="/v1/views/{name}", tags=["changes"])
 

@@ -1,6 +1,6 @@
 from fastapi import APIRouter
 
-from ..models import Health
+from service.models import Health
 
 router = APIRouter(tags=["health"])
 

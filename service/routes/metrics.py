@@ -4,8 +4,8 @@ service: SERVICE_API_KEY guards only the calls that change something."""
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from ..deps import CatalogDep, MetricsDep
-from ..metrics import MEDIA_TYPE
+from service.deps import CatalogDep, MetricsDep
+from service.metrics import MEDIA_TYPE
 
 router = APIRouter(tags=["metrics"])
 

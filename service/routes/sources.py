@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from ..deps import ApiKey, CatalogDep
-from ..models import SourceIn, SourceOut, error_responses
+from service.deps import ApiKey, CatalogDep
+from service.models import SourceIn, SourceOut, error_responses
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
 

@@ -8,14 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from service import feed
+from service.deltaformat import NDJSON, PARQUET, encode_delta
+from service.deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep, WithBeforeQuery
+from service.errors import Conflict
+from service.jsonvalues import BATCH_ROWS
+from service.models import SyncOut, SyncQueued, error_responses
 from warehouse.storage import ViewStore
-
-from .. import feed
-from ..deltaformat import NDJSON, PARQUET, encode_delta
-from ..deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep, WithBeforeQuery
-from ..errors import Conflict
-from ..jsonvalues import BATCH_ROWS
-from ..models import SyncOut, SyncQueued, error_responses
 
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from ..errors import NotFound
+from service.errors import NotFound
 
 router = APIRouter(tags=["ui"])
 

@@ -5,6 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
+from service.deltaformat import NDJSON, PARQUET, rows_parquet
+from service.deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
+from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
+from service.jsonvalues import BATCH_ROWS, ndjson_lines
+from service.models import ScheduleIn, ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
+from service.scheduler import schedule_fields
 from warehouse import layers, view_sample
 from warehouse.errors import SchemaUnavailable
 from warehouse.matching import check_match
@@ -14,13 +20,6 @@ from warehouse.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.statistics import view_statistics
 from warehouse.storage import ViewStore
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
-
-from ..deltaformat import NDJSON, PARQUET, rows_parquet
-from ..deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
-from ..errors import Conflict, DependencyFailed, NotFound, Unprocessable
-from ..jsonvalues import BATCH_ROWS, ndjson_lines
-from ..models import ScheduleIn, ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
-from ..scheduler import schedule_fields
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 

@@ -11,11 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+from tests.benchmarks import report, runner
+from tests.benchmarks.strategies import STRATEGIES
 from workloads import netns
 from workloads.generators import WORKLOADS
-
-from . import report, runner
-from .strategies import STRATEGIES
 
 HERE = Path(__file__).resolve().parent
 

@@ -24,10 +24,10 @@ import httpx
 import numpy as np
 import pyarrow as pa
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.encoding import carry_limbs, limbs_to_bytes, row_hash_limbs
-from remote_agent.protocol.models import ExtractControl, SiteSpec
-from remote_agent.protocol.types import Column, LogicalType
+from protocol import frames
+from protocol.encoding import carry_limbs, limbs_to_bytes, row_hash_limbs
+from protocol.models import ExtractControl, SiteSpec
+from protocol.types import Column, LogicalType
 from workloads.harness import ROOT, free_port
 
 UNIT_SIZE = 8

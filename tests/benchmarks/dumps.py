@@ -33,12 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from protocol import frames
 from remote_agent.adapters.files import FileAdapter
 from remote_agent.differential import DELETE, INSERT
 from remote_agent.differential.partitioned_hash import partitioned_hash
 from remote_agent.differential.sort_merge import sort_merge
 from remote_agent.differential.window import window_blocks
-from remote_agent.protocol import frames
 from remote_agent.sitequery import validate_site_query
 from remote_agent.strategies.snapshot_diff import record_arrays
 from remote_agent.timings import Timings

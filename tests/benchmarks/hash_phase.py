@@ -23,13 +23,13 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
+from protocol.encoding import encode_rows, row_hash_limbs
+from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from protocol.iblt import Iblt
+from protocol.types import Column
 from remote_agent import chunks
 from remote_agent.adapters import open_adapter
 from remote_agent.adapters.rows import RowConverter
-from remote_agent.protocol.encoding import encode_rows, row_hash_limbs
-from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from remote_agent.protocol.iblt import Iblt
-from remote_agent.protocol.types import Column
 from remote_agent.sitequery import validate_site_query
 from remote_agent.strategies.checks import key_columns
 from remote_agent.timings import Timings

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from remote_agent.protocol import frames
+from protocol import frames
 from workloads.harness import Api, start_agent, start_service
 
 HERE = Path(__file__).resolve().parent

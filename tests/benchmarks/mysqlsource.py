@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from remote_agent.adapters.mysql import SQL_MODE
+from tests.benchmarks.oracle import FETCH_ROWS, SourceTruth
+from tests.benchmarks.pgsource import sqlite_rows
 from workloads.generators import Change, TableShape
 from workloads.mariadb import MariadbDatabase, MariadbServer, connect, start_mariadb
-
-from .oracle import FETCH_ROWS, SourceTruth
-from .pgsource import sqlite_rows
 
 #: Characters of a text key: a TEXT column cannot be a key without a length; 255 characters
 #: of utf8mb4 (1,020 bytes) fit InnoDB's 3,072-byte key limit, three of them too.

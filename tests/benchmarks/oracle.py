@@ -30,9 +30,9 @@ import psycopg
 import pyarrow as pa
 import xxhash
 
+from protocol import frames
+from protocol.types import Column, LogicalType, arrow_schema
 from remote_agent.adapters.convert import converter_for
-from remote_agent.protocol import frames
-from remote_agent.protocol.types import Column, LogicalType, arrow_schema
 
 #: Rows per Arrow frame when sizing the lower bound: the agent's default `batch_rows`, so the
 #: load's bound is the site query as the wire would carry it (larger frames do not compress

@@ -23,13 +23,12 @@ from pathlib import Path
 import psycopg
 from sqlglot import exp, parse_one
 
-from remote_agent.protocol.types import Column
+from protocol.types import Column
 from service.jsonvalues import to_json_value
+from tests.benchmarks.pgsource import create_table, postgres_ddl, replace_rows, replay_change, sqlite_rows
+from tests.benchmarks.strategies import Skipped, SyncResult
+from tests.benchmarks.tcpproxy import ByteCountingProxy
 from workloads.generators import Change, TableShape
-
-from .pgsource import create_table, postgres_ddl, replace_rows, replay_change, sqlite_rows
-from .strategies import Skipped, SyncResult
-from .tcpproxy import ByteCountingProxy
 
 #: reladiff's own defaults, named here because the results depend on them: 32 segments per
 #: bisection step, segments under 16,384 rows are downloaded and compared row by row, and

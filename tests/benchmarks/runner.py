@@ -24,17 +24,16 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from remote_agent.protocol.types import Column
+from protocol.types import Column
+from tests.benchmarks import machine
+from tests.benchmarks.mysqlsource import MariadbSource, MariadbTruth
+from tests.benchmarks.oracle import PostgresTruth, SourceTruth, TrueDelta
+from tests.benchmarks.pgsource import PostgresSource
+from tests.benchmarks.reladiff_runner import SourceContext
+from tests.benchmarks.strategies import STRATEGIES, Skipped, SyncResult, make_runner
 from workloads import netns
 from workloads.generators import WORKLOADS, Workload
 from workloads.harness import Api, start_agent, start_service
-
-from . import machine
-from .mysqlsource import MariadbSource, MariadbTruth
-from .oracle import PostgresTruth, SourceTruth, TrueDelta
-from .pgsource import PostgresSource
-from .reladiff_runner import SourceContext
-from .strategies import STRATEGIES, Skipped, SyncResult, make_runner
 
 #: Rows of the warm-up view: enough to run every step of a sync, too few to cost time.
 WARM_UP_ROWS = 2_000

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.types import Column, LogicalType
 from warehouse import sample_refresh, view_sample
 from warehouse.delta import DELETE, INSERT, UPDATE
 from warehouse.storage import OP

@@ -141,7 +141,7 @@ def make_runner(api: Api, strategy: Strategy, view: str, sql: str, source=None, 
     if strategy.kind == "view":
         return ViewRunner(api, strategy, view, sql, options)
     if strategy.name == "reladiff":
-        from .reladiff_runner import ReladiffRunner
+        from tests.benchmarks.reladiff_runner import ReladiffRunner
 
         return ReladiffRunner(api, strategy, view, sql, source)
     raise ValueError(f"no runner for strategy {strategy.name!r}")

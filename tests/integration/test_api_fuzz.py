@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import CHECKS, load_all_checks
 
+from protocol import frames
+from protocol.models import ExtractControl, FetchControl, RangesControl
+from protocol.wire import HASH
 from remote_agent.app import create_app as create_agent
 from remote_agent.errors import AgentError
-from remote_agent.protocol import frames
-from remote_agent.protocol.models import ExtractControl, FetchControl, RangesControl
-from remote_agent.protocol.wire import HASH
 from remote_agent.settings import AgentSettings
 from remote_agent.sitequery import validate_site_query
 from workloads.harness import start_agent

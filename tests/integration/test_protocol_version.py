@@ -13,8 +13,8 @@ import sqlite3
 import httpx
 import pytest
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec
+from protocol import frames
+from protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec
 from tests.support.agent_requests import QUERY_ENDPOINTS
 from warehouse.agent_client import AgentClient
 from warehouse.errors import AgentRejected

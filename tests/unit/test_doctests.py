@@ -13,6 +13,7 @@ import pkgutil
 import pytest
 
 import deltasieve_cli
+import protocol
 import remote_agent
 import service
 import warehouse
@@ -20,7 +21,7 @@ import warehouse
 
 def _modules() -> list[str]:
     names = []
-    for package in (remote_agent, service, warehouse, deltasieve_cli):
+    for package in (protocol, remote_agent, service, warehouse, deltasieve_cli):
         names.append(package.__name__)
         names += [
             m.name
@@ -33,7 +34,7 @@ def _modules() -> list[str]:
 def test_every_package_module_is_checked():
     assert {
         "remote_agent.keyindex",
-        "remote_agent.protocol.encoding",
+        "protocol.encoding",
         "warehouse.planning",
         "deltasieve_cli.formats",
     } <= set(_modules())

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import math
 
-from .auto import Auto
-from .base import SiteContext, SiteEstimate, Strategy
-from .full_ship import FullShip
-from .group_hash import GroupHash
-from .range_checksum import RangeChecksum
-from .row_version import RowVersion
-from .sketch import Sketch
-from .snapshot_diff import SnapshotDiff
-from .timestamp import Timestamp
-from .tuple_hash import TupleHash
+from warehouse.strategies.auto import Auto
+from warehouse.strategies.base import SiteContext, SiteEstimate, Strategy
+from warehouse.strategies.full_ship import FullShip
+from warehouse.strategies.group_hash import GroupHash
+from warehouse.strategies.range_checksum import RangeChecksum
+from warehouse.strategies.row_version import RowVersion
+from warehouse.strategies.sketch import Sketch
+from warehouse.strategies.snapshot_diff import SnapshotDiff
+from warehouse.strategies.timestamp import Timestamp
+from warehouse.strategies.tuple_hash import TupleHash
 
 #: Name -> strategy class, in the order the README and the benchmarks list them.
 STRATEGIES: dict[str, type[Strategy]] = {

@@ -13,13 +13,13 @@ can start from it; elsewhere it never considers it.
 
 from __future__ import annotations
 
-from .base import SiteContext, SiteEstimate, Strategy
-from .full_ship import FullShip
-from .group_hash import GroupHash
-from .row_version import RowVersion
-from .sketch import Sketch
-from .snapshot_diff import SnapshotDiff
-from .timestamp import Timestamp
+from warehouse.strategies.base import SiteContext, SiteEstimate, Strategy
+from warehouse.strategies.full_ship import FullShip
+from warehouse.strategies.group_hash import GroupHash
+from warehouse.strategies.row_version import RowVersion
+from warehouse.strategies.sketch import Sketch
+from warehouse.strategies.snapshot_diff import SnapshotDiff
+from warehouse.strategies.timestamp import Timestamp
 
 #: What auto chooses among; of two that expect the same, the earlier (the simpler exchange) wins.
 CANDIDATES: tuple[type[Strategy], ...] = (FullShip, GroupHash, Sketch)

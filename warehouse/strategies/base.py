@@ -27,23 +27,22 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.models import ChangedSince, ExtractControl, FetchControl, SiteSpec
-from remote_agent.protocol.types import Column, arrow_schema
-from remote_agent.protocol.wire import COUNT, HASH, UID
-
-from .. import faults
-from ..agent_client import AgentClient
-from ..metrics import SiteMetrics, add_timings
-from ..options import SyncOptions
-from ..planning import CostModel
-from ..sinks import Sink
-from ..spark import local_cores
-from ..storage import Version
-from ..viewdef import SiteQuery
+from protocol import frames
+from protocol.models import ChangedSince, ExtractControl, FetchControl, SiteSpec
+from protocol.types import Column, arrow_schema
+from protocol.wire import COUNT, HASH, UID
+from warehouse import faults
+from warehouse.agent_client import AgentClient
+from warehouse.metrics import SiteMetrics, add_timings
+from warehouse.options import SyncOptions
+from warehouse.planning import CostModel
+from warehouse.sinks import Sink
+from warehouse.spark import local_cores
+from warehouse.storage import Version
+from warehouse.viewdef import SiteQuery
 
 if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports this module
-    from ..sketch_prep import Preparations
+    from warehouse.sketch_prep import Preparations
 
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
@@ -171,7 +170,7 @@ class SiteContext:
         master the driver is the only executor, and Arrow reads the files with the keys as
         a filter (a fraction of a second at 1M rows, where a Spark job over the fragment
         took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
-        from .. import layers  # layers reads fragments with this module's schemas
+        from warehouse import layers  # layers reads fragments with this module's schemas
 
         if self.local_master:
             return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys)

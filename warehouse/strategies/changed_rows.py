@@ -36,16 +36,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from remote_agent.protocol.models import SiteSpec
-
-from ..delta import check_unique
-from ..formats import read_format
-from ..stamps import StampSettings, keys_sql
-from ..storage import Version
-from ..touched_delta import check_unique as check_unique_arrow
-from ..viewdef import SiteQuery
-from . import key_sketch
-from .base import (
+from protocol.models import SiteSpec
+from warehouse.delta import check_unique
+from warehouse.formats import read_format
+from warehouse.stamps import StampSettings, keys_sql
+from warehouse.storage import Version
+from warehouse.strategies import key_sketch
+from warehouse.strategies.base import (
     Answer,
     DeltaInputs,
     SiteContext,
@@ -55,9 +52,11 @@ from .base import (
     fetch_exchange,
     spark_schema,
 )
-from .full_ship import FullShip
-from .key_sketch import source_of
-from .range_checksum import INITIAL_RANGES, RangeChecksum
+from warehouse.strategies.full_ship import FullShip
+from warehouse.strategies.key_sketch import source_of
+from warehouse.strategies.range_checksum import INITIAL_RANGES, RangeChecksum
+from warehouse.touched_delta import check_unique as check_unique_arrow
+from warehouse.viewdef import SiteQuery
 
 #: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
 #: plus those read again (within the lag, or written by transactions already seen).
@@ -190,7 +189,7 @@ class ChangedRows(Strategy):
 
     def _reconcile(self, fallback: str | None) -> None:
         """Hand the site to the differencing strategy auto would choose (a fall-back when `fallback` says why)."""
-        from .auto import choose  # auto's candidates import nothing of this module
+        from warehouse.strategies.auto import choose  # auto's candidates import nothing of this module
 
         self.full = choose(self.ctx.estimate).create(self.ctx)
         self.report.update(reconciled=True, reconciliation=self.full.name)

@@ -5,7 +5,7 @@ The baseline every other strategy must beat, and what a verify sync reads to aud
 
 from __future__ import annotations
 
-from .base import Answer, SiteEstimate, Strategy, extract_exchange
+from warehouse.strategies.base import Answer, SiteEstimate, Strategy, extract_exchange
 
 
 class FullShip(Strategy):

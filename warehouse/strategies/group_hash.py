@@ -23,15 +23,14 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.encoding import combine, hash_from_bytes
-from remote_agent.protocol.types import arrow_schema
-from remote_agent.protocol.wire import COUNT, HASH, key_values
-from remote_agent.protocol.wire import UID as WIRE_UID
-
-from .. import planning
-from ..grouping import BENEFIT, GROUP_HASH, KIND, MEMBER, ROW_HASH, UID, UNIT, members, plan_groups, units
-from .base import SEND_BATCH_ROWS, Answer, SiteEstimate, Strategy, extract_exchange, fetch_exchange
+from protocol import frames
+from protocol.encoding import combine, hash_from_bytes
+from protocol.types import arrow_schema
+from protocol.wire import COUNT, HASH, key_values
+from protocol.wire import UID as WIRE_UID
+from warehouse import planning
+from warehouse.grouping import BENEFIT, GROUP_HASH, KIND, MEMBER, ROW_HASH, UID, UNIT, members, plan_groups, units
+from warehouse.strategies.base import SEND_BATCH_ROWS, Answer, SiteEstimate, Strategy, extract_exchange, fetch_exchange
 
 
 class GroupHash(Strategy):

@@ -28,13 +28,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import sketches
-from ..metrics import SiteMetrics
-from ..planning import CostModel
-from ..storage import Version
-from ..viewdef import SiteQuery
-from .base import SiteContext, SiteEstimate, spark_schema
-from .sketch import Sketch
+from warehouse import sketches
+from warehouse.metrics import SiteMetrics
+from warehouse.planning import CostModel
+from warehouse.storage import Version
+from warehouse.strategies.base import SiteContext, SiteEstimate, spark_schema
+from warehouse.strategies.sketch import Sketch
+from warehouse.viewdef import SiteQuery
 
 
 def key_only_context(ctx: SiteContext, keys_site: SiteQuery, staging: str, **changes) -> SiteContext:

@@ -29,18 +29,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.encoding import combine, hash_from_bytes, hash_to_bytes
-from remote_agent.protocol.models import RangesControl, SiteSpec
-from remote_agent.protocol.ranges import RangeSet
-from remote_agent.protocol.types import Column
-from remote_agent.protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
-
-from ..agent_client import AgentClient
-from ..errors import ProtocolError
-from ..hashing import ROW_HASH, spark_row_hashes
-from ..sinks import Sink
-from .base import Answer, SiteEstimate, Strategy, spark_schema
+from protocol import frames
+from protocol.encoding import combine, hash_from_bytes, hash_to_bytes
+from protocol.models import RangesControl, SiteSpec
+from protocol.ranges import RangeSet
+from protocol.types import Column
+from protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
+from warehouse.agent_client import AgentClient
+from warehouse.errors import ProtocolError
+from warehouse.hashing import ROW_HASH, spark_row_hashes
+from warehouse.sinks import Sink
+from warehouse.strategies.base import Answer, SiteEstimate, Strategy, spark_schema
 
 #: Ranges of the first round.
 INITIAL_RANGES = 64

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ProtocolError
-from ..stamps import StampSettings, ranged_sql
-from ..xid_snapshots import Snapshot, fallback_reason
-from .base import Answer, SiteContext, extract_exchange
-from .changed_rows import ChangedRows, KeptState
+from warehouse.errors import ProtocolError
+from warehouse.stamps import StampSettings, ranged_sql
+from warehouse.strategies.base import Answer, SiteContext, extract_exchange
+from warehouse.strategies.changed_rows import ChangedRows, KeptState
+from warehouse.xid_snapshots import Snapshot, fallback_reason
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "row_version.json"

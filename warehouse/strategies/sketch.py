@@ -30,19 +30,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from remote_agent.protocol.iblt_sizing import cells_for
-from remote_agent.protocol.models import MAX_SKETCH_WIDTH, SketchControl
-from remote_agent.protocol.wire import KEY_FP
-
-from .. import sketch_prep, sketches
-from ..errors import AgentRejected, ProtocolError
-from ..metrics import add_timings
-from ..sinks import Sink
-from ..storage import Version
-from .base import Answer, SiteEstimate, Strategy, spark_schema
-from .group_hash import GroupHash
+from protocol import frames
+from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from protocol.iblt_sizing import cells_for
+from protocol.models import MAX_SKETCH_WIDTH, SketchControl
+from protocol.wire import KEY_FP
+from warehouse import sketch_prep, sketches
+from warehouse.errors import AgentRejected, ProtocolError
+from warehouse.metrics import add_timings
+from warehouse.sinks import Sink
+from warehouse.storage import Version
+from warehouse.strategies.base import Answer, SiteEstimate, Strategy, spark_schema
+from warehouse.strategies.group_hash import GroupHash
 
 #: Share of syncs allowed to fail to peel at the stage the statistics size.
 PEEL_FAILURE = 0.01

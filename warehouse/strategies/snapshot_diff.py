@@ -29,16 +29,15 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.models import SnapshotDiffControl
-
-from .. import null_keys
-from ..errors import ProtocolError
-from ..sinks import Sink
-from ..stamps import DIFF_DEFAULTS, StampSettings
-from ..touched_delta import check_unique as check_unique_arrow
-from .base import Answer, SiteContext, SiteEstimate, add_timings
-from .changed_rows import ChangedRows, KeptState, source_of
+from protocol import frames
+from protocol.models import SnapshotDiffControl
+from warehouse import null_keys
+from warehouse.errors import ProtocolError
+from warehouse.sinks import Sink
+from warehouse.stamps import DIFF_DEFAULTS, StampSettings
+from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, add_timings
+from warehouse.strategies.changed_rows import ChangedRows, KeptState, source_of
+from warehouse.touched_delta import check_unique as check_unique_arrow
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "snapshot_diff.json"

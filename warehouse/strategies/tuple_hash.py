@@ -12,11 +12,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 
-from remote_agent.protocol import frames
-from remote_agent.protocol.wire import HASH
-
-from ..hashing import ROW_HASH, spark_row_hashes
-from .base import SEND_BATCH_ROWS, TUPLE_HASH_BITS, Answer, SiteEstimate, Strategy, extract_exchange
+from protocol import frames
+from protocol.wire import HASH
+from warehouse.hashing import ROW_HASH, spark_row_hashes
+from warehouse.strategies.base import SEND_BATCH_ROWS, TUPLE_HASH_BITS, Answer, SiteEstimate, Strategy, extract_exchange
 
 
 class TupleHash(Strategy):

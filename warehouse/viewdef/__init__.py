@@ -5,12 +5,11 @@ The analysis runs as ordered steps: parse -> bind tables -> bind columns -> choo
 is a `ViewDef` (`model`), which the catalog stores as JSON.
 """
 
-from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
-
-from .binding import VIEW_DIALECT, VIEW_FORM, referenced_sources
-from .cross_site import CROSS_SITE_HELP
-from .decomposition import ASSEMBLY_DIALECT, analyze_view, site_table
-from .model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError, upgrade_definition
+from protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
+from warehouse.viewdef.binding import VIEW_DIALECT, VIEW_FORM, referenced_sources
+from warehouse.viewdef.cross_site import CROSS_SITE_HELP
+from warehouse.viewdef.decomposition import ASSEMBLY_DIALECT, analyze_view, site_table
+from warehouse.viewdef.model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError, upgrade_definition
 
 __all__ = [
     "ASSEMBLY_DIALECT",

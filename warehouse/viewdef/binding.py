@@ -19,12 +19,11 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from remote_agent.protocol import sitenames, sitesql
-from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
-from remote_agent.protocol.types import LogicalType
-
-from .keys import KeyPart, derive
-from .model import UnknownSourceError, ViewDefinitionError
+from protocol import sitenames, sitesql
+from protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from protocol.types import LogicalType
+from warehouse.viewdef.keys import KeyPart, derive
+from warehouse.viewdef.model import UnknownSourceError, ViewDefinitionError
 
 #: sqlglot dialect the view's own SQL is read in (None is sqlglot's standard dialect).
 VIEW_DIALECT: str | None = None

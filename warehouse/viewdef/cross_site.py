@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from remote_agent.protocol import sitesql
-
-from .binding import BoundView
-from .model import ViewDefinitionError
+from protocol.sqlnodes import snippet
+from warehouse.viewdef.binding import BoundView
+from warehouse.viewdef.model import ViewDefinitionError
 
 #: What a condition across sites may contain, appended to its rejections.
 CROSS_SITE_HELP = (
@@ -51,7 +50,7 @@ def check_cross_site(condition: exp.Expression, bound: BoundView) -> None:
 
     def fail(problem: str) -> None:
         raise ViewDefinitionError(
-            f"the condition {sitesql.snippet(condition)} reads tables of several sites, so the warehouse evaluates it, where {problem}; {CROSS_SITE_HELP}"
+            f"the condition {snippet(condition)} reads tables of several sites, so the warehouse evaluates it, where {problem}; {CROSS_SITE_HELP}"
         )
 
     def family(node: exp.Expression) -> str | None:
@@ -67,14 +66,14 @@ def check_cross_site(condition: exp.Expression, bound: BoundView) -> None:
         if isinstance(node, exp.Literal):
             return "number"
         if isinstance(node, exp.Div):
-            fail(f"division is not supported ({sitesql.snippet(node)})")
+            fail(f"division is not supported ({snippet(node)})")
         if isinstance(node, exp.Like):
-            fail(f"LIKE is not supported ({sitesql.snippet(node)})")
+            fail(f"LIKE is not supported ({snippet(node)})")
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)):
             for operand in (node.this, node.args.get("expression")):
                 kind = family(operand) if operand is not None else None
                 if kind not in (None, "number"):
-                    fail(f"arithmetic works on numbers only ({sitesql.snippet(node)} uses a {kind} value)")
+                    fail(f"arithmetic works on numbers only ({snippet(node)} uses a {kind} value)")
             return "number"
         if isinstance(node, _COMPARISONS):
             same(node, node.this, node.expression)
@@ -93,11 +92,11 @@ def check_cross_site(condition: exp.Expression, bound: BoundView) -> None:
     def same(node: exp.Expression, *operands: exp.Expression) -> None:
         kinds = {k for k in map(family, operands) if k is not None}
         if len(kinds) > 1:
-            fail(f"{sitesql.snippet(node)} compares values of different kinds ({' and '.join(sorted(kinds))})")
+            fail(f"{snippet(node)} compares values of different kinds ({' and '.join(sorted(kinds))})")
 
     def truth(node: exp.Expression) -> None:
         kind = family(node)
         if kind not in (None, "boolean"):
-            fail(f"{sitesql.snippet(node)} is a {kind} value, not a condition")
+            fail(f"{snippet(node)} is a {kind} value, not a condition")
 
     truth(condition)

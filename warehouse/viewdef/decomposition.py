@@ -21,15 +21,14 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
-from remote_agent.protocol import sitesql
-from remote_agent.protocol.grouped import COUNT_COLUMN, null_flag
-from remote_agent.protocol.schema import SourceSchema
-from remote_agent.protocol.types import Column
-
-from .binding import BoundView, bind_view
-from .cross_site import CROSS_SITE_HELP, check_cross_site
-from .grouped_site import combination_items, grouped_items, grouped_site, nulls_restored
-from .model import SiteQuery, ViewDef, ViewDefinitionError
+from protocol import sitesql
+from protocol.grouped import COUNT_COLUMN, null_flag
+from protocol.schema import SourceSchema
+from protocol.types import Column
+from warehouse.viewdef.binding import BoundView, bind_view
+from warehouse.viewdef.cross_site import CROSS_SITE_HELP, check_cross_site
+from warehouse.viewdef.grouped_site import combination_items, grouped_items, grouped_site, nulls_restored
+from warehouse.viewdef.model import SiteQuery, ViewDef, ViewDefinitionError
 
 #: sqlglot dialect of the assembly, the warehouse-side query that joins the site fragments.
 ASSEMBLY_DIALECT = "spark"

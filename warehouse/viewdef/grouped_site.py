@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from remote_agent.protocol import grouped, sitesql
-from remote_agent.protocol.types import Column, LogicalType
-
-from .binding import BoundView
+from protocol import grouped, sitesql
+from protocol.types import Column, LogicalType
+from warehouse.viewdef.binding import BoundView
 
 #: What a grouped site query puts in place of NULL, per logical type: any value its
 #: column's converter reads will do (the NULL flag beside it says the value was NULL).

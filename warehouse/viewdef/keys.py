@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 if TYPE_CHECKING:
-    from .binding import BoundView
+    from warehouse.viewdef.binding import BoundView
 
 Attribute = tuple[int, str]  # (index of the table occurrence, column name)
 Named = tuple[str, str]  # (alias of the table occurrence, column name)

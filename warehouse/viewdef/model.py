@@ -8,11 +8,15 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from remote_agent.protocol.grouped import COUNT_COLUMN
-from remote_agent.protocol.types import Column
-
-from ..errors import FormatError
-from ..formats import DEFINITION_FORMAT, JOINED_MULTISET_DEFINITION_FORMAT, MULTISET_DEFINITION_FORMAT, read_format
+from protocol.grouped import COUNT_COLUMN
+from protocol.types import Column
+from warehouse.errors import FormatError
+from warehouse.formats import (
+    DEFINITION_FORMAT,
+    JOINED_MULTISET_DEFINITION_FORMAT,
+    MULTISET_DEFINITION_FORMAT,
+    read_format,
+)
 
 
 class ViewDefinitionError(ValueError):

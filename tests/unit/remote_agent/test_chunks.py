@@ -125,8 +125,8 @@ class _nothing:
 
 
 def test_chunk_sql_is_keyset_pagination_on_the_stored_key():
+    from protocol.types import LogicalType
     from remote_agent.adapters.base import ColumnInfo, TableInfo
-    from remote_agent.protocol.types import LogicalType
 
     table = TableInfo(
         "t",

@@ -6,15 +6,8 @@ import pyarrow as pa
 import pytest
 import xxhash
 
-from remote_agent.protocol.encoding import (
-    canonical_decimal,
-    combine,
-    encode_rows,
-    encode_value,
-    hash_from_bytes,
-    row_hashes,
-)
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.encoding import canonical_decimal, combine, encode_rows, encode_value, hash_from_bytes, row_hashes
+from protocol.types import Column, LogicalType
 from tests.support.vectors import SEED, VECTORS, arrow_column, value
 
 

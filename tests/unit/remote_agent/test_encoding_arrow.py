@@ -17,14 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_agent.protocol.encoding import (
-    _encode_column,
-    _encode_column_arrow,
-    _encode_column_python,
-    encode_rows,
-    row_hashes,
-)
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.encoding import _encode_column, _encode_column_arrow, _encode_column_python, encode_rows, row_hashes
+from protocol.types import Column, LogicalType
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(

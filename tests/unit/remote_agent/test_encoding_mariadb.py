@@ -10,10 +10,10 @@ from __future__ import annotations
 import MySQLdb
 import pytest
 
+from protocol.encoding import encode_rows
+from protocol.types import Column
 from remote_agent.adapters.mysql import MysqlAdapter
 from remote_agent.adapters.rows import RowConverter
-from remote_agent.protocol.encoding import encode_rows
-from remote_agent.protocol.types import Column
 from tests.support.mariadb_legacy import Owner
 from tests.support.vectors import VECTORS, value
 

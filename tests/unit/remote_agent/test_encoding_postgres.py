@@ -5,10 +5,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from protocol.encoding import encode_rows
+from protocol.types import Column
 from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter
-from remote_agent.protocol.encoding import encode_rows
-from remote_agent.protocol.types import Column
 from tests.support.vectors import VECTORS, value
 
 DECLARED = {

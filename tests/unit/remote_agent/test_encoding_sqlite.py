@@ -7,10 +7,10 @@ import sqlite3
 
 import pytest
 
+from protocol.encoding import encode_rows
+from protocol.types import Column
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter
-from remote_agent.protocol.encoding import encode_rows
-from remote_agent.protocol.types import Column
 from tests.support.vectors import VECTORS, value
 
 DECLARED = {

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_agent.protocol import frames
+from protocol import frames
 
 
 def _body() -> bytes:

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol.encoding import combine, limbs_to_bytes, row_hash_limbs, row_hashes
+from protocol.types import Column, LogicalType
+from protocol.wire import key_values
 from remote_agent.errors import BadRequest
 from remote_agent.keyindex import KeyIndex, hashed_fingerprint
-from remote_agent.protocol.encoding import combine, limbs_to_bytes, row_hash_limbs, row_hashes
-from remote_agent.protocol.types import Column, LogicalType
-from remote_agent.protocol.wire import key_values
 from remote_agent.strategies.group_hash import UnitIndex
 
 INT = [Column("id", LogicalType("int"))]

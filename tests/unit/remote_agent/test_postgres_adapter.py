@@ -10,11 +10,11 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from protocol.types import LogicalType
 from remote_agent.adapters import open_adapter
 from remote_agent.adapters.base import TableInfo
 from remote_agent.adapters.postgres import CAST_TO_TEXT, PostgresAdapter, logical_type
 from remote_agent.errors import BadRequest, Forbidden, SourceUnavailable
-from remote_agent.protocol.types import LogicalType
 from workloads.postgres import PostgresDatabase
 
 UTC = dt.UTC

@@ -6,12 +6,12 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from protocol.types import LogicalType
 from remote_agent import chunks
 from remote_agent.adapters import postgres as pg
 from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import Forbidden, SourceDataError, SourceUnavailable
-from remote_agent.protocol.types import LogicalType
 from remote_agent.sitequery import validate_site_query
 from remote_agent.timings import Timings
 from workloads.postgres import PostgresDatabase

@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import service.routes.views as views_route
-from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
-from remote_agent.protocol.types import LogicalType
+from protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from protocol.types import LogicalType
 from service.app import create_app
 from service.catalog import Catalog
 from service.jobs import SyncRunner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.types import Column, LogicalType
 from warehouse.delta import build_delta, check_unique
 from warehouse.errors import SourceDataError
 from warehouse.spark import build_session

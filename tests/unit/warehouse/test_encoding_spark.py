@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import xxhash
 
-from remote_agent.protocol.fingerprints import key_fingerprints
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.fingerprints import key_fingerprints
+from protocol.types import Column, LogicalType
 from tests.support.vectors import SEED, VECTORS, arrow_column
 from warehouse.hashing import spark_row_hashes
 from warehouse.spark import build_session

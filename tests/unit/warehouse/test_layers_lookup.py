@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.types import Column, LogicalType
 from warehouse import layers
 from warehouse.spark import build_session
 from warehouse.storage import TNO, UNO, ViewStore

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from remote_agent.protocol.iblt import Iblt
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.iblt import Iblt
+from protocol.types import Column, LogicalType
 from warehouse import layers, sketch_prep, sketches, update_counts
 from warehouse.spark import build_session
 from warehouse.storage import TNO, UNO, Version, ViewStore

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remote_agent.protocol.schema import ColumnInfo, SourceSchema, TableInfo
-from remote_agent.protocol.types import LogicalType
+from protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from protocol.types import LogicalType
 from warehouse.stamps import (
     StampSettings,
     apply_delete_flags,

@@ -8,7 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from remote_agent.protocol.types import Column, LogicalType, arrow_schema
+from protocol.types import Column, LogicalType, arrow_schema
 from warehouse.delta import build_delta
 from warehouse.errors import SourceDataError
 from warehouse.spark import build_session

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from protocol import frames
+from protocol.wire import key_values
 from remote_agent.adapters import open_adapter
 from remote_agent.errors import BadRequest, Gone, SourceDataError
-from remote_agent.protocol import frames
-from remote_agent.protocol.wire import key_values
 from remote_agent.sitequery import validate_site_query
 from remote_agent.strategies.snapshot_diff import snapshot_diff_answer
 

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol.types import LogicalType
 from remote_agent.adapters.base import ColumnInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter, _whole_column
 from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.errors import SourceDataError
-from remote_agent.protocol.types import LogicalType
 
 
 class _Adapter:

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
+from protocol import frames
+from protocol.encoding import combine, hash_to_bytes, row_hashes
+from protocol.models import ExtractControl, SiteSpec
+from protocol.types import Column, LogicalType
+from protocol.wire import HASH, UID
 from remote_agent.app import create_app
-from remote_agent.protocol import frames
-from remote_agent.protocol.encoding import combine, hash_to_bytes, row_hashes
-from remote_agent.protocol.models import ExtractControl, SiteSpec
-from remote_agent.protocol.types import Column, LogicalType
-from remote_agent.protocol.wire import HASH, UID
 from remote_agent.settings import AgentSettings
 from tests.support.agent_requests import check_timings
 

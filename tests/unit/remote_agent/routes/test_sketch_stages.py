@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
+from protocol import frames
+from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from protocol.iblt import Iblt
+from protocol.models import PROTOCOL_VERSION, SiteSpec, SketchControl
+from protocol.types import Column, LogicalType
+from protocol.wire import KEY_FP
 from remote_agent.app import create_app
 from remote_agent.errors import Gone
-from remote_agent.protocol import frames
-from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from remote_agent.protocol.iblt import Iblt
-from remote_agent.protocol.models import PROTOCOL_VERSION, SiteSpec, SketchControl
-from remote_agent.protocol.types import Column, LogicalType
-from remote_agent.protocol.wire import KEY_FP
 from remote_agent.settings import AgentSettings
 from remote_agent.strategies import sketch
 from remote_agent.strategies.sketch import Reconciliations

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from protocol.models import SiteColumn
 from remote_agent.chunks import check_key
 from remote_agent.errors import SourceDataError, example_row
-from remote_agent.protocol.models import SiteColumn
 from remote_agent.strategies.checks import check_columns, duplicate_key
 from tests.unit.remote_agent.test_sitequery import check
 

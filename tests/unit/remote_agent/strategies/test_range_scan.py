@@ -15,11 +15,11 @@ from collections import Counter
 import psycopg
 import pytest
 
+from protocol import frames
+from protocol.ranges import RangeSet
+from protocol.wire import COUNT, RID, key_values
 from remote_agent import key_intervals
 from remote_agent.adapters import open_adapter
-from remote_agent.protocol import frames
-from remote_agent.protocol.ranges import RangeSet
-from remote_agent.protocol.wire import COUNT, RID, key_values
 from remote_agent.sitequery import validate_site_query
 from remote_agent.strategies.range_checksum import range_scan
 from tests.support.collations import STEMS, VARIANTS, language_collation

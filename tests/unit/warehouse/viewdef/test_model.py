@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remote_agent.protocol.types import Column, LogicalType
+from protocol.types import Column, LogicalType
 from warehouse.errors import FormatError, StorageError
 from warehouse.formats import DEFINITION_FORMAT
 from warehouse.viewdef import SiteQuery, ViewDef, upgrade_definition

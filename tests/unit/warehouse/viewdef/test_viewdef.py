@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.types import Column, LogicalType
 from remote_agent.adapters.base import ColumnInfo, TableInfo
-from remote_agent.protocol.types import Column, LogicalType
 from remote_agent.sitequery import validate_site_query
 from warehouse.viewdef import (
     SiteQuery,

@@ -21,13 +21,13 @@ import pyarrow.parquet as pq
 import pytest
 import xxhash
 
+from protocol.encoding import encode_value
+from protocol.fingerprints import key_fingerprints, row_fingerprints
+from protocol.types import Column, LogicalType
 from remote_agent.adapters.base import ColumnInfo
 from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter
-from remote_agent.protocol.encoding import encode_value
-from remote_agent.protocol.fingerprints import key_fingerprints, row_fingerprints
-from remote_agent.protocol.types import Column, LogicalType
 from tests.support.legacy import KEY_DAYS_SPECIAL
 
 SEED = 0x5EED_F1A9

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
+from sqlglot.errors import ErrorLevel, ParseError, TokenError
 
-from .grouped import COLUMN, group_columns, grouped_item, is_count_star, unaliased
+from protocol.grouped import COLUMN, group_columns, grouped_item, is_count_star, unaliased
+from protocol.sqlnodes import describe, is_literal, snippet
 
 ErrorClass = Callable[[str], Exception]
 
@@ -40,7 +41,7 @@ PREDICATE_HELP = (
 SELECT_LIST_HELP = "the select list holds column references only, each optionally aliased (t.col AS name)"
 
 #: Longest piece of SQL quoted back in an error message.
-_SNIPPET_CHARS = 80
+
 #: Numeric literals as sqlglot's tokenizer leaves them: digits, a point, an exponent.
 _NUMBER_RE = re.compile(r"^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
@@ -99,16 +100,6 @@ _TABLE_PROBLEMS = {
     "joins": "parenthesized joins are not supported",
 }
 #: Readable names of operators outside the language, for messages.
-_OPERATOR_NAMES: dict[type[exp.Expression], str] = {
-    exp.ILike: "ILIKE",
-    exp.Escape: "LIKE ... ESCAPE",
-    exp.Mod: "the % operator",
-    exp.NullSafeEQ: "IS NOT DISTINCT FROM",
-    exp.NullSafeNEQ: "IS DISTINCT FROM",
-    exp.SimilarTo: "SIMILAR TO",
-    exp.RegexpLike: "regular expression matching",
-    exp.Distinct: "DISTINCT",
-}
 #: Placeholder column name used to splice a column reference into an adapter's read_as SQL.
 _READ_AS_SLOT = "__deltasieve_read_as_column__"
 
@@ -157,53 +148,6 @@ class SelectParts:
     group: list[exp.Column] | None = None
 
 
-def snippet(node: exp.Expression) -> str:
-    """A short rendering of `node` for error messages."""
-    try:
-        text = node.sql(comments=False)
-    except SqlglotError:
-        text = type(node).__name__
-    return text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 3] + "..."
-
-
-def describe(node: exp.Expression) -> str:
-    """Name the construct `node` stands for, the way a user would call it.
-
-    >>> describe(sqlglot.parse_one("SELECT pg_sleep(1)").expressions[0])
-    'function call pg_sleep(...)'
-    >>> describe(sqlglot.parse_one("SELECT CAST(x AS INT)").expressions[0])
-    'a cast (CAST(x AS INT))'
-    """
-    if isinstance(node, exp.Window):
-        return f"a window function ({snippet(node)})"
-    if isinstance(node, exp.AggFunc):
-        return f"an aggregate ({snippet(node)})"
-    if isinstance(node, (exp.Cast, exp.TryCast)):
-        return f"a cast ({snippet(node)})"
-    if isinstance(node, exp.Case):
-        return "a CASE expression"
-    if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
-        return "a subquery"
-    if isinstance(node, (exp.Placeholder, exp.Parameter)):
-        return f"a query parameter ({snippet(node)})"
-    if isinstance(node, exp.Star):
-        return "*"
-    if isinstance(node, exp.Column):
-        return f"the column reference {snippet(node)}"
-    if isinstance(node, (exp.Concat, exp.DPipe)):
-        return "string concatenation"
-    if isinstance(node, exp.Anonymous):
-        return f"function call {node.name}(...)"
-    if isinstance(node, exp.Func):
-        return f"function call {node.sql_name().lower()}(...)"
-    if isinstance(node, exp.Literal) or type(node).__name__.endswith("String"):
-        return f"the literal {snippet(node)}"
-    named = _OPERATOR_NAMES.get(type(node))
-    if named:
-        return f"{named} ({snippet(node)})"
-    return snippet(node)
-
-
 def check_predicate(node: exp.Expression, error: ErrorClass, clause: str) -> None:
     """Raise `error` unless every node of `node` is in the predicate whitelist.
 
@@ -247,12 +191,6 @@ def check_predicate(node: exp.Expression, error: ErrorClass, clause: str) -> Non
                     raise error(
                         f"{describe(item)} in an IN list is not supported in {clause}: IN lists hold literals only; {PREDICATE_HELP}"
                     )
-
-
-def is_literal(node: exp.Expression) -> bool:
-    if type(node) in (exp.Literal, exp.Boolean, exp.Null):
-        return True
-    return type(node) is exp.Neg and type(node.this) is exp.Literal and not node.this.is_string
 
 
 def parse_select(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .scatter import Scatter
+from protocol.scatter import Scatter
 
 FORMAT_VERSION = 1
 """Version of the Arrow layout written by `Iblt.to_arrow`; bumped when the layout or the hashing changes."""

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_agent.protocol import iblt
-from remote_agent.protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash
-from remote_agent.protocol.iblt_sizing import cells_for
+from protocol import iblt
+from protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash
+from protocol.iblt_sizing import cells_for
 
 U64 = st.integers(0, 2**64 - 1)
 
@@ -297,7 +297,7 @@ def test_a_compact_table_peels_to_the_same_differences(sides, seed):
 
 
 def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
-    from remote_agent.protocol import frames
+    from protocol import frames
 
     rng = np.random.default_rng(1)
     t = Iblt(30_000, seed=5)

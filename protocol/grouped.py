@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from protocol.sqlnodes import describe, is_literal, snippet
+
 #: Output names of the columns a grouped site query adds start with this (sitenames.py
 #: reserves every other name starting with '__').
 MULTISET_PREFIX = "__ds_"
@@ -49,7 +51,6 @@ def is_plain_column(node: exp.Expression | None) -> bool:
 def grouped_item(target: exp.Expression, alias: str | None, error: Callable[[str], Exception]):
     """(kind, column, filler) of a grouped query's select item that is an expression (COUNT
     has no column), or None for a plain column."""
-    from .sitesql import is_literal, snippet  # sitesql imports this module
 
     kind: str | None = None
     column = filler = None
@@ -74,7 +75,6 @@ def grouped_item(target: exp.Expression, alias: str | None, error: Callable[[str
 def group_columns(nodes: list[exp.Expression], kinds: list[str], error: Callable[[str], Exception]) -> list[exp.Column]:
     """The GROUP BY entries, each a plain column, of a query whose select items are of `kinds`
     (COUNT(*) among them exactly once)."""
-    from .sitesql import describe  # sitesql imports this module
 
     for node in nodes:
         if not is_plain_column(node):

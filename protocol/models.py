@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .encoding import DEFAULT_HASH_BITS
+from protocol.encoding import DEFAULT_HASH_BITS
 
 PROTOCOL_VERSION = 2
 #: Widest table (cells per sub-table) an agent builds for a sketch exchange: 2**21 cells in

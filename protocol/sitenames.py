@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .sitesql import ErrorClass, snippet
+from protocol.sitesql import ErrorClass
+from protocol.sqlnodes import snippet
 
 
 def pick_name(wanted: str, names: Iterable[str], error: ErrorClass, what: str) -> str | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .models import ColumnOut, SchemaOut, TableOut
-from .types import LogicalType
+from protocol.models import ColumnOut, SchemaOut, TableOut
+from protocol.types import LogicalType
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from .types import Column, LogicalType
+from protocol.types import Column, LogicalType
 
 #: Group hashes default to 128 bits; 64 is allowed where a smaller hash is worth the risk.
 DEFAULT_HASH_BITS = 128

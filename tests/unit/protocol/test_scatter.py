@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from remote_agent.protocol.scatter import Scatter
+from protocol.scatter import Scatter
 
 
 @pytest.mark.parametrize(

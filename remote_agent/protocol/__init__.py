@@ -1,1 +1,0 @@
-"""The wire protocol shared by the agent and the warehouse: types, row encoding, framing."""

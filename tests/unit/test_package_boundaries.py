@@ -1,0 +1,47 @@
+"""The agent and the warehouse share the contract (`protocol`) and nothing else.
+
+Importing every module of one side must not load a module of the other: the Spark driver
+has no business with the agent's adapters and routes, and the agent never imports Spark or
+the warehouse. The contract itself imports neither side.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import importlib, json, pkgutil, sys
+package = importlib.import_module(sys.argv[1])
+for m in pkgutil.walk_packages(package.__path__, sys.argv[1] + "."):
+    importlib.import_module(m.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+DRIVERS = ("psycopg", "psycopg2", "sqlite3", "pymysql", "MySQLdb", "adbc_driver_postgresql", "duckdb")
+
+#: For each package: the top-level packages of ours it must never load.
+FORBIDDEN = {
+    "warehouse": ("remote_agent", "service", "deltasieve_cli"),
+    "remote_agent": ("warehouse", "service", "deltasieve_cli", "pyspark"),
+    "protocol": ("warehouse", "remote_agent", "service", "deltasieve_cli", "pyspark"),
+}
+
+
+def loaded_by(package: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, package], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_a_side_loads_nothing_of_the_other(package):
+    loaded = loaded_by(package)
+    assert any(m.startswith(package + ".") for m in loaded)
+    stray = [m for m in loaded if m.split(".")[0] in FORBIDDEN[package]]
+    assert stray == [], f"{package} loads {stray}"
+
+
+def test_the_warehouse_loads_no_database_driver():
+    drivers = [m for m in loaded_by("warehouse") if m.split(".")[0] in DRIVERS]
+    assert drivers == [], f"warehouse loads database drivers: {drivers}"
