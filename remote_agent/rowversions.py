@@ -8,7 +8,7 @@ the current snapshot's xmax, both compared modulo 2^32 as distances from the old
 the test holds across the wraparound of the 32-bit counter. The upper bound is what keeps a
 frozen row (which keeps its raw xmin however old) out: with 2^31 as the bound, about half of
 the rows older than 2^31 transactions would look new again. The warehouse makes sure the
-span stays far below 2^32 (warehouse/xid_snapshots.py) and falls back to a full
+span stays far below 2^32 (warehouse/strategies/row_version/xid_snapshots.py) and falls back to a full
 reconciliation otherwise.
 """
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from protocol.types import Column, arrow_schema
 from service.feed import BEFORE, COUNT, OLD, UPDATE, Shape
 from service.jsonvalues import to_json_value
-from warehouse.storage import OP
+from warehouse.names import OP
 
 NDJSON = "application/x-ndjson"
 PARQUET = "application/vnd.apache.parquet"

@@ -30,9 +30,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from service.errors import Gone
-from warehouse import multiset
-from warehouse.layers import lookup, view_batches, view_lookup
-from warehouse.storage import OP, Version, ViewStore
+from warehouse.multisets import multiset
+from warehouse.names import OP
+from warehouse.reading.rows import view_batches
+from warehouse.store.layers import lookup, view_lookup
+from warehouse.store.versions import Version, ViewStore
 from warehouse.viewdef import ViewDef
 
 COUNT = multiset.COUNT
@@ -229,7 +231,7 @@ class RowsOfKeys:
     """The view's current row of each of some keys, kept while its deltas are applied in order.
 
     >>> from warehouse.viewdef import ViewDef
-    >>> from warehouse.multiset import _cols
+    >>> from warehouse.multisets.multiset import _cols
     >>> view = ViewDef("", _cols("id int", "v text"), ["id"], [])
     >>> rows = RowsOfKeys(Shape(view, False, True), {(1,), (2,)})
     >>> rows.apply(pa.record_batch({OP: ["insert", "insert", "insert"], "id": [1, 2, 3], "v": ["a", "b", "c"]}))

@@ -15,10 +15,10 @@ from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions, stored_strategy
-from warehouse.sketch_prep import Preparations
+from warehouse.pipeline.sync import Endpoint, SyncRun
 from warehouse.spark import executor_import_error
-from warehouse.storage import ViewStore
-from warehouse.sync import Endpoint, SyncRun
+from warehouse.store.versions import ViewStore
+from warehouse.strategies.sketch.prep import Preparations
 from warehouse.viewdef import ViewDef
 
 log = logging.getLogger("service.jobs")
@@ -41,7 +41,7 @@ class SyncRunner:
         self.metrics = metrics or ServiceMetrics()
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
         self.futures: dict[str, Future] = {}
-        #: sketch tables built after a commit for the next sync (warehouse/sketch_prep.py)
+        #: sketch tables built after a commit for the next sync (warehouse/strategies/sketch/prep.py)
         self.sketches = Preparations(settings.sketch_prepare_wait_s)
         self._lock = threading.Lock()
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from warehouse.options import DEFAULT_STRATEGY
-from warehouse.stamps import DEFAULT_LAG_S, DEFAULT_RECONCILE_EVERY
+from warehouse.strategies.stamps import DEFAULT_LAG_S, DEFAULT_RECONCILE_EVERY
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 

@@ -10,8 +10,8 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from warehouse import options as sync_defaults
-from warehouse import sketch_prep
 from warehouse.spark import check_master
+from warehouse.strategies.sketch import prep as sketch_prep
 
 DEFAULT_PORT = 8000
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 # Re-exported: the service's settings take every sync default from this module.
 from protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
 from warehouse.agent_client import DEADLINE_S, READ_TIMEOUT_S  # noqa: F401
-from warehouse.planning import DEFAULT_GROUPING  # noqa: F401
+from warehouse.planning.cost_model import DEFAULT_GROUPING  # noqa: F401
 
 #: The strategy of a new view that names none.
 DEFAULT_STRATEGY = "auto"

@@ -172,7 +172,7 @@ class Adapter(ABC):
     def source_snapshot(self, session: Session) -> dict:
         """The database's current snapshot: xmin, xmax, xip (64-bit transaction ids), the
         server's identity (`system_identifier`) and WAL positions (`wal_lsn`, and on a standby
-        `replayed_lsn`: warehouse/xid_snapshots.py), each None when it cannot be read."""
+        `replayed_lsn`: warehouse/strategies/row_version/xid_snapshots.py), each None when it cannot be read."""
         self.require_row_versions()
         raise NotImplementedError
 

@@ -12,7 +12,7 @@ from service.deltaformat import NDJSON, PARQUET, encode_delta
 from service.deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
 from service.jsonvalues import BATCH_ROWS
 from service.models import error_responses
-from warehouse.storage import ViewStore
+from warehouse.store.versions import ViewStore
 
 router = APIRouter(prefix="/v1/views/{name}", tags=["changes"])
 

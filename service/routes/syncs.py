@@ -14,7 +14,7 @@ from service.deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep
 from service.errors import Conflict
 from service.jsonvalues import BATCH_ROWS
 from service.models import SyncOut, SyncQueued, error_responses
-from warehouse.storage import ViewStore
+from warehouse.store.versions import ViewStore
 
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
 

@@ -11,14 +11,15 @@ from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.jsonvalues import BATCH_ROWS, ndjson_lines
 from service.models import ScheduleIn, ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
 from service.scheduler import schedule_fields
-from warehouse import layers, view_sample
 from warehouse.errors import SchemaUnavailable
-from warehouse.matching import check_match
+from warehouse.multisets.matching import check_match
 from warehouse.options import stored_strategy
-from warehouse.schemas import fetch_schemas
-from warehouse.stamps import StampSettings, apply_delete_flags, check_settings
-from warehouse.statistics import view_statistics
-from warehouse.storage import ViewStore
+from warehouse.pipeline.source_schemas import fetch_schemas
+from warehouse.reading import rows as view_rows
+from warehouse.reading.statistics import view_statistics
+from warehouse.sample import view_sample
+from warehouse.store.versions import ViewStore
+from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
@@ -263,7 +264,7 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQ
     """Rows of the view as of its last successful sync, as NDJSON (or Parquet); X-Last-Sync names that sync."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
-    rows = layers.view_batches(version, definition, BATCH_ROWS)
+    rows = view_rows.view_batches(version, definition, BATCH_ROWS)
     headers = {"X-Last-Sync": version.sync_id}
     if fmt == "parquet":
         return StreamingResponse(rows_parquet(rows, definition.columns), media_type=PARQUET, headers=headers)

@@ -41,7 +41,7 @@ def _median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
-#: The sync's steps (warehouse/sync.py), a site extraction's steps (warehouse/site_sync.py)
+#: The sync's steps (warehouse/pipeline/sync.py), a site extraction's steps (warehouse/pipeline/site_sync.py)
 #: and the agent's split of its time, in the order they run; a name a newer service adds
 #: is kept, after these.
 SYNC_PHASES = ("extract_sites", "build_fragments", "assemble_view", "commit")

@@ -36,9 +36,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from protocol.types import Column, LogicalType
-from warehouse import sample_refresh, view_sample
-from warehouse.delta import DELETE, INSERT, UPDATE
-from warehouse.storage import OP
+from warehouse.names import DELETE, INSERT, OP, UPDATE
+from warehouse.sample import refresh as sample_refresh
+from warehouse.sample import view_sample
 from warehouse.viewdef import SiteQuery, ViewDef
 
 HERE = Path(__file__).resolve().parent

@@ -19,8 +19,8 @@ import pytest
 from tests.support.oracle import check_sample, check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from tests.support.special import SKETCH_ROTATION, SpecialService
-from warehouse import sketch_prep
 from warehouse.faults import POINTS
+from warehouse.strategies.sketch import prep as sketch_prep
 from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration

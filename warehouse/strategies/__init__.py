@@ -11,10 +11,10 @@ import math
 from warehouse.strategies.auto import Auto
 from warehouse.strategies.base import SiteContext, SiteEstimate, Strategy
 from warehouse.strategies.full_ship import FullShip
-from warehouse.strategies.group_hash import GroupHash
+from warehouse.strategies.group_hash.strategy import GroupHash
 from warehouse.strategies.range_checksum import RangeChecksum
-from warehouse.strategies.row_version import RowVersion
-from warehouse.strategies.sketch import Sketch
+from warehouse.strategies.row_version.strategy import RowVersion
+from warehouse.strategies.sketch.strategy import Sketch
 from warehouse.strategies.snapshot_diff import SnapshotDiff
 from warehouse.strategies.timestamp import Timestamp
 from warehouse.strategies.tuple_hash import TupleHash
@@ -33,7 +33,7 @@ __all__ = ["LOAD", "STRATEGIES", "SiteContext", "SiteEstimate", "Strategy"]
 def expected_bytes(estimate: SiteEstimate) -> dict[str, float]:
     """What each strategy expects a sync to cost, given the statistics.
 
-    >>> from warehouse.planning import CostModel
+    >>> from warehouse.planning.cost_model import CostModel
     >>> costs = expected_bytes(SiteEstimate(10_000, 0.001, 0.0, CostModel(50, 4, 16), 128))
     >>> sorted(costs) == sorted(set(STRATEGIES) - {"auto"}) and costs["full_ship"] == 500_000.0
     True

@@ -14,29 +14,13 @@ can start from it; elsewhere it never considers it.
 from __future__ import annotations
 
 from warehouse.strategies.base import SiteContext, SiteEstimate, Strategy
-from warehouse.strategies.full_ship import FullShip
-from warehouse.strategies.group_hash import GroupHash
-from warehouse.strategies.row_version import RowVersion
-from warehouse.strategies.sketch import Sketch
+from warehouse.strategies.cheapest import choose
+from warehouse.strategies.row_version.strategy import RowVersion
 from warehouse.strategies.snapshot_diff import SnapshotDiff
 from warehouse.strategies.timestamp import Timestamp
 
-#: What auto chooses among; of two that expect the same, the earlier (the simpler exchange) wins.
-CANDIDATES: tuple[type[Strategy], ...] = (FullShip, GroupHash, Sketch)
 #: Candidates only where the view or its source allows them (`applies`), after the others.
 CONDITIONAL: tuple[type[Strategy], ...] = (Timestamp, RowVersion, SnapshotDiff)
-
-
-def choose(estimate: SiteEstimate, extra: tuple[type[Strategy], ...] = ()) -> type[Strategy]:
-    """The candidate (or one of `extra`) with the least expected bytes.
-
-    >>> from warehouse.planning import CostModel
-    >>> choose(SiteEstimate(100_000, 0.001, 0.0, CostModel(50, 4, 16), 128)).name
-    'sketch'
-    >>> choose(SiteEstimate(1_000, 0.9, 0.05, CostModel(50, 4, 16), 128)).name
-    'full_ship'
-    """
-    return min(CANDIDATES + extra, key=lambda cls: cls.expected_bytes(estimate))
 
 
 def conditional(ctx: SiteContext) -> tuple[type[Strategy], ...]:

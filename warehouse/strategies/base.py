@@ -34,15 +34,16 @@ from protocol.wire import COUNT, HASH, UID
 from warehouse import faults
 from warehouse.agent_client import AgentClient
 from warehouse.metrics import SiteMetrics, add_timings
+from warehouse.names import spark_schema
 from warehouse.options import SyncOptions
-from warehouse.planning import CostModel
-from warehouse.sinks import Sink
+from warehouse.planning.cost_model import CostModel
 from warehouse.spark import local_cores
-from warehouse.storage import Version
+from warehouse.store.sinks import Sink
+from warehouse.store.versions import Version
 from warehouse.viewdef import SiteQuery
 
 if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports this module
-    from warehouse.sketch_prep import Preparations
+    from warehouse.strategies.sketch.prep import Preparations
 
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
@@ -52,15 +53,11 @@ SEND_BATCH_ROWS = 65_536
 TUPLE_HASH_BITS = 64
 
 
-def spark_schema(columns: list[Column]) -> str:
-    return ", ".join(f"`{c.name}` {c.type.spark_ddl()}" for c in columns)
-
-
 @dataclass(frozen=True)
 class SiteEstimate:
     """What the statistics predict for the next sync of a site, as a strategy's cost needs it.
 
-    >>> from warehouse.planning import CostModel
+    >>> from warehouse.planning.cost_model import CostModel
     >>> est = SiteEstimate(1000, 0.01, 0.02, CostModel(50, 4, 16), 128, updates=10.0, updates_variance=9.9, inserts=20.0)
     >>> est.differences, est.deletes
     (60.0, 20.0)
@@ -170,7 +167,7 @@ class SiteContext:
         master the driver is the only executor, and Arrow reads the files with the keys as
         a filter (a fraction of a second at 1M rows, where a Spark job over the fragment
         took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
-        from warehouse import layers  # layers reads fragments with this module's schemas
+        from warehouse.store import layers  # layers reads fragments with this module's schemas
 
         if self.local_master:
             return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys)

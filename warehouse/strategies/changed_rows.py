@@ -37,11 +37,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from protocol.models import SiteSpec
-from warehouse.delta import check_unique
+from warehouse.deltas.site_delta import check_unique
+from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.formats import read_format
-from warehouse.stamps import StampSettings, keys_sql
-from warehouse.storage import Version
-from warehouse.strategies import key_sketch
+from warehouse.names import spark_schema
+from warehouse.store.versions import Version
 from warehouse.strategies.base import (
     Answer,
     DeltaInputs,
@@ -50,12 +50,13 @@ from warehouse.strategies.base import (
     Strategy,
     extract_exchange,
     fetch_exchange,
-    spark_schema,
 )
+from warehouse.strategies.cheapest import choose
 from warehouse.strategies.full_ship import FullShip
-from warehouse.strategies.key_sketch import source_of
 from warehouse.strategies.range_checksum import INITIAL_RANGES, RangeChecksum
-from warehouse.touched_delta import check_unique as check_unique_arrow
+from warehouse.strategies.sketch import keys as key_sketch
+from warehouse.strategies.sketch.keys import source_of
+from warehouse.strategies.stamps import StampSettings, keys_sql
 from warehouse.viewdef import SiteQuery
 
 #: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
@@ -103,7 +104,7 @@ def key_costs(estimate: SiteEstimate) -> dict[str, float]:
     checksums over the key-only query (its first round's ranges counted in full), or a
     sketch of the keys (key_sketch.py). Only deletes and inserts change the set of keys.
 
-    >>> from warehouse.planning import CostModel
+    >>> from warehouse.planning.cost_model import CostModel
     >>> costs = key_costs(SiteEstimate(1_000_000, 0.01, 0.001, CostModel(60, 5, 16), 128, inserts=5000.0))
     >>> min(costs, key=costs.get), costs["ship"]
     ('sketch', 5000000.0)
@@ -189,7 +190,6 @@ class ChangedRows(Strategy):
 
     def _reconcile(self, fallback: str | None) -> None:
         """Hand the site to the differencing strategy auto would choose (a fall-back when `fallback` says why)."""
-        from warehouse.strategies.auto import choose  # auto's candidates import nothing of this module
 
         self.full = choose(self.ctx.estimate).create(self.ctx)
         self.report.update(reconciled=True, reconciliation=self.full.name)
@@ -370,7 +370,7 @@ class ChangedRows(Strategy):
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
         """The changed rows (with a margin for those read again) plus the cheapest key reconciliation.
 
-        >>> from warehouse.planning import CostModel
+        >>> from warehouse.planning.cost_model import CostModel
         >>> ChangedRows.expected_bytes(SiteEstimate(200, 0.01, 0.1, CostModel(50, 4, 16), 128))  # 3150 + every key
         3950.0
         """

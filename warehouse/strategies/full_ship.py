@@ -24,7 +24,7 @@ class FullShip(Strategy):
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
         """Every row, whatever changed.
 
-        >>> from warehouse.planning import CostModel
+        >>> from warehouse.planning.cost_model import CostModel
         >>> FullShip.expected_bytes(SiteEstimate(1000, 0.01, 0.0, CostModel(50, 4, 16), 128))
         50000.0
         """

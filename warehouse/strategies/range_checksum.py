@@ -37,9 +37,10 @@ from protocol.types import Column
 from protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
 from warehouse.agent_client import AgentClient
 from warehouse.errors import ProtocolError
-from warehouse.hashing import ROW_HASH, spark_row_hashes
-from warehouse.sinks import Sink
-from warehouse.strategies.base import Answer, SiteEstimate, Strategy, spark_schema
+from warehouse.names import spark_schema
+from warehouse.store.sinks import Sink
+from warehouse.strategies.base import Answer, SiteEstimate, Strategy
+from warehouse.strategies.hashing import ROW_HASH, spark_row_hashes
 
 #: Ranges of the first round.
 INITIAL_RANGES = 64
@@ -301,7 +302,7 @@ class RangeChecksum(Strategy):
         Each changed tuple is taken to sit in its own range down to the bottom, where a range
         of up to SHIP_THRESHOLD rows travels whole: an upper bound when changes cluster.
 
-        >>> from warehouse.planning import CostModel
+        >>> from warehouse.planning.cost_model import CostModel
         >>> est = SiteEstimate(1_000_000, 0.0001, 0.0, CostModel(50, 4, 16), 128)
         >>> 0 < RangeChecksum.expected_bytes(est) < est.full_bytes
         True

@@ -32,12 +32,12 @@ import pyarrow.parquet as pq
 from protocol import frames
 from protocol.models import SnapshotDiffControl
 from warehouse import null_keys
+from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.errors import ProtocolError
-from warehouse.sinks import Sink
-from warehouse.stamps import DIFF_DEFAULTS, StampSettings
+from warehouse.store.sinks import Sink
 from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, add_timings
 from warehouse.strategies.changed_rows import ChangedRows, KeptState, source_of
-from warehouse.touched_delta import check_unique as check_unique_arrow
+from warehouse.strategies.stamps import DIFF_DEFAULTS, StampSettings
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "snapshot_diff.json"
@@ -206,7 +206,7 @@ class SnapshotDiff(ChangedRows):
         """The changed rows (a margin for useless pairs) and the deleted keys: no key
         reconciliation, the agent compares whole dumps.
 
-        >>> from warehouse.planning import CostModel
+        >>> from warehouse.planning.cost_model import CostModel
         >>> SnapshotDiff.expected_bytes(SiteEstimate(200, 0.01, 0.1, CostModel(50, 4, 16), 128))
         2520.0
         """

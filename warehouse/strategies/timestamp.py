@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from warehouse.errors import ProtocolError
-from warehouse.stamps import StampSettings, not_null_aliases, ranged_sql, since, site_stamps, site_tables
 from warehouse.strategies.base import Answer, SiteContext, extract_exchange
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
+from warehouse.strategies.stamps import StampSettings, not_null_aliases, ranged_sql, since, site_stamps, site_tables
 
 __all__ = ["STATE_FILE", "Timestamp", "Watermark", "index_serves"]
 

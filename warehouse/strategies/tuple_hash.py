@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame
 
 from protocol import frames
 from protocol.wire import HASH
-from warehouse.hashing import ROW_HASH, spark_row_hashes
 from warehouse.strategies.base import SEND_BATCH_ROWS, TUPLE_HASH_BITS, Answer, SiteEstimate, Strategy, extract_exchange
+from warehouse.strategies.hashing import ROW_HASH, spark_row_hashes
 
 
 class TupleHash(Strategy):
@@ -64,7 +64,7 @@ class TupleHash(Strategy):
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
         """Every key and its hash one way; changed and new rows, and deleted keys, the other.
 
-        >>> from warehouse.planning import CostModel
+        >>> from warehouse.planning.cost_model import CostModel
         >>> TupleHash.expected_bytes(SiteEstimate(1000, 0.01, 0.0, CostModel(50, 4, 16), 128))
         12500.0
         """

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from protocol.sqlnodes import snippet
-from warehouse.viewdef.binding import BoundView
+from warehouse.viewdef.bound import BoundView
 from warehouse.viewdef.model import ViewDefinitionError
 
 #: What a condition across sites may contain, appended to its rejections.

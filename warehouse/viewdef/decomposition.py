@@ -25,7 +25,8 @@ from protocol import sitesql
 from protocol.grouped import COUNT_COLUMN, null_flag
 from protocol.schema import SourceSchema
 from protocol.types import Column
-from warehouse.viewdef.binding import BoundView, bind_view
+from warehouse.viewdef.binding import bind_view
+from warehouse.viewdef.bound import BoundView
 from warehouse.viewdef.cross_site import CROSS_SITE_HELP, check_cross_site
 from warehouse.viewdef.grouped_site import combination_items, grouped_items, grouped_site, nulls_restored
 from warehouse.viewdef.model import SiteQuery, ViewDef, ViewDefinitionError

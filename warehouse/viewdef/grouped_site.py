@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from protocol import grouped, sitesql
 from protocol.types import Column, LogicalType
-from warehouse.viewdef.binding import BoundView
+from warehouse.viewdef.bound import BoundView
 
 #: What a grouped site query puts in place of NULL, per logical type: any value its
 #: column's converter reads will do (the NULL flag beside it says the value was NULL).

@@ -21,29 +21,13 @@ when two keys imply each other (a 1:1 join).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-if TYPE_CHECKING:
-    from warehouse.viewdef.binding import BoundView
+from warehouse.viewdef.bound import BoundView, KeyPart
 
 Attribute = tuple[int, str]  # (index of the table occurrence, column name)
 Named = tuple[str, str]  # (alias of the table occurrence, column name)
-
-
-@dataclass(frozen=True)
-class KeyPart:
-    """Whether a table's key is part of the view's key, and why."""
-
-    table: str  # "source.table" (alias a) as binding labels it
-    key: list[str]  # the table's key, as output names of the view
-    kept: bool
-    reason: str
-
-    def to_json(self) -> dict:
-        return {"table": self.table, "key": list(self.key), "in_view_key": self.kept, "reason": self.reason}
 
 
 def equalities(conditions: Iterable[exp.Expression | None]) -> tuple[list[tuple[Named, Named]], set[Named]]:

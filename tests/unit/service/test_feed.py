@@ -8,8 +8,8 @@ import pytest
 
 from service import feed
 from service.errors import Gone
-from warehouse.multiset import _cols
-from warehouse.storage import ViewStore
+from warehouse.multisets.multiset import _cols
+from warehouse.store.versions import ViewStore
 from warehouse.viewdef import ViewDef
 
 VIEW = ViewDef("", _cols("id int", "v text"), ["id"], [])

@@ -1,0 +1,137 @@
+"""Check the product packages' layout: no module imports in a circle, none is over 500 lines.
+
+An import counts wherever it stands (at the top, inside a function, under TYPE_CHECKING):
+each is a dependency a reader must hold in mind. `from package import module` depends on
+that module, not on the package's own `__init__`. Run by `make lint`; exits 1 and lists
+what it found otherwise.
+
+    python scripts/check_layout.py [--rooms]   # --rooms also prints the subpackage graph
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("protocol", "remote_agent", "warehouse", "service", "deltasieve_cli")
+#: Longest module a reader should have to hold at once (STYLE.md: split when a file needs a table of contents).
+MAX_LINES = 500
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of the module at `path` (relative to the repository).
+
+    >>> module_name(Path("warehouse/store/__init__.py")), module_name(Path("protocol/iblt.py"))
+    ('warehouse.store', 'protocol.iblt')
+    """
+    parts = list(path.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path.relative_to(ROOT))] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The product modules that the module `name` imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in known:
+                    found.add(sub)
+                elif base in known:
+                    found.add(base)
+    found.discard(name)
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative).
+
+    >>> circles({"a": {"b"}, "b": {"a"}, "c": {"a"}})
+    [['a', 'b']]
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph.get(succ, ())))))
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between subpackages (two levels of name: `warehouse.store`, `protocol.iblt`)."""
+    room = {}
+    for name, targets in graph.items():
+        mine = ".".join(name.split(".")[:2])
+        room.setdefault(mine, set()).update(".".join(t.split(".")[:2]) for t in targets)
+        room[mine].discard(mine)
+    return room
+
+
+def main() -> int:
+    known = modules()
+    graph = {name: imports(name, path, known) for name, path in known.items()}
+    problems = [f"import circle: {' <-> '.join(c)}" for c in circles(graph)]
+    for path in known.values():
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_LINES:
+            problems.append(f"{path.relative_to(ROOT)} has {lines} lines (at most {MAX_LINES})")
+    if "--rooms" in sys.argv:
+        for name, targets in sorted(rooms(graph).items()):
+            print(f"{name} -> {', '.join(sorted(targets)) or '-'}")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print(f"{len(known)} modules, {sum(map(len, graph.values()))} imports between them, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Timestamp and delete-flag settings: checked against the schemas, and the SQL they imply."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from protocol.types import LogicalType
+from warehouse.strategies.stamps import (
+    StampSettings,
+    apply_delete_flags,
+    check_settings,
+    keys_sql,
+    not_null_aliases,
+    ranged_sql,
+    site_stamps,
+)
+from warehouse.viewdef import ViewDefinitionError, analyze_view
+
+
+def _table(name: str, *columns: tuple[str, str]) -> TableInfo:
+    return TableInfo(name, tuple(ColumnInfo(c, LogicalType.parse(t), True, t) for c, t in columns), ("id",))
+
+
+SCHEMAS = {
+    "s": SourceSchema(
+        "sqlite",
+        {
+            "a": _table("a", ("id", "int"), ("x", "text"), ("at", "timestamp"), ("gone", "bool")),
+            "b": _table("b", ("id", "int"), ("a_id", "int"), ("at", "timestamptz"), ("del", "int")),
+        },
+    )
+}
+JOIN = "SELECT a.id, a.x, b.id AS b_id FROM s.a a JOIN s.b b ON b.a_id = a.id WHERE a.x <> 'z'"
+
+
+@pytest.fixture(scope="module")
+def definition():
+    return analyze_view(JOIN, SCHEMAS)
+
+
+def test_tables_are_named_source_dot_table(definition):
+    got = check_settings(StampSettings({"a": "at", "s.b": "at"}, {"b": "del"}), definition, SCHEMAS, "timestamp")
+    assert (got.timestamps, got.delete_flags) == ({"s.a": "at", "s.b": "at"}, {"s.b": "del"})
+
+
+@pytest.mark.parametrize(
+    ("settings", "strategy", "words"),
+    [
+        (StampSettings({"a": "at"}), "timestamp", "give s.b one"),
+        (StampSettings({"a": "x"}), "auto", "not a timestamp"),
+        (StampSettings({"c": "at"}), "auto", "reads no table 'c'"),
+        (StampSettings({}, {"a": "nope"}), "auto", "has no column 'nope'"),
+        (StampSettings(lag_s=-1), "auto", "timestamp_lag_s"),
+        (StampSettings(reconcile_every=0), "auto", "reconcile_every"),
+    ],
+)
+def test_bad_settings_say_what_is_wrong(definition, settings, strategy, words):
+    with pytest.raises(ViewDefinitionError, match=words):
+        check_settings(settings, definition, SCHEMAS, strategy)
+
+
+def test_delete_flags_filter_the_site_query(definition):
+    settings = check_settings(StampSettings({}, {"a": "gone", "b": "del"}), definition, SCHEMAS, "auto")
+    sql = apply_delete_flags(definition, settings, SCHEMAS).sites[0].sql
+    assert '("a"."gone" IS NULL OR "a"."gone" = FALSE)' in sql or '"a"."gone" = 0' in sql, sql
+    assert '("b"."del" IS NULL OR "b"."del" = 0)' in sql, sql
+
+
+def test_ranged_and_key_reads_of_a_join(definition):
+    settings = check_settings(StampSettings({"a": "at", "b": "at"}), definition, SCHEMAS, "timestamp")
+    site = definition.sites[0]
+    stamps = site_stamps(site, settings)
+    assert stamps == {"a": "at", "b": "at"}
+    ranged = ranged_sql(site, stamps, "2026-11-25 00:00:00.000000")
+    assert '"a"."x" <> \'z\' AND (' in ranged and ranged.count(">= '2026-11-25 00:00:00.000000'") == 2, ranged
+    assert ranged.count("IS NULL") == 2, ranged
+    # the view's key is b's alone (b.a_id = a.id implies a's key): the key read selects it
+    assert keys_sql(site).startswith('SELECT "b"."id" AS "b_id" FROM'), keys_sql(site)
+    assert "1 = 0" in ranged_sql(site, stamps, None)
+
+
+def test_a_not_null_timestamp_is_read_without_an_is_null_term(definition):
+    """SQLite reads `at >= ?` through an index on `at`, but not `(at >= ? OR at IS NULL)`."""
+    strict = {
+        "s": SourceSchema(
+            "sqlite",
+            {
+                "a": TableInfo(
+                    "a",
+                    (
+                        *SCHEMAS["s"].tables["a"].columns[:2],
+                        ColumnInfo("at", LogicalType.parse("timestamp"), False, "DATETIME"),
+                    ),
+                    ("id",),
+                ),
+                "b": SCHEMAS["s"].tables["b"],
+            },
+        )
+    }
+    settings = check_settings(StampSettings({"a": "at", "b": "at"}), definition, strict, "timestamp")
+    assert settings.not_null == ("s.a",) and StampSettings.from_options(settings.to_options()) == settings
+    site = definition.sites[0]
+    ranged = ranged_sql(site, site_stamps(site, settings), "2026-11-25 00:00:00", not_null_aliases(site, settings))
+    assert '"a"."at" IS NULL' not in ranged and '"b"."at" IS NULL' in ranged, ranged
+
+
+def test_row_version_needs_every_site_on_postgresql(definition):
+    with pytest.raises(ViewDefinitionError, match=r"needs PostgreSQL sources.*not PostgreSQL: s \(sqlite\)"):
+        check_settings(StampSettings(), definition, SCHEMAS, "row_version")
+    on_postgres = {"s": SourceSchema("postgres", SCHEMAS["s"].tables)}
+    assert check_settings(StampSettings(), definition, on_postgres, "row_version") == StampSettings(versioned=("s",))
+    # any strategy: the sources on PostgreSQL are noted, for auto
+    assert check_settings(StampSettings(), definition, SCHEMAS, "auto").versioned == ()
+    assert check_settings(StampSettings(), definition, on_postgres, "auto").versioned == ("s",)

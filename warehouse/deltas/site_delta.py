@@ -1,0 +1,165 @@
+"""The exact delta of a site query, and the next fragment with its update statistics.
+
+Inputs: the stored snapshot (site columns + ω± columns), the keys the plan put in units,
+the rows the agent returned (new, ungrouped, changed groups, re-fetched survivors) and the
+keys the agent reported deleted. Every returned row is compared with the stored one column
+by column, so the delta holds real changes only and ω± counts only real updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from protocol.types import Column, arrow_schema
+from warehouse.errors import SourceDataError
+from warehouse.names import DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE
+
+_R = "__r_"
+
+
+@dataclass
+class DeltaResult:
+    classified: DataFrame  # persisted; call release() when done
+    inserted: int
+    updated: int
+    deleted: int
+    kept: int
+    before: int
+
+    def fragment(self, columns: list[Column]) -> DataFrame:
+        return self.classified.filter(F.col(OP) != DELETE).select(*[c.name for c in columns], TNO, UNO)
+
+    def delta(self, columns: list[Column]) -> DataFrame:
+        return self.classified.filter(F.col(OP).isin(INSERT, UPDATE, DELETE)).select(OP, *[c.name for c in columns])
+
+    def write_delta(self, path, columns: list[Column]) -> None:
+        self.delta(columns).write.parquet(str(path))
+
+    def delta_table(self, columns: list[Column]) -> pa.Table:
+        """The delta gathered on the driver (OP + site columns in their logical Arrow types)."""
+        schema = pa.schema([pa.field(OP, pa.string()), *arrow_schema(columns)])
+        return self.delta(columns).toArrow().select(schema.names).cast(schema)
+
+    def key_changes(self, key: list[str]) -> tuple[pa.Table, pa.Table]:
+        """The keys this delta inserts and those it deletes (what changes the fragment's set of keys)."""
+        ops = self.classified.filter(F.col(OP).isin(INSERT, DELETE)).select(OP, *key).toArrow()
+        return split_key_changes(ops, key)
+
+    def release(self) -> None:
+        self.classified.unpersist()
+
+
+def split_key_changes(ops: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Table]:
+    """The keys of the inserts and of the deletes among rows tagged with their operation.
+
+    >>> ins, dels = split_key_changes(pa.table({OP: ["insert", "update", "delete"], "id": [1, 2, 3]}), ["id"])
+    >>> ins.column("id").to_pylist(), dels.column("id").to_pylist()
+    ([1], [3])
+    """
+    ops = ops.select([OP, *key])
+    return (
+        ops.filter(pc.equal(ops.column(OP), INSERT)).select(key),
+        ops.filter(pc.equal(ops.column(OP), DELETE)).select(key),
+    )
+
+
+#: Rows sharing a duplicate key that an error message quotes.
+DUPLICATE_EXAMPLES = 2
+
+
+def check_unique(rows: DataFrame, key: list[str], what: str) -> None:
+    """Fail with an example key and its rows if two rows share a key."""
+    dup = rows.groupBy(*key).count().filter(F.col("count") > 1).limit(1).collect()
+    if dup:
+        example = {k: dup[0][k] for k in key}
+        match = reduce(lambda a, b: a & b, [F.col(k).eqNullSafe(F.lit(v)) for k, v in example.items()])
+        quoted = [r.asDict() for r in rows.filter(match).limit(DUPLICATE_EXAMPLES).collect()]
+        raise duplicate_key_error(what, key, example, dup[0]["count"], quoted)
+
+
+def duplicate_key_error(what: str, key: list[str], example: dict, count: int, quoted: list[dict]) -> SourceDataError:
+    """The error of a key that is not unique at the source, with an example and its rows."""
+    return SourceDataError(
+        f"{what}: key {example} occurs {count} times, e.g. in the rows {quoted}; the declared key {key} is not unique at the source: "
+        "remove the duplicate rows, or redefine the view with a key that is unique"
+    )
+
+
+def build_delta(
+    snapshot: DataFrame,
+    columns: list[Column],
+    key: list[str],
+    *,
+    grouped_keys: DataFrame,
+    returned: DataFrame,
+    deleted_keys: DataFrame,
+) -> DeltaResult:
+    """Classify every tuple as insert / update / delete / keep and count them."""
+    values = [c.name for c in columns if c.name not in key]
+    s = (
+        snapshot.select(*[c.name for c in columns], TNO, UNO)
+        .join(grouped_keys.select(*key).withColumn("__grouped", F.lit(True)), key, "left")
+        .join(deleted_keys.select(*key).withColumn("__gone", F.lit(True)), key, "left")
+        .withColumn("__in_s", F.lit(True))
+    )
+    r = returned.select(*key, *[F.col(v).alias(_R + v) for v in values]).withColumn("__in_r", F.lit(True))
+    j = s.join(r, key, "full_outer")
+    in_s = F.coalesce(F.col("__in_s"), F.lit(False))
+    in_r = F.coalesce(F.col("__in_r"), F.lit(False))
+    grouped = F.coalesce(F.col("__grouped"), F.lit(False))
+    gone = F.coalesce(F.col("__gone"), F.lit(False))
+    same = reduce(lambda a, b: a & b, [F.col(v).eqNullSafe(F.col(_R + v)) for v in values], F.lit(True))
+    op = (
+        F.when(in_s & in_r, F.when(same, F.lit(KEEP)).otherwise(F.lit(UPDATE)))
+        .when(in_s & grouped & ~gone, F.lit(KEEP))
+        .when(in_s, F.lit(DELETE))
+        .otherwise(F.lit(INSERT))
+    )
+    j = j.withColumn(OP, op)
+    out = [
+        F.col(c.name)
+        if c.name in key
+        else F.when(in_r & (F.col(OP) != DELETE), F.col(_R + c.name)).otherwise(F.col(c.name)).alias(c.name)
+        for c in columns
+    ]
+    tno = F.when(in_s, F.col(TNO) + 1).otherwise(F.lit(1)).cast("bigint").alias(TNO)
+    uno = (
+        F.when(in_s, F.col(UNO) + F.when(F.col(OP) == UPDATE, 1).otherwise(0))
+        .otherwise(F.lit(1))
+        .cast("bigint")
+        .alias(UNO)
+    )
+    classified = j.select(F.col(OP), *out, tno, uno).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = {row[OP]: row["count"] for row in classified.groupBy(OP).count().collect()}
+    inserted, updated, deleted, kept = (counts.get(x, 0) for x in (INSERT, UPDATE, DELETE, KEEP))
+    return DeltaResult(classified, inserted, updated, deleted, kept, before=updated + deleted + kept)
+
+
+def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str]) -> DataFrame:
+    """insert / update / delete rows turning `old` into `new`, matched by `key` (NULL
+    matching NULL: a view's key may hold a LEFT JOIN's columns)."""
+    values = [c for c in columns if c not in key]
+    o = old.select(*[F.col(k).alias("__ok_" + k) for k in key], *[F.col(v).alias("__o_" + v) for v in values])
+    o = o.withColumn("__in_o", F.lit(True))
+    n = new.withColumn("__in_n", F.lit(True))
+    j = o.join(n, reduce(lambda a, b: a & b, [F.col("__ok_" + k).eqNullSafe(F.col(k)) for k in key]), "full_outer")
+    in_o = F.coalesce(F.col("__in_o"), F.lit(False))
+    in_n = F.coalesce(F.col("__in_n"), F.lit(False))
+    same = F.lit(True)
+    for v in values:
+        same = same & F.col(v).eqNullSafe(F.col("__o_" + v))
+    op = (
+        F.when(in_o & in_n, F.when(same, F.lit("keep")).otherwise(F.lit(UPDATE)))
+        .when(in_n, F.lit(INSERT))
+        .otherwise(F.lit(DELETE))
+    )
+    prefix = {c: "__ok_" if c in key else "__o_" for c in columns}
+    out = [F.when(in_n, F.col(c)).otherwise(F.col(prefix[c] + c)).alias(c) for c in columns]
+    return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")

@@ -1,0 +1,24 @@
+"""Names every room of the warehouse shares: stored columns, delta operations, Spark schemas."""
+
+from __future__ import annotations
+
+from protocol.types import Column
+
+#: Update statistics kept beside each stored tuple: syncs it has been through (tno) and
+#: syncs that really updated it (uno); P(update) = uno / tno.
+TNO = "__tno"
+UNO = "__uno"
+#: The operation column of a stored delta.
+OP = "__op"
+#: Operations of a delta line; KEEP marks a row that stays as it was.
+INSERT, UPDATE, DELETE, KEEP = "insert", "update", "delete", "keep"
+
+
+def spark_schema(columns: list[Column]) -> str:
+    """The Spark DDL schema of `columns`, names quoted.
+
+    >>> from protocol.types import LogicalType
+    >>> spark_schema([Column("id", LogicalType("int")), Column("name", LogicalType("text"))])
+    '`id` bigint, `name` string'
+    """
+    return ", ".join(f"`{c.name}` {c.type.spark_ddl()}" for c in columns)

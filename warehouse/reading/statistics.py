@@ -1,0 +1,77 @@
+"""Summaries of a view's stored statistics: update statistics (ω±) and deletion statistics (ω−) per site."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+from pyspark.sql import SparkSession
+
+from warehouse.planning import update_counts
+from warehouse.planning.cost_model import deletion_probability
+from warehouse.planning.deletions import read_deletions
+from warehouse.sample import view_sample
+from warehouse.store import layers
+from warehouse.store.versions import Version
+from warehouse.viewdef import ViewDef
+
+#: Buckets of the update-probability histogram, each 1/HISTOGRAM_BUCKETS wide (P = 1 falls in the last).
+HISTOGRAM_BUCKETS = 10
+
+
+def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) -> dict:
+    """The statistics of every site of `version`, summarized (from the kept ω± histogram).
+
+    Returns:
+        {"version": N, "sites": [{"source", "update_statistics", "deletion_statistics"}, ...]}
+    """
+    sites = []
+    for i, site in enumerate(definition.sites):
+        deletions = read_deletions(version, i)
+        sites.append(
+            {
+                "source": site.source,
+                "update_statistics": _update_statistics(_histogram(spark, version, i, site)),
+                "deletion_statistics": {
+                    "syncs": [{"sync": d["__sync"], "tno": d["tno"], "dno": d["dno"]} for d in deletions],
+                    "deletion_probability": deletion_probability([(d["tno"], d["dno"]) for d in deletions]),
+                },
+            }
+        )
+    out = {"version": version.number, "sites": sites}
+    sample = view_sample.state_of(version)
+    if sample is not None:  # the view's random sample and how its last sync kept it
+        out["sample"] = asdict(sample)
+    return out
+
+
+def _histogram(spark: SparkSession, version: Version, i: int, site) -> update_counts.Histogram:
+    """The (tno, uno) histogram kept with the version, or counted over its fragment (older versions)."""
+    kept = update_counts.load(version.site_dir(i))
+    return kept if kept is not None else update_counts.of_frame(layers.frame(spark, version, i, site.columns, site.key))
+
+
+def _update_statistics(hist: update_counts.Histogram) -> dict:
+    """Counts over the fragment's ω± and the histogram of P(update) = uno/tno, from the
+    (tno, uno) histogram.
+
+    >>> from collections import Counter
+    >>> out = _update_statistics(Counter({(1, 1): 2, (4, 2): 1, (2, 2): 1}))
+    >>> out["tuples"], out["mean_tno"], out["max_tno"], out["tuples_ever_updated"]
+    (4, 2.0, 4, 2)
+    >>> out["update_probability_histogram"]["counts"]
+    [0, 0, 0, 0, 0, 1, 0, 0, 0, 3]
+    """
+    tuples = sum(hist.values())
+    histogram = [0] * HISTOGRAM_BUCKETS
+    for (tno, uno), count in hist.items():
+        histogram[min(math.floor(uno / tno * HISTOGRAM_BUCKETS), HISTOGRAM_BUCKETS - 1)] += count
+    return {
+        "tuples": tuples,
+        "mean_tno": sum(tno * count for (tno, _), count in hist.items()) / tuples if tuples else None,
+        "max_tno": max((tno for tno, _ in hist), default=None),
+        "updates_observed": sum((uno - 1) * count for (_, uno), count in hist.items()),
+        "observations": sum((tno - 1) * count for (tno, _), count in hist.items()),
+        "tuples_ever_updated": sum(count for (_, uno), count in hist.items() if uno > 1),
+        "update_probability_histogram": {"bucket_width": 1 / HISTOGRAM_BUCKETS, "counts": histogram},
+    }

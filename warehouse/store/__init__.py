@@ -1,0 +1,3 @@
+"""The store: a view's versions on disk (versions.py), fragments kept as base and overlay
+(layers.py), the format numbers of stored state (formats.py), Parquet sinks (sinks.py).
+"""

@@ -1,0 +1,337 @@
+"""sketch: set reconciliation of (key fingerprint, row hash) pairs with an IBLT, O(differences).
+
+plan: the fragment's table (sketches.py; when missing or due for a new seed, the one built in
+the background after the last commit, sketch_prep.py, or else one built now on the
+executors) is shrunk, for each stage of the exchange, to a width that divides it. The
+statistics size the main stage: cells for the expected number of differing pairs (two per
+update, one per delete and per insert) plus a margin for their spread, so that about 1 %
+of syncs fail to peel. exchange: a small first stage (a probe of ~1 KB) goes first when the
+main one is much larger: the agent reads the site query once into a table of its own, a
+few times wider than the main stage, and peels the difference with the probe; a sync with
+(nearly) no change ends there. Otherwise the agent keeps its table, and the main stage,
+then if need be a wider one (sized from how full the failed difference was), follow
+without a new read. The agent answers with the rows of the pairs only it holds (new and
+changed rows) and the keys only the warehouse holds (deleted rows). When no stage peels,
+the site falls back to the group-hash exchange, one more scan. stage: the table of the new
+fragment is the old one minus the pairs of the fragment's replaced and deleted rows (read
+from the snapshot by key) plus the pairs of the returned rows, O(changes).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+
+from protocol import frames
+from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from protocol.iblt_sizing import cells_for
+from protocol.models import MAX_SKETCH_WIDTH, SketchControl
+from protocol.wire import KEY_FP
+from warehouse.errors import AgentRejected, ProtocolError
+from warehouse.metrics import add_timings
+from warehouse.names import spark_schema
+from warehouse.store.sinks import Sink
+from warehouse.store.versions import Version
+from warehouse.strategies.base import Answer, SiteEstimate, Strategy
+from warehouse.strategies.group_hash.strategy import GroupHash
+from warehouse.strategies.sketch import prep as sketch_prep
+from warehouse.strategies.sketch import tables as sketches
+
+#: Share of syncs allowed to fail to peel at the stage the statistics size.
+PEEL_FAILURE = 0.01
+#: Bytes of one cell on the wire, compact (iblt.py): three sums of 64, 64 and 32 bits, random.
+CELL_BYTES = 20.4
+#: Cells per sub-table of the probe, the first stage when the main one is much wider:
+#: 48 cells (about 1 KB) peel a handful of differences, and a sync with no change.
+PROBE_WIDTH = 16
+#: The agent's table is up to this many times as wide as the main stage (and at most the
+#: stored width): a later stage can be that wide without a new read of the source.
+HEADROOM = 16
+#: Differing pairs, as a share of the rows, that the agent's table resolves from its one
+#: read whatever the statistics expect: after a sync without change they expect none, and
+#: the first change would outgrow a table sized from them (HEADROOM times nothing) and fall
+#: back to group_hash, one more scan of the source (measured: 45-51 s instead of ~4 s at 1M
+#: rows, tests/benchmarks/results/join-1m.md round 2). Only the stages sent cost bytes;
+#: this costs the agent memory: 5 % of 1M rows is ~62,000 cells, ~1.5 MB.
+SURPRISE_SHARE = 0.05
+#: Bytes of a deleted key on the wire, for the estimate (an integer; text keys cost more).
+DELETED_KEY_BYTES = 8
+
+
+def differences_seen(width: int, empty_cells: int, hashes: int = sketches.HASHES) -> float:
+    """How many differing pairs fill a difference table of `hashes` sub-tables `width` wide
+    to leave `empty_cells` empty: each pair takes one cell per sub-table, so a cell stays
+    empty with probability exp(-pairs / width). Infinite when none is empty.
+
+    >>> round(differences_seen(100, 3 * 37)), differences_seen(100, 0)
+    (99, inf)
+    """
+    if empty_cells <= 0:
+        return math.inf
+    return -width * math.log(min(1.0, empty_cells / (hashes * width)))
+
+
+class Sketch(Strategy):
+    name = "sketch"
+
+    def plan(self) -> None:
+        ctx = self.ctx
+        est = ctx.estimate
+        m = ctx.metrics
+        stored = sketches.SiteSketch.load(sketches.sketch_dir(ctx.current, ctx.index)) if ctx.current else None
+        if stored is None or sketches.needs_new_table(
+            stored.syncs, stored.table.width, est.rows, ctx.options.sketch_seed_rotation
+        ):
+            stored = self._new_table()
+            m.sketch_rebuilt = True
+        self.stored = stored
+        m.differences_expected = round(est.differences, 1)
+        cells = cells_for(est.differences, est.differences_variance, PEEL_FAILURE, sketches.HASHES)
+        self.fallback: GroupHash | None = None
+        self.main = sketches.sent_width(cells, stored.table.width)
+        if self.main is None:  # more differences expected than the stored table can resolve
+            self._fall_back()
+            return
+        floor = math.ceil(cells_for(SURPRISE_SHARE * est.rows, 0.0, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES)
+        self.widest = agent_width(self.main, stored.table.width, floor)
+        probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
+        self.first = probe if probe is not None and 4 * probe <= self.main else self.main
+
+    def _new_table(self) -> sketches.SiteSketch:
+        """The table prepared after the last commit (sketch_prep.py), else one built now."""
+        ctx, m = self.ctx, self.ctx.metrics
+        rows = ctx.estimate.rows
+        if ctx.sketches is not None:
+            table, m.sketch_waited_s = ctx.sketches.take(ctx.current, ctx.index, rows)
+        else:
+            table = sketch_prep.load_prepared(ctx.current, ctx.index, rows)
+        m.sketch_prepared = table is not None
+        if table is None:
+            t0 = time.monotonic()
+            table = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), rows)
+            m.sketch_built_inline_s = round(time.monotonic() - t0, 3)
+        return table
+
+    def exchange(self) -> Answer:
+        if self.fallback is not None:
+            return self.fallback.exchange()
+        m = self.ctx.metrics
+        width, session = self.first, None
+        m.sketch_cells = m.sketch_bytes = m.sketch_stages = 0
+        while True:
+            try:
+                summary, returned_path, deleted_path = self._stage(width, session)
+            except AgentRejected as exc:
+                if exc.status != 410:
+                    raise
+                summary = {"complete": False}  # the agent dropped its table: start over another way
+            if summary.get("complete"):
+                break
+            # the agent may have built a narrower table than asked (its memory budget)
+            self.widest = min(self.widest, summary.get("width") or self.widest)
+            if width >= self.main:
+                m.peel_failed = True
+            session = summary.get("session")
+            width = next_width(width, summary.get("empty_cells", 0), self.main, self.widest) if session else None
+            if width is None:
+                self._fall_back()
+                return self.fallback.exchange()
+        m.differences_found = summary.get("differences", 0)
+        self.returned = pq.read_table(returned_path)
+        return Answer([returned_path], deleted_path)
+
+    def _stage(self, width: int, session: str | None) -> tuple[dict, Path, Path]:
+        """One POST /v1/sketch with the table `width` wide; the answer's summary and files."""
+        ctx = self.ctx
+        m = ctx.metrics
+        control = SketchControl(
+            site=ctx.spec(),
+            seed=self.stored.secret,
+            batch_rows=ctx.options.batch_rows,
+            width=self.widest,
+            session=session,
+        )
+        table = self.stored.table.shrink(width).to_compact().to_arrow()
+        sent = frames.arrow_frame(frames.SKETCH, table)
+        m.sketch_stages += 1
+        m.sketch_cells += table.num_rows
+        m.sketch_bytes += len(sent)
+        body: Iterator[bytes] = iter([frames.json_frame(frames.CONTROL, control.model_dump()), sent])
+        returned_path = ctx.staging / "sketch-returned.parquet"
+        deleted_path = ctx.staging / "sketch-deleted.parquet"
+        summary = None
+        key_schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in ctx.key_columns()])
+        unnamed: list[np.ndarray] = []
+        with Sink(returned_path, ctx.rows_schema()) as returned, Sink(deleted_path, key_schema) as deleted:
+            for frame in ctx.client.exchange("/v1/sketch", body):
+                if frame.kind == frames.ROWS:
+                    returned.write(frame.batch())
+                    ctx.tick(returned.rows)
+                elif frame.kind == frames.DELETED_KEYS:
+                    deleted.write(frame.batch())
+                elif frame.kind == frames.GONE_FINGERPRINTS:
+                    unnamed.append(frame.batch().column(KEY_FP).to_numpy())
+                elif frame.kind == frames.SUMMARY:
+                    summary = frame.json()
+            if summary is None:
+                raise ProtocolError("sketch answer ended without a summary")
+            if unnamed:
+                for batch in self._keys_of(np.concatenate(unnamed)).to_batches():
+                    deleted.write(batch)
+        m.rows_scanned = summary.get("rows_scanned", m.rows_scanned or 0)
+        m.agent_seconds = round((m.agent_seconds or 0) + summary.get("elapsed_s", 0), 4)
+        m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
+        if summary.get("pacing", {}).get("chunks"):  # a stage served by a kept table read nothing
+            m.agent_pacing = summary["pacing"]
+        m.rows_received = returned.rows
+        return summary, returned_path, deleted_path
+
+    def _keys_of(self, fingerprints: np.ndarray) -> pa.Table:
+        """The snapshot keys with these fingerprints (keys that are not their own), on the
+        executors: a pass over the fragment, made only when such a key was deleted."""
+        ctx = self.ctx
+        key = ctx.key_columns()
+        schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in key])
+        key_seed, _ = sketch_seeds(self.stored.secret)
+        wanted = pa.array(fingerprints, pa.uint64())
+
+        def run(batches):
+            for batch in batches:
+                fps = pa.array(key_fingerprints(batch, key, key_seed))
+                yield batch.filter(pc.is_in(fps, value_set=wanted))
+
+        found = ctx.snapshot.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
+        return found.cast(schema)
+
+    def _fall_back(self) -> None:
+        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot)."""
+        self.ctx.metrics.fallback = GroupHash.name
+        self.fallback = GroupHash(self.ctx)
+        self.fallback.plan()
+
+    def follow_up(self, answer: Answer) -> Answer:
+        return self.fallback.follow_up(answer) if self.fallback is not None else answer
+
+    def unchanged_keys(self) -> DataFrame | None:
+        if self.fallback is not None:
+            return self.fallback.unchanged_keys()
+        return self.ctx.snapshot.select(*self.ctx.site.key)
+
+    def vouches_for_untouched(self) -> bool:
+        # the peel named every pair that differs; the fall-back vouches in its own right
+        return self.fallback is None or self.fallback.vouches_for_untouched()
+
+    def stage(self, staged: Version) -> None:
+        """The new fragment's table: the old one less the pairs of the rows replaced or
+        deleted, plus the pairs of the returned rows."""
+        if self.fallback is not None:
+            return  # rebuilt from the fragment at the next sketch sync
+        ctx = self.ctx
+        key, columns = ctx.key_columns(), ctx.site.columns
+        table = self.stored.table.copy()
+        table.add(*self._old_pairs(), sign=-1)
+        table.add(*self.stored.pairs(self.returned, columns, key))
+        sketches.SiteSketch(table, self.stored.syncs + 1).save(sketches.sketch_dir(staged, ctx.index))
+
+    def _old_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs of the snapshot rows whose key came back or was deleted: from the rows
+        the delta was built from when it was built from those alone, else on the executors."""
+        ctx = self.ctx
+        key, columns = ctx.key_columns(), ctx.site.columns
+        if ctx.touched_rows is not None:
+            rows = ctx.touched_rows.select([c.name for c in columns]).cast(ctx.rows_schema())
+            return self.stored.pairs(rows, columns, key)
+        names = [c.name for c in key]
+        key_schema = spark_schema(key)
+        touched = ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-returned.parquet"))
+        touched = touched.select(*names).unionByName(
+            ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-deleted.parquet"))
+        )
+        key_seed, row_seed = sketch_seeds(self.stored.secret)
+
+        def run(batches):
+            for batch in batches:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(key_fingerprints(batch, key, key_seed).view(np.int64)),
+                        pa.array(row_fingerprints(batch, columns, row_seed).view(np.int64)),
+                    ],
+                    names=["k", "h"],
+                )
+
+        old = (
+            ctx.snapshot.select(*[c.name for c in columns])
+            .join(touched.distinct(), names, "left_semi")
+            .mapInArrow(run, "k bigint, h bigint")
+            .toArrow()
+        )
+        return (
+            old.column("k").to_numpy().astype(np.int64).view(np.uint64),
+            old.column("h").to_numpy().astype(np.int64).view(np.uint64),
+        )
+
+    @classmethod
+    def expected_bytes(cls, estimate: SiteEstimate) -> float:
+        """The main stage's table one way; changed and new rows, and deleted keys, the other.
+
+        >>> from warehouse.planning.cost_model import CostModel
+        >>> est = SiteEstimate(100_000, 0.001, 0.0, CostModel(50, 4, 16), 128)
+        >>> 0 < Sketch.expected_bytes(est) < 0.1 * est.full_bytes
+        True
+        """
+        cells = cells_for(estimate.differences, estimate.differences_variance, PEEL_FAILURE, sketches.HASHES)
+        width = sketches.sent_width(cells, sketches.stored_width(estimate.rows))
+        if width is None:
+            return float("inf")
+        probe = PROBE_WIDTH * sketches.HASHES * CELL_BYTES if width >= 4 * PROBE_WIDTH else 0
+        rows_back = estimate.updates + estimate.inserts
+        return (
+            probe
+            + width * sketches.HASHES * CELL_BYTES
+            + rows_back * estimate.cost.tuple_bytes
+            + estimate.deletes * DELETED_KEY_BYTES
+        )
+
+
+def next_width(width: int, empty_cells: int, main: int, widest: int) -> int | None:
+    """The width of the stage after one `width` wide failed to peel, leaving `empty_cells`
+    of its difference empty: the main width after the probe, else twice the last, or wider
+    if the difference held more pairs than that peels. A difference with no empty cell
+    holds at least width * ln(3 * width) pairs (fewer would leave one empty). None when
+    even the agent's table (`widest`) is too narrow for them: the site falls back at once
+    rather than send a table that cannot peel.
+
+    >>> next_width(16, 0, 630, 10080), next_width(630, 1800, 630, 10080), next_width(630, 0, 630, 10080)
+    (630, 1260, 2520)
+    >>> next_width(42_000, 0, 42_000, 161_280) is None  # half a million pairs or more
+    True
+    """
+    want = main if width < main else 2 * width
+    seen = differences_seen(width, empty_cells)
+    if not math.isfinite(seen):
+        seen = width * math.log(sketches.HASHES * width)
+    want = max(want, math.ceil(cells_for(seen, seen, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES))
+    return sketches.divisor_at_least(want, widest) if width < widest else None
+
+
+def agent_width(main: int, stored: int, floor: int = 0) -> int:
+    """Width of the agent's table: the narrowest multiple of the main stage's width that
+    divides the stored width and is HEADROOM times as wide, and at least `floor` (the
+    stored width if none is), within what an agent builds (MAX_SKETCH_WIDTH).
+
+    >>> agent_width(14, 1260), agent_width(630, 1260), agent_width(315 * 2**11, 315 * 2**14)
+    (252, 1260, 1290240)
+    >>> agent_width(14, 1260, floor=600)  # the statistics expect few differences; more may come
+    630
+    """
+    fits = [d for d in sketches.divisors(stored) if d % main == 0 and d <= max(main, MAX_SKETCH_WIDTH)]
+    wide = [d for d in fits if d >= max(HEADROOM * main, floor)]
+    return min(wide) if wide else max(fits)
