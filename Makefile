@@ -29,10 +29,13 @@ TEST_WORKERS ?= 2
 test: install lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-# ruff, configured in pyproject.toml: lint, and check that the code is formatted
+# ruff, configured in pyproject.toml: lint, and check that the code is formatted; mypy over
+# the product packages; no product module in an import circle or over 500 lines
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(PY) scripts/check_layout.py
 
 format: install
 	$(VENV)/bin/ruff check --fix .
