@@ -27,7 +27,9 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 
+from protocol import sqlsize
 from protocol.grouped import COLUMN, group_columns, grouped_item, is_count_star, unaliased
+from protocol.parse_errors import in_user_terms
 from protocol.sqlnodes import describe, is_literal, snippet
 
 ErrorClass = Callable[[str], Exception]
@@ -239,18 +241,23 @@ def parse_select(
 
 
 def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) -> exp.Expression:
+    sqlsize.check_text(sql, dialect, lambda problem: error(f"{problem}: {form}"))
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" (line {first.get('line')}, column {first.get('col')})" if first.get("line") else ""
-        raise error(f"the SQL cannot be parsed{where}: {first.get('description', 'syntax error')}; {form}") from None
-    except TokenError as exc:
-        raise error(f"the SQL cannot be parsed: {exc}; {form}") from None
+        problem = in_user_terms(first.get("description", "syntax error"), first.get("highlight"))
+        raise error(f"the SQL cannot be parsed{where}: {problem}; {form}") from None
+    except TokenError:
+        raise error(f"the SQL cannot be read: a quote is not closed or a character is not SQL; {form}") from None
+    except RecursionError:
+        raise error(f"the SQL nests too deeply to be read; {form}") from None
     if not statements:
         raise error(f"the SQL is empty: {form}")
     if len(statements) > 1:
         raise error(f"exactly one statement is supported, found {len(statements)}: {form}")
+    sqlsize.check_tree(statements[0], lambda problem: error(f"{problem}: {form}"))
     return statements[0]
 
 

@@ -129,6 +129,9 @@ REFUSED = [
     ("SELECT i.sku FROM items i FOR SHARE", ["for update", "locking", "cannot be parsed"]),
     # parameters the agent would bind
     ("SELECT i.sku FROM items i WHERE i.name = ?", ["parameter"]),
+    # nesting that would exhaust the parser's stack
+    ("SELECT i.sku FROM items i WHERE " + "(" * 50 + "i.stock = 1" + ")" * 50, ["parentheses nest 50 deep"]),
+    ("SELECT i.sku FROM items i WHERE " + "NOT " * 400 + "i.stock = 1", ["nests too deeply"]),
 ]
 
 #: Hostile text where the language allows any text: aliases and string literals, with the
