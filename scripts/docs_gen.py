@@ -366,7 +366,33 @@ def _strip_commits(text: str) -> str:
     return text
 
 
-def _run_page(name: str, results: dict) -> str:
+def _results_files() -> list[tuple[str, Path, list[Path]]]:
+    """(page name, results file, its plots) of every results file: those in results/ and
+    those one folder down (the sittings a merged file was joined from, the link runs).
+
+    A plot `STEM-WORKLOAD.png` beside a file `STEM.json` is that file's, unless a file with a
+    longer name claims it (`10m-auto-students.png` is `10m-auto`'s, not `10m`'s).
+    """
+    found = []
+    for folder in [RESULTS, *sorted(p for p in RESULTS.iterdir() if p.is_dir())]:
+        files = sorted(folder.glob("*.json"))
+        stems = sorted((f.stem for f in files), key=len, reverse=True)
+        owner: dict[str, list[Path]] = {stem: [] for stem in stems}
+        for plot in sorted(folder.glob("*.png")):
+            stem = next((st for st in stems if plot.name.startswith(st + "-")), None)
+            if stem is not None:
+                owner[stem].append(plot)
+        prefix = "" if folder == RESULTS else folder.name + "-"
+        found += [(prefix + f.stem, f, owner[f.stem]) for f in files]
+    return found
+
+
+def _image(plot: Path) -> str:
+    """The name a plot gets in the site's img/ folder."""
+    return plot.name if plot.parent == RESULTS else f"{plot.parent.name}-{plot.name}"
+
+
+def _run_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
     """A page for a results file written by `python -m tests.benchmarks` (meta, workloads)."""
     from tests.benchmarks import report
 
@@ -375,9 +401,10 @@ def _run_page(name: str, results: dict) -> str:
     body = body.split("\n", 2)[2]  # the benchmark's own title line and blank line
     body = _strip_commits(body)
     lines = [
-        GENERATED.format(source=f"tests/benchmarks/results/{name}.json"),
+        GENERATED.format(source=path.relative_to(ROOT).as_posix()),
         f"# Results: `{name}`",
         "",
+        f"- **File**: `{path.relative_to(ROOT).as_posix()}`",
         f"- **Date**: {meta.get('date', NOT_RECORDED)}",
         f"- **Machine**: {_machine(meta)}",
         f"- **Command**: {NOT_RECORDED} (the run's settings: {meta.get('rounds')} rounds, "
@@ -387,9 +414,8 @@ def _run_page(name: str, results: dict) -> str:
         body.rstrip(),
         "",
     ]
-    plots = sorted(RESULTS.glob(f"{name}-*.png"))
     for plot in plots:
-        lines += [f"![{plot.stem}](img/{plot.name})", ""]
+        lines += [f"![{plot.stem}](img/{_image(plot)})", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -441,12 +467,13 @@ def _run_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _other_page(name: str, results: dict) -> str:
+def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
     """A page for a results file of the join, dumps or sample benchmark (their own layouts)."""
     lines = [
-        GENERATED.format(source=f"tests/benchmarks/results/{name}.json"),
+        GENERATED.format(source=path.relative_to(ROOT).as_posix()),
         f"# Results: `{name}`",
         "",
+        f"- **File**: `{path.relative_to(ROOT).as_posix()}`",
         f"- **Date**: {results.get('date', NOT_RECORDED)}",
         f"- **Machine**: {NOT_RECORDED}",
         f"- **Command**: {'`' + results['command'] + '`' if results.get('command') else NOT_RECORDED}",
@@ -475,8 +502,8 @@ def _other_page(name: str, results: dict) -> str:
         lines += ["## Quality of the differentials", ""]
         lines += _flat_table(quality["runs"])
         lines.append("")
-    for plot in sorted(RESULTS.glob(f"{name}-*.png")):
-        lines += [f"![{plot.stem}](img/{plot.name})", ""]
+    for plot in plots:
+        lines += [f"![{plot.stem}](img/{_image(plot)})", ""]
     return "\n".join(line for line in lines if line is not None) + "\n"
 
 
@@ -484,24 +511,24 @@ def benchmark_pages() -> dict[str, str]:
     """Page name -> Markdown for every results file, plus the index."""
     pages: dict[str, str] = {}
     rows = []
-    for path in sorted(RESULTS.glob("*.json")):
-        name = path.stem
+    for name, path, plots in _results_files():
         results = json.loads(path.read_text())
         if "meta" in results and "workloads" in results:
-            pages[f"{name}.md"] = _run_page(name, results)
+            pages[f"{name}.md"] = _run_page(name, path, results, plots)
             meta = results["meta"]
             what = meta.get("plan") or (
                 f"{', '.join(meta.get('workloads', []))}; {', '.join(meta.get('strategies', []))}"
             )
             rows.append((name, meta.get("date", NOT_RECORDED)[:10], _machine(meta).split(",")[0], what))
         else:
-            pages[f"{name}.md"] = _other_page(name, results)
+            pages[f"{name}.md"] = _other_page(name, path, results, plots)
             rows.append((name, results.get("date", NOT_RECORDED), NOT_RECORDED, results.get("command", NOT_RECORDED)))
     index = [
         GENERATED.format(source="tests/benchmarks/results/*.json"),
         "# Benchmark results",
         "",
-        "One page per results file in `tests/benchmarks/results/`, each rendered from the JSON by "
+        "One page per results file in `tests/benchmarks/results/` (and one folder down: the sittings a "
+        "merged run was joined from, the runs over a rate-limited link), each rendered from the JSON by "
         "`scripts/docs_gen.py` at every `make docs`: the numbers are the files', never typed by hand. "
         "Where a file does not record its date, machine or command, its page says so. "
         "[Benchmarks](../index.md) says how to run them, [Notes on the runs](../notes.md) what each run showed.",
@@ -547,10 +574,11 @@ def main(argv: list[str] | None = None) -> int:
         _write(out / name, text)
     img = out / "img"
     img.mkdir(parents=True, exist_ok=True)
-    for plot in RESULTS.glob("*.png"):
-        target = img / plot.name
-        if not target.exists() or target.stat().st_size != plot.stat().st_size:
-            shutil.copyfile(plot, target)
+    for _, _, plots in _results_files():
+        for plot in plots:
+            target = img / _image(plot)
+            if not target.exists() or target.stat().st_size != plot.stat().st_size:
+                shutil.copyfile(plot, target)
     return 0
 
 
