@@ -40,12 +40,18 @@ RESULTS = ROOT / "tests" / "benchmarks" / "results"
 
 
 def cell(text: object) -> str:
-    """Text made safe for one Markdown table cell.
+    """Text made safe for one Markdown table cell: one line, pipes escaped, and braces outside
+    code spans escaped (a trailing `{...}` would be read as an attribute list).
 
     >>> cell("a | b\\nc")
     'a \\\\| b c'
+    >>> cell('as JSON: {"k": 1}, or `{}`')
+    'as JSON: \\\\{"k": 1\\\\}, or `{}`'
     """
-    return " ".join(str(text).split()).replace("|", "\\|")
+    parts = " ".join(str(text).split()).replace("|", "\\|").split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("{", "\\{").replace("}", "\\}")
+    return "`".join(parts)
 
 
 def anchor(text: str) -> str:
