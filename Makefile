@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample openapi clean
+.PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample openapi clean
 
 install: $(STAMP)
 
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@pkg-config --exists libmariadb 2>/dev/null || scripts/apt_install.sh $(MYSQL_BUILD_DEPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[service,test,mysql]'
+	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs]'
 	touch $(STAMP)
 
 demo: install
@@ -26,8 +26,15 @@ demo: install
 # fixtures: a service, a PostgreSQL server per worker); TEST_WORKERS=0 runs them in-process.
 TEST_WORKERS ?= 2
 
-test: install lint
+test: install lint docs
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The documentation site: scripts/docs_gen.py writes the generated pages (reference from the
+# code and openapi/, benchmarks from tests/benchmarks/results/) into docs/, then MkDocs builds
+# docs/ into site/ with warnings as errors (broken links and anchors among them).
+docs: install
+	$(PY) scripts/docs_gen.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # ruff, configured in pyproject.toml: lint, and check that the code is formatted; mypy over
 # the product packages; no product module in an import circle or over 500 lines
@@ -50,7 +57,7 @@ test-integration: install
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[service,test,mysql,bench]'
+	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs,bench]'
 	touch $(BENCH_STAMP)
 
 # Under an hour on 2 cores (46 minutes measured): students at 1,000,000 rows with full_ship
@@ -96,4 +103,4 @@ bench-sample: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.sample
 
 clean:
-	rm -rf demo-data .pytest_cache
+	rm -rf demo-data .pytest_cache site

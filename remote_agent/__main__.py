@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--db-url",
-        help="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, or file:///ABSOLUTE/DIR "
+        help="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, "
+        "mysql://USER[:PASSWORD]@HOST[:PORT]/DB (mariadb:// alike), or file:///ABSOLUTE/DIR "
         "for a directory of dump files (env AGENT_DB_URL)",
     )
     parser.add_argument(

@@ -22,7 +22,7 @@ class AgentSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore")
 
     db_url: str = Field(
-        description="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB or file:///ABSOLUTE/DIR (a directory of dump files)"
+        description="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, mysql://USER[:PASSWORD]@HOST[:PORT]/DB (mariadb:// alike) or file:///ABSOLUTE/DIR (a directory of dump files)"
     )
     #: Where a directory of dumps keeps each table's current dump converted to Parquet
     #: (never in the dump directory itself); default: a directory under the system's temp dir.

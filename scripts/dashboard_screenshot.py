@@ -6,7 +6,7 @@ a few rounds of changes and syncs, then opens the dashboard in a headless Chromi
 `chromium` and `chromium-driver`, installed when missing, as in the tests) and saves a PNG
 of the whole page, reduced to a palette so that it stays small.
 
-    .venv/bin/python scripts/dashboard_screenshot.py [--out docs/dashboard.png]
+    .venv/bin/python scripts/dashboard_screenshot.py [--out docs/images/dashboard.png]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def wait_for(check, within_s: float = 120.0):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard.png")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "dashboard.png")
     parser.add_argument("--rows", type=int, default=20_000, help="students in the legacy table")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of changes and syncs after the load")
     args = parser.parse_args()

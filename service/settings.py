@@ -44,7 +44,7 @@ class ServiceSettings(BaseSettings):
     )
     prior_mode: Literal["site", "paper"] = Field(
         default=sync_defaults.DEFAULT_PRIOR_MODE,
-        description="how update probabilities treat a tuple's entry; see README",
+        description="how update probabilities treat a tuple's entry (site: a Beta prior at the site's update rate; paper: uno/tno)",
     )
     default_prior: float = Field(
         default=sync_defaults.DEFAULT_PRIOR,

@@ -1,0 +1,106 @@
+"""The documentation site stays true: its generated reference pages name every CLI command,
+every setting of both processes and every API route; every strategy has its page; the
+README stays short and its links lead somewhere. (`make docs` builds the site itself,
+strictly; this checks what a build cannot.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README_MAX_LINES = 300
+
+
+@pytest.fixture(scope="module")
+def docs_gen():
+    spec = importlib.util.spec_from_file_location("docs_gen", ROOT / "scripts" / "docs_gen.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def reference(docs_gen) -> dict[str, str]:
+    # without each process's --help: the tables alone must name every setting
+    return docs_gen.reference_pages(with_help=False)
+
+
+def headings(page: str) -> set[str]:
+    return {line[3:].strip() for line in page.splitlines() if line.startswith("## ")}
+
+
+def test_every_cli_command_has_its_section(docs_gen, reference):
+    paths = [" ".join(path) for path, _ in docs_gen.cli_commands()]
+    assert {"deltasieve view add", "deltasieve changes", "deltasieve source list"} <= set(paths)
+    missing = [p for p in paths if p not in headings(reference["cli.md"])]
+    assert not missing, f"commands missing from the CLI reference: {missing}"
+
+
+def test_every_option_of_every_command_is_listed(docs_gen, reference):
+    page = reference["cli.md"]
+    for _, command in docs_gen.cli_commands():
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("-"):
+                    assert f"`{opt}`" in page, f"{opt} of {command.name} missing from the CLI reference"
+
+
+def test_every_setting_of_both_processes_is_listed(docs_gen, reference):
+    page = reference["settings.md"]
+    names = [name for _, _, cls in docs_gen.settings_classes() for name in docs_gen.env_names(cls)]
+    assert {"SERVICE_DATA_DIR", "SERVICE_API_KEY", "AGENT_DB_URL", "AGENT_TOKEN", "AGENT_ALLOW"} <= set(names)
+    missing = [n for n in names if f"| `{n}` |" not in page]
+    assert not missing, f"settings missing from the settings reference: {missing}"
+
+
+def test_every_route_of_both_apps_is_listed(docs_gen, reference):
+    page = reference["api.md"]
+    count = 0
+    for rel in docs_gen.API_DOCUMENTS.values():
+        document = json.loads((ROOT / rel).read_text())
+        for method, path, _ in docs_gen.routes(document):
+            assert f"### {method} {path}" in page, f"{method} {path} ({rel}) missing from the API reference"
+            count += 1
+    assert count >= 20
+
+
+def test_the_row_encoding_page_is_the_spec(reference):
+    spec = (ROOT / "openapi" / "row-encoding.md").read_text()
+    assert reference["row-encoding.md"].endswith(spec)
+
+
+def test_every_strategy_has_a_page_in_the_nav():
+    from warehouse.strategies import STRATEGIES
+
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for name in STRATEGIES:
+        assert (ROOT / "docs" / "strategies" / f"{name}.md").is_file(), f"no page for strategy {name}"
+        assert f"strategies/{name}.md" in nav, f"strategy {name}'s page is not in mkdocs.yml's nav"
+
+
+def test_benchmark_pages_come_from_every_results_file(docs_gen):
+    pages = docs_gen.benchmark_pages()
+    folder = ROOT / "tests" / "benchmarks" / "results"
+    top = {p.stem for p in folder.glob("*.json")}
+    below = {f"{p.parent.name}-{p.stem}" for p in folder.glob("*/*.json")}
+    results = sorted(top | below)
+    assert top and sorted(p[:-3] for p in pages if p != "index.md") == results
+    for name in results:
+        page = pages[f"{name}.md"]
+        assert "**Date**" in page and "**Machine**" in page and "**Command**" in page
+        assert not re.search(r"commit [0-9a-f]{7}", page), f"{name}: a commit hash in its page"
+        assert f"({name}.md)" in pages["index.md"]
+
+
+def test_the_readme_is_short_and_its_links_lead_somewhere():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= README_MAX_LINES
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
