@@ -250,9 +250,9 @@ def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) 
         problem = in_user_terms(first.get("description", "syntax error"), first.get("highlight"))
         raise error(f"the SQL cannot be parsed{where}: {problem}; {form}") from None
     except TokenError:
-        raise error(f"the SQL cannot be read: a quote is not closed or a character is not SQL; {form}") from None
+        raise error(f"the SQL cannot be parsed: a quote is not closed or a character is not SQL; {form}") from None
     except RecursionError:
-        raise error(f"the SQL nests too deeply to be read; {form}") from None
+        raise error(f"the SQL cannot be parsed: it nests too deeply; {form}") from None
     if not statements:
         raise error(f"the SQL is empty: {form}")
     if len(statements) > 1:

@@ -80,7 +80,7 @@ VIEW_SQL_CASES = [
     ("SELECT p.id FROM bi.people p WHERE p.score BETWEEN 1", ["cannot be parsed", "both bounds"]),
     ("SELECT p.id FROM bi.people p WHERE " + "(" * 50 + "p.score > 0" + ")" * 50, ["parentheses nest 50 deep"]),
     ("SELECT p.id FROM bi.people p WHERE " + "NOT " * 60 + "p.score > 0", ["nests 65 levels deep"]),
-    ("SELECT p.id FROM bi.people p WHERE " + "NOT " * 400 + "p.score > 0", ["nests too deeply"]),
+    ("SELECT p.id FROM bi.people p WHERE " + "NOT " * 400 + "p.score > 0", ["cannot be parsed", "nests too deeply"]),
     ("   ", ["empty"]),
     ("UPDATE bi.people SET score = 0", ["SELECT"]),
     ("SELECT p.id FROM people p", ["source.table"]),
@@ -89,6 +89,9 @@ VIEW_SQL_CASES = [
     ("SELECT p.id, p.nmae FROM bi.people p", ["nmae", "name"]),
     ("SELECT p.id, c.name FROM bi.people p JOIN bi.cities c ON p.city = c.name", ["key", "code"]),
     ("SELECT p.id, p.name AS id FROM bi.people p", ["twice"]),
+    ("SELECT p.id FROM bi.people p WHERE p.name = 5", ["different kinds (number and text)", "p.name = 5"]),
+    ("SELECT p.id FROM bi.people p WHERE p.score IN (1, 'high')", ["different kinds (number and text)"]),
+    ("SELECT p.id, c.code FROM bi.people p JOIN bi.cities c ON p.id = c.code", ["different kinds (number and text)"]),
 ]
 
 

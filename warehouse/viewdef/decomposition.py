@@ -29,6 +29,7 @@ from warehouse.viewdef.binding import bind_view
 from warehouse.viewdef.bound import BoundView
 from warehouse.viewdef.cross_site import CROSS_SITE_HELP, check_cross_site
 from warehouse.viewdef.grouped_site import combination_items, grouped_items, grouped_site, nulls_restored
+from warehouse.viewdef.kinds import check_kinds
 from warehouse.viewdef.model import SiteQuery, ViewDef, ViewDefinitionError
 
 #: sqlglot dialect of the assembly, the warehouse-side query that joins the site fragments.
@@ -116,15 +117,18 @@ def analyze_view(sql: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
     conjuncts = _conjuncts(bound)
     groups = _local_sites(bound, conjuncts)
     columns = [Column(o.name, o.column.type) for o in bound.outputs]
-    if bound.multiset and len(groups) == 1:
+    # conditions across sites are checked for the warehouse's evaluation first (cross_site.py)
+    decomposed = _decompose(bound, conjuncts, groups, schemas) if len(groups) > 1 else None
+    check_kinds(bound, ViewDefinitionError)
+    if bound.multiset and decomposed is None:
         tree, columns_read, key, multiset = grouped_site(bound)
         source = bound.relations[0].source
         site = SiteQuery(source, _render_site(tree, source, schemas), columns_read, key, _dialect(source, schemas))
         return ViewDef(sql.strip(), columns, [], [site], multiset=multiset)
     derivation = [p.to_json() for p in bound.key_parts]
-    if len(groups) == 1:
+    if decomposed is None:
         return ViewDef(sql.strip(), columns, bound.key, [_single_site(bound, schemas)], key_derivation=derivation)
-    sites, assembly, left = _decompose(bound, conjuncts, groups, schemas)
+    sites, assembly, left = decomposed
     if bound.multiset:  # kept as combinations of the sites' grouped rows (multiset.py)
         read = {c.name for s in sites for c in s.columns}
         nulls = {c.name: null_flag(c.name) for c in columns if null_flag(c.name) in read}
