@@ -4,8 +4,8 @@ In a table without a key, a row that changed is a row that vanished and a row th
 appeared. A multiset view may say how to recognise them: `{"order_by": COLUMN, "epsilon":
 {COLUMN: NUMBER, ...}}`. At each sync the occurrences its delta deletes (the left input)
 are joined with those it inserts (the right input) by the constrained left-outer
-BestmatchJoin of paper 001, computed by its window algorithm (bestmatch.py) over both
-sorted by `order_by`: a pair qualifies when every epsilon column differs by at most its
+BestmatchJoin, computed by the window algorithm (TU München, "The Window Algorithm";
+bestmatch.py) over both sorted by `order_by`: a pair qualifies when every epsilon column differs by at most its
 epsilon, and an appeared row is a best match of a vanished one unless another qualifying
 row dominates it (at least as close in every epsilon column, closer in one).
 

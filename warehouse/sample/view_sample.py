@@ -1,4 +1,6 @@
-"""A uniform random sample of a view's rows, kept from each sync's delta (paper 004).
+"""A uniform random sample of a view's rows, kept from each sync's delta.
+
+The sample follows Gemulla and Lehner, "Deferred Maintenance of Disk-Based Random Samples".
 
 A view with `"sample_size": M` keeps, in every version, a uniform random sample of at most
 M of its rows (`sample/` as Parquet, the file's row order its positions) and its state

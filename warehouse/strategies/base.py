@@ -47,7 +47,8 @@ if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports t
 
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
-#: Width of the per-tuple hashes of the tuple_hash strategy (000's ⟨K, b⟩ with b = 64): a
+#: Width of the per-tuple hashes of the tuple_hash strategy: b = 64 in the compressed record
+#: ⟨K, b⟩ (key K, b-bit hash) of Labio and Garcia-Molina's snapshot-differential paper. A
 #: miss needs a 64-bit collision under a per-sync seed, and a wider hash would double what
 #: most of its request weighs.
 TUPLE_HASH_BITS = 64

@@ -1,6 +1,8 @@
 """Decomposition: cut a bound view into one site query per site and the assembly that joins them.
 
-Decomposition (003 §IV.A, push-down as in 002 §3.1). A *site* is a connected component of
+Decomposition as in Lu, Liu and Hyland, "Delta Extraction Optimization for View Maintenance
+in a Limited Collaborative Environment"; push-down as in Carnes and Hanson, "Query-Based
+Change Detection". A *site* is a connected component of
 the local join graph: tables of one source linked by conditions that read only tables of
 that source. Tables of one source that the view does not join locally become separate
 sites against the same source. Every AND term of the ON and WHERE predicates that reads
