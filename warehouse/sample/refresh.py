@@ -42,7 +42,9 @@ Plan = list[tuple[int, int]]
 
 
 def expected_displaced(m: int, log_length: int) -> float:
-    """E(Ψ), the expected number of final candidates: m (1 - (1 - 1/m)^l).
+    """E(Ψ), the expected number Ψ of final candidates: m (1 - (1 - 1/m)^l).
+
+    m is the sample size and l the length of the candidate log.
 
     >>> round(expected_displaced(5, 11), 2), expected_displaced(10, 0)
     (4.57, 0.0)

@@ -81,7 +81,7 @@ class SampleState:
     size: int  # s, at most M
     view_rows: int  # N, the view's rows at this version
     #: the last sync's maintenance: candidates logged, their expected number, final
-    #: candidates written (Ψ) and E(Ψ), the refresh ("stack", "nomem"; "build" when drawn
+    #: candidates written and their expected number, the refresh ("stack", "nomem"; "build" when drawn
     #: from the view), rows the sync read from the view (a build) and wrote to the sample
     log_length: int = 0
     expected_log_length: float = 0.0

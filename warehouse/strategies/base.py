@@ -66,13 +66,13 @@ class SiteEstimate:
 
     rows: int  # tuples in the snapshot
     p_update: float  # mean chance that a tuple is updated before the next sync
-    p_delete: float  # chance that a tuple is deleted before the next sync (ω−)
-    cost: CostModel  # measured Φ_t, Φ_k, Φ_h
+    p_delete: float  # chance that a tuple is deleted before the next sync (deletion statistics)
+    cost: CostModel  # measured bytes of a tuple, a key and a group hash
     hash_bits: int
-    #: Σ over tuples of P(update t), and of P(update t)(1 − P(update t)) (ω±).
+    #: Σ over tuples of P(update t), and of P(update t)(1 − P(update t)) (update statistics).
     updates: float | None = None
     updates_variance: float | None = None
-    #: Rows inserted per sync, on average (ω−'s insert counts); None: taken equal to the deletes.
+    #: Rows inserted per sync, on average (the deletion statistics' insert counts); None: taken equal to the deletes.
     inserts: float | None = None
 
     def __post_init__(self) -> None:
@@ -125,10 +125,11 @@ class SiteContext:
     snapshot: DataFrame | None = None
     cost: CostModel | None = None
     estimate: SiteEstimate | None = None
-    #: Σ(tno − 1) and Σ(uno − 1) over the snapshot: observations and updates seen.
+    #: Over the snapshot's tuples, the sums of syncs seen and of updates seen, each less the
+    #: tuple's entry: observations and real updates.
     observed: tuple[int, int] = (0, 0)
     history: list[tuple[int, int]] = field(default_factory=list)
-    #: The stored rows (with ω±) of the keys the answer touched, when the delta was built
+    #: The stored rows (with update statistics) of the keys the answer touched, when the delta was built
     #: from them alone (site_sync: an overlay); None when it was built over the snapshot.
     #: A strategy that read them itself sets them during its exchange (rows of a superset
     #: of the touched keys), and the delta is built from those.
@@ -164,7 +165,7 @@ class SiteContext:
         return local_cores(self.spark.sparkContext.master) is not None
 
     def stored_rows(self, keys: pa.Table) -> pa.Table:
-        """The snapshot's rows (with ω±) of `keys` (a table of the key columns). On a local
+        """The snapshot's rows (with update statistics) of `keys` (a table of the key columns). On a local
         master the driver is the only executor, and Arrow reads the files with the keys as
         a filter (a fraction of a second at 1M rows, where a Spark job over the fragment
         took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
