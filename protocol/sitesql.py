@@ -371,7 +371,7 @@ def column_ref(alias: str, name: str) -> exp.Column:
     return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(alias, quoted=True))
 
 
-def requalify(predicate: exp.Expression, resolve: Callable[[exp.Column], exp.Column]) -> exp.Expression:
+def requalify(predicate: Node, resolve: Callable[[exp.Column], exp.Expression]) -> exp.Expression:
     """A copy of `predicate` with every column reference replaced by `resolve(column)`."""
     return predicate.transform(lambda node: resolve(node) if isinstance(node, exp.Column) else node)
 
@@ -389,11 +389,11 @@ def wrap_read_as(read_as: str, column: exp.Column, dialect: str) -> exp.Expressi
 
 
 def build_select(
-    items: Sequence[tuple[exp.Expression, str]],
+    items: Sequence[tuple[Node, str]],
     tables: Sequence[tuple[str, str]],
-    conditions: Sequence[exp.Expression | None],
-    where: exp.Expression | None,
-    group: Sequence[exp.Expression] | None = None,
+    conditions: Sequence[Node | None],
+    where: Node | None,
+    group: Sequence[Node] | None = None,
 ) -> exp.Select:
     """A fresh SELECT tree from resolved pieces.
 
