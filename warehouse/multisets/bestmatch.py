@@ -155,9 +155,13 @@ class _Stream:
 
     @property
     def peek_point(self) -> tuple:
+        if self._next is None:
+            raise IndexError("peek past the end of the input")
         return self._next[1]
 
     def take(self) -> tuple[Any, tuple]:
         out = self._next
+        if out is None:
+            raise IndexError("take past the end of the input")
         self._advance()
         return out

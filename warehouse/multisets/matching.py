@@ -193,8 +193,8 @@ def pair_delta(path: Path, view: ViewDef, match: Mapping) -> tuple[tuple[int, in
     out_schema = multiset.delta_schema(view, with_old=True)
     rows = [{OP: UPDATE, **new, multiset.COUNT: 1, **_old(old)} for old, new in pairs]
     for op, left in ((INSERT, came), (DELETE, gone)):
-        for row, n in Counter(tuple(r[c] for c in names) for r in left).items():
-            rows.append({OP: op, **dict(zip(names, row)), multiset.COUNT: n})
+        for values, n in Counter(tuple(r[c] for c in names) for r in left).items():
+            rows.append({OP: op, **dict(zip(names, values)), multiset.COUNT: n})
     table = pa.Table.from_pylist(rows, schema=out_schema)
     for part in path.iterdir():
         part.unlink()

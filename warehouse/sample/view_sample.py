@@ -117,7 +117,9 @@ def state_of(version: Version | None) -> SampleState | None:
 def load(version: Version | None) -> tuple[pa.Table, SampleState] | None:
     """The sample stored with `version` and its state, if it has one."""
     state = state_of(version)
-    return None if state is None else (pq.read_table(version.path / SAMPLE_DIR), state)
+    if version is None or state is None:
+        return None
+    return pq.read_table(version.path / SAMPLE_DIR), state
 
 
 def save(version: Version, sample: Maintenance) -> None:

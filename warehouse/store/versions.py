@@ -181,9 +181,8 @@ class ViewStore:
         versions = self.root / "versions"
         if versions.exists():
             numbers = sorted(int(p.name) for p in versions.iterdir() if p.name.isdigit())
-            keep_from = (current.number - KEEP_OLD_VERSIONS) if current else None
             for n in numbers:
-                if current is None or n > current.number or n < keep_from:
+                if current is None or n > current.number or n < current.number - KEEP_OLD_VERSIONS:
                     shutil.rmtree(versions / str(n), ignore_errors=True)
                     removed.append(versions / str(n))
                     continue
