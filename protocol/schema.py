@@ -39,7 +39,8 @@ class TableInfo:
     def known_column(self, name: str) -> ColumnInfo:
         """The column called `name`, which a resolved reference says the table has.
 
-        >>> TableInfo("t", (ColumnInfo("id", LogicalType.parse("int"), False, "integer"),), ("id",)).known_column("id").declared
+        >>> t = TableInfo("t", (ColumnInfo("id", LogicalType.parse("int"), False, "integer"),), ("id",))
+        >>> t.known_column("id").declared
         'integer'
         """
         column = self.column(name)

@@ -70,8 +70,8 @@ MAX_LAG_S = 86_400
 MAX_SAMPLE_SIZE = 1_000_000
 SAMPLE_HELP = (
     "keep a uniform random sample of at most this many of the view's rows (0: none), maintained from each "
-    "sync's delta (Gemulla and Lehner's deferred maintenance: candidate log, stack/nomem refresh) and committed with the view's "
-    "version; GET /v1/views/{name}/sample reads it"
+    "sync's delta (Gemulla and Lehner's deferred maintenance: candidate log, stack/nomem refresh) and "
+    "committed with the view's version; GET /v1/views/{name}/sample reads it"
 )
 
 

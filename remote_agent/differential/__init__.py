@@ -40,7 +40,7 @@ def compared(key: Hashable, old: Any, new: Any) -> Iterator[Change]:
 
 @dataclass
 class Reconciled:
-    """A differential with its useless pairs folded: the changes, and the snapshot-differential paper's quality figures."""
+    """A differential with its useless pairs folded: the changes, and the paper's quality figures."""
 
     changes: list[Change]
     useless_pairs: int  # a delete and an insert of one key with equal values: dropped

@@ -89,8 +89,8 @@ def classify(
     old: pa.Table, returned: pa.Table, deleted: pa.Table, columns: list[Column], key: list[str], before: int
 ) -> TouchedDelta:
     """Classify the touched tuples: `old` the stored rows of the touched keys (site columns
-    and update statistics, syncs seen counted up to the current version), `returned` the agent's rows, `deleted` the keys
-    it reported gone, `before` the fragment's size."""
+    and update statistics, syncs seen counted up to the current version), `returned` the
+    agent's rows, `deleted` the keys it reported gone, `before` the fragment's size."""
     schema = arrow_schema(columns)
     values = [c.name for c in columns if c.name not in key]
     old = old.select(omega_schema(columns).names).cast(omega_schema(columns))

@@ -23,13 +23,12 @@ from dataclasses import dataclass
 MAX_GROUP_SIZE = 4096
 
 #: How a group decides to take the next tuple.
-#: "per_tuple": while it raises the group's expected benefit per tuple, EB / n
-#:   (EB: expected benefit in bytes; n: tuples in the group). Over a run
-#:   of similar tuples this maximises the plan's total Σ EB: growing each group for as long
-#:   as its own EB rises makes groups of about 1/P(change per tuple) tuples, far past the
-#:   size at which a change (which re-ships the whole group) stops paying for the hash
-#:   saved. With tuples of 45 bytes, keys of 3.4 and hashes of 17.7 (CostModel) and 0.3 %
-#:   change per tuple, "group" forms
+#: "per_tuple": while it raises the group's expected benefit per tuple, EB / n (EB: expected
+#:   benefit in bytes; n: tuples in the group). Over a run of similar tuples this maximises
+#:   the plan's total Σ EB: growing each group for as long as its own EB rises makes groups
+#:   of about 1/P(change per tuple) tuples, far past the size at which a change (which
+#:   re-ships the whole group) stops paying for the hash saved. With tuples of 45 bytes,
+#:   keys of 3.4 and hashes of 17.7 (CostModel) and 0.3 % change per tuple, "group" forms
 #:   groups of ~300 tuples, "per_tuple" of ~11.
 #: "group": while it raises the group's own EB, as Algorithm 1 (group selection) of Lu, Liu
 #:   and Hyland does.

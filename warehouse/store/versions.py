@@ -4,8 +4,8 @@ Layout under `<data-dir>/views/<view>/`:
 
     CURRENT                      {"format": 2, "version": N, "sync_id": ...}; replaced atomically
     versions/<N>/meta.json       what version N holds ({"format": 2, ...})
-    versions/<N>/site-<i>/fragment/   the site query's rows plus update statistics (__tno: syncs seen, __uno: updates seen): all of
-                                 them, or with layers.json the base under an overlay (layers.py)
+    versions/<N>/site-<i>/fragment/   the site query's rows plus update statistics (__tno: syncs
+                                 seen, __uno: updates seen): all of them, or with layers.json the base under an overlay (layers.py)
     versions/<N>/site-<i>/layers.json, upserts/, removed/   the overlay (format 3)
     versions/<N>/site-<i>/omega.parquet  the update statistics as a histogram (update_counts.py)
     versions/<N>/site-<i>/deletions/  deletion statistics: per sync tuples before, deleted, inserted (deletions.py)
