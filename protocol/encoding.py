@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from itertools import repeat
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +24,7 @@ import xxhash
 from protocol.types import Column, LogicalType
 
 #: Group hashes default to 128 bits; 64 is allowed where a smaller hash is worth the risk.
-DEFAULT_HASH_BITS = 128
+DEFAULT_HASH_BITS: Final = 128
 SUPPORTED_HASH_BITS = (64, 128)
 
 _NULL = b"\x00"
@@ -103,7 +104,9 @@ def _enc_timestamptz(v: dt.datetime) -> bytes:
     return b"Z" + _I64.pack(_micros(v - _EPOCH_TZ))
 
 
-_ENCODERS: dict[str, Callable[[object], bytes]] = {
+#: The encoder of each logical type's values; each takes the Python type its kind decodes to
+#: (int for int, Decimal for decimal, ...), which the kind vouches for, not the signature.
+_ENCODERS: dict[str, Callable[[Any], bytes]] = {
     "int": _enc_int,
     "float": _enc_float,
     "decimal": _enc_decimal,
@@ -147,7 +150,7 @@ class _Piece:
     path).
     """
 
-    fields: list[tuple[np.dtype, object]]
+    fields: list[tuple[np.dtype, int | np.ndarray]]
     lengths: np.ndarray | None = None
     keep: np.ndarray | None = None
     data: pa.Array | None = None

@@ -62,11 +62,12 @@ class FrameError(ValueError):
 class Frame:
     kind: bytes
     payload: bytes
-    _decoded: object = field(default=None, repr=False, compare=False)
+    _json: dict | None = field(default=None, repr=False, compare=False)
+    _batch: pa.RecordBatch | None = field(default=None, repr=False, compare=False)
 
     def json(self) -> dict:
         """The payload of a control frame; a payload that is not a JSON object is a FrameError."""
-        if self._decoded is None:
+        if self._json is None:
             try:
                 message = json.loads(self.payload)
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -75,20 +76,20 @@ class Frame:
                 raise FrameError(
                     f"control frame {self.kind!r} holds a JSON {type(message).__name__}, expected an object"
                 )
-            self._decoded = message
-        return self._decoded
+            self._json = message
+        return self._json
 
     def batch(self) -> pa.RecordBatch:
         """The record batch of a data frame (decoded once); a corrupt payload is a FrameError."""
-        if self._decoded is None:
+        if self._batch is None:
             try:
                 batches = list(pa.ipc.open_stream(pa.BufferReader(self.payload)))
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise FrameError(f"data frame {self.kind!r} is not a valid Arrow IPC stream: {exc}") from None
             if len(batches) != 1:
                 raise FrameError(f"data frame {self.kind!r} holds {len(batches)} batches, expected 1")
-            self._decoded = batches[0]
-        return self._decoded
+            self._batch = batches[0]
+        return self._batch
 
     def decode(self) -> Frame:
         """Parse the payload now, so a corrupt frame fails where the caller expects errors."""

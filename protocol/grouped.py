@@ -9,10 +9,11 @@ with the plain form, for the whole grammar).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeGuard
 
 from sqlglot import exp
 
-from protocol.sqlnodes import describe, is_literal, snippet
+from protocol.sqlnodes import Node, describe, is_literal, snippet
 
 #: Output names of the columns a grouped site query adds start with this (sitenames.py
 #: reserves every other name starting with '__').
@@ -44,7 +45,7 @@ def is_count_star(node: exp.Expression) -> bool:
     return type(node) is exp.Count and isinstance(node.this, exp.Star) and not node.args.get("distinct")
 
 
-def is_plain_column(node: exp.Expression | None) -> bool:
+def is_plain_column(node: Node | None) -> TypeGuard[exp.Column]:
     return type(node) is exp.Column and isinstance(node.this, exp.Identifier)
 
 
@@ -72,13 +73,15 @@ def grouped_item(target: exp.Expression, alias: str | None, error: Callable[[str
     return kind, column, filler
 
 
-def group_columns(nodes: list[exp.Expression], kinds: list[str], error: Callable[[str], Exception]) -> list[exp.Column]:
+def group_columns(nodes: list[Node], kinds: list[str], error: Callable[[str], Exception]) -> list[exp.Column]:
     """The GROUP BY entries, each a plain column, of a query whose select items are of `kinds`
     (COUNT(*) among them exactly once)."""
 
+    columns = []
     for node in nodes:
         if not is_plain_column(node):
             raise error(f"GROUP BY {describe(node)} is not supported: {GROUPED_HELP}")
+        columns.append(node)
     if kinds.count(COUNT) != 1:
         raise error(f"a grouped site query selects COUNT(*) exactly once: {GROUPED_HELP}")
-    return list(nodes)
+    return columns

@@ -30,10 +30,23 @@ class TableInfo:
     unique_keys: tuple[tuple[str, ...], ...] = field(default=())
 
     def column(self, name: str) -> ColumnInfo | None:
+        """The column called `name`, or None when the table has none."""
         for c in self.columns:
             if c.name == name:
                 return c
         return None
+
+    def known_column(self, name: str) -> ColumnInfo:
+        """The column called `name`, which a resolved reference says the table has.
+
+        >>> t = TableInfo("t", (ColumnInfo("id", LogicalType.parse("int"), False, "integer"),), ("id",))
+        >>> t.known_column("id").declared
+        'integer'
+        """
+        column = self.column(name)
+        if column is None:
+            raise KeyError(f"table {self.name!r} has no column {name!r}")
+        return column
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from protocol import sqlsize
 from protocol.grouped import COLUMN, group_columns, grouped_item, is_count_star, unaliased
 from protocol.parse_errors import in_user_terms
-from protocol.sqlnodes import describe, is_literal, snippet
+from protocol.sqlnodes import Node, describe, is_literal, snippet
 
 ErrorClass = Callable[[str], Exception]
 
@@ -49,7 +49,7 @@ _NUMBER_RE = re.compile(r"^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 #: Every node type a predicate may contain, with the arguments it may carry. Exact types:
 #: subclasses (e.g. sqlglot's ByteString or RawString literals) are not admitted.
-_PREDICATE_NODES: dict[type[exp.Expression], frozenset[str]] = {
+_PREDICATE_NODES: dict[type[Node], frozenset[str]] = {
     exp.Column: frozenset({"this", "table", "db", "catalog"}),
     exp.Identifier: frozenset({"this", "quoted"}),
     exp.Literal: frozenset({"this", "is_string"}),
@@ -150,7 +150,7 @@ class SelectParts:
     group: list[exp.Column] | None = None
 
 
-def check_predicate(node: exp.Expression, error: ErrorClass, clause: str) -> None:
+def check_predicate(node: Node, error: ErrorClass, clause: str) -> None:
     """Raise `error` unless every node of `node` is in the predicate whitelist.
 
     Args:
@@ -215,12 +215,13 @@ def parse_select(
     statement = _one_statement(sql, dialect, error, form)
     select = _plain_select(statement, error, form, grouped)
     group_by = select.args.get("group")
-    is_grouped = group_by is not None and bool(group_by.expressions)
+    group_nodes = group_by.expressions if group_by is not None else []
+    is_grouped = bool(group_nodes)
     _check_everywhere(select, error, form, is_grouped)
     items = [_select_item(e, error, is_grouped) for e in select.expressions]
     if not items:
         raise error(f"the select list is empty: {form}")
-    group = group_columns(group_by.expressions, [i.kind for i in items], error) if is_grouped else None
+    group = group_columns(group_nodes, [i.kind for i in items], error) if is_grouped else None
     from_ = select.args.get("from_")
     if from_ is None or from_.this is None:
         raise error(f"a FROM clause is required: {form}")
@@ -240,7 +241,7 @@ def parse_select(
     return SelectParts(items, tables, conditions, predicate, left if any(left) else [], group)
 
 
-def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) -> exp.Expression:
+def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) -> Node:
     sqlsize.check_text(sql, dialect, lambda problem: error(f"{problem}: {form}"))
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
@@ -261,7 +262,7 @@ def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) 
     return statements[0]
 
 
-def _plain_select(statement: exp.Expression, error: ErrorClass, form: str, grouped: bool = False) -> exp.Select:
+def _plain_select(statement: Node, error: ErrorClass, form: str, grouped: bool = False) -> exp.Select:
     if isinstance(statement, exp.SetOperation):
         raise error(f"UNION/INTERSECT/EXCEPT are not supported: {form}")
     if isinstance(statement, exp.Subquery):
@@ -284,7 +285,7 @@ def _check_everywhere(select: exp.Select, error: ErrorClass, form: str, grouped:
     """Constructs refused wherever they appear, reported by name rather than by position
     (but the COUNT(*) of a grouped query's select list)."""
     counts = {id(unaliased(e)) for e in select.expressions if grouped and is_count_star(unaliased(e))}
-    checks: list[tuple[tuple[type[exp.Expression], ...], str]] = [
+    checks: list[tuple[tuple[type[Node], ...], str]] = [
         ((exp.Window,), "window functions are not supported"),
         ((exp.AggFunc,), "aggregates are not supported"),
         ((exp.Query, exp.Subquery, exp.Exists), "subqueries are not supported"),
@@ -377,7 +378,7 @@ def column_ref(alias: str, name: str) -> exp.Column:
     return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(alias, quoted=True))
 
 
-def requalify(predicate: exp.Expression, resolve: Callable[[exp.Column], exp.Column]) -> exp.Expression:
+def requalify(predicate: Node, resolve: Callable[[exp.Column], exp.Expression]) -> exp.Expression:
     """A copy of `predicate` with every column reference replaced by `resolve(column)`."""
     return predicate.transform(lambda node: resolve(node) if isinstance(node, exp.Column) else node)
 
@@ -395,11 +396,11 @@ def wrap_read_as(read_as: str, column: exp.Column, dialect: str) -> exp.Expressi
 
 
 def build_select(
-    items: Sequence[tuple[exp.Expression, str]],
+    items: Sequence[tuple[Node, str]],
     tables: Sequence[tuple[str, str]],
-    conditions: Sequence[exp.Expression | None],
-    where: exp.Expression | None,
-    group: Sequence[exp.Expression] | None = None,
+    conditions: Sequence[Node | None],
+    where: Node | None,
+    group: Sequence[Node] | None = None,
 ) -> exp.Select:
     """A fresh SELECT tree from resolved pieces.
 

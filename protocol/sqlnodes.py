@@ -6,13 +6,22 @@ warehouse's checks of view conditions.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+
+if TYPE_CHECKING:
+    from sqlglot.expressions import Expr as Node
+else:
+    #: Any node of a sqlglot tree. sqlglot 30 roots its tree at Expr, and abstract kinds
+    #: (Condition, Func, AggFunc, Query) derive from Expr only; before 30 the root is Expression.
+    Node = getattr(exp, "Expr", exp.Expression)
 
 #: Longest rendering of an expression quoted in an error message.
 _SNIPPET_CHARS = 80
 #: Operators named the way a user would say them.
-_OPERATOR_NAMES: dict[type[exp.Expression], str] = {
+_OPERATOR_NAMES: dict[type[Node], str] = {
     exp.ILike: "ILIKE",
     exp.Escape: "LIKE ... ESCAPE",
     exp.Mod: "the % operator",
@@ -24,7 +33,7 @@ _OPERATOR_NAMES: dict[type[exp.Expression], str] = {
 }
 
 
-def snippet(node: exp.Expression) -> str:
+def snippet(node: Node) -> str:
     """A short rendering of `node` for error messages."""
     try:
         text = node.sql(comments=False)
@@ -33,7 +42,7 @@ def snippet(node: exp.Expression) -> str:
     return text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 3] + "..."
 
 
-def describe(node: exp.Expression) -> str:
+def describe(node: Node) -> str:
     """Name the construct `node` stands for, the way a user would call it.
 
     >>> import sqlglot

@@ -15,6 +15,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from protocol.sqlnodes import Node
+
 #: Deepest nesting of parentheses accepted (hand-written views rarely pass 5).
 MAX_PARENTHESES = 24
 #: Deepest expression nesting accepted (NOT NOT ... nests too); a chain of one binary
@@ -47,7 +49,7 @@ def parenthesis_depth(sql: str, dialect: str | None = None) -> int:
     return deepest
 
 
-def shape(tree: exp.Expression) -> tuple[int, int]:
+def shape(tree: Node) -> tuple[int, int]:
     """The nesting depth and node count of `tree`, walked without recursion.
 
     >>> shape(sqlglot.parse_one("NOT NOT a"))  # Not, Not, Column, Identifier
@@ -56,7 +58,7 @@ def shape(tree: exp.Expression) -> tuple[int, int]:
     (3, 11)
     """
     deepest = nodes = 0
-    stack = [(tree, 1)]
+    stack: list[tuple[Node, int]] = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         nodes += 1
@@ -76,7 +78,7 @@ def check_text(sql: str, dialect: str | None, error: Callable[[str], Exception])
         raise error(f"parentheses nest {depth} deep, more than the {MAX_PARENTHESES} accepted")
 
 
-def check_tree(tree: exp.Expression, error: Callable[[str], Exception]) -> None:
+def check_tree(tree: Node, error: Callable[[str], Exception]) -> None:
     """Raise `error` when the parsed `tree` is too deep or too large to check and render safely."""
     depth, nodes = shape(tree)
     if depth > MAX_DEPTH:

@@ -1,6 +1,7 @@
 """Reading the site query in key-range chunks, each in its own short read-only transaction.
 
-A legacy OLTP database must barely notice us (002 §2 and §3.4): a scan in one transaction
+A legacy OLTP database must barely notice us (Carnes and Hanson, "Query-Based Change
+Detection", on the load a change detector puts on the source): a scan in one transaction
 holds its snapshot (PostgreSQL: vacuum cannot clean behind it) or its shared lock (SQLite:
 writers cannot commit) for as long as the whole extraction lasts. So the agent reads the
 site query by keyset pagination, `... WHERE (k1, k2) >= (cursor) ORDER BY k1, k2 LIMIT n`,

@@ -2,7 +2,7 @@
 
 A legacy database serves its own users first. The chunks of a scan (chunks.py) are short
 read-only transactions; pacing decides how many rows each asks for, and how long the
-connection stays idle before the next (query-based change detection, 002 §2: the load on
+connection stays idle before the next (Carnes and Hanson, "Query-Based Change Detection": the load on
 the source is what such a method must keep small). Two settings, both off by default:
 
 - `target_chunk_s` (AGENT_TARGET_CHUNK_S): each chunk should take about this long, as

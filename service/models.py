@@ -38,7 +38,7 @@ Strategy = Literal[
     "row_version",
     "snapshot_diff",
 ]
-STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (the paper's method: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations), snapshot_diff (sources that are directories of dump files: the agent compares the current dump with the one the view was last synced from and ships only the differential; settings in snapshot_diff). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
+STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (Lu, Liu and Hyland's delta extraction: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations), snapshot_diff (sources that are directories of dump files: the agent compares the current dump with the one the view was last synced from and ships only the differential; settings in snapshot_diff). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
 
 
 TIMESTAMPS_HELP = "{TABLE: COLUMN}: the last-modified column of each table (TABLE as `table` or `source.table`), of a timestamp type; read by strategy timestamp, where a NULL timestamp counts as changed at every sync"
@@ -47,7 +47,7 @@ LAG_HELP = (
     "seconds the timestamp strategy reads before the last watermark, for rows committed after it with an older stamp"
 )
 RECONCILE_HELP = "the timestamp and row_version strategies reconcile the view in full (with the strategy auto would choose) every this many syncs"
-SNAPSHOT_DIFF_HELP = "strategy snapshot_diff (and auto on dump sources): the differential algorithm the agent runs over the previous and the current dump — window (paper 000's one pass in file order with two aging buffers of aging_rows records; records moved further come as useless delete+insert pairs, which the warehouse folds), sort_merge or partitioned_hash (exact whatever the order, spilling to disk)"
+SNAPSHOT_DIFF_HELP = "strategy snapshot_diff (and auto on dump sources): the differential algorithm the agent runs over the previous and the current dump — window (Labio and Garcia-Molina's window algorithm: one pass in file order with two aging buffers of aging_rows records; records moved further come as useless delete+insert pairs, which the warehouse folds), sort_merge or partitioned_hash (exact whatever the order, spilling to disk)"
 
 
 class SnapshotDiffIn(BaseModel):
@@ -70,15 +70,15 @@ MAX_LAG_S = 86_400
 MAX_SAMPLE_SIZE = 1_000_000
 SAMPLE_HELP = (
     "keep a uniform random sample of at most this many of the view's rows (0: none), maintained from each "
-    "sync's delta (paper 004: candidate log, deferred stack/nomem refresh) and committed with the view's "
-    "version; GET /v1/views/{name}/sample reads it"
+    "sync's delta (Gemulla and Lehner's deferred maintenance: candidate log, stack/nomem refresh) and "
+    "committed with the view's version; GET /v1/views/{name}/sample reads it"
 )
 
 
 MATCH_HELP = (
     "a view over tables without a key (a multiset) only: at each sync the rows that vanished and the rows that "
-    "appeared are paired by the constrained left-outer BestmatchJoin (paper 001's window algorithm, rows in "
-    "order_by order): a pair qualifies when every epsilon column differs by at most its epsilon, and is kept "
+    "appeared are paired by the constrained left-outer BestmatchJoin (the window algorithm of TU München, rows "
+    "in order_by order): a pair qualifies when every epsilon column differs by at most its epsilon, and is kept "
     "unless another qualifying row is closer in one column and no farther in any; each pair is an update "
     '(its old row in "old"), the rest stay deletes and inserts'
 )

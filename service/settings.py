@@ -54,7 +54,7 @@ class ServiceSettings(BaseSettings):
     )
     grouping: Literal["per_tuple", "group"] = Field(
         default=sync_defaults.DEFAULT_GROUPING,
-        description="grow a group while it raises EB per tuple, or the group's EB (the paper's rule)",
+        description="grow a group while it raises EB per tuple, or the group's EB (Lu, Liu and Hyland's rule)",
     )
     plan_partitions: int = Field(
         default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism"

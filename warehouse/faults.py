@@ -53,6 +53,9 @@ def checkpoint(point: str) -> None:
 def _kill_spark_jvm() -> None:
     from pyspark import SparkContext
 
-    process = SparkContext._gateway.proc
+    gateway = SparkContext._gateway
+    if gateway is None:
+        raise RuntimeError("fault point set for the Spark JVM, but this process started none")
+    process = gateway.proc
     process.kill()
     process.wait()

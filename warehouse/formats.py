@@ -10,7 +10,7 @@ from __future__ import annotations
 from warehouse.errors import FormatError
 
 #: Format of a stored view (CURRENT, versions/<N>/meta.json): 2 says its number, else as 1;
-#: 3 may keep a fragment as a base under an overlay (layers.py) and ω± as a histogram;
+#: 3 may keep a fragment as a base under an overlay (layers.py) and the update statistics as a histogram;
 #: 4 may keep the rows of a view over several sites so too (view-overlay/).
 STORAGE_FORMAT = 4
 #: Format of a view definition's JSON in the catalog: 2 says its number, else as 1.

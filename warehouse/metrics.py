@@ -72,7 +72,7 @@ class Traffic:
 class SiteDetails:
     """What a site's strategy measured beyond the counters; a one-site view shows it at the top too."""
 
-    #: Φ_t, Φ_k, Φ_h as measured on the snapshot.
+    #: Bytes of a tuple, a key and a group hash as encoded, measured on the snapshot (CostModel).
     cost_model: dict[str, float] | None = None
     #: Bytes each strategy was expected to cost this sync, from the statistics.
     expected_bytes: dict[str, float] | None = None
@@ -227,7 +227,7 @@ class SyncMetrics(SiteDetails, Traffic):
     #: pairs made updates, the BestmatchJoin window's cases and its widest windows.
     match: dict | None = None
     #: A view with a sample (view_sample.py): its size and target, the candidates logged
-    #: and expected, the final ones written (Ψ) and expected, the refresh used, the view
+    #: and expected, the final ones written and expected, the refresh used, the view
     #: rows read (a build) and the sample rows written, and the seconds it took.
     sample: dict | None = None
     wall_seconds: float | None = None

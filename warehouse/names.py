@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from protocol.types import Column
 
-#: Update statistics kept beside each stored tuple: syncs it has been through (tno) and
-#: syncs that really updated it (uno); P(update) = uno / tno.
+#: Update statistics kept beside each stored tuple (column names are a stored format): the
+#: syncs it has seen, counting its entry (TNO), and the syncs that really updated it, plus
+#: one for the entry (UNO); P(update) = UNO / TNO.
 TNO = "__tno"
 UNO = "__uno"
 #: The operation column of a stored delta.

@@ -25,7 +25,8 @@ def stored_strategy(options: dict) -> str:
     return options.get("strategy", STORED_VIEW_STRATEGY)
 
 
-#: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
+#: "site": Beta prior at the site's observed update rate; "paper": updates seen over syncs seen, as Lu, Liu
+#: and Hyland publish it.
 DEFAULT_PRIOR_MODE = "site"
 #: Update probability assumed before any update has been observed.
 DEFAULT_PRIOR = 0.05

@@ -195,7 +195,10 @@ def code_archive() -> Path:
         path = directory / CODE_ARCHIVE
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
             for name in EXECUTOR_PACKAGES:
-                package = Path(importlib.import_module(name).__file__).parent
+                init = importlib.import_module(name).__file__
+                if init is None:  # a namespace package: nothing says which files are its own
+                    raise RuntimeError(f"package {name} has no __init__.py to ship from")
+                package = Path(init).parent
                 for source in sorted(package.rglob("*.py")):
                     archive.write(source, source.relative_to(package.parent))
         _archive = path

@@ -1,4 +1,7 @@
-"""The change between two snapshots of a keyed table (snapshot differential, paper 000).
+"""The change between two snapshots of a keyed table: a snapshot differential.
+
+The algorithms and their quality figures follow Labio and Garcia-Molina, "Efficient Snapshot
+Differential Algorithms for Data Warehousing" (the snapshot-differential paper).
 
 Each snapshot is a stream of records `(key, value)`: the key identifies the record within
 its snapshot, the value is what an update changes (the whole row, or its hash b in the
@@ -37,7 +40,7 @@ def compared(key: Hashable, old: Any, new: Any) -> Iterator[Change]:
 
 @dataclass
 class Reconciled:
-    """A differential with its useless pairs folded: the changes, and 000's quality figures."""
+    """A differential with its useless pairs folded: the changes, and the paper's quality figures."""
 
     changes: list[Change]
     useless_pairs: int  # a delete and an insert of one key with equal values: dropped
@@ -77,7 +80,7 @@ def reconcile(changes: Iterable[Change]) -> Reconciled:
 
 
 def distance(old: list[Record], new: list[Record]) -> float:
-    """000's distance of two snapshots: how far the records of one key moved between them,
+    """The snapshot-differential paper's distance of two snapshots: how far the records of one key moved between them,
     summed, over the most they could move (0: same order; 1: reversed).
 
     >>> distance([(1, "a"), (2, "b")], [(1, "a"), (2, "b")]), distance([(1, 0), (2, 0), (3, 0)], [(3, 0), (2, 0), (1, 0)])

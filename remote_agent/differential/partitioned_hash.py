@@ -1,4 +1,4 @@
-"""The partitioned hash outer join of two snapshots (000 §3.2): exact whatever the order.
+"""The partitioned hash outer join of two snapshots (Labio and Garcia-Molina): exact whatever the order.
 
 Both snapshots are split by a hash of the key into `partitions` parts, so that one part of
 the old snapshot fits in memory as a hash table; each part of the new snapshot probes its

@@ -1,4 +1,4 @@
-"""The sort-merge outer join of two snapshots (000 §3.1): exact whatever the order.
+"""The sort-merge outer join of two snapshots (Labio and Garcia-Molina): exact whatever the order.
 
 Both snapshots are sorted by key, then merged: a key in both is compared, a key in one only
 is a delete or an insert. A snapshot larger than `run_records` is sorted in external memory:

@@ -1,4 +1,6 @@
-"""The window algorithm (000 §4): a snapshot differential reading each snapshot once.
+"""The window algorithm: a snapshot differential reading each snapshot once.
+
+From Labio and Garcia-Molina, "Efficient Snapshot Differential Algorithms for Data Warehousing".
 
 Records that match are expected near each other in the two files (a dump rewrites pages,
 it rarely reverses the table). Each snapshot has an input block and an *aging buffer*, a

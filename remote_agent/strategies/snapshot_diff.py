@@ -6,7 +6,8 @@ differential — the rows inserted or updated (their current values) and the key
 so the link carries the change, not the dump.
 
 Both dumps are read once each, in their files' order, as ⟨K, b⟩ records: the key and a
-64-bit hash of the row (paper 000's record compression; DuckDB hashes the rows as it reads
+64-bit hash of the row (the record compression of Labio and Garcia-Molina, "Efficient
+Snapshot Differential Algorithms for Data Warehousing"; DuckDB hashes the rows as it reads
 them), so the algorithm holds a key and a hash per record, never a row. The differential algorithm (remote_agent/differential/) is
 the request's: the window algorithm by default (bounded memory, one pass; a record that
 moved further than its aging buffers reach comes out as a delete and an insert of one key,

@@ -313,7 +313,7 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
 
 @router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))
 def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
-    """Update statistics (ω±) and deletion statistics (ω−) in summary, per site."""
+    """Update statistics and deletion statistics in summary, per site."""
     definition = ViewDef.from_json(catalog.view(name)["definition"])
     version = _current(settings, name)
     return {"view": name, **view_statistics(spark, definition, version)}

@@ -80,6 +80,8 @@ def plan(view: ViewDef) -> EquiJoin | None:
     >>> plan(ViewDef("", cols("id", "cid"), ["id"], sites, sql.replace("=", ">"), None, [1])) is None
     True
     """
+    if view.assembly is None:  # one site: no join to plan
+        return None
     types = {(i, c.name): c.type for i, site in enumerate(view.sites) for c in site.columns}
     links: list[Link] = []
     for joined, term in join_terms(view.assembly):

@@ -146,8 +146,11 @@ class JoinDelta:
 
     def __init__(self, spark: SparkSession, view: ViewDef, tag: str, staging: Path, staged: Version):
         self.spark, self.view, self.tag, self.staging, self.staged = spark, view, tag, staging, staged
+        if view.assembly is None:
+            raise ValueError("a view of one site has no assembly to maintain")
+        self.assembly: str = view.assembly
         self.schema = arrow_schema(view.columns)
-        self.links = site_equalities(view.assembly)
+        self.links = site_equalities(self.assembly)
         #: the assembly as equalities, evaluated on the driver; None: by Spark
         self.equi = equi_join.plan(view)
         self._registered: list[str] = []
@@ -167,7 +170,7 @@ class JoinDelta:
         for name, table in zip(names, tables, strict=True):
             table.createOrReplaceTempView(name)
         self._registered += names
-        return self.spark.sql(assembly_over(self.view.assembly, names)).select(*self.schema.names)
+        return self.spark.sql(assembly_over(self.assembly, names)).select(*self.schema.names)
 
     def old_candidates(self, stored: Version, changes: list[pa.Table]) -> pa.Table:
         """The stored view rows that hold a changed key of some site (read with Arrow, the

@@ -1,9 +1,9 @@
 """The exact delta of a site query, and the next fragment with its update statistics.
 
-Inputs: the stored snapshot (site columns + ω± columns), the keys the plan put in units,
+Inputs: the stored snapshot (site columns + update statistics columns), the keys the plan put in units,
 the rows the agent returned (new, ungrouped, changed groups, re-fetched survivors) and the
 keys the agent reported deleted. Every returned row is compared with the stored one column
-by column, so the delta holds real changes only and ω± counts only real updates.
+by column, so the delta holds real changes only and the update statistics count only real updates.
 """
 
 from __future__ import annotations
@@ -129,14 +129,14 @@ def build_delta(
         else F.when(in_r & (F.col(OP) != DELETE), F.col(_R + c.name)).otherwise(F.col(c.name)).alias(c.name)
         for c in columns
     ]
-    tno = F.when(in_s, F.col(TNO) + 1).otherwise(F.lit(1)).cast("bigint").alias(TNO)
-    uno = (
+    syncs_seen = F.when(in_s, F.col(TNO) + 1).otherwise(F.lit(1)).cast("bigint").alias(TNO)
+    updates_seen = (
         F.when(in_s, F.col(UNO) + F.when(F.col(OP) == UPDATE, 1).otherwise(0))
         .otherwise(F.lit(1))
         .cast("bigint")
         .alias(UNO)
     )
-    classified = j.select(F.col(OP), *out, tno, uno).persist(StorageLevel.MEMORY_AND_DISK)
+    classified = j.select(F.col(OP), *out, syncs_seen, updates_seen).persist(StorageLevel.MEMORY_AND_DISK)
     counts = {row[OP]: row["count"] for row in classified.groupBy(OP).count().collect()}
     inserted, updated, deleted, kept = (counts.get(x, 0) for x in (INSERT, UPDATE, DELETE, KEEP))
     return DeltaResult(classified, inserted, updated, deleted, kept, before=updated + deleted + kept)

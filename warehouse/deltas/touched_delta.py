@@ -4,8 +4,8 @@ When a strategy vouches for every snapshot key that the agent neither returned n
 reported deleted (the sketch exchange does: its peel names every differing pair), only
 the touched keys can change. Their stored rows (read by key from the fragment) are
 compared with the returned rows column by column, as delta.build_delta compares them
-over the whole snapshot, with the same outcome: insert, update, delete or keep, ω±
-counted alike. The work grows with the change, not with the fragment.
+over the whole snapshot, with the same outcome: insert, update, delete or keep, update
+statistics counted alike. The work grows with the change, not with the fragment.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ _IN_S, _IN_R, _GONE = "__in_s", "__in_r", "__gone"
 class TouchedDelta:
     """The classified touched tuples; counts as DeltaResult's."""
 
-    changed: pa.Table  # OP + site columns + ω±: inserted and updated rows as they are now
+    changed: pa.Table  # OP + site columns + update statistics: inserted and updated rows as they are now
     delta: pa.Table  # OP + site columns: inserts and updates as now, deletes as they were
-    left: pa.Table  # stored rows (with ω±) that an update replaced or a delete removed
+    left: pa.Table  # stored rows (with update statistics) that an update replaced or a delete removed
     inserted: int
     updated: int
     deleted: int
@@ -56,6 +56,7 @@ class TouchedDelta:
 
 
 def omega_schema(columns: list[Column]) -> pa.Schema:
+    """Arrow schema of stored rows: the site columns and the update statistics (TNO, UNO)."""
     return arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
 
 
@@ -88,8 +89,8 @@ def classify(
     old: pa.Table, returned: pa.Table, deleted: pa.Table, columns: list[Column], key: list[str], before: int
 ) -> TouchedDelta:
     """Classify the touched tuples: `old` the stored rows of the touched keys (site columns
-    and ω±, tno up to the current version), `returned` the agent's rows, `deleted` the keys
-    it reported gone, `before` the fragment's size."""
+    and update statistics, syncs seen counted up to the current version), `returned` the
+    agent's rows, `deleted` the keys it reported gone, `before` the fragment's size."""
     schema = arrow_schema(columns)
     values = [c.name for c in columns if c.name not in key]
     old = old.select(omega_schema(columns).names).cast(omega_schema(columns))

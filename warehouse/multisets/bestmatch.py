@@ -1,4 +1,6 @@
-"""The constrained left-outer BestmatchJoin, by the window algorithm of paper 001.
+"""The constrained left-outer BestmatchJoin, computed by the window algorithm.
+
+The algorithm is the one of "The Window Algorithm" (TU München, Lehrstuhl III: Datenbanksysteme).
 
 For each left tuple, its *best matches* among the right tuples: those within `eps[d]` of it
 in every dimension d, and not dominated by another such tuple (one at least as close in
@@ -153,9 +155,13 @@ class _Stream:
 
     @property
     def peek_point(self) -> tuple:
+        if self._next is None:
+            raise IndexError("peek past the end of the input")
         return self._next[1]
 
     def take(self) -> tuple[Any, tuple]:
         out = self._next
+        if out is None:
+            raise IndexError("take past the end of the input")
         self._advance()
         return out

@@ -4,8 +4,8 @@ In a table without a key, a row that changed is a row that vanished and a row th
 appeared. A multiset view may say how to recognise them: `{"order_by": COLUMN, "epsilon":
 {COLUMN: NUMBER, ...}}`. At each sync the occurrences its delta deletes (the left input)
 are joined with those it inserts (the right input) by the constrained left-outer
-BestmatchJoin of paper 001, computed by its window algorithm (bestmatch.py) over both
-sorted by `order_by`: a pair qualifies when every epsilon column differs by at most its
+BestmatchJoin, computed by the window algorithm (TU München, "The Window Algorithm";
+bestmatch.py) over both sorted by `order_by`: a pair qualifies when every epsilon column differs by at most its
 epsilon, and an appeared row is a best match of a vanished one unless another qualifying
 row dominates it (at least as close in every epsilon column, closer in one).
 
@@ -193,8 +193,8 @@ def pair_delta(path: Path, view: ViewDef, match: Mapping) -> tuple[tuple[int, in
     out_schema = multiset.delta_schema(view, with_old=True)
     rows = [{OP: UPDATE, **new, multiset.COUNT: 1, **_old(old)} for old, new in pairs]
     for op, left in ((INSERT, came), (DELETE, gone)):
-        for row, n in Counter(tuple(r[c] for c in names) for r in left).items():
-            rows.append({OP: op, **dict(zip(names, row)), multiset.COUNT: n})
+        for values, n in Counter(tuple(r[c] for c in names) for r in left).items():
+            rows.append({OP: op, **dict(zip(names, values)), multiset.COUNT: n})
     table = pa.Table.from_pylist(rows, schema=out_schema)
     for part in path.iterdir():
         part.unlink()

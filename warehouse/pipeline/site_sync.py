@@ -3,7 +3,7 @@
 project snapshot → plan groups → exchange units (send units, receive changes) → regroup
 run against the site's agent, each step handing over to the view's strategy
 (`strategies/`); `build_fragment` then compares what came back with the stored fragment
-and stages the next fragment with its ω± and ω−. A view over several sites runs one
+and stages the next fragment with its update and deletion statistics. A view over several sites runs one
 `SiteRun` per site (their extractions side by side) before it assembles the view (see
 `sync.py`).
 """
@@ -110,10 +110,10 @@ class SiteRun:
         )
         self.strategy = None
         self.answer: Answer | None = None
-        #: the current version's overlay (None: its fragment is whole) and ω± histogram
+        #: the current version's overlay (None: its fragment is whole) and update-statistics histogram
         self.layers: layers.Layers | None = None
         self.omega: update_counts.Histogram | None = None
-        #: ω− rows of the current version, read once while planning (none before the load).
+        #: Deletion statistics rows of the current version, read once while planning (none before the load).
         self.deletion_rows: list[tuple] = []
 
     def extract(self) -> None:
@@ -137,7 +137,7 @@ class SiteRun:
 
     # -- steps -------------------------------------------------------------------------
     def project_snapshot(self) -> None:
-        """Read the stored fragment (the snapshot φ' of the site query) with its ω± columns."""
+        """Read the stored fragment (the snapshot of the site query the view last saw) with its update statistics."""
         if self.current is not None:
             self.layers = layers.Layers.load(self.current.site_dir(self.index))
             self.ctx.snapshot = layers.frame(self.spark, self.current, self.index, self.site.columns, self.site.key)
@@ -311,7 +311,7 @@ class SiteRun:
 
     def _build_overlay(self, staged: Version, what: str) -> TouchedDelta | None:
         """The delta from the touched tuples; the next fragment as the current base with a
-        grown overlay (and ω±'s offset one further). None, with nothing staged, when the
+        grown overlay (and the offset of syncs seen one further). None, with nothing staged, when the
         overlay would pass its share of the base: the fragment is then written whole."""
         ctx, key, i = self.ctx, self.site.key, self.index
         returned, deleted = self._answer_tables(what)
@@ -344,7 +344,7 @@ class SiteRun:
         return result
 
     def _stage_common(self, staged: Version, result: DeltaResult | TouchedDelta) -> None:
-        """What every new version of a site holds besides its fragment: ω− and the
+        """What every new version of a site holds besides its fragment: deletion statistics and the
         strategy's own state."""
         rows = [*self.deletion_rows, (staged.sync_id, result.before, result.deleted, result.inserted)]
         table = pa.table(list(map(list, zip(*rows, strict=True))), schema=DELETIONS_SCHEMA)
@@ -359,7 +359,7 @@ class SiteRun:
         obs, upd = self.ctx.observed
         prior = planning.site_prior(obs, upd, self.options.default_prior)
         if self.options.prior_mode == "paper":
-            prior = 1.0  # P = uno / tno = (uno - 1 + 1) / tno
+            prior = 1.0  # updates seen / syncs seen = (updates seen - 1 + 1) / syncs seen
         updates = (totals["a"] or 0.0) + prior * (totals["b"] or 0.0)
         squares = (totals["c"] or 0.0) + 2 * prior * (totals["e"] or 0.0) + prior * prior * (totals["f"] or 0.0)
         n = self.metrics.rows_before

@@ -3,8 +3,10 @@
 Everything here is pure and uses the standard library only, so the same code runs on the
 driver (tests, small plans) and inside Spark executors (one `GroupBuilder` per partition).
 
-Vocabulary: a tuple's *update probability* comes from its update statistics (tno, uno);
-the site's *deletion probability* from its deletion statistics (tno, dno per sync); a
+Vocabulary: a tuple's *update probability* comes from its update statistics, two counters
+stored beside it (names.TNO, names.UNO): *syncs seen*, counting the one that brought it in,
+and *updates seen*, counting that entry as one. The site's *deletion probability* comes from
+its deletion statistics: per sync, the tuples before it and the tuples it deleted. A
 group's *survival* is the chance that none of its tuples is updated or deleted before the
 next sync, i.e. that its hash will match and its tuples need not travel.
 """
@@ -21,13 +23,15 @@ from dataclasses import dataclass
 MAX_GROUP_SIZE = 4096
 
 #: How a group decides to take the next tuple.
-#: "per_tuple": while it raises the group's expected benefit per tuple, EB/|η|. Over a run
-#:   of similar tuples this maximises the plan's total Σ EB: growing each group for as long
-#:   as its own EB rises makes groups of about 1/P(change per tuple) tuples, far past the
-#:   size at which a change (which re-ships the whole group) stops paying for the hash
-#:   saved. With Φt = 45, Φk = 3.4, Φh = 17.7 and 0.3 % change per tuple, "group" forms
+#: "per_tuple": while it raises the group's expected benefit per tuple, EB / n (EB: expected
+#:   benefit in bytes; n: tuples in the group). Over a run of similar tuples this maximises
+#:   the plan's total Σ EB: growing each group for as long as its own EB rises makes groups
+#:   of about 1/P(change per tuple) tuples, far past the size at which a change (which
+#:   re-ships the whole group) stops paying for the hash saved. With tuples of 45 bytes,
+#:   keys of 3.4 and hashes of 17.7 (CostModel) and 0.3 % change per tuple, "group" forms
 #:   groups of ~300 tuples, "per_tuple" of ~11.
-#: "group": while it raises the group's own EB, as Algorithm 1 of the paper does.
+#: "group": while it raises the group's own EB, as Algorithm 1 (group selection) of Lu, Liu
+#:   and Hyland does.
 GROUPING_CRITERIA = ("per_tuple", "group")
 DEFAULT_GROUPING = "per_tuple"
 
@@ -36,9 +40,9 @@ DEFAULT_GROUPING = "per_tuple"
 class CostModel:
     """Average on-the-wire sizes in bytes, measured from the actual encoding."""
 
-    tuple_bytes: float  # Φ_t
-    key_bytes: float  # Φ_k
-    hash_bytes: float  # Φ_h (the group hash plus its per-unit overhead such as the uid)
+    tuple_bytes: float  # Φ_t: a tuple, as encoded
+    key_bytes: float  # Φ_k: a key, as encoded
+    hash_bytes: float  # Φ_h: a group hash plus its per-unit overhead such as the uid
 
     def __post_init__(self) -> None:
         for name in ("tuple_bytes", "key_bytes", "hash_bytes"):
@@ -75,15 +79,17 @@ def _check_probability(name: str, value: float) -> None:
         raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
 
 
-def update_probability(tno: int, uno: int, prior: float | None = None) -> float:
+def update_probability(syncs_seen: int, updates_seen: int, prior: float | None = None) -> float:
     """Probability that a tuple is updated before the next sync, from its statistics.
 
     Args:
-        tno: syncs the tuple has been part of, counting its entry (starts at 1).
-        uno: 1 for the entry plus one per sync that really updated it (1 <= uno <= tno).
-        prior: None for the paper's estimate uno/tno; otherwise the mean p0 of a Beta
-            prior worth one observation, giving the posterior mean (uno - 1 + p0) / tno.
-            The entry carries no update information, so only tno - 1 syncs are evidence.
+        syncs_seen: syncs the tuple has been part of, counting its entry (starts at 1).
+        updates_seen: 1 for the entry plus one per sync that really updated it
+            (1 <= updates_seen <= syncs_seen).
+        prior: None for Lu, Liu and Hyland's estimate updates_seen / syncs_seen; otherwise
+            the mean p0 of a Beta prior worth one observation, giving the posterior mean
+            (updates_seen - 1 + p0) / syncs_seen. The entry carries no update information,
+            so only syncs_seen - 1 syncs are evidence.
 
     >>> update_probability(4, 2)
     0.5
@@ -94,24 +100,24 @@ def update_probability(tno: int, uno: int, prior: float | None = None) -> float:
     >>> update_probability(4, 2, prior=1.0) == update_probability(4, 2)
     True
     """
-    if tno < 1:
-        raise ValueError(f"tno must be >= 1, got {tno}")
-    if not 1 <= uno <= tno:
-        raise ValueError(f"uno must satisfy 1 <= uno <= tno ({tno}), got {uno}")
+    if syncs_seen < 1:
+        raise ValueError(f"syncs seen must be >= 1, got {syncs_seen}")
+    if not 1 <= updates_seen <= syncs_seen:
+        raise ValueError(f"updates seen must lie in [1, syncs seen ({syncs_seen})], got {updates_seen}")
     if prior is None:
-        p = uno / tno
+        p = updates_seen / syncs_seen
     else:
         _check_probability("prior", prior)
-        p = (uno - 1 + prior) / tno
+        p = (updates_seen - 1 + prior) / syncs_seen
     return min(1.0, max(0.0, p))
 
 
-def site_prior(sum_tno_minus_1: int, sum_uno_minus_1: int, default: float) -> float:
+def site_prior(observations: int, updates: int, default: float) -> float:
     """The update rate observed over all of a site's tuples, or `default` before any sync.
 
     Args:
-        sum_tno_minus_1: sum of (tno - 1) over the tuples: syncs observed.
-        sum_uno_minus_1: sum of (uno - 1) over the tuples: real updates seen.
+        observations: sum over the tuples of their syncs seen minus their entry.
+        updates: sum over the tuples of their updates seen minus their entry: real updates.
         default: the prior to use while nothing has been observed.
 
     >>> site_prior(40, 10, default=0.5)
@@ -120,21 +126,21 @@ def site_prior(sum_tno_minus_1: int, sum_uno_minus_1: int, default: float) -> fl
     0.5
     """
     _check_probability("default", default)
-    if sum_tno_minus_1 < 0 or sum_uno_minus_1 < 0:
+    if observations < 0 or updates < 0:
         raise ValueError("statistic sums must be >= 0")
-    if sum_uno_minus_1 > sum_tno_minus_1:
-        raise ValueError(f"more updates ({sum_uno_minus_1}) than observations ({sum_tno_minus_1})")
-    if sum_tno_minus_1 == 0:
+    if updates > observations:
+        raise ValueError(f"more updates ({updates}) than observations ({observations})")
+    if observations == 0:
         return default
-    return sum_uno_minus_1 / sum_tno_minus_1
+    return updates / observations
 
 
 def deletion_probability(history: Sequence[tuple[int, int]]) -> float:
     """Probability that a tuple is deleted by the next sync: the mean per-sync deletion ratio.
 
     Args:
-        history: deletion statistics, one (tno, dno) row per past sync: tuples before the
-            sync and tuples it deleted. Rows with tno == 0 (empty snapshot) carry no ratio.
+        history: deletion statistics, one (tuples before, tuples deleted) pair per past
+            sync. Syncs that began on an empty snapshot carry no ratio.
 
     >>> deletion_probability([(100, 10), (50, 0), (0, 0)])
     0.05
@@ -142,11 +148,11 @@ def deletion_probability(history: Sequence[tuple[int, int]]) -> float:
     0.0
     """
     ratios = []
-    for tno, dno in history:
-        if tno < 0 or not 0 <= dno <= max(tno, 0):
-            raise ValueError(f"deletion statistics need 0 <= dno <= tno, got ({tno}, {dno})")
-        if tno > 0:
-            ratios.append(dno / tno)
+    for before, deleted in history:
+        if before < 0 or not 0 <= deleted <= max(before, 0):
+            raise ValueError(f"deletion statistics need 0 <= deleted <= before, got ({before}, {deleted})")
+        if before > 0:
+            ratios.append(deleted / before)
     return sum(ratios) / len(ratios) if ratios else 0.0
 
 
@@ -190,9 +196,10 @@ def expected_benefit(n: int, survival: float, cost: CostModel) -> float:
     """EB: bytes a group of n tuples is expected to save, given its survival probability.
 
     When the group survives it saves μ; when it does not, its keys and hash were sent for
-    nothing (and the tuples travel anyway), a loss of Φ_k·n + Φ_h.
+    nothing (and the tuples travel anyway), a loss of Φ_k·n + Φ_h, where Φ_k is the bytes
+    of a key and Φ_h those of a group hash (CostModel).
 
-    The paper's example: 20 tuples of 100 bytes, 10-byte keys, a 160-bit hash, no change
+    Lu, Liu and Hyland's example: 20 tuples of 100 bytes, 10-byte keys, a 160-bit hash, no change
     expected, saves 1,780 bytes (14,240 bits).
 
     >>> cost = CostModel(tuple_bytes=100, key_bytes=10, hash_bytes=20)
@@ -211,6 +218,8 @@ def expected_benefit(n: int, survival: float, cost: CostModel) -> float:
 def saving_ratio(n: int, cost: CostModel) -> float:
     """Fraction of a group's bytes saved when its hash matches: μ / (Φ_t·n).
 
+    Φ_t is the bytes of a tuple and μ the bytes the group saves (saving_if_identical).
+
     >>> saving_ratio(20, CostModel(tuple_bytes=100, key_bytes=10, hash_bytes=20))
     0.89
     """
@@ -223,7 +232,7 @@ def saving_ratio(n: int, cost: CostModel) -> float:
 
 
 class GroupBuilder:
-    """Streaming group selection (Algorithm 1, corrected) over tuples in ascending order.
+    """Streaming group selection (Lu, Liu and Hyland's Algorithm 1, corrected) over tuples in ascending order.
 
     Feed the update probabilities of the tuples one by one, most stable first:
 
@@ -237,7 +246,7 @@ class GroupBuilder:
       and the last open one at `finish()`.
 
     Rules: a tuple joins the open group while that strictly raises the group's EB per tuple
-    (criterion "per_tuple", the default) or its EB ("group", the paper's rule), and the
+    (criterion "per_tuple", the default) or its EB ("group", Lu, Liu and Hyland's rule), and the
     group is below `max_group_size`; otherwise the group closes and the tuple opens a new
     one. A group starts from one tuple even when that tuple alone is not worth a hash (a
     hash usually costs more than one compressed tuple); it is judged when it closes. A

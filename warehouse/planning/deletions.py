@@ -1,4 +1,4 @@
-"""Deletion statistics (ω−): per sync, the tuples a site held before it, deleted and inserted.
+"""Deletion statistics: per sync, the tuples a site held before it, deleted and inserted.
 
 Kept as one small Parquet file per site and version; P(delete) is the mean of the ratios
 (cost_model.deletion_probability).
@@ -13,15 +13,15 @@ from warehouse.store.versions import Version
 
 #: The column that names the sync a row of statistics belongs to.
 SYNC_COLUMN = "__sync"
-#: ω− per sync: tuples before, deleted, inserted (ino is absent, so NULL, in versions
-#: written before it was kept).
+#: Deletion statistics per sync: tuples before (tno), deleted (dno), inserted (ino; absent,
+#: so NULL, in versions written before it was kept). The column names are a stored format.
 DELETIONS_SCHEMA = pa.schema(
     [(SYNC_COLUMN, pa.string()), ("tno", pa.int64()), ("dno", pa.int64()), ("ino", pa.int64())]
 )
 
 
 def read_deletions(version: Version | None, site: int) -> list[dict]:
-    """ω− rows of a site of `version`, oldest first (a small file, read on the driver)."""
+    """Deletion statistics rows of a site of `version`, oldest first (a small file, read on the driver)."""
     if version is None or not version.deletions(site).exists():
         return []
     table = pq.read_table(version.deletions(site))

@@ -1,12 +1,13 @@
-"""ω± as a histogram: how many tuples of a fragment have each (tno, uno).
+"""Update statistics as a histogram: how many tuples of a fragment have each pair of counts.
 
-The planner needs sums over the fragment's tuples of functions of (tno, uno) — how many
-observations and updates were seen, and the moments of P(update t). Tuples sharing
-(tno, uno) contribute alike, and few pairs occur (tno counts the syncs a tuple lived
-through, uno its updates), so the sums are taken over the histogram instead of the
-fragment. The histogram is kept beside each version (`omega.parquet`) and carried from
-one version to the next by the changed tuples alone: every tuple is observed once more
-(tno + 1), the replaced and deleted ones leave, the new and updated ones arrive — work in
+A tuple's update statistics are two counters: the syncs it has seen (stored as TNO,
+counting its entry) and the updates it has seen (UNO, counting the entry as one). The
+planner needs sums over the fragment's tuples of functions of this pair — how many
+observations and updates were seen, and the moments of P(update t). Tuples sharing a pair
+contribute alike, and few pairs occur, so the sums are taken over the histogram instead of
+the fragment. The histogram is kept beside each version (`omega.parquet`) and carried from
+one version to the next by the changed tuples alone: every tuple sees one sync more, the
+replaced and deleted ones leave, the new and updated ones arrive — work in
 proportion to the change, not to the fragment.
 """
 
@@ -22,7 +23,7 @@ from pyspark.sql import DataFrame
 
 from warehouse.names import TNO, UNO
 
-#: The histogram: count of tuples per (tno, uno).
+#: The histogram: count of tuples per (syncs seen, updates seen).
 Histogram = Counter
 
 FILE = "omega.parquet"
@@ -30,19 +31,21 @@ SCHEMA = pa.schema([pa.field("tno", pa.int64()), pa.field("uno", pa.int64()), pa
 
 
 def totals(hist: Histogram) -> dict:
-    """The sums the planner reads (site_sync._estimate): tuples `n`, observations `obs` =
-    Σ(tno − 1), updates `upd` = Σ(uno − 1), and with u = uno − 1, t = tno: a = Σ u/t,
-    b = Σ 1/t, c = Σ u²/t², e = Σ u/t², f = Σ 1/t².
+    """The sums the planner reads (site_sync._estimate) over the tuples of the histogram.
+
+    With t a tuple's syncs seen and u its updates seen minus its entry (so that u / t is
+    its update probability with no prior): tuples `n`, observations `obs` = Σ(t − 1),
+    updates `upd` = Σ u, and a = Σ u/t, b = Σ 1/t, c = Σ u²/t², e = Σ u/t², f = Σ 1/t².
 
     >>> t = totals(Counter({(1, 1): 3, (2, 2): 1}))
     >>> t["n"], t["obs"], t["upd"], t["a"], t["b"], t["f"]
     (4, 1, 1, 0.5, 3.5, 3.25)
     """
     out = dict.fromkeys(("n", "obs", "upd"), 0) | dict.fromkeys(("a", "b", "c", "e", "f"), 0.0)
-    for (tno, uno), count in hist.items():
-        u, t = uno - 1, float(tno)
+    for (syncs_seen, updates_seen), count in hist.items():
+        u, t = updates_seen - 1, float(syncs_seen)
         out["n"] += count
-        out["obs"] += count * (tno - 1)
+        out["obs"] += count * (syncs_seen - 1)
         out["upd"] += count * u
         out["a"] += count * u / t
         out["b"] += count / t
@@ -54,16 +57,16 @@ def totals(hist: Histogram) -> dict:
 
 def advanced(hist: Histogram, left: Iterable[tuple[int, int]], arrived: Iterable[tuple[int, int]]) -> Histogram:
     """The histogram of the next version: every tuple observed once more; the tuples that
-    `left` (their (tno, uno) before this sync: replaced or deleted) out, those that
-    `arrived` (their (tno, uno) after it: inserted or updated) in.
+    `left` (their counts before this sync: replaced or deleted) out, those that
+    `arrived` (their counts after it: inserted or updated) in.
 
     >>> h = advanced(Counter({(1, 1): 3}), left=[(1, 1)], arrived=[(2, 2), (1, 1)])
     >>> sorted(h.items())
     [((1, 1), 1), ((2, 1), 2), ((2, 2), 1)]
     """
-    out = Counter({(tno + 1, uno): count for (tno, uno), count in hist.items()})
-    for tno, uno in left:
-        out[(tno + 1, uno)] -= 1
+    out = Counter({(syncs + 1, updates): count for (syncs, updates), count in hist.items()})
+    for syncs, updates in left:
+        out[(syncs + 1, updates)] -= 1
     out.update(arrived)
     if any(count < 0 for count in out.values()):
         raise ValueError("a tuple left the histogram that it did not hold")
@@ -77,7 +80,7 @@ def of_frame(fragment: DataFrame) -> Histogram:
 
 
 def of_table(fragment: pa.Table) -> Histogram:
-    """The histogram of a fragment held in Arrow (with the ω± columns).
+    """The histogram of a fragment held in Arrow (with the update statistics columns).
 
     >>> sorted(of_table(pa.table({TNO: [1, 1, 3], UNO: [1, 1, 2]})).items())
     [((1, 1), 2), ((3, 2), 1)]
@@ -87,7 +90,7 @@ def of_table(fragment: pa.Table) -> Histogram:
 
 
 def pairs(table: pa.Table) -> list[tuple[int, int]]:
-    """The (tno, uno) of each row of an Arrow table with the ω± columns.
+    """The (syncs seen, updates seen) of each row of an Arrow table with the update statistics columns.
 
     >>> pairs(pa.table({TNO: [1, 3], UNO: [1, 2]}))
     [(1, 1), (3, 2)]
@@ -96,6 +99,7 @@ def pairs(table: pa.Table) -> list[tuple[int, int]]:
 
 
 def save(hist: Histogram, site_dir: Path) -> None:
+    """Keep `hist` beside a version's fragment (columns tno, uno, count: a stored format)."""
     items = sorted(hist.items())
     table = pa.table(
         [[t for (t, _), _ in items], [u for (_, u), _ in items], [c for _, c in items]],

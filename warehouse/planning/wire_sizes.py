@@ -1,4 +1,4 @@
-"""Measure Φ_t, Φ_k and Φ_h from the wire encoding itself, on a sample of the snapshot."""
+"""Measure the bytes of a tuple, a key and a group hash from the wire encoding, on a sample of the snapshot."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Summaries of a view's stored statistics: update statistics (ω±) and deletion statistics (ω−) per site."""
+"""Summaries of a view's stored statistics: update statistics and deletion statistics per site.
+
+The response keeps the stored names: `tno` for syncs seen (or tuples before a sync), `dno`
+for tuples deleted.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ HISTOGRAM_BUCKETS = 10
 
 
 def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) -> dict:
-    """The statistics of every site of `version`, summarized (from the kept ω± histogram).
+    """The statistics of every site of `version`, summarized (from the kept update-statistics histogram).
 
     Returns:
         {"version": N, "sites": [{"source", "update_statistics", "deletion_statistics"}, ...]}
@@ -46,14 +50,14 @@ def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) 
 
 
 def _histogram(spark: SparkSession, version: Version, i: int, site) -> update_counts.Histogram:
-    """The (tno, uno) histogram kept with the version, or counted over its fragment (older versions)."""
+    """The update-statistics histogram kept with the version, or counted over its fragment (older versions)."""
     kept = update_counts.load(version.site_dir(i))
     return kept if kept is not None else update_counts.of_frame(layers.frame(spark, version, i, site.columns, site.key))
 
 
 def _update_statistics(hist: update_counts.Histogram) -> dict:
-    """Counts over the fragment's ω± and the histogram of P(update) = uno/tno, from the
-    (tno, uno) histogram.
+    """Counts over the fragment's update statistics and the histogram of P(update), from the
+    histogram of (syncs seen, updates seen): P(update) = updates seen / syncs seen.
 
     >>> from collections import Counter
     >>> out = _update_statistics(Counter({(1, 1): 2, (4, 2): 1, (2, 2): 1}))
@@ -64,14 +68,14 @@ def _update_statistics(hist: update_counts.Histogram) -> dict:
     """
     tuples = sum(hist.values())
     histogram = [0] * HISTOGRAM_BUCKETS
-    for (tno, uno), count in hist.items():
-        histogram[min(math.floor(uno / tno * HISTOGRAM_BUCKETS), HISTOGRAM_BUCKETS - 1)] += count
+    for (syncs, updates), count in hist.items():
+        histogram[min(math.floor(updates / syncs * HISTOGRAM_BUCKETS), HISTOGRAM_BUCKETS - 1)] += count
     return {
         "tuples": tuples,
-        "mean_tno": sum(tno * count for (tno, _), count in hist.items()) / tuples if tuples else None,
-        "max_tno": max((tno for tno, _ in hist), default=None),
-        "updates_observed": sum((uno - 1) * count for (_, uno), count in hist.items()),
-        "observations": sum((tno - 1) * count for (tno, _), count in hist.items()),
-        "tuples_ever_updated": sum(count for (_, uno), count in hist.items() if uno > 1),
+        "mean_tno": sum(syncs * count for (syncs, _), count in hist.items()) / tuples if tuples else None,
+        "max_tno": max((syncs for syncs, _ in hist), default=None),
+        "updates_observed": sum((updates - 1) * count for (_, updates), count in hist.items()),
+        "observations": sum((syncs - 1) * count for (syncs, _), count in hist.items()),
+        "tuples_ever_updated": sum(count for (_, updates), count in hist.items() if updates > 1),
         "update_probability_histogram": {"bucket_width": 1 / HISTOGRAM_BUCKETS, "counts": histogram},
     }

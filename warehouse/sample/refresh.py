@@ -1,4 +1,7 @@
-"""Deferred refresh of a random sample from its candidate log (paper 004, §4).
+"""Deferred refresh of a random sample from its candidate log.
+
+The algorithms are those of Gemulla and Lehner, "Deferred Maintenance of Disk-Based Random
+Samples" (the deferred-sampling paper).
 
 A sample of m rows kept by reservoir sampling logs, instead of applying, each inserted row
 that passes the acceptance test: the candidate log c_0, c_1, ..., c_{l-1}, in order of
@@ -21,7 +24,7 @@ plan as (position, candidate index) pairs, positions ascending, indexes ascendin
   stored (memory O(1), twice the random numbers).
 
 The three give the same distribution of plans; `method` picks stack while the expected
-number of final candidates is small and nomem above, as the paper advises.
+number of final candidates is small and nomem above, as the deferred-sampling paper advises.
 """
 
 from __future__ import annotations
@@ -31,14 +34,17 @@ import copy
 import numpy as np
 
 #: Below this many expected final candidates the stack's memory is negligible and it is
-#: the fastest; above, nomem refreshes without memory (paper 004, §6.3).
+#: the fastest; above, nomem refreshes without memory (as the deferred-sampling
+#: paper advises).
 STACK_LIMIT = 4_000
 
 Plan = list[tuple[int, int]]
 
 
 def expected_displaced(m: int, log_length: int) -> float:
-    """E(Ψ), the expected number of final candidates: m (1 - (1 - 1/m)^l).
+    """E(Ψ), the expected number Ψ of final candidates: m (1 - (1 - 1/m)^l).
+
+    m is the sample size and l the length of the candidate log.
 
     >>> round(expected_displaced(5, 11), 2), expected_displaced(10, 0)
     (4.57, 0.0)

@@ -1,4 +1,6 @@
-"""A uniform random sample of a view's rows, kept from each sync's delta (paper 004).
+"""A uniform random sample of a view's rows, kept from each sync's delta.
+
+The sample follows Gemulla and Lehner, "Deferred Maintenance of Disk-Based Random Samples".
 
 A view with `"sample_size": M` keeps, in every version, a uniform random sample of at most
 M of its rows (`sample/` as Parquet, the file's row order its positions) and its state
@@ -79,7 +81,7 @@ class SampleState:
     size: int  # s, at most M
     view_rows: int  # N, the view's rows at this version
     #: the last sync's maintenance: candidates logged, their expected number, final
-    #: candidates written (Ψ) and E(Ψ), the refresh ("stack", "nomem"; "build" when drawn
+    #: candidates written and their expected number, the refresh ("stack", "nomem"; "build" when drawn
     #: from the view), rows the sync read from the view (a build) and wrote to the sample
     log_length: int = 0
     expected_log_length: float = 0.0
@@ -115,7 +117,9 @@ def state_of(version: Version | None) -> SampleState | None:
 def load(version: Version | None) -> tuple[pa.Table, SampleState] | None:
     """The sample stored with `version` and its state, if it has one."""
     state = state_of(version)
-    return None if state is None else (pq.read_table(version.path / SAMPLE_DIR), state)
+    if version is None or state is None:
+        return None
+    return pq.read_table(version.path / SAMPLE_DIR), state
 
 
 def save(version: Version, sample: Maintenance) -> None:

@@ -3,19 +3,19 @@
 A sync that changes a few rows of a large fragment should not rewrite the rest. A version
 may therefore keep a site's fragment in three parts (`layers.json` says so):
 
-    fragment/   the base: rows with their ω± columns, hard links to the files of the
+    fragment/   the base: rows with their update statistics columns, hard links to the files of the
                 version that wrote them (no bytes copied)
     removed/    keys whose base row no longer holds (deleted or replaced since)
     upserts/    rows inserted or updated since the base was written
 
-The fragment is the base without its removed keys, plus the upserts. ω±'s tno (syncs a
-tuple lived through) grows by one for every tuple at every sync; the overlay keeps it
+The fragment is the base without its removed keys, plus the upserts. A tuple's syncs seen
+(TNO, a column of its update statistics) grows by one for every tuple at every sync; the overlay keeps it
 relative to an offset (`tno_offset`: syncs since the base was written), so that the
 rows left alone need no rewrite. Every reader goes through `frame` (Spark) or `batches`
 (Arrow), which apply the overlay and the offset. When the overlay grows past
 COMPACT_SHARE of the base, the next sync writes the whole fragment again (a new base).
 
-A version without layers.json holds its whole fragment in `fragment/`, tno as is.
+A version without layers.json holds its whole fragment in `fragment/`, syncs seen as is.
 """
 
 from __future__ import annotations
@@ -85,12 +85,12 @@ def whole(rows: int) -> Layers:
 
 
 def omega_ddl(columns: list[Column]) -> str:
-    """Spark DDL of a fragment: the site columns and ω±."""
+    """Spark DDL of a fragment: the site columns and the update statistics (TNO, UNO)."""
     return spark_schema(columns) + f", {TNO} bigint, {UNO} bigint"
 
 
 def frame(spark: SparkSession, version: Version, site: int, columns: list[Column], key: list[str]) -> DataFrame:
-    """The fragment with its ω± columns (tno counted up to `version`), overlay applied."""
+    """The fragment with its update statistics (syncs seen counted up to `version`), overlay applied."""
     schema = omega_ddl(columns)
     names = [c.name for c in columns]
     site_dir = version.site_dir(site)
@@ -168,14 +168,14 @@ def overlaid_batches(
 
 
 def lookup(version: Version, site: int, columns: list[Column], key: list[str], keys: pa.Table) -> pa.Table:
-    """The stored rows of `keys` (site columns and ω±, tno counted up to `version`, overlay
+    """The stored rows of `keys` (site columns and update statistics, syncs seen counted up to `version`, overlay
     applied, as `frame` has them), read with Arrow: the files are filtered on the first key
     column as they are read, so only the matching rows are decoded in full."""
     return _stored(version, site, columns, key, keys)
 
 
 def table(version: Version, site: int, columns: list[Column], key: list[str]) -> pa.Table:
-    """The whole fragment as `frame` has it (site columns and ω±), read with Arrow: for a
+    """The whole fragment as `frame` has it (site columns and update statistics), read with Arrow: for a
     fragment small enough to hold on the driver."""
     return _stored(version, site, columns, key, None)
 

@@ -29,8 +29,11 @@ class Sink:
                 batch = batch.select(self.schema.names).cast(self.schema)
             except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SourceDataError(f"the agent's rows do not match the expected columns: {exc}") from None
+        if self._writer is None:
+            raise RuntimeError("a Sink is written inside its with block")
         self._writer.write_batch(batch)
         self.rows += batch.num_rows
 
     def __exit__(self, *exc) -> None:
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()

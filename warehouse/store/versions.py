@@ -4,11 +4,11 @@ Layout under `<data-dir>/views/<view>/`:
 
     CURRENT                      {"format": 2, "version": N, "sync_id": ...}; replaced atomically
     versions/<N>/meta.json       what version N holds ({"format": 2, ...})
-    versions/<N>/site-<i>/fragment/   the site query's rows plus ω± columns (__tno, __uno): all of
-                                 them, or with layers.json the base under an overlay (layers.py)
+    versions/<N>/site-<i>/fragment/   the site query's rows plus update statistics (__tno: syncs
+                                 seen, __uno: updates seen): all of them, or with layers.json the base under an overlay (layers.py)
     versions/<N>/site-<i>/layers.json, upserts/, removed/   the overlay (format 3)
-    versions/<N>/site-<i>/omega.parquet  ω± as a histogram of (tno, uno) (update_counts.py)
-    versions/<N>/site-<i>/deletions/  ω− rows (sync, tno, dno, ino)
+    versions/<N>/site-<i>/omega.parquet  the update statistics as a histogram (update_counts.py)
+    versions/<N>/site-<i>/deletions/  deletion statistics: per sync tuples before, deleted, inserted (deletions.py)
     versions/<N>/site-<i>/sketch/     the sketch strategy's table of the fragment (sketch.arrow), when kept
     versions/<N>/site-<i>/sketch-prepared/   a new table of the fragment, built after the commit
                                  for the next sync (sketch_prep.py); written as
@@ -181,9 +181,8 @@ class ViewStore:
         versions = self.root / "versions"
         if versions.exists():
             numbers = sorted(int(p.name) for p in versions.iterdir() if p.name.isdigit())
-            keep_from = (current.number - KEEP_OLD_VERSIONS) if current else None
             for n in numbers:
-                if current is None or n > current.number or n < keep_from:
+                if current is None or n > current.number or n < current.number - KEEP_OLD_VERSIONS:
                     shutil.rmtree(versions / str(n), ignore_errors=True)
                     removed.append(versions / str(n))
                     continue

@@ -1,7 +1,7 @@
 """auto: per site and per sync, the strategy the statistics expect to move the fewest bytes.
 
-Each candidate says what this sync would cost it (`expected_bytes`, from the same ω± and ω−
-and the measured Φ sizes); auto hands the site's sync to the cheapest.
+Each candidate says what this sync would cost it (`expected_bytes`, from the same update and
+deletion statistics and the measured sizes of a tuple, a key and a hash); auto hands the site's sync to the cheapest.
 The sync's metrics say what was chosen (`chosen`) and what each candidate expected.
 
 Some strategies need something of the view: `timestamp` a timestamp column for every table

@@ -47,7 +47,8 @@ if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports t
 
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
-#: Width of the per-tuple hashes of the tuple_hash strategy (000's ⟨K, b⟩ with b = 64): a
+#: Width of the per-tuple hashes of the tuple_hash strategy: b = 64 in the compressed record
+#: ⟨K, b⟩ (key K, b-bit hash) of Labio and Garcia-Molina's snapshot-differential paper. A
 #: miss needs a 64-bit collision under a per-sync seed, and a wider hash would double what
 #: most of its request weighs.
 TUPLE_HASH_BITS = 64
@@ -65,13 +66,13 @@ class SiteEstimate:
 
     rows: int  # tuples in the snapshot
     p_update: float  # mean chance that a tuple is updated before the next sync
-    p_delete: float  # chance that a tuple is deleted before the next sync (ω−)
-    cost: CostModel  # measured Φ_t, Φ_k, Φ_h
+    p_delete: float  # chance that a tuple is deleted before the next sync (deletion statistics)
+    cost: CostModel  # measured bytes of a tuple, a key and a group hash
     hash_bits: int
-    #: Σ over tuples of P(update t), and of P(update t)(1 − P(update t)) (ω±).
+    #: Σ over tuples of P(update t), and of P(update t)(1 − P(update t)) (update statistics).
     updates: float | None = None
     updates_variance: float | None = None
-    #: Rows inserted per sync, on average (ω−'s insert counts); None: taken equal to the deletes.
+    #: Rows inserted per sync, on average (the deletion statistics' insert counts); None: taken equal to the deletes.
     inserts: float | None = None
 
     def __post_init__(self) -> None:
@@ -124,10 +125,11 @@ class SiteContext:
     snapshot: DataFrame | None = None
     cost: CostModel | None = None
     estimate: SiteEstimate | None = None
-    #: Σ(tno − 1) and Σ(uno − 1) over the snapshot: observations and updates seen.
+    #: Over the snapshot's tuples, the sums of syncs seen and of updates seen, each less the
+    #: tuple's entry: observations and real updates.
     observed: tuple[int, int] = (0, 0)
     history: list[tuple[int, int]] = field(default_factory=list)
-    #: The stored rows (with ω±) of the keys the answer touched, when the delta was built
+    #: The stored rows (with update statistics) of the keys the answer touched, when the delta was built
     #: from them alone (site_sync: an overlay); None when it was built over the snapshot.
     #: A strategy that read them itself sets them during its exchange (rows of a superset
     #: of the touched keys), and the delta is built from those.
@@ -163,7 +165,7 @@ class SiteContext:
         return local_cores(self.spark.sparkContext.master) is not None
 
     def stored_rows(self, keys: pa.Table) -> pa.Table:
-        """The snapshot's rows (with ω±) of `keys` (a table of the key columns). On a local
+        """The snapshot's rows (with update statistics) of `keys` (a table of the key columns). On a local
         master the driver is the only executor, and Arrow reads the files with the keys as
         a filter (a fraction of a second at 1M rows, where a Spark job over the fragment
         took 1.6 s); on a cluster, a broadcast semi-join on the executors."""

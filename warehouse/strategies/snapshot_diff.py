@@ -4,7 +4,8 @@ A legacy system without a database login drops periodic dumps (remote_agent/adap
 The view's copy of a site was made from certain dumps, kept in `snapshot_diff.json` beside the
 fragment; at the next sync the agent compares the site query over those dumps with the site
 query over the current ones, at the legacy host, and sends only what differs
-(remote_agent/strategies/snapshot_diff.py, paper 000's algorithms). The link carries the
+(remote_agent/strategies/snapshot_diff.py, with the algorithms of Labio and Garcia-Molina,
+"Efficient Snapshot Differential Algorithms for Data Warehousing"). The link carries the
 change, not the dump.
 
 The agent's differential is a candidate one. With the window algorithm a record that moved
@@ -12,7 +13,7 @@ further than the aging buffers reach comes as a delete and an insert of one key:
 pair*. Here every candidate row is compared with the stored row of its key (one Arrow
 read of the touched keys) and a deleted key that also came back is not deleted, so the
 delta is exact whatever the buffer size: a pair whose row equals the stored one gives
-nothing, one whose row differs an update. The report gives paper 000's quality figures:
+nothing, one whose row differs an update. The report gives that paper's quality figures:
 `useless_pairs` produced, how many of them `cancelled` and how many were `split_updates`.
 
 No read of the current dumps is needed when they are the ones the copy was made from. When

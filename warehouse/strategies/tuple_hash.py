@@ -1,4 +1,7 @@
-"""tuple_hash: one short hash per tuple, ⟨K, b⟩ of the snapshot-differential paper (000 §3.2).
+"""tuple_hash: one short hash per tuple, the compressed record ⟨K, b⟩ (key K, b-bit hash).
+
+The record compression is that of Labio and Garcia-Molina, "Efficient Snapshot Differential
+Algorithms for Data Warehousing".
 
 The warehouse sends every key with a 64-bit hash of its row; the agent answers with the
 rows whose hash differs or whose key is new, and the keys that are gone.

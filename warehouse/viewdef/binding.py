@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 
 from sqlglot import exp
 
 from protocol import sitenames, sitesql
-from protocol.schema import SourceSchema
+from protocol.schema import ColumnInfo, SourceSchema
 from warehouse.viewdef.bound import BoundRelation, BoundView, Output
 from warehouse.viewdef.keys import derive
 from warehouse.viewdef.model import UnknownSourceError, ViewDefinitionError
@@ -37,15 +38,21 @@ VIEW_FORM = (
 def _parse(sql: str) -> sitesql.SelectParts:
     parts = sitesql.parse_select(sql, VIEW_DIALECT, ViewDefinitionError, VIEW_FORM, left_joins=True)
     for ref in parts.tables:
-        if ref.catalog is not None:
-            raise ViewDefinitionError(
-                f"table {ref.written()!r} has too many qualifiers: write tables as source.table ({VIEW_FORM})"
-            )
-        if ref.db is None:
-            raise ViewDefinitionError(
-                f"table {ref.name!r} must be written source.table, naming the registered source it comes from: {VIEW_FORM}"
-            )
+        _source(ref)
     return parts
+
+
+def _source(ref: sitesql.TableRef) -> str:
+    """The source a table of the view is written with; a table not written source.table is refused."""
+    if ref.catalog is not None:
+        raise ViewDefinitionError(
+            f"table {ref.written()!r} has too many qualifiers: write tables as source.table ({VIEW_FORM})"
+        )
+    if ref.db is None:
+        raise ViewDefinitionError(
+            f"table {ref.name!r} must be written source.table, naming the registered source it comes from: {VIEW_FORM}"
+        )
+    return ref.db
 
 
 def referenced_sources(sql: str) -> list[str]:
@@ -58,8 +65,8 @@ def referenced_sources(sql: str) -> list[str]:
     """
     sources: list[str] = []
     for ref in _parse(sql).tables:
-        if ref.db not in sources:
-            sources.append(ref.db)
+        if _source(ref) not in sources:
+            sources.append(_source(ref))
     return sources
 
 
@@ -81,9 +88,10 @@ def bind_view(sql: str, schemas: Mapping[str, SourceSchema]) -> BoundView:
 def _bind_tables(parts: sitesql.SelectParts, schemas: Mapping[str, SourceSchema]) -> list[BoundRelation]:
     relations = []
     for ref in parts.tables:
-        source = sitenames.pick_name(ref.db, schemas, ViewDefinitionError, "source")
+        written = _source(ref)
+        source = sitenames.pick_name(written, schemas, ViewDefinitionError, "source")
         if source is None:
-            raise UnknownSourceError(ref.db)
+            raise UnknownSourceError(written)
         tables = schemas[source].tables
         name = sitenames.pick_name(ref.name, tables, ViewDefinitionError, f"table of source {source!r}")
         if name is None:
@@ -105,9 +113,10 @@ def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) ->
     scope = sitenames.Scope([_scope_entry(r) for r in relations], ViewDefinitionError, ViewDefinitionError)
     outputs = []
     for item in parts.items:
+        if item.column is None:  # only a grouped site query has such an item (COUNT(*)), never a view
+            raise ViewDefinitionError(f"the select list names columns only: {VIEW_FORM}")
         index, name = scope.resolve(item.column)
-        column = relations[index].table.column(name)
-        outputs.append(Output(index, column, item.alias or name))
+        outputs.append(Output(index, relations[index].table.known_column(name), item.alias or name))
     sitenames.check_output_names([o.name for o in outputs], ViewDefinitionError)
 
     def bind(col: exp.Column, joined: int | None = None) -> exp.Column:
@@ -121,7 +130,7 @@ def _bind_columns(parts: sitesql.SelectParts, relations: list[BoundRelation]) ->
 
     conditions: list[exp.Expression | None] = [None]
     for position, on in enumerate(parts.conditions[1:], start=1):
-        conditions.append(sitesql.requalify(on, lambda col, p=position: bind(col, p)))
+        conditions.append(None if on is None else sitesql.requalify(on, partial(bind, joined=position)))
     where = sitesql.requalify(parts.where, bind) if parts.where is not None else None
     keyless = tuple(not r.table.primary_key and not r.table.unique_keys for r in relations)
     keys = _choose_key(relations, outputs, multiset=any(keyless))
@@ -158,6 +167,11 @@ def _check_left_joins(view: BoundView) -> None:
                     )
 
 
+def _may_be_null(column: ColumnInfo | None) -> bool:
+    """Whether a key column may hold NULL (a column the schema does not list may)."""
+    return column is None or column.nullable
+
+
 def _choose_key(relations: list[BoundRelation], outputs: list[Output], *, multiset: bool) -> list[list[str]]:
     """Each relation's primary key (else a unique key) as output names, relation by relation;
     none for a table without either (the view is then a multiset). In a multiset, whose
@@ -173,9 +187,7 @@ def _choose_key(relations: list[BoundRelation], outputs: list[Output], *, multis
             candidates = [table.primary_key]
         else:
             # NOT NULL unique keys first: a NULL in a key column breaks the sync at run time.
-            candidates = sorted(
-                table.unique_keys, key=lambda u: any(table.column(c) is None or table.column(c).nullable for c in u)
-            )
+            candidates = sorted(table.unique_keys, key=lambda u: any(_may_be_null(table.column(c)) for c in u))
         if not candidates:
             keys.append([])
             continue

@@ -88,4 +88,4 @@ class BoundView:
         return next(i for i, r in enumerate(self.relations) if r.alias == column.table)
 
     def type_of(self, column: exp.Column) -> LogicalType:
-        return self.relations[self.relation_of(column)].table.column(column.name).type
+        return self.relations[self.relation_of(column)].table.known_column(column.name).type

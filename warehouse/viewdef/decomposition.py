@@ -1,6 +1,8 @@
 """Decomposition: cut a bound view into one site query per site and the assembly that joins them.
 
-Decomposition (003 §IV.A, push-down as in 002 §3.1). A *site* is a connected component of
+Decomposition as in Lu, Liu and Hyland, "Delta Extraction Optimization for View Maintenance
+in a Limited Collaborative Environment"; push-down as in Carnes and Hanson, "Query-Based
+Change Detection". A *site* is a connected component of
 the local join graph: tables of one source linked by conditions that read only tables of
 that source. Tables of one source that the view does not join locally become separate
 sites against the same source. Every AND term of the ON and WHERE predicates that reads
@@ -14,7 +16,7 @@ query is the view.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlglot
@@ -24,6 +26,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from protocol import sitesql
 from protocol.grouped import COUNT_COLUMN, null_flag
 from protocol.schema import SourceSchema
+from protocol.sqlnodes import Node
 from protocol.types import Column
 from warehouse.viewdef.binding import bind_view
 from warehouse.viewdef.bound import BoundView
@@ -254,7 +257,7 @@ def _join_order(members: list[int], links: list[frozenset[int]]) -> list[tuple[i
     return order
 
 
-def _conjunction(terms: list[exp.Expression]) -> exp.Expression | None:
+def _conjunction(terms: list[exp.Expression]) -> Node | None:
     return exp.and_(*terms) if terms else None
 
 
@@ -345,13 +348,16 @@ def _site_query(
     conditions = [None] + [_conjunction(on[r]) or exp.true() for r, _ in order[1:]]
     selected = [o for o in bound.outputs if o.relation in position]
     read = [(bound.relations[o.relation].alias, o.column, o.name) for o in selected]
-    read += [(bound.relations[r].alias, bound.relations[r].table.column(column), name) for r, column, name in extras]
-    items = [(sitesql.column_ref(alias, column.name), name) for alias, column, name in read]
+    read += [
+        (bound.relations[r].alias, bound.relations[r].table.known_column(column), name) for r, column, name in extras
+    ]
+    refs = [sitesql.column_ref(alias, column.name) for alias, column, _ in read]
+    items: Sequence[tuple[Node, str]] = [(ref, name) for ref, (_, _, name) in zip(refs, read)]
     columns = [Column(name, column.type) for _, column, name in read]
     key = [name for r in members for name in bound.keys[r]]
     group = None
     if bound.multiset:  # each distinct row once, with its count (grouped_site.py)
-        g = grouped_items([(ref, c, column.nullable) for (ref, _), c, (_, column, _) in zip(items, columns, read)])
+        g = grouped_items([(ref, c, column.nullable) for ref, c, (_, column, _) in zip(refs, columns, read)])
         items, columns, key, group = g.items, g.columns, g.key, g.group
     tree = sitesql.build_select(
         items,

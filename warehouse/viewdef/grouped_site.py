@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from protocol import grouped, sitesql
+from protocol.sqlnodes import Node
 from protocol.types import Column, LogicalType
 from warehouse.viewdef.bound import BoundView
 
@@ -109,11 +110,11 @@ def nulls_restored(ref: exp.Column, flag: str | None) -> exp.Expression:
     """
     if flag is None:
         return ref
-    test = exp.Column(this=exp.to_identifier(flag, quoted=ref.this.quoted), table=ref.args.get("table").copy())
+    test = exp.Column(this=exp.to_identifier(flag, quoted=ref.this.quoted), table=ref.args["table"].copy())
     return exp.Case(ifs=[exp.If(this=test, true=exp.Null())], default=ref)
 
 
-def combination_items(sites: list[list[Column]], ref) -> list[exp.Expression]:
+def combination_items(sites: list[list[Column]], ref) -> list[Node]:
     """The select list of a multiset's assembly: of every site, each column but the count as
     itself, then the count as `site_count(i)`; `ref(site, name)` makes a column reference.
     A row so selected is a *combination*, one row of each site, keyed by all their keys."""

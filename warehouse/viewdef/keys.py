@@ -20,7 +20,7 @@ when two keys imply each other (a 1:1 join).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlglot import exp
 
@@ -71,7 +71,7 @@ def closure(
     keys: list[set[Attribute]],
     columns: list[set[Attribute]],
     pairs: list[tuple[Attribute, Attribute]],
-    arrows: list[tuple[Attribute, Attribute]] = (),
+    arrows: Sequence[tuple[Attribute, Attribute]] = (),
 ) -> set[Attribute]:
     """Every attribute that `fixed` determines: a table's key brings its columns, an
     equality either side from the other, an arrow (a, b) b from a only.
@@ -105,7 +105,7 @@ def minimal(
     columns: list[set[Attribute]],
     pairs: list[tuple[Attribute, Attribute]],
     constants: set[Attribute],
-    arrows: list[tuple[Attribute, Attribute]] = (),
+    arrows: Sequence[tuple[Attribute, Attribute]] = (),
 ) -> list[bool]:
     """Which tables' keys the view key keeps: from the last table to the first, a key
     that the other kept keys determine is dropped.
@@ -150,8 +150,8 @@ def derive(bound: BoundView) -> list[KeyPart]:
     def same_type(a: Named, b: Named) -> bool:
         # equal only as the same type: '01' = 1 may hold for two different keys under a coercion
         return (
-            bound.relations[position[a[0]]].table.column(a[1]).type
-            == bound.relations[position[b[0]]].table.column(b[1]).type
+            bound.relations[position[a[0]]].table.known_column(a[1]).type
+            == bound.relations[position[b[0]]].table.known_column(b[1]).type
         )
 
     pairs = [((position[a[0]], a[1]), (position[b[0]], b[1])) for a, b in named_pairs if same_type(a, b)]

@@ -62,7 +62,10 @@ class SiteQuery:
 
     def parse(self) -> exp.Select:
         """The site query's tree, read in its own dialect."""
-        return sqlglot.parse_one(self.sql, read=self.dialect)
+        tree = sqlglot.parse_one(self.sql, read=self.dialect)
+        if not isinstance(tree, exp.Select):  # decomposition writes a SELECT; anything else was not ours
+            raise FormatError(f"the site query of source {self.source!r} is not a SELECT: {self.sql!r}")
+        return tree
 
     def render(self, tree: exp.Expression) -> str:
         """`tree` (the site query changed) as SQL in the site query's dialect."""

@@ -44,6 +44,7 @@ BENEFIT = "__eb"
 
 def probability(prior: float | None) -> SparkColumn:
     """Update probability per tuple from its statistics (see planning.update_probability)."""
+    # tno: syncs seen, uno: updates seen, each counting the tuple's entry.
     tno, uno = F.col(TNO).cast("double"), F.col(UNO).cast("double")
     if prior is None:
         p = uno / tno
@@ -169,7 +170,7 @@ def plan_groups(
     partitions: int,
     criterion: str = DEFAULT_GROUPING,
 ) -> DataFrame:
-    """The grouping plan of a snapshot (site columns + ω± columns), computed on the executors."""
+    """The grouping plan of a snapshot (site columns + update statistics columns), computed on the executors."""
     with_p = snapshot.withColumn(PROB, probability(prior))
     ordered = with_p.repartitionByRange(max(1, partitions), F.col(PROB)).sortWithinPartitions(PROB, *key)
     planner = _partition_planner(columns, key, seed, bits, p_delete, cost, criterion)

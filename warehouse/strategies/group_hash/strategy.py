@@ -1,4 +1,7 @@
-"""group_hash: groups of stable tuples with one hash each (Lu, Liu and Hyland, Algorithms 1–2).
+"""group_hash: groups of stable tuples with one hash each (Lu, Liu and Hyland).
+
+Algorithms 1 (group selection) and 2 (delta extraction) of "Delta Extraction Optimization
+for View Maintenance in a Limited Collaborative Environment".
 
 plan: the statistics give each tuple an update probability; the planner (grouping.py, on
 the executors) groups the most stable tuples while a group's expected benefit grows and
