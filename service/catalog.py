@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from service.errors import Conflict, NotFound
+from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
 SCHEMA_VERSION = 2
@@ -103,12 +104,12 @@ class Catalog:
         return [dict(r) for r in self._conn.execute("SELECT * FROM sources ORDER BY name")]
 
     # -- views -------------------------------------------------------------------------
-    def add_view(self, name: str, sql: str, definition: dict, options: dict) -> dict:
+    def add_view(self, name: str, sql: str, definition: dict, options: ViewOptions) -> dict:
         with self._lock:
             try:
                 self._conn.execute(
                     "INSERT INTO views VALUES (?, ?, ?, ?, ?)",
-                    (name, sql, json.dumps(definition), json.dumps(options), now()),
+                    (name, sql, json.dumps(definition), json.dumps(options.stored()), now()),
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"view {name!r} already exists") from None
@@ -138,7 +139,9 @@ class Catalog:
                 self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
             drop_data()
 
-    def replace_view(self, name: str, sql: str, definition: dict, options: dict, drop_data: Callable[[], None]) -> dict:
+    def replace_view(
+        self, name: str, sql: str, definition: dict, options: ViewOptions, drop_data: Callable[[], None]
+    ) -> dict:
         """Give an existing view a new definition; its history and stored rows go (the next
         sync loads it afresh). Refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
@@ -148,19 +151,19 @@ class Catalog:
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
                 self._conn.execute(
                     "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?",
-                    (sql, json.dumps(definition), json.dumps(options), now(), name),
+                    (sql, json.dumps(definition), json.dumps(options.stored()), now(), name),
                 )
             drop_data()
         return self.view(name)
 
-    def set_view_options(self, name: str, options: dict) -> dict:
+    def set_view_options(self, name: str, options: ViewOptions) -> dict:
         """Change options of a view that leave its rows as they are (its sample's size, its schedule);
         refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
             self.view(name)
             self._refuse_if_busy(name, "redefined")
             with self._transaction():
-                self._conn.execute("UPDATE views SET options = ? WHERE name = ?", (json.dumps(options), name))
+                self._conn.execute("UPDATE views SET options = ? WHERE name = ?", (json.dumps(options.stored()), name))
         return self.view(name)
 
     def upgrade_definitions(self, upgrade: Callable[[dict], dict | None]) -> list[str]:
@@ -209,7 +212,7 @@ class Catalog:
         """Record a queued sync, or raise Conflict if the view already has one under way (or, for
         trigger "schedule", if its schedule was removed since the scheduler looked)."""
         with self._lock:
-            if trigger == "schedule" and not self.view(view)["options"].get("schedule"):
+            if trigger == "schedule" and self.view(view)["options"].schedule is None:
                 raise Conflict(f"view {view!r} has no schedule")
             busy = self.busy_sync(view)
             if busy is not None:
@@ -287,7 +290,7 @@ def _statements(script: str) -> list[str]:
 def _view(row: sqlite3.Row) -> dict:
     data = dict(row)
     data["definition"] = json.loads(data["definition"])
-    data["options"] = json.loads(data["options"])
+    data["options"] = ViewOptions.model_validate_json(data["options"])
     return data
 
 

@@ -54,7 +54,7 @@ class Shape:
     @classmethod
     def of(cls, view: dict, with_before: bool) -> Shape:
         """The shape of the deltas of a view as the catalog holds it."""
-        return cls(ViewDef.from_json(view["definition"]), bool(view["options"].get("match")), with_before)
+        return cls(ViewDef.from_json(view["definition"]), view["options"].match is not None, with_before)
 
     @property
     def names(self) -> list[str]:

@@ -14,7 +14,7 @@ from service.engine import ENGINE_LOST, SparkEngine
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 from warehouse.errors import WarehouseError
-from warehouse.options import SyncOptions, stored_strategy
+from warehouse.options import SyncOptions
 from warehouse.pipeline.sync import Endpoint, SyncRun
 from warehouse.spark import executor_import_error
 from warehouse.store.versions import ViewStore
@@ -96,22 +96,8 @@ class SyncRunner:
         self.sketches.shutdown()
 
     def _options(self, view: dict, verify: bool) -> SyncOptions:
-        s = self.settings
-        return SyncOptions(
-            strategy=stored_strategy(view["options"]),
-            hash_bits=s.hash_bits,
-            prior_mode=s.prior_mode,
-            default_prior=s.default_prior,
-            plan_partitions=s.plan_partitions,
-            grouping=s.grouping,
-            agent_read_timeout_s=s.agent_read_timeout_s,
-            agent_deadline_s=s.agent_deadline_s,
-            agent_retries=s.agent_retries,
-            agent_retry_backoff_s=s.agent_retry_backoff_s,
-            sketch_seed_rotation=s.sketch_seed_rotation,
-            verify=verify,
-            view_options=dict(view["options"]),
-        )
+        options = view["options"]
+        return SyncOptions.from_settings(self.settings, strategy=options.strategy, verify=verify, view_options=options)
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
         verify = self.settings.agent_verify()

@@ -124,7 +124,7 @@ class ServiceMetrics:
 
     def schedules(self, views: list[dict]) -> None:
         """Each scheduled view's interval as the catalog has it now (`views`: its view rows)."""
-        scheduled = {v["name"]: v["options"]["schedule"]["every_s"] for v in views if v["options"].get("schedule")}
+        scheduled = {v["name"]: v["options"].schedule.every_s for v in views if v["options"].schedule}
         with self._lock:
             for view in self._scheduled - scheduled.keys():  # views whose schedule went
                 with contextlib.suppress(KeyError):  # gone with its view already (forget)

@@ -1,6 +1,6 @@
 """Scheduled syncs: a thread that queues each scheduled view's sync when it is due.
 
-A view with `"schedule": {"every_s": N}` is due N seconds after its latest sync ended,
+A view with a schedule of `every_s` N is due N seconds after its latest sync ended,
 whatever started that sync (a manual one too), and at once when it was never synced. Due
 times come from the sync records in the catalog, so a restarted service finds a view
 whose runs were missed due at once, runs it once, and goes on from there: no burst. A
@@ -53,13 +53,14 @@ def next_run_at(every_s: int, latest: dict | None, since: str) -> dt.datetime | 
 def schedule_fields(view: dict, catalog: Catalog | None, running: bool) -> dict:
     """The view's `schedule` and `next_run_at` as the API shows them (`running`: the scheduler is on;
     without the catalog, next_run_at is left out)."""
-    schedule = view["options"].get("schedule")
+    schedule = view["options"].schedule
+    shown = schedule.model_dump() if schedule else None
     if catalog is None:
-        return {"schedule": schedule}
+        return {"schedule": shown}
     due = None
     if schedule and running:
-        due = next_run_at(schedule["every_s"], catalog.latest_sync(view["name"]), view["created_at"])
-    return {"schedule": schedule, "next_run_at": due.isoformat(timespec="milliseconds") if due else None}
+        due = next_run_at(schedule.every_s, catalog.latest_sync(view["name"]), view["created_at"])
+    return {"schedule": shown, "next_run_at": due.isoformat(timespec="milliseconds") if due else None}
 
 
 class Scheduler:
@@ -99,10 +100,10 @@ class Scheduler:
         now = now or dt.datetime.now(dt.UTC)
         soonest = MAX_SLEEP_S
         for view in self.catalog.views():
-            schedule = view["options"].get("schedule")
+            schedule = view["options"].schedule
             if not schedule or self._stop.is_set():
                 continue
-            due = next_run_at(schedule["every_s"], self.catalog.latest_sync(view["name"]), view["created_at"])
+            due = next_run_at(schedule.every_s, self.catalog.latest_sync(view["name"]), view["created_at"])
             if due is None:  # a sync under way; the next counts from its end
                 continue
             wait = (due - now).total_seconds()

@@ -13,13 +13,13 @@ from service.models import ScheduleIn, ViewIn, ViewOut, ViewRedefine, ViewSettin
 from service.scheduler import schedule_fields
 from warehouse.errors import SchemaUnavailable
 from warehouse.multisets.matching import check_match
-from warehouse.options import stored_strategy
 from warehouse.pipeline.source_schemas import fetch_schemas
 from warehouse.reading import rows as view_rows
 from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
 from warehouse.store.versions import ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
+from warehouse.view_options import Schedule, ViewOptions
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
@@ -28,6 +28,7 @@ router = APIRouter(prefix="/v1/views", tags=["views"])
 def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
     """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler` runs)."""
     d = ViewDef.from_json(row["definition"])
+    options: ViewOptions = row["options"]
     return ViewOut(
         name=row["name"],
         sql=row["sql"],
@@ -39,29 +40,23 @@ def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
             {"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key}
             for s in d.sites
         ],
-        strategy=stored_strategy(row["options"]),
-        **StampSettings.from_options(row["options"]).to_options(),
-        match=row["options"].get("match"),
-        sample_size=row["options"].get("sample_size", 0),
+        strategy=options.strategy,
+        **options.stamps.to_options(),
+        match=options.match,
+        sample_size=options.sample_size,
         **schedule_fields(row, catalog, scheduler is not None),
         created_at=row["created_at"],
     )
 
 
-def _sized(options: dict, sample_size: int) -> dict:
-    """The view's options with a sample of `sample_size` rows (0: without one)."""
-    options = {k: v for k, v in options.items() if k != "sample_size"}
-    if sample_size:
-        options["sample_size"] = sample_size
-    return options
+def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:
+    """The schedule a request gives, as the view's options hold it."""
+    return Schedule(every_s=schedule.every_s) if schedule is not None else None
 
 
-def _scheduled(options: dict, schedule: ScheduleIn | dict | None) -> dict:
-    """The view's options with `schedule` (None: without one)."""
-    options = {k: v for k, v in options.items() if k != "schedule"}
-    if schedule is not None:
-        options["schedule"] = schedule.model_dump() if isinstance(schedule, ScheduleIn) else schedule
-    return options
+def _unsized(options: ViewOptions) -> dict:
+    """The options that decide a view's rows: all but its sample's size and its schedule."""
+    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule")}
 
 
 def _stored(row: dict, catalog, scheduler) -> ViewOut:
@@ -72,8 +67,15 @@ def _stored(row: dict, catalog, scheduler) -> ViewOut:
 
 
 def _analyze(
-    sql: str, catalog, settings, strategy: str, stamps: StampSettings, match: dict | None = None, sample_size: int = 0
-) -> tuple[ViewDef, dict]:
+    sql: str,
+    catalog,
+    settings,
+    strategy: str,
+    stamps: StampSettings,
+    match: dict | None = None,
+    sample_size: int = 0,
+    schedule: ScheduleIn | Schedule | None = None,
+) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options."""
     definition, schemas = _analyze_sql(sql, catalog, settings)
     try:
@@ -81,8 +83,8 @@ def _analyze(
         match = check_match(match, definition)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
-    options = {"strategy": strategy, **stamps.to_options(), **({"match": match} if match else {})}
-    return apply_delete_flags(definition, stamps, schemas), _sized(options, sample_size)
+    options = ViewOptions.of(strategy, stamps, match, sample_size, _schedule(schedule))
+    return apply_delete_flags(definition, stamps, schemas), options
 
 
 def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
@@ -141,8 +143,10 @@ def create_view(
         diff=body.snapshot_diff.model_dump(),
     )
     match = body.match.model_dump() if body.match is not None else None
-    definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size)
-    row = catalog.add_view(body.name, body.sql, definition.to_json(), _scheduled(options, body.schedule))
+    definition, options = _analyze(
+        body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule
+    )
+    row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
     return _stored(row, catalog, scheduler)
 
 
@@ -165,8 +169,9 @@ def redefine_view(
         raise Conflict(
             f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry"
         )
-    strategy = body.strategy or stored_strategy(current["options"])
-    kept = StampSettings.from_options(current["options"])
+    current_options: ViewOptions = current["options"]
+    strategy = body.strategy or current_options.strategy
+    kept = current_options.stamps
     stamps = StampSettings(
         body.timestamps if body.timestamps is not None else kept.timestamps,
         body.delete_flags if body.delete_flags is not None else kept.delete_flags,
@@ -174,16 +179,14 @@ def redefine_view(
         body.reconcile_every if body.reconcile_every is not None else kept.reconcile_every,
         diff=body.snapshot_diff.model_dump() if body.snapshot_diff is not None else kept.diff,
     )
-    match = body.match.model_dump() if body.match is not None else current["options"].get("match")
-    sample_size = body.sample_size if body.sample_size is not None else current["options"].get("sample_size", 0)
-    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size)
-    schedule = body.schedule if "schedule" in body.model_fields_set else current["options"].get("schedule")
-    options = _scheduled(options, schedule)
-    unsized = lambda o: {k: v for k, v in o.items() if k not in ("sample_size", "schedule")}  # noqa: E731
-    if (body.sql, definition.to_json(), unsized(options)) == (
+    match = body.match.model_dump() if body.match is not None else current_options.match
+    sample_size = body.sample_size if body.sample_size is not None else current_options.sample_size
+    schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
+    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size, schedule)
+    if (body.sql, definition.to_json(), _unsized(options)) == (
         current["sql"],
         current["definition"],
-        unsized(current["options"]),
+        _unsized(current_options),
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
     row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
@@ -204,11 +207,11 @@ def change_view_settings(
         current = catalog.view(name)
     except NotFound:
         raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
-    options = current["options"]
+    options: ViewOptions = current["options"]
     if body.sample_size is not None:
-        options = _sized(options, body.sample_size)
+        options = options.sized(body.sample_size)
     if "schedule" in body.model_fields_set:
-        options = _scheduled(options, body.schedule)
+        options = options.scheduled(_schedule(body.schedule))
     return _stored(catalog.set_view_options(name, options), catalog, scheduler)
 
 
@@ -294,7 +297,7 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
     (a view with sample_size; each row once, in no particular order)."""
     row = catalog.view(name)
     definition = ViewDef.from_json(row["definition"])
-    if not row["options"].get("sample_size"):
+    if not row["options"].sample_size:
         raise Conflict(f"view {name!r} keeps no sample: give it one with PATCH /v1/views/{name} and sample_size")
     version = _current(settings, name)
     stored = view_sample.load(version)

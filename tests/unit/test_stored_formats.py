@@ -12,6 +12,7 @@ from service.catalog import Catalog
 from service.settings import ServiceSettings
 from warehouse.errors import FormatError
 from warehouse.formats import STORAGE_FORMAT
+from warehouse.view_options import ViewOptions
 
 #: A view definition as deltasieve 41bc7ec stored it (format 1: no "format" field).
 FORMAT_1 = {
@@ -32,7 +33,7 @@ FORMAT_1 = {
 def catalog_with(tmp_path, **definitions: dict) -> None:
     catalog = Catalog(tmp_path / "catalog.db")
     for name, definition in definitions.items():
-        catalog.add_view(name, definition["sql"], definition, {})
+        catalog.add_view(name, definition["sql"], definition, ViewOptions())
     catalog.close()
 
 

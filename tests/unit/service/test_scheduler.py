@@ -9,6 +9,7 @@ import pytest
 from service.catalog import Catalog
 from service.errors import Conflict
 from service.scheduler import MAX_SLEEP_S, Scheduler, next_run_at
+from warehouse.view_options import ViewOptions
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -31,7 +32,7 @@ def catalog(tmp_path):
 
 
 def add_view(catalog: Catalog, name: str, options: dict) -> None:
-    catalog.add_view(name, "SELECT p.id FROM crm.people p", {}, options)
+    catalog.add_view(name, "SELECT p.id FROM crm.people p", {}, ViewOptions.model_validate(options))
 
 
 def finish(catalog: Catalog, sync: dict, at: dt.datetime, status: str = "succeeded") -> None:
@@ -97,7 +98,7 @@ def test_a_failed_sync_is_retried_a_period_later_not_at_once(catalog):
 
 def test_a_removed_schedule_queues_nothing_even_if_the_scheduler_looked_before(catalog):
     add_view(catalog, "v", {"schedule": {"every_s": 10}})
-    catalog.set_view_options("v", {})
+    catalog.set_view_options("v", ViewOptions())
     with pytest.raises(Conflict, match="no schedule"):
         catalog.queue_sync("v", "schedule")
     assert catalog.queue_sync("v")["trigger"] == "api"  # a manual sync needs none
