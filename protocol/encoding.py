@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from itertools import repeat
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +24,7 @@ import xxhash
 from protocol.types import Column, LogicalType
 
 #: Group hashes default to 128 bits; 64 is allowed where a smaller hash is worth the risk.
-DEFAULT_HASH_BITS = 128
+DEFAULT_HASH_BITS: Final = 128
 SUPPORTED_HASH_BITS = (64, 128)
 
 _NULL = b"\x00"

@@ -47,7 +47,7 @@ class SyncRunner:
 
     def _engine_lost(self, generation: int | None) -> bool:
         """Whether the sync failed because Spark's JVM died under it (it is restarted then)."""
-        return generation is not None and self.engine.lost(generation)
+        return generation is not None and self.engine is not None and self.engine.lost(generation)
 
     def store(self, view: str) -> ViewStore:
         return ViewStore(self.settings.data_dir, view)
@@ -118,6 +118,8 @@ class SyncRunner:
         try:
             view = self.catalog.view(view_name)
             definition = ViewDef.from_json(view["definition"])
+            if self.engine is None:
+                raise RuntimeError("the service was started without Spark (start_spark=False)")
             spark, generation = self.engine.current()
             spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
             run = SyncRun(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 # Re-exported: the service's settings take every sync default from this module.
 from protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
@@ -12,7 +12,7 @@ from warehouse.planning.cost_model import DEFAULT_GROUPING  # noqa: F401
 from warehouse.view_options import DEFAULT_STRATEGY, ViewOptions
 
 #: "site": Beta prior at the site's observed update rate; "paper": uno/tno as published.
-DEFAULT_PRIOR_MODE = "site"
+DEFAULT_PRIOR_MODE: Final = "site"
 #: Update probability assumed before any update has been observed.
 DEFAULT_PRIOR = 0.05
 #: Rows per Arrow frame the agent answers with: large enough to compress well, small

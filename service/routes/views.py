@@ -9,7 +9,16 @@ from service.deltaformat import NDJSON, PARQUET, rows_parquet
 from service.deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
 from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.jsonvalues import BATCH_ROWS, ndjson_lines
-from service.models import ScheduleIn, ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
+from service.models import (
+    KeyPartOut,
+    ScheduleIn,
+    SiteOut,
+    ViewIn,
+    ViewOut,
+    ViewRedefine,
+    ViewSettings,
+    error_responses,
+)
 from service.scheduler import schedule_fields
 from warehouse.errors import SchemaUnavailable
 from warehouse.multisets.matching import check_match
@@ -35,10 +44,9 @@ def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,
-        key_derivation=d.key_derivation or [],
+        key_derivation=[KeyPartOut(**part) for part in d.key_derivation or []],
         sites=[
-            {"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key}
-            for s in d.sites
+            SiteOut(source=s.source, sql=s.sql, columns=[c.to_json() for c in s.columns], key=s.key) for s in d.sites
         ],
         strategy=options.strategy,
         **options.stamps.to_options(),
