@@ -12,6 +12,7 @@ from service import eta
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
 from service.metrics import ServiceMetrics
+from service.records import SyncRecord, ViewRecord
 from service.settings import ServiceSettings
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
@@ -55,11 +56,11 @@ class SyncRunner:
     def recover(self) -> None:
         """Settle syncs a previous process left queued or running, and clean their files."""
         for sync in self.catalog.active_syncs():
-            current = self.store(sync["view"]).current()
-            if current is not None and current.sync_id == sync["id"]:
+            current = self.store(sync.view).current()
+            if current is not None and current.sync_id == sync.id:
                 # It committed, but the process died before the catalog heard of it.
                 self.catalog.update_sync(
-                    sync["id"],
+                    sync.id,
                     status="succeeded",
                     finished_at=now(),
                     metrics=current.meta().get("metrics", {}),
@@ -67,23 +68,23 @@ class SyncRunner:
                 )
             else:
                 self.catalog.update_sync(
-                    sync["id"],
+                    sync.id,
                     status="failed",
                     finished_at=now(),
                     error="interrupted: the service stopped before this sync finished; the view is unchanged",
                     progress=None,
                 )
-                self.store(sync["view"]).forget(sync["id"])
+                self.store(sync.view).forget(sync.id)
         for view in self.catalog.views():
-            removed = self.store(view["name"]).cleanup()
+            removed = self.store(view.name).cleanup()
             if removed:
-                log.info("view %s: removed %d leftover path(s)", view["name"], len(removed))
+                log.info("view %s: removed %d leftover path(s)", view.name, len(removed))
 
-    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> dict:
+    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> SyncRecord:
         """Queue a sync of the view (Conflict if one is under way); `trigger` says what started it."""
         record = self.catalog.queue_sync(view, trigger)
         with self._lock:
-            self.futures[record["id"]] = self.pool.submit(self._run, view, record["id"], verify)
+            self.futures[record.id] = self.pool.submit(self._run, view, record.id, verify)
         return record
 
     def wait(self, sync_id: str) -> None:
@@ -95,8 +96,8 @@ class SyncRunner:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.sketches.shutdown()
 
-    def _options(self, view: dict, verify: bool) -> SyncOptions:
-        options = view["options"]
+    def _options(self, view: ViewRecord, verify: bool) -> SyncOptions:
+        options = view.options
         return SyncOptions.from_settings(self.settings, strategy=options.strategy, verify=verify, view_options=options)
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
@@ -104,7 +105,7 @@ class SyncRunner:
         out = {}
         for site in definition.sites:
             source = self.catalog.source(site.source)
-            out[site.source] = Endpoint(source["name"], source["url"], source["token"], verify)
+            out[site.source] = Endpoint(source.name, source.url, source.token, verify)
         return out
 
     def _run(self, view_name: str, sync_id: str, verify: bool = False) -> None:
@@ -117,7 +118,7 @@ class SyncRunner:
         generation = None
         try:
             view = self.catalog.view(view_name)
-            definition = ViewDef.from_json(view["definition"])
+            definition = ViewDef.from_json(view.definition)
             if self.engine is None:
                 raise RuntimeError("the service was started without Spark (start_spark=False)")
             spark, generation = self.engine.current()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
+from protocol.schema import SourceSchema
+from service.catalog import Catalog
 from service.deltaformat import NDJSON, PARQUET, rows_parquet
 from service.deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
 from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
@@ -19,14 +21,16 @@ from service.models import (
     ViewSettings,
     error_responses,
 )
-from service.scheduler import schedule_fields
+from service.records import ViewRecord
+from service.scheduler import Scheduler, schedule_fields
+from service.settings import ServiceSettings
 from warehouse.errors import SchemaUnavailable
 from warehouse.multisets.matching import check_match
 from warehouse.pipeline.source_schemas import fetch_schemas
 from warehouse.reading import rows as view_rows
 from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
-from warehouse.store.versions import ViewStore
+from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.view_options import Schedule, ViewOptions
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
@@ -34,13 +38,13 @@ from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, refere
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
+def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Scheduler | None = None) -> ViewOut:
     """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler` runs)."""
-    d = ViewDef.from_json(row["definition"])
-    options: ViewOptions = row["options"]
+    d = ViewDef.from_json(row.definition)
+    options = row.options
     return ViewOut(
-        name=row["name"],
-        sql=row["sql"],
+        name=row.name,
+        sql=row.sql,
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,
@@ -53,7 +57,7 @@ def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
         match=options.match,
         sample_size=options.sample_size,
         **schedule_fields(row, catalog, scheduler is not None),
-        created_at=row["created_at"],
+        created_at=row.created_at,
     )
 
 
@@ -67,7 +71,7 @@ def _unsized(options: ViewOptions) -> dict:
     return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule")}
 
 
-def _stored(row: dict, catalog, scheduler) -> ViewOut:
+def _stored(row: ViewRecord, catalog: Catalog, scheduler: Scheduler | None) -> ViewOut:
     """The view as stored after a change, the scheduler woken to look at its schedule."""
     if scheduler is not None:
         scheduler.wake()
@@ -76,8 +80,8 @@ def _stored(row: dict, catalog, scheduler) -> ViewOut:
 
 def _analyze(
     sql: str,
-    catalog,
-    settings,
+    catalog: Catalog,
+    settings: ServiceSettings,
     strategy: str,
     stamps: StampSettings,
     match: dict | None = None,
@@ -95,7 +99,7 @@ def _analyze(
     return apply_delete_flags(definition, stamps, schemas), options
 
 
-def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
+def _analyze_sql(sql: str, catalog: Catalog, settings: ServiceSettings) -> tuple[ViewDef, dict[str, SourceSchema]]:
     """Check the view's SQL against the schemas of the sources it names (422 / 424 if it cannot be maintained)."""
     try:
         names = referenced_sources(sql)
@@ -108,9 +112,9 @@ def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
                 source = catalog.source(name)
             except NotFound:
                 raise Unprocessable(
-                    f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})"
+                    f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s.name for s in catalog.sources()]})"
                 ) from None
-            yield name, source["url"], source["token"]
+            yield name, source.url, source.token
 
     try:
         schemas = fetch_schemas(
@@ -175,9 +179,9 @@ def redefine_view(
     busy = catalog.busy_sync(name)
     if busy is not None:  # fail fast, before asking the agents; checked again when replacing
         raise Conflict(
-            f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry"
+            f"view {name!r} cannot be redefined while its sync {busy.id} is {busy.status}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy.id}), then retry"
         )
-    current_options: ViewOptions = current["options"]
+    current_options = current.options
     strategy = body.strategy or current_options.strategy
     kept = current_options.stamps
     stamps = StampSettings(
@@ -192,8 +196,8 @@ def redefine_view(
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
     definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size, schedule)
     if (body.sql, definition.to_json(), _unsized(options)) == (
-        current["sql"],
-        current["definition"],
+        current.sql,
+        current.definition,
         _unsized(current_options),
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
@@ -215,7 +219,7 @@ def change_view_settings(
         current = catalog.view(name)
     except NotFound:
         raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
-    options: ViewOptions = current["options"]
+    options = current.options
     if body.sample_size is not None:
         options = options.sized(body.sample_size)
     if "schedule" in body.model_fields_set:
@@ -246,7 +250,7 @@ def get_view(name: str, catalog: CatalogDep, scheduler: SchedulerDep) -> ViewOut
     return view_out(catalog.view(name), catalog, scheduler)
 
 
-def _current(settings, name: str):
+def _current(settings: ServiceSettings, name: str) -> Version:
     version = ViewStore(settings.data_dir, name).current()
     if version is None:
         raise Conflict(f"view {name!r} has not been loaded yet: run POST /v1/views/{name}/syncs first")
@@ -273,7 +277,7 @@ def _current(settings, name: str):
 )
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQuery = "ndjson") -> StreamingResponse:
     """Rows of the view as of its last successful sync, as NDJSON (or Parquet); X-Last-Sync names that sync."""
-    definition = ViewDef.from_json(catalog.view(name)["definition"])
+    definition = ViewDef.from_json(catalog.view(name).definition)
     version = _current(settings, name)
     rows = view_rows.view_batches(version, definition, BATCH_ROWS)
     headers = {"X-Last-Sync": version.sync_id}
@@ -304,8 +308,8 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
     """A uniform random sample of the view's rows as of its last successful sync, as NDJSON
     (a view with sample_size; each row once, in no particular order)."""
     row = catalog.view(name)
-    definition = ViewDef.from_json(row["definition"])
-    if not row["options"].sample_size:
+    definition = ViewDef.from_json(row.definition)
+    if not row.options.sample_size:
         raise Conflict(f"view {name!r} keeps no sample: give it one with PATCH /v1/views/{name} and sample_size")
     version = _current(settings, name)
     stored = view_sample.load(version)
@@ -325,6 +329,6 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
 @router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))
 def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
     """Update statistics (ω±) and deletion statistics (ω−) in summary, per site."""
-    definition = ViewDef.from_json(catalog.view(name)["definition"])
+    definition = ViewDef.from_json(catalog.view(name).definition)
     version = _current(settings, name)
     return {"view": name, **view_statistics(spark, definition, version)}

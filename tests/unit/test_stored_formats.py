@@ -47,8 +47,8 @@ def test_definitions_of_format_1_are_rewritten_in_format_2_at_start(tmp_path):
         view = client.get("/v1/views/old")
         assert view.status_code == 200 and view.json()["key"] == ["id"]
     catalog = Catalog(tmp_path / "catalog.db")
-    assert catalog.view("old")["definition"] == {"format": 2, **FORMAT_1}
-    assert catalog.view("new")["definition"] == {"format": 2, **FORMAT_1}
+    assert catalog.view("old").definition == {"format": 2, **FORMAT_1}
+    assert catalog.view("new").definition == {"format": 2, **FORMAT_1}
     catalog.close()
 
 
@@ -60,7 +60,7 @@ def test_a_newer_definition_answers_409_saying_to_upgrade(tmp_path):
             assert r.status_code == 409, r.text
             assert "format 5" in r.json()["detail"] and "upgrade deltasieve" in r.json()["detail"]
     catalog = Catalog(tmp_path / "catalog.db")
-    assert catalog.view("future")["definition"]["format"] == 5  # left as it was
+    assert catalog.view("future").definition["format"] == 5  # left as it was
     catalog.close()
 
 
