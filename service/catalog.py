@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from service.errors import Conflict, NotFound
+from service.records import SourceRecord, SyncRecord, ViewRecord
+from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
 SCHEMA_VERSION = 2
@@ -85,7 +87,7 @@ class Catalog:
         self._conn.close()
 
     # -- sources -----------------------------------------------------------------------
-    def add_source(self, name: str, url: str, token: str | None) -> dict:
+    def add_source(self, name: str, url: str, token: str | None) -> SourceRecord:
         with self._lock:
             try:
                 self._conn.execute("INSERT INTO sources VALUES (?, ?, ?, ?)", (name, url, token, now()))
@@ -93,34 +95,34 @@ class Catalog:
                 raise Conflict(f"source {name!r} already exists") from None
         return self.source(name)
 
-    def source(self, name: str) -> dict:
+    def source(self, name: str) -> SourceRecord:
         row = self._conn.execute("SELECT * FROM sources WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise NotFound(f"source {name!r} not found")
-        return dict(row)
+        return SourceRecord(**dict(row))
 
-    def sources(self) -> list[dict]:
-        return [dict(r) for r in self._conn.execute("SELECT * FROM sources ORDER BY name")]
+    def sources(self) -> list[SourceRecord]:
+        return [SourceRecord(**dict(r)) for r in self._conn.execute("SELECT * FROM sources ORDER BY name")]
 
     # -- views -------------------------------------------------------------------------
-    def add_view(self, name: str, sql: str, definition: dict, options: dict) -> dict:
+    def add_view(self, name: str, sql: str, definition: dict, options: ViewOptions) -> ViewRecord:
         with self._lock:
             try:
                 self._conn.execute(
                     "INSERT INTO views VALUES (?, ?, ?, ?, ?)",
-                    (name, sql, json.dumps(definition), json.dumps(options), now()),
+                    (name, sql, json.dumps(definition), json.dumps(options.stored()), now()),
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"view {name!r} already exists") from None
         return self.view(name)
 
-    def view(self, name: str) -> dict:
+    def view(self, name: str) -> ViewRecord:
         row = self._conn.execute("SELECT * FROM views WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise NotFound(f"view {name!r} not found")
         return _view(row)
 
-    def views(self) -> list[dict]:
+    def views(self) -> list[ViewRecord]:
         return [_view(r) for r in self._conn.execute("SELECT * FROM views ORDER BY name")]
 
     def delete_view(self, name: str, drop_data: Callable[[], None]) -> None:
@@ -138,7 +140,9 @@ class Catalog:
                 self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
             drop_data()
 
-    def replace_view(self, name: str, sql: str, definition: dict, options: dict, drop_data: Callable[[], None]) -> dict:
+    def replace_view(
+        self, name: str, sql: str, definition: dict, options: ViewOptions, drop_data: Callable[[], None]
+    ) -> ViewRecord:
         """Give an existing view a new definition; its history and stored rows go (the next
         sync loads it afresh). Refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
@@ -148,19 +152,19 @@ class Catalog:
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
                 self._conn.execute(
                     "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?",
-                    (sql, json.dumps(definition), json.dumps(options), now(), name),
+                    (sql, json.dumps(definition), json.dumps(options.stored()), now(), name),
                 )
             drop_data()
         return self.view(name)
 
-    def set_view_options(self, name: str, options: dict) -> dict:
+    def set_view_options(self, name: str, options: ViewOptions) -> ViewRecord:
         """Change options of a view that leave its rows as they are (its sample's size, its schedule);
         refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
             self.view(name)
             self._refuse_if_busy(name, "redefined")
             with self._transaction():
-                self._conn.execute("UPDATE views SET options = ? WHERE name = ?", (json.dumps(options), name))
+                self._conn.execute("UPDATE views SET options = ? WHERE name = ?", (json.dumps(options.stored()), name))
         return self.view(name)
 
     def upgrade_definitions(self, upgrade: Callable[[dict], dict | None]) -> list[str]:
@@ -179,12 +183,12 @@ class Catalog:
                     upgraded.append(row["name"])
         return upgraded
 
-    def busy_sync(self, view: str) -> dict | None:
+    def busy_sync(self, view: str) -> SyncRecord | None:
         """The view's sync that is queued or running, if any."""
         row = self._conn.execute(
-            "SELECT id, status FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)
+            "SELECT * FROM syncs WHERE view = ? AND status IN ('queued', 'running')", (view,)
         ).fetchone()
-        return dict(row) if row else None
+        return _sync(row) if row else None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -201,19 +205,19 @@ class Catalog:
         busy = self.busy_sync(view)
         if busy is not None:
             raise Conflict(
-                f"view {view!r} cannot be {what} while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{view}/syncs/{busy['id']}), then retry"
+                f"view {view!r} cannot be {what} while its sync {busy.id} is {busy.status}; wait for the sync to finish (GET /v1/views/{view}/syncs/{busy.id}), then retry"
             )
 
     # -- syncs -------------------------------------------------------------------------
-    def queue_sync(self, view: str, trigger: str = "api") -> dict:
+    def queue_sync(self, view: str, trigger: str = "api") -> SyncRecord:
         """Record a queued sync, or raise Conflict if the view already has one under way (or, for
         trigger "schedule", if its schedule was removed since the scheduler looked)."""
         with self._lock:
-            if trigger == "schedule" and not self.view(view)["options"].get("schedule"):
+            if trigger == "schedule" and self.view(view).options.schedule is None:
                 raise Conflict(f"view {view!r} has no schedule")
             busy = self.busy_sync(view)
             if busy is not None:
-                raise Conflict(f"view {view!r} already has sync {busy['id']} {busy['status']}; wait for it to finish")
+                raise Conflict(f"view {view!r} already has sync {busy.id} {busy.status}; wait for it to finish")
             sync_id = uuid.uuid4().hex
             self._conn.execute(
                 "INSERT INTO syncs (id, view, status, created_at, trigger) VALUES (?, ?, 'queued', ?, ?)",
@@ -229,20 +233,20 @@ class Catalog:
         with self._lock:
             self._conn.execute(f"UPDATE syncs SET {assignments} WHERE id = ?", (*fields.values(), sync_id))
 
-    def sync(self, view: str, sync_id: str) -> dict:
+    def sync(self, view: str, sync_id: str) -> SyncRecord:
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND id = ?", (view, sync_id)).fetchone()
         if row is None:
             raise NotFound(f"sync {sync_id!r} of view {view!r} not found")
         return _sync(row)
 
-    def syncs(self, view: str, limit: int = 100) -> list[dict]:
+    def syncs(self, view: str, limit: int = 100) -> list[SyncRecord]:
         rows = self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq DESC LIMIT ?", (view, limit))
         return [_sync(r) for r in rows]
 
-    def active_syncs(self) -> list[dict]:
+    def active_syncs(self) -> list[SyncRecord]:
         return [_sync(r) for r in self._conn.execute("SELECT * FROM syncs WHERE status IN ('queued', 'running')")]
 
-    def succeeded_after(self, view: str, after: str | None) -> list[dict]:
+    def succeeded_after(self, view: str, after: str | None) -> list[SyncRecord]:
         """The view's succeeded syncs after sync `after` (all of them for None), oldest first.
 
         `after` may be any sync of the view, also a failed one; an unknown id is NotFound.
@@ -259,7 +263,7 @@ class Catalog:
         )
         return [_sync(r) for r in rows]
 
-    def succeeded_before(self, view: str, sync_id: str) -> list[dict]:
+    def succeeded_before(self, view: str, sync_id: str) -> list[SyncRecord]:
         """The view's succeeded syncs before sync `sync_id`, oldest first."""
         rows = self._conn.execute(
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded'"
@@ -268,12 +272,12 @@ class Catalog:
         )
         return [_sync(r) for r in rows]
 
-    def latest_sync(self, view: str) -> dict | None:
+    def latest_sync(self, view: str) -> SyncRecord | None:
         """The view's newest sync record, whatever its status."""
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq DESC LIMIT 1", (view,)).fetchone()
         return _sync(row) if row else None
 
-    def last_succeeded(self, view: str) -> dict | None:
+    def last_succeeded(self, view: str) -> SyncRecord | None:
         row = self._conn.execute(
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)
         ).fetchone()
@@ -284,16 +288,19 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def _view(row: sqlite3.Row) -> dict:
-    data = dict(row)
-    data["definition"] = json.loads(data["definition"])
-    data["options"] = json.loads(data["options"])
-    return data
+def _view(row: sqlite3.Row) -> ViewRecord:
+    return ViewRecord(
+        name=row["name"],
+        sql=row["sql"],
+        definition=json.loads(row["definition"]),
+        options=ViewOptions.model_validate_json(row["options"]),
+        created_at=row["created_at"],
+    )
 
 
-def _sync(row: sqlite3.Row) -> dict:
+def _sync(row: sqlite3.Row) -> SyncRecord:
     data = dict(row)
     data["metrics"] = json.loads(data["metrics"] or "{}")
     data["progress"] = json.loads(data["progress"]) if data["progress"] else None
     data.pop("seq", None)
-    return data
+    return SyncRecord(**data)

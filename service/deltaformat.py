@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,7 +56,7 @@ def delta_ndjson(batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *,
         data = {name: batch.column(name).to_pylist() for name in batch.schema.names}
         lines = []
         for i in range(batch.num_rows):
-            obj = {"sync": sync_id} if feed else {}
+            obj: dict[str, Any] = {"sync": sync_id} if feed else {}
             op = obj["op"] = data[OP][i]
             if shape.view.multiset and data[COUNT][i] > 1:
                 obj["count"] = data[COUNT][i]

@@ -11,30 +11,33 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from service.records import SyncRecord
+
 #: Succeeded syncs the estimate looks back on.
 RECENT = 5
 
 
-def expected_seconds(history: Sequence[dict], verify: bool = False) -> float | None:
+def expected_seconds(history: Sequence[SyncRecord], verify: bool = False) -> float | None:
     """The median wall time of the view's last `RECENT` succeeded syncs of the same mode, the load left out.
 
     `history`: the view's sync records, newest first (as `Catalog.syncs` returns them).
     None: nothing to go by (the load itself, or no succeeded sync of that mode since).
 
-    >>> syncs = [{"status": "succeeded", "metrics": {"wall_seconds": s}} for s in (2.0, 3.0, 9.0, 60.0)]
+    >>> from types import SimpleNamespace as Sync
+    >>> syncs = [Sync(status="succeeded", metrics={"wall_seconds": s}) for s in (2.0, 3.0, 9.0, 60.0)]
     >>> expected_seconds(syncs)  # the oldest, 60 s, was the load
     3.0
     >>> expected_seconds(syncs[-1:]) is None, expected_seconds(syncs, verify=True) is None
     (True, True)
     """
-    succeeded = [s for s in history if s.get("status") == "succeeded" and (s.get("metrics") or {}).get("wall_seconds")]
+    succeeded = [s for s in history if s.status == "succeeded" and (s.metrics or {}).get("wall_seconds")]
     if not succeeded:
         return None
     after_load = succeeded[:-1]  # newest first: the last one is the view's first success, its load
-    same = [s for s in after_load if ((s["metrics"].get("mode") == "verify") == verify)][:RECENT]
+    same = [s for s in after_load if ((s.metrics.get("mode") == "verify") == verify)][:RECENT]
     if not same:
         return None
-    return round(statistics.median(s["metrics"]["wall_seconds"] for s in same), 3)
+    return round(statistics.median(s.metrics["wall_seconds"] for s in same), 3)
 
 
 def remaining(expected_s: float | None, elapsed_s: float) -> dict:

@@ -29,7 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from service.catalog import Catalog
 from service.errors import Gone
+from service.records import SyncRecord, ViewRecord
 from warehouse.multisets import multiset
 from warehouse.names import OP
 from warehouse.reading.rows import view_batches
@@ -52,9 +54,9 @@ class Shape:
     with_before: bool
 
     @classmethod
-    def of(cls, view: dict, with_before: bool) -> Shape:
+    def of(cls, view: ViewRecord, with_before: bool) -> Shape:
         """The shape of the deltas of a view as the catalog holds it."""
-        return cls(ViewDef.from_json(view["definition"]), bool(view["options"].get("match")), with_before)
+        return cls(ViewDef.from_json(view.definition), view.options.match is not None, with_before)
 
     @property
     def names(self) -> list[str]:
@@ -76,18 +78,18 @@ class Shape:
         return pa.schema(fields)
 
 
-def stored(store: ViewStore, syncs: Iterable[dict], why: str = "") -> list[tuple[str, Path]]:
+def stored(store: ViewStore, syncs: Iterable[SyncRecord], why: str = "") -> list[tuple[str, Path]]:
     """(sync id, delta directory) of each sync, or Gone naming the first whose delta is not kept."""
     out = []
     for sync in syncs:
-        path = store.delta(sync["id"])
+        path = store.delta(sync.id)
         if not path.is_dir():
             raise Gone(
-                f"the delta of sync {sync['id']} (finished {sync['finished_at']}) is no longer stored{why}; "
+                f"the delta of sync {sync.id} (finished {sync.finished_at}) is no longer stored{why}; "
                 f"read the view's rows (GET /v1/views/{store.view}/rows) and follow the feed after the sync "
                 "its X-Last-Sync header names"
             )
-        out.append((sync["id"], path))
+        out.append((sync.id, path))
     return out
 
 
@@ -139,19 +141,19 @@ WITH_BEFORE_NEEDS = (
 )
 
 
-def start(store: ViewStore, earlier: list[dict], shape: Shape) -> Start:
+def start(store: ViewStore, earlier: list[SyncRecord], shape: Shape) -> Start:
     """The Start of a stream after the succeeded syncs `earlier` (oldest first): Gone when
     it would need a delta that is no longer stored."""
     if not shape.with_before or shape.view.multiset or not earlier:
         return Start()
-    version = store.version_of(earlier[-1]["id"])
+    version = store.version_of(earlier[-1].id)
     if version is not None:
         return Start(version=version)
     return Start(deltas=tuple(p for _, p in stored(store, earlier, WITH_BEFORE_NEEDS)))
 
 
 def deltas_of(
-    catalog, store: ViewStore, view: dict, syncs: list[dict], with_before: bool, batch_rows: int
+    catalog: Catalog, store: ViewStore, view: ViewRecord, syncs: list[SyncRecord], with_before: bool, batch_rows: int
 ) -> tuple[Shape, Iterator[tuple[str, pa.RecordBatch]]]:
     """The shape and the stream of the deltas of `syncs` (succeeded syncs of `view`, oldest
     first); Gone, before anything streams, when a delta it needs is no longer stored. The
@@ -160,7 +162,7 @@ def deltas_of(
     feed = stored(store, syncs)
     earlier = []
     if syncs and shape.with_before and not shape.view.multiset:
-        earlier = catalog.succeeded_before(view["name"], syncs[0]["id"])
+        earlier = catalog.succeeded_before(view.name, syncs[0].id)
     return shape, stream(shape, start(store, earlier, shape), feed, batch_rows)
 
 

@@ -12,9 +12,10 @@ from service import eta
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
 from service.metrics import ServiceMetrics
+from service.records import SyncRecord, ViewRecord
 from service.settings import ServiceSettings
 from warehouse.errors import WarehouseError
-from warehouse.options import SyncOptions, stored_strategy
+from warehouse.options import SyncOptions
 from warehouse.pipeline.sync import Endpoint, SyncRun
 from warehouse.spark import executor_import_error
 from warehouse.store.versions import ViewStore
@@ -47,7 +48,7 @@ class SyncRunner:
 
     def _engine_lost(self, generation: int | None) -> bool:
         """Whether the sync failed because Spark's JVM died under it (it is restarted then)."""
-        return generation is not None and self.engine.lost(generation)
+        return generation is not None and self.engine is not None and self.engine.lost(generation)
 
     def store(self, view: str) -> ViewStore:
         return ViewStore(self.settings.data_dir, view)
@@ -55,11 +56,11 @@ class SyncRunner:
     def recover(self) -> None:
         """Settle syncs a previous process left queued or running, and clean their files."""
         for sync in self.catalog.active_syncs():
-            current = self.store(sync["view"]).current()
-            if current is not None and current.sync_id == sync["id"]:
+            current = self.store(sync.view).current()
+            if current is not None and current.sync_id == sync.id:
                 # It committed, but the process died before the catalog heard of it.
                 self.catalog.update_sync(
-                    sync["id"],
+                    sync.id,
                     status="succeeded",
                     finished_at=now(),
                     metrics=current.meta().get("metrics", {}),
@@ -67,23 +68,23 @@ class SyncRunner:
                 )
             else:
                 self.catalog.update_sync(
-                    sync["id"],
+                    sync.id,
                     status="failed",
                     finished_at=now(),
                     error="interrupted: the service stopped before this sync finished; the view is unchanged",
                     progress=None,
                 )
-                self.store(sync["view"]).forget(sync["id"])
+                self.store(sync.view).forget(sync.id)
         for view in self.catalog.views():
-            removed = self.store(view["name"]).cleanup()
+            removed = self.store(view.name).cleanup()
             if removed:
-                log.info("view %s: removed %d leftover path(s)", view["name"], len(removed))
+                log.info("view %s: removed %d leftover path(s)", view.name, len(removed))
 
-    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> dict:
+    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> SyncRecord:
         """Queue a sync of the view (Conflict if one is under way); `trigger` says what started it."""
         record = self.catalog.queue_sync(view, trigger)
         with self._lock:
-            self.futures[record["id"]] = self.pool.submit(self._run, view, record["id"], verify)
+            self.futures[record.id] = self.pool.submit(self._run, view, record.id, verify)
         return record
 
     def wait(self, sync_id: str) -> None:
@@ -95,30 +96,16 @@ class SyncRunner:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.sketches.shutdown()
 
-    def _options(self, view: dict, verify: bool) -> SyncOptions:
-        s = self.settings
-        return SyncOptions(
-            strategy=stored_strategy(view["options"]),
-            hash_bits=s.hash_bits,
-            prior_mode=s.prior_mode,
-            default_prior=s.default_prior,
-            plan_partitions=s.plan_partitions,
-            grouping=s.grouping,
-            agent_read_timeout_s=s.agent_read_timeout_s,
-            agent_deadline_s=s.agent_deadline_s,
-            agent_retries=s.agent_retries,
-            agent_retry_backoff_s=s.agent_retry_backoff_s,
-            sketch_seed_rotation=s.sketch_seed_rotation,
-            verify=verify,
-            view_options=dict(view["options"]),
-        )
+    def _options(self, view: ViewRecord, verify: bool) -> SyncOptions:
+        options = view.options
+        return SyncOptions.from_settings(self.settings, strategy=options.strategy, verify=verify, view_options=options)
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
         verify = self.settings.agent_verify()
         out = {}
         for site in definition.sites:
             source = self.catalog.source(site.source)
-            out[site.source] = Endpoint(source["name"], source["url"], source["token"], verify)
+            out[site.source] = Endpoint(source.name, source.url, source.token, verify)
         return out
 
     def _run(self, view_name: str, sync_id: str, verify: bool = False) -> None:
@@ -131,7 +118,9 @@ class SyncRunner:
         generation = None
         try:
             view = self.catalog.view(view_name)
-            definition = ViewDef.from_json(view["definition"])
+            definition = ViewDef.from_json(view.definition)
+            if self.engine is None:
+                raise RuntimeError("the service was started without Spark (start_spark=False)")
             spark, generation = self.engine.current()
             spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
             run = SyncRun(

@@ -52,9 +52,12 @@ def ndjson_lines(
     """
     names = [c.name for c in columns]
     types = {c.name: c.type.arrow() for c in columns}
-    if isinstance(source, Path):
-        source = ds.dataset(source, format="parquet").to_batches(columns=names, batch_size=batch_rows)
-    for batch in source:
+    batches = (
+        ds.dataset(source, format="parquet").to_batches(columns=names, batch_size=batch_rows)
+        if isinstance(source, Path)
+        else source
+    )
+    for batch in batches:
         data = {name: batch.column(name).cast(types[name]).to_pylist() for name in names}
         lines = [
             json.dumps({c: to_json_value(data[c][i]) for c in names}, ensure_ascii=False, separators=(",", ":"))

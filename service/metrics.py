@@ -15,6 +15,9 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from service.catalog import Catalog
+from service.records import ViewRecord
+
 STATUSES = ("succeeded", "failed")
 #: Each operation and the field of a sync's metrics that counts it.
 OPS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
@@ -70,13 +73,13 @@ class ServiceMetrics:
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
 
-    def seed(self, catalog) -> None:
+    def seed(self, catalog: Catalog) -> None:
         """Every view's series, its last success time from the catalog (at start)."""
         for view in catalog.views():
-            self.known(view["name"])
-            last = catalog.last_succeeded(view["name"])
-            if last is not None and last["finished_at"]:
-                self.last_success.labels(view["name"]).set(_unix(last["finished_at"]))
+            self.known(view.name)
+            last = catalog.last_succeeded(view.name)
+            if last is not None and last.finished_at:
+                self.last_success.labels(view.name).set(_unix(last.finished_at))
 
     def known(self, view: str) -> None:
         """Show the view's counters at 0 before its first sync ends, so that the first
@@ -122,9 +125,9 @@ class ServiceMetrics:
                 except KeyError:
                     pass
 
-    def schedules(self, views: list[dict]) -> None:
+    def schedules(self, views: list[ViewRecord]) -> None:
         """Each scheduled view's interval as the catalog has it now (`views`: its view rows)."""
-        scheduled = {v["name"]: v["options"]["schedule"]["every_s"] for v in views if v["options"].get("schedule")}
+        scheduled = {v.name: v.options.schedule.every_s for v in views if v.options.schedule}
         with self._lock:
             for view in self._scheduled - scheduled.keys():  # views whose schedule went
                 with contextlib.suppress(KeyError):  # gone with its view already (forget)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from warehouse.options import DEFAULT_STRATEGY
-from warehouse.strategies.stamps import DEFAULT_LAG_S, DEFAULT_RECONCILE_EVERY
+from warehouse.strategies import STRATEGIES
+from warehouse.view_options import DEFAULT_LAG_S, DEFAULT_RECONCILE_EVERY, DEFAULT_STRATEGY
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
@@ -26,18 +26,13 @@ class SourceOut(BaseModel):
     created_at: str
 
 
-#: The names of warehouse/strategies (a test holds the two lists equal).
-Strategy = Literal[
-    "auto",
-    "sketch",
-    "group_hash",
-    "tuple_hash",
-    "range_checksum",
-    "full_ship",
-    "timestamp",
-    "row_version",
-    "snapshot_diff",
-]
+#: The names of warehouse/strategies, in their order: the API accepts exactly these. The type
+#: checker sees a str (it cannot read a Literal built at run time); pydantic and the OpenAPI
+#: document see the Literal.
+if TYPE_CHECKING:
+    Strategy = str
+else:
+    Strategy = Literal[tuple(STRATEGIES)]
 STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (Lu, Liu and Hyland's delta extraction: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations), snapshot_diff (sources that are directories of dump files: the agent compares the current dump with the one the view was last synced from and ships only the differential; settings in snapshot_diff). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
 
 

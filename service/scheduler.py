@@ -1,6 +1,6 @@
 """Scheduled syncs: a thread that queues each scheduled view's sync when it is due.
 
-A view with `"schedule": {"every_s": N}` is due N seconds after its latest sync ended,
+A view with a schedule of `every_s` N is due N seconds after its latest sync ended,
 whatever started that sync (a manual one too), and at once when it was never synced. Due
 times come from the sync records in the catalog, so a restarted service finds a view
 whose runs were missed due at once, runs it once, and goes on from there: no burst. A
@@ -18,6 +18,7 @@ import threading
 from service.catalog import ACTIVE, Catalog
 from service.errors import Conflict, NotFound
 from service.jobs import SyncRunner
+from service.records import SyncRecord, ViewRecord
 
 log = logging.getLogger("service.scheduler")
 
@@ -28,7 +29,7 @@ MAX_SLEEP_S = 1.0
 MIN_SLEEP_S = 0.05
 
 
-def next_run_at(every_s: int, latest: dict | None, since: str) -> dt.datetime | None:
+def next_run_at(every_s: int, latest: SyncRecord | None, since: str) -> dt.datetime | None:
     """When the view's next scheduled sync is due; None while one of its syncs is under way.
 
     Args:
@@ -36,30 +37,32 @@ def next_run_at(every_s: int, latest: dict | None, since: str) -> dt.datetime | 
         latest: the view's newest sync record (None: never synced).
         since: when the view was (re)defined: a view never synced is due then.
 
-    >>> next_run_at(60, {"status": "failed", "finished_at": "2026-01-01T00:00:00.000+00:00"}, "")
+    >>> from types import SimpleNamespace as Sync
+    >>> next_run_at(60, Sync(status="failed", finished_at="2026-01-01T00:00:00.000+00:00"), "")
     datetime.datetime(2026, 1, 1, 0, 1, tzinfo=datetime.timezone.utc)
     >>> next_run_at(60, None, "2026-01-01T00:00:00.000+00:00").isoformat()
     '2026-01-01T00:00:00+00:00'
-    >>> next_run_at(60, {"status": "running", "finished_at": None}, "") is None
+    >>> next_run_at(60, Sync(status="running", finished_at=None), "") is None
     True
     """
     if latest is None:
         return dt.datetime.fromisoformat(since)
-    if latest["status"] in ACTIVE:
+    if latest.status in ACTIVE or latest.finished_at is None:
         return None
-    return dt.datetime.fromisoformat(latest["finished_at"]) + dt.timedelta(seconds=every_s)
+    return dt.datetime.fromisoformat(latest.finished_at) + dt.timedelta(seconds=every_s)
 
 
-def schedule_fields(view: dict, catalog: Catalog | None, running: bool) -> dict:
+def schedule_fields(view: ViewRecord, catalog: Catalog | None, running: bool) -> dict:
     """The view's `schedule` and `next_run_at` as the API shows them (`running`: the scheduler is on;
     without the catalog, next_run_at is left out)."""
-    schedule = view["options"].get("schedule")
+    schedule = view.options.schedule
+    shown = schedule.model_dump() if schedule else None
     if catalog is None:
-        return {"schedule": schedule}
+        return {"schedule": shown}
     due = None
     if schedule and running:
-        due = next_run_at(schedule["every_s"], catalog.latest_sync(view["name"]), view["created_at"])
-    return {"schedule": schedule, "next_run_at": due.isoformat(timespec="milliseconds") if due else None}
+        due = next_run_at(schedule.every_s, catalog.latest_sync(view.name), view.created_at)
+    return {"schedule": shown, "next_run_at": due.isoformat(timespec="milliseconds") if due else None}
 
 
 class Scheduler:
@@ -99,10 +102,10 @@ class Scheduler:
         now = now or dt.datetime.now(dt.UTC)
         soonest = MAX_SLEEP_S
         for view in self.catalog.views():
-            schedule = view["options"].get("schedule")
+            schedule = view.options.schedule
             if not schedule or self._stop.is_set():
                 continue
-            due = next_run_at(schedule["every_s"], self.catalog.latest_sync(view["name"]), view["created_at"])
+            due = next_run_at(schedule.every_s, self.catalog.latest_sync(view.name), view.created_at)
             if due is None:  # a sync under way; the next counts from its end
                 continue
             wait = (due - now).total_seconds()
@@ -110,8 +113,8 @@ class Scheduler:
                 soonest = min(soonest, wait)
                 continue
             try:
-                record = self.runner.submit(view["name"], trigger="schedule")
+                record = self.runner.submit(view.name, trigger="schedule")
             except (Conflict, NotFound, sqlite3.IntegrityError):
                 continue  # a manual sync came first, or the view was deleted meanwhile
-            log.info("view %s: scheduled sync %s queued (due %s)", view["name"], record["id"], due.isoformat())
+            log.info("view %s: scheduled sync %s queued (due %s)", view.name, record.id, due.isoformat())
         return max(MIN_SLEEP_S, soonest)

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
 
 # Re-exported: the service's settings take every sync default from this module.
 from protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
 from warehouse.agent_client import DEADLINE_S, READ_TIMEOUT_S  # noqa: F401
 from warehouse.planning.cost_model import DEFAULT_GROUPING  # noqa: F401
-
-#: The strategy of a new view that names none.
-DEFAULT_STRATEGY = "auto"
-#: The strategy of a stored view whose options name none. Every view has been stored with
-#: its strategy; one without would date from when the default was group_hash, and keeps it.
-STORED_VIEW_STRATEGY = "group_hash"
-
-
-def stored_strategy(options: dict) -> str:
-    """The strategy a stored view's options name.
-
-    >>> stored_strategy({"strategy": "sketch"}), stored_strategy({})
-    ('sketch', 'group_hash')
-    """
-    return options.get("strategy", STORED_VIEW_STRATEGY)
-
+from warehouse.view_options import DEFAULT_STRATEGY, ViewOptions
 
 #: "site": Beta prior at the site's observed update rate; "paper": updates seen over syncs seen, as Lu, Liu
 #: and Hyland publish it.
-DEFAULT_PRIOR_MODE = "site"
+DEFAULT_PRIOR_MODE: Final = "site"
 #: Update probability assumed before any update has been observed.
 DEFAULT_PRIOR = 0.05
 #: Rows per Arrow frame the agent answers with: large enough to compress well, small
@@ -62,4 +48,17 @@ class SyncOptions:
     #: Also read every site query in full and report where the result differs (audit mode).
     verify: bool = False
     #: The view's stored options (the timestamp strategy reads its settings from them).
-    view_options: dict = field(default_factory=dict)
+    view_options: ViewOptions = field(default_factory=ViewOptions)
+
+    @classmethod
+    def from_settings(cls, settings: Any, **given: Any) -> SyncOptions:
+        """The options of a sync: `given`, and every other field the settings have by the same name.
+
+        >>> from types import SimpleNamespace
+        >>> SyncOptions.from_settings(SimpleNamespace(hash_bits=128, port=8000), verify=True).hash_bits
+        128
+        """
+        named = {
+            f.name: getattr(settings, f.name) for f in fields(cls) if f.name not in given and hasattr(settings, f.name)
+        }
+        return cls(**named, **given)

@@ -69,7 +69,7 @@ def get_changes(
     store = ViewStore(settings.data_dir, name)
     shape, batches = feed.deltas_of(catalog, store, view, syncs, with_before, BATCH_ROWS)
     headers = {SYNCS: str(len(syncs)), MORE: "true" if more else "false"}
-    last = syncs[-1]["id"] if syncs else after
+    last = syncs[-1].id if syncs else after
     if last is not None:
         headers[LAST_SYNC] = last
     body, media_type = encode_delta(fmt, batches, shape, feed=True)

@@ -6,13 +6,14 @@ from fastapi import APIRouter, status
 
 from service.deps import ApiKey, CatalogDep
 from service.models import SourceIn, SourceOut, error_responses
+from service.records import SourceRecord
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
 
 
-def _out(row: dict) -> SourceOut:
+def _out(row: SourceRecord) -> SourceOut:
     # The token is a secret: say whether there is one, never what it is.
-    return SourceOut(name=row["name"], url=row["url"], has_token=bool(row["token"]), created_at=row["created_at"])
+    return SourceOut(name=row.name, url=row.url, has_token=bool(row.token), created_at=row.created_at)
 
 
 @router.post(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, status
@@ -14,6 +15,7 @@ from service.deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep
 from service.errors import Conflict
 from service.jsonvalues import BATCH_ROWS
 from service.models import SyncOut, SyncQueued, error_responses
+from service.records import SyncRecord
 from warehouse.store.versions import ViewStore
 
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
@@ -48,20 +50,25 @@ async def start_sync(
     catalog.view(name)
     record = runner.submit(name, verify=mode == "verify")
     if not wait:
-        return SyncQueued(id=record["id"], status="queued")
-    await asyncio.to_thread(runner.wait, record["id"])
-    return JSONResponse(SyncOut(**catalog.sync(name, record["id"])).model_dump(), status_code=200)
+        return SyncQueued(id=record.id, status="queued")
+    await asyncio.to_thread(runner.wait, record.id)
+    return JSONResponse(sync_out(catalog.sync(name, record.id)).model_dump(), status_code=200)
+
+
+def sync_out(record: SyncRecord) -> SyncOut:
+    """The sync as the API shows it: its record, every field."""
+    return SyncOut(**dataclasses.asdict(record))
 
 
 @router.get("", response_model=list[SyncOut], operation_id="list_syncs", responses=error_responses(404, 422))
 def list_syncs(name: str, catalog: CatalogDep) -> list[SyncOut]:
     catalog.view(name)
-    return [SyncOut(**s) for s in catalog.syncs(name)]
+    return [sync_out(s) for s in catalog.syncs(name)]
 
 
 @router.get("/{sync_id}", response_model=SyncOut, operation_id="get_sync", responses=error_responses(404, 422))
 def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
-    return SyncOut(**catalog.sync(name, sync_id))
+    return sync_out(catalog.sync(name, sync_id))
 
 
 @router.get(
@@ -87,8 +94,8 @@ def get_delta(
     """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line
     (with_before: updates also carry "before", the row they replaced), or as Parquet."""
     sync = catalog.sync(name, sync_id)
-    if sync["status"] != "succeeded":
-        raise Conflict(f"sync {sync_id} is {sync['status']}; only a succeeded sync has a delta")
+    if sync.status != "succeeded":
+        raise Conflict(f"sync {sync_id} is {sync.status}; only a succeeded sync has a delta")
     store = ViewStore(settings.data_dir, name)
     shape, batches = feed.deltas_of(catalog, store, catalog.view(name), [sync], with_before, BATCH_ROWS)
     body, media_type = encode_delta(fmt, batches, shape, feed=False)

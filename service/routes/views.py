@@ -5,66 +5,73 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
+from protocol.schema import SourceSchema
+from service.catalog import Catalog
 from service.deltaformat import NDJSON, PARQUET, rows_parquet
 from service.deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
 from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.jsonvalues import BATCH_ROWS, ndjson_lines
-from service.models import ScheduleIn, ViewIn, ViewOut, ViewRedefine, ViewSettings, error_responses
-from service.scheduler import schedule_fields
+from service.models import (
+    KeyPartOut,
+    ScheduleIn,
+    SiteOut,
+    ViewIn,
+    ViewOut,
+    ViewRedefine,
+    ViewSettings,
+    error_responses,
+)
+from service.records import ViewRecord
+from service.scheduler import Scheduler, schedule_fields
+from service.settings import ServiceSettings
 from warehouse.errors import SchemaUnavailable
 from warehouse.multisets.matching import check_match
-from warehouse.options import stored_strategy
 from warehouse.pipeline.source_schemas import fetch_schemas
 from warehouse.reading import rows as view_rows
 from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
-from warehouse.store.versions import ViewStore
+from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
+from warehouse.view_options import Schedule, ViewOptions
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def view_out(row: dict, catalog=None, scheduler=None) -> ViewOut:
+def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Scheduler | None = None) -> ViewOut:
     """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler` runs)."""
-    d = ViewDef.from_json(row["definition"])
+    d = ViewDef.from_json(row.definition)
+    options = row.options
     return ViewOut(
-        name=row["name"],
-        sql=row["sql"],
+        name=row.name,
+        sql=row.sql,
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,
-        key_derivation=d.key_derivation or [],
+        key_derivation=[KeyPartOut(**part) for part in d.key_derivation or []],
         sites=[
-            {"source": s.source, "sql": s.sql, "columns": [c.to_json() for c in s.columns], "key": s.key}
-            for s in d.sites
+            SiteOut(source=s.source, sql=s.sql, columns=[c.to_json() for c in s.columns], key=s.key) for s in d.sites
         ],
-        strategy=stored_strategy(row["options"]),
-        **StampSettings.from_options(row["options"]).to_options(),
-        match=row["options"].get("match"),
-        sample_size=row["options"].get("sample_size", 0),
+        strategy=options.strategy,
+        **options.stamps.to_options(),
+        match=options.match,
+        sample_size=options.sample_size,
         **schedule_fields(row, catalog, scheduler is not None),
-        created_at=row["created_at"],
+        created_at=row.created_at,
     )
 
 
-def _sized(options: dict, sample_size: int) -> dict:
-    """The view's options with a sample of `sample_size` rows (0: without one)."""
-    options = {k: v for k, v in options.items() if k != "sample_size"}
-    if sample_size:
-        options["sample_size"] = sample_size
-    return options
+def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:
+    """The schedule a request gives, as the view's options hold it."""
+    return Schedule(every_s=schedule.every_s) if schedule is not None else None
 
 
-def _scheduled(options: dict, schedule: ScheduleIn | dict | None) -> dict:
-    """The view's options with `schedule` (None: without one)."""
-    options = {k: v for k, v in options.items() if k != "schedule"}
-    if schedule is not None:
-        options["schedule"] = schedule.model_dump() if isinstance(schedule, ScheduleIn) else schedule
-    return options
+def _unsized(options: ViewOptions) -> dict:
+    """The options that decide a view's rows: all but its sample's size and its schedule."""
+    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule")}
 
 
-def _stored(row: dict, catalog, scheduler) -> ViewOut:
+def _stored(row: ViewRecord, catalog: Catalog, scheduler: Scheduler | None) -> ViewOut:
     """The view as stored after a change, the scheduler woken to look at its schedule."""
     if scheduler is not None:
         scheduler.wake()
@@ -72,8 +79,15 @@ def _stored(row: dict, catalog, scheduler) -> ViewOut:
 
 
 def _analyze(
-    sql: str, catalog, settings, strategy: str, stamps: StampSettings, match: dict | None = None, sample_size: int = 0
-) -> tuple[ViewDef, dict]:
+    sql: str,
+    catalog: Catalog,
+    settings: ServiceSettings,
+    strategy: str,
+    stamps: StampSettings,
+    match: dict | None = None,
+    sample_size: int = 0,
+    schedule: ScheduleIn | Schedule | None = None,
+) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options."""
     definition, schemas = _analyze_sql(sql, catalog, settings)
     try:
@@ -81,11 +95,11 @@ def _analyze(
         match = check_match(match, definition)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
-    options = {"strategy": strategy, **stamps.to_options(), **({"match": match} if match else {})}
-    return apply_delete_flags(definition, stamps, schemas), _sized(options, sample_size)
+    options = ViewOptions.of(strategy, stamps, match, sample_size, _schedule(schedule))
+    return apply_delete_flags(definition, stamps, schemas), options
 
 
-def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
+def _analyze_sql(sql: str, catalog: Catalog, settings: ServiceSettings) -> tuple[ViewDef, dict[str, SourceSchema]]:
     """Check the view's SQL against the schemas of the sources it names (422 / 424 if it cannot be maintained)."""
     try:
         names = referenced_sources(sql)
@@ -98,9 +112,9 @@ def _analyze_sql(sql: str, catalog, settings) -> tuple[ViewDef, dict]:
                 source = catalog.source(name)
             except NotFound:
                 raise Unprocessable(
-                    f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s['name'] for s in catalog.sources()]})"
+                    f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s.name for s in catalog.sources()]})"
                 ) from None
-            yield name, source["url"], source["token"]
+            yield name, source.url, source.token
 
     try:
         schemas = fetch_schemas(
@@ -141,8 +155,10 @@ def create_view(
         diff=body.snapshot_diff.model_dump(),
     )
     match = body.match.model_dump() if body.match is not None else None
-    definition, options = _analyze(body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size)
-    row = catalog.add_view(body.name, body.sql, definition.to_json(), _scheduled(options, body.schedule))
+    definition, options = _analyze(
+        body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule
+    )
+    row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
     return _stored(row, catalog, scheduler)
 
 
@@ -163,10 +179,11 @@ def redefine_view(
     busy = catalog.busy_sync(name)
     if busy is not None:  # fail fast, before asking the agents; checked again when replacing
         raise Conflict(
-            f"view {name!r} cannot be redefined while its sync {busy['id']} is {busy['status']}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy['id']}), then retry"
+            f"view {name!r} cannot be redefined while its sync {busy.id} is {busy.status}; wait for the sync to finish (GET /v1/views/{name}/syncs/{busy.id}), then retry"
         )
-    strategy = body.strategy or stored_strategy(current["options"])
-    kept = StampSettings.from_options(current["options"])
+    current_options = current.options
+    strategy = body.strategy or current_options.strategy
+    kept = current_options.stamps
     stamps = StampSettings(
         body.timestamps if body.timestamps is not None else kept.timestamps,
         body.delete_flags if body.delete_flags is not None else kept.delete_flags,
@@ -174,16 +191,14 @@ def redefine_view(
         body.reconcile_every if body.reconcile_every is not None else kept.reconcile_every,
         diff=body.snapshot_diff.model_dump() if body.snapshot_diff is not None else kept.diff,
     )
-    match = body.match.model_dump() if body.match is not None else current["options"].get("match")
-    sample_size = body.sample_size if body.sample_size is not None else current["options"].get("sample_size", 0)
-    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size)
-    schedule = body.schedule if "schedule" in body.model_fields_set else current["options"].get("schedule")
-    options = _scheduled(options, schedule)
-    unsized = lambda o: {k: v for k, v in o.items() if k not in ("sample_size", "schedule")}  # noqa: E731
-    if (body.sql, definition.to_json(), unsized(options)) == (
-        current["sql"],
-        current["definition"],
-        unsized(current["options"]),
+    match = body.match.model_dump() if body.match is not None else current_options.match
+    sample_size = body.sample_size if body.sample_size is not None else current_options.sample_size
+    schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
+    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size, schedule)
+    if (body.sql, definition.to_json(), _unsized(options)) == (
+        current.sql,
+        current.definition,
+        _unsized(current_options),
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
     row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
@@ -204,11 +219,11 @@ def change_view_settings(
         current = catalog.view(name)
     except NotFound:
         raise NotFound(f"view {name!r} not found; create it with POST /v1/views") from None
-    options = current["options"]
+    options = current.options
     if body.sample_size is not None:
-        options = _sized(options, body.sample_size)
+        options = options.sized(body.sample_size)
     if "schedule" in body.model_fields_set:
-        options = _scheduled(options, body.schedule)
+        options = options.scheduled(_schedule(body.schedule))
     return _stored(catalog.set_view_options(name, options), catalog, scheduler)
 
 
@@ -235,7 +250,7 @@ def get_view(name: str, catalog: CatalogDep, scheduler: SchedulerDep) -> ViewOut
     return view_out(catalog.view(name), catalog, scheduler)
 
 
-def _current(settings, name: str):
+def _current(settings: ServiceSettings, name: str) -> Version:
     version = ViewStore(settings.data_dir, name).current()
     if version is None:
         raise Conflict(f"view {name!r} has not been loaded yet: run POST /v1/views/{name}/syncs first")
@@ -262,7 +277,7 @@ def _current(settings, name: str):
 )
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQuery = "ndjson") -> StreamingResponse:
     """Rows of the view as of its last successful sync, as NDJSON (or Parquet); X-Last-Sync names that sync."""
-    definition = ViewDef.from_json(catalog.view(name)["definition"])
+    definition = ViewDef.from_json(catalog.view(name).definition)
     version = _current(settings, name)
     rows = view_rows.view_batches(version, definition, BATCH_ROWS)
     headers = {"X-Last-Sync": version.sync_id}
@@ -293,8 +308,8 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
     """A uniform random sample of the view's rows as of its last successful sync, as NDJSON
     (a view with sample_size; each row once, in no particular order)."""
     row = catalog.view(name)
-    definition = ViewDef.from_json(row["definition"])
-    if not row["options"].get("sample_size"):
+    definition = ViewDef.from_json(row.definition)
+    if not row.options.sample_size:
         raise Conflict(f"view {name!r} keeps no sample: give it one with PATCH /v1/views/{name} and sample_size")
     version = _current(settings, name)
     stored = view_sample.load(version)
@@ -314,6 +329,6 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
 @router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))
 def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
     """Update statistics and deletion statistics in summary, per site."""
-    definition = ViewDef.from_json(catalog.view(name)["definition"])
+    definition = ViewDef.from_json(catalog.view(name).definition)
     version = _current(settings, name)
     return {"view": name, **view_statistics(spark, definition, version)}

@@ -12,6 +12,7 @@ from service.catalog import Catalog
 from service.settings import ServiceSettings
 from warehouse.errors import FormatError
 from warehouse.formats import STORAGE_FORMAT
+from warehouse.view_options import ViewOptions
 
 #: A view definition as deltasieve 41bc7ec stored it (format 1: no "format" field).
 FORMAT_1 = {
@@ -32,7 +33,7 @@ FORMAT_1 = {
 def catalog_with(tmp_path, **definitions: dict) -> None:
     catalog = Catalog(tmp_path / "catalog.db")
     for name, definition in definitions.items():
-        catalog.add_view(name, definition["sql"], definition, {})
+        catalog.add_view(name, definition["sql"], definition, ViewOptions())
     catalog.close()
 
 
@@ -46,8 +47,8 @@ def test_definitions_of_format_1_are_rewritten_in_format_2_at_start(tmp_path):
         view = client.get("/v1/views/old")
         assert view.status_code == 200 and view.json()["key"] == ["id"]
     catalog = Catalog(tmp_path / "catalog.db")
-    assert catalog.view("old")["definition"] == {"format": 2, **FORMAT_1}
-    assert catalog.view("new")["definition"] == {"format": 2, **FORMAT_1}
+    assert catalog.view("old").definition == {"format": 2, **FORMAT_1}
+    assert catalog.view("new").definition == {"format": 2, **FORMAT_1}
     catalog.close()
 
 
@@ -59,7 +60,7 @@ def test_a_newer_definition_answers_409_saying_to_upgrade(tmp_path):
             assert r.status_code == 409, r.text
             assert "format 5" in r.json()["detail"] and "upgrade deltasieve" in r.json()["detail"]
     catalog = Catalog(tmp_path / "catalog.db")
-    assert catalog.view("future")["definition"]["format"] == 5  # left as it was
+    assert catalog.view("future").definition["format"] == 5  # left as it was
     catalog.close()
 
 

@@ -299,7 +299,7 @@ class SyncRun:
         updates (matching.py). Returns the delta's counts and the view's new size."""
         target = self.store.staged_delta(self.sync_id)
         updated = 0
-        match = self.options.view_options.get("match")
+        match = self.options.view_options.match
         if match:
             (inserted, updated, deleted), self.metrics.match = matching.pair_delta(target, self.view, match)
         before = self.current.meta()["rows"] if self.current is not None else 0
@@ -409,7 +409,7 @@ class SyncRun:
     def maintain_sample(self) -> None:
         """Keep the view's random sample, if it has one, from the staged delta, into the
         staged version (view_sample.py): committed with it."""
-        target = int(self.options.view_options.get("sample_size") or 0)
+        target = self.options.view_options.sample_size
         if not target:
             return
         t0 = time.monotonic()

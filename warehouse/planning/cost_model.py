@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 #: Largest group the planner builds, even while the expected benefit still grows. A changed
 #: group is re-shipped whole and the agent keeps a group's keys in memory while it reads,
@@ -33,7 +34,7 @@ MAX_GROUP_SIZE = 4096
 #: "group": while it raises the group's own EB, as Algorithm 1 (group selection) of Lu, Liu
 #:   and Hyland does.
 GROUPING_CRITERIA = ("per_tuple", "group")
-DEFAULT_GROUPING = "per_tuple"
+DEFAULT_GROUPING: Final = "per_tuple"
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.range_checksum import INITIAL_RANGES, RangeChecksum
 from warehouse.strategies.sketch import keys as key_sketch
 from warehouse.strategies.sketch.keys import source_of
-from warehouse.strategies.stamps import StampSettings, keys_sql
+from warehouse.strategies.stamps import keys_sql
 from warehouse.viewdef import SiteQuery
 
 #: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
@@ -177,7 +177,7 @@ class ChangedRows(Strategy):
 
     def plan(self) -> None:
         ctx = self.ctx
-        self.settings = StampSettings.from_options(ctx.options.view_options)
+        self.settings = ctx.options.view_options.stamps
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full: Strategy | None = None
         self.key_table = None  # the table of the snapshot's keys, when a key sketch used one

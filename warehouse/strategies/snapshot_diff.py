@@ -38,7 +38,7 @@ from warehouse.errors import ProtocolError
 from warehouse.store.sinks import Sink
 from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, add_timings
 from warehouse.strategies.changed_rows import ChangedRows, KeptState, source_of
-from warehouse.strategies.stamps import DIFF_DEFAULTS, StampSettings
+from warehouse.strategies.stamps import DIFF_DEFAULTS
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "snapshot_diff.json"
@@ -103,7 +103,7 @@ class SnapshotDiff(ChangedRows):
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was a dump directory when the view was defined."""
-        return bool(ctx.site.key) and ctx.site.source in StampSettings.from_options(ctx.options.view_options).dumped
+        return bool(ctx.site.key) and ctx.site.source in ctx.options.view_options.stamps.dumped
 
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> DumpState:
@@ -111,7 +111,7 @@ class SnapshotDiff(ChangedRows):
 
     def plan(self) -> None:
         ctx = self.ctx
-        settings = StampSettings.from_options(ctx.options.view_options)
+        settings = ctx.options.view_options.stamps
         self.diff = {**DIFF_DEFAULTS, **settings.diff}
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full = None

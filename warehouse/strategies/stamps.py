@@ -10,19 +10,15 @@ which narrows each site query to the rows stamped since a watermark and lists it
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import sqlglot
 from sqlglot import exp
 
 from protocol.schema import SourceSchema
+from warehouse.view_options import StampSettings
 from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
 
-#: Seconds subtracted from the watermark before each read: a row stamped just before the
-#: watermark by a transaction that committed after it is still read.
-DEFAULT_LAG_S = 5.0
-#: Syncs between two full reconciliations (a differencing strategy over the whole site query).
-DEFAULT_RECONCILE_EVERY = 24
 #: Logical types a timestamp column may have.
 STAMP_TYPES = ("timestamp", "timestamptz")
 #: Strategy snapshot_diff's settings when the view gives none: the window algorithm
@@ -33,58 +29,6 @@ DIFF_DEFAULTS = {"algorithm": "window", "aging_rows": 100_000, "block_rows": 102
 DUMP_DIALECT = "duckdb"
 #: The text form of a watermark: what the agents' clocks answer and the literal compared.
 WATERMARK_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
-
-
-@dataclass(frozen=True)
-class StampSettings:
-    """A view's timestamp settings as stored in its options (tables written `source.table`)."""
-
-    timestamps: dict[str, str] = field(default_factory=dict)
-    delete_flags: dict[str, str] = field(default_factory=dict)
-    lag_s: float = DEFAULT_LAG_S
-    reconcile_every: int = DEFAULT_RECONCILE_EVERY
-    #: The tables (`source.table`) whose timestamp column is declared NOT NULL, found when the
-    #: view is defined: their ranged read needs no `IS NULL` term, which would keep SQLite
-    #: from reading the range through an index on the column.
-    not_null: tuple[str, ...] = ()
-    #: The view's sources on PostgreSQL, found when it is defined: auto may read their row
-    #: versions (strategy row_version) there.
-    versioned: tuple[str, ...] = ()
-    #: The strategy snapshot_diff's settings (algorithm, aging_rows, block_rows: DIFF_DEFAULTS).
-    diff: dict = field(default_factory=dict)
-    #: The view's sources on directories of dump files, found when it is defined: auto may
-    #: compare their dumps there (strategy snapshot_diff).
-    dumped: tuple[str, ...] = ()
-
-    def to_options(self) -> dict:
-        return {
-            "timestamps": dict(self.timestamps),
-            "delete_flags": dict(self.delete_flags),
-            "timestamp_lag_s": self.lag_s,
-            "reconcile_every": self.reconcile_every,
-            "timestamps_not_null": list(self.not_null),
-            "row_version_sources": list(self.versioned),
-            "snapshot_diff": dict(self.diff),
-            "dump_sources": list(self.dumped),
-        }
-
-    @classmethod
-    def from_options(cls, options: dict) -> StampSettings:
-        """The settings of a stored view (one stored before they existed has none).
-
-        >>> StampSettings.from_options({"strategy": "auto"}).reconcile_every
-        24
-        """
-        return cls(
-            dict(options.get("timestamps") or {}),
-            dict(options.get("delete_flags") or {}),
-            float(options.get("timestamp_lag_s", DEFAULT_LAG_S)),
-            int(options.get("reconcile_every", DEFAULT_RECONCILE_EVERY)),
-            tuple(options.get("timestamps_not_null") or ()),
-            tuple(options.get("row_version_sources") or ()),
-            dict(options.get("snapshot_diff") or {}),
-            tuple(options.get("dump_sources") or ()),
-        )
 
 
 def site_tables(site: SiteQuery, dialect: str | None = None) -> list[tuple[str, str]]:

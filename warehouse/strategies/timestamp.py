@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from warehouse.errors import ProtocolError
 from warehouse.strategies.base import Answer, SiteContext, extract_exchange
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
-from warehouse.strategies.stamps import StampSettings, not_null_aliases, ranged_sql, since, site_stamps, site_tables
+from warehouse.strategies.stamps import not_null_aliases, ranged_sql, since, site_stamps, site_tables
 
 __all__ = ["STATE_FILE", "Timestamp", "Watermark", "index_serves"]
 
@@ -89,7 +89,7 @@ class Timestamp(ChangedRows):
         """Whether the view is keyed and has a timestamp for every table of the site query."""
         if not ctx.site.key or ctx.site.grouped:
             return False
-        stamps = site_stamps(ctx.site, StampSettings.from_options(ctx.options.view_options))
+        stamps = site_stamps(ctx.site, ctx.options.view_options.stamps)
         return all(alias in stamps for _, alias in site_tables(ctx.site))
 
     @classmethod

@@ -8,6 +8,7 @@ import pytest
 
 from service import feed
 from service.errors import Gone
+from service.records import SyncRecord
 from warehouse.multisets.multiset import _cols
 from warehouse.store.versions import ViewStore
 from warehouse.viewdef import ViewDef
@@ -27,8 +28,9 @@ def _store(tmp_path, versions: dict[int, str], deltas: list[str]) -> ViewStore:
     return store
 
 
-def _syncs(*ids: str) -> list[dict]:
-    return [{"id": i, "finished_at": "2026-01-01T00:00:00+00:00"} for i in ids]
+def _syncs(*ids: str) -> list[SyncRecord]:
+    at = "2026-01-01T00:00:00+00:00"
+    return [SyncRecord(i, "v", "succeeded", None, at, at, at, {}, None, "api") for i in ids]
 
 
 def test_the_version_of_a_sync_is_found_while_it_is_stored(tmp_path):

@@ -8,7 +8,9 @@ import pytest
 
 from service.catalog import Catalog
 from service.errors import Conflict
+from service.records import SyncRecord
 from service.scheduler import MAX_SLEEP_S, Scheduler, next_run_at
+from warehouse.view_options import ViewOptions
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -19,7 +21,7 @@ class Runner:
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
 
-    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> dict:
+    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> SyncRecord:
         return self.catalog.queue_sync(view, trigger)
 
 
@@ -31,11 +33,11 @@ def catalog(tmp_path):
 
 
 def add_view(catalog: Catalog, name: str, options: dict) -> None:
-    catalog.add_view(name, "SELECT p.id FROM crm.people p", {}, options)
+    catalog.add_view(name, "SELECT p.id FROM crm.people p", {}, ViewOptions.model_validate(options))
 
 
-def finish(catalog: Catalog, sync: dict, at: dt.datetime, status: str = "succeeded") -> None:
-    catalog.update_sync(sync["id"], status=status, started_at=at.isoformat(), finished_at=at.isoformat())
+def finish(catalog: Catalog, sync: SyncRecord, at: dt.datetime, status: str = "succeeded") -> None:
+    catalog.update_sync(sync.id, status=status, started_at=at.isoformat(), finished_at=at.isoformat())
 
 
 def at(seconds: float) -> dt.datetime:
@@ -48,11 +50,11 @@ def test_a_view_never_synced_is_due_at_once_and_one_under_way_is_not_due_again(c
     scheduler = Scheduler(catalog, Runner(catalog))
     scheduler.tick(dt.datetime.now(dt.UTC))
     (sync,) = catalog.syncs("v")
-    assert sync["trigger"] == "schedule" and sync["status"] == "queued"
+    assert sync.trigger == "schedule" and sync.status == "queued"
     assert catalog.syncs("plain") == []
     for _ in range(3):  # queued, then running: never queued twice
         assert scheduler.tick(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)) == MAX_SLEEP_S
-        catalog.update_sync(sync["id"], status="running")
+        catalog.update_sync(sync.id, status="running")
     assert len(catalog.syncs("v")) == 1
 
 
@@ -66,7 +68,7 @@ def test_the_next_run_counts_from_the_end_of_the_last_sync_whatever_started_it(c
     assert len(catalog.syncs("v")) == 1
     scheduler.tick(at(10))
     newest = catalog.syncs("v")[0]
-    assert newest["trigger"] == "schedule" and len(catalog.syncs("v")) == 2
+    assert newest.trigger == "schedule" and len(catalog.syncs("v")) == 2
 
 
 def test_runs_missed_while_down_make_one_sync_then_the_cadence_goes_on_from_it(catalog):
@@ -76,7 +78,7 @@ def test_runs_missed_while_down_make_one_sync_then_the_cadence_goes_on_from_it(c
     for t in (1000, 1000.5, 1001):  # a hundred periods missed: one sync, however often it looks
         scheduler.tick(at(t))
     syncs = catalog.syncs("v")
-    assert len(syncs) == 2 and syncs[0]["status"] == "queued"
+    assert len(syncs) == 2 and syncs[0].status == "queued"
     finish(catalog, syncs[0], at(1003))
     scheduler.tick(at(1012))
     assert len(catalog.syncs("v")) == 2
@@ -97,10 +99,10 @@ def test_a_failed_sync_is_retried_a_period_later_not_at_once(catalog):
 
 def test_a_removed_schedule_queues_nothing_even_if_the_scheduler_looked_before(catalog):
     add_view(catalog, "v", {"schedule": {"every_s": 10}})
-    catalog.set_view_options("v", {})
+    catalog.set_view_options("v", ViewOptions())
     with pytest.raises(Conflict, match="no schedule"):
         catalog.queue_sync("v", "schedule")
-    assert catalog.queue_sync("v")["trigger"] == "api"  # a manual sync needs none
+    assert catalog.queue_sync("v").trigger == "api"  # a manual sync needs none
 
 
 def test_next_run_at_of_a_view_never_synced_is_its_definition_time():

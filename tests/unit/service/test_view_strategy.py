@@ -16,6 +16,7 @@ from service.catalog import Catalog
 from service.jobs import SyncRunner
 from service.settings import ServiceSettings
 from warehouse.strategies import STRATEGIES
+from warehouse.view_options import ViewOptions
 
 SQL = "SELECT p.id, p.name FROM crm.people p"
 PEOPLE = TableInfo(
@@ -87,8 +88,8 @@ def test_a_stored_view_without_a_strategy_keeps_the_old_default(tmp_path, client
     assert client.post("/v1/views", json={"name": "v", "sql": SQL}).status_code == 201
     catalog = Catalog(tmp_path / "catalog.db")
     try:
-        definition = catalog.view("v")["definition"]
-        catalog.add_view("old", SQL, definition, {})
+        definition = catalog.view("v").definition
+        catalog.add_view("old", SQL, definition, ViewOptions())
         assert _strategy(client, "old") == "group_hash"
         runner = SyncRunner(ServiceSettings(data_dir=tmp_path), catalog, None)
         try:

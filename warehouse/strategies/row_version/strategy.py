@@ -28,7 +28,7 @@ from warehouse.errors import ProtocolError
 from warehouse.strategies.base import Answer, SiteContext, extract_exchange
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
 from warehouse.strategies.row_version.xid_snapshots import Snapshot, fallback_reason
-from warehouse.strategies.stamps import StampSettings, ranged_sql
+from warehouse.strategies.stamps import ranged_sql
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "row_version.json"
@@ -73,9 +73,7 @@ class RowVersion(ChangedRows):
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was on PostgreSQL when the view was defined."""
         return (
-            bool(ctx.site.key)
-            and not ctx.site.grouped
-            and ctx.site.source in StampSettings.from_options(ctx.options.view_options).versioned
+            bool(ctx.site.key) and not ctx.site.grouped and ctx.site.source in ctx.options.view_options.stamps.versioned
         )
 
     @classmethod

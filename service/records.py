@@ -1,0 +1,48 @@
+"""The catalog's records as it reads them back: a source, a view, a sync."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from warehouse.view_options import ViewOptions
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """A registered agent."""
+
+    name: str
+    url: str
+    #: The agent's bearer token (a secret: the API says only whether there is one).
+    token: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ViewRecord:
+    """A view: its SQL, its checked definition (ViewDef's JSON) and its options."""
+
+    name: str
+    sql: str
+    definition: dict[str, Any]
+    options: ViewOptions
+    created_at: str
+
+
+@dataclass(frozen=True)
+class SyncRecord:
+    """One sync of a view, from queued to succeeded or failed."""
+
+    id: str
+    view: str
+    status: str
+    error: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    metrics: dict[str, Any]
+    #: What a running sync reports of its phase (None once it ended).
+    progress: dict[str, Any] | None
+    #: What started it: "api" (POST .../syncs) or "schedule".
+    trigger: str

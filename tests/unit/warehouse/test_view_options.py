@@ -1,0 +1,68 @@
+"""A view's options load from the catalog's JSON and store back as they were (warehouse/view_options.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from warehouse.view_options import STORED_VIEW_STRATEGY, Schedule, StampSettings, ViewOptions
+
+#: Options as versions of the service stored them: before the timestamp settings, and today's.
+STORED = [
+    {},
+    {"strategy": "group_hash"},
+    {"strategy": "sketch", "sample_size": 100, "schedule": {"every_s": 60}},
+    {
+        "strategy": "timestamp",
+        "timestamps": {"s.a": "at"},
+        "delete_flags": {},
+        "timestamp_lag_s": 5.0,
+        "reconcile_every": 24,
+        "timestamps_not_null": ["s.a"],
+        "row_version_sources": [],
+        "snapshot_diff": {"algorithm": "window", "aging_rows": 100000, "block_rows": 1024},
+        "dump_sources": [],
+        "match": {"order_by": "at", "epsilon": {"at": 2}},
+    },
+]
+
+
+@pytest.mark.parametrize("stored", STORED)
+def test_stored_options_store_back_unchanged(stored):
+    options = ViewOptions.model_validate_json(json.dumps(stored))
+    assert options.stored() == stored
+    assert json.loads(json.dumps(options.stored())) == stored
+
+
+def test_options_without_settings_read_the_defaults():
+    options = ViewOptions.model_validate({})
+    assert options.strategy == STORED_VIEW_STRATEGY
+    assert options.stamps == StampSettings()
+    assert (options.match, options.sample_size, options.schedule) == (None, 0, None)
+
+
+def test_the_stamp_settings_are_parsed_once():
+    options = ViewOptions.model_validate(STORED[-1])
+    assert options.stamps is options.stamps
+    assert options.stamps.timestamps == {"s.a": "at"} and options.stamps.not_null == ("s.a",)
+
+
+def test_new_options_hold_every_stamp_setting_and_only_the_optional_ones_given():
+    stamps = StampSettings({"s.a": "at"})
+    plain = ViewOptions.of("auto", stamps).stored()
+    assert plain == {"strategy": "auto", **stamps.to_options()}
+    full = ViewOptions.of("auto", stamps, {"order_by": "at", "epsilon": {"at": 1}}, 10, Schedule(every_s=5))
+    assert full.stored() == {
+        **plain,
+        "match": {"order_by": "at", "epsilon": {"at": 1}},
+        "sample_size": 10,
+        "schedule": {"every_s": 5},
+    }
+
+
+def test_sample_and_schedule_are_set_and_removed():
+    options = ViewOptions.model_validate({"strategy": "sketch"})
+    sized = options.sized(10).scheduled(Schedule(every_s=5))
+    assert sized.stored() == {"strategy": "sketch", "sample_size": 10, "schedule": {"every_s": 5}}
+    assert sized.sized(0).scheduled(None).stored() == {"strategy": "sketch"}

@@ -1,0 +1,158 @@
+"""A view's options: what the catalog stores of a view besides its definition, typed.
+
+Validated once where they are made (the service's view routes) or read back (the catalog);
+the sync and its strategies read their attributes. Stored as the JSON of `stored()`: the
+keys given when the options were made, so options stored by an older version, which lack
+some, load and store again unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+#: The strategy of a new view that names none.
+DEFAULT_STRATEGY = "auto"
+#: The strategy of a stored view whose options name none. Every view has been stored with
+#: its strategy; one without would date from when the default was group_hash, and keeps it.
+STORED_VIEW_STRATEGY = "group_hash"
+
+#: Seconds subtracted from the watermark before each read: a row stamped just before the
+#: watermark by a transaction that committed after it is still read.
+DEFAULT_LAG_S = 5.0
+#: Syncs between two full reconciliations (a differencing strategy over the whole site query).
+DEFAULT_RECONCILE_EVERY = 24
+
+
+@dataclass(frozen=True)
+class StampSettings:
+    """A view's timestamp settings as stored in its options (tables written `source.table`)."""
+
+    timestamps: dict[str, str] = field(default_factory=dict)
+    delete_flags: dict[str, str] = field(default_factory=dict)
+    lag_s: float = DEFAULT_LAG_S
+    reconcile_every: int = DEFAULT_RECONCILE_EVERY
+    #: The tables (`source.table`) whose timestamp column is declared NOT NULL, found when the
+    #: view is defined: their ranged read needs no `IS NULL` term, which would keep SQLite
+    #: from reading the range through an index on the column.
+    not_null: tuple[str, ...] = ()
+    #: The view's sources on PostgreSQL, found when it is defined: auto may read their row
+    #: versions (strategy row_version) there.
+    versioned: tuple[str, ...] = ()
+    #: The strategy snapshot_diff's settings (algorithm, aging_rows, block_rows: stamps.DIFF_DEFAULTS).
+    diff: dict = field(default_factory=dict)
+    #: The view's sources on directories of dump files, found when it is defined: auto may
+    #: compare their dumps there (strategy snapshot_diff).
+    dumped: tuple[str, ...] = ()
+
+    def to_options(self) -> dict:
+        return {
+            "timestamps": dict(self.timestamps),
+            "delete_flags": dict(self.delete_flags),
+            "timestamp_lag_s": self.lag_s,
+            "reconcile_every": self.reconcile_every,
+            "timestamps_not_null": list(self.not_null),
+            "row_version_sources": list(self.versioned),
+            "snapshot_diff": dict(self.diff),
+            "dump_sources": list(self.dumped),
+        }
+
+    @classmethod
+    def from_options(cls, options: dict) -> StampSettings:
+        """The settings of a stored view (one stored before they existed has none).
+
+        >>> StampSettings.from_options({"strategy": "auto"}).reconcile_every
+        24
+        """
+        return cls(
+            dict(options.get("timestamps") or {}),
+            dict(options.get("delete_flags") or {}),
+            float(options.get("timestamp_lag_s", DEFAULT_LAG_S)),
+            int(options.get("reconcile_every", DEFAULT_RECONCILE_EVERY)),
+            tuple(options.get("timestamps_not_null") or ()),
+            tuple(options.get("row_version_sources") or ()),
+            dict(options.get("snapshot_diff") or {}),
+            tuple(options.get("dump_sources") or ()),
+        )
+
+
+class Schedule(BaseModel):
+    """When the service syncs a view by itself: `every_s` seconds after its last sync ended."""
+
+    model_config = ConfigDict(frozen=True)
+    every_s: int
+
+
+class ViewOptions(BaseModel):
+    """A view's strategy and the settings its syncs read, as the catalog stores them."""
+
+    # frozen: built once, then shared by the routes, the runner and the strategies;
+    # extra keys (none today) are kept, so storing again never loses what was stored
+    model_config = ConfigDict(frozen=True, extra="allow")
+    strategy: str = STORED_VIEW_STRATEGY
+    timestamps: dict[str, str] = {}
+    delete_flags: dict[str, str] = {}
+    timestamp_lag_s: float = DEFAULT_LAG_S
+    reconcile_every: int = DEFAULT_RECONCILE_EVERY
+    timestamps_not_null: list[str] = []
+    row_version_sources: list[str] = []
+    snapshot_diff: dict[str, Any] = {}
+    dump_sources: list[str] = []
+    #: A multiset view's pairing of vanished and appeared rows (multisets/matching.py), if any.
+    match: dict[str, Any] | None = None
+    #: Rows of the random sample the view keeps (0: none).
+    sample_size: int = 0
+    schedule: Schedule | None = None
+
+    @classmethod
+    def of(
+        cls,
+        strategy: str,
+        stamps: StampSettings,
+        match: dict[str, Any] | None = None,
+        sample_size: int = 0,
+        schedule: Schedule | dict | None = None,
+    ) -> ViewOptions:
+        """The options of a view defined with these checked settings (match, sample and
+        schedule stored only when it has them).
+
+        >>> ViewOptions.of("auto", StampSettings(), sample_size=10).stored()["sample_size"]
+        10
+        >>> "match" in ViewOptions.of("auto", StampSettings()).stored()
+        False
+        """
+        given: dict[str, Any] = {"strategy": strategy, **stamps.to_options()}
+        if match:
+            given["match"] = match
+        return cls.model_validate(given).sized(sample_size).scheduled(schedule)
+
+    @cached_property
+    def stamps(self) -> StampSettings:
+        """The timestamp, delete-flag and snapshot_diff settings, parsed once."""
+        return StampSettings.from_options(self.model_dump())
+
+    def stored(self) -> dict[str, Any]:
+        """The options as the catalog stores them (JSON): the keys they were given with.
+
+        >>> ViewOptions.model_validate({"strategy": "sketch"}).stored()
+        {'strategy': 'sketch'}
+        """
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def sized(self, sample_size: int) -> ViewOptions:
+        """These options with a sample of `sample_size` rows (0: without one)."""
+        return self._with("sample_size", sample_size or None)
+
+    def scheduled(self, schedule: Schedule | dict | None) -> ViewOptions:
+        """These options with `schedule` (None: without one)."""
+        return self._with("schedule", schedule)
+
+    def _with(self, name: str, value: Any) -> ViewOptions:
+        """These options with option `name` set to `value`, or left out for None."""
+        given = {k: v for k, v in self.stored().items() if k != name}
+        if value is not None:
+            given[name] = value
+        return ViewOptions.model_validate(given)
