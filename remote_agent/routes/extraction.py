@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from fastapi import APIRouter
@@ -43,7 +44,7 @@ log = logging.getLogger("remote_agent")
 
 router = APIRouter(prefix="/v1", tags=["extraction"])
 #: What the three endpoints have in common in the OpenAPI document.
-FRAMES_ROUTE = {
+FRAMES_ROUTE: dict[str, Any] = {
     "response_class": StreamingResponse,
     "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)},
     "openapi_extra": FRAMES_BODY,
