@@ -41,7 +41,7 @@ def sync(client: Client, out: Output, view_name: str, verify: bool, no_wait: boo
     """Start a sync of VIEW (the first one loads it) and follow it to its end with a progress
     bar; then print its summary (--json: the finished record). Exit status 1 when the sync fails."""
     params = {"mode": "verify"} if verify else {}
-    queued = client.post(f"/v1/views/{view_name}/syncs", **params)
+    queued = client.post(f"/v1/views/{view_name}/syncs", None, **params)
     if no_wait:
         if out.as_json:
             return out.json(queued)

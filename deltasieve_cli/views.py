@@ -85,7 +85,7 @@ EVERY_S = click.option(
 def view_add(client: Client, out: Output, name: str, sql: str, **options) -> None:
     """Define view NAME by SQL, a project-select-join over source.table (the service checks it
     and says what it cannot maintain). The view's key is derived from its tables' keys."""
-    body = {"name": name, "sql": sql}
+    body: dict[str, object] = {"name": name, "sql": sql}
     for key in ("strategy", "sample_size", "timestamps", "delete_flags", "timestamp_lag_s", "reconcile_every"):
         if options[key] not in (None, {}):
             body[key] = options[key]
