@@ -9,6 +9,7 @@ name, an alias or a string — can add a statement, a function call or a table.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -136,7 +137,7 @@ class ValidatedQuery:
         tree.set("limit", exp.Limit(expression=exp.Literal.number(limit)))
         return sitesql.render(tree, self.dialect)
 
-    def _key_compare(self, op: type[exp.Binary]) -> exp.Expression:
+    def _key_compare(self, op: type[exp.Binary]) -> exp.Binary:
         """`k op ?`, or the row value `(k1, k2) op (?, ?)` for a composite key."""
         columns = [c.copy() for c in self._key_columns]
         if len(columns) == 1:
@@ -148,7 +149,7 @@ class ValidatedQuery:
 
     def null_key_sql(self) -> str:
         """The query restricted to rows with a NULL in a key column, at most one of them."""
-        condition: exp.Expression = exp.or_(*(exp.Is(this=c.copy(), expression=exp.Null()) for c in self._key_columns))
+        condition: exp.Condition = exp.or_(*(exp.Is(this=c.copy(), expression=exp.Null()) for c in self._key_columns))
         tree = self._tree.copy()
         where = tree.args.get("where")
         if where is not None:
@@ -169,11 +170,11 @@ class ValidatedQuery:
         width = len(self._key_exprs)
         if width == 1:
             target: exp.Expression = self._key_exprs[0].copy()
-            values = [exp.Placeholder() for _ in range(n_keys)]
+            values: list[exp.Expression] = [exp.Placeholder() for _ in range(n_keys)]
         else:
             target = exp.Tuple(expressions=[e.copy() for e in self._key_exprs])
             values = [exp.Tuple(expressions=[exp.Placeholder() for _ in range(width)]) for _ in range(n_keys)]
-        condition: exp.Expression = exp.In(this=target, expressions=values)
+        condition: exp.Condition = exp.In(this=target, expressions=values)
         tree = self._tree.copy()
         where = tree.args.get("where")
         if where is not None:
@@ -206,6 +207,13 @@ class _Tables:
     def resolve(self, column: exp.Column) -> tuple[int, str]:
         """(position of the table use, exact column name) that `column` refers to."""
         return self.scope.resolve(column)
+
+    def column(self, position: int, name: str) -> ColumnInfo:
+        """The exposed column `name` (as `resolve` found it) of the table use at `position`."""
+        found = self.uses[position].table.column(name)
+        if found is None:
+            raise Forbidden(f"column {name!r} is not exposed by this agent")
+        return found
 
     def ref(self, position: int, name: str) -> exp.Column:
         """The column `name` of the table use at `position`, quoted and qualified by its alias."""
@@ -324,16 +332,17 @@ def _selected(item: sitesql.SelectItem, read: _Tables, dialect: str) -> _Output:
         return _Output(item, count, exp.Count(this=exp.Star()), None, "", None, None)
     position, name = read.resolve(item.column)
     use = read.uses[position]
-    source = use.table.column(name)
+    source = read.column(position, name)
     origin = f"{use.table.name}.{name}"
-    ref: exp.Expression = read.ref(position, name)
+    column_ref = read.ref(position, name)
+    ref: exp.Expression = column_ref
     if item.kind == grouped.NULL_FLAG:
         flag = exp.Is(this=ref, expression=exp.Null())
         column = ColumnInfo(out, LogicalType("bool"), False, "boolean", None)
         return _Output(item, column, flag, flag, origin, (position, name), (use.alias, name))
     stored = ref
     if source.read_as:
-        ref = sitesql.wrap_read_as(source.read_as, ref, dialect)
+        ref = sitesql.wrap_read_as(source.read_as, column_ref, dialect)
     nullable = source.nullable
     if item.kind == grouped.COALESCED and item.filler is not None:
         # NULL made a value (its flag says it was NULL): ordered, cut and looked up as read
@@ -362,7 +371,7 @@ def _grouping(
     if parts.group is None:
         return None
     resolved = [read.resolve(g) for g in parts.group]
-    group = [ordered(read.uses[i].table.column(n), read.ref(i, n), False) for i, n in resolved]
+    group = [ordered(read.column(i, n), read.ref(i, n), False) for i, n in resolved]
     if set(resolved) != {o.read for o in outputs if o.read is not None}:
         raise UnsupportedQuery(f"a grouped site query groups by exactly the columns it selects: {grouped.GROUPED_HELP}")
     counted = next(o.column.name for o in outputs if o.item.kind == grouped.COUNT)
@@ -405,7 +414,7 @@ def _qualified_conditions(
 
     joins: list[exp.Expression | None] = [None]
     for position, on in enumerate(parts.conditions[1:], start=1):
-        joins.append(sitesql.requalify(on, lambda col, p=position: qualified(col, p)))
+        joins.append(None if on is None else sitesql.requalify(on, functools.partial(qualified, limit=position)))
     where = sitesql.requalify(parts.where, qualified) if parts.where is not None else None
     return joins, where
 

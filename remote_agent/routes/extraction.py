@@ -172,7 +172,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
             ),
         )
     except BaseException:
-        if rec is not None:  # not started: the session stays usable
+        if rec is not None and control.session is not None:  # not started: the session stays usable
             kept.restore(control.session, rec)
         raise
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -99,7 +100,7 @@ class Extraction:
         self.read_ahead = read_ahead
         self.converter = RowConverter(adapter, query.columns, query.where())
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
-        self.stats = {
+        self.stats: dict[str, Any] = {
             "rows_scanned": 0,
             "rows_ungrouped": 0,
             "rows_changed": 0,

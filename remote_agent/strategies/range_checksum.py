@@ -71,7 +71,7 @@ def add_ranges(ranges: RangeSet, batch: pa.RecordBatch) -> None:
 
 def _bounds(batch: pa.RecordBatch, prefix: str, key: list[str]) -> list:
     cols = [batch.column(prefix + k).to_pylist() for k in key]
-    out = []
+    out: list[object] = []
     for values in zip(*cols):
         if all(v is None for v in values):
             out.append(None)
@@ -188,7 +188,7 @@ class _RangeSums:
         to_sum = [i is not None and not ship[i] for i in where]
         if any(to_sum):
             summed = batch.filter(pa.array(to_sum))
-            placed = (i for i, s in zip(where, to_sum) if s)
+            placed = (i for i, s in zip(where, to_sum) if s and i is not None)
             for i, h in zip(placed, row_hashes(summed, self.columns, self.seed, self.bits)):
                 self.counts[i] += 1
                 self.sums[i] += h

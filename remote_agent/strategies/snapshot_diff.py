@@ -31,6 +31,7 @@ import pyarrow as pa
 from protocol import frames
 from protocol.types import Column, arrow_schema
 from protocol.wire import UID, key_values
+from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.dumps import quoted
 from remote_agent.adapters.files import FileAdapter
 from remote_agent.differential import DELETE, Change
@@ -96,7 +97,7 @@ def differential(
 
 
 def snapshot_diff_answer(
-    adapter: FileAdapter,
+    adapter: Adapter,
     query: ValidatedQuery,
     previous: dict[str, str],
     *,
