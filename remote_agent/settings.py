@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -19,6 +20,15 @@ DEFAULT_CHUNK_ROWS = 50_000
 #: MiB for the agent's own table in a sketch exchange: 64 MiB hold 2M cells, 16 times the
 #: main stage the statistics size for ~90,000 differing pairs.
 DEFAULT_SKETCH_TABLE_MIB = 64
+
+
+@dataclass(frozen=True)
+class ScanSettings:
+    """How an answer reads the site query: rows per chunk, in a reader process or not, paced how."""
+
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    read_ahead: bool = False
+    pacing: Pacing = field(default_factory=Pacing)
 
 
 #: Placeholders the command line's help shows for values that are not a plain word.
@@ -143,6 +153,10 @@ class AgentSettings(BaseSettings):
 
     def pacing(self) -> Pacing:
         return Pacing(target_chunk_s=self.target_chunk_s, max_rows_per_s=self.max_rows_per_s)
+
+    def scan(self) -> ScanSettings:
+        """How answers read the site query, as these settings say."""
+        return ScanSettings(self.chunk_rows, self.read_ahead, self.pacing())
 
     @field_validator("allow", mode="before")
     @classmethod

@@ -88,12 +88,10 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         bits=control.hash_bits,
         batch_rows=control.batch_rows,
         tuples=tuples,
-        chunk_rows=settings.chunk_rows,
-        read_ahead=settings.read_ahead,
+        scan=settings.scan(),
         source_clock=control.source_clock,
         query_plan=control.query_plan,
         source_snapshot=control.source_snapshot,
-        pacing=settings.pacing(),
     )
     return _stream(state, work.run())
 
@@ -165,9 +163,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 width=control.width or table.width,
                 kept=kept,
                 batch_rows=control.batch_rows,
-                chunk_rows=state.settings.chunk_rows,
-                read_ahead=state.settings.read_ahead,
-                pacing=state.settings.pacing(),
+                scan=state.settings.scan(),
                 table_bytes=state.settings.sketch_table_mib * 2**20,
             ),
         )
