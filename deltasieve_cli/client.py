@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 
@@ -67,13 +68,14 @@ class Client:
         except httpx.TransportError as exc:
             raise Unreachable(self.url, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
 
-    def get(self, path: str, **params) -> object:
+    def get(self, path: str, **params) -> Any:
+        """The decoded JSON answer to a GET (Any: its shape is the endpoint's, documented in openapi/)."""
         return self.request("GET", path, params=params or None).json()
 
-    def post(self, path: str, body: dict | None = None, **params) -> object:
+    def post(self, path: str, body: dict | None = None, **params) -> Any:
         return self.request("POST", path, json=body, params=params or None).json()
 
-    def patch(self, path: str, body: dict) -> object:
+    def patch(self, path: str, body: dict) -> Any:
         return self.request("PATCH", path, json=body).json()
 
     def delete(self, path: str) -> None:

@@ -110,7 +110,8 @@ class PhaseLines:
     """Without a terminal (a log, a pipe): one line whenever the phase changes."""
 
     def __init__(self, console: Console, label: str):
-        self.console, self.label, self.last = console, label, None
+        self.console, self.label = console, label
+        self.last: str | None = None
 
     def __enter__(self) -> PhaseLines:
         return self

@@ -53,7 +53,7 @@ def authorize(
     token = state.settings.token
     if token is None:
         return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    scheme, _space, given = request.headers.get("authorization", "").partition(" ")
     # compare_digest: the time taken does not reveal how much of the token matched.
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
         raise Unauthorized()

@@ -144,7 +144,7 @@ class KeyIndex:
             return pos
         hit = np.flatnonzero(pos >= 0)
         if len(hit):
-            stored = self._keys.take(pa.array(pos[hit]))
+            stored = self.keys(pos[hit])
             scanned = table.take(pa.array(hit))
             same = np.ones(len(hit), np.bool_)
             for c in self.columns:

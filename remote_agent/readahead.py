@@ -31,7 +31,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import pickle
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator
 from multiprocessing.connection import Connection
 
 import pyarrow as pa
@@ -73,7 +73,7 @@ def batches(
     read_ahead: bool,
     session: Session | None = None,
     pacer: Pacer | None = None,
-) -> Iterator[pa.RecordBatch]:
+) -> Generator[pa.RecordBatch, None, None]:
     """`chunks.batches`, read in a reader process when `read_ahead`, which opens a
     connection of its own; else read here, on `session` or on a new one.
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, CliSettingsSource, NoDecode, SettingsConfigDict
 
 from remote_agent.pacing import Pacing
 
@@ -18,59 +22,141 @@ DEFAULT_CHUNK_ROWS = 50_000
 DEFAULT_SKETCH_TABLE_MIB = 64
 
 
+@dataclass(frozen=True)
+class ScanSettings:
+    """How an answer reads the site query: rows per chunk, in a reader process or not, paced how."""
+
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    read_ahead: bool = False
+    pacing: Pacing = field(default_factory=Pacing)
+
+
+#: Placeholders the command line's help shows for values that are not a plain word.
+METAVARS = {
+    "--db-url": "URL",
+    "--cache-dir": "DIR",
+    "--host": "H",
+    "--port": "P",
+    "--token": "T",
+    "--allow": "TABLE[:COL,...]",
+    "--ssl-certfile": "CERT",
+    "--ssl-keyfile": "KEY",
+}
+
+
+#: What `python -m remote_agent --help` says before the flags.
+DESCRIPTION = (
+    "Read-only deltasieve agent next to a legacy database.\n\n"
+    "Every flag is also an AGENT_* environment variable (AGENT_DB_URL, ...; AGENT_ALLOW\n"
+    "holds its rules separated by ';'); a flag wins."
+)
+
+
 class AgentSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore")
+    """The agent's settings: flags on the command line (`from_command_line`), or AGENT_* variables."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_",
+        extra="ignore",
+        cli_prog_name="python -m remote_agent",
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_hide_none_type=True,
+        cli_avoid_json=True,
+        json_schema_extra={"description": DESCRIPTION},
+    )
 
     db_url: str = Field(
-        description="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, mysql://USER[:PASSWORD]@HOST[:PORT]/DB (mariadb:// alike) or file:///ABSOLUTE/DIR (a directory of dump files)"
+        description="sqlite:///ABSOLUTE/PATH.db, postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, "
+        "mysql://USER[:PASSWORD]@HOST[:PORT]/DB (mariadb:// alike) or file:///ABSOLUTE/DIR (a directory of dump files)"
     )
-    #: Where a directory of dumps keeps each table's current dump converted to Parquet
-    #: (never in the dump directory itself); default: a directory under the system's temp dir.
-    cache_dir: str | None = None
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    token: SecretStr | None = Field(default=None, description="bearer token required on every call but /health")
+    #: Never in the dump directory itself; None: a directory under the system's temp dir.
+    cache_dir: str | None = Field(
+        default=None,
+        description="where a directory of dumps keeps its current dumps converted to Parquet (none: a "
+        "directory under the system's temp dir)",
+    )
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(default=DEFAULT_PORT, description="port")
+    token: SecretStr | None = Field(
+        default=None, description="require 'Authorization: Bearer TOKEN' on every call but /health"
+    )
     allow: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="tables to expose, as TABLE or TABLE:COL1,COL2 (env: separated by ';'); empty exposes every readable table",
+        default=[],
+        description="expose only these tables, as TABLE or TABLE:COL1,COL2 (repeatable; env: ';'-separated); "
+        "none exposes every readable table",
     )
-    #: A statement running longer than this is cancelled: the legacy database comes first.
-    statement_timeout_s: float = 300.0
-    #: Rows of the site query read per chunk, each chunk in a short read-only transaction of
-    #: its own (keyset pagination on the key): bounds how long a read holds a snapshot or lock.
-    chunk_rows: int = Field(default=DEFAULT_CHUNK_ROWS, ge=1)
-    #: Pacing (pacing.py), both off by default: chunks sized to take about this many
-    #: seconds each (never above chunk_rows), and a cap on the rows read per second.
-    target_chunk_s: float | None = Field(default=None, gt=0)
-    max_rows_per_s: float | None = Field(default=None, gt=0)
-    #: Memory for the agent's own table in one sketch exchange: the warehouse asks for a
-    #: table a few times wider than it sends, so that a later stage needs no new read; a
-    #: narrower one is built when that would take more (a later stage may then need a
-    #: fall-back read). Kept tables count once each, up to 2 per extraction slot.
-    sketch_table_mib: int = Field(default=DEFAULT_SKETCH_TABLE_MIB, ge=1)
-    #: Read the site query in a reader process of its own, so that the database's read and
-    #: the conversion to Arrow overlap with hashing and sending (readahead.py): a scan
-    #: takes about as long as the slower half, not both; off reads in the answer's thread.
-    read_ahead: bool = True
-    #: Read scan chunks straight into Arrow where the adapter can: PostgreSQL through the
-    #: ADBC driver (adapters/postgres_arrow.py), about 1.6x faster than psycopg at 1M rows.
-    #: Off by default: its scans need no server-side cursor, which the PostgreSQL security
+    #: The legacy database comes first.
+    statement_timeout_s: float = Field(default=300.0, description="cancel a statement after this many seconds")
+    #: Each chunk in a short read-only transaction of its own (keyset pagination on the
+    #: key): bounds how long a read holds a snapshot or lock.
+    chunk_rows: int = Field(default=DEFAULT_CHUNK_ROWS, ge=1, description="rows read per short read-only transaction")
+    #: Pacing (pacing.py), both off by default.
+    target_chunk_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="size each chunk so that its read takes about this many seconds, up to --chunk-rows",
+    )
+    max_rows_per_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="read the source at most this many rows per second on average, sleeping between chunks",
+    )
+    #: The warehouse asks for a table a few times wider than it sends, so that a later
+    #: stage needs no new read; a narrower one is built when that would take more (a later
+    #: stage may then need a fall-back read). Kept tables count once each, up to 2 per
+    #: extraction slot.
+    sketch_table_mib: int = Field(
+        default=DEFAULT_SKETCH_TABLE_MIB, ge=1, description="memory for the agent's own table in a sketch exchange"
+    )
+    #: So that the database's read and the conversion to Arrow overlap with hashing and
+    #: sending (readahead.py): a scan takes about as long as the slower half, not both;
+    #: off reads in the answer's thread.
+    read_ahead: bool = Field(
+        default=True, description="read the site query in a reader process, overlapping the read with hashing"
+    )
+    #: About 1.6x faster than psycopg at 1M rows (adapters/postgres_arrow.py). Off by
+    #: default: its scans need no server-side cursor, which the PostgreSQL security
     #: audit's own sanity check still asks to see in the server log.
-    arrow_reads: bool = False
-    #: Extractions running at once; more get 429 with Retry-After.
-    max_concurrent_extractions: int = Field(default=2, ge=1)
-    #: Largest request body accepted (unit key sets grow with the snapshot).
-    max_body_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
-    ssl_certfile: str | None = Field(
-        default=None, description="serve HTTPS with this certificate (PEM; uvicorn's ssl_certfile)"
+    arrow_reads: bool = Field(
+        default=False,
+        description="read scan chunks straight into Arrow where the adapter can: PostgreSQL through ADBC",
     )
-    ssl_keyfile: str | None = Field(
-        default=None, description="private key of ssl_certfile (PEM; uvicorn's ssl_keyfile)"
+    max_concurrent_extractions: int = Field(
+        default=2, ge=1, description="extractions at once; more get 429 with Retry-After"
     )
-    log_level: str = "info"
+    #: Unit key sets grow with the snapshot.
+    max_body_bytes: int = Field(
+        default=1024 * 1024 * 1024, ge=1024, description="largest request body; larger gets 413"
+    )
+    ssl_certfile: str | None = Field(default=None, description="serve HTTPS with this PEM certificate (chain)")
+    ssl_keyfile: str | None = Field(default=None, description="PEM private key of --ssl-certfile")
+    log_level: str = Field(default="info", description="uvicorn log level")
+
+    @classmethod
+    def from_command_line(cls, argv: Sequence[str] | None = None) -> AgentSettings:
+        """The settings from the flags in `argv` (default: the process's), over AGENT_* variables.
+
+        Bad flags or values print the usage and exit with status 2, as argparse does.
+        """
+        source: CliSettingsSource[argparse.ArgumentParser] = CliSettingsSource(
+            cls, parse_args_method=_parse_flags, add_argument_method=_add_flag
+        )
+        try:
+            # BaseSettings takes the source as an init argument the pydantic plugin's signature omits
+            settings = cls(_cli_settings_source=source(args=sys.argv[1:] if argv is None else list(argv)))  # type: ignore[call-arg]
+        except ValidationError as exc:
+            source.root_parser.error(str(exc))
+        if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
+            source.root_parser.error("--ssl-certfile and --ssl-keyfile go together")
+        return settings
 
     def pacing(self) -> Pacing:
         return Pacing(target_chunk_s=self.target_chunk_s, max_rows_per_s=self.max_rows_per_s)
+
+    def scan(self) -> ScanSettings:
+        """How answers read the site query, as these settings say."""
+        return ScanSettings(self.chunk_rows, self.read_ahead, self.pacing())
 
     @field_validator("allow", mode="before")
     @classmethod
@@ -83,6 +169,25 @@ class AgentSettings(BaseSettings):
     @classmethod
     def _empty_token_is_none(cls, value):
         return None if value in ("", None) else value
+
+
+def _add_flag(parser: argparse.ArgumentParser, *names: str, **kwargs: Any) -> argparse.Action:
+    """`add_argument`, with the placeholder of METAVARS where the flag has one."""
+    metavar = next((METAVARS[n] for n in names if n in METAVARS), None)
+    if metavar is not None:
+        kwargs["metavar"] = metavar
+    return parser.add_argument(*names, **kwargs)
+
+
+def _parse_flags(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
+    """`parse_args`, with the repeated --allow rules joined as AGENT_ALLOW writes them.
+
+    The command line's own list syntax would cut TABLE:COL1,COL2 at its commas.
+    """
+    parsed = parser.parse_args(args)
+    if isinstance(getattr(parsed, "allow", None), list):
+        parsed.allow = ";".join(parsed.allow)
+    return parsed
 
 
 def parse_allow(rules: list[str]) -> dict[str, set[str] | None]:

@@ -9,6 +9,7 @@ name, an alias or a string — can add a statement, a function call or a table.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -136,7 +137,7 @@ class ValidatedQuery:
         tree.set("limit", exp.Limit(expression=exp.Literal.number(limit)))
         return sitesql.render(tree, self.dialect)
 
-    def _key_compare(self, op: type[exp.Binary]) -> exp.Expression:
+    def _key_compare(self, op: type[exp.Binary]) -> exp.Binary:
         """`k op ?`, or the row value `(k1, k2) op (?, ?)` for a composite key."""
         columns = [c.copy() for c in self._key_columns]
         if len(columns) == 1:
@@ -148,7 +149,7 @@ class ValidatedQuery:
 
     def null_key_sql(self) -> str:
         """The query restricted to rows with a NULL in a key column, at most one of them."""
-        condition: exp.Expression = exp.or_(*(exp.Is(this=c.copy(), expression=exp.Null()) for c in self._key_columns))
+        condition: exp.Condition = exp.or_(*(exp.Is(this=c.copy(), expression=exp.Null()) for c in self._key_columns))
         tree = self._tree.copy()
         where = tree.args.get("where")
         if where is not None:
@@ -169,17 +170,72 @@ class ValidatedQuery:
         width = len(self._key_exprs)
         if width == 1:
             target: exp.Expression = self._key_exprs[0].copy()
-            values = [exp.Placeholder() for _ in range(n_keys)]
+            values: list[exp.Expression] = [exp.Placeholder() for _ in range(n_keys)]
         else:
             target = exp.Tuple(expressions=[e.copy() for e in self._key_exprs])
             values = [exp.Tuple(expressions=[exp.Placeholder() for _ in range(width)]) for _ in range(n_keys)]
-        condition: exp.Expression = exp.In(this=target, expressions=values)
+        condition: exp.Condition = exp.In(this=target, expressions=values)
         tree = self._tree.copy()
         where = tree.args.get("where")
         if where is not None:
             condition = exp.and_(exp.Paren(this=where.this), condition)
         tree.set("where", exp.Where(this=condition))
         return sitesql.render(tree, self.dialect)
+
+
+@dataclass(frozen=True)
+class _TableUse:
+    """One table the site query reads (FROM or JOIN): the exposed table and the alias it is read by."""
+
+    table: TableInfo
+    alias: str
+
+    @property
+    def label(self) -> str:
+        """How error messages name this use: "exposed table 'a'", with its alias if it has one."""
+        aliased = f" (alias {self.alias!r})" if self.alias != self.table.name else ""
+        return f"exposed table {self.table.name!r}{aliased}"
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """The tables a site query reads, bound to the exposed ones, and the scope its columns resolve in."""
+
+    uses: list[_TableUse]
+    scope: sitenames.Scope
+
+    def resolve(self, column: exp.Column) -> tuple[int, str]:
+        """(position of the table use, exact column name) that `column` refers to."""
+        return self.scope.resolve(column)
+
+    def column(self, position: int, name: str) -> ColumnInfo:
+        """The exposed column `name` (as `resolve` found it) of the table use at `position`."""
+        found = self.uses[position].table.column(name)
+        if found is None:
+            raise Forbidden(f"column {name!r} is not exposed by this agent")
+        return found
+
+    def ref(self, position: int, name: str) -> exp.Column:
+        """The column `name` of the table use at `position`, quoted and qualified by its alias."""
+        return sitesql.column_ref(self.uses[position].alias, name)
+
+
+@dataclass(frozen=True)
+class _Output:
+    """One output column of a site query: what the select list reads and where it comes from.
+
+    `stored` is what the key compares when the column is in the key (before read_as; the
+    count has none); `read` is the (table use, column) it selects, None for the count.
+    """
+
+    item: sitesql.SelectItem
+    column: ColumnInfo
+    select: exp.Expression
+    stored: exp.Expression | None
+    origin: str
+    read: tuple[int, str] | None
+    #: (alias, column) it reads, as key columns are matched against unique keys.
+    source: tuple[str, str] | None
 
 
 def validate_site_query(
@@ -190,6 +246,10 @@ def validate_site_query(
     key_order: KeyOrder | None = None,
 ) -> ValidatedQuery:
     """Check a site query against the grammar and the exposed schema; build the SQL to run.
+
+    The checks run in this order, each raising on the first thing it refuses: the grammar
+    (`sitesql.parse_select`), the tables, the selected columns, the output names, a grouped
+    query's shape and key, the key, the ON and WHERE columns, the dialect.
 
     Args:
         sql: the site query as received (untrusted).
@@ -204,143 +264,56 @@ def validate_site_query(
         Forbidden: it names a table or column this agent does not expose (403).
         BadRequest: `key` does not name output columns (400).
     """
+    ordered = _ordering(key_order)
     parts = sitesql.parse_select(sql, dialect, UnsupportedQuery, SITE_FORM, grouped=True)
-    relations = [_bind_table(ref, tables) for ref in parts.tables]
-    scope_entries = [
-        sitenames.Relation(
-            alias,
-            t.name,
-            tuple(c.name for c in t.columns),
-            alias != t.name,
-            f"exposed table {t.name!r}" + (f" (alias {alias!r})" if alias != t.name else ""),
-        )
-        for t, alias in relations
-    ]
-    sitenames.check_unique_visible(scope_entries, UnsupportedQuery)
-    scope = sitenames.Scope(scope_entries, UnsupportedQuery, Forbidden)
-
-    items: list[tuple[exp.Expression, str]] = []
-    stored: dict[str, exp.Expression] = {}
-    columns: list[ColumnInfo] = []
-    origins: list[str] = []
-    #: (alias, column) each output column reads, parallel to `columns` (None: the count)
-    sources: list[tuple[str, str] | None] = []
-    selected: set[tuple[int, str]] = set()
-    for item in parts.items:
-        out = item.alias or (item.column.name if item.column is not None else "")
-        if item.kind == grouped.COUNT:
-            items.append((exp.Count(this=exp.Star()), out))
-            columns.append(ColumnInfo(out, LogicalType("int"), False, "bigint", None))
-            origins.append("")
-            sources.append(None)
-            continue
-        index, name = scope.resolve(item.column)
-        table, alias = relations[index]
-        source = table.column(name)
-        selected.add((index, name))
-        sources.append((alias, name))
-        ref: exp.Expression = sitesql.column_ref(alias, name)
-        if item.kind == grouped.NULL_FLAG:
-            flag = exp.Is(this=ref, expression=exp.Null())
-            items.append((flag, out))
-            stored[out] = flag
-            columns.append(ColumnInfo(out, LogicalType("bool"), False, "boolean", None))
-            origins.append(f"{table.name}.{name}")
-            continue
-        stored[out] = ref
-        if source.read_as:
-            ref = sitesql.wrap_read_as(source.read_as, ref, dialect)
-        nullable = source.nullable
-        if item.kind == grouped.COALESCED:
-            # NULL made a value (its flag says it was NULL): ordered, cut and looked up as read
-            ref = exp.Coalesce(this=ref, expressions=[item.filler.copy()])
-            stored[out] = ref
-            nullable = False
-        items.append((ref, out))
-        columns.append(ColumnInfo(out, source.type, nullable, source.declared, source.read_as))
-        origins.append(f"{table.name}.{name}")
-    generated = [
-        c.name
-        for c, i in zip(columns, parts.items)
-        if i.kind in (grouped.COUNT, grouped.NULL_FLAG) and c.name.startswith(grouped.MULTISET_PREFIX)
-    ]
-    sitenames.check_output_names([c.name for c in columns], UnsupportedQuery, generated)
-    names = [c.name for c in columns]
-    unique = _unique_columns(relations, {sources[names.index(k)] for k in key if k in names})
-
-    def ordered(column: ColumnInfo, expr: exp.Expression, is_unique: bool) -> exp.Expression:
-        return expr if key_order is None else key_order(column, expr, is_unique)
-
-    group = None
-    if parts.group is not None:
-        group = [
-            ordered(relations[i][0].column(n), sitesql.column_ref(relations[i][1], n), False)
-            for i, n in (scope.resolve(g) for g in parts.group)
-        ]
-        grouped_by = {scope.resolve(g) for g in parts.group}
-        if grouped_by != selected:
-            raise UnsupportedQuery(
-                f"a grouped site query groups by exactly the columns it selects: {grouped.GROUPED_HELP}"
-            )
-        counted = next(c.name for c, i in zip(columns, parts.items) if i.kind == grouped.COUNT)
-        if set(key) != {c.name for c in columns} - {counted} or len(key) != len(columns) - 1:
-            raise BadRequest(
-                f"the key of a grouped site query is every output column but the count {counted!r}, not {list(key)}"
-            )
-    key_exprs = _key_expressions(key, items)
-
-    def qualified(col: exp.Column, limit: int | None = None) -> exp.Column:
-        index, name = scope.resolve(col)
-        if limit is not None and index > limit:
-            raise UnsupportedQuery(
-                f"the ON condition of the join with {scope_entries[limit].label} uses {relations[index][1]}.{name}, which is joined later: {SITE_FORM}"
-            )
-        return sitesql.column_ref(relations[index][1], name)
-
-    conditions: list[exp.Expression | None] = [None]
-    for position, on in enumerate(parts.conditions[1:], start=1):
-        conditions.append(sitesql.requalify(on, lambda col, p=position: qualified(col, p)))
-    where = sitesql.requalify(parts.where, qualified) if parts.where is not None else None
-
-    tree = sitesql.build_select(items, [(t.name, alias) for t, alias in relations], conditions, where, group)
-    try:
-        text = sitesql.render(tree, dialect)
-    except SqlglotError as exc:
-        raise UnsupportedQuery(f"the site query cannot be written in the {dialect!r} dialect: {exc}") from None
+    read = _exposed_tables(parts, tables)
+    outputs = [_selected(item, read, dialect) for item in parts.items]
+    _check_output_names(outputs)
+    group = _grouping(parts, read, outputs, key, ordered)
+    key_exprs = _key_expressions(key, outputs)
+    joins, where = _qualified_conditions(parts, read)
+    tree = sitesql.build_select(
+        [(o.select, o.column.name) for o in outputs],
+        [(u.table.name, u.alias) for u in read.uses],
+        joins,
+        where,
+        group,
+    )
     return ValidatedQuery(
-        text,
-        columns,
+        _rendered(tree, dialect),
+        [o.column for o in outputs],
         list(key),
         dialect,
         tree,
         key_exprs,
-        tables=tuple(dict.fromkeys(t.name for t, _ in relations)),
-        origins=tuple(origins),
-        _key_columns=tuple(
-            ordered(columns[names.index(k)], stored[k], group is None and sources[names.index(k)] in unique)
-            for k in key
-        ),
+        tables=tuple(dict.fromkeys(u.table.name for u in read.uses)),
+        origins=tuple(o.origin for o in outputs),
+        _key_columns=_key_columns(key, outputs, read, ordered, grouped=group is not None),
         grouped=group is not None,
     )
 
 
-def _unique_columns(
-    relations: Sequence[tuple[TableInfo, str]], key_columns: set[tuple[str, str] | None]
-) -> set[tuple[str, str] | None]:
-    """The key's columns (alias, column) from table occurrences one of whose unique keys lies wholly in the key.
-
-    Two rows of the query with equal values (as the database compares them) in such
-    columns come from the same row of that table, so hold the same values, byte for byte.
-    """
-    found: set[tuple[str, str] | None] = set()
-    for table, alias in relations:
-        mine = {c for c in key_columns if c is not None and c[0] == alias}
-        if any(unique and {(alias, c) for c in unique} <= mine for unique in (table.primary_key, *table.unique_keys)):
-            found |= mine
-    return found
+def _ordering(key_order: KeyOrder | None) -> KeyOrder:
+    """The adapter's key order, or the column as it is where the adapter has none."""
+    if key_order is None:
+        return lambda column, expr, is_unique: expr
+    return key_order
 
 
-def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple[TableInfo, str]:
+def _exposed_tables(parts: sitesql.SelectParts, tables: Mapping[str, TableInfo]) -> _Tables:
+    """Check that every table read is exposed (403) and every visible name unique (422)."""
+    uses = [_bind_table(ref, tables) for ref in parts.tables]
+    entries = [
+        sitenames.Relation(
+            u.alias, u.table.name, tuple(c.name for c in u.table.columns), u.alias != u.table.name, u.label
+        )
+        for u in uses
+    ]
+    sitenames.check_unique_visible(entries, UnsupportedQuery)
+    return _Tables(uses, sitenames.Scope(entries, UnsupportedQuery, Forbidden))
+
+
+def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> _TableUse:
     if ref.db is not None or ref.catalog is not None:
         raise Forbidden(
             f"table {ref.written()!r} is not exposed by this agent: site queries name exposed tables without a schema or database qualifier"
@@ -348,19 +321,132 @@ def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> tuple
     name = sitenames.pick_name(ref.name, tables, UnsupportedQuery, "table")
     if name is None:
         raise Forbidden(f"table {ref.name!r} is not exposed by this agent (GET /v1/schema lists the tables it exposes)")
-    return tables[name], ref.alias or name
+    return _TableUse(tables[name], ref.alias or name)
 
 
-def _key_expressions(key: Sequence[str], items: list[tuple[exp.Expression, str]]) -> tuple[exp.Expression, ...]:
-    """The select expressions of the key columns, for lookups by key."""
+def _selected(item: sitesql.SelectItem, read: _Tables, dialect: str) -> _Output:
+    """Check that a select item reads an exposed column (403); what it outputs."""
+    out = item.alias or (item.column.name if item.column is not None else "")
+    if item.kind == grouped.COUNT or item.column is None:
+        count = ColumnInfo(out, LogicalType("int"), False, "bigint", None)
+        return _Output(item, count, exp.Count(this=exp.Star()), None, "", None, None)
+    position, name = read.resolve(item.column)
+    use = read.uses[position]
+    source = read.column(position, name)
+    origin = f"{use.table.name}.{name}"
+    column_ref = read.ref(position, name)
+    ref: exp.Expression = column_ref
+    if item.kind == grouped.NULL_FLAG:
+        flag = exp.Is(this=ref, expression=exp.Null())
+        column = ColumnInfo(out, LogicalType("bool"), False, "boolean", None)
+        return _Output(item, column, flag, flag, origin, (position, name), (use.alias, name))
+    stored = ref
+    if source.read_as:
+        ref = sitesql.wrap_read_as(source.read_as, column_ref, dialect)
+    nullable = source.nullable
+    if item.kind == grouped.COALESCED and item.filler is not None:
+        # NULL made a value (its flag says it was NULL): ordered, cut and looked up as read
+        ref = exp.Coalesce(this=ref, expressions=[item.filler.copy()])
+        stored = ref
+        nullable = False
+    column = ColumnInfo(out, source.type, nullable, source.declared, source.read_as)
+    return _Output(item, column, ref, stored, origin, (position, name), (use.alias, name))
+
+
+def _check_output_names(outputs: Sequence[_Output]) -> None:
+    """Check that the output names are unique and none but the generated ones is reserved (422)."""
+    generated = [
+        o.column.name
+        for o in outputs
+        if o.item.kind in (grouped.COUNT, grouped.NULL_FLAG) and o.column.name.startswith(grouped.MULTISET_PREFIX)
+    ]
+    sitenames.check_output_names([o.column.name for o in outputs], UnsupportedQuery, generated)
+
+
+def _grouping(
+    parts: sitesql.SelectParts, read: _Tables, outputs: Sequence[_Output], key: Sequence[str], ordered: KeyOrder
+) -> list[exp.Expression] | None:
+    """A grouped query's GROUP BY, checked: it groups by exactly the columns it selects (422),
+    its key is every output column but the count (400). None: the query is not grouped."""
+    if parts.group is None:
+        return None
+    resolved = [read.resolve(g) for g in parts.group]
+    group = [ordered(read.column(i, n), read.ref(i, n), False) for i, n in resolved]
+    if set(resolved) != {o.read for o in outputs if o.read is not None}:
+        raise UnsupportedQuery(f"a grouped site query groups by exactly the columns it selects: {grouped.GROUPED_HELP}")
+    counted = next(o.column.name for o in outputs if o.item.kind == grouped.COUNT)
+    names = {o.column.name for o in outputs}
+    if set(key) != names - {counted} or len(key) != len(outputs) - 1:
+        raise BadRequest(
+            f"the key of a grouped site query is every output column but the count {counted!r}, not {list(key)}"
+        )
+    return group
+
+
+def _key_expressions(key: Sequence[str], outputs: Sequence[_Output]) -> tuple[exp.Expression, ...]:
+    """Check that the key names output columns, each once (400); their select expressions, for lookups by key."""
     if not key:
         raise BadRequest("the site query's key is empty: name the output columns that identify a row")
     if len(set(key)) != len(key):
         raise BadRequest(f"the site query's key {list(key)} names a column twice")
-    by_name = {name: expr for expr, name in items}
+    by_name = {o.column.name: o.select for o in outputs}
     missing = [k for k in key if k not in by_name]
     if missing:
         raise BadRequest(
             f"key column(s) {', '.join(map(repr, missing))} are not output columns of the site query (those are: {', '.join(by_name)})"
         )
     return tuple(by_name[k] for k in key)
+
+
+def _qualified_conditions(
+    parts: sitesql.SelectParts, read: _Tables
+) -> tuple[list[exp.Expression | None], exp.Expression | None]:
+    """Check the columns of the ON and WHERE conditions (exposed, 403; an ON reads only the
+    tables joined so far, 422); the conditions with every column qualified by its alias."""
+
+    def qualified(col: exp.Column, limit: int | None = None) -> exp.Column:
+        position, name = read.resolve(col)
+        if limit is not None and position > limit:
+            raise UnsupportedQuery(
+                f"the ON condition of the join with {read.uses[limit].label} uses {read.uses[position].alias}.{name}, which is joined later: {SITE_FORM}"
+            )
+        return read.ref(position, name)
+
+    joins: list[exp.Expression | None] = [None]
+    for position, on in enumerate(parts.conditions[1:], start=1):
+        joins.append(None if on is None else sitesql.requalify(on, functools.partial(qualified, limit=position)))
+    where = sitesql.requalify(parts.where, qualified) if parts.where is not None else None
+    return joins, where
+
+
+def _rendered(tree: exp.Select, dialect: str) -> str:
+    """The SQL to run; a query the dialect cannot write is refused (422)."""
+    try:
+        return sitesql.render(tree, dialect)
+    except SqlglotError as exc:
+        raise UnsupportedQuery(f"the site query cannot be written in the {dialect!r} dialect: {exc}") from None
+
+
+def _key_columns(
+    key: Sequence[str], outputs: Sequence[_Output], read: _Tables, ordered: KeyOrder, *, grouped: bool
+) -> tuple[exp.Expression, ...]:
+    """The key columns as stored, ordered as the adapter orders them; unique where a table's unique key lies in the key."""
+    by_name = {o.column.name: o for o in reversed(outputs)}
+    stored = {o.column.name: o.stored for o in outputs if o.stored is not None}
+    unique = _unique_columns(read.uses, {by_name[k].source for k in key if k in by_name})
+    return tuple(ordered(by_name[k].column, stored[k], not grouped and by_name[k].source in unique) for k in key)
+
+
+def _unique_columns(uses: Sequence[_TableUse], key_columns: set[tuple[str, str] | None]) -> set[tuple[str, str] | None]:
+    """The key's columns (alias, column) from table uses one of whose unique keys lies wholly in the key.
+
+    Two rows of the query with equal values (as the database compares them) in such
+    columns come from the same row of that table, so hold the same values, byte for byte.
+    """
+    found: set[tuple[str, str] | None] = set()
+    for use in uses:
+        mine = {c for c in key_columns if c is not None and c[0] == use.alias}
+        keys = (use.table.primary_key, *use.table.unique_keys)
+        if any(unique and {(use.alias, c) for c in unique} <= mine for unique in keys):
+            found |= mine
+    return found

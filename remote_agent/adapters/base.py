@@ -127,7 +127,7 @@ class Adapter(ABC):
         """Whether rows can be found by binding canonical key values in a WHERE clause."""
         return True
 
-    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+    def range_key(self, column: ColumnInfo, ref: exp.Expression, origin: str) -> exp.Expression | None:
         """The key column `ref` (`origin`: "table.column") as an expression the database orders as Python orders its values.
 
         A ranged re-read (strategies/range_checksum.py) bounds the key in the WHERE clause

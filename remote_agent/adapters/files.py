@@ -157,24 +157,32 @@ class FileAdapter(Adapter):
     def pinned(self, dumps: dict[str, str] | None) -> FileAdapter:
         """This directory with each table's dump fixed: those named in `dumps`, the newest
         for the others (410 if a named dump is gone, 422 if it is not a dump of its table)."""
+        out = copy.copy(self)
+        out.pins = self._chosen(dumps)
+        return out
+
+    def _chosen(self, dumps: dict[str, str] | None) -> dict[str, str]:
+        """The dump of each table: those named in `dumps`, the newest for the others."""
         layouts = self.dir.layouts()
-        chosen = {}
+        chosen: dict[str, str] = {}
         for name, layout in layouts.items():
             with contextlib.suppress(SourceUnavailable):  # a table with no dump yet fails when read
                 chosen[name] = self.dir.newest(layout)
         for name, file_name in (dumps or {}).items():
-            layout = layouts.get(name)
-            if layout is None or dump_stamp(name, file_name, layout.format) is None:
+            found = layouts.get(name)
+            if found is None or dump_stamp(name, file_name, found.format) is None:
                 raise BadRequest(f"{file_name!r} is not the name of a dump of a table {name!r} of {self.dir.path}")
             if not (self.dir.path / file_name).is_file():
                 raise Gone(f"dump {file_name!r} of table {name!r} is no longer in {self.dir.path}")
             chosen[name] = file_name
-        out = copy.copy(self)
-        out.pins = chosen
-        return out
+        return chosen
+
+    def _pins(self) -> dict[str, str]:
+        """The dump read for each table: the pinned ones, else the newest of each now."""
+        return self.pins if self.pins is not None else self._chosen(None)
 
     def dumps_read(self, tables: Sequence[str]) -> dict[str, str] | None:
-        pins = self.pins if self.pins is not None else self.pinned(None).pins
+        pins = self._pins()
         return {t: pins[t] for t in tables if t in pins}
 
     def _cached(self, layout: Layout, file_name: str) -> Path:
@@ -217,10 +225,10 @@ class FileAdapter(Adapter):
     def connect(self, *, in_file_order: bool = False) -> duckdb.DuckDBPyConnection:
         """An in-memory DuckDB with a view per table over its pinned dump: over the dump's
         cached conversion (sorted by key), or `in_file_order` over the dump file itself."""
-        adapter = self if self.pins is not None else self.pinned(None)
+        pins = self._pins()
         layouts = self.dir.layouts()
         views = {}
-        for name, file_name in adapter.pins.items():
+        for name, file_name in pins.items():
             if in_file_order:
                 views[name] = layouts[name].reader_sql(self.dir.path / file_name)
             else:
@@ -244,12 +252,12 @@ class FileAdapter(Adapter):
     def check_keys(self, tables: Sequence[str]) -> None:
         """Fail (409) if a pinned dump of `tables` has a NULL key or a key twice (a pass of
         DuckDB over the file; its conversion checks the same when it is made)."""
-        adapter = self if self.pins is not None else self.pinned(None)
+        pins = self._pins()
         layouts = self.dir.layouts()
         conn = duckdb.connect(":memory:")
         try:
             for table in tables:
-                name = adapter.pins[table]
+                name = pins[table]
                 _check_key(conn, layouts[table], name, layouts[table].reader_sql(self.dir.path / name))
         except duckdb.Error as exc:
             raise _error(exc, self.statement_timeout_s) from None
@@ -289,7 +297,7 @@ class FileAdapter(Adapter):
     def converter(self, column: ColumnInfo) -> Callable[[Any], Any]:
         return converter_for(column.type)
 
-    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+    def range_key(self, column: ColumnInfo, ref: exp.Expression, origin: str) -> exp.Expression | None:
         # Typed columns: DuckDB orders integers, decimals, dates and timestamps by value,
         # text and blobs by their bytes (UTF-8 byte order is code point order), as Python does.
         return ref if column.type.kind in ("int", "decimal", "text", "bytes", "date", "timestamp") else None

@@ -147,7 +147,9 @@ def utf8_bytes(ref: exp.Expression) -> exp.Expression:
     'CAST(CAST(t.k AS CHAR CHARACTER SET utf8mb4) AS BINARY)'
     """
     tree = _UTF8_BYTES.copy()
-    tree.find(exp.Column).replace(ref.copy())
+    column = tree.find(exp.Column)
+    assert isinstance(tree, exp.Cast) and column is not None, "_UTF8_BYTES is a CAST of the column x"
+    column.replace(ref.copy())
     return tree
 
 
@@ -380,7 +382,7 @@ class MysqlAdapter(Adapter):
             return ref
         return utf8_bytes(ref)
 
-    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+    def range_key(self, column: ColumnInfo, ref: exp.Expression, origin: str) -> exp.Expression | None:
         # Integers and dates compare as Python compares them; text by its UTF-8 bytes, which
         # is code point order, Python's order of str (`utf8_bytes`); bytes byte-wise (but
         # BINARY(n) pads with zero bytes, which then count). Not: decimals (a value with

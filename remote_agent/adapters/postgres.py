@@ -333,7 +333,7 @@ class PostgresAdapter(Adapter):
         params.setdefault("connect_timeout", str(DEFAULT_CONNECT_TIMEOUT_S))
         # The DBA sees who we are in pg_stat_activity (a URL's application_name wins).
         params.setdefault("application_name", APPLICATION_NAME)
-        self._conninfo = make_conninfo(**params)
+        self._conninfo = make_conninfo("", **params)
         #: "table.column" of the columns whose collation compares byte by byte (`describe`).
         self._bytewise: frozenset[str] = frozenset()
 
@@ -359,13 +359,13 @@ class PostgresAdapter(Adapter):
             tables = conn.execute(_TABLES_SQL).fetchall()
             oids = [oid for oid, _ in tables]
             columns: dict[int, list[ColumnInfo]] = {oid: [] for oid in oids}
-            names = dict(tables)
+            table_names: dict[int, str] = dict(tables)
             bytewise = set()
             for oid, name, declared, nullable, base, byte_order in conn.execute(_COLUMNS_SQL, (oids,)):
                 type_, read_as = logical_type(base or declared)
                 columns[oid].append(ColumnInfo(name, type_, nullable=nullable, declared=declared, read_as=read_as))
                 if byte_order:
-                    bytewise.add(f"{names[oid]}.{name}")
+                    bytewise.add(f"{table_names[oid]}.{name}")
             self._bytewise = frozenset(bytewise)
             primary: dict[int, tuple[str, ...]] = {}
             uniques: dict[int, list[tuple[str, ...]]] = {oid: [] for oid in oids}
@@ -403,6 +403,8 @@ class PostgresAdapter(Adapter):
             conn.close()
 
     def query_plan(self, session: Session, sql: str) -> list[str] | None:
+        if not isinstance(session, _PostgresSession):
+            raise TypeError("a PostgreSQL query plan is read in a PostgreSQL session")
         # EXPLAIN cannot run in the named cursor that stream() declares: a client-side one.
         with session.read(), session.conn.cursor() as cursor:
             cursor.execute(f"{self.explain_prefix} {sql}")
@@ -438,7 +440,7 @@ class PostgresAdapter(Adapter):
             return repr(value)
         return value
 
-    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+    def range_key(self, column: ColumnInfo, ref: exp.Expression, origin: str) -> exp.Expression | None:
         # Integers, dates, timestamps (timestamptz by instant, as Python compares aware
         # datetimes) and bytea (byte-wise) sort as Python sorts their values. text and
         # varchar sort by the column's collation, which may be a language's (ICU,

@@ -179,7 +179,7 @@ class SqliteAdapter(Adapter):
         # may be stored in several textual or numeric forms that `=` would not match.
         return all(t.kind in ("int", "text", "bytes") for t in key_types)
 
-    def range_key(self, column: ColumnInfo, ref: exp.Column, origin: str) -> exp.Expression | None:
+    def range_key(self, column: ColumnInfo, ref: exp.Expression, origin: str) -> exp.Expression | None:
         # Integers only. A column of INTEGER affinity holds numbers, compared by value,
         # or text the converter refuses. Any other column may mix storage classes, which
         # SQLite sorts by class first (numbers < text < blobs) where the converters make

@@ -20,11 +20,12 @@ PARTITIONS = 16
 
 
 def _split(records: Iterable[Record], partitions: int, spill_dir: Path | None, name: str) -> list:
-    parts = (
-        [Spill(spill_dir / f"{name}-part-{i}") for i in range(partitions)]
-        if spill_dir
-        else [[] for _ in range(partitions)]
-    )
+    parts: list[Spill] | list[list[Record]]
+    if spill_dir:
+        parts = [Spill(spill_dir / f"{name}-part-{i}") for i in range(partitions)]
+    else:
+        in_memory: list[list[Record]] = [[] for _ in range(partitions)]
+        parts = in_memory
     for record in records:
         parts[hash(record[0]) % partitions].append(record)
     for part in parts:

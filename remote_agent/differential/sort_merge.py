@@ -37,7 +37,7 @@ def sorted_records(records: Iterable[Record], run_records: int, spill_dir: Path 
     if len(first) < run_records or spill_dir is None:
         yield from heapq.merge(first, sorted(records, key=_first), key=_first)
         return
-    runs = []
+    runs: list[Spill] = []
     run = first
     while run:
         spill = Spill(spill_dir / f"{name}-run-{len(runs)}")
@@ -60,12 +60,12 @@ def sort_merge(
     b = sorted_records(new, run_records, spill_dir, "new")
     x, y = next(a, None), next(b, None)
     while x is not None or y is not None:
-        if y is None or (x is not None and x[0] < y[0]):
+        if x is not None and (y is None or _first(x) < _first(y)):
             yield Change(DELETE, x[0], old=x[1])
             x = next(a, None)
-        elif x is None or y[0] < x[0]:
+        elif y is not None and (x is None or _first(y) < _first(x)):
             yield Change(INSERT, y[0], new=y[1])
             y = next(b, None)
-        else:
+        elif x is not None and y is not None:
             yield from compared(x[0], x[1], y[1])
             x, y = next(a, None), next(b, None)

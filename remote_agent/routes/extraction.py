@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from fastapi import APIRouter
@@ -43,7 +44,7 @@ log = logging.getLogger("remote_agent")
 
 router = APIRouter(prefix="/v1", tags=["extraction"])
 #: What the three endpoints have in common in the OpenAPI document.
-FRAMES_ROUTE = {
+FRAMES_ROUTE: dict[str, Any] = {
     "response_class": StreamingResponse,
     "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)},
     "openapi_extra": FRAMES_BODY,
@@ -87,12 +88,10 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         bits=control.hash_bits,
         batch_rows=control.batch_rows,
         tuples=tuples,
-        chunk_rows=settings.chunk_rows,
-        read_ahead=settings.read_ahead,
+        scan=settings.scan(),
         source_clock=control.source_clock,
         query_plan=control.query_plan,
         source_snapshot=control.source_snapshot,
-        pacing=settings.pacing(),
     )
     return _stream(state, work.run())
 
@@ -164,14 +163,12 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 width=control.width or table.width,
                 kept=kept,
                 batch_rows=control.batch_rows,
-                chunk_rows=state.settings.chunk_rows,
-                read_ahead=state.settings.read_ahead,
-                pacing=state.settings.pacing(),
+                scan=state.settings.scan(),
                 table_bytes=state.settings.sketch_table_mib * 2**20,
             ),
         )
     except BaseException:
-        if rec is not None:  # not started: the session stays usable
+        if rec is not None and control.session is not None:  # not started: the session stays usable
             kept.restore(control.session, rec)
         raise
 

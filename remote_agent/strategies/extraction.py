@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,11 +31,12 @@ from protocol.encoding import limbs_to_bytes, row_hash_limbs
 from protocol.models import SiteColumn
 from protocol.types import Column
 from protocol.wire import COUNT, HASH, UID, key_values
-from remote_agent import chunks, readahead
+from remote_agent import readahead
 from remote_agent.adapters.base import Adapter, Session
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import SourceDataError
-from remote_agent.pacing import Pacer, Pacing
+from remote_agent.pacing import Pacer
+from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.strategies.checks import check_columns, duplicate_key, key_columns
 from remote_agent.strategies.fetch import lookup_rows
@@ -75,13 +77,12 @@ class Extraction:
         bits: int,
         batch_rows: int,
         tuples: TupleIndex | None = None,
-        chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
-        read_ahead: bool = False,
+        scan: ScanSettings | None = None,
         source_clock: bool = False,
         query_plan: bool = False,
         source_snapshot: bool = False,
-        pacing: Pacing | None = None,
     ):
+        scan = scan or ScanSettings()
         check_columns(query, expected_columns)
         self.source_clock = source_clock
         self.source_snapshot = source_snapshot
@@ -95,11 +96,11 @@ class Extraction:
         self.seed = seed
         self.bits = bits
         self.batch_rows = batch_rows
-        self.chunk_rows = chunk_rows
-        self.read_ahead = read_ahead
+        self.chunk_rows = scan.chunk_rows
+        self.read_ahead = scan.read_ahead
         self.converter = RowConverter(adapter, query.columns, query.where())
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
-        self.stats = {
+        self.stats: dict[str, Any] = {
             "rows_scanned": 0,
             "rows_ungrouped": 0,
             "rows_changed": 0,
@@ -108,7 +109,7 @@ class Extraction:
             "tuple_hashes": len(self.tuples.keys),
         }
         self.timings = Timings()
-        self.pacer = Pacer(chunk_rows, pacing or Pacing())
+        self.pacer = Pacer(scan.chunk_rows, scan.pacing)
 
     def run(self) -> Iterator[bytes]:
         """The answer's frames, the summary last."""

@@ -50,9 +50,10 @@ class UnitIndex:
         self._uid_parts.append(uids.astype(np.int64))
         self._hash_parts.extend(hashes)
 
-    def _freeze_units(self) -> None:
+    def _freeze_units(self) -> np.ndarray:
+        """Sort the units added (once; a unit sent twice is a BadRequest); their uids' sort order."""
         if self._uid_order is not None:
-            return
+            return self._uid_order
         self.uids = np.concatenate(self._uid_parts) if self._uid_parts else np.empty(0, np.int64)
         self.expected = limbs_from_bytes(self._hash_parts, self.bits) if self._hash_parts else self.expected
         self._uid_parts, self._hash_parts = [], []
@@ -63,14 +64,15 @@ class UnitIndex:
             raise BadRequest(f"unit {int(ordered[twice[0]])} sent twice")
         self.sums = np.zeros_like(self.expected)
         self.counts = np.zeros(len(self.uids), np.int64)
+        return self._uid_order
 
     def add_keys(self, batch: pa.RecordBatch) -> None:
         """Keys with the uid of their unit; every unit must have been added before."""
-        self._freeze_units()
+        uid_order = self._freeze_units()
         if batch.column(UID).null_count:
             raise BadRequest("a unit key has no uid")
         uids = batch.column(UID).to_numpy(zero_copy_only=False).astype(np.int64)
-        ordered = self.uids[self._uid_order]
+        ordered = self.uids[uid_order]
         at = np.searchsorted(ordered, uids)
         at[at == len(ordered)] = 0
         unknown = np.flatnonzero(ordered[at] != uids) if len(ordered) else np.arange(len(uids))
@@ -81,7 +83,7 @@ class UnitIndex:
                 f"key {key_values(batch.slice(row, 1), [c.name for c in self.key])[0]!r}" if not missing else "a key"
             )
             raise BadRequest(f"{where} refers to unit {int(uids[row])}, which was not sent")
-        self.keys.add(batch, self._uid_order[at])
+        self.keys.add(batch, uid_order[at])
 
     def freeze(self) -> None:
         """Done adding: index the keys and size the units."""

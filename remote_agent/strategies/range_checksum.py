@@ -71,7 +71,7 @@ def add_ranges(ranges: RangeSet, batch: pa.RecordBatch) -> None:
 
 def _bounds(batch: pa.RecordBatch, prefix: str, key: list[str]) -> list:
     cols = [batch.column(prefix + k).to_pylist() for k in key]
-    out = []
+    out: list[object] = []
     for values in zip(*cols):
         if all(v is None for v in values):
             out.append(None)
@@ -133,13 +133,9 @@ def range_scan(
     def answer() -> Iterator[bytes]:
         started = time.monotonic()
         converter = RowConverter(adapter, query.columns, query.where())
-        columns = [Column(c.name, c.type) for c in query.columns]
-        n = len(ranges.rids)
-        counts = [0] * n
-        sums = [0] * n
-        scanned = shipped = 0
-        pending: list[pa.RecordBatch] = []
-        pending_rows = 0
+        sums = _RangeSums(ranges, [Column(c.name, c.type) for c in query.columns], seed, bits)
+        shipment = _Shipment(batch_rows)
+        scanned = 0
         scan = readahead.batches(
             adapter,
             read,
@@ -154,50 +150,17 @@ def range_scan(
             for batch in scan:
                 scanned += batch.num_rows
                 with timings.phase("hash_s"):
-                    keys = key_values(batch, query.key)
-                    where = [ranges.locate(k) for k in keys]
-                    to_ship = [i is not None and ranges.ship[i] for i in where]
-                    to_sum = [i is not None and not ranges.ship[i] for i in where]
-                    if any(to_sum):
-                        summed = batch.filter(pa.array(to_sum))
-                        for i, h in zip(
-                            (i for i, s in zip(where, to_sum) if s), row_hashes(summed, columns, seed, bits)
-                        ):
-                            counts[i] += 1
-                            sums[i] += h
-                if any(to_ship):
-                    out = batch.filter(pa.array(to_ship))
-                    pending.append(out)
-                    pending_rows += out.num_rows
-                    shipped += out.num_rows
-                    if pending_rows >= batch_rows:
-                        yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
-                        pending, pending_rows = [], 0
-        if pending:
-            yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(pending))
-        differ = [
-            i for i in range(n) if not ranges.ship[i] and (counts[i], combine([sums[i]], bits)) != ranges.expected[i]
-        ]
-        for start in range(0, len(differ), batch_rows):
-            part = differ[start : start + batch_rows]
-            yield frames.arrow_frame(
-                frames.RANGE_SUMS,
-                pa.RecordBatch.from_pydict(
-                    {
-                        RID: pa.array([ranges.rids[i] for i in part], pa.int64()),
-                        COUNT: pa.array([counts[i] for i in part], pa.int64()),
-                        HASH: pa.array(
-                            [hash_to_bytes(combine([sums[i]], bits), bits) for i in part], pa.binary(bits // 8)
-                        ),
-                    }
-                ),
-            )
+                    to_ship = sums.add(batch, [ranges.locate(k) for k in key_values(batch, query.key)])
+                yield from shipment.add(batch, to_ship)
+        yield from shipment.rest()
+        differ = sums.differing()
+        yield from sums.frames(differ, batch_rows)
         yield frames.json_frame(
             frames.SUMMARY,
             {
                 "rows_scanned": scanned,
-                "rows_shipped": shipped,
-                "ranges": n,
+                "rows_shipped": shipment.rows,
+                "ranges": len(ranges.rids),
                 "ranges_differing": len(differ),
                 **reading,
                 "elapsed_s": round(time.monotonic() - started, 4),
@@ -207,3 +170,81 @@ def range_scan(
         )
 
     return timings.sending(answer())
+
+
+class _RangeSums:
+    """The rows counted and hash-summed per range of the request, as the scan places them."""
+
+    def __init__(self, ranges: RangeSet, columns: list[Column], seed: int, bits: int):
+        self.ranges, self.columns, self.seed, self.bits = ranges, columns, seed, bits
+        self.counts = [0] * len(ranges.rids)
+        self.sums = [0] * len(ranges.rids)
+
+    def add(self, batch: pa.RecordBatch, where: list[int | None]) -> list[bool]:
+        """Count and sum the rows of ranges not shipped (`where`: each row's range, None: none);
+        returns which rows are shipped instead."""
+        ship = self.ranges.ship
+        to_ship = [i is not None and ship[i] for i in where]
+        to_sum = [i is not None and not ship[i] for i in where]
+        if any(to_sum):
+            summed = batch.filter(pa.array(to_sum))
+            placed = (i for i, s in zip(where, to_sum) if s and i is not None)
+            for i, h in zip(placed, row_hashes(summed, self.columns, self.seed, self.bits)):
+                self.counts[i] += 1
+                self.sums[i] += h
+        return to_ship
+
+    def differing(self) -> list[int]:
+        """Positions of the ranges not shipped whose count or sum differs from what the warehouse expects."""
+        return [
+            i
+            for i in range(len(self.counts))
+            if not self.ranges.ship[i]
+            and (self.counts[i], combine([self.sums[i]], self.bits)) != self.ranges.expected[i]
+        ]
+
+    def frames(self, differ: list[int], batch_rows: int) -> Iterator[bytes]:
+        """RANGE_SUMS frames of up to `batch_rows` differing ranges: their id, count and hash sum."""
+        bits = self.bits
+        for start in range(0, len(differ), batch_rows):
+            part = differ[start : start + batch_rows]
+            yield frames.arrow_frame(
+                frames.RANGE_SUMS,
+                pa.RecordBatch.from_pydict(
+                    {
+                        RID: pa.array([self.ranges.rids[i] for i in part], pa.int64()),
+                        COUNT: pa.array([self.counts[i] for i in part], pa.int64()),
+                        HASH: pa.array(
+                            [hash_to_bytes(combine([self.sums[i]], bits), bits) for i in part], pa.binary(bits // 8)
+                        ),
+                    }
+                ),
+            )
+
+
+class _Shipment:
+    """The rows of shipped ranges, sent as ROWS frames of at least `batch_rows` rows (the last fewer)."""
+
+    def __init__(self, batch_rows: int):
+        self.batch_rows = batch_rows
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
+        #: Rows shipped so far.
+        self.rows = 0
+
+    def add(self, batch: pa.RecordBatch, to_ship: list[bool]) -> Iterator[bytes]:
+        """Keep the rows of `batch` marked in `to_ship`; a ROWS frame once enough are kept."""
+        if not any(to_ship):
+            return
+        out = batch.filter(pa.array(to_ship))
+        self.pending.append(out)
+        self.pending_rows += out.num_rows
+        self.rows += out.num_rows
+        if self.pending_rows >= self.batch_rows:
+            yield from self.rest()
+
+    def rest(self) -> Iterator[bytes]:
+        """The rows kept and not yet sent, as one ROWS frame."""
+        if self.pending:
+            yield frames.arrow_frame(frames.ROWS, pa.Table.from_batches(self.pending))
+            self.pending, self.pending_rows = [], 0

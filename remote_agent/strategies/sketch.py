@@ -50,11 +50,12 @@ from protocol.fingerprints import integer_key, key_fingerprints, keys_from_finge
 from protocol.iblt import Iblt, Peeled
 from protocol.types import Column
 from protocol.wire import KEY_FP, key_values
-from remote_agent import chunks, readahead
+from remote_agent import readahead
 from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import BadRequest, Gone
-from remote_agent.pacing import Pacer, Pacing
+from remote_agent.pacing import Pacer
+from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.strategies.checks import key_columns
 from remote_agent.strategies.fetch import lookup_rows
@@ -243,11 +244,9 @@ def sketch_answer(
     width: int,
     kept: Reconciliations,
     batch_rows: int,
-    chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
-    read_ahead: bool = False,
+    scan: ScanSettings | None = None,
     spill_dir: str | None = None,
     table_bytes: int | None = None,
-    pacing: Pacing | None = None,
 ) -> Iterator[bytes]:
     """The answer of /v1/sketch, as frames; see the module docstring.
 
@@ -267,7 +266,9 @@ def sketch_answer(
         )
 
     timings = Timings()
-    pacer = Pacer(chunk_rows, pacing or Pacing())
+    scan = scan or ScanSettings()
+    chunk_rows = scan.chunk_rows
+    pacer = Pacer(chunk_rows, scan.pacing)
 
     def answer() -> Iterator[bytes]:
         nonlocal rec
@@ -276,7 +277,7 @@ def sketch_answer(
             built = width if table_bytes is None else table_width(width, sent.width, sent.hashes, table_bytes)
             rec = Reconciliation(query, seed, built, sent.hashes, spill_dir)
             try:
-                rec.scan(adapter, converter, batch_rows, chunk_rows, timings, read_ahead, pacer)
+                rec.scan(adapter, converter, batch_rows, chunk_rows, timings, scan.read_ahead, pacer)
             except BaseException:
                 rec.close()
                 raise

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,6 +32,7 @@ import pyarrow as pa
 from protocol import frames
 from protocol.types import Column, arrow_schema
 from protocol.wire import UID, key_values
+from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.dumps import quoted
 from remote_agent.adapters.files import FileAdapter
 from remote_agent.differential import DELETE, Change
@@ -97,7 +98,7 @@ def differential(
 
 
 def snapshot_diff_answer(
-    adapter: FileAdapter,
+    adapter: Adapter,
     query: ValidatedQuery,
     previous: dict[str, str],
     *,
@@ -106,7 +107,12 @@ def snapshot_diff_answer(
     aging_rows: int,
     batch_rows: int,
 ) -> Iterator[bytes]:
-    """The answer's frames: CHANGED_ROWS (inserted and updated rows), DELETED_KEYS, the summary last."""
+    """The answer's frames: CHANGED_ROWS (inserted and updated rows), DELETED_KEYS, the summary last.
+
+    Steps: pin the previous dumps (gone: say so and stop), compare the dumps' names
+    (the same: nothing changed), check the current keys, ship the deleted keys as the
+    differential finds them, then read and ship the current rows of the other changed keys.
+    """
     if not isinstance(adapter, FileAdapter):
         raise UnsupportedQuery(
             f"snapshot_diff compares dump files; this agent reads a {adapter.dialect} database: use another strategy"
@@ -121,17 +127,14 @@ def snapshot_diff_answer(
         "rows_scanned": 0,
     }
     try:
-        old_adapter = adapter.pinned({t: previous[t] for t in query.tables if t in previous})
-        missing = [t for t in query.tables if t not in previous]
-        if missing:
-            raise UnsupportedQuery(f"no previous dump named for table(s) {missing}")
+        old_adapter = _previous_dumps(adapter, query, previous)
     except AgentError as exc:
-        stats.update(previous_gone=exc.message, elapsed_s=round(time.monotonic() - started, 4))
+        stats.update(previous_gone=exc.message, elapsed_s=_since(started))
         yield frames.json_frame(frames.SUMMARY, stats)
         return
     if old_adapter.dumps_read(query.tables) == current:
         stats.update(unchanged=True, records_old=0, records_new=0, inserts=0, updates=0, deletes=0)
-        stats["elapsed_s"] = round(time.monotonic() - started, 4)
+        stats["elapsed_s"] = _since(started)
         yield frames.json_frame(frames.SUMMARY, stats)
         return
     # the current dumps' keys checked unique and non-NULL before they are compared (the
@@ -140,10 +143,6 @@ def snapshot_diff_answer(
         adapter.check_keys(query.tables)
     counts = {"old": 0, "new": 0}
     ops = {"insert": 0, "update": 0, "delete": 0}
-    wanted: set = set()
-    gone: list = []
-    by_name = {c.name: c for c in query.columns}
-    key_schema = pa.schema([pa.field(UID, pa.int64()), *arrow_schema([Column(k, by_name[k].type) for k in query.key])])
     with tempfile.TemporaryDirectory(dir=_spill_root(adapter)) as spill:
         sides = {"old": old_adapter, "new": adapter}
 
@@ -153,28 +152,8 @@ def snapshot_diff_answer(
         changes = differential(
             algorithm, read, query, block_rows=block_rows, aging_rows=aging_rows, spill_dir=Path(spill)
         )
-        for change in changes:
-            ops[change.op] += 1
-            if change.op == DELETE:
-                gone.append(change.key)
-                if len(gone) >= batch_rows:
-                    yield _deleted_frame(gone, query, key_schema)
-                    gone = []
-            else:
-                wanted.add(change.key)
-    if gone:
-        yield _deleted_frame(gone, query, key_schema)
-    shipped = 0
-    if wanted:  # the second read: the current rows of the inserted and updated keys
-        schema = arrow_schema([Column(c.name, c.type) for c in query.columns])
-        by_name = {c.name: c for c in query.columns}
-        key_schema = pa.schema([pa.field(k, by_name[k].type.arrow()) for k in query.key])
-        keys = list(wanted)
-        columns = [keys] if len(query.key) == 1 else [list(c) for c in zip(*keys)]
-        table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, key_schema)], schema=key_schema)
-        for batch in timings.timed("lookup_s", adapter.rows_of_keys(query.sql, table, schema, batch_rows)):
-            shipped += batch.num_rows
-            yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
+        wanted = yield from _deleted_keys(changes, query, batch_rows, ops)
+    shipped = yield from _changed_rows(adapter, query, wanted, batch_rows, timings)
     stats.update(
         records_old=counts["old"],
         records_new=counts["new"],
@@ -185,10 +164,66 @@ def snapshot_diff_answer(
         rows_shipped=shipped,
         block_rows=block_rows if algorithm == "window" else None,
         aging_rows=aging_rows if algorithm != "partitioned_hash" else None,
-        elapsed_s=round(time.monotonic() - started, 4),
+        elapsed_s=_since(started),
         timings=timings.to_json(),
     )
     yield frames.json_frame(frames.SUMMARY, stats)
+
+
+def _since(started: float) -> float:
+    """Seconds since `started` (time.monotonic()), as the summary shows them."""
+    return round(time.monotonic() - started, 4)
+
+
+def _previous_dumps(adapter: FileAdapter, query: ValidatedQuery, previous: dict[str, str]) -> FileAdapter:
+    """The adapter pinned to the previous dumps of the query's tables; AgentError when one is not named or gone."""
+    old_adapter = adapter.pinned({t: previous[t] for t in query.tables if t in previous})
+    missing = [t for t in query.tables if t not in previous]
+    if missing:
+        raise UnsupportedQuery(f"no previous dump named for table(s) {missing}")
+    return old_adapter
+
+
+def _deleted_keys(
+    changes: Iterable[Change], query: ValidatedQuery, batch_rows: int, ops: dict[str, int]
+) -> Generator[bytes, None, set]:
+    """DELETED_KEYS frames of up to `batch_rows` keys as the differential finds them, each op
+    counted in `ops`; returns the keys inserted or updated, whose rows are shipped next."""
+    by_name = {c.name: c for c in query.columns}
+    key_schema = pa.schema([pa.field(UID, pa.int64()), *arrow_schema([Column(k, by_name[k].type) for k in query.key])])
+    wanted: set = set()
+    gone: list = []
+    for change in changes:
+        ops[change.op] += 1
+        if change.op == DELETE:
+            gone.append(change.key)
+            if len(gone) >= batch_rows:
+                yield _deleted_frame(gone, query, key_schema)
+                gone = []
+        else:
+            wanted.add(change.key)
+    if gone:
+        yield _deleted_frame(gone, query, key_schema)
+    return wanted
+
+
+def _changed_rows(
+    adapter: FileAdapter, query: ValidatedQuery, wanted: set, batch_rows: int, timings: Timings
+) -> Generator[bytes, None, int]:
+    """CHANGED_ROWS frames: the current rows of the `wanted` keys (the second read); returns how many."""
+    if not wanted:
+        return 0
+    schema = arrow_schema([Column(c.name, c.type) for c in query.columns])
+    by_name = {c.name: c for c in query.columns}
+    key_schema = pa.schema([pa.field(k, by_name[k].type.arrow()) for k in query.key])
+    keys = list(wanted)
+    columns = [keys] if len(query.key) == 1 else [list(c) for c in zip(*keys)]
+    table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, key_schema)], schema=key_schema)
+    shipped = 0
+    for batch in timings.timed("lookup_s", adapter.rows_of_keys(query.sql, table, schema, batch_rows)):
+        shipped += batch.num_rows
+        yield frames.arrow_frame(frames.CHANGED_ROWS, batch)
+    return shipped
 
 
 def _spill_root(adapter: FileAdapter) -> Path:

@@ -1,0 +1,229 @@
+"""`deltasieve view` and `deltasieve stats`: the views' definitions, settings and statistics."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from deltasieve_cli.client import Client
+from deltasieve_cli.commands import CONTEXT, command, short_time
+from deltasieve_cli.render import Output, fields, rows, sparkline
+
+
+@click.group(context_settings=CONTEXT)
+def view() -> None:
+    """Views kept in step with their sources (POST/GET/DELETE /v1/views)."""
+
+
+def pairs(kind: type = str):
+    """A click callback turning repeated KEY=VALUE options into a dict."""
+
+    def parse(ctx, param, values: tuple[str, ...]) -> dict:
+        out = {}
+        for text in values:
+            key, sep, value = text.partition("=")
+            if not sep or not key or not value:
+                raise click.BadParameter(f"{text!r} is not KEY=VALUE", ctx=ctx, param=param)
+            try:
+                out[key] = kind(value)
+            except ValueError:
+                raise click.BadParameter(f"{value!r} in {text!r} is not a {kind.__name__}", ctx, param) from None
+        return out
+
+    return parse
+
+
+#: `view add` and `view set`: the view's schedule (the service checks the range, 1 s to a year).
+EVERY_S = click.option(
+    "--every-s",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Have the service sync the view by itself, N seconds after its last sync ended.",
+)
+
+
+@command(view, "add")
+@click.argument("name")
+@click.argument("sql")
+@click.option("--strategy", help="How syncs find changes: auto (the service's default), sketch, group_hash, …")
+@click.option("--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows.")
+@click.option(
+    "--timestamp",
+    "timestamps",
+    multiple=True,
+    metavar="TABLE=COLUMN",
+    callback=pairs(),
+    help="A table's last-modified column (strategy timestamp); repeatable.",
+)
+@click.option(
+    "--delete-flag",
+    "delete_flags",
+    multiple=True,
+    metavar="TABLE=COLUMN",
+    callback=pairs(),
+    help="A table's soft-delete marker; repeatable.",
+)
+@click.option("--timestamp-lag-s", type=click.FloatRange(min=0), help="Seconds read before the last watermark.")
+@click.option("--reconcile-every", type=click.IntRange(min=1), help="Syncs between full reconciliations.")
+@click.option(
+    "--diff-algorithm",
+    type=click.Choice(["window", "sort_merge", "partitioned_hash"]),
+    help="snapshot_diff: how the agent compares two dumps.",
+)
+@click.option("--aging-rows", type=click.IntRange(min=1), help="snapshot_diff: records per aging buffer.")
+@click.option("--block-rows", type=click.IntRange(min=1), help="snapshot_diff: records read at a time.")
+@click.option("--match-order-by", metavar="COLUMN", help="Keyless views: pair vanished and appeared rows along this.")
+@click.option(
+    "--match-epsilon",
+    multiple=True,
+    metavar="COLUMN=NUMBER",
+    callback=pairs(float),
+    help="Keyless views: how far a pair may differ in COLUMN; repeatable.",
+)
+@EVERY_S
+def view_add(client: Client, out: Output, name: str, sql: str, **options) -> None:
+    """Define view NAME by SQL, a project-select-join over source.table (the service checks it
+    and says what it cannot maintain). The view's key is derived from its tables' keys."""
+    body: dict[str, object] = {"name": name, "sql": sql}
+    for key in ("strategy", "sample_size", "timestamps", "delete_flags", "timestamp_lag_s", "reconcile_every"):
+        if options[key] not in (None, {}):
+            body[key] = options[key]
+    diff = {"algorithm": options["diff_algorithm"], "aging_rows": options["aging_rows"]}
+    diff["block_rows"] = options["block_rows"]
+    if any(v is not None for v in diff.values()):
+        body["snapshot_diff"] = {k: v for k, v in diff.items() if v is not None}
+    if options["match_order_by"] or options["match_epsilon"]:
+        body["match"] = {"order_by": options["match_order_by"], "epsilon": options["match_epsilon"]}
+    if options["every_s"] is not None:
+        body["schedule"] = {"every_s": options["every_s"]}
+    created = client.post("/v1/views", body)
+    if out.as_json:
+        return out.json(created)
+    out.show(view_fields(f"view {name} added", created))
+    out.note(f"load it with: deltasieve sync {name}")
+
+
+def schedule_text(view: dict) -> str:
+    """A view's schedule for people.
+
+    >>> schedule_text({"schedule": {"every_s": 300}}), schedule_text({"schedule": None})
+    ('every 300 s', 'none')
+    """
+    schedule = view.get("schedule")
+    return f"every {schedule['every_s']:,} s" if schedule else "none"
+
+
+def next_run_text(view: dict) -> str | None:
+    """When the service syncs the view next (UTC), for people; None when it will not by itself."""
+    return short_time(view.get("next_run_at")) if view.get("schedule") else None
+
+
+def view_fields(title: str, view: dict):
+    """A view's definition without the bulky parts (column types and site columns, key derivation)."""
+    hidden = ("sites", "column_types", "key_derivation", "columns", "schedule", "next_run_at")
+    shown = {k: v for k, v in view.items() if k not in hidden}
+    shown["schedule"] = schedule_text(view)
+    if view.get("schedule"):
+        shown["next run (UTC)"] = next_run_text(view) or "after the sync under way (or the scheduler is off)"
+    shown["columns"] = ", ".join(f"{c} {view.get('column_types', {}).get(c, '')}".strip() for c in view["columns"])
+    shown["key"] = ", ".join(view["key"])
+    for i, site in enumerate(view["sites"]):
+        shown[f"site {i} ({site['source']})"] = site["sql"]
+    return fields(title, shown)
+
+
+@command(view, "list")
+def view_list(client: Client, out: Output) -> None:
+    """The defined views."""
+    listed = client.get("/v1/views")
+    if out.as_json:
+        return out.json(listed)
+    summary = [
+        {
+            "name": v["name"],
+            "strategy": v["strategy"],
+            "key": ", ".join(v["key"]),
+            "columns": len(v["columns"]),
+            "sources": ", ".join(sorted({s["source"] for s in v["sites"]})),
+            "sample_size": v.get("sample_size", 0),
+            "schedule": schedule_text(v) if v.get("schedule") else None,
+            "next run (UTC)": next_run_text(v),
+            "created_at": short_time(v["created_at"]),
+        }
+        for v in listed
+    ]
+    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "schedule", "next run (UTC)", "created_at"]
+    out.show(rows(names, summary, title="views", whole=("name",)))
+
+
+@command(view, "show")
+@click.argument("name")
+def view_show(client: Client, out: Output, name: str) -> None:
+    """One view's definition: columns, key, each site's query, settings."""
+    found = client.get(f"/v1/views/{name}")
+    out.json(found) if out.as_json else out.show(view_fields(f"view {name}", found))
+
+
+@command(view, "set")
+@click.argument("name")
+@EVERY_S
+@click.option("--no-schedule", is_flag=True, help="Remove the view's schedule: it syncs only when asked.")
+@click.option(
+    "--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows (0: none)."
+)
+def view_set(
+    client: Client, out: Output, name: str, every_s: int | None, no_schedule: bool, sample_size: int | None
+) -> None:
+    """Change settings of view NAME that keep its rows, version and sync history (PATCH): its
+    schedule, its sample's size (the next sync resizes it). What is not given is kept; then
+    the view is printed."""
+    if every_s is not None and no_schedule:
+        raise click.UsageError("--every-s and --no-schedule contradict each other: give one")
+    body: dict = {}
+    if every_s is not None or no_schedule:
+        body["schedule"] = {"every_s": every_s} if every_s is not None else None
+    if sample_size is not None:
+        body["sample_size"] = sample_size
+    if not body:
+        raise click.UsageError("nothing to change: give --every-s N, --no-schedule or --sample-size N")
+    changed = client.patch(f"/v1/views/{name}", body)
+    out.json(changed) if out.as_json else out.show(view_fields(f"view {name}", changed))
+
+
+@command(view, "rm")
+@click.argument("name")
+def view_rm(client: Client, out: Output, name: str) -> None:
+    """Remove view NAME with its rows and sync history (refused while a sync runs)."""
+    client.delete(f"/v1/views/{name}")
+    out.json({"name": name, "deleted": True}) if out.as_json else out.note(f"view {name} removed")
+
+
+@command(None, "stats")
+@click.argument("view_name", metavar="VIEW")
+def stats(client: Client, out: Output, view_name: str) -> None:
+    """The update and deletion statistics of VIEW, per site (and its sample's state)."""
+    found = client.get(f"/v1/views/{view_name}/statistics")
+    if out.as_json:
+        return out.json(found)
+    out.show(fields(f"statistics of {view_name}", {k: v for k, v in found.items() if k != "sites"}))
+    for i, site in enumerate(found.get("sites", [])):
+        out.show(fields(f"site {i}: {site.get('source')}", readable_site_statistics(site)))
+
+
+def readable_site_statistics(site: dict) -> dict:
+    """A site's statistics for people: the P(update) histogram drawn, the deletions per sync counted."""
+    shown = json.loads(json.dumps(site))
+    histogram = shown.get("update_statistics", {}).get("update_probability_histogram")
+    if isinstance(histogram, dict) and isinstance(histogram.get("counts"), list):
+        counts = histogram["counts"]
+        histogram["counts"] = f"{sparkline(counts)}  {cell_list(counts)}"
+    deletions = shown.get("deletion_statistics", {})
+    if isinstance(deletions.get("syncs"), list):
+        per_sync = deletions["syncs"]
+        deletions["syncs"] = f"{len(per_sync)} (rows deleted: {sum(d.get('dno', 0) for d in per_sync):,})"
+    return shown
+
+
+def cell_list(values: list) -> str:
+    return " ".join(f"{v:,}" for v in values)
