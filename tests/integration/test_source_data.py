@@ -173,7 +173,7 @@ def test_duplicate_key_and_changed_type_on_postgres(api, postgres, logs_dir):
 
         with psycopg.connect(server.owner_url, autocommit=True) as c:
             c.execute("ALTER TABLE members ALTER COLUMN name TYPE bytea USING convert_to(name, 'UTF8')")
-        fails_and_applies_nothing(api, "pgdup_v", ["id"], ["members", "name", "bytes", "text", "PUT"])
+        fails_and_applies_nothing(api, "pgdup_v", ["id"], ["members", "name", "bytes", "text", "PUT /v1/views/pgdup_v"])
         with psycopg.connect(server.owner_url, autocommit=True) as c:
             c.execute("ALTER TABLE members ALTER COLUMN name TYPE text USING convert_from(name, 'UTF8')")
             c.execute("UPDATE members SET name = 'changed again' WHERE id = 4")

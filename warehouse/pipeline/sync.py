@@ -190,6 +190,10 @@ class SyncRun:
                 if not exc.transient or attempt == self.options.agent_retries:
                     if isinstance(exc, AgentRejected) and exc.status in SCHEMA_DRIFT_STATUSES:
                         exc.message = f"source {site.source!r}: {exc.message}. The agent accepted this site query when the view was registered: the source schema (or the agent's --allow list) changed since; restore it, or redefine the view (PUT /v1/views/{self.view_name})"
+                    elif isinstance(exc, AgentRejected) and exc.message.endswith(
+                        "redefine the view to match the new schema"
+                    ):
+                        exc.message = f"{exc.message} (PUT /v1/views/{self.view_name})"  # the agent knows no view name
                     if exc.transient:
                         exc.message = f"{exc.message} (gave up after {attempt + 1} attempt(s); SERVICE_AGENT_RETRIES={self.options.agent_retries})"
                     raise
