@@ -11,7 +11,7 @@ from deltasieve_cli.render import Output, fields, rows
 
 @click.group(context_settings=CONTEXT)
 def source() -> None:
-    """Agents the warehouse reads from (POST/GET /v1/sources)."""
+    """Agents the warehouse reads from (/v1/sources)."""
 
 
 SOURCE_COLUMNS = ["name", "url", "has_token", "created_at"]
@@ -21,9 +21,13 @@ SOURCE_COLUMNS = ["name", "url", "has_token", "created_at"]
 @click.argument("name")
 @click.argument("url")
 @click.option("--token", help="The agent's bearer token (the service never shows it again).")
-def source_add(client: Client, out: Output, name: str, url: str, token: str | None) -> None:
-    """Register the agent at URL as source NAME (the NAME view SQL writes as NAME.table)."""
-    created = client.post("/v1/sources", {"name": name, "url": url, "token": token})
+@click.option("--no-check", is_flag=True, help="Store the source without asking the agent for its schema first.")
+def source_add(client: Client, out: Output, name: str, url: str, token: str | None, no_check: bool) -> None:
+    """Register the agent at URL as source NAME (the NAME view SQL writes as NAME.table).
+
+    The service first asks the agent for its schema: an agent that does not answer or
+    refuses the token is refused with the reason (unless --no-check)."""
+    created = client.post("/v1/sources", {"name": name, "url": url, "token": token, "check": not no_check})
     out.json(created) if out.as_json else out.show(fields(f"source {name} added", created))
 
 
@@ -43,3 +47,56 @@ def source_show(client: Client, out: Output, name: str) -> None:
     """One source."""
     found = client.get(f"/v1/sources/{name}")
     out.json(found) if out.as_json else out.show(fields(f"source {name}", found))
+
+
+@command(source, "set")
+@click.argument("name")
+@click.option("--url", help="The agent's new base URL.")
+@click.option("--token", help="The agent's new bearer token (a rotated one).")
+@click.option("--no-token", is_flag=True, help="Remove the token.")
+@click.option("--no-check", is_flag=True, help="Store the change without asking the agent for its schema first.")
+def source_set(
+    client: Client, out: Output, name: str, url: str | None, token: str | None, no_token: bool, no_check: bool
+) -> None:
+    """Change source NAME's agent URL or token; its views keep their rows and history."""
+    if token is not None and no_token:
+        raise click.UsageError("--token and --no-token exclude each other")
+    body: dict = {"check": not no_check}
+    if url is not None:
+        body["url"] = url
+    if token is not None or no_token:
+        body["token"] = token
+    if len(body) == 1:
+        raise click.UsageError("nothing to change: give --url, --token or --no-token")
+    changed = client.patch(f"/v1/sources/{name}", body)
+    out.json(changed) if out.as_json else out.show(fields(f"source {name} changed", changed))
+
+
+@command(source, "rm")
+@click.argument("name")
+def source_rm(client: Client, out: Output, name: str) -> None:
+    """Remove source NAME (refused while a view reads it)."""
+    client.delete(f"/v1/sources/{name}")
+    out.json({"name": name, "deleted": True}) if out.as_json else out.note(f"source {name} removed")
+
+
+TABLE_COLUMNS = ["table", "columns", "primary_key", "unique_keys"]
+
+
+@command(source, "tables")
+@click.argument("name")
+def source_tables(client: Client, out: Output, name: str) -> None:
+    """The tables source NAME's agent exposes, with their columns, types and keys (asked of it now)."""
+    found = client.get(f"/v1/sources/{name}/tables")
+    if out.as_json:
+        return out.json(found)
+    shown = [
+        {
+            "table": t["name"],
+            "columns": ", ".join(f"{c['name']} {c['type']}" for c in t["columns"]),
+            "primary_key": ", ".join(t.get("primary_key") or []) or "-",
+            "unique_keys": "; ".join(", ".join(u) for u in t.get("unique_keys") or []) or "-",
+        }
+        for t in found["tables"]
+    ]
+    out.show(rows(TABLE_COLUMNS, shown, title=f"tables of {name} ({found['dialect']})", whole=("table",)))

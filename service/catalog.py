@@ -104,6 +104,32 @@ class Catalog:
     def sources(self) -> list[SourceRecord]:
         return [SourceRecord(**dict(r)) for r in self._conn.execute("SELECT * FROM sources ORDER BY name")]
 
+    def update_source(self, name: str, url: str, token: str | None) -> SourceRecord:
+        """Give a source a new agent URL and token (a rotated token, a moved agent)."""
+        with self._lock:
+            if (
+                self._conn.execute("UPDATE sources SET url = ?, token = ? WHERE name = ?", (url, token, name)).rowcount
+                == 0
+            ):
+                raise NotFound(f"source {name!r} not found")
+        return self.source(name)
+
+    def delete_source(self, name: str) -> None:
+        """Remove a source; refused (Conflict) while a view reads it, checked under the lock so
+        that no view naming it is added in between."""
+        with self._lock:
+            self.source(name)
+            readers = self.views_reading(name)
+            if readers:
+                raise Conflict(
+                    f"source {name!r} is read by the view(s) {readers}; delete or redefine them first (DELETE /v1/views/{readers[0]})"
+                )
+            self._conn.execute("DELETE FROM sources WHERE name = ?", (name,))
+
+    def views_reading(self, source: str) -> list[str]:
+        """The views whose definition reads `source`."""
+        return [v.name for v in self.views() if source in {site["source"] for site in v.definition.get("sites", [])}]
+
     # -- views -------------------------------------------------------------------------
     def add_view(self, name: str, sql: str, definition: dict, options: ViewOptions) -> ViewRecord:
         with self._lock:

@@ -6,17 +6,53 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from protocol.models import TableOut
 from warehouse.strategies import STRATEGIES
 from warehouse.view_options import DEFAULT_LAG_S, DEFAULT_RECONCILE_EVERY, DEFAULT_STRATEGY
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
 
+#: What a bearer token may hold: it travels in an HTTP header.
+TOKEN_PATTERN = r"^[!-~]+$"
+CHECK_HELP = (
+    "ask the agent for its schema before storing the source: an agent that does not answer or refuses the "
+    "token is a 424 with the reason and nothing is stored (false: store it unchecked)"
+)
+
+
 class SourceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN, description="letters, digits and _, as used in view SQL (source.table)")
     url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2000, description="the agent's base URL")
-    token: str | None = Field(default=None, max_length=4096, description="bearer token of the agent")
+    token: str | None = Field(
+        default=None, max_length=4096, pattern=TOKEN_PATTERN, description="bearer token of the agent (visible ASCII)"
+    )
+    check: bool = Field(default=True, description=CHECK_HELP)
+
+
+class SourcePatch(BaseModel):
+    """A source's new agent URL or token (PATCH /v1/sources/{name}); left out: kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    url: str | None = Field(
+        default=None, pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2000, description="the agent's new base URL"
+    )
+    token: str | None = Field(
+        default=None,
+        max_length=4096,
+        pattern=TOKEN_PATTERN,
+        description="the agent's new bearer token (visible ASCII); null removes it, left out keeps it",
+    )
+    check: bool = Field(default=True, description=CHECK_HELP)
+
+
+class SourceTablesOut(BaseModel):
+    """What a source's agent exposes: its tables with their columns, types and keys."""
+
+    source: str
+    dialect: str = Field(description="the source's SQL dialect")
+    tables: list[TableOut]
 
 
 class SourceOut(BaseModel):

@@ -104,6 +104,12 @@ class AgentClient:
         deadline_s: float = DEADLINE_S,
     ):
         self.url = url.rstrip("/")
+        try:
+            httpx.URL(self.url)
+        except httpx.InvalidURL as exc:
+            raise AgentRejected(f"the agent URL {url!r} is not a valid URL: {exc}") from None
+        if token is not None and not token.isascii():
+            raise AgentRejected("the agent token holds characters an HTTP header cannot carry (ASCII only)")
         self.deadline_s = deadline_s
         self.counter = ByteCounter()
         headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -145,8 +145,8 @@ class Api:
     def __init__(self, url: str, timeout: float = 600.0, headers: dict | None = None):
         self.http = httpx.Client(base_url=url, timeout=timeout, headers=headers)
 
-    def add_source(self, name: str, url: str, token: str | None = None) -> dict:
-        r = self.http.post("/v1/sources", json={"name": name, "url": url, "token": token})
+    def add_source(self, name: str, url: str, token: str | None = None, *, check: bool = True) -> dict:
+        r = self.http.post("/v1/sources", json={"name": name, "url": url, "token": token, "check": check})
         r.raise_for_status()
         return r.json()
 

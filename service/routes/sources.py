@@ -1,14 +1,23 @@
-"""Sources: the agents the warehouse reads from."""
+"""Sources: the agents the warehouse reads from, registered, checked, changed and removed."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
-from service.deps import ApiKey, CatalogDep
-from service.models import SourceIn, SourceOut, error_responses
+from protocol.models import TableOut
+from protocol.schema import SourceSchema
+from service.deps import ApiKey, CatalogDep, SettingsDep
+from service.errors import Conflict, DependencyFailed, NotFound
+from service.models import SourceIn, SourceOut, SourcePatch, SourceTablesOut, error_responses
 from service.records import SourceRecord
+from service.settings import ServiceSettings
+from warehouse.errors import SchemaUnavailable
+from warehouse.pipeline.source_schemas import fetch_schemas
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
+
+#: Longest wait for an agent that a registration or a change asks for its schema (seconds).
+CHECK_TIMEOUT_S = 15.0
 
 
 def _out(row: SourceRecord) -> SourceOut:
@@ -16,15 +25,36 @@ def _out(row: SourceRecord) -> SourceOut:
     return SourceOut(name=row.name, url=row.url, has_token=bool(row.token), created_at=row.created_at)
 
 
+def _schema(name: str, url: str, token: str | None, settings: ServiceSettings) -> SourceSchema:
+    """The agent's schema, or a 424 that says why it could not be had (unreachable, token refused)."""
+    try:
+        return fetch_schemas(
+            [(name, url, token)],
+            verify=settings.agent_verify(),
+            read_timeout_s=min(settings.agent_read_timeout_s, CHECK_TIMEOUT_S),
+            deadline_s=min(settings.agent_deadline_s, CHECK_TIMEOUT_S),
+        )[name]
+    except SchemaUnavailable as exc:
+        raise DependencyFailed(f'{exc.message}; fix the URL or the token, or pass "check": false') from None
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=SourceOut,
     operation_id="create_source",
-    responses=error_responses(401, 409, 422),
+    responses=error_responses(401, 409, 422, 424),
 )
-def create_source(body: SourceIn, catalog: CatalogDep, _: ApiKey) -> SourceOut:
-    return _out(catalog.add_source(body.name, body.url.rstrip("/"), body.token))
+def create_source(body: SourceIn, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> SourceOut:
+    url = body.url.rstrip("/")
+    if body.check:
+        try:
+            catalog.source(body.name)
+        except NotFound:
+            _schema(body.name, url, body.token, settings)
+        else:
+            raise Conflict(f"source {body.name!r} already exists")
+    return _out(catalog.add_source(body.name, url, body.token))
 
 
 @router.get("", response_model=list[SourceOut], operation_id="list_sources")
@@ -35,3 +65,45 @@ def list_sources(catalog: CatalogDep) -> list[SourceOut]:
 @router.get("/{name}", response_model=SourceOut, operation_id="get_source", responses=error_responses(404, 422))
 def get_source(name: str, catalog: CatalogDep) -> SourceOut:
     return _out(catalog.source(name))
+
+
+@router.patch(
+    "/{name}",
+    response_model=SourceOut,
+    operation_id="update_source",
+    responses=error_responses(401, 404, 422, 424),
+)
+def update_source(name: str, body: SourcePatch, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> SourceOut:
+    """Change a source's agent URL or token (a rotated token, a moved agent); its views keep everything."""
+    current = catalog.source(name)
+    url = body.url.rstrip("/") if body.url is not None else current.url
+    token = body.token if "token" in body.model_fields_set else current.token
+    if body.check:
+        _schema(name, url, token, settings)
+    return _out(catalog.update_source(name, url, token))
+
+
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    operation_id="delete_source",
+    responses=error_responses(401, 404, 409),
+)
+def delete_source(name: str, catalog: CatalogDep, _: ApiKey) -> Response:
+    """Remove a source no view reads (409 names the views that still do)."""
+    catalog.delete_source(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/{name}/tables",
+    response_model=SourceTablesOut,
+    operation_id="get_source_tables",
+    responses=error_responses(404, 422, 424),
+)
+def get_source_tables(name: str, catalog: CatalogDep, settings: SettingsDep) -> SourceTablesOut:
+    """The tables the source's agent exposes, with their columns, types and keys, asked of it now."""
+    source = catalog.source(name)
+    schema = _schema(name, source.url, source.token, settings)
+    tables = [TableOut.model_validate(t) for t in schema.to_json()["tables"]]
+    return SourceTablesOut(source=name, dialect=schema.dialect, tables=tables)

@@ -329,6 +329,9 @@ SERVICE_OPERATIONS = [
     "GET /v1/views/{name}/syncs/{sync_id}",
     "GET /v1/views/{name}/syncs/{sync_id}/delta",
     "POST /v1/views/{name}/syncs",
+    "GET /v1/sources/{name}/tables",
+    # last: a generated change may point the fuzzing's source anywhere
+    "PATCH /v1/sources/{name}",
 ]
 #: Operations that run Spark jobs on the known view (a sync, statistics): fewer examples.
 SPARK_EXAMPLES = 12
