@@ -73,9 +73,9 @@ class SiteDetails:
     """What a site's strategy measured beyond the counters; a one-site view shows it at the top too."""
 
     #: Φ_t, Φ_k, Φ_h as measured on the snapshot.
-    cost_model: dict[str, float] | None = None
+    cost_model: dict[str, float | str] | None = None
     #: Bytes each strategy was expected to cost this sync, from the statistics.
-    expected_bytes: dict[str, float] | None = None
+    expected_bytes: dict[str, float | None] | None = None
     # group_hash
     planning: dict | None = None
     # strategies that call /v1/extract

@@ -39,7 +39,7 @@ from warehouse.agent_client import AgentClient
 from warehouse.errors import ProtocolError
 from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink
-from warehouse.strategies.base import Answer, SiteEstimate, Strategy
+from warehouse.strategies.base import Answer, SiteEstimate, Strategy, wire_hash_bits
 from warehouse.strategies.hashing import ROW_HASH, spark_row_hashes
 
 #: Ranges of the first round.
@@ -189,7 +189,7 @@ def bisect_ranges(
             to_ship, check = to_ship + check, []
         batch = to_ship + check
         ship = [True] * len(to_ship) + [False] * len(check)
-        control = RangesControl(site=site, seed=seed, hash_bits=bits, batch_rows=batch_rows)
+        control = RangesControl(site=site, seed=seed, hash_bits=wire_hash_bits(bits), batch_rows=batch_rows)
         body = [frames.json_frame(frames.CONTROL, control.model_dump())]
         for start in range(0, len(batch), batch_rows):
             body.append(
@@ -260,7 +260,7 @@ class RangeChecksum(Strategy):
     def plan(self) -> None:
         """The snapshot's row hashes in key order, to cut ranges from."""
         ctx = self.ctx
-        hashed = spark_row_hashes(ctx.snapshot, ctx.site.columns, ctx.site.key, ctx.seed, ctx.options.hash_bits)
+        hashed = spark_row_hashes(self.snapshot.stored, ctx.site.columns, ctx.site.key, ctx.seed, ctx.options.hash_bits)
         hashed.orderBy(*ctx.site.key).write.parquet(str(self._sorted))
 
     def exchange(self) -> Answer:
@@ -292,6 +292,10 @@ class RangeChecksum(Strategy):
         return Answer([returned_path])
 
     def unchanged_keys(self) -> DataFrame | None:
+        return self.verified_keys()
+
+    def verified_keys(self) -> DataFrame:
+        """The snapshot keys outside every range shipped: their ranges' checksums matched."""
         ctx = self.ctx
         return ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(ctx.staging / "verified.parquet"))
 

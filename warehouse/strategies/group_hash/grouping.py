@@ -76,7 +76,9 @@ def _partition_planner(
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        partition = TaskContext.get().partitionId()
+        task = TaskContext.get()
+        assert task is not None, "runs on an executor, within a task"
+        partition = task.partitionId()
         builder = GroupBuilder(p_delete, cost, criterion=criterion)
         sums: dict[int, int] = {}
         reported = 0
