@@ -72,7 +72,7 @@ class Projected:
     """What project_snapshot read of the current version: the site's fragment and its layers."""
 
     frame: DataFrame | None = None  # the snapshot φ' with its ω± columns; None before the load
-    layers: layers.Layers | None = None  # the overlay (None: the fragment is whole or absent)
+    current_layers: layers.Layers | None = None  # the overlay (None: the fragment is whole or absent)
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Planned:
 
     strategy: Strategy
     snapshot: Snapshot
-    layers: layers.Layers | None = None  # the current version's overlay (None: its fragment is whole)
+    current_layers: layers.Layers | None = None  # the current version's overlay (None: its fragment is whole)
     omega: update_counts.Histogram | None = None  # the current version's ω± histogram
     #: ω− rows of the current version, read once while planning (none before the load).
     deletion_rows: tuple[tuple, ...] = ()
@@ -201,7 +201,7 @@ class SiteRun:
             snapshot, deletion_rows = self._statistics(projected.frame, cost, omega, self.current)
             self.metrics.expected_bytes = expected_bytes(snapshot.statistics)
             strategy = STRATEGIES[self.options.strategy].create(self.ctx, snapshot)
-            planned = Planned(strategy, snapshot, projected.layers, omega, deletion_rows)
+            planned = Planned(strategy, snapshot, projected.current_layers, omega, deletion_rows)
         strategy.plan()
         return planned
 
@@ -217,7 +217,8 @@ class SiteRun:
     def _cost_model(self, projected: Projected) -> CostModel:
         """The sizes Φ_t, Φ_k, Φ_h of this site's rows: measured on the view's sample, kept
         with the current base, or measured on the fragment (assumed before a load)."""
-        kept = projected.layers.cost if projected.layers is not None else None  # measured for the base, still current
+        # the sizes measured for the base, still current
+        kept = projected.current_layers.cost if projected.current_layers is not None else None
         if self.sample is not None and self.sample.num_rows >= costs.MIN_SAMPLE_ROWS and projected.frame is not None:
             # uniform, where the kept figures were measured on the first rows of a fragment
             cost, measured_on = costs.measure_sample(self.sample, self.site, self.options.hash_bits), "sample"
@@ -318,7 +319,7 @@ class SiteRun:
 
     def _current_layers(self, planned: Planned) -> layers.Layers:
         """The current version's layers (a fragment written whole has a base and no overlay)."""
-        return planned.layers or layers.whole(self.metrics.rows_before)
+        return planned.current_layers or layers.whole(self.metrics.rows_before)
 
     def _on_driver(self, build: FragmentBuild, answer: Answer) -> bool:
         """Whether the whole fragment may be compared and written on the driver: a local

@@ -7,9 +7,14 @@ site's sync (`site_sync.SiteRun`) runs the same steps whatever the strategy:
     plan        decide what to send, from the stored snapshot (staging files, metrics)
     exchange    send it and file the answer: returned rows, deleted keys
     follow_up   any further round the answer calls for (the group-hash regroup)
+    fragment_build  what became of the keys the answer left out (FragmentBuild)
     delta_inputs  what the exact delta is built from (rows, deleted keys, keys vouched for)
+    stage       keep its own state beside the new fragment, given how it was built
 
-and each says what a sync would cost it in bytes, given the statistics, so that a choice
+A strategy is created with what the sync knows when it starts (`SiteContext`) and what
+planning found of the stored snapshot (`Snapshot`); both are frozen, and each step hands
+on what it gives (an `Answer`, a `Built`) rather than writing it into either. Each also
+says what a sync would cost it in bytes, given the statistics, so that a choice
 between strategies can compare them before any of them runs.
 """
 
