@@ -354,24 +354,33 @@ class Strategy(ABC):
         return DeltaInputs(returned, deleted, unchanged)
 
 
+@dataclass(frozen=True)
+class Asks:
+    """What an extract asks of the agent besides the rows (the change-stamp strategies' reads)."""
+
+    source_clock: bool = False  # the database's clock
+    query_plan: bool = False  # the database's plan of the query
+    source_snapshot: bool = False  # its current snapshot
+    changed_since: int | None = None  # an xid8: only the rows written since
+
+
+#: An extract that asks for the rows alone.
+ROWS_ONLY = Asks()
+
+
 def extract_exchange(
     ctx: SiteContext,
     data: Iterable[bytes] = (),
     *,
     spec: SiteSpec | None = None,
     prefix: str = "",
-    source_clock: bool = False,
-    query_plan: bool = False,
-    source_snapshot: bool = False,
-    changed_since: int | None = None,
+    asks: Asks = ROWS_ONLY,
 ) -> Answer:
     """One POST /v1/extract: the control frame, then the `data` frames; files the answer's frames.
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
     `spec` replaces the site query (e.g. narrowed to a range, or to its keys), `prefix` the
-    staging files' names, `source_clock` asks the agent for its database's clock,
-    `query_plan` for the database's plan of the query, `source_snapshot` for its current
-    snapshot, and `changed_since` (an xid8) narrows the query to the rows written since.
+    staging files' names, and `asks` says what else the agent is asked for.
     """
     spec = spec or ctx.spec()
     control = ExtractControl(
@@ -380,10 +389,10 @@ def extract_exchange(
         hash_bits=wire_hash_bits(ctx.options.hash_bits),
         batch_rows=ctx.options.batch_rows,
         tuple_hash_bits=TUPLE_HASH_BITS,
-        source_clock=source_clock,
-        query_plan=query_plan,
-        source_snapshot=source_snapshot,
-        changed_since=None if changed_since is None else ChangedSince(xmin=changed_since),
+        source_clock=asks.source_clock,
+        query_plan=asks.query_plan,
+        source_snapshot=asks.source_snapshot,
+        changed_since=None if asks.changed_since is None else ChangedSince(xmin=asks.changed_since),
     )
     body = itertools.chain([frames.json_frame(frames.CONTROL, _control_fields(control))], data)
     answer, rows_received = _file_extract_answer(ctx, body, spec, prefix)

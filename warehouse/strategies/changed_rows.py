@@ -44,6 +44,7 @@ from warehouse.names import spark_schema
 from warehouse.store.versions import Version
 from warehouse.strategies.base import (
     Answer,
+    Asks,
     Built,
     DeltaInputs,
     FragmentBuild,
@@ -142,7 +143,7 @@ class StateLoad(FullShip):
         self.owner = owner
 
     def exchange(self) -> Answer:
-        answer = extract_exchange(self.ctx, **self.owner.STATE_REQUEST)
+        answer = extract_exchange(self.ctx, asks=self.owner.STATE_REQUEST)
         self.state = self.owner.state_from(answer, 0)
         return answer
 
@@ -158,7 +159,7 @@ class ChangedRows(Strategy):
     #: The state's class, the extract request's options that read the source's state, and
     #: the key of the report in the sync's metrics.
     STATE: ClassVar[type[KeptState]]
-    STATE_REQUEST: ClassVar[dict]
+    STATE_REQUEST: ClassVar[Asks]
     REPORT: ClassVar[str]
 
     @classmethod

@@ -36,7 +36,7 @@ from warehouse import null_keys
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.errors import ProtocolError
 from warehouse.store.sinks import Sink
-from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, add_timings
+from warehouse.strategies.base import ROWS_ONLY, Answer, Asks, SiteContext, SiteEstimate, add_timings
 from warehouse.strategies.changed_rows import ChangedRows, KeptState, source_of
 from warehouse.strategies.stamps import DIFF_DEFAULTS, StampSettings
 
@@ -97,7 +97,7 @@ def advice(diff: dict, useless_pairs: int, records: int) -> str | None:
 class SnapshotDiff(ChangedRows):
     name = "snapshot_diff"
     STATE = DumpState
-    STATE_REQUEST: ClassVar[dict] = {}
+    STATE_REQUEST: ClassVar[Asks] = ROWS_ONLY
     REPORT = "snapshot_diff"
 
     @classmethod

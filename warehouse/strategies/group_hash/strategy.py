@@ -47,6 +47,7 @@ from warehouse.strategies.group_hash.grouping import (
     ROW_HASH,
     UID,
     UNIT,
+    Grouping,
     members,
     plan_groups,
     units,
@@ -70,18 +71,8 @@ class GroupHash(Strategy):
         p_delete = planning.deletion_probability(snapshot.history)
         ctx.metrics.planning = {"prior": prior, "p_delete": p_delete, "grouping": opts.grouping}
         partitions = opts.plan_partitions or ctx.spark.sparkContext.defaultParallelism
-        plan = plan_groups(
-            snapshot.frame,
-            ctx.site.columns,
-            ctx.site.key,
-            prior=prior,
-            p_delete=p_delete,
-            cost=snapshot.cost,
-            seed=ctx.seed,
-            bits=opts.hash_bits,
-            partitions=partitions,
-            criterion=opts.grouping,
-        )
+        grouping = Grouping(prior, p_delete, snapshot.cost, ctx.seed, opts.hash_bits, opts.grouping)
+        plan = plan_groups(snapshot.frame, ctx.site.columns, ctx.site.key, grouping, partitions)
         plan.write.parquet(str(self._plan))
         stored = ctx.spark.read.parquet(str(self._plan))
         s = stored.agg(
