@@ -101,8 +101,8 @@ class SyncRun:
         """Run the sync's steps in order, timing each; the sync's metrics."""
         started = time.monotonic()
         try:
-            self._timed("extract_sites", self.extract_sites)
-            self._timed("build_fragments", self.build_fragments)
+            sites = self._timed("extract_sites", self.extract_sites)
+            self._timed("build_fragments", self.build_fragments, sites)
             counts = self._timed("assemble_view", self.assemble_view)
             self._timed("maintain_sample", self.maintain_sample, counts)
             self._timed("commit", self.commit)
@@ -138,8 +138,8 @@ class SyncRun:
             setattr(self.metrics, name, value)
 
     # -- steps -------------------------------------------------------------------------
-    def extract_sites(self) -> None:
-        """Extract every site query from its agent, the sites side by side."""
+    def extract_sites(self) -> list[SiteRun]:
+        """Extract every site query from its agent, the sites side by side; their runs."""
         self.staging = self.store.staging(self.sync_id)
         self.current: Version | None = self.store.current()
         #: the current version's random sample, read once: kept by maintain_sample, and for
@@ -148,6 +148,7 @@ class SyncRun:
         one_site = len(self.view.sites) == 1 and not self.view.multiset
         self._cost_sample = self.sample[0] if self.sample is not None and one_site else None
         self.sites = self._extract_all("site", self.options)
+        return self.sites
 
     def _extract_all(self, prefix: str, options: SyncOptions) -> list[SiteRun]:
         """Extract every site with `options`, each retried after transient failures."""
@@ -229,11 +230,11 @@ class SyncRun:
                 time.sleep(pause)
         raise AssertionError("unreachable")
 
-    def build_fragments(self) -> None:
-        """Build each site's exact delta and stage its next fragment and statistics."""
+    def build_fragments(self, sites: list[SiteRun]) -> None:
+        """Build each extracted site's exact delta and stage its next fragment and statistics."""
         number = (self.current.number + 1) if self.current else 1
         self.staged = self.store.staged_version(self.sync_id, number)
-        for site in self.sites:
+        for site in sites:
             self.results.append(site.build_fragment(self.staged))
         if self.options.verify:
             self._verify(number)
