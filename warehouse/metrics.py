@@ -72,10 +72,10 @@ class Traffic:
 class SiteDetails:
     """What a site's strategy measured beyond the counters; a one-site view shows it at the top too."""
 
-    #: Bytes of a tuple, a key and a group hash as encoded, measured on the snapshot (CostModel).
-    cost_model: dict[str, float] | None = None
+    #: The bytes of a tuple, a key and a group hash as encoded, measured on the snapshot.
+    cost_model: dict[str, float | str] | None = None
     #: Bytes each strategy was expected to cost this sync, from the statistics.
-    expected_bytes: dict[str, float] | None = None
+    expected_bytes: dict[str, float | None] | None = None
     # group_hash
     planning: dict | None = None
     # strategies that call /v1/extract

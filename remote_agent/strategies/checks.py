@@ -42,7 +42,7 @@ def check_columns(query: ValidatedQuery, expected: list[SiteColumn]) -> None:
         problems.append(f"the columns are now {[g['name'] for g in got]} instead of {[w['name'] for w in want]}")
     raise SourceDataError(
         f"the source schema of {query.where()} changed since the view was registered: {'; '.join(problems)}. "
-        "Restore the column at the source, or redefine the view to match the new schema"
+        "Restore the column at the source, or redefine the view to match the new schema (PUT its definition again)"
     )
 
 

@@ -10,16 +10,19 @@ and stages the next fragment with its update and deletion statistics. A view ove
 
 from __future__ import annotations
 
+import math
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from protocol.types import arrow_schema
 from warehouse import faults
@@ -37,8 +40,8 @@ from warehouse.planning.cost_model import CostModel
 from warehouse.planning.deletions import DELETIONS_SCHEMA, read_deletions
 from warehouse.store import layers
 from warehouse.store.versions import Version
-from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, expected_bytes
-from warehouse.strategies.base import Answer
+from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
+from warehouse.strategies.base import Answer, Built, FragmentBuild
 from warehouse.strategies.sketch.prep import Preparations
 from warehouse.viewdef import SiteQuery
 
@@ -46,6 +49,8 @@ from warehouse.viewdef import SiteQuery
 #: with Arrow on the driver of a local master (a fraction of a second) instead of by Spark
 #: jobs (seconds each, whatever the size); larger ones, and every one on a cluster, by Spark.
 DRIVER_BUILD_ROWS = 250_000
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -55,11 +60,40 @@ class Endpoint:
     name: str
     url: str
     token: str | None = None
-    verify: object = True
+    verify: ssl.SSLContext | str | bool = True
 
 
 def _utcnow() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class Projected:
+    """What project_snapshot read of the current version: the site's fragment and its layers."""
+
+    frame: DataFrame | None = None  # the snapshot with its update statistics columns; None before the load
+    current_layers: layers.Layers | None = None  # the overlay (None: the fragment is whole or absent)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What plan_groups gave: the planned strategy, the snapshot it was given, and what the
+    fragment build carries on from the current version."""
+
+    strategy: Strategy
+    snapshot: Snapshot
+    current_layers: layers.Layers | None = None  # the current version's overlay (None: its fragment is whole)
+    omega: update_counts.Histogram | None = None  # the current version's update-statistics histogram
+    #: deletion statistics rows of the current version, read once while planning (none before the load).
+    deletion_rows: tuple[tuple, ...] = ()
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """What a site's extraction gave its fragment build: the plan and the agent's answer."""
+
+    planned: Planned
+    answer: Answer
 
 
 @dataclass
@@ -81,8 +115,6 @@ class SiteRun:
     #: view): the cost model is measured on it, a uniform sample at hand, rather than on
     #: the first rows of the fragment (kept from when it was written, or read by Spark)
     sample: pa.Table | None = None
-
-    EXTRACT_STEPS = ("project_snapshot", "plan_groups", "exchange_units", "regroup")
 
     def __post_init__(self) -> None:
         self.metrics = SiteMetrics(source=self.site.source)
@@ -108,84 +140,115 @@ class SiteRun:
             self.traffic,
             sketches=self.sketches,
         )
-        self.strategy = None
-        self.answer: Answer | None = None
-        #: the current version's overlay (None: its fragment is whole) and update-statistics histogram
-        self.layers: layers.Layers | None = None
-        self.omega: update_counts.Histogram | None = None
-        #: Deletion statistics rows of the current version, read once while planning (none before the load).
-        self.deletion_rows: list[tuple] = []
+        #: what extract gave, once it has run (build_fragment reads it)
+        self.extracted: Extracted | None = None
 
-    def extract(self) -> None:
-        """Run the extraction steps against the site's agent, timing each."""
+    @property
+    def strategy(self) -> Strategy | None:
+        """The strategy that ran this site's extraction (None before it was planned)."""
+        return self.extracted.planned.strategy if self.extracted is not None else None
+
+    def extract(self) -> Extracted:
+        """Run the extraction steps against the site's agent, in order, timing each."""
         self.metrics.extract_started_at = _utcnow()
         try:
-            for step in self.EXTRACT_STEPS:
-                self.progress({"phase": step, "site": self.index, **self.traffic()})
-                t0 = time.monotonic()
-                getattr(self, step)()
-                self.metrics.phases[step] = round(time.monotonic() - t0, 3)
+            projected = self._timed("project_snapshot", self.project_snapshot)
+            planned = self._timed("plan_groups", self.plan_groups, projected)
+            answer = self._timed("exchange_units", self.exchange_units, planned.strategy)
+            answer = self._timed("regroup", self.regroup, planned.strategy, answer)
         finally:
             self.client.close()
             for name, value in self.traffic().items():
                 setattr(self.metrics, name, value)
             self.metrics.extract_finished_at = _utcnow()
+        self.extracted = Extracted(planned, answer)
+        return self.extracted
+
+    def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
+        """Run one step, reporting that it started and recording its wall time under its name."""
+        self.progress({"phase": step, "site": self.index, **self.traffic()})
+        t0 = time.monotonic()
+        out = run(*args)
+        self.metrics.phases[step] = round(time.monotonic() - t0, 3)
+        return out
 
     def traffic(self) -> dict:
         c = self.client.counter
         return {"bytes_to_agent": c.sent, "bytes_from_agent": c.received, "round_trips": c.requests}
 
     # -- steps -------------------------------------------------------------------------
-    def project_snapshot(self) -> None:
-        """Read the stored fragment (the snapshot of the site query the view last saw) with its update statistics."""
-        if self.current is not None:
-            self.layers = layers.Layers.load(self.current.site_dir(self.index))
-            self.ctx.snapshot = layers.frame(self.spark, self.current, self.index, self.site.columns, self.site.key)
+    def project_snapshot(self) -> Projected:
+        """Read the stored fragment (the snapshot of the site query) with its update statistics columns."""
+        if self.current is None:
+            return Projected()
+        return Projected(
+            layers.frame(self.spark, self.current, self.index, self.site.columns, self.site.key),
+            layers.Layers.load(self.current.site_dir(self.index)),
+        )
 
-    def plan_groups(self) -> None:
+    def plan_groups(self, projected: Projected) -> Planned:
         """Measure the cost model and the statistics, then let the strategy plan what to send."""
         faults.checkpoint(faults.PLANNING)
-        ctx = self.ctx
-        kept = self.layers.cost if self.layers is not None else None  # measured for the base, still current
-        if self.sample is not None and self.sample.num_rows >= costs.MIN_SAMPLE_ROWS and ctx.snapshot is not None:
-            # uniform, where the kept figures were measured on the first rows of a fragment
-            ctx.cost, measured_on = costs.measure_sample(self.sample, self.site, self.options.hash_bits), "sample"
-        elif kept:
-            ctx.cost, measured_on = CostModel(**kept), "kept"
+        cost = self._cost_model(projected)
+        if projected.frame is None or self.current is None:
+            snapshot = Snapshot(cost=cost)
+            strategy = STRATEGIES[self.options.strategy].create_load(self.ctx, snapshot) or LOAD(self.ctx, snapshot)
+            planned = Planned(strategy, snapshot)
         else:
-            ctx.cost = costs.measure(ctx.snapshot, self.site, self.options.hash_bits)
-            measured_on = "fragment" if ctx.snapshot is not None else "assumed"
+            omega = update_counts.load(self.current.site_dir(self.index))
+            if omega is None:  # a version written before the histogram was kept
+                omega = update_counts.of_frame(projected.frame)
+            snapshot, deletion_rows = self._statistics(projected.frame, cost, omega, self.current)
+            self.metrics.expected_bytes = expected_bytes(snapshot.statistics)
+            strategy = STRATEGIES[self.options.strategy].create(self.ctx, snapshot)
+            planned = Planned(strategy, snapshot, projected.current_layers, omega, deletion_rows)
+        strategy.plan()
+        return planned
+
+    def exchange_units(self, strategy: Strategy) -> Answer:
+        """Send what the strategy planned; file the agent's answer."""
+        return strategy.exchange()
+
+    def regroup(self, strategy: Strategy, answer: Answer) -> Answer:
+        """Any further round the answer calls for (the group-hash method's regroup)."""
+        return strategy.follow_up(answer)
+
+    # -- planning's parts ----------------------------------------------------------------
+    def _cost_model(self, projected: Projected) -> CostModel:
+        """The bytes of a tuple, a key and a group hash as encoded, of this site's rows: measured on the view's sample, kept
+        with the current base, or measured on the fragment (assumed before a load)."""
+        # the sizes measured for the base, still current
+        kept = projected.current_layers.cost if projected.current_layers is not None else None
+        if self.sample is not None and self.sample.num_rows >= costs.MIN_SAMPLE_ROWS and projected.frame is not None:
+            # uniform, where the kept figures were measured on the first rows of a fragment
+            cost, measured_on = costs.measure_sample(self.sample, self.site, self.options.hash_bits), "sample"
+        elif kept:
+            cost, measured_on = CostModel(**kept), "kept"
+        else:
+            cost = costs.measure(projected.frame, self.site, self.options.hash_bits)
+            measured_on = "fragment" if projected.frame is not None else "assumed"
         self.metrics.cost_model = {
-            "tuple_bytes": round(ctx.cost.tuple_bytes, 2),
-            "key_bytes": round(ctx.cost.key_bytes, 2),
-            "hash_bytes": round(ctx.cost.hash_bytes, 2),
+            "tuple_bytes": round(cost.tuple_bytes, 2),
+            "key_bytes": round(cost.key_bytes, 2),
+            "hash_bytes": round(cost.hash_bytes, 2),
             "measured_on": measured_on,
         }
-        if ctx.snapshot is None:
-            self.strategy = STRATEGIES[self.options.strategy].create_load(ctx) or LOAD(ctx)
-        else:
-            self.omega = update_counts.load(self.current.site_dir(self.index))
-            if self.omega is None:  # a version written before the histogram was kept
-                self.omega = update_counts.of_frame(ctx.snapshot)
-            totals = update_counts.totals(self.omega)
-            self.metrics.rows_before = totals["n"]
-            ctx.observed = (totals["obs"] or 0, totals["upd"] or 0)
-            history = read_deletions(self.current, self.index)
-            self.deletion_rows = [tuple(r.values()) for r in history]
-            ctx.history = [(r["tno"], r["dno"]) for r in history]
-            inserts = [r["ino"] for r in history if r["ino"] is not None and r["tno"]]  # not the load
-            ctx.estimate = self._estimate(totals, sum(inserts) / len(inserts) if inserts else None)
-            self.metrics.expected_bytes = expected_bytes(ctx.estimate)
-            self.strategy = STRATEGIES[self.options.strategy].create(ctx)
-        self.strategy.plan()
+        return cost
 
-    def exchange_units(self) -> None:
-        """Send what the strategy planned; file the agent's answer."""
-        self.answer = self.strategy.exchange()
-
-    def regroup(self) -> None:
-        """Any further round the answer calls for (the group-hash method's regroup)."""
-        self.answer = self.strategy.follow_up(self.answer)
+    def _statistics(
+        self, frame: DataFrame, cost: CostModel, omega: update_counts.Histogram, current: Version
+    ) -> tuple[Snapshot, tuple[tuple, ...]]:
+        """The snapshot a strategy plans from, with update statistics and the deletion statistics' prediction for this sync;
+        and the deletion statistics' rows, which the next version keeps."""
+        totals = update_counts.totals(omega)
+        self.metrics.rows_before = totals["n"]
+        observed = (totals["obs"] or 0, totals["upd"] or 0)
+        rows = read_deletions(current, self.index)
+        history = tuple((r["tno"], r["dno"]) for r in rows)
+        inserts = [r["ino"] for r in rows if r["ino"] is not None and r["tno"]]  # not the load
+        estimate = self._estimate(totals, observed, history, cost, sum(inserts) / len(inserts) if inserts else None)
+        snapshot = Snapshot(cost, frame, estimate, observed, history)
+        return snapshot, tuple(tuple(r.values()) for r in rows)
 
     def build_fragment(self, staged: Version) -> DeltaResult | TouchedDelta:
         """Compare returned rows with the snapshot tuple by tuple; stage the next fragment.
@@ -196,78 +259,88 @@ class SiteRun:
         whole.
         Returns the classified tuples (the caller releases them) with counts.
         """
+        assert self.extracted is not None, "build_fragment follows extract"
+        planned, answer = self.extracted.planned, self.extracted.answer
+        build = planned.strategy.fragment_build()
         what = f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})"
         m = self.metrics
         t0 = time.monotonic()
-        result = self._build_overlay(staged, what) if self._touched_only() else None
+        touched_rows = answer.touched_rows
+        result: DeltaResult | TouchedDelta | None = None
+        if build is FragmentBuild.TOUCHED and self._touched_only(planned, answer):
+            returned, deleted = self._answer_tables(answer, what)
+            if touched_rows is None:  # unless the strategy read them already
+                touched_rows = self._read_touched(planned.snapshot, returned, deleted)
+            result = self._build_overlay(staged, planned, returned, deleted, touched_rows)
         if result is not None:
             m.fragment_written = "overlay"
         else:
-            result = self._build_on_driver(staged, what) if self._on_driver() else None
-            if result is None:
-                result = self._build_whole(staged, what)
+            if self._on_driver(build, answer):
+                result = self._build_on_driver(staged, build, self._answer_tables(answer, what))
+            else:
+                result = self._build_whole(staged, planned, answer, what)
             m.fragment_written, m.overlay_rows = "whole", 0
+        try:
+            self._stage_common(staged, planned, Built(result, touched_rows))
+        except BaseException:
+            result.release()
+            raise
         m.phases["build_fragment"] = round(time.monotonic() - t0, 3)
         m.fragment_inserted, m.fragment_updated, m.fragment_deleted = result.inserted, result.updated, result.deleted
         m.rows_after = result.inserted + result.updated + result.kept
-        m.full_ship_estimate_bytes = round(self.ctx.cost.tuple_bytes * m.rows_scanned)
+        m.full_ship_estimate_bytes = round(planned.snapshot.cost.tuple_bytes * m.rows_scanned)
         return result
 
-    def _touched_only(self) -> bool:
+    def _touched_only(self, planned: Planned, answer: Answer) -> bool:
         """Whether this sync may compare the touched tuples only (and perhaps write an overlay).
 
         The touched tuples are compared on the driver, so no more of them than the base holds;
         a strategy that ships unchanged rows too (group_hash's changed units) may touch many
         more tuples than change, so the room in the overlay is checked on what did change."""
-        if self.current is None or not self.strategy.vouches_for_untouched():
+        if self.current is None:
             return False
-        answer = self.answer
-        touched = self._returned_rows()
+        touched = _returned_rows(answer)
         touched += pq.read_metadata(answer.deleted).num_rows if answer.deleted is not None else 0
-        return touched <= self._current_layers().base_rows
+        return touched <= self._current_layers(planned).base_rows
 
-    def _returned_rows(self) -> int:
-        """Rows the answer returned (from the files' footers)."""
-        return sum(pq.read_metadata(p).num_rows for p in self.answer.returned)
-
-    def _answer_tables(self, what: str) -> tuple[pa.Table, pa.Table]:
+    def _answer_tables(self, answer: Answer, what: str) -> tuple[pa.Table, pa.Table]:
         """The answer's rows (site columns, their key unique) and deleted keys, in Arrow."""
         columns, key = self.site.columns, self.site.key
         rows_schema = arrow_schema(columns)
         returned = pa.concat_tables(
-            [pq.read_table(p).select(rows_schema.names).cast(rows_schema) for p in self.answer.returned]
+            [pq.read_table(p).select(rows_schema.names).cast(rows_schema) for p in answer.returned]
             or [rows_schema.empty_table()]
         )
         check_unique_arrow(returned, key, what)
         key_schema = pa.schema([rows_schema.field(k) for k in key])
-        if self.answer.deleted is None:
+        if answer.deleted is None:
             return returned, key_schema.empty_table()
-        return returned, pq.read_table(self.answer.deleted).select(key).cast(key_schema)
+        return returned, pq.read_table(answer.deleted).select(key).cast(key_schema)
 
-    def _current_layers(self) -> layers.Layers:
+    def _current_layers(self, planned: Planned) -> layers.Layers:
         """The current version's layers (a fragment written whole has a base and no overlay)."""
-        return self.layers or layers.whole(self.metrics.rows_before)
+        return planned.current_layers or layers.whole(self.metrics.rows_before)
 
-    def _on_driver(self) -> bool:
+    def _on_driver(self, build: FragmentBuild, answer: Answer) -> bool:
         """Whether the whole fragment may be compared and written on the driver: a local
         master, few rows, and an answer that says what became of every key it left out."""
         if not self.ctx.local_master:
             return False
-        if self.current is not None and not (
-            self.strategy.vouches_for_untouched() or self.strategy.untouched_are_gone()
-        ):
+        if self.current is not None and build is FragmentBuild.WHOLE:
             return False
-        return (self.metrics.rows_before or 0) + self._returned_rows() <= DRIVER_BUILD_ROWS
+        return (self.metrics.rows_before or 0) + _returned_rows(answer) <= DRIVER_BUILD_ROWS
 
-    def _build_on_driver(self, staged: Version, what: str) -> TouchedDelta:
+    def _build_on_driver(
+        self, staged: Version, build: FragmentBuild, answer_tables: tuple[pa.Table, pa.Table]
+    ) -> TouchedDelta:
         """The whole-fragment build in Arrow: every stored row is a touched one. Untouched
         keys are unchanged when the strategy vouches for them, else gone (a full read)."""
         key, i = self.site.key, self.index
         omega = omega_schema(self.site.columns)
-        returned, deleted = self._answer_tables(what)
+        returned, deleted = answer_tables
         key_schema = deleted.schema
         old = layers.table(self.current, i, self.site.columns, key) if self.current is not None else omega.empty_table()
-        if self.current is not None and self.strategy.untouched_are_gone():
+        if self.current is not None and build is FragmentBuild.UNTOUCHED_GONE:
             unseen = old.select(key).join(returned.select(key), key, join_type="left anti")
             deleted = pa.concat_tables([deleted, unseen.cast(key_schema)])
         result = classify(old, returned, deleted, self.site.columns, key, self.metrics.rows_before or 0)
@@ -280,15 +353,15 @@ class SiteRun:
         cost = costs.measure_sample(fragment, self.site, self.options.hash_bits) if fragment.num_rows else None
         layers.Layers(fragment.num_rows, 0, 0, 0, asdict(cost) if cost else None).save(site_dir)
         update_counts.save(update_counts.of_table(fragment), site_dir)
-        self._stage_common(staged, result)
         return result
 
-    def _build_whole(self, staged: Version, what: str) -> DeltaResult:
-        inputs = self.strategy.delta_inputs(self.answer)
+    def _build_whole(self, staged: Version, planned: Planned, answer: Answer, what: str) -> DeltaResult:
+        """The whole-fragment build by Spark: the answer compared with every stored tuple."""
+        inputs = planned.strategy.delta_inputs(answer)
         check_unique(inputs.returned, self.site.key, what)
         snapshot = (
-            self.ctx.snapshot
-            if self.ctx.snapshot is not None
+            planned.snapshot.frame
+            if planned.snapshot.frame is not None
             else self.spark.createDataFrame([], layers.omega_ddl(self.site.columns))
         )
         result = build_delta(
@@ -303,33 +376,40 @@ class SiteRun:
             fragment = result.fragment(self.site.columns)
             fragment.write.parquet(str(staged.fragment(self.index)))
             update_counts.save(update_counts.of_frame(fragment), staged.site_dir(self.index))
-            self._stage_common(staged, result)
         except BaseException:
             result.release()
             raise
         return result
 
-    def _build_overlay(self, staged: Version, what: str) -> TouchedDelta | None:
+    def _read_touched(self, snapshot: Snapshot, returned: pa.Table, deleted: pa.Table) -> pa.Table:
+        """The stored rows (with update statistics) of the keys the answer returned or deleted, timed as `read_touched`."""
+        key = self.site.key
+        t0 = time.monotonic()
+        keys = pa.concat_tables([returned.select(key), deleted])
+        rows = self.ctx.stored_rows(keys.group_by(key).aggregate([]), snapshot.stored)
+        self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
+        return rows
+
+    def _build_overlay(
+        self, staged: Version, planned: Planned, returned: pa.Table, deleted: pa.Table, touched_rows: pa.Table
+    ) -> TouchedDelta | None:
         """The delta from the touched tuples; the next fragment as the current base with a
         grown overlay (and the offset of syncs seen one further). None, with nothing staged, when the
         overlay would pass its share of the base: the fragment is then written whole."""
-        ctx, key, i = self.ctx, self.site.key, self.index
-        returned, deleted = self._answer_tables(what)
+        key, i = self.site.key, self.index
+        assert self.current is not None and planned.omega is not None, "an overlay grows on a current version"
         key_schema = deleted.schema
-        if ctx.touched_rows is None:  # unless the strategy read them already
-            t0 = time.monotonic()
-            keys = pa.concat_tables([returned.select(key), deleted])
-            ctx.touched_rows = ctx.stored_rows(keys.group_by(key).aggregate([]))
-            self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
-        result = classify(ctx.touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)
-        current = self._current_layers()
+        result = classify(touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)
+        current = self._current_layers(planned)
         offset = current.tno_offset + 1
         omega = omega_schema(self.site.columns)
         now = result.changed.drop_columns([OP])
         now = now.set_column(now.schema.get_field_index(TNO), TNO, pc.subtract(now.column(TNO), offset))
         site_dir = staged.site_dir(i)
         upserts, removed = layers.grown(self.current.site_dir(i), current, omega, key_schema, result.left, now)
-        grown = layers.Layers(current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(ctx.cost))
+        grown = layers.Layers(
+            current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(planned.snapshot.cost)
+        )
         if not grown.room_for(0):
             result.release()
             return None
@@ -337,40 +417,51 @@ class SiteRun:
         layers.write_overlay(site_dir, upserts, removed, grown)
         self.metrics.overlay_rows = upserts.num_rows + removed.num_rows
         omega_next = update_counts.advanced(
-            self.omega, update_counts.pairs(result.left), update_counts.pairs(result.changed)
+            planned.omega, update_counts.pairs(result.left), update_counts.pairs(result.changed)
         )
         update_counts.save(omega_next, site_dir)
-        self._stage_common(staged, result)
         return result
 
-    def _stage_common(self, staged: Version, result: DeltaResult | TouchedDelta) -> None:
+    def _stage_common(self, staged: Version, planned: Planned, built: Built) -> None:
         """What every new version of a site holds besides its fragment: deletion statistics and the
         strategy's own state."""
-        rows = [*self.deletion_rows, (staged.sync_id, result.before, result.deleted, result.inserted)]
+        result = built.result
+        rows = [*planned.deletion_rows, (staged.sync_id, result.before, result.deleted, result.inserted)]
         table = pa.table(list(map(list, zip(*rows, strict=True))), schema=DELETIONS_SCHEMA)
         layers.write_part(table, staged.deletions(self.index))
-        self.ctx.result = result
-        self.strategy.stage(staged)
+        planned.strategy.stage(staged, built)
 
     # -- helpers -----------------------------------------------------------------------
-    def _estimate(self, totals, inserts: float | None) -> SiteEstimate:
+    def _estimate(
+        self,
+        totals: dict,
+        observed: tuple[int, int],
+        history: tuple[tuple[int, int], ...],
+        cost: CostModel,
+        inserts: float | None,
+    ) -> SiteEstimate:
         """The statistics' prediction for this sync: updates (Σ P(update t) and its spread),
         deletion probability, inserts per sync."""
-        obs, upd = self.ctx.observed
+        obs, upd = observed
         prior = planning.site_prior(obs, upd, self.options.default_prior)
         if self.options.prior_mode == "paper":
             prior = 1.0  # updates seen / syncs seen = (updates seen - 1 + 1) / syncs seen
         updates = (totals["a"] or 0.0) + prior * (totals["b"] or 0.0)
         squares = (totals["c"] or 0.0) + 2 * prior * (totals["e"] or 0.0) + prior * prior * (totals["f"] or 0.0)
         n = self.metrics.rows_before
-        p_delete = planning.deletion_probability(self.ctx.history)
+        p_delete = planning.deletion_probability(history)
         return SiteEstimate(
             n,
             updates / n if n else 0.0,
             p_delete,
-            self.ctx.cost,
+            cost,
             self.options.hash_bits,
             updates=updates,
             updates_variance=max(0.0, updates - squares),
-            inserts=inserts,
+            inserts=math.nan if inserts is None else inserts,
         )
+
+
+def _returned_rows(answer: Answer) -> int:
+    """Rows the answer returned (from the files' footers)."""
+    return sum(pq.read_metadata(p).num_rows for p in answer.returned)

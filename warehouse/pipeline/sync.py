@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,7 @@ from warehouse import faults
 from warehouse.deltas import join_delta
 from warehouse.deltas.join_delta import JoinDelta
 from warehouse.deltas.site_delta import DeltaResult, view_delta
+from warehouse.deltas.touched_delta import TouchedDelta
 from warehouse.errors import AgentRejected, WarehouseError
 from warehouse.metrics import Attempt, SyncMetrics
 from warehouse.multisets import combinations, matching, multiset
@@ -52,11 +54,24 @@ log = logging.getLogger("warehouse.pipeline.sync")
 #: Agent refusals of a site query it accepted at registration: a table or column is gone
 #: or no longer exposed (403), or no longer fits the site-query grammar (422).
 SCHEMA_DRIFT_STATUSES = (403, 422)
+#: How the agent ends a schema change's message (remote_agent/strategies/checks.py).
+REDEFINE_AT_AGENT = "(PUT its definition again)"
 
 #: Divergent rows a verify sync quotes in its record.
 VERIFY_EXAMPLES = 5
 #: Rows of a multiset's fragment delta turned into view delta lines at a time.
 MULTISET_BATCH_ROWS = 65_536
+
+T = TypeVar("T")
+
+
+class ViewCounts(NamedTuple):
+    """What assemble_view staged: the view delta's rows by kind, and the view's new size."""
+
+    inserted: int
+    updated: int
+    deleted: int
+    rows: int
 
 
 @dataclass
@@ -72,8 +87,6 @@ class SyncRun:
     #: Background builds of sketch tables: queued after the commit, taken by the next sync.
     sketches: Preparations | None = None
 
-    STEPS = ("extract_sites", "build_fragments", "assemble_view", "maintain_sample", "commit")
-
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
         self.metrics = SyncMetrics(
@@ -83,17 +96,18 @@ class SyncRun:
         )
         self.sites: list[SiteRun] = []
         self.checks: list[SiteRun] = []  # verify mode: the full reads
-        self.results: list[DeltaResult] = []
+        self.results: list[DeltaResult | TouchedDelta] = []
         self._lock = threading.Lock()
 
     def run(self) -> SyncMetrics:
+        """Run the sync's steps in order, timing each; the sync's metrics."""
         started = time.monotonic()
         try:
-            for step in self.STEPS:
-                self.progress({"phase": step, **self._traffic()})
-                t0 = time.monotonic()
-                getattr(self, step)()
-                self.metrics.phases[step] = round(time.monotonic() - t0, 3)
+            sites = self._timed("extract_sites", self.extract_sites)
+            self._timed("build_fragments", self.build_fragments, sites)
+            counts = self._timed("assemble_view", self.assemble_view)
+            self._timed("maintain_sample", self.maintain_sample, counts)
+            self._timed("commit", self.commit)
         except BaseException:
             self._count_traffic()  # a failed sync still reports what crossed the link
             raise
@@ -103,6 +117,14 @@ class SyncRun:
             self.store.discard(self.sync_id)
             self.metrics.wall_seconds = round(time.monotonic() - started, 3)
         return self.metrics
+
+    def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
+        """Run one step, reporting that it started and recording its wall time under its name."""
+        self.progress({"phase": step, **self._traffic()})
+        t0 = time.monotonic()
+        out = run(*args)
+        self.metrics.phases[step] = round(time.monotonic() - t0, 3)
+        return out
 
     def _traffic(self) -> dict:
         """Bytes and calls so far, failed attempts included."""
@@ -118,8 +140,8 @@ class SyncRun:
             setattr(self.metrics, name, value)
 
     # -- steps -------------------------------------------------------------------------
-    def extract_sites(self) -> None:
-        """Extract every site query from its agent, the sites side by side."""
+    def extract_sites(self) -> list[SiteRun]:
+        """Extract every site query from its agent, the sites side by side; their runs."""
         self.staging = self.store.staging(self.sync_id)
         self.current: Version | None = self.store.current()
         #: the current version's random sample, read once: kept by maintain_sample, and for
@@ -128,6 +150,7 @@ class SyncRun:
         one_site = len(self.view.sites) == 1 and not self.view.multiset
         self._cost_sample = self.sample[0] if self.sample is not None and one_site else None
         self.sites = self._extract_all("site", self.options)
+        return self.sites
 
     def _extract_all(self, prefix: str, options: SyncOptions) -> list[SiteRun]:
         """Extract every site with `options`, each retried after transient failures."""
@@ -145,7 +168,7 @@ class SyncRun:
             with ThreadPoolExecutor(count, thread_name_prefix=f"{prefix}-{self.sync_id[:8]}") as pool:
                 for future in [pool.submit(one, i) for i in range(count)]:
                     future.result()  # the first failure fails the sync
-        return runs
+        return [run for run in runs if run is not None]  # every one, or `one` raised
 
     def _extract_site(self, i: int, prefix: str, options: SyncOptions, live: list[SiteRun]) -> SiteRun:
         """One site's extraction; a transient failure (link, timeout, cut or corrupt answer)
@@ -190,10 +213,9 @@ class SyncRun:
                 if not exc.transient or attempt == self.options.agent_retries:
                     if isinstance(exc, AgentRejected) and exc.status in SCHEMA_DRIFT_STATUSES:
                         exc.message = f"source {site.source!r}: {exc.message}. The agent accepted this site query when the view was registered: the source schema (or the agent's --allow list) changed since; restore it, or redefine the view (PUT /v1/views/{self.view_name})"
-                    elif isinstance(exc, AgentRejected) and exc.message.endswith(
-                        "redefine the view to match the new schema"
-                    ):
-                        exc.message = f"{exc.message} (PUT /v1/views/{self.view_name})"  # the agent knows no view name
+                    elif isinstance(exc, AgentRejected) and exc.message.endswith(REDEFINE_AT_AGENT):
+                        # the agent knows no view name: its way out is said here with the view's
+                        exc.message = exc.message.removesuffix(REDEFINE_AT_AGENT) + f"(PUT /v1/views/{self.view_name})"
                     if exc.transient:
                         exc.message = f"{exc.message} (gave up after {attempt + 1} attempt(s); SERVICE_AGENT_RETRIES={self.options.agent_retries})"
                     raise
@@ -213,11 +235,11 @@ class SyncRun:
                 time.sleep(pause)
         raise AssertionError("unreachable")
 
-    def build_fragments(self) -> None:
-        """Build each site's exact delta and stage its next fragment and statistics."""
+    def build_fragments(self, sites: list[SiteRun]) -> None:
+        """Build each extracted site's exact delta and stage its next fragment and statistics."""
         number = (self.current.number + 1) if self.current else 1
         self.staged = self.store.staged_version(self.sync_id, number)
-        for site in self.sites:
+        for site in sites:
             self.results.append(site.build_fragment(self.staged))
         if self.options.verify:
             self._verify(number)
@@ -230,8 +252,8 @@ class SyncRun:
         self._extract_all("check", replace(self.options, strategy="full_ship", verify=False))
         checked = Version(number, self.sync_id, self.staging / "checked")
         results = [site.build_fragment(checked) for site in self.checks]
-        report = {"rows_compared": 0, "divergent_rows": 0, "examples": [], "sources": []}
-        for i, (site, result) in enumerate(zip(self.view.sites, results)):
+        report: dict[str, Any] = {"rows_compared": 0, "divergent_rows": 0, "examples": [], "sources": []}
+        for i, (site, result) in enumerate(zip(self.view.sites, results, strict=True)):
             names = [c.name for c in site.columns]
             method = layers.frame(self.spark, self.staged, i, site.columns, site.key).select(*names)
             full = layers.frame(self.spark, checked, i, site.columns, site.key).select(*names)
@@ -261,7 +283,7 @@ class SyncRun:
             )
         self.metrics.verify = report
 
-    def assemble_view(self) -> None:
+    def assemble_view(self) -> ViewCounts:
         """The view's delta: the fragment's own for one site; for several, from the fragments'
         changes by the delta rules (join_delta.py), or by recomputing the join; for a
         multiset, its lines with counts (multiset.py)."""
@@ -284,16 +306,20 @@ class SyncRun:
         m = self.metrics
         m.rows_inserted, m.rows_updated, m.rows_deleted, m.rows_in_view = counts
         faults.checkpoint("delta_written")
+        return ViewCounts(*counts)
 
-    def _multiset_delta(self, result: DeltaResult) -> tuple[int, int]:
+    def _multiset_delta(self, result: DeltaResult | TouchedDelta) -> tuple[int, int]:
         """Stage the delta of a multiset view of one site: its fragment's changes as lines
         with counts. Returns the occurrences inserted and deleted."""
         site = self.view.sites[0]
         changes = self.staging / "fragment-delta"
         result.write_delta(changes, site.columns)
 
+        current = self.current
+
         def old_counts(keys: pa.Table) -> pa.Table:
-            return layers.lookup(self.current, 0, site.columns, site.key, keys)
+            assert current is not None, "a load updates no line"
+            return layers.lookup(current, 0, site.columns, site.key, keys)
 
         target = self.store.staged_delta(self.sync_id)
         return multiset.write_lines(changes, old_counts, self.view, target, MULTISET_BATCH_ROWS)
@@ -310,6 +336,7 @@ class SyncRun:
         return inserted, updated, deleted, before + inserted - deleted
 
     def _assemble(self, joins: JoinDelta) -> tuple[int, int, int, int]:
+        reason: str | None
         if self.current is None:
             reason = "first sync"
         elif self.options.verify:
@@ -322,12 +349,13 @@ class SyncRun:
         if reason is None:
             t0 = time.monotonic()
             changes = [r.delta_table(site.columns) for r, site in zip(self.results, self.view.sites, strict=True)]
+            assert self.current is not None, "a first sync recomputes"
             try:
                 old, new = joins.candidates(self.current, changes)
             except join_delta.TooLarge as exc:
                 reason = str(exc)
             else:
-                self.metrics.assembly = {
+                assembly = self.metrics.assembly = {
                     "method": "delta_rules",
                     "joined_on": "driver" if joins.equi is not None else "spark",
                     "delta_s": round(time.monotonic() - t0, 3),
@@ -335,8 +363,8 @@ class SyncRun:
                 t0 = time.monotonic()
                 delta = join_delta.view_changes(old, new, joins.view.key)
                 lines = combinations.net_lines(old, new, self.view) if self.view.multiset else None
-                counts = self._maintained(joins.view, delta, lines)
-                self.metrics.assembly["write_s"] = round(time.monotonic() - t0, 3)
+                counts = self._maintained(joins.view, delta, lines, assembly)
+                assembly["write_s"] = round(time.monotonic() - t0, 3)
                 return counts
         self.metrics.assembly = {"method": "recompute", "reason": reason, "view_written": "whole"}
         return self._recompute(joins)
@@ -368,13 +396,18 @@ class SyncRun:
         inserted, updated, deleted = self._counted(self.spark.read.parquet(target))
         return inserted, updated, deleted, size
 
-    def _maintained(self, view: ViewDef, delta: pa.Table, lines: pa.Table | None) -> tuple[int, int, int, int]:
+    def _maintained(
+        self, view: ViewDef, delta: pa.Table, lines: pa.Table | None, assembly: dict
+    ) -> tuple[int, int, int, int]:
         """Stage the delta the rules found, and the view's rows: the stored ones under a
-        grown overlay, or written whole when the overlay would pass its share of the base.
-        `view` is the one stored (a multiset's combinations, whose `lines` are the delta)."""
+        grown overlay, or written whole when the overlay would pass its share of the base
+        (said in `assembly`). `view` is the one stored (a multiset's combinations, whose
+        `lines` are the delta)."""
+        current = self.current
+        assert current is not None, "the rules maintain a stored view"
         ops = delta.column(OP)
         inserted, updated, deleted = (pc.sum(pc.equal(ops, op)).as_py() or 0 for op in (INSERT, UPDATE, DELETE))
-        before = self.current.meta()["rows"]
+        before = current.meta()["rows"]
         changed = self.store.staged_delta(self.sync_id)
         if lines is not None:
             changed = self.staging / "combination-delta"
@@ -386,22 +419,22 @@ class SyncRun:
         key_schema = pa.schema([schema.field(k) for k in view.key])
         now = delta.filter(pc.is_in(ops, pa.array([INSERT, UPDATE]))).select(schema.names)
         replaced = delta.filter(pc.is_in(ops, pa.array([UPDATE, DELETE]))).select(key_schema.names)
-        overlay = self.current.view_overlay()
+        overlay = current.view_overlay()
         previous = layers.Layers.load(overlay) or layers.whole(before)
         upserts, removed = layers.grown(overlay, previous, schema, key_schema, replaced, now)
         grown = layers.Layers(previous.base_rows, upserts.num_rows, removed.num_rows, 0)
         if grown.room_for(0):
-            layers.link_files(self.current.rows(), self.staged.rows())
+            layers.link_files(current.rows(), self.staged.rows())
             layers.write_overlay(self.staged.view_overlay(), upserts, removed, grown)
-            self.metrics.assembly.update(view_written="overlay", overlay_rows=grown.overlay_rows())
+            assembly.update(view_written="overlay", overlay_rows=grown.overlay_rows())
         else:
             staged = self.spark.read.schema(f"{OP} string, {spark_schema(view.columns)}")
             changes = staged.parquet(str(changed))
             rows = layers.without_keys(
-                layers.view_frame(self.spark, self.current, view), changes.select(*view.key), view.key
+                layers.view_frame(self.spark, current, view), changes.select(*view.key), view.key
             )
             rows.unionByName(join_delta.upserted(changes)).write.parquet(str(self.staged.rows()))
-            self.metrics.assembly["view_written"] = "whole"
+            assembly["view_written"] = "whole"
         return inserted, updated, deleted, before + inserted - deleted
 
     @staticmethod
@@ -410,9 +443,9 @@ class SyncRun:
         counts = {r[OP]: r["count"] for r in delta.groupBy(OP).count().collect()}
         return counts.get(INSERT, 0), counts.get(UPDATE, 0), counts.get(DELETE, 0)
 
-    def maintain_sample(self) -> None:
-        """Keep the view's random sample, if it has one, from the staged delta, into the
-        staged version (view_sample.py): committed with it."""
+    def maintain_sample(self, counts: ViewCounts) -> None:
+        """Keep the view's random sample, if it has one, from the staged delta (which
+        `counts` counts), into the staged version (view_sample.py): committed with it."""
         target = self.options.view_options.sample_size
         if not target:
             return
@@ -424,21 +457,26 @@ class SyncRun:
             self.view,
             self.store.staged_delta(self.sync_id),
             self.current.meta()["rows"] if self.current is not None else 0,
-            m.rows_in_view,
-            m.rows_deleted,
+            counts.rows,
+            counts.deleted,
             lambda: view_rows.view_batches(self.staged, self.view, MULTISET_BATCH_ROWS),
             np.random.default_rng(self.seed),
-            counts=lambda contents: view_sample.stored_counts(self.current, self.view, contents),
+            counts=self._stored_counts,
         )
         view_sample.save(self.staged, result)
         m.sample = {**asdict(result.state), "seconds": round(time.monotonic() - t0, 3)}
+
+    def _stored_counts(self, contents: pa.Table) -> dict[tuple, int]:
+        """The current version's counts of the view rows `contents` (view_sample.stored_counts)."""
+        assert self.current is not None, "a load's sample is drawn from its delta alone"
+        return view_sample.stored_counts(self.current, self.view, contents)
 
     def commit(self) -> None:
         """Make the staged version current in one atomic step."""
         m = self.metrics
         m.add_sites([s.metrics for s in self.sites])
         self._count_traffic()  # verify reads and failed attempts count too
-        m.realized_benefit_bytes = m.full_ship_estimate_bytes - m.bytes_to_agent - m.bytes_from_agent
+        m.realized_benefit_bytes = (m.full_ship_estimate_bytes or 0) - m.bytes_to_agent - m.bytes_from_agent
         m.rows_after = m.rows_in_view
         meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view, "metrics": m.to_json()}
         committed = self.store.commit(self.staged, meta)

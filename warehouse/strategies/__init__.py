@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from warehouse.strategies.auto import Auto
-from warehouse.strategies.base import SiteContext, SiteEstimate, Strategy
+from warehouse.strategies.base import FragmentBuild, SiteContext, SiteEstimate, Snapshot, Strategy
 from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.group_hash.strategy import GroupHash
 from warehouse.strategies.range_checksum import RangeChecksum
@@ -27,10 +27,10 @@ STRATEGIES: dict[str, type[Strategy]] = {
 #: The strategy of a load, whatever the view's.
 LOAD = FullShip
 
-__all__ = ["LOAD", "STRATEGIES", "SiteContext", "SiteEstimate", "Strategy"]
+__all__ = ["LOAD", "STRATEGIES", "FragmentBuild", "SiteContext", "SiteEstimate", "Snapshot", "Strategy"]
 
 
-def expected_bytes(estimate: SiteEstimate) -> dict[str, float]:
+def expected_bytes(estimate: SiteEstimate) -> dict[str, float | None]:
     """What each strategy expects a sync to cost, given the statistics.
 
     >>> from warehouse.planning.cost_model import CostModel
@@ -38,7 +38,7 @@ def expected_bytes(estimate: SiteEstimate) -> dict[str, float]:
     >>> sorted(costs) == sorted(set(STRATEGIES) - {"auto"}) and costs["full_ship"] == 500_000.0
     True
     """
-    out = {}
+    out: dict[str, float | None] = {}
     for name, cls in STRATEGIES.items():
         if cls is not Auto:
             cost = cls.expected_bytes(estimate)

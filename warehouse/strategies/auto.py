@@ -13,7 +13,7 @@ can start from it; elsewhere it never considers it.
 
 from __future__ import annotations
 
-from warehouse.strategies.base import SiteContext, SiteEstimate, Strategy
+from warehouse.strategies.base import SiteContext, SiteEstimate, Snapshot, Strategy
 from warehouse.strategies.cheapest import choose
 from warehouse.strategies.row_version.strategy import RowVersion
 from warehouse.strategies.snapshot_diff import SnapshotDiff
@@ -34,16 +34,16 @@ class Auto(Strategy):
     name = "auto"
 
     @classmethod
-    def create(cls, ctx: SiteContext) -> Strategy:
-        chosen = choose(ctx.estimate, conditional(ctx))
+    def create(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
+        chosen = choose(snapshot.statistics, conditional(ctx))
         ctx.metrics.chosen = chosen.name
-        return chosen.create(ctx)
+        return chosen.create(ctx, snapshot)
 
     @classmethod
-    def create_load(cls, ctx: SiteContext) -> Strategy | None:
+    def create_load(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy | None:
         """The load of the first conditional candidate that applies (it keeps state), else the shared one."""
         for candidate in conditional(ctx):
-            return candidate.create_load(ctx)
+            return candidate.create_load(ctx, snapshot)
         return None
 
     @classmethod

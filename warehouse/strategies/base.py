@@ -7,20 +7,27 @@ site's sync (`site_sync.SiteRun`) runs the same steps whatever the strategy:
     plan        decide what to send, from the stored snapshot (staging files, metrics)
     exchange    send it and file the answer: returned rows, deleted keys
     follow_up   any further round the answer calls for (the group-hash regroup)
+    fragment_build  what became of the keys the answer left out (FragmentBuild)
     delta_inputs  what the exact delta is built from (rows, deleted keys, keys vouched for)
+    stage       keep its own state beside the new fragment, given how it was built
 
-and each says what a sync would cost it in bytes, given the statistics, so that a choice
+A strategy is created with what the sync knows when it starts (`SiteContext`) and what
+planning found of the stored snapshot (`Snapshot`); both are frozen, and each step hands
+on what it gives (an `Answer`, a `Built`) rather than writing it into either. Each also
+says what a sync would cost it in bytes, given the statistics, so that a choice
 between strategies can compare them before any of them runs.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from protocol import frames
-from protocol.models import ChangedSince, ExtractControl, FetchControl, SiteSpec
+from protocol.models import ChangedSince, ExtractControl, FetchControl, SiteColumn, SiteSpec
 from protocol.types import Column, arrow_schema
 from protocol.wire import COUNT, HASH, UID
 from warehouse import faults
@@ -43,7 +50,12 @@ from warehouse.store.versions import Version
 from warehouse.viewdef import SiteQuery
 
 if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports this module
+    from warehouse.deltas.site_delta import DeltaResult
+    from warehouse.deltas.touched_delta import TouchedDelta
     from warehouse.strategies.sketch.prep import Preparations
+
+    #: A sync's classified tuples of a site, whichever way its fragment was built.
+    ClassifiedTuples = DeltaResult | TouchedDelta
 
 #: Rows per Arrow frame sent to the agent.
 SEND_BATCH_ROWS = 65_536
@@ -51,7 +63,20 @@ SEND_BATCH_ROWS = 65_536
 #: ⟨K, b⟩ (key K, b-bit hash) of Labio and Garcia-Molina's snapshot-differential paper. A
 #: miss needs a 64-bit collision under a per-sync seed, and a wider hash would double what
 #: most of its request weighs.
-TUPLE_HASH_BITS = 64
+TUPLE_HASH_BITS: Final = 64
+
+
+def wire_hash_bits(bits: int) -> Literal[64, 128]:
+    """`bits` (the view's hash width, validated with its options) as the wire names it.
+
+    >>> wire_hash_bits(128)
+    128
+    """
+    if bits == 64:
+        return 64
+    if bits == 128:
+        return 128
+    raise ValueError(f"hash_bits must be 64 or 128, not {bits}")
 
 
 @dataclass(frozen=True)
@@ -69,17 +94,18 @@ class SiteEstimate:
     p_delete: float  # chance that a tuple is deleted before the next sync (deletion statistics)
     cost: CostModel  # measured bytes of a tuple, a key and a group hash
     hash_bits: int
-    #: Σ over tuples of P(update t), and of P(update t)(1 − P(update t)) (update statistics).
-    updates: float | None = None
-    updates_variance: float | None = None
-    #: Rows inserted per sync, on average (the deletion statistics' insert counts); None: taken equal to the deletes.
-    inserts: float | None = None
+    #: Σ over tuples of P(update t), and of P(update t)(1 − P(update t)) (update statistics); NaN: from
+    #: `rows` and `p_update`, as Bernoulli updates.
+    updates: float = math.nan
+    updates_variance: float = math.nan
+    #: Rows inserted per sync, on average (the deletion statistics' insert counts); NaN: taken equal to the deletes.
+    inserts: float = math.nan
 
     def __post_init__(self) -> None:
-        if self.updates is None:
+        if math.isnan(self.updates):
             object.__setattr__(self, "updates", self.rows * self.p_update)
             object.__setattr__(self, "updates_variance", self.rows * self.p_update * (1 - self.p_update))
-        if self.inserts is None:
+        if math.isnan(self.inserts):
             object.__setattr__(self, "inserts", self.deletes)
 
     @property
@@ -107,9 +133,62 @@ class SiteEstimate:
         return self.rows * self.cost.tuple_bytes
 
 
-@dataclass
+def site_columns(columns: list[Column]) -> list[SiteColumn]:
+    """Columns as a request's site query names them.
+
+    >>> from protocol.types import LogicalType
+    >>> site_columns([Column("id", LogicalType.parse("int"))])
+    [SiteColumn(name='id', type='int')]
+    """
+    return [SiteColumn(name=c.name, type=str(c.type)) for c in columns]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the planning step found of a site's stored snapshot: the fragment and its statistics.
+
+    A strategy is created with it (its steps read it, none writes it); a load has no
+    fragment and no statistics but the assumed cost model.
+    """
+
+    cost: CostModel  # measured bytes of a tuple, a key and a group hash (assumed on a load)
+    frame: DataFrame | None = None  # the stored fragment with its update statistics columns; None on a load
+    estimate: SiteEstimate | None = None
+    #: Σ(tno − 1) and Σ(uno − 1) over the snapshot: observations and updates seen.
+    observed: tuple[int, int] = (0, 0)
+    #: (tno, dno) of each sync in deletion statistics: tuples before it and tuples it deleted.
+    history: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def stored(self) -> DataFrame:
+        """The fragment, which every step after a load's reads (a load has none)."""
+        assert self.frame is not None, "a load has no stored fragment"
+        return self.frame
+
+    @property
+    def statistics(self) -> SiteEstimate:
+        """The estimate, which every sync after a load has."""
+        assert self.estimate is not None, "a load has no statistics"
+        return self.estimate
+
+
+class FragmentBuild(Enum):
+    """How a site's next fragment is built from an answer: what the snapshot keys the
+    answer neither returned nor reported deleted (the untouched ones) have become."""
+
+    #: Untouched keys are found by comparing the whole snapshot (in Spark, or with
+    #: Arrow on the driver of a small load).
+    WHOLE = "whole"
+    #: Every untouched key is unchanged: the touched tuples alone are compared, and the
+    #: fragment may grow an overlay.
+    TOUCHED = "touched"
+    #: Every untouched key is gone (a full read): whole, on the driver when small.
+    UNTOUCHED_GONE = "untouched_gone"
+
+
+@dataclass(frozen=True)
 class SiteContext:
-    """One site's share of a sync, as a strategy sees it."""
+    """One site's share of a sync, as a strategy sees it: what is known when the sync starts."""
 
     spark: SparkSession
     index: int
@@ -122,31 +201,20 @@ class SiteContext:
     metrics: SiteMetrics
     progress: Callable[[dict], None]
     traffic: Callable[[], dict]
-    snapshot: DataFrame | None = None
-    cost: CostModel | None = None
-    estimate: SiteEstimate | None = None
-    #: Over the snapshot's tuples, the sums of syncs seen and of updates seen, each less the
-    #: tuple's entry: observations and real updates.
-    observed: tuple[int, int] = (0, 0)
-    history: list[tuple[int, int]] = field(default_factory=list)
-    #: The stored rows (with update statistics) of the keys the answer touched, when the delta was built
-    #: from them alone (site_sync: an overlay); None when it was built over the snapshot.
-    #: A strategy that read them itself sets them during its exchange (rows of a superset
-    #: of the touched keys), and the delta is built from those.
-    touched_rows: pa.Table | None = None
-    #: The classified tuples of this sync (DeltaResult or TouchedDelta), set before the
-    #: strategy stages what it keeps.
-    result: object | None = None
     #: The service's background builds of sketch tables (None: a table is built inline).
     sketches: Preparations | None = None
-
     #: Sources on dump files: the dump of each table every request of this sync reads, once
-    #: a strategy fixed them (snapshot_diff: those it compared); None: each request reads the newest.
+    #: a strategy fixed them (snapshot_diff: those it compared, in a context of its own
+    #: made with `replace`); None: each request reads the newest.
     dumps: dict[str, str] | None = None
 
     def spec(self) -> SiteSpec:
+        """The site query as the agent's requests carry it."""
         return SiteSpec(
-            sql=self.site.sql, key=self.site.key, columns=[c.to_json() for c in self.site.columns], dumps=self.dumps
+            sql=self.site.sql,
+            key=self.site.key,
+            columns=site_columns(self.site.columns),
+            dumps=self.dumps,
         )
 
     def key_columns(self) -> list[Column]:
@@ -162,21 +230,23 @@ class SiteContext:
     @property
     def local_master(self) -> bool:
         """Whether Spark runs in this process's JVM, the driver its only executor."""
-        return local_cores(self.spark.sparkContext.master) is not None
+        master = self.spark.sparkContext.master
+        return master is not None and local_cores(master) is not None
 
-    def stored_rows(self, keys: pa.Table) -> pa.Table:
-        """The snapshot's rows (with update statistics) of `keys` (a table of the key columns). On a local
+    def stored_rows(self, keys: pa.Table, snapshot: DataFrame) -> pa.Table:
+        """The `snapshot`'s rows (with update statistics) of `keys` (a table of the key columns). On a local
         master the driver is the only executor, and Arrow reads the files with the keys as
         a filter (a fraction of a second at 1M rows, where a Spark job over the fragment
         took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
         from warehouse.store import layers  # layers reads fragments with this module's schemas
 
         if self.local_master:
+            assert self.current is not None, "a load has no stored rows"
             return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys)
         probe = self.staging / "touched-keys.parquet"
         pq.write_table(keys, probe)
         probed = self.spark.read.schema(spark_schema(self.key_columns())).parquet(str(probe))
-        return self.snapshot.join(F.broadcast(probed), self.site.key, "left_semi").toArrow()
+        return snapshot.join(F.broadcast(probed), self.site.key, "left_semi").toArrow()
 
     def tick(self, rows_received: int) -> None:
         """Report the exchange's progress, and let fault injection strike mid-answer."""
@@ -191,6 +261,10 @@ class Answer:
     returned: list[Path]  # rows to compare with the snapshot: new, changed, shipped
     deleted: Path | None = None  # keys the agent reported gone (with their uid)
     summary: dict = field(default_factory=dict)  # the agent's summary frame
+    #: The stored rows (with update statistics) of a superset of the keys the answer touched, when the
+    #: strategy read them during its exchange (the delta is then built from them); None:
+    #: site_sync reads them if it builds the delta from the touched keys alone.
+    touched_rows: pa.Table | None = None
 
 
 @dataclass
@@ -202,18 +276,30 @@ class DeltaInputs:
     unchanged_keys: DataFrame  # snapshot keys the answer vouches for without returning them
 
 
+@dataclass(frozen=True)
+class Built:
+    """What building a site's next fragment gave, for the strategy to stage what it keeps."""
+
+    result: ClassifiedTuples  # the sync's classified tuples of the site
+    #: The stored rows (with update statistics) of the keys the answer touched, when they were read (by the
+    #: strategy during its exchange, or to build the delta from the touched keys alone);
+    #: None: the delta was built over the snapshot without them.
+    touched_rows: pa.Table | None = None
+
+
 class Strategy(ABC):
     """One way to find a site query's delta; see the module's docstring."""
 
     name: ClassVar[str]
 
-    def __init__(self, ctx: SiteContext):
+    def __init__(self, ctx: SiteContext, snapshot: Snapshot):
         self.ctx = ctx
+        self.snapshot = snapshot
 
     @classmethod
-    def create(cls, ctx: SiteContext) -> Strategy:
+    def create(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
         """The strategy that runs this site's sync (auto answers with the one it chose)."""
-        return cls(ctx)
+        return cls(ctx, snapshot)
 
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
@@ -221,7 +307,7 @@ class Strategy(ABC):
         return True
 
     @classmethod
-    def create_load(cls, ctx: SiteContext) -> Strategy | None:
+    def create_load(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy | None:
         """The strategy of the view's first load when it must keep state of its own; None: the shared LOAD."""
         return None
 
@@ -241,23 +327,19 @@ class Strategy(ABC):
         """Snapshot keys found unchanged without their rows travelling; None: no such keys."""
         return None
 
-    def vouches_for_untouched(self) -> bool:
-        """Whether every snapshot key that the answer neither returned nor reported deleted
-        is unchanged, so that the delta may be built from the touched keys alone."""
-        return False
-
-    def untouched_are_gone(self) -> bool:
-        """Whether every snapshot key that the answer did not return is deleted (nothing is
-        vouched for unseen)."""
-        return False
+    def fragment_build(self) -> FragmentBuild:
+        """What the untouched snapshot keys have become, after the exchange: so how the next
+        fragment is built (by default, by comparing the whole snapshot)."""
+        return FragmentBuild.WHOLE
 
     @classmethod
     @abstractmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:
         """Bytes both ways a sync is expected to cost, given the statistics."""
 
-    def stage(self, staged: Version) -> None:  # noqa: B027 (optional hook: most strategies keep nothing)
-        """Stage what the strategy keeps between syncs beside the new fragment; nothing by default."""
+    def stage(self, staged: Version, built: Built) -> None:  # noqa: B027 (optional hook: most strategies keep nothing)
+        """Stage what the strategy keeps between syncs beside the new fragment, given how it
+        was built; nothing by default."""
 
     def delta_inputs(self, answer: Answer) -> DeltaInputs:
         ctx = self.ctx
@@ -273,50 +355,71 @@ class Strategy(ABC):
         return DeltaInputs(returned, deleted, unchanged)
 
 
+@dataclass(frozen=True)
+class Asks:
+    """What an extract asks of the agent besides the rows (the change-stamp strategies' reads)."""
+
+    source_clock: bool = False  # the database's clock
+    query_plan: bool = False  # the database's plan of the query
+    source_snapshot: bool = False  # its current snapshot
+    changed_since: int | None = None  # an xid8: only the rows written since
+
+
+#: An extract that asks for the rows alone.
+ROWS_ONLY = Asks()
+
+
 def extract_exchange(
     ctx: SiteContext,
     data: Iterable[bytes] = (),
     *,
     spec: SiteSpec | None = None,
     prefix: str = "",
-    source_clock: bool = False,
-    query_plan: bool = False,
-    source_snapshot: bool = False,
-    changed_since: int | None = None,
+    asks: Asks = ROWS_ONLY,
 ) -> Answer:
     """One POST /v1/extract: the control frame, then the `data` frames; files the answer's frames.
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
     `spec` replaces the site query (e.g. narrowed to a range, or to its keys), `prefix` the
-    staging files' names, `source_clock` asks the agent for its database's clock,
-    `query_plan` for the database's plan of the query, `source_snapshot` for its current
-    snapshot, and `changed_since` (an xid8) narrows the query to the rows written since.
+    staging files' names, and `asks` says what else the agent is asked for.
     """
-    hash_bits = ctx.options.hash_bits
     spec = spec or ctx.spec()
     control = ExtractControl(
         site=spec,
         seed=ctx.seed,
-        hash_bits=hash_bits,
+        hash_bits=wire_hash_bits(ctx.options.hash_bits),
         batch_rows=ctx.options.batch_rows,
         tuple_hash_bits=TUPLE_HASH_BITS,
-        source_clock=source_clock,
-        query_plan=query_plan,
-        source_snapshot=source_snapshot,
-        changed_since=None if changed_since is None else ChangedSince(xmin=changed_since),
+        source_clock=asks.source_clock,
+        query_plan=asks.query_plan,
+        source_snapshot=asks.source_snapshot,
+        changed_since=None if asks.changed_since is None else ChangedSince(xmin=asks.changed_since),
     )
+    body = itertools.chain([frames.json_frame(frames.CONTROL, _control_fields(control))], data)
+    answer, rows_received = _file_extract_answer(ctx, body, spec, prefix)
+    _record_extract_summary(ctx.metrics, answer.summary, rows_received)
+    return answer
+
+
+#: Requests of an extract left out of its control frame when off, as an agent older than
+#: them is sent.
+OPTIONAL_REQUESTS = ("source_clock", "query_plan", "source_snapshot", "changed_since")
+
+
+def _control_fields(control: ExtractControl) -> dict:
+    """The control frame's fields, without the optional requests that are off."""
     fields = control.model_dump()
-    for name in (
-        "source_clock",
-        "query_plan",
-        "source_snapshot",
-        "changed_since",
-    ):  # left out when off, as an agent older than them is sent
+    for name in OPTIONAL_REQUESTS:
         if not fields[name]:
             del fields[name]
-    body = itertools.chain([frames.json_frame(frames.CONTROL, fields)], data)
+    return fields
 
+
+def _file_extract_answer(ctx: SiteContext, body: Iterable[bytes], spec: SiteSpec, prefix: str) -> tuple[Answer, int]:
+    """Send `body` to POST /v1/extract and file the answer's frames in the staging (rows,
+    deleted keys, broken units); the answer and the rows it returned."""
     returned_path, deleted_path = ctx.staging / f"{prefix}returned.parquet", ctx.staging / f"{prefix}deleted.parquet"
+    hash_bits = ctx.options.hash_bits
     broken_schema = pa.schema(
         [pa.field(UID, pa.int64()), pa.field(HASH, pa.binary(hash_bits // 8)), pa.field(COUNT, pa.int64())]
     )
@@ -343,16 +446,19 @@ def extract_exchange(
                 continue  # a newer agent's extra frame kinds are ignored
             sink.write(frame.batch())
             ctx.tick(returned.rows)
-    m = ctx.metrics
+    return Answer([returned_path], deleted_path, summary), returned.rows
+
+
+def _record_extract_summary(m: SiteMetrics, summary: dict, rows_received: int) -> None:
+    """Copy what the agent's summary of an extract says into the site's metrics."""
     m.rows_scanned = summary.get("rows_scanned", 0)
-    m.rows_received = returned.rows
+    m.rows_received = rows_received
     m.groups_identical = summary.get("units_identical", 0)
     m.groups_changed = summary.get("units_changed", 0)
     m.groups_regrouped = summary.get("units_broken", 0)
     m.agent_seconds = summary.get("elapsed_s")
     m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
     m.agent_pacing = summary.get("pacing") or m.agent_pacing
-    return Answer([returned_path], deleted_path, summary)
 
 
 def fetch_exchange(ctx: SiteContext, key_table: pa.Table, path: Path) -> int:

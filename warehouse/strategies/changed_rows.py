@@ -44,17 +44,23 @@ from warehouse.names import spark_schema
 from warehouse.store.versions import Version
 from warehouse.strategies.base import (
     Answer,
+    Asks,
+    Built,
     DeltaInputs,
+    FragmentBuild,
     SiteContext,
     SiteEstimate,
+    Snapshot,
     Strategy,
     extract_exchange,
     fetch_exchange,
+    site_columns,
 )
 from warehouse.strategies.cheapest import choose
 from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.range_checksum import INITIAL_RANGES, RangeChecksum
 from warehouse.strategies.sketch import keys as key_sketch
+from warehouse.strategies.sketch import tables as sketches
 from warehouse.strategies.sketch.keys import source_of
 from warehouse.strategies.stamps import keys_sql
 from warehouse.viewdef import SiteQuery
@@ -124,7 +130,7 @@ def key_costs(estimate: SiteEstimate) -> dict[str, float]:
 def key_reconciliation(estimate: SiteEstimate) -> str:
     """The way of reconciling the keys expected to move the fewest bytes (the simplest on a tie)."""
     costs = key_costs(estimate)
-    return min(costs, key=costs.get)
+    return min(costs, key=costs.__getitem__)
 
 
 class StateLoad(FullShip):
@@ -132,19 +138,19 @@ class StateLoad(FullShip):
 
     name = "full_ship"
 
-    def __init__(self, ctx: SiteContext, owner: type[ChangedRows]):
-        super().__init__(ctx)
+    def __init__(self, ctx: SiteContext, snapshot: Snapshot, owner: type[ChangedRows]):
+        super().__init__(ctx, snapshot)
         self.owner = owner
 
     def exchange(self) -> Answer:
-        answer = extract_exchange(self.ctx, **self.owner.STATE_REQUEST)
+        answer = extract_exchange(self.ctx, asks=self.owner.STATE_REQUEST)
         self.state = self.owner.state_from(answer, 0)
         return answer
 
-    def stage(self, staged: Version) -> None:
+    def stage(self, staged: Version, built: Built) -> None:
         self.state.save(staged.site_dir(self.ctx.index))
         # the table of the loaded keys, so that the first sketch of the keys finds it kept
-        key_sketch.build_table(self.ctx, staged, self.ctx.result.inserted)
+        key_sketch.build_table(self.ctx, staged, built.result.inserted)
 
 
 class ChangedRows(Strategy):
@@ -153,12 +159,12 @@ class ChangedRows(Strategy):
     #: The state's class, the extract request's options that read the source's state, and
     #: the key of the report in the sync's metrics.
     STATE: ClassVar[type[KeptState]]
-    STATE_REQUEST: ClassVar[dict]
+    STATE_REQUEST: ClassVar[Asks]
     REPORT: ClassVar[str]
 
     @classmethod
-    def create_load(cls, ctx: SiteContext) -> Strategy:
-        return StateLoad(ctx, cls)
+    def create_load(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
+        return StateLoad(ctx, snapshot, cls)
 
     @classmethod
     @abstractmethod
@@ -180,7 +186,8 @@ class ChangedRows(Strategy):
         self.settings = ctx.options.view_options.stamps
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full: Strategy | None = None
-        self.key_table = None  # the table of the snapshot's keys, when a key sketch used one
+        #: the table of the snapshot's keys, when a key sketch used one
+        self.key_table: sketches.SiteSketch | None = None
         self.report: dict = {"reconciled": False, "rows_missed": None}
         setattr(ctx.metrics, self.REPORT, self.report)
         if self.state is None:
@@ -188,19 +195,21 @@ class ChangedRows(Strategy):
         elif self.state.syncs + 1 >= self.settings.reconcile_every:
             self._reconcile(None)
 
-    def _reconcile(self, fallback: str | None) -> None:
-        """Hand the site to the differencing strategy auto would choose (a fall-back when `fallback` says why)."""
+    def _reconcile(self, fallback: str | None) -> Strategy:
+        """Hand the site to the differencing strategy auto would choose (a fall-back when
+        `fallback` says why); that strategy, planned."""
 
-        self.full = choose(self.ctx.estimate).create(self.ctx)
+        self.full = choose(self.snapshot.statistics).create(self.ctx, self.snapshot)
         self.report.update(reconciled=True, reconciliation=self.full.name)
         if fallback is not None:
             self.report["fallback"] = fallback
         self.full.plan()
+        return self.full
 
     def spec(self, sql: str, columns: list | None = None) -> SiteSpec:
         site = self.ctx.site
         columns = columns if columns is not None else site.columns
-        return SiteSpec(sql=sql, key=site.key, columns=[c.to_json() for c in columns], dumps=self.ctx.dumps)
+        return SiteSpec(sql=sql, key=site.key, columns=site_columns(columns), dumps=self.ctx.dumps)
 
     def exchange(self) -> Answer:
         self.ranged = self.changed_read()
@@ -215,7 +224,7 @@ class ChangedRows(Strategy):
             return self.full.exchange()
         ctx = self.ctx
         keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key, ctx.site.dialect)
-        method = key_reconciliation(ctx.estimate)
+        method = key_reconciliation(self.snapshot.statistics)
         t0 = time.monotonic()
         change = None
         if method == "sketch":
@@ -239,7 +248,7 @@ class ChangedRows(Strategy):
         """The keys gained and lost, by a sketch of the key-only site query; None when no
         stage peeled (the keys are then shipped)."""
         try:
-            new, gone, sketch = key_sketch.present_keys(self.ctx, keys_site)
+            new, gone, sketch = key_sketch.present_keys(self.ctx, self.snapshot, keys_site)
         except key_sketch.KeysUnresolved:
             self.report["key_sketch_peeled"] = False
             return None
@@ -260,8 +269,8 @@ class ChangedRows(Strategy):
         """The keys gained and lost, by range checksums over the key-only site query: the
         keys of ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
         ctx = self.ctx
-        keys_ctx = key_sketch.key_only_context(ctx, keys_site, "ts-key-ranges")
-        ranges = RangeChecksum(keys_ctx)
+        keys_ctx, keys_snapshot = key_sketch.key_only_context(ctx, self.snapshot, keys_site, "ts-key-ranges")
+        ranges = RangeChecksum(keys_ctx, keys_snapshot)
         ranges.plan()
         answer = ranges.exchange()
         km = keys_ctx.metrics
@@ -274,14 +283,14 @@ class ChangedRows(Strategy):
         )
         self.traffic_rows += km.rows_scanned
         shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
-        return self._change_to(ranges.unchanged_keys().unionByName(shipped))
+        return self._change_to(ranges.verified_keys().unionByName(shipped))
 
     def _change_to(self, present: DataFrame) -> tuple[pa.Table, pa.Table]:
         """The keys gained and lost by the snapshot to become `present` (every key the site
         query holds now; a key it holds twice fails the sync), on the executors."""
         ctx, key = self.ctx, self.ctx.site.key
         check_unique(present, key, key_sketch.source_of(ctx))
-        known = ctx.snapshot.select(*key)
+        known = self.snapshot.stored.select(*key)
         key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
         new = present.join(known, key, "left_anti").toArrow().select(key).cast(key_schema)
         gone = known.join(present, key, "left_anti").toArrow().select(key).cast(key_schema)
@@ -292,7 +301,7 @@ class ChangedRows(Strategy):
         and the rows of keys new to the warehouse (`new`) that the changed read did not return.
 
         The stored rows of every key involved are read here, once (SiteContext.stored_rows),
-        and the delta is built from them (ctx.touched_rows): a row read whose key the
+        and the delta is built from them (the answer's `touched_rows`): a row read whose key the
         snapshot lacks and that is not new was inserted and deleted between the two reads.
         """
         ctx, key = self.ctx, self.ctx.site.key
@@ -300,9 +309,11 @@ class ChangedRows(Strategy):
         rows = pq.read_table(ranged.returned[0]).cast(ctx.rows_schema())
         read_keys = rows.select(key)
         t0 = time.monotonic()
-        ctx.touched_rows = ctx.stored_rows(pa.concat_tables([read_keys, new, gone]).group_by(key).aggregate([]))
+        touched_rows = ctx.stored_rows(
+            pa.concat_tables([read_keys, new, gone]).group_by(key).aggregate([]), self.snapshot.stored
+        )
         ctx.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
-        stored = ctx.touched_rows.select(key).cast(key_schema)
+        stored = touched_rows.select(key).cast(key_schema)
         # a key the agent holds and the snapshot too comes back new only if the source holds it twice
         check_unique_arrow(pa.concat_tables([new, stored.join(new, key, join_type="left semi")]), key, source_of(ctx))
         there = pa.concat_tables([new, stored]).join(gone, key, join_type="left anti")
@@ -323,7 +334,7 @@ class ChangedRows(Strategy):
             self.report["rows_fetched"] = 0
         ctx.metrics.rows_received = kept.num_rows + self.report["rows_fetched"]
         self.touched = [*found, deleted]
-        return Answer(found, deleted)
+        return Answer(found, deleted, touched_rows=touched_rows)
 
     def follow_up(self, answer: Answer) -> Answer:
         if self.full is None:
@@ -340,13 +351,11 @@ class ChangedRows(Strategy):
         schema = spark_schema(ctx.site.columns)
         found = ctx.spark.read.schema(schema).parquet(*[str(p) for p in answer.returned])
         read = ctx.spark.read.schema(schema).parquet(str(self.ranged.returned[0])).select(*key)
-        return found.join(read, key, "left_anti").select(*names).exceptAll(ctx.snapshot.select(*names)).count()
+        return found.join(read, key, "left_anti").select(*names).exceptAll(self.snapshot.stored.select(*names)).count()
 
-    def vouches_for_untouched(self) -> bool:
-        return self.full.vouches_for_untouched() if self.full is not None else True
-
-    def untouched_are_gone(self) -> bool:
-        return self.full is not None and self.full.untouched_are_gone()
+    def fragment_build(self) -> FragmentBuild:
+        # the changed read and the keys vouch for the rest; a reconciliation says for itself
+        return self.full.fragment_build() if self.full is not None else FragmentBuild.TOUCHED
 
     def unchanged_keys(self) -> DataFrame | None:
         """The snapshot keys neither read nor deleted: vouched unchanged by the changed read."""
@@ -354,17 +363,17 @@ class ChangedRows(Strategy):
             return self.full.unchanged_keys()
         ctx, key = self.ctx, self.ctx.site.key
         touched = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(*map(str, self.touched))
-        return ctx.snapshot.select(*key).join(touched, key, "left_anti")
+        return self.snapshot.stored.select(*key).join(touched, key, "left_anti")
 
     def delta_inputs(self, answer: Answer) -> DeltaInputs:
         return self.full.delta_inputs(answer) if self.full is not None else super().delta_inputs(answer)
 
-    def stage(self, staged: Version) -> None:
+    def stage(self, staged: Version, built: Built) -> None:
         if self.full is not None:
-            self.full.stage(staged)
+            self.full.stage(staged, built)
         syncs = 0 if self.full is not None else self.state.syncs + 1
         self.state_from(self.ranged, syncs).save(staged.site_dir(self.ctx.index))
-        key_sketch.stage_table(self.ctx, self.key_table, staged)
+        key_sketch.stage_table(self.ctx, self.key_table, staged, built.result)
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

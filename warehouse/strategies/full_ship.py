@@ -5,7 +5,7 @@ The baseline every other strategy must beat, and what a verify sync reads to aud
 
 from __future__ import annotations
 
-from warehouse.strategies.base import Answer, SiteEstimate, Strategy, extract_exchange
+from warehouse.strategies.base import Answer, FragmentBuild, SiteEstimate, Strategy, extract_exchange
 
 
 class FullShip(Strategy):
@@ -17,8 +17,8 @@ class FullShip(Strategy):
     def exchange(self) -> Answer:
         return extract_exchange(self.ctx)
 
-    def untouched_are_gone(self) -> bool:
-        return True  # the whole site query came back
+    def fragment_build(self) -> FragmentBuild:
+        return FragmentBuild.UNTOUCHED_GONE  # the whole site query came back
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

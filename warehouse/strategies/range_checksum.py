@@ -31,15 +31,14 @@ from pyspark.sql import DataFrame
 
 from protocol import frames
 from protocol.encoding import combine, hash_from_bytes, hash_to_bytes
-from protocol.models import RangesControl, SiteSpec
+from protocol.models import RangesControl
 from protocol.ranges import RangeSet
 from protocol.types import Column
 from protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
-from warehouse.agent_client import AgentClient
 from warehouse.errors import ProtocolError
 from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink
-from warehouse.strategies.base import Answer, SiteEstimate, Strategy
+from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, Strategy, wire_hash_bits
 from warehouse.strategies.hashing import ROW_HASH, spark_row_hashes
 
 #: Ranges of the first round.
@@ -159,25 +158,15 @@ class RangeOutcome:
         }
 
 
-def bisect_ranges(
-    client: AgentClient,
-    site: SiteSpec,
-    sorted_snapshot: Path,
-    key_cols: list[Column],
-    total_rows: int,
-    *,
-    seed: int,
-    bits: int,
-    batch_rows: int,
-    on_rows: Callable[[pa.RecordBatch], None],
-) -> RangeOutcome:
-    """Run the bisection rounds; rows of shipped ranges go to `on_rows`.
+def bisect_ranges(ctx: SiteContext, sorted_snapshot: Path, on_rows: Callable[[pa.RecordBatch], None]) -> RangeOutcome:
+    """Run the bisection rounds over the site's snapshot, its rows' hashes in key order in
+    `sorted_snapshot`; rows of shipped ranges go to `on_rows`.
 
     Each round ships the small ranges found to differ in the previous round and checks the
     parts of the large ones; a range is shipped only once its checksum said it differs.
     """
-    key = [c.name for c in key_cols]
-    check = initial_ranges(sorted_snapshot, key, total_rows)
+    key = ctx.site.key
+    check = initial_ranges(sorted_snapshot, key, ctx.metrics.rows_before or 0)
     to_ship: list[Range] = []
     shipped: list[Range] = []
     rounds = sent = scanned = 0
@@ -189,26 +178,8 @@ def bisect_ranges(
             to_ship, check = to_ship + check, []
         batch = to_ship + check
         ship = [True] * len(to_ship) + [False] * len(check)
-        control = RangesControl(site=site, seed=seed, hash_bits=bits, batch_rows=batch_rows)
-        body = [frames.json_frame(frames.CONTROL, control.model_dump())]
-        for start in range(0, len(batch), batch_rows):
-            body.append(
-                ranges_frame(
-                    batch[start : start + batch_rows], ship[start : start + batch_rows], key_cols, bits, first_rid=start
-                )
-            )
         sent += len(batch)
-        differing_ids: list[int] = []
-        summary = None
-        for frame in client.exchange("/v1/ranges", iter(body)):
-            if frame.kind == frames.ROWS:
-                on_rows(frame.batch())
-            elif frame.kind == frames.RANGE_SUMS:
-                differing_ids.extend(frame.batch().column(RID).to_pylist())
-            elif frame.kind == frames.SUMMARY:
-                summary = frame.json()
-        if summary is None:
-            raise ProtocolError("range round ended without a summary")
+        differing_ids, summary = _range_round(ctx, batch, ship, on_rows)
         if any(ship[i] for i in differing_ids):
             raise ProtocolError("the agent reported a shipped range as differing")
         scanned += summary.get("rows_scanned", 0)
@@ -224,6 +195,34 @@ def bisect_ranges(
         large = [r for r in differing if r.count > SHIP_THRESHOLD]
         check = split(sorted_snapshot, key, large) if large else []
     return RangeOutcome(shipped, rounds, sent, scanned, summary.get("pacing") if summary else None, reads)
+
+
+def _range_round(
+    ctx: SiteContext, batch: list[Range], ship: list[bool], on_rows: Callable[[pa.RecordBatch], None]
+) -> tuple[list[int], dict]:
+    """One POST /v1/ranges: the ranges of `batch`, each shipped or checked as `ship` says;
+    the ids of the checked ones that differ, and the round's summary."""
+    bits, batch_rows, key_cols = ctx.options.hash_bits, ctx.options.batch_rows, ctx.key_columns()
+    control = RangesControl(site=ctx.spec(), seed=ctx.seed, hash_bits=wire_hash_bits(bits), batch_rows=batch_rows)
+    body = [frames.json_frame(frames.CONTROL, control.model_dump())]
+    for start in range(0, len(batch), batch_rows):
+        body.append(
+            ranges_frame(
+                batch[start : start + batch_rows], ship[start : start + batch_rows], key_cols, bits, first_rid=start
+            )
+        )
+    differing_ids: list[int] = []
+    summary = None
+    for frame in ctx.client.exchange("/v1/ranges", iter(body)):
+        if frame.kind == frames.ROWS:
+            on_rows(frame.batch())
+        elif frame.kind == frames.RANGE_SUMS:
+            differing_ids.extend(frame.batch().column(RID).to_pylist())
+        elif frame.kind == frames.SUMMARY:
+            summary = frame.json()
+    if summary is None:
+        raise ProtocolError("range round ended without a summary")
+    return differing_ids, summary
 
 
 def keys_outside(sorted_snapshot: Path, key_cols: list[Column], shipped: list[Range]) -> Iterator[pa.RecordBatch]:
@@ -260,7 +259,7 @@ class RangeChecksum(Strategy):
     def plan(self) -> None:
         """The snapshot's row hashes in key order, to cut ranges from."""
         ctx = self.ctx
-        hashed = spark_row_hashes(ctx.snapshot, ctx.site.columns, ctx.site.key, ctx.seed, ctx.options.hash_bits)
+        hashed = spark_row_hashes(self.snapshot.stored, ctx.site.columns, ctx.site.key, ctx.seed, ctx.options.hash_bits)
         hashed.orderBy(*ctx.site.key).write.parquet(str(self._sorted))
 
     def exchange(self) -> Answer:
@@ -268,17 +267,7 @@ class RangeChecksum(Strategy):
         key_cols = ctx.key_columns()
         returned_path, verified_path = ctx.staging / "returned.parquet", ctx.staging / "verified.parquet"
         with Sink(returned_path, ctx.rows_schema()) as returned:
-            outcome = bisect_ranges(
-                ctx.client,
-                ctx.spec(),
-                self._sorted,
-                key_cols,
-                ctx.metrics.rows_before,
-                seed=ctx.seed,
-                bits=ctx.options.hash_bits,
-                batch_rows=ctx.options.batch_rows,
-                on_rows=returned.write,
-            )
+            outcome = bisect_ranges(ctx, self._sorted, returned.write)
         with Sink(verified_path, pa.schema([pa.field(c.name, c.type.arrow()) for c in key_cols])) as verified:
             for batch in keys_outside(self._sorted, key_cols, outcome.shipped):
                 verified.write(batch)
@@ -292,6 +281,10 @@ class RangeChecksum(Strategy):
         return Answer([returned_path])
 
     def unchanged_keys(self) -> DataFrame | None:
+        return self.verified_keys()
+
+    def verified_keys(self) -> DataFrame:
+        """The snapshot keys outside every range shipped: their ranges' checksums matched."""
         ctx = self.ctx
         return ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(ctx.staging / "verified.parquet"))
 

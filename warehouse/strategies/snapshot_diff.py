@@ -25,7 +25,8 @@ the differencing strategy auto would choose, pinned to the current dumps, and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,7 +37,7 @@ from warehouse import null_keys
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.errors import ProtocolError
 from warehouse.store.sinks import Sink
-from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, add_timings
+from warehouse.strategies.base import ROWS_ONLY, Answer, Asks, SiteContext, SiteEstimate, add_timings
 from warehouse.strategies.changed_rows import ChangedRows, KeptState, source_of
 from warehouse.strategies.stamps import DIFF_DEFAULTS
 
@@ -97,7 +98,7 @@ def advice(diff: dict, useless_pairs: int, records: int) -> str | None:
 class SnapshotDiff(ChangedRows):
     name = "snapshot_diff"
     STATE = DumpState
-    STATE_REQUEST: dict = {}
+    STATE_REQUEST: ClassVar[Asks] = ROWS_ONLY
     REPORT = "snapshot_diff"
 
     @classmethod
@@ -149,10 +150,10 @@ class SnapshotDiff(ChangedRows):
         m.agent_seconds = summary.get("elapsed_s")
         m.agent_timings = add_timings(m.agent_timings, summary.get("timings"))
         answer = Answer([rows_path], deleted_path, summary)
-        ctx.dumps = _dumps(answer)  # every later request of this sync reads these
+        self.ctx = replace(ctx, dumps=_dumps(answer))  # every later request of this sync reads these
         self.report.update(
             previous_dumps=previous or None,
-            dumps=ctx.dumps,
+            dumps=self.ctx.dumps,
             unchanged=bool(summary.get("unchanged")),
             candidates={op: summary.get(f"{op}s") for op in ("insert", "update", "delete")},
             records={"old": summary.get("records_old"), "new": summary.get("records_new")},
@@ -169,8 +170,7 @@ class SnapshotDiff(ChangedRows):
         self.ranged = self.changed_read()
         reason = self.fallback_reason()
         if reason is not None:
-            self._reconcile(reason)
-            return self.full.exchange()
+            return self._reconcile(reason).exchange()
         return self._folded(self.ranged)
 
     def _folded(self, answer: Answer) -> Answer:
@@ -184,8 +184,10 @@ class SnapshotDiff(ChangedRows):
         deleted = pq.read_table(answer.deleted).select(key).cast(key_schema)
         pairs = deleted.join(rows.select(key), key, join_type="left semi")
         gone = deleted.join(rows.select(key), key, join_type="left anti")
-        ctx.touched_rows = ctx.stored_rows(pa.concat_tables([rows.select(key).cast(key_schema), gone]))
-        stored = ctx.touched_rows.select(ctx.rows_schema().names).cast(ctx.rows_schema())
+        touched_rows = ctx.stored_rows(
+            pa.concat_tables([rows.select(key).cast(key_schema), gone]), self.snapshot.stored
+        )
+        stored = touched_rows.select(ctx.rows_schema().names).cast(ctx.rows_schema())
         names = ctx.rows_schema().names
         paired_rows = rows.join(pairs, key, join_type="left semi").select(names)
         same = null_keys.join(paired_rows, stored, names, "left semi").num_rows if pairs.num_rows else 0
@@ -197,7 +199,7 @@ class SnapshotDiff(ChangedRows):
         pq.write_table(gone, gone_path)
         self.report["keys_deleted"] = gone.num_rows
         self.touched = [answer.returned[0], gone_path]
-        return Answer(answer.returned, gone_path, answer.summary)
+        return Answer(answer.returned, gone_path, answer.summary, touched_rows)
 
     def follow_up(self, answer: Answer) -> Answer:
         return self.full.follow_up(answer) if self.full is not None else answer

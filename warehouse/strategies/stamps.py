@@ -194,10 +194,13 @@ def apply_delete_flags(definition: ViewDef, settings: StampSettings, schemas: di
     for site in definition.sites:
         dialect = schemas[site.source].dialect
         tree = sqlglot.parse_one(site.sql, read=dialect)
+        assert isinstance(tree, exp.Select), "a site query is one SELECT (sitesql.py)"
         for name, alias in site_tables(site, dialect):
             column = settings.delete_flags.get(f"{site.source}.{name}")
             if column is not None:
-                kind = schemas[site.source].tables[name].column(column).type.kind
+                info = schemas[site.source].tables[name].column(column)
+                assert info is not None, "a delete flag names a column of its table (checked when the view was defined)"
+                kind = info.type.kind
                 tree = tree.where(flag_predicate(exp.column(column, alias, quoted=True), kind), append=True)
         sites.append(replace(site, sql=tree.sql(dialect=dialect)))
     return replace(definition, sites=sites)
@@ -248,7 +251,7 @@ def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None, not_n
         return site.render(
             tree.where(exp.EQ(this=exp.Literal.number(1), expression=exp.Literal.number(0)), append=True)
         )
-    terms = []
+    terms: list[exp.Expression] = []
     for alias, column in stamps.items():
         col = exp.column(column, alias, quoted=True)
         terms.append(exp.GTE(this=col, expression=exp.Literal.string(bound)))

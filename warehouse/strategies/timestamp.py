@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from warehouse.errors import ProtocolError
-from warehouse.strategies.base import Answer, SiteContext, extract_exchange
+from warehouse.strategies.base import Answer, Asks, SiteContext, extract_exchange
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
 from warehouse.strategies.stamps import not_null_aliases, ranged_sql, since, site_stamps, site_tables
 
@@ -81,7 +81,7 @@ def _clock(answer: Answer) -> str:
 class Timestamp(ChangedRows):
     name = "timestamp"
     STATE = Watermark
-    STATE_REQUEST = {"source_clock": True}
+    STATE_REQUEST = Asks(source_clock=True)
     REPORT = "timestamp"
 
     @classmethod
@@ -107,7 +107,7 @@ class Timestamp(ChangedRows):
         else:  # nothing to read from: just the clock
             bound, sql = None, ranged_sql(ctx.site, {}, None)
         answer = extract_exchange(
-            ctx, spec=self.spec(sql), prefix="ts-", source_clock=True, query_plan=self.state is not None
+            ctx, spec=self.spec(sql), prefix="ts-", asks=Asks(source_clock=True, query_plan=self.state is not None)
         )
         plan = answer.summary.get("query_plan")
         if plan is not None:

@@ -10,6 +10,7 @@ rows whose hash differs or whose key is new, and the keys that are gone.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -17,7 +18,15 @@ from pyspark.sql import DataFrame
 
 from protocol import frames
 from protocol.wire import HASH
-from warehouse.strategies.base import SEND_BATCH_ROWS, TUPLE_HASH_BITS, Answer, SiteEstimate, Strategy, extract_exchange
+from warehouse.strategies.base import (
+    SEND_BATCH_ROWS,
+    TUPLE_HASH_BITS,
+    Answer,
+    FragmentBuild,
+    SiteEstimate,
+    Strategy,
+    extract_exchange,
+)
 from warehouse.strategies.hashing import ROW_HASH, spark_row_hashes
 
 
@@ -25,15 +34,15 @@ class TupleHash(Strategy):
     name = "tuple_hash"
 
     def plan(self) -> None:
-        ctx = self.ctx
-        if ctx.snapshot is None:
+        ctx, snapshot = self.ctx, self.snapshot.frame
+        if snapshot is None:
             return
-        hashed = spark_row_hashes(ctx.snapshot, ctx.site.columns, ctx.site.key, ctx.seed, TUPLE_HASH_BITS)
+        hashed = spark_row_hashes(snapshot, ctx.site.columns, ctx.site.key, ctx.seed, TUPLE_HASH_BITS)
         hashed.write.parquet(str(self._tuples))
         ctx.metrics.tuples_grouped = ctx.metrics.rows_before
 
     @property
-    def _tuples(self):
+    def _tuples(self) -> Path:
         return self.ctx.staging / "tuples"
 
     def exchange(self) -> Answer:
@@ -42,7 +51,7 @@ class TupleHash(Strategy):
     def _frames(self) -> Iterator[bytes]:
         """The request's data frames."""
         ctx = self.ctx
-        if ctx.snapshot is None:
+        if self.snapshot.frame is None:
             return
         key_types = {c.name: c.type.arrow() for c in ctx.site.columns}
         tuples = ds.dataset(self._tuples, format="parquet")
@@ -55,11 +64,13 @@ class TupleHash(Strategy):
                     frames.TUPLE_HASHES, pa.RecordBatch.from_arrays(arrays, names=[*ctx.site.key, HASH])
                 )
 
-    def vouches_for_untouched(self) -> bool:
-        return self.ctx.snapshot is not None  # every key went with its hash; the agent names the gone ones
+    def fragment_build(self) -> FragmentBuild:
+        if self.snapshot.frame is None:
+            return FragmentBuild.WHOLE
+        return FragmentBuild.TOUCHED  # every key went with its hash; the agent names the gone ones
 
     def unchanged_keys(self) -> DataFrame | None:
-        if self.ctx.snapshot is None:
+        if self.snapshot.frame is None:
             return None
         return self.ctx.spark.read.parquet(str(self._tuples)).select(*self.ctx.site.key)
 

@@ -18,6 +18,7 @@ the globally sorted list would have: only group boundaries at partition edges di
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -69,16 +70,31 @@ def plan_schema(columns: list[Column], key: list[str]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Grouping:
+    """What a snapshot is grouped by: the statistics, the measured sizes and the hash."""
+
+    prior: float | None  # P(update) of a tuple not yet seen updated; None: the paper's uno / tno
+    p_delete: float
+    cost: CostModel
+    seed: int
+    bits: int
+    criterion: str = DEFAULT_GROUPING
+
+
 def _partition_planner(
-    columns: list[Column], key: list[str], seed: int, bits: int, p_delete: float, cost: CostModel, criterion: str
+    columns: list[Column], key: list[str], grouping: Grouping
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    seed, bits = grouping.seed, grouping.bits
     width = bits // 8
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        partition = TaskContext.get().partitionId()
-        builder = GroupBuilder(p_delete, cost, criterion=criterion)
+        task = TaskContext.get()
+        assert task is not None, "runs on an executor, within a task"
+        partition = task.partitionId()
+        builder = GroupBuilder(grouping.p_delete, grouping.cost, criterion=grouping.criterion)
         sums: dict[int, int] = {}
         reported = 0
         key_types = None
@@ -158,22 +174,13 @@ def _unit_rows(closed, sums: dict[int, int], partition: int, key: list[str], key
 
 
 def plan_groups(
-    snapshot: DataFrame,
-    columns: list[Column],
-    key: list[str],
-    *,
-    prior: float | None,
-    p_delete: float,
-    cost: CostModel,
-    seed: int,
-    bits: int,
-    partitions: int,
-    criterion: str = DEFAULT_GROUPING,
+    snapshot: DataFrame, columns: list[Column], key: list[str], grouping: Grouping, partitions: int
 ) -> DataFrame:
-    """The grouping plan of a snapshot (site columns + update statistics columns), computed on the executors."""
-    with_p = snapshot.withColumn(PROB, probability(prior))
+    """The grouping plan of a snapshot (site columns + update statistics columns), computed on the executors
+    in `partitions` ranges of update probability."""
+    with_p = snapshot.withColumn(PROB, probability(grouping.prior))
     ordered = with_p.repartitionByRange(max(1, partitions), F.col(PROB)).sortWithinPartitions(PROB, *key)
-    planner = _partition_planner(columns, key, seed, bits, p_delete, cost, criterion)
+    planner = _partition_planner(columns, key, grouping)
     return ordered.mapInArrow(planner, plan_schema(columns, key))
 
 

@@ -18,6 +18,7 @@ touched tuples alone (an overlay, no pass over the fragment).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +33,15 @@ from protocol.types import arrow_schema
 from protocol.wire import COUNT, HASH, key_values
 from protocol.wire import UID as WIRE_UID
 from warehouse.planning import cost_model as planning
-from warehouse.strategies.base import SEND_BATCH_ROWS, Answer, SiteEstimate, Strategy, extract_exchange, fetch_exchange
+from warehouse.strategies.base import (
+    SEND_BATCH_ROWS,
+    Answer,
+    FragmentBuild,
+    SiteEstimate,
+    Strategy,
+    extract_exchange,
+    fetch_exchange,
+)
 from warehouse.strategies.group_hash.grouping import (
     BENEFIT,
     GROUP_HASH,
@@ -41,6 +50,7 @@ from warehouse.strategies.group_hash.grouping import (
     ROW_HASH,
     UID,
     UNIT,
+    Grouping,
     members,
     plan_groups,
     units,
@@ -51,31 +61,21 @@ class GroupHash(Strategy):
     name = "group_hash"
 
     @property
-    def _plan(self):
+    def _plan(self) -> Path:
         return self.ctx.staging / "plan"
 
     def plan(self) -> None:
-        ctx = self.ctx
-        if ctx.snapshot is None:
+        ctx, snapshot = self.ctx, self.snapshot
+        if snapshot.frame is None:
             return
         opts = ctx.options
-        obs, upd = ctx.observed
+        obs, upd = snapshot.observed
         prior = None if opts.prior_mode == "paper" else planning.site_prior(obs, upd, opts.default_prior)
-        p_delete = planning.deletion_probability(ctx.history)
+        p_delete = planning.deletion_probability(snapshot.history)
         ctx.metrics.planning = {"prior": prior, "p_delete": p_delete, "grouping": opts.grouping}
         partitions = opts.plan_partitions or ctx.spark.sparkContext.defaultParallelism
-        plan = plan_groups(
-            ctx.snapshot,
-            ctx.site.columns,
-            ctx.site.key,
-            prior=prior,
-            p_delete=p_delete,
-            cost=ctx.cost,
-            seed=ctx.seed,
-            bits=opts.hash_bits,
-            partitions=partitions,
-            criterion=opts.grouping,
-        )
+        grouping = Grouping(prior, p_delete, snapshot.cost, ctx.seed, opts.hash_bits, opts.grouping)
+        plan = plan_groups(snapshot.frame, ctx.site.columns, ctx.site.key, grouping, partitions)
         plan.write.parquet(str(self._plan))
         stored = ctx.spark.read.parquet(str(self._plan))
         s = stored.agg(
@@ -94,7 +94,7 @@ class GroupHash(Strategy):
     def _frames(self) -> Iterator[bytes]:
         """The request's data frames."""
         ctx = self.ctx
-        if ctx.snapshot is None:
+        if self.snapshot.frame is None:
             return
         key = ctx.site.key
         key_types = {c.name: c.type.arrow() for c in ctx.site.columns}
@@ -124,12 +124,14 @@ class GroupHash(Strategy):
 
     def follow_up(self, answer: Answer) -> Answer:
         """Regroup, then name the ungrouped tuples that are gone."""
-        if self.ctx.snapshot is None:
+        if self.snapshot.frame is None:
             return answer
         return self._ungrouped_gone(self._regroup(answer))
 
-    def vouches_for_untouched(self) -> bool:
-        return self.ctx.snapshot is not None  # every key not returned or deleted is a member of an intact unit
+    def fragment_build(self) -> FragmentBuild:
+        if self.snapshot.frame is None:
+            return FragmentBuild.WHOLE
+        return FragmentBuild.TOUCHED  # every key not returned or deleted is a member of an intact unit
 
     def _ungrouped_gone(self, answer: Answer) -> Answer:
         """The answer with the ungrouped keys that did not come back added to its deleted keys.
@@ -203,7 +205,7 @@ class GroupHash(Strategy):
 
     def unchanged_keys(self) -> DataFrame | None:
         """Members of a unit: unchanged unless the unit came back or the key was deleted."""
-        if self.ctx.snapshot is None:
+        if self.snapshot.frame is None:
             return None
         plan = self.ctx.spark.read.parquet(str(self._plan))
         return plan.filter((F.col(KIND) == MEMBER) & F.col(UID).isNotNull()).select(*self.ctx.site.key)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warehouse.errors import ProtocolError
-from warehouse.strategies.base import Answer, SiteContext, extract_exchange
+from warehouse.strategies.base import Answer, Asks, SiteContext, extract_exchange
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
 from warehouse.strategies.row_version.xid_snapshots import Snapshot, fallback_reason
 from warehouse.strategies.stamps import ranged_sql
@@ -66,7 +66,7 @@ def _snapshot(answer: Answer) -> Snapshot:
 class RowVersion(ChangedRows):
     name = "row_version"
     STATE = SnapshotState
-    STATE_REQUEST = {"source_snapshot": True}
+    STATE_REQUEST = Asks(source_snapshot=True)
     REPORT = "row_version"
 
     @classmethod
@@ -85,10 +85,10 @@ class RowVersion(ChangedRows):
         ctx = self.ctx
         previous = self.state.snapshot if self.state is not None else None
         if previous is not None:
-            answer = extract_exchange(ctx, prefix="rv-", source_snapshot=True, changed_since=previous.xmin)
+            answer = extract_exchange(ctx, prefix="rv-", asks=Asks(source_snapshot=True, changed_since=previous.xmin))
         else:  # nothing to compare with: just the snapshot
             answer = extract_exchange(
-                ctx, spec=self.spec(ranged_sql(ctx.site, {}, None)), prefix="rv-", source_snapshot=True
+                ctx, spec=self.spec(ranged_sql(ctx.site, {}, None)), prefix="rv-", asks=Asks(source_snapshot=True)
             )
         self.current = _snapshot(answer)
         self.report.update(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,25 +33,30 @@ from warehouse.metrics import SiteMetrics
 from warehouse.names import spark_schema
 from warehouse.planning.cost_model import CostModel
 from warehouse.store.versions import Version
-from warehouse.strategies.base import SiteContext, SiteEstimate
+from warehouse.strategies.base import Built, SiteContext, SiteEstimate, Snapshot
 from warehouse.strategies.sketch import tables as sketches
 from warehouse.strategies.sketch.strategy import Sketch
 from warehouse.viewdef import SiteQuery
 
+if TYPE_CHECKING:
+    from warehouse.strategies.base import ClassifiedTuples
 
-def key_only_context(ctx: SiteContext, keys_site: SiteQuery, staging: str, **changes) -> SiteContext:
-    """The site's context for an exchange over its key-only query: the snapshot's keys, a
-    staging directory of its own (made here) and metrics apart from the site's."""
+
+def key_only_context(
+    ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery, staging: str, **changes
+) -> tuple[SiteContext, Snapshot]:
+    """The site's context for an exchange over its key-only query, with a staging
+    directory of its own (made here) and metrics apart from the site's; and the snapshot's
+    keys, with the statistics unchanged."""
     keys_ctx = replace(
         ctx,
         site=keys_site,
         staging=ctx.staging / staging,
-        snapshot=ctx.snapshot.select(*keys_site.key),
         metrics=SiteMetrics(source=ctx.site.source, rows_before=ctx.metrics.rows_before),
         **changes,
     )
     keys_ctx.staging.mkdir(parents=True, exist_ok=True)
-    return keys_ctx
+    return keys_ctx, replace(snapshot, frame=snapshot.stored.select(*keys_site.key))
 
 
 def source_of(ctx: SiteContext) -> str:
@@ -101,14 +107,14 @@ class KeySketch(Sketch):
     """The sketch exchange over a key-only site query, with the table of the snapshot's keys
     that the current version keeps (`kept_in`), or one built now."""
 
-    def __init__(self, ctx: SiteContext, kept_in: Version | None, site: int):
-        super().__init__(ctx)
+    def __init__(self, ctx: SiteContext, snapshot: Snapshot, kept_in: Version | None, site: int):
+        super().__init__(ctx, snapshot)
         self.kept_in, self.site_index = kept_in, site
         self.table_kept = False
 
     def _new_table(self) -> sketches.SiteSketch:
         ctx = self.ctx
-        rows = ctx.estimate.rows
+        rows = self.snapshot.statistics.rows
         kept = sketches.SiteSketch.load(table_dir(self.kept_in, self.site_index)) if self.kept_in else None
         if kept is not None and not sketches.needs_new_table(
             kept.syncs, kept.table.width, rows, ctx.options.sketch_seed_rotation
@@ -116,29 +122,28 @@ class KeySketch(Sketch):
             self.table_kept = True
             return kept
         t0 = time.monotonic()
-        table = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), rows)
+        table = sketches.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
         ctx.metrics.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
-    def _fall_back(self) -> None:
+    def _fall_back(self) -> NoReturn:
         raise KeysUnresolved("no stage of the key sketch peeled")
 
-    def stage(self, staged: Version) -> None:
+    def stage(self, staged: Version, built: Built) -> None:
         """Nothing here: the caller stages the table with the sync's delta (`stage_table`)."""
 
 
-def present_keys(ctx: SiteContext, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table, KeySketch]:
-    """The keys the site query holds now and the snapshot does not (new), and those the
+def present_keys(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table, KeySketch]:
+    """The keys the site query holds now and the `snapshot` does not (new), and those the
     snapshot holds and the site query no longer does (gone); and the exchange, whose
     table `stage_table` brings up to date and whose metrics tell what it cost.
 
     Raises:
         KeysUnresolved: no stage peeled (the bytes it cost are in the context's traffic).
     """
-    keys_ctx = key_only_context(
-        ctx, keys_site, "ts-key-sketch", current=None, sketches=None, estimate=keys_only(ctx.estimate)
-    )
-    sketch = KeySketch(keys_ctx, ctx.current, ctx.index)
+    keys_ctx, keys_snapshot = key_only_context(ctx, snapshot, keys_site, "ts-key-sketch", current=None, sketches=None)
+    keys_snapshot = replace(keys_snapshot, estimate=keys_only(snapshot.statistics))
+    sketch = KeySketch(keys_ctx, keys_snapshot, ctx.current, ctx.index)
     sketch.plan()
     answer = sketch.exchange()
     key_schema = pa.schema([ctx.rows_schema().field(k) for k in keys_site.key])
@@ -155,7 +160,7 @@ def build_table(ctx: SiteContext, staged: Version, rows: int) -> None:
     sketches.build(frame, key, key, rows).save(table_dir(staged, ctx.index))
 
 
-def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Version) -> bool:
+def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Version, result: ClassifiedTuples) -> bool:
     """Stage the table of the new fragment's keys: the current fragment's (`used` by this
     sync, else the one the current version keeps) less the keys this sync's delta deleted,
     plus those it inserted (updates leave the keys as they are). Nothing is staged when
@@ -167,11 +172,11 @@ def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Vers
     """
     if used is None and ctx.current is not None:
         used = sketches.SiteSketch.load(table_dir(ctx.current, ctx.index))
-    if used is None or ctx.result is None:
+    if used is None:
         return False
     key = ctx.key_columns()
     key_schema = pa.schema([ctx.rows_schema().field(c.name) for c in key])
-    inserted, deleted = (k.cast(key_schema) for k in ctx.result.key_changes(key_schema.names))
+    inserted, deleted = (k.cast(key_schema) for k in result.key_changes(key_schema.names))
     table = used.table.copy()
     table.add(*used.pairs(deleted, key, key), sign=-1)
     table.add(*used.pairs(inserted, key, key))

@@ -169,9 +169,10 @@ class Preparations:
         sync would otherwise build one; returns those sites."""
         queued = []
         for i, query in sites:
-            if not needs_table(version, i, rotation):
+            rows = fragment_rows(version, i)
+            if rows is None or not needs_table(version, i, rotation):
                 continue
-            job = _Job(spark, version, i, query, fragment_rows(version, i))
+            job = _Job(spark, version, i, query, rows)
             with self._lock:
                 self._jobs[job.key] = job
             self.pool.submit(self._run, job)

@@ -40,7 +40,7 @@ from warehouse.metrics import add_timings
 from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
-from warehouse.strategies.base import Answer, SiteEstimate, Strategy
+from warehouse.strategies.base import Answer, Built, FragmentBuild, SiteEstimate, Strategy
 from warehouse.strategies.group_hash.strategy import GroupHash
 from warehouse.strategies.sketch import prep as sketch_prep
 from warehouse.strategies.sketch import tables as sketches
@@ -84,7 +84,7 @@ class Sketch(Strategy):
 
     def plan(self) -> None:
         ctx = self.ctx
-        est = ctx.estimate
+        est = self.snapshot.statistics
         m = ctx.metrics
         stored = sketches.SiteSketch.load(sketches.sketch_dir(ctx.current, ctx.index)) if ctx.current else None
         if stored is None or sketches.needs_new_table(
@@ -108,7 +108,8 @@ class Sketch(Strategy):
     def _new_table(self) -> sketches.SiteSketch:
         """The table prepared after the last commit (sketch_prep.py), else one built now."""
         ctx, m = self.ctx, self.ctx.metrics
-        rows = ctx.estimate.rows
+        rows = self.snapshot.statistics.rows
+        assert ctx.current is not None, "a sketch sync follows the load"
         if ctx.sketches is not None:
             table, m.sketch_waited_s = ctx.sketches.take(ctx.current, ctx.index, rows)
         else:
@@ -116,7 +117,7 @@ class Sketch(Strategy):
         m.sketch_prepared = table is not None
         if table is None:
             t0 = time.monotonic()
-            table = sketches.build(ctx.snapshot, ctx.site.columns, ctx.key_columns(), rows)
+            table = sketches.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
             m.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
@@ -124,6 +125,8 @@ class Sketch(Strategy):
         if self.fallback is not None:
             return self.fallback.exchange()
         m = self.ctx.metrics
+        main = self.main
+        assert main is not None, "plan falls back when no width can peel"
         width, session = self.first, None
         m.sketch_cells = m.sketch_bytes = m.sketch_stages = 0
         while True:
@@ -137,13 +140,13 @@ class Sketch(Strategy):
                 break
             # the agent may have built a narrower table than asked (its memory budget)
             self.widest = min(self.widest, summary.get("width") or self.widest)
-            if width >= self.main:
+            if width >= main:
                 m.peel_failed = True
             session = summary.get("session")
-            width = next_width(width, summary.get("empty_cells", 0), self.main, self.widest) if session else None
-            if width is None:
-                self._fall_back()
-                return self.fallback.exchange()
+            wider = next_width(width, summary.get("empty_cells", 0), main, self.widest) if session else None
+            if wider is None:
+                return self._fall_back().exchange()
+            width = wider
         m.differences_found = summary.get("differences", 0)
         self.returned = pq.read_table(returned_path)
         return Answer([returned_path], deleted_path)
@@ -161,9 +164,9 @@ class Sketch(Strategy):
         )
         table = self.stored.table.shrink(width).to_compact().to_arrow()
         sent = frames.arrow_frame(frames.SKETCH, table)
-        m.sketch_stages += 1
-        m.sketch_cells += table.num_rows
-        m.sketch_bytes += len(sent)
+        m.sketch_stages = (m.sketch_stages or 0) + 1  # exchange counts from 0
+        m.sketch_cells = (m.sketch_cells or 0) + table.num_rows
+        m.sketch_bytes = (m.sketch_bytes or 0) + len(sent)
         body: Iterator[bytes] = iter([frames.json_frame(frames.CONTROL, control.model_dump()), sent])
         returned_path = ctx.staging / "sketch-returned.parquet"
         deleted_path = ctx.staging / "sketch-deleted.parquet"
@@ -208,14 +211,15 @@ class Sketch(Strategy):
                 fps = pa.array(key_fingerprints(batch, key, key_seed))
                 yield batch.filter(pc.is_in(fps, value_set=wanted))
 
-        found = ctx.snapshot.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
+        found = self.snapshot.stored.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
         return found.cast(schema)
 
-    def _fall_back(self) -> None:
-        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot)."""
+    def _fall_back(self) -> GroupHash:
+        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot); it."""
         self.ctx.metrics.fallback = GroupHash.name
-        self.fallback = GroupHash(self.ctx)
+        self.fallback = GroupHash(self.ctx, self.snapshot)
         self.fallback.plan()
+        return self.fallback
 
     def follow_up(self, answer: Answer) -> Answer:
         return self.fallback.follow_up(answer) if self.fallback is not None else answer
@@ -223,13 +227,13 @@ class Sketch(Strategy):
     def unchanged_keys(self) -> DataFrame | None:
         if self.fallback is not None:
             return self.fallback.unchanged_keys()
-        return self.ctx.snapshot.select(*self.ctx.site.key)
+        return self.snapshot.stored.select(*self.ctx.site.key)
 
-    def vouches_for_untouched(self) -> bool:
-        # the peel named every pair that differs; the fall-back vouches in its own right
-        return self.fallback is None or self.fallback.vouches_for_untouched()
+    def fragment_build(self) -> FragmentBuild:
+        # the peel named every pair that differs; the fall-back says for itself
+        return FragmentBuild.TOUCHED if self.fallback is None else self.fallback.fragment_build()
 
-    def stage(self, staged: Version) -> None:
+    def stage(self, staged: Version, built: Built) -> None:
         """The new fragment's table: the old one less the pairs of the rows replaced or
         deleted, plus the pairs of the returned rows."""
         if self.fallback is not None:
@@ -237,17 +241,17 @@ class Sketch(Strategy):
         ctx = self.ctx
         key, columns = ctx.key_columns(), ctx.site.columns
         table = self.stored.table.copy()
-        table.add(*self._old_pairs(), sign=-1)
+        table.add(*self._old_pairs(built.touched_rows), sign=-1)
         table.add(*self.stored.pairs(self.returned, columns, key))
         sketches.SiteSketch(table, self.stored.syncs + 1).save(sketches.sketch_dir(staged, ctx.index))
 
-    def _old_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+    def _old_pairs(self, touched_rows: pa.Table | None) -> tuple[np.ndarray, np.ndarray]:
         """The pairs of the snapshot rows whose key came back or was deleted: from the rows
         the delta was built from when it was built from those alone, else on the executors."""
         ctx = self.ctx
         key, columns = ctx.key_columns(), ctx.site.columns
-        if ctx.touched_rows is not None:
-            rows = ctx.touched_rows.select([c.name for c in columns]).cast(ctx.rows_schema())
+        if touched_rows is not None:
+            rows = touched_rows.select([c.name for c in columns]).cast(ctx.rows_schema())
             return self.stored.pairs(rows, columns, key)
         names = [c.name for c in key]
         key_schema = spark_schema(key)
@@ -268,7 +272,7 @@ class Sketch(Strategy):
                 )
 
         old = (
-            ctx.snapshot.select(*[c.name for c in columns])
+            self.snapshot.stored.select(*[c.name for c in columns])
             .join(touched.distinct(), names, "left_semi")
             .mapInArrow(run, "k bigint, h bigint")
             .toArrow()

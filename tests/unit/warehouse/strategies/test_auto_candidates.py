@@ -13,7 +13,7 @@ import pytest
 from warehouse.metrics import SiteMetrics
 from warehouse.options import SyncOptions
 from warehouse.planning.cost_model import CostModel
-from warehouse.strategies import STRATEGIES, SiteContext, SiteEstimate
+from warehouse.strategies import STRATEGIES, SiteContext, SiteEstimate, Snapshot
 from warehouse.strategies.changed_rows import StateLoad
 from warehouse.strategies.row_version.strategy import RowVersion
 from warehouse.strategies.timestamp import Timestamp
@@ -24,6 +24,8 @@ JOIN = 'SELECT "l"."id" AS "id", "o"."n" AS "n" FROM "lines" AS "l" JOIN "orders
 #: Few rows, few changes and no delete: the ranged read plus range checksums over the keys
 #: expect fewer bytes than the sketch (see the costs printed by the assertion).
 QUIET = SiteEstimate(3000, 0.01, 0.003, CostModel(60, 5, 16), 128)
+#: The snapshot the strategies are created with: its statistics only (no Spark is touched).
+STORED = Snapshot(cost=QUIET.cost, estimate=QUIET)
 
 
 def context(timestamps: dict, key: list[str] | None = None, versioned: tuple = ()) -> SiteContext:
@@ -42,7 +44,6 @@ def context(timestamps: dict, key: list[str] | None = None, versioned: tuple = (
         metrics=SiteMetrics(source="s"),
         progress=lambda _: None,
         traffic=dict,
-        estimate=QUIET,
     )
 
 
@@ -53,7 +54,7 @@ def test_auto_chooses_timestamp_where_every_table_is_stamped_and_it_is_cheapest(
     costs = {name: cls.expected_bytes(QUIET) for name, cls in STRATEGIES.items()}
     assert costs["timestamp"] < min(costs["sketch"], costs["group_hash"], costs["full_ship"]), costs
     ctx = context(BOTH)
-    chosen = STRATEGIES["auto"].create(ctx)
+    chosen = STRATEGIES["auto"].create(ctx, STORED)
     assert (chosen.name, ctx.metrics.chosen) == ("timestamp", "timestamp")
 
 
@@ -64,20 +65,20 @@ def test_auto_chooses_timestamp_where_every_table_is_stamped_and_it_is_cheapest(
 )
 def test_auto_never_chooses_timestamp_where_it_cannot_serve(timestamps, key):
     ctx = context(timestamps, key)
-    assert STRATEGIES["auto"].create(ctx).name == "sketch"
-    assert STRATEGIES["auto"].create_load(ctx) is None
+    assert STRATEGIES["auto"].create(ctx, STORED).name == "sketch"
+    assert STRATEGIES["auto"].create_load(ctx, STORED) is None
 
 
 def test_the_load_of_a_stamped_auto_view_reads_the_clock():
     """So that a later sync that chooses timestamp starts from a watermark, not a reconciliation."""
-    load = STRATEGIES["auto"].create_load(context(BOTH))
+    load = STRATEGIES["auto"].create_load(context(BOTH), STORED)
     assert isinstance(load, StateLoad) and load.owner is Timestamp
 
 
 def test_auto_reads_row_versions_on_a_source_that_was_postgresql_at_definition():
     ctx = context({}, versioned=("s",))
-    assert STRATEGIES["auto"].create(ctx).name == "row_version"
-    load = STRATEGIES["auto"].create_load(ctx)
+    assert STRATEGIES["auto"].create(ctx, STORED).name == "row_version"
+    load = STRATEGIES["auto"].create_load(ctx, STORED)
     assert isinstance(load, StateLoad) and load.owner is RowVersion
-    assert STRATEGIES["auto"].create(context({}, versioned=("other",))).name == "sketch"
-    assert STRATEGIES["auto"].create(context({}, key=[], versioned=("s",))).name == "sketch"
+    assert STRATEGIES["auto"].create(context({}, versioned=("other",)), STORED).name == "sketch"
+    assert STRATEGIES["auto"].create(context({}, key=[], versioned=("s",)), STORED).name == "sketch"
