@@ -124,6 +124,9 @@ def test_auto_chooses_by_expected_bytes_and_says_so(api, people):
         people.change(updates=40, inserts=10, deletes=5)
     m = _sync(api, people, "sk_auto", before)
     expected = m["expected_bytes"]
+    # a SQLite source without timestamps: the strategies that cannot run on it expect nothing
+    assert expected["row_version"] is None and expected["snapshot_diff"] is None and expected["timestamp"] is None
+    assert all(expected[k] is not None for k in ("sketch", "group_hash", "full_ship", "tuple_hash")), expected
     candidates = {k: v for k, v in expected.items() if k in ("sketch", "group_hash", "full_ship") and v is not None}
     assert m["chosen"] == min(candidates, key=candidates.get), m
     assert m["strategy"] == "auto"

@@ -199,7 +199,7 @@ class SiteRun:
             if omega is None:  # a version written before the histogram was kept
                 omega = update_counts.of_frame(projected.frame)
             snapshot, deletion_rows = self._statistics(projected.frame, cost, omega, self.current)
-            self.metrics.expected_bytes = expected_bytes(snapshot.statistics)
+            self.metrics.expected_bytes = expected_bytes(snapshot.statistics, self.ctx)
             strategy = STRATEGIES[self.options.strategy].create(self.ctx, snapshot)
             planned = Planned(strategy, snapshot, projected.current_layers, omega, deletion_rows)
         strategy.plan()

@@ -32,11 +32,12 @@ from warehouse.deltas import join_delta
 from warehouse.deltas.join_delta import JoinDelta
 from warehouse.deltas.site_delta import DeltaResult, view_delta
 from warehouse.deltas.touched_delta import TouchedDelta
-from warehouse.errors import AgentRejected, WarehouseError
+from warehouse.errors import WarehouseError
 from warehouse.metrics import Attempt, SyncMetrics
 from warehouse.multisets import combinations, matching, multiset
 from warehouse.names import DELETE, INSERT, OP, UPDATE, spark_schema
 from warehouse.options import SyncOptions
+from warehouse.pipeline.failures import told
 from warehouse.pipeline.site_sync import Endpoint, SiteRun
 from warehouse.reading import rows as view_rows
 from warehouse.sample import view_sample
@@ -50,12 +51,6 @@ from warehouse.viewdef import ViewDef
 __all__ = ["Endpoint", "SyncOptions", "SyncRun"]
 
 log = logging.getLogger("warehouse.pipeline.sync")
-
-#: Agent refusals of a site query it accepted at registration: a table or column is gone
-#: or no longer exposed (403), or no longer fits the site-query grammar (422).
-SCHEMA_DRIFT_STATUSES = (403, 422)
-#: How the agent ends a schema change's message (remote_agent/strategies/checks.py).
-REDEFINE_AT_AGENT = "(PUT its definition again)"
 
 #: Divergent rows a verify sync quotes in its record.
 VERIFY_EXAMPLES = 5
@@ -211,13 +206,7 @@ class SyncRun:
                         )
                     )
                 if not exc.transient or attempt == self.options.agent_retries:
-                    if isinstance(exc, AgentRejected) and exc.status in SCHEMA_DRIFT_STATUSES:
-                        exc.message = f"source {site.source!r}: {exc.message}. The agent accepted this site query when the view was registered: the source schema (or the agent's --allow list) changed since; restore it, or redefine the view (PUT /v1/views/{self.view_name})"
-                    elif isinstance(exc, AgentRejected) and exc.message.endswith(REDEFINE_AT_AGENT):
-                        # the agent knows no view name: its way out is said here with the view's
-                        exc.message = exc.message.removesuffix(REDEFINE_AT_AGENT) + f"(PUT /v1/views/{self.view_name})"
-                    if exc.transient:
-                        exc.message = f"{exc.message} (gave up after {attempt + 1} attempt(s); SERVICE_AGENT_RETRIES={self.options.agent_retries})"
+                    exc.message = told(exc, site.source, self.view_name, attempt + 1, self.options.agent_retries)
                     raise
                 self.metrics.retries += 1
                 pause = self.options.agent_retry_backoff_s * 2**attempt

@@ -30,8 +30,10 @@ LOAD = FullShip
 __all__ = ["LOAD", "STRATEGIES", "FragmentBuild", "SiteContext", "SiteEstimate", "Snapshot", "Strategy"]
 
 
-def expected_bytes(estimate: SiteEstimate) -> dict[str, float | None]:
-    """What each strategy expects a sync to cost, given the statistics.
+def expected_bytes(estimate: SiteEstimate, ctx: SiteContext | None = None) -> dict[str, float | None]:
+    """What each strategy expects a sync to cost, given the statistics; None for one that
+    cannot serve this sync, or (given the site's `ctx`) cannot run on the site at all
+    (row_version off PostgreSQL, snapshot_diff off dump files, timestamp without stamps).
 
     >>> from warehouse.planning.cost_model import CostModel
     >>> costs = expected_bytes(SiteEstimate(10_000, 0.001, 0.0, CostModel(50, 4, 16), 128))
@@ -41,6 +43,9 @@ def expected_bytes(estimate: SiteEstimate) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for name, cls in STRATEGIES.items():
         if cls is not Auto:
+            if ctx is not None and not cls.applies(ctx):
+                out[name] = None
+                continue
             cost = cls.expected_bytes(estimate)
             out[name] = round(cost, 1) if math.isfinite(cost) else None  # None: cannot serve this sync
     return out
