@@ -323,7 +323,7 @@ def cargo(warehouse, link, legacy):
     """The cargo view, loaded over the fast link: {key: row} as it stands."""
     # group_hash, named (auto is the default): a rewrite of every row is a long answer to cut
     warehouse.add_view("cargo_2h", CARGO_SQL, strategy="group_hash")
-    first = warehouse.pipeline.sync("cargo_2h")
+    first = warehouse.sync("cargo_2h")
     state = legacy.truth(CARGO_TRUTH, ["id"])
     check_sync(warehouse, "cargo_2h", ["id"], {}, state, first)
     return state
@@ -368,7 +368,7 @@ def test_link_cut_mid_transfer_fails_in_bounded_time_and_the_next_sync_is_exact(
     assert all(a["error"] for a in m["attempts"]), m["attempts"]
     assert keyed(warehouse.rows("cargo_2h"), ["id"]) == cargo, "a failed sync changed the view"
 
-    after = warehouse.pipeline.sync("cargo_2h")
+    after = warehouse.sync("cargo_2h")
     _check_cargo(warehouse, legacy, cargo, after)
     assert after["metrics"]["retries"] == 0, after["metrics"]["attempts"]
 

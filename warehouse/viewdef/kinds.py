@@ -31,8 +31,8 @@ FAMILY = {
 }
 #: Kinds a source compares with each other (a date with a timestamp, at midnight).
 _ALIKE = {"date": "time", "timestamp": "time"}
-#: What a string literal may stand for.
-_STRING_ADAPTS_TO = {"text", "time"}
+#: What a string literal may stand for ('2024-01-31', 'true').
+_STRING_ADAPTS_TO = {"text", "time", "boolean"}
 _NUMBER = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 HELP = "compare a column with a column or a literal of the same kind (numbers, text, dates and timestamps, booleans)"
@@ -68,9 +68,13 @@ def clash(left: str | None, right: str | None, literal: exp.Expression | None = 
     >>> import sqlglot
     >>> clash("number", "string", sqlglot.parse_one("'12.5'")) is None
     True
+    >>> clash("boolean", "number", sqlglot.parse_one("1")) is None, clash("boolean", "number", sqlglot.parse_one("2"))
+    (True, 'boolean and number')
     """
     if left is None or right is None or left == right:
         return None
+    if {left, right} == {"boolean", "number"} and literal is not None and literal.name in ("0", "1"):
+        return None  # a flag written 0 or 1, as SQLite and MySQL store booleans
     if "string" in (left, right):
         other = right if left == "string" else left
         if other in _STRING_ADAPTS_TO:
@@ -102,7 +106,7 @@ def check_kinds(bound: BoundView, error: Callable[[str], Exception]) -> None:
                 continue
             first = operands[0]
             for other in operands[1:]:
-                literal = next((o for o in (first, other) if isinstance(o, exp.Literal) and o.is_string), None)
+                literal = next((o for o in (first, other) if isinstance(o, exp.Literal)), None)
                 problem = clash(kind_of(first, column_kind), kind_of(other, column_kind), literal)
                 if problem:
                     raise error(f"{snippet(as_written(node))} compares values of different kinds ({problem}): {HELP}")
