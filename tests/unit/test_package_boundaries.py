@@ -5,6 +5,7 @@ has no business with the agent's adapters and routes, and the agent never import
 the warehouse. The contract itself imports neither side.
 """
 
+import functools
 import json
 import subprocess
 import sys
@@ -29,6 +30,7 @@ FORBIDDEN = {
 }
 
 
+@functools.cache  # a fresh interpreter per package, once for every test that asks
 def loaded_by(package: str) -> list[str]:
     out = subprocess.run([sys.executable, "-c", SCRIPT, package], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
