@@ -8,6 +8,7 @@ view's load, which reads everything once.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -43,10 +44,16 @@ def expected_seconds(history: Sequence[SyncRecord], verify: bool = False) -> flo
 def remaining(expected_s: float | None, elapsed_s: float) -> dict:
     """The progress fields of a running sync: elapsed seconds and, where expected, the ETA.
 
+    The ETA is rounded down to a tenth of a second, so it never passes the expected time
+    (0.191 s expected, 0.01 s elapsed: 0.1, where rounding to the nearest would say 0.2).
+
     >>> remaining(10.0, 4.0), remaining(10.0, 12.5), remaining(None, 1.0)
     ({'elapsed_s': 4.0, 'expected_s': 10.0, 'eta_s': 6.0}, {'elapsed_s': 12.5, 'expected_s': 10.0, 'eta_s': 0.0}, {'elapsed_s': 1.0})
+    >>> remaining(0.191, 0.01)["eta_s"]
+    0.1
     """
     out = {"elapsed_s": round(elapsed_s, 1)}
     if expected_s is not None:
-        out.update(expected_s=expected_s, eta_s=round(max(expected_s - elapsed_s, 0.0), 1))
+        left = max(expected_s - elapsed_s, 0.0)
+        out.update(expected_s=expected_s, eta_s=math.floor(round(left * 10, 6)) / 10)
     return out
