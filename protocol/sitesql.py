@@ -242,9 +242,11 @@ def parse_select(
 
 
 def _one_statement(sql: str, dialect: str | None, error: ErrorClass, form: str) -> Node:
-    sqlsize.check_text(sql, dialect, lambda problem: error(f"{problem}: {form}"))
     try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        reader = Dialect.get_or_raise(dialect)
+        tokens = reader.tokenize(sql)  # read once: for the size bounds, then by the parser
+        sqlsize.check_text(sql, tokens, lambda problem: error(f"{problem}: {form}"))
+        statements = [s for s in reader.parser().parse(tokens, sql) if s is not None]
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         where = f" (line {first.get('line')}, column {first.get('col')})" if first.get("line") else ""

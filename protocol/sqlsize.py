@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from protocol.sqlnodes import Node
 
@@ -28,17 +26,14 @@ MAX_NODES = 20_000
 MAX_CHARS = 200_000
 
 
-def parenthesis_depth(sql: str, dialect: str | None = None) -> int:
-    """The deepest nesting of parentheses in `sql`, read token by token (a parenthesis in a
-    string literal or quoted name does not count); 0 when the text cannot be tokenized.
+def parenthesis_depth(tokens: list[Token]) -> int:
+    """The deepest nesting of parentheses among `tokens` (a parenthesis in a string literal
+    or quoted name is no token of its own, so it does not count).
 
-    >>> parenthesis_depth("SELECT a FROM t WHERE ((a = 1) OR (a = ')('))")
+    >>> import sqlglot
+    >>> parenthesis_depth(sqlglot.tokenize("SELECT a FROM t WHERE ((a = 1) OR (a = ')('))"))
     2
     """
-    try:
-        tokens = sqlglot.tokenize(sql, read=dialect)
-    except SqlglotError:
-        return 0
     depth = deepest = 0
     for token in tokens:
         if token.token_type == TokenType.L_PAREN:
@@ -52,6 +47,7 @@ def parenthesis_depth(sql: str, dialect: str | None = None) -> int:
 def shape(tree: Node) -> tuple[int, int]:
     """The nesting depth and node count of `tree`, walked without recursion.
 
+    >>> import sqlglot
     >>> shape(sqlglot.parse_one("NOT NOT a"))  # Not, Not, Column, Identifier
     (4, 4)
     >>> shape(sqlglot.parse_one("a + b + c + d"))  # the chain of Add is one level
@@ -69,11 +65,11 @@ def shape(tree: Node) -> tuple[int, int]:
     return deepest, nodes
 
 
-def check_text(sql: str, dialect: str | None, error: Callable[[str], Exception]) -> None:
-    """Raise `error` when `sql` is too long or its parentheses nest too deeply to parse safely."""
+def check_text(sql: str, tokens: list[Token], error: Callable[[str], Exception]) -> None:
+    """Raise `error` when `sql` is too long or its parentheses (`tokens`) nest too deeply to parse safely."""
     if len(sql) > MAX_CHARS:
         raise error(f"the SQL is {len(sql):,} characters long, more than the {MAX_CHARS:,} accepted")
-    depth = parenthesis_depth(sql, dialect)
+    depth = parenthesis_depth(tokens)
     if depth > MAX_PARENTHESES:
         raise error(f"parentheses nest {depth} deep, more than the {MAX_PARENTHESES} accepted")
 

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from protocol.sqlnodes import snippet
 from warehouse.viewdef.bound import BoundView
+from warehouse.viewdef.kinds import FAMILY
 from warehouse.viewdef.model import ViewDefinitionError
 
 #: What a condition across sites may contain, appended to its rejections.
@@ -24,18 +25,6 @@ CROSS_SITE_HELP = (
 )
 
 
-#: Kinds of values a condition across sites may compare with each other.
-_FAMILY = {
-    "int": "number",
-    "float": "number",
-    "decimal": "number",
-    "text": "text",
-    "bytes": "bytes",
-    "bool": "boolean",
-    "date": "date",
-    "timestamp": "timestamp",
-    "timestamptz": "timestamp",
-}
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
@@ -58,7 +47,7 @@ def check_cross_site(condition: exp.Expression, bound: BoundView) -> None:
         if isinstance(node, exp.Paren):
             return family(node.this)
         if isinstance(node, exp.Column):
-            return _FAMILY[bound.type_of(node).kind]
+            return FAMILY[bound.type_of(node).kind]
         if isinstance(node, exp.Boolean):
             return "boolean"
         if isinstance(node, exp.Null) or (isinstance(node, exp.Literal) and node.is_string):
