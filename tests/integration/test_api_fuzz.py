@@ -174,6 +174,10 @@ SITE_SQL = [
     "SELECT i.sku AS sku FROM items i WHERE i.sku IN (SELECT sku FROM items)",
     "SELECT load_extension('x') AS sku FROM items i",
     "SELECT i.photo AS sku, i.weight AS w FROM items i",
+    # nested far past the bounds of protocol/sqlsize.py: refused by name, never a RecursionError
+    "SELECT i.sku AS sku FROM items i WHERE " + "(" * 300 + "i.stock > 2" + ")" * 300,
+    "SELECT i.sku AS sku FROM items i WHERE " + "NOT " * 400 + "i.stock > 2",
+    "SELECT i.sku AS sku FROM items i WHERE i.stock = " + "- " * 3000 + "1",
 ]
 KEY_NAMES = ["sku", "name", "price", "stock", "a", "b", "w", "missing"]
 FRAME_COLUMNS = ["__uid", "__hash", "__rid", "__ship", "__count", "__lo_sku", "__hi_sku", "sku", "stock", "name"]
@@ -361,3 +365,36 @@ def test_service_answers_every_generated_request_without_a_server_error(seeded, 
         case.validate_response(response, checks=BASE_CHECKS)
 
     run()
+
+
+#: Shapes of deep nesting in a view's SQL: each {} is filled with the nested part.
+NESTINGS = {
+    "parentheses": lambda d: "(" * d + "i.stock > 2" + ")" * d,
+    "negations": lambda d: "NOT " * d + "i.stock > 2",
+    "signs": lambda d: "i.stock = " + "- " * d + "1",  # spaced: "--" would start a comment
+    "arithmetic": lambda d: "(" * d + "i.stock" + " + 1)" * d + " > 2",
+    "subqueries": lambda d: "i.sku IN " + "(SELECT i.sku FROM fz_shop.items i WHERE " * d + "1 = 1" + ")" * d,
+}
+
+
+@pytest.mark.timeout(300)
+def test_service_refuses_deep_nesting_in_a_view_without_a_server_error(seeded, api):
+    """A view's SQL nested at any depth, in each shape, is created (201) or refused with a
+    4xx — the service's parser never runs out of stack (once a 500 at 50 parentheses)."""
+    statuses = set()
+
+    @fuzz_settings(30)
+    @given(shape=st.sampled_from(sorted(NESTINGS)), depth=st.integers(1, 2000))
+    def run(shape, depth):
+        sql = f"SELECT i.sku, i.name FROM {PREFIX}shop.items i WHERE " + NESTINGS[shape](depth)
+        response = api.http.post("/v1/views", json={"name": f"{PREFIX}deep", "sql": sql})
+        assert response.status_code < 500, (shape, depth, response.text[:300])
+        statuses.add(response.status_code)
+        if response.status_code == 201:
+            assert api.http.delete(f"/v1/views/{PREFIX}deep").status_code == 204
+        else:
+            assert response.status_code == 422, response.text[:300]
+            assert "sqlglot" not in response.text and "<class" not in response.text, response.text[:300]
+
+    run()
+    assert statuses == {201, 422}, statuses  # both sides of the bounds were reached
