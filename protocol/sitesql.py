@@ -399,7 +399,7 @@ def wrap_read_as(read_as: str, column: exp.Column, dialect: str) -> exp.Expressi
 
 def build_select(
     items: Sequence[tuple[Node, str]],
-    tables: Sequence[tuple[str, str]],
+    tables: Sequence[tuple[tuple[str, ...], str]],
     conditions: Sequence[Node | None],
     where: Node | None,
     group: Sequence[Node] | None = None,
@@ -408,7 +408,8 @@ def build_select(
 
     Args:
         items: (expression, output name) per select item.
-        tables: (exact table name, alias) per table occurrence, FROM first.
+        tables: (the table's exact name as its parts, `TableInfo.path`, and its alias) per
+            table occurrence, FROM first.
         conditions: ON predicate per table occurrence (the first is ignored).
         where: the WHERE predicate, or None.
         group: the GROUP BY columns of a grouped query, or None.
@@ -426,9 +427,12 @@ def build_select(
     return select
 
 
-def _table(name: str, alias: str) -> exp.Table:
+def _table(path: tuple[str, ...], alias: str) -> exp.Table:
+    *schema, name = path
     return exp.Table(
-        this=exp.to_identifier(name, quoted=True), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+        this=exp.to_identifier(name, quoted=True),
+        db=exp.to_identifier(schema[0], quoted=True) if schema else None,
+        alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
     )
 
 
