@@ -375,6 +375,15 @@ def _join_condition(join: exp.Join, error: ErrorClass, form: str, left_joins: bo
     return on, is_left
 
 
+def exposed_name(table: exp.Table) -> str:
+    """The name the agent exposes a table of a site query under: `schema.table` outside the default schema.
+
+    >>> exposed_name(sqlglot.parse_one('SELECT 1 FROM "erp"."orders" AS "o"').find(exp.Table))
+    'erp.orders'
+    """
+    return ".".join(part for part in (table.text("db"), table.name) if part)
+
+
 def column_ref(alias: str, name: str) -> exp.Column:
     """`"alias"."name"` as a tree."""
     return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(alias, quoted=True))

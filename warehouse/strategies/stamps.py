@@ -15,6 +15,7 @@ from dataclasses import replace
 import sqlglot
 from sqlglot import exp
 
+from protocol import sitesql
 from protocol.schema import SourceSchema
 from warehouse.view_options import StampSettings
 from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
@@ -38,7 +39,7 @@ def site_tables(site: SiteQuery, dialect: str | None = None) -> list[tuple[str, 
     [('people', 'p'), ('people', 'q')]
     """
     tree = sqlglot.parse_one(site.sql, read=dialect or site.dialect)
-    return [(t.name, t.alias_or_name) for t in tree.find_all(exp.Table)]
+    return [(sitesql.exposed_name(t), t.alias_or_name) for t in tree.find_all(exp.Table)]
 
 
 def _resolve(table: str, definition: ViewDef, setting: str) -> tuple[str, str]:
