@@ -162,9 +162,14 @@ class TableOut(BaseModel):
     columns: list[ColumnOut]
     primary_key: list[str]
     unique_keys: list[list[str]] = []
-    #: the schema (PostgreSQL) or database (MySQL) of a table outside the connection's
-    #: default one, whose `name` is then "schema.table"; null in the default one
-    schema_: str | None = Field(default=None, alias="schema", exclude_if=lambda v: v is None)
+    #: left out in the default schema, so that the answer for those tables is as it was
+    schema_: str | None = Field(
+        default=None,
+        alias="schema",
+        exclude_if=lambda v: v is None,
+        description="the schema (PostgreSQL) or database (MySQL) of a table outside the connection's default one, "
+        "whose name is then schema.table; left out in the default one",
+    )
 
 
 class SchemaOut(BaseModel):
