@@ -193,7 +193,7 @@ def create_view(
 def redefine_view(
     name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
 ) -> ViewOut:
-    """Give a view a new SQL or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size or schedule change: the rows stay and the next sync resizes the sample)."""
+    """Give a view a new SQL (or table: a table view) or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size or schedule change: the rows stay and the next sync resizes the sample)."""
     try:
         current = catalog.view(name)
     except NotFound:
