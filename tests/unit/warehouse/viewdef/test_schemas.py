@@ -7,6 +7,7 @@ import pytest
 from protocol.schema import ColumnInfo, SourceSchema, TableInfo
 from protocol.types import LogicalType
 from remote_agent.sitequery import validate_site_query
+from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.viewdef import ViewDefinitionError, analyze_view
 
 
@@ -66,3 +67,15 @@ def test_schema_json_keeps_the_schema_and_leaves_it_out_in_the_default_one():
     assert [t.get("schema") for t in body["tables"]] == [None, "erp"]
     assert "schema" not in body["tables"][0]
     assert SourceSchema.from_json(body) == schema
+
+
+def test_strategy_settings_name_a_table_of_another_schema_with_its_schema():
+    stamped = TableInfo(
+        "erp.items", (col("id"), col("at", "timestamp", True), col("gone", "bool", True)), ("id",), schema="erp"
+    )
+    schemas = {"src": SourceSchema("postgres", {**TABLES, stamped.name: stamped})}
+    view = analyze_view("SELECT i.id, i.at FROM src.erp.items i", schemas)
+    got = check_settings(StampSettings({"src.erp.items": "at"}, {"erp.items": "gone"}), view, schemas, "timestamp")
+    assert (got.timestamps, got.delete_flags) == ({"src.erp.items": "at"}, {"src.erp.items": "gone"})
+    (site,) = apply_delete_flags(view, got, schemas).sites
+    assert '"erp"."items" AS "i"' in site.sql and '"i"."gone"' in site.sql
