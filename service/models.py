@@ -170,8 +170,10 @@ class ViewSource(BaseModel):
     @model_validator(mode="after")
     def _one_of_sql_and_table(self):
         if (self.sql is None) == (self.table is None):
+            problem = "both are given" if self.sql is not None else "both are missing"
             raise ValueError(
-                'give exactly one of "sql" (the view\'s SELECT) and "table" (a table view: source.table, every column of it)'
+                f'give exactly one of "sql" (the view\'s SELECT) and "table" (a table view: source.table, every '
+                f"column of it); {problem}"
             )
         return self
 
