@@ -45,7 +45,13 @@ EVERY_S = click.option(
 
 @command(view, "add")
 @click.argument("name")
-@click.argument("sql")
+@click.argument("sql", required=False)
+@click.option(
+    "--table",
+    metavar="SOURCE.TABLE",
+    help="A table view instead of SQL: every column of this table (SOURCE.SCHEMA.TABLE outside the default schema), "
+    "keyed by its primary key, else a unique key over NOT NULL columns, else none (a multiset view).",
+)
 @click.option("--strategy", help="How syncs find changes: auto (the service's default), sketch, group_hash, …")
 @click.option("--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows.")
 @click.option(
@@ -82,10 +88,13 @@ EVERY_S = click.option(
     help="Keyless views: how far a pair may differ in COLUMN; repeatable.",
 )
 @EVERY_S
-def view_add(client: Client, out: Output, name: str, sql: str, **options) -> None:
-    """Define view NAME by SQL, a project-select-join over source.table (the service checks it
-    and says what it cannot maintain). The view's key is derived from its tables' keys."""
-    body: dict[str, object] = {"name": name, "sql": sql}
+def view_add(client: Client, out: Output, name: str, sql: str | None, table: str | None, **options) -> None:
+    """Define view NAME by SQL, a project-select-join over source.table (source.schema.table outside
+    the default schema; the service checks it and says what it cannot maintain), or by --table as
+    every column of one table. The view's key is derived from its tables' keys."""
+    if (sql is None) == (table is None):
+        raise click.UsageError("give the view's SQL or --table SOURCE.TABLE (one of the two)")
+    body: dict[str, object] = {"name": name, "sql": sql} if sql is not None else {"name": name, "table": table}
     for key in ("strategy", "sample_size", "timestamps", "delete_flags", "timestamp_lag_s", "reconcile_every"):
         if options[key] not in (None, {}):
             body[key] = options[key]
@@ -122,7 +131,7 @@ def next_run_text(view: dict) -> str | None:
 def view_fields(title: str, view: dict):
     """A view's definition without the bulky parts (column types and site columns, key derivation)."""
     hidden = ("sites", "column_types", "key_derivation", "columns", "schedule", "next_run_at")
-    shown = {k: v for k, v in view.items() if k not in hidden}
+    shown = {k: v for k, v in view.items() if k not in hidden and not (k == "table" and v is None)}
     shown["schedule"] = schedule_text(view)
     if view.get("schedule"):
         shown["next run (UTC)"] = next_run_text(view) or "after the sync under way (or the scheduler is off)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.encoding import DEFAULT_HASH_BITS
 
@@ -157,10 +157,19 @@ class ColumnOut(BaseModel):
 
 
 class TableOut(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
     name: str
     columns: list[ColumnOut]
     primary_key: list[str]
     unique_keys: list[list[str]] = []
+    #: left out in the default schema, so that the answer for those tables is as it was
+    schema_: str | None = Field(
+        default=None,
+        alias="schema",
+        exclude_if=lambda v: v is None,
+        description="the schema (PostgreSQL) or database (MySQL) of a table outside the connection's default one, "
+        "whose name is then schema.table; left out in the default one",
+    )
 
 
 class SchemaOut(BaseModel):

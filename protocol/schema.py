@@ -24,10 +24,33 @@ class ColumnInfo:
 
 @dataclass(frozen=True)
 class TableInfo:
+    """A table an agent exposes.
+
+    A table of the connection's default schema (PostgreSQL's search path, the MySQL URL's
+    database, SQLite's file) is named as it is (`orders`); one of another schema or
+    database carries its `schema` and is named `schema.table` (`erp.orders`), so two
+    tables of one name in two schemas never share a name.
+    """
+
     name: str
     columns: tuple[ColumnInfo, ...]
     primary_key: tuple[str, ...]
     unique_keys: tuple[tuple[str, ...], ...] = field(default=())
+    #: the schema (database) of a table outside the default one; None in the default one
+    schema: str | None = None
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The parts a query writes the table with: (schema, table) outside the default schema.
+
+        >>> TableInfo("erp.orders", (), ("id",), schema="erp").path
+        ('erp', 'orders')
+        >>> TableInfo("orders", (), ("id",)).path
+        ('orders',)
+        """
+        if self.schema is None:
+            return (self.name,)
+        return (self.schema, self.name[len(self.schema) + 1 :])
 
     def column(self, name: str) -> ColumnInfo | None:
         """The column called `name`, or None when the table has none."""
@@ -82,6 +105,7 @@ class SourceSchema:
                 columns,
                 tuple(t.get("primary_key") or ()),
                 tuple(tuple(u) for u in t.get("unique_keys") or ()),
+                t.get("schema"),
             )
         return cls(data["dialect"], tables)
 
@@ -104,6 +128,7 @@ def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
                 ],
                 primary_key=list(t.primary_key),
                 unique_keys=[list(u) for u in t.unique_keys],
+                schema=t.schema,
             )
             for t in tables
         ],

@@ -375,6 +375,15 @@ def _join_condition(join: exp.Join, error: ErrorClass, form: str, left_joins: bo
     return on, is_left
 
 
+def exposed_name(table: exp.Table) -> str:
+    """The name the agent exposes a table of a site query under: `schema.table` outside the default schema.
+
+    >>> exposed_name(sqlglot.parse_one('SELECT 1 FROM "erp"."orders" AS "o"').find(exp.Table))
+    'erp.orders'
+    """
+    return ".".join(part for part in (table.text("db"), table.name) if part)
+
+
 def column_ref(alias: str, name: str) -> exp.Column:
     """`"alias"."name"` as a tree."""
     return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(alias, quoted=True))
@@ -399,7 +408,7 @@ def wrap_read_as(read_as: str, column: exp.Column, dialect: str) -> exp.Expressi
 
 def build_select(
     items: Sequence[tuple[Node, str]],
-    tables: Sequence[tuple[str, str]],
+    tables: Sequence[tuple[tuple[str, ...], str]],
     conditions: Sequence[Node | None],
     where: Node | None,
     group: Sequence[Node] | None = None,
@@ -408,7 +417,8 @@ def build_select(
 
     Args:
         items: (expression, output name) per select item.
-        tables: (exact table name, alias) per table occurrence, FROM first.
+        tables: (the table's exact name as its parts, `TableInfo.path`, and its alias) per
+            table occurrence, FROM first.
         conditions: ON predicate per table occurrence (the first is ignored).
         where: the WHERE predicate, or None.
         group: the GROUP BY columns of a grouped query, or None.
@@ -426,9 +436,12 @@ def build_select(
     return select
 
 
-def _table(name: str, alias: str) -> exp.Table:
+def _table(path: tuple[str, ...], alias: str) -> exp.Table:
+    *schema, name = path
     return exp.Table(
-        this=exp.to_identifier(name, quoted=True), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+        this=exp.to_identifier(name, quoted=True),
+        db=exp.to_identifier(schema[0], quoted=True) if schema else None,
+        alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
     )
 
 

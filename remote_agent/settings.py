@@ -38,7 +38,7 @@ METAVARS = {
     "--host": "H",
     "--port": "P",
     "--token": "T",
-    "--allow": "TABLE[:COL,...]",
+    "--allow": "[SCHEMA.]TABLE[:COL,...]",
     "--ssl-certfile": "CERT",
     "--ssl-keyfile": "KEY",
 }
@@ -84,7 +84,8 @@ class AgentSettings(BaseSettings):
     allow: Annotated[list[str], NoDecode] = Field(
         default=[],
         description="expose only these tables, as TABLE or TABLE:COL1,COL2 (repeatable; env: ';'-separated); "
-        "none exposes every readable table",
+        "none exposes every readable table of the default schema. On PostgreSQL and MySQL/MariaDB, SCHEMA.TABLE "
+        "exposes a table of another schema (database) and SCHEMA.* all of its tables, named SCHEMA.TABLE",
     )
     #: The legacy database comes first.
     statement_timeout_s: float = Field(default=300.0, description="cancel a statement after this many seconds")
@@ -210,3 +211,31 @@ def parse_allow(rules: list[str]) -> dict[str, set[str] | None]:
         else:
             allowed[table] = None
     return allowed
+
+
+def allowed_rule(allow: dict[str, set[str] | None], name: str, schema: str | None) -> tuple[bool, set[str] | None]:
+    """Whether the rules expose the table `name` (of `schema`, None: the default one), and its columns (None: all).
+
+    A table outside the default schema is exposed by its own rule (`erp.orders`) or its
+    schema's (`erp.*`).
+
+    >>> rules = parse_allow(["orders", "erp.*", "erp.items:id,qty"])
+    >>> allowed_rule(rules, "orders", None), allowed_rule(rules, "erp.orders", "erp"), allowed_rule(rules, "x", None)
+    ((True, None), (True, None), (False, None))
+    >>> sorted(allowed_rule(rules, "erp.items", "erp")[1])
+    ['id', 'qty']
+    """
+    if name in allow:
+        return True, allow[name]
+    if schema is not None and f"{schema}.*" in allow:
+        return True, allow[f"{schema}.*"]
+    return False, None
+
+
+def named_schemas(allow: dict[str, set[str] | None]) -> list[str]:
+    """The schemas (databases) outside the default one the rules name tables of: what comes before a dot.
+
+    >>> named_schemas(parse_allow(["orders", "erp.orders", "erp.items", "sales.*"]))
+    ['erp', 'sales']
+    """
+    return sorted({table.partition(".")[0] for table in allow if "." in table})

@@ -274,7 +274,7 @@ def validate_site_query(
     joins, where = _qualified_conditions(parts, read)
     tree = sitesql.build_select(
         [(o.select, o.column.name) for o in outputs],
-        [(u.table.name, u.alias) for u in read.uses],
+        [(u.table.path, u.alias) for u in read.uses],
         joins,
         where,
         group,
@@ -314,14 +314,19 @@ def _exposed_tables(parts: sitesql.SelectParts, tables: Mapping[str, TableInfo])
 
 
 def _bind_table(ref: sitesql.TableRef, tables: Mapping[str, TableInfo]) -> _TableUse:
-    if ref.db is not None or ref.catalog is not None:
+    if ref.catalog is not None:
         raise Forbidden(
-            f"table {ref.written()!r} is not exposed by this agent: site queries name exposed tables without a schema or database qualifier"
+            f"table {ref.written()!r} is not exposed by this agent: site queries name exposed tables as table or schema.table"
         )
-    name = sitenames.pick_name(ref.name, tables, UnsupportedQuery, "table")
+    written = ref.written()
+    name = sitenames.pick_name(written, tables, UnsupportedQuery, "table")
     if name is None:
-        raise Forbidden(f"table {ref.name!r} is not exposed by this agent (GET /v1/schema lists the tables it exposes)")
-    return _TableUse(tables[name], ref.alias or name)
+        raise Forbidden(
+            f"table {written!r} is not exposed by this agent (GET /v1/schema lists the tables it exposes; --allow "
+            f"{written} exposes it, a table outside the default schema written schema.table)"
+        )
+    table = tables[name]
+    return _TableUse(table, ref.alias or table.path[-1])
 
 
 def _selected(item: sitesql.SelectItem, read: _Tables, dialect: str) -> _Output:

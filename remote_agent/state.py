@@ -6,7 +6,7 @@ import threading
 
 from protocol.models import SiteSpec
 from remote_agent.adapters import Adapter, TableInfo, open_adapter
-from remote_agent.settings import AgentSettings, parse_allow
+from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
 from remote_agent.sitequery import ValidatedQuery, validate_site_query
 from remote_agent.strategies.sketch import Reconciliations
 
@@ -23,6 +23,9 @@ class AgentState:
             cache_dir=settings.cache_dir,
         )
         self.allow = parse_allow(settings.allow)
+        #: the other schemas --allow names tables of; SQLite and dump files have none (a
+        #: rule with a dot names a table whose own name has one, as it always did)
+        self.schemas = named_schemas(self.allow) if self.adapter.schemas else []
         self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
         #: Sketch exchanges between stages: a few per extraction slot.
         self.reconciliations = Reconciliations(limit=2 * settings.max_concurrent_extractions)
@@ -30,16 +33,17 @@ class AgentState:
     def exposed(self) -> dict[str, TableInfo]:
         """The tables (and columns) this agent lets the warehouse read."""
         tables = {}
-        for table in self.adapter.describe():
-            if self.allow and table.name not in self.allow:
+        for table in self.adapter.describe(self.schemas):
+            allowed, cols = allowed_rule(self.allow, table.name, table.schema) if self.allow else (True, None)
+            if not allowed:
                 continue
-            cols = self.allow.get(table.name) if self.allow else None
             if cols is not None:
                 table = TableInfo(
                     table.name,
                     tuple(c for c in table.columns if c.name in cols),
                     table.primary_key if set(table.primary_key) <= cols else (),
                     tuple(u for u in table.unique_keys if set(u) <= cols),
+                    table.schema,
                 )
             tables[table.name] = table
         return tables

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocol.models import TableOut
 from warehouse.strategies import STRATEGIES
@@ -149,10 +149,38 @@ class ScheduleIn(BaseModel):
     )
 
 
-class ViewIn(BaseModel):
+#: What `sql` and `table` of a view are, for the API's documentation.
+SQL_HELP = (
+    "the view's SELECT, tables written source.table (source.schema.table outside the connection's default "
+    "schema); exactly one of sql and table"
+)
+TABLE_HELP = (
+    "a table view: every column of this table, written source.table (source.schema.table outside the "
+    "connection's default schema), keyed by its primary key, else a unique key over NOT NULL columns, else "
+    "none (a multiset view); exactly one of sql and table"
+)
+
+
+class ViewSource(BaseModel):
+    """What a view is: its SQL, or the table it is every column of (exactly one of the two)."""
+
+    sql: str | None = Field(default=None, min_length=1, max_length=100_000, description=SQL_HELP)
+    table: str | None = Field(default=None, min_length=3, max_length=400, description=TABLE_HELP)
+
+    @model_validator(mode="after")
+    def _one_of_sql_and_table(self):
+        if (self.sql is None) == (self.table is None):
+            problem = "both are given" if self.sql is not None else "both are missing"
+            raise ValueError(
+                f'give exactly one of "sql" (the view\'s SELECT) and "table" (a table view: source.table, every '
+                f"column of it); {problem}"
+            )
+        return self
+
+
+class ViewIn(ViewSource):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
-    sql: str = Field(min_length=1, max_length=100_000)
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
     timestamps: dict[str, str] = Field(default_factory=dict, max_length=64, description=TIMESTAMPS_HELP)
     delete_flags: dict[str, str] = Field(default_factory=dict, max_length=64, description=DELETE_FLAGS_HELP)
@@ -164,11 +192,10 @@ class ViewIn(BaseModel):
     schedule: ScheduleIn | None = Field(default=None, description=SCHEDULE_HELP)
 
 
-class ViewRedefine(BaseModel):
-    """A new definition for an existing view (PUT /v1/views/{name})."""
+class ViewRedefine(ViewSource):
+    """A new definition for an existing view (PUT /v1/views/{name}): new SQL, or the table it is every column of."""
 
     model_config = ConfigDict(extra="forbid")
-    sql: str = Field(min_length=1, max_length=100_000)
     strategy: Strategy | None = Field(
         default=None, description=f"{STRATEGY_HELP}. Left out (or null), the view keeps the strategy it has"
     )
@@ -220,7 +247,11 @@ class KeyPartOut(BaseModel):
 
 class ViewOut(BaseModel):
     name: str
-    sql: str
+    sql: str = Field(description="the view's SELECT; for a table view, the SELECT it stands for")
+    table: str | None = Field(
+        default=None,
+        description="a table view's table, source.table as its agent names it; null for a view given as SQL",
+    )
     columns: list[str]
     column_types: dict[str, str]
     key: list[str]

@@ -84,9 +84,17 @@ class Adapter(ABC):
         #: read scan chunks straight into Arrow where the adapter can (`Reader.arrow`)
         self.arrow_reads = arrow_reads
 
+    #: Whether tables outside the connection's default schema can be read (PostgreSQL
+    #: schemas, MySQL databases): `describe(schemas)` names them schema.table.
+    schemas: bool = False
+
     @abstractmethod
-    def describe(self) -> list[TableInfo]:
-        """Every table the read-only connection can read, with columns, types and keys."""
+    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
+        """Every table the read-only connection can read, with columns, types and keys.
+
+        Those of the connection's default schema by their names; with `schemas` (an adapter
+        whose `schemas` is True), also every readable table of those, named schema.table.
+        """
 
     @abstractmethod
     def session(self) -> contextlib.AbstractContextManager[Session]:

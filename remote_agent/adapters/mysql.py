@@ -314,45 +314,66 @@ class MysqlAdapter(Adapter):
             raise SourceUnavailable(f"MySQL/MariaDB session set-up failed at {self.where}: {exc.args[-1]}") from None
         return conn
 
-    def describe(self) -> list[TableInfo]:
+    schemas = True
+
+    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
         conn = self._connect()
         try:
             cursor = conn.cursor()
+            cursor.execute("SELECT DATABASE()")
+            default = cursor.fetchone()[0]
+            # the URL's database, then the other databases --allow names (tables named database.table)
+            wanted = list(dict.fromkeys([default, *schemas]))
+            where = f"TABLE_SCHEMA IN ({', '.join(['%s'] * len(wanted))})"
             cursor.execute(
-                "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
-                "AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_NAME"
+                f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE {where} "
+                "AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_SCHEMA, TABLE_NAME",
+                wanted,
             )
-            names = [r[0] for r in cursor.fetchall()]
+            names = [(schema, table) for schema, table in cursor.fetchall()]
             cursor.execute(
-                "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME, ORDINAL_POSITION"
+                "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE "
+                f"FROM information_schema.COLUMNS WHERE {where} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
+                wanted,
             )
-            columns: dict[str, list[ColumnInfo]] = {n: [] for n in names}
-            for table, name, data_type, column_type, nullable in cursor.fetchall():
-                if table not in columns:
+            columns: dict[tuple[str, str], list[ColumnInfo]] = {n: [] for n in names}
+            for schema, table, name, data_type, column_type, nullable in cursor.fetchall():
+                if (schema, table) not in columns:
                     continue
                 type_, read_as = logical_type(data_type, column_type)
                 # a zero date reads as NULL, whatever the column's NOT NULL says
                 may_be_null = nullable == "YES" or data_type.lower() in _DATES
-                columns[table].append(ColumnInfo(name, type_, may_be_null, column_type, read_as))
+                columns[schema, table].append(ColumnInfo(name, type_, may_be_null, column_type, read_as))
             # Unique indexes over whole columns (no prefix of a text column, no expression).
             cursor.execute(
-                "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "
-                "WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0 ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX"
+                "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "
+                f"WHERE {where} AND NON_UNIQUE = 0 ORDER BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX",
+                wanted,
             )
-            indexes: dict[tuple[str, str], list] = {}
-            for table, index, column, sub_part in cursor.fetchall():
-                indexes.setdefault((table, index), []).append(None if sub_part is not None else column)
-            primary: dict[str, tuple[str, ...]] = {}
-            uniques: dict[str, list[tuple[str, ...]]] = {n: [] for n in names}
-            for (table, index), cols in indexes.items():
-                if table not in uniques or None in cols:
+            indexes: dict[tuple[str, str, str], list] = {}
+            for schema, table, index, column, sub_part in cursor.fetchall():
+                indexes.setdefault((schema, table, index), []).append(None if sub_part is not None else column)
+            primary: dict[tuple[str, str], tuple[str, ...]] = {}
+            uniques: dict[tuple[str, str], list[tuple[str, ...]]] = {n: [] for n in names}
+            for (schema, table, index), cols in indexes.items():
+                if (schema, table) not in uniques or None in cols:
                     continue
                 if index == "PRIMARY":
-                    primary[table] = tuple(cols)
+                    primary[schema, table] = tuple(cols)
                 else:
-                    uniques[table].append(tuple(cols))
-            return [TableInfo(n, tuple(columns[n]), primary.get(n, ()), tuple(uniques[n])) for n in names]
+                    uniques[schema, table].append(tuple(cols))
+            # a table of the URL's database that --allow also names as database.table comes twice
+            named = [(s, t, None) for s, t in names if s == default] + [(s, t, s) for s, t in names if s in schemas]
+            return [
+                TableInfo(
+                    t if qualifier is None else f"{s}.{t}",
+                    tuple(columns[s, t]),
+                    primary.get((s, t), ()),
+                    tuple(uniques[s, t]),
+                    qualifier,
+                )
+                for s, t, qualifier in named
+            ]
         except MySQLdb.OperationalError as exc:
             raise SourceUnavailable(
                 f"MySQL/MariaDB connection failed while reading the catalog: {self._redact(str(exc.args[-1]))}"

@@ -153,14 +153,21 @@ _WAL_SQL = (
 _REPLAYED_SQL = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::text WHERE pg_is_in_recovery()"
 
 _TABLES_SQL = """
-SELECT c.oid, c.relname
+SELECT c.oid, c.relname, NULL::text
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p')
   AND n.nspname = ANY (pg_catalog.current_schemas(false))
   AND pg_catalog.pg_table_is_visible(c.oid)  -- the one an unqualified name resolves to
   AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
-ORDER BY c.relname
+UNION ALL
+SELECT c.oid, n.nspname || '.' || c.relname, n.nspname
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p')
+  AND n.nspname = ANY (%s::text[])  -- the other schemas --allow names, each table as schema.table
+  AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+ORDER BY 2
 """
 
 # A domain column is mapped by the type at the bottom of its chain of domains (psycopg
@@ -353,19 +360,24 @@ class PostgresAdapter(Adapter):
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         return conn
 
-    def describe(self) -> list[TableInfo]:
+    schemas = True
+
+    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
         conn = self._connect()
         try:
-            tables = conn.execute(_TABLES_SQL).fetchall()
-            oids = [oid for oid, _ in tables]
+            # a table of a search-path schema that --allow also names as schema.table comes twice: same oid
+            tables = conn.execute(_TABLES_SQL, (list(schemas),)).fetchall()
+            oids = list(dict.fromkeys(oid for oid, _, _ in tables))
             columns: dict[int, list[ColumnInfo]] = {oid: [] for oid in oids}
-            table_names: dict[int, str] = dict(tables)
-            bytewise = set()
+            table_names: dict[int, list[str]] = {oid: [] for oid in oids}
+            for oid, name, _ in tables:
+                table_names[oid].append(name)
+            bytewise: set[str] = set()
             for oid, name, declared, nullable, base, byte_order in conn.execute(_COLUMNS_SQL, (oids,)):
                 type_, read_as = logical_type(base or declared)
                 columns[oid].append(ColumnInfo(name, type_, nullable=nullable, declared=declared, read_as=read_as))
                 if byte_order:
-                    bytewise.add(f"{table_names[oid]}.{name}")
+                    bytewise.update(f"{table}.{name}" for table in table_names[oid])
             self._bytewise = frozenset(bytewise)
             primary: dict[int, tuple[str, ...]] = {}
             uniques: dict[int, list[tuple[str, ...]]] = {oid: [] for oid in oids}
@@ -375,7 +387,8 @@ class PostgresAdapter(Adapter):
                 else:
                     uniques[oid].append(tuple(names))
             return [
-                TableInfo(name, tuple(columns[oid]), primary.get(oid, ()), tuple(uniques[oid])) for oid, name in tables
+                TableInfo(name, tuple(columns[oid]), primary.get(oid, ()), tuple(uniques[oid]), schema)
+                for oid, name, schema in tables
             ]
         except psycopg.OperationalError as exc:
             raise SourceUnavailable(

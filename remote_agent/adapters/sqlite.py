@@ -138,7 +138,7 @@ class SqliteAdapter(Adapter):
             raise SourceUnavailable(f"cannot open SQLite database {self.path}: {exc}") from None
         return conn
 
-    def describe(self) -> list[TableInfo]:
+    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
         conn = self._connect()
         try:
             names = [

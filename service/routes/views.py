@@ -19,6 +19,7 @@ from service.models import (
     ViewOut,
     ViewRedefine,
     ViewSettings,
+    ViewSource,
     error_responses,
 )
 from service.records import ViewRecord
@@ -33,7 +34,14 @@ from warehouse.sample import view_sample
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.view_options import Schedule, ViewOptions
-from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
+from warehouse.viewdef import (
+    ViewDef,
+    ViewDefinitionError,
+    analyze_table_view,
+    analyze_view,
+    referenced_sources,
+    table_source,
+)
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -45,6 +53,7 @@ def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Schedul
     return ViewOut(
         name=row.name,
         sql=row.sql,
+        table=d.table,
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,
@@ -79,7 +88,7 @@ def _stored(row: ViewRecord, catalog: Catalog, scheduler: Scheduler | None) -> V
 
 
 def _analyze(
-    sql: str,
+    view: ViewSource,
     catalog: Catalog,
     settings: ServiceSettings,
     strategy: str,
@@ -89,7 +98,7 @@ def _analyze(
     schedule: ScheduleIn | Schedule | None = None,
 ) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options."""
-    definition, schemas = _analyze_sql(sql, catalog, settings)
+    definition, schemas = _define(view, catalog, settings)
     try:
         stamps = check_settings(stamps, definition, schemas, strategy)
         match = check_match(match, definition)
@@ -99,10 +108,10 @@ def _analyze(
     return apply_delete_flags(definition, stamps, schemas), options
 
 
-def _analyze_sql(sql: str, catalog: Catalog, settings: ServiceSettings) -> tuple[ViewDef, dict[str, SourceSchema]]:
-    """Check the view's SQL against the schemas of the sources it names (422 / 424 if it cannot be maintained)."""
+def _define(view: ViewSource, catalog: Catalog, settings: ServiceSettings) -> tuple[ViewDef, dict[str, SourceSchema]]:
+    """Check the view's SQL (a table view's: of its table) against the schemas of the sources it names (422 / 424 if it cannot be maintained)."""
     try:
-        names = referenced_sources(sql)
+        names = [table_source(view.table)] if view.table is not None else referenced_sources(_sql(view))
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
 
@@ -126,9 +135,22 @@ def _analyze_sql(sql: str, catalog: Catalog, settings: ServiceSettings) -> tuple
     except SchemaUnavailable as exc:
         raise DependencyFailed(exc.message) from None
     try:
-        return analyze_view(sql, schemas), schemas
+        if view.table is not None:
+            return analyze_table_view(view.table, schemas), schemas
+        return analyze_view(_sql(view), schemas), schemas
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
+
+
+def _sql(view: ViewSource) -> str:
+    """The SQL of a view given as SQL (the model lets through exactly one of sql and table)."""
+    assert view.sql is not None, "a view without a table has SQL (ViewSource)"
+    return view.sql
+
+
+def _stored_sql(view: ViewSource, definition: ViewDef) -> str:
+    """The SQL the catalog keeps: as written, or the SELECT a table view stands for."""
+    return view.sql if view.sql is not None else definition.sql
 
 
 @router.post(
@@ -156,9 +178,9 @@ def create_view(
     )
     match = body.match.model_dump() if body.match is not None else None
     definition, options = _analyze(
-        body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule
+        body, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule
     )
-    row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
+    row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
     return _stored(row, catalog, scheduler)
 
 
@@ -171,7 +193,7 @@ def create_view(
 def redefine_view(
     name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
 ) -> ViewOut:
-    """Give a view a new SQL or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size or schedule change: the rows stay and the next sync resizes the sample)."""
+    """Give a view a new SQL (or table: a table view) or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size or schedule change: the rows stay and the next sync resizes the sample)."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -194,14 +216,15 @@ def redefine_view(
     match = body.match.model_dump() if body.match is not None else current_options.match
     sample_size = body.sample_size if body.sample_size is not None else current_options.sample_size
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
-    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size, schedule)
-    if (body.sql, definition.to_json(), _unsized(options)) == (
+    definition, options = _analyze(body, catalog, settings, strategy, stamps, match, sample_size, schedule)
+    sql = _stored_sql(body, definition)
+    if (sql, definition.to_json(), _unsized(options)) == (
         current.sql,
         current.definition,
         _unsized(current_options),
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
-    row = catalog.replace_view(name, body.sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
+    row = catalog.replace_view(name, sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
     return _stored(row, catalog, scheduler)
 
 

@@ -84,7 +84,9 @@ VIEW_SQL_CASES = [
     ("   ", ["empty"]),
     ("UPDATE bi.people SET score = 0", ["SELECT"]),
     ("SELECT p.id FROM people p", ["source.table"]),
-    ("SELECT p.id FROM x.bi.people p", ["source.table"]),
+    ("SELECT p.id FROM x.bi.people p", ["source 'x' is not registered"]),  # source.schema.table
+    ("SELECT p.id FROM bi.main.people p", ["no table 'main.people'", "attached databases are not read"]),
+    ("SELECT p.id FROM w.x.y.z p", ["only tables can be read"]),
     ("SELECT p.id FROM bi.peeple p", ["peeple", "people"]),
     ("SELECT p.id, p.nmae FROM bi.people p", ["nmae", "name"]),
     ("SELECT p.id, c.name FROM bi.people p JOIN bi.cities c ON p.city = c.name", ["key", "code"]),

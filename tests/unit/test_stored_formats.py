@@ -72,3 +72,19 @@ def test_the_service_does_not_start_on_a_newer_stored_view(tmp_path):
     with pytest.raises(FormatError, match="upgrade deltasieve"):
         with served(tmp_path):
             pass
+
+
+def test_a_table_view_keeps_its_table_across_a_restart_and_old_views_have_none(tmp_path):
+    table_view = {
+        **FORMAT_1,
+        "format": 2,
+        "sql": 'SELECT "id" FROM "crm"."people"',
+        "table": "crm.people",
+    }
+    catalog_with(tmp_path, old=FORMAT_1, people=table_view)
+    with served(tmp_path) as client:
+        assert client.get("/v1/views/people").json()["table"] == "crm.people"
+        assert client.get("/v1/views/old").json()["table"] is None
+    catalog = Catalog(tmp_path / "catalog.db")
+    assert catalog.view("people").definition == table_view  # the start's upgrade leaves it as it is
+    catalog.close()

@@ -15,6 +15,7 @@ from dataclasses import replace
 import sqlglot
 from sqlglot import exp
 
+from protocol import sitesql
 from protocol.schema import SourceSchema
 from warehouse.view_options import StampSettings
 from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
@@ -38,17 +39,15 @@ def site_tables(site: SiteQuery, dialect: str | None = None) -> list[tuple[str, 
     [('people', 'p'), ('people', 'q')]
     """
     tree = sqlglot.parse_one(site.sql, read=dialect or site.dialect)
-    return [(t.name, t.alias_or_name) for t in tree.find_all(exp.Table)]
+    return [(sitesql.exposed_name(t), t.alias_or_name) for t in tree.find_all(exp.Table)]
 
 
 def _resolve(table: str, definition: ViewDef, setting: str) -> tuple[str, str]:
-    """(source, table) of a TABLE of a setting, written `table` or `source.table`."""
+    """(source, table) of a TABLE of a setting, written `table` or `source.table` (a table
+    outside the default schema: `schema.table` or `source.schema.table`)."""
     read = {(s.source, name) for s in definition.sites for name, _ in site_tables(s)}
-    if "." in table:
-        source, name = table.split(".", 1)
-        found = [(source, name)] if (source, name) in read else []
-    else:
-        found = [(source, name) for source, name in read if name == table]
+    source, _, name = table.partition(".")
+    found = [(source, name)] if (source, name) in read else [(source, name) for source, name in read if name == table]
     tables = ", ".join(sorted(f"{s}.{t}" for s, t in read))
     if not found:
         raise ViewDefinitionError(f"{setting}: the view reads no table {table!r}; it reads {tables}")

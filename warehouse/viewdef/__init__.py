@@ -2,7 +2,8 @@
 
 The analysis runs as ordered steps: parse -> bind tables -> bind columns -> choose keys
 (`binding`) -> decompose into site queries and the assembly (`decomposition`). Its result
-is a `ViewDef` (`model`), which the catalog stores as JSON.
+is a `ViewDef` (`model`), which the catalog stores as JSON. A table view (`table_views`)
+is analyzed as the SELECT of every column of its table.
 """
 
 from protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
@@ -10,6 +11,7 @@ from warehouse.viewdef.binding import VIEW_DIALECT, VIEW_FORM, referenced_source
 from warehouse.viewdef.cross_site import CROSS_SITE_HELP
 from warehouse.viewdef.decomposition import ASSEMBLY_DIALECT, analyze_view, site_table
 from warehouse.viewdef.model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError, upgrade_definition
+from warehouse.viewdef.table_views import analyze_table_view, table_source, table_view_key, table_view_sql
 
 __all__ = [
     "ASSEMBLY_DIALECT",
@@ -23,9 +25,13 @@ __all__ = [
     "UnknownSourceError",
     "ViewDef",
     "ViewDefinitionError",
+    "analyze_table_view",
     "analyze_view",
     "referenced_sources",
     "schema_to_json",
     "site_table",
+    "table_source",
+    "table_view_key",
+    "table_view_sql",
     "upgrade_definition",
 ]

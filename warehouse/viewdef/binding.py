@@ -1,6 +1,7 @@
 """Binding: resolve the tables and columns of a view's SQL against its sources' schemas, and derive its key.
 
-A view is a select-project-join block over tables written `source.table`::
+A view is a select-project-join block over tables written `source.table` (or
+`source.schema.table` for a table outside the connection's default schema)::
 
     SELECT c.id, c.name, o.id AS order_id, o.amount
     FROM crm.customers AS c JOIN crm.orders AS o ON o.customer_id = c.id
@@ -31,7 +32,8 @@ VIEW_DIALECT: str | None = None
 #: What a view may look like, appended to every rejection.
 VIEW_FORM = (
     "a view is SELECT t.column [AS name], ... FROM source.table [AS t] "
-    "[[INNER | LEFT [OUTER]] JOIN source.table [AS u] ON condition]... [WHERE condition]"
+    "[[INNER | LEFT [OUTER]] JOIN source.table [AS u] ON condition]... [WHERE condition] "
+    "(source.schema.table names a table outside the default schema)"
 )
 
 
@@ -45,14 +47,39 @@ def _parse(sql: str) -> sitesql.SelectParts:
 def _source(ref: sitesql.TableRef) -> str:
     """The source a table of the view is written with; a table not written source.table is refused."""
     if ref.catalog is not None:
-        raise ViewDefinitionError(
-            f"table {ref.written()!r} has too many qualifiers: write tables as source.table ({VIEW_FORM})"
-        )
+        return ref.catalog
     if ref.db is None:
         raise ViewDefinitionError(
             f"table {ref.name!r} must be written source.table, naming the registered source it comes from: {VIEW_FORM}"
         )
     return ref.db
+
+
+def _table_name(ref: sitesql.TableRef) -> str:
+    """The name the agent exposes the table under: `schema.table` when written source.schema.table.
+
+    >>> _table_name(sitesql.TableRef("orders", "erp", "crm", None)), _table_name(sitesql.TableRef("orders", "crm", None, None))
+    ('erp.orders', 'orders')
+    """
+    return f"{ref.db}.{ref.name}" if ref.catalog is not None else ref.name
+
+
+def missing_table_message(source: str, schema: SourceSchema, table: str) -> str:
+    """Why `source.table` cannot be read: the agent does not expose it; what exposes it.
+
+    >>> s = SourceSchema("postgres", {})
+    >>> print(missing_table_message("crm", s, "erp.orders"))  # doctest: +ELLIPSIS
+    source 'crm' has no table 'erp.orders' (its tables: none); the agent may not expose it: ... --allow erp.orders ...
+    """
+    tables = sitenames.name_list(sorted(schema.tables))
+    hint = (
+        f"the agent may not expose it: an agent started with --allow exposes only the tables it names, and a table "
+        f"outside the connection's default schema (PostgreSQL schema, MySQL database) only when --allow names it as "
+        f"schema.table; restart the agent with --allow {table} (GET /v1/sources/{source}/tables lists what it exposes)"
+    )
+    if schema.dialect == "sqlite":
+        hint += "; a SQLite agent reads the tables of its one database file (attached databases are not read)"
+    return f"source {source!r} has no table {table!r} (its tables: {tables}); {hint}"
 
 
 def referenced_sources(sql: str) -> list[str]:
@@ -93,12 +120,13 @@ def _bind_tables(parts: sitesql.SelectParts, schemas: Mapping[str, SourceSchema]
         if source is None:
             raise UnknownSourceError(written)
         tables = schemas[source].tables
-        name = sitenames.pick_name(ref.name, tables, ViewDefinitionError, f"table of source {source!r}")
+        written_table = _table_name(ref)
+        name = sitenames.pick_name(written_table, tables, ViewDefinitionError, f"table of source {source!r}")
         if name is None:
-            raise ViewDefinitionError(
-                f"source {source!r} has no table {ref.name!r} (its tables: {sitenames.name_list(sorted(tables))})"
-            )
-        relations.append(BoundRelation(source, tables[name], ref.alias or name, ref.alias is not None))
+            raise ViewDefinitionError(missing_table_message(source, schemas[source], written_table))
+        table = tables[name]
+        # unaliased, a table is visible under its own name without the schema, as in SQL
+        relations.append(BoundRelation(source, table, ref.alias or table.path[-1], ref.alias is not None))
     sitenames.check_unique_visible([_scope_entry(r) for r in relations], ViewDefinitionError)
     return relations
 

@@ -144,7 +144,7 @@ def _single_site(bound: BoundView, schemas: Mapping[str, SourceSchema]) -> SiteQ
     source = bound.relations[0].source
     tree = sitesql.build_select(
         [(sitesql.column_ref(bound.relations[o.relation].alias, o.column.name), o.name) for o in bound.outputs],
-        [(r.table.name, r.alias) for r in bound.relations],
+        [(r.table.path, r.alias) for r in bound.relations],
         bound.conditions,
         bound.where,
     )
@@ -361,7 +361,7 @@ def _site_query(
         items, columns, key, group = g.items, g.columns, g.key, g.group
     tree = sitesql.build_select(
         items,
-        [(bound.relations[r].table.name, bound.relations[r].alias) for r, _ in order],
+        [(bound.relations[r].table.path, bound.relations[r].alias) for r, _ in order],
         conditions,
         _conjunction(where),
         group,

@@ -88,7 +88,7 @@ def grouped_site(bound: BoundView) -> tuple[exp.Select, list[Column], list[str],
         ]
     )
     tree = sitesql.build_select(
-        g.items, [(r.table.name, r.alias) for r in bound.relations], bound.conditions, bound.where, g.group
+        g.items, [(r.table.path, r.alias) for r in bound.relations], bound.conditions, bound.where, g.group
     )
     return tree, g.columns, g.key, {"count": grouped.COUNT_COLUMN, "nulls": g.nulls}
 

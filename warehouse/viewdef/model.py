@@ -8,6 +8,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from protocol import sitesql
 from protocol.grouped import COUNT_COLUMN
 from protocol.types import Column
 from warehouse.errors import FormatError
@@ -79,7 +80,7 @@ class SiteQuery:
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
         try:
-            names = list(dict.fromkeys(t.name for t in self.parse().find_all(exp.Table)))
+            names = list(dict.fromkeys(sitesql.exposed_name(t) for t in self.parse().find_all(exp.Table)))
         except SqlglotError:
             names = []
         if not names:
@@ -122,6 +123,10 @@ class ViewDef:
     #: a view over tables without a key (multiset.py): {"count": the site's count column,
     #: "nulls": {view column: its NULL flag column}}; None for a keyed view
     multiset: dict | None = None
+    #: a table view's table, "source.table" ("source.schema.table" outside the default
+    #: schema) as its agent names it: the view is every column of it (table_views.py); None
+    #: for a view given as SQL
+    table: str | None = None
 
     @property
     def count_column(self) -> str | None:
@@ -151,6 +156,8 @@ class ViewDef:
             data["left_sites"] = list(self.left_sites)
         if self.multiset:
             data["multiset"] = {"count": self.multiset["count"], "nulls": dict(self.multiset["nulls"])}
+        if self.table is not None:  # a key older readers leave alone: they see the view's SQL
+            data["table"] = self.table
         return data
 
     def _format(self) -> int:
@@ -172,6 +179,7 @@ class ViewDef:
             data.get("key_derivation"),
             list(data.get("left_sites", [])),
             data.get("multiset"),
+            data.get("table"),
         )
 
 

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from sqlglot import exp
 
 from protocol.types import LogicalType
 from remote_agent.adapters import open_adapter
@@ -307,6 +308,29 @@ def test_writes_fail_inside_read(server, statement, role):
             reader.conn.execute(statement)
     with psycopg.connect(server.owner_url) as owner:
         assert owner.execute("SELECT count(*) FROM pairs WHERE a = 7").fetchone() == (0,)
+
+
+def test_describe_other_schemas_by_schema_and_table(adapter, server):
+    with psycopg.connect(server.owner_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA erp")
+        conn.execute("GRANT USAGE ON SCHEMA erp TO reader")
+        conn.execute('CREATE TABLE erp.pairs (no integer PRIMARY KEY, label text COLLATE "C")')
+        conn.execute("CREATE TABLE erp.hidden (id integer PRIMARY KEY)")
+        conn.execute("GRANT SELECT ON erp.pairs TO reader")
+    assert [t.name for t in adapter.describe()] == [t.name for t in adapter.describe(["nope"])]
+    described = {t.name: t for t in adapter.describe(["erp", "public"])}
+    erp = described["erp.pairs"]
+    assert (erp.schema, erp.path, erp.primary_key, [c.name for c in erp.columns]) == (
+        "erp",
+        ("erp", "pairs"),
+        ("no",),
+        ["no", "label"],
+    )
+    assert "erp.hidden" not in described  # no SELECT: left out, as in the default schema
+    # a table of the search path asked for by its schema comes twice, once by each name
+    assert described["pairs"].schema is None and described["public.pairs"].columns == described["pairs"].columns
+    label = erp.known_column("label")
+    assert adapter.range_key(label, exp.column("label"), "erp.pairs.label") == exp.column("label")  # byte-wise already
 
 
 def test_table_without_select_privilege_is_hidden_and_refused(adapter, tables):

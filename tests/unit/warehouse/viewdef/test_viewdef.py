@@ -449,8 +449,12 @@ def test_table_must_name_its_source():
     rejected("SELECT c.id FROM customers c", "must be written source.table", SUPPORTED)
 
 
-def test_table_with_too_many_qualifiers():
-    rejected("SELECT c.id FROM crm.public.customers c", "too many qualifiers", "source.table")
+def test_table_of_another_schema_not_exposed_names_allow():
+    rejected("SELECT c.id FROM crm.public.customers c", "no table 'public.customers'", "--allow public.customers")
+
+
+def test_table_with_four_parts():
+    rejected("SELECT c.id FROM crm.db.public.customers c", "only tables can be read")
 
 
 def test_unknown_source():
