@@ -36,7 +36,16 @@ def _pair(declared: LogicalType, asked: LogicalType) -> None:
         raise UnsupportedQuery(str(exc)) from None
 
 
-def read_as_asked(query: ValidatedQuery, site: SiteSpec) -> ValidatedQuery:
+def _strict(adapter: Adapter) -> None:
+    """Refuse (422) column_types on an adapter whose reads are not strict (`Adapter.strict_reads`)."""
+    if not adapter.strict_reads:
+        raise UnsupportedQuery(
+            f"this agent reads {adapter.dialect} dump files, whose values Arrow casts: a column cannot be read as a "
+            "stronger type than its dump declares (column_types); declare it in the dump"
+        )
+
+
+def read_as_asked(adapter: Adapter, query: ValidatedQuery, site: SiteSpec) -> ValidatedQuery:
     """The query with each column of `site.read_from` read as the type `site.columns` gives it.
 
     Then `check_columns` compares the asked types. A key column cannot be read so (the
@@ -44,11 +53,12 @@ def read_as_asked(query: ValidatedQuery, site: SiteSpec) -> ValidatedQuery:
 
     Raises:
         BadRequest: `read_from` names no output column, or a key column (400).
-        UnsupportedQuery: a pair protocol/column_types.py does not allow (422).
+        UnsupportedQuery: a pair protocol/column_types.py does not allow, or an agent on dump files (422).
         SourceDataError: the source no longer declares the column as the request says (409).
     """
     if not site.read_from:
         return query
+    _strict(adapter)
     asked = {c.name: c.type for c in site.columns}
     columns = list(query.columns)
     names = [c.name for c in columns]
@@ -87,6 +97,7 @@ def sample_column(adapter: Adapter, tables: Mapping[str, TableInfo], request: Co
     The query is built here from exposed names and validated as a site query (403 for a
     table or column not exposed); the answer quotes the first value that does not read.
     """
+    _strict(adapter)
     table = tables.get(request.table)
     if table is None:
         raise Forbidden(

@@ -53,4 +53,4 @@ class AgentState:
     def site_query(self, site: SiteSpec) -> ValidatedQuery:
         """The warehouse's site query, checked against what this agent exposes."""
         query = validate_site_query(site.sql, site.key, self.exposed(), self.adapter.dialect, self.adapter.key_order)
-        return read_as_asked(query, site)
+        return read_as_asked(self.adapter, query, site)

@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from protocol.models import ColumnSampleRequest, SiteColumn, SiteSpec
+from remote_agent.adapters.files import FileAdapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.column_types import read_as_asked, sample_column
@@ -38,7 +39,9 @@ def spec(read_from: dict | None, at: str = "timestamp") -> SiteSpec:
 
 def query(adapter, site: SiteSpec):
     tables = {t.name: t for t in adapter.describe()}
-    return read_as_asked(validate_site_query(site.sql, site.key, tables, adapter.dialect, adapter.key_order), site)
+    return read_as_asked(
+        adapter, validate_site_query(site.sql, site.key, tables, adapter.dialect, adapter.key_order), site
+    )
 
 
 def convert(adapter, site: SiteSpec):
@@ -108,3 +111,10 @@ def test_the_sample_reads_only_exposed_columns(adapter):
 def test_a_spec_without_read_from_is_sent_as_before():
     assert "read_from" not in spec(None).model_dump()
     assert spec({"at": "text"}).model_dump()["read_from"] == {"at": "text"}
+
+
+def test_an_agent_on_dump_files_refuses_column_types(tmp_path):
+    files = FileAdapter(f"file://{tmp_path}", statement_timeout_s=10)
+    request = ColumnSampleRequest(table="orders", column="at", read_from="text", type="timestamp")
+    with pytest.raises(UnsupportedQuery, match="dump files"):
+        sample_column(files, {}, request)
