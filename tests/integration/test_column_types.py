@@ -14,8 +14,11 @@ holding a value that does not parse answers 422 quoting it with its key; an ambi
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import sqlite3
+import subprocess
+import sys
 import time
 from decimal import Decimal
 
@@ -218,3 +221,23 @@ def test_source_qualified_column_and_its_sample(two_sources):
     assert r.status_code == 200, r.text
     assert r.json() == {"rows_read": 50, "nulls": 0, "bad": None}
     assert len(r.request.content) + len(r.content) < 400
+
+
+def test_the_cli_gives_column_types(two_sources, service):
+    api, _ = two_sources
+    args = ["view", "add", "ct_cli", "SELECT o.order_id, o.updated_at FROM cta.orders o", "--json"]
+    given = ["--column-type", "orders.updated_at=timestamptz"]
+    result = subprocess.run(
+        [sys.executable, "-m", "deltasieve_cli", "--url", service.url, *args, *given],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    view = json.loads(result.stdout)
+    assert view["source_column_types"] == {"orders.updated_at": "timestamptz"}
+    assert view["column_types"]["updated_at"] == "timestamptz"
+    synced = api.sync("ct_cli")
+    assert synced["status"] == "succeeded", synced
+    row = next(r for r in api.rows("ct_cli") if r["order_id"] == 3)
+    assert row["updated_at"] == "2026-11-04T10:00:00+00:00"
