@@ -6,7 +6,7 @@ the (declared, asked) pairs of `READABLE` are allowed. The agent reads the colum
 values with `converter` (strict: a value that does not read as the asked type exactly is
 an error naming it, never a guess), both when the view is defined (a sample) and at every
 sync. Timestamps as text are read in UTC only, so that a ranged read can compare the
-stored text with a bound (`text_bound_condition`) exactly.
+stored text with a bound (`text_bound`) exactly.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -198,24 +199,41 @@ def _minimal(bound: str) -> str:
     return bound.rstrip("0").rstrip(".")
 
 
-def text_bound_terms(bound: str) -> tuple[str, str, str]:
-    """(lowest, gap start, gap end): the text of a ranged read's lower `bound` ('YYYY-MM-DD HH:MM:SS[.f]', UTC)
-    as a text timestamp column compares with it: `col >= lowest AND (col < gap start OR col >= gap end)`.
+@dataclass(frozen=True)
+class TextBound:
+    """A ranged read's lower bound as a text timestamp column compares with it:
+    `col >= lowest AND (col < gap[0] OR col >= gap[1]) AND col NOT IN early`."""
 
-    A text value of the form TIMESTAMP_TEXT is at or after the bound exactly when so it
-    compares as text: a value with a space as the bound's day is compared by its time; one
-    with a T sorts after every value with a space on that day, so the values of that day
-    with a T and an earlier time (the gap) are left out. The fraction is written with its
-    trailing zeros cut: '…:03.5' then sorts at or after it whether written '.5', '.50' or
-    '.500', and '…:03' after '…:03'. A trailing zone (Z, +00:00) sorts after the time it
-    follows or before a longer fraction: the bound then errs, by less than a second, only
-    towards rows read again.
+    lowest: str
+    gap: tuple[str, str]
+    early: tuple[str, ...]
 
-    >>> text_bound_terms("2026-11-27 03:40:05.500")
-    ('2026-11-27 03:40:05.5', '2026-11-27T', '2026-11-27T03:40:05.5')
-    >>> text_bound_terms("2026-11-27 03:40:05.000")
-    ('2026-11-27 03:40:05', '2026-11-27T', '2026-11-27T03:40:05')
+
+def text_bound(bound: str) -> TextBound:
+    """The text comparison of a column of TIMESTAMP_TEXT values with `bound` ('YYYY-MM-DD HH:MM:SS[.f]', UTC).
+
+    A value is at or after the bound exactly when it so compares. The fraction is written
+    with its trailing zeros cut: '…:05.5' then sorts at or after it whether a value says
+    '.5', '.50' or '.500', and '…:05' after '…:05'. A value with a space is compared by its
+    day and time; one with a T sorts after every value with a space on its day, so the
+    values of the bound's day with a T and an earlier time (the gap) are left out. A zone
+    '+00:00' or '-00:00' sorts before the digits and the point, as the end of the text
+    does; a 'Z' sorts after them, so a value whose fraction is a shorter start of the
+    bound's, then 'Z' ('…:05Z' for '…:05.5'), would sort after the bound though earlier:
+    those few texts (`early`) are left out by name.
+
+    >>> text_bound("2026-11-27 03:40:05.500")
+    TextBound(lowest='2026-11-27 03:40:05.5', gap=('2026-11-27T', '2026-11-27T03:40:05.5'), early=('2026-11-27 03:40:05Z', '2026-11-27T03:40:05Z'))
+    >>> text_bound("2026-11-27 03:40:05.000")
+    TextBound(lowest='2026-11-27 03:40:05', gap=('2026-11-27T', '2026-11-27T03:40:05'), early=())
+    >>> text_bound("2026-11-27 03:40:05.25").early[:2]
+    ('2026-11-27 03:40:05Z', '2026-11-27 03:40:05.2Z')
     """
     lowest = _minimal(bound.replace("T", " ", 1))
-    day = lowest[:10]
-    return lowest, day + "T", day + "T" + lowest[11:]
+    day, time, fraction = lowest[:10], lowest[11:19], lowest[20:]
+    early = tuple(
+        f"{day}{sep}{time}{'.' if digits else ''}{fraction[:digits]}Z"
+        for sep in " T"
+        for digits in range(len(fraction))
+    )
+    return TextBound(lowest, (day + "T", day + "T" + lowest[11:]), early)

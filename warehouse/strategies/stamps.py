@@ -15,7 +15,7 @@ from dataclasses import replace
 import sqlglot
 from sqlglot import exp
 
-from protocol.column_types import text_bound_terms
+from protocol.column_types import text_bound
 from protocol.schema import SourceSchema
 from protocol.types import LogicalType
 from warehouse.view_options import StampSettings
@@ -271,15 +271,24 @@ def text_aliases(site: SiteQuery, settings: StampSettings) -> frozenset:
 def text_bound_condition(col: exp.Column, bound: str) -> exp.Condition:
     """`col` (text holding timestamps, protocol/column_types.py) at or after `bound`, compared as text.
 
-    >>> text_bound_condition(exp.column("at", "p"), "2026-01-01 10:00:00.500").sql()
-    "p.at >= '2026-01-01 10:00:00.5' AND (p.at < '2026-01-01T' OR p.at >= '2026-01-01T10:00:00.5')"
+    >>> text_bound_condition(exp.column("at", "p"), "2026-01-01 10:00:00").sql()
+    "p.at >= '2026-01-01 10:00:00' AND (p.at < '2026-01-01T' OR p.at >= '2026-01-01T10:00:00')"
+    >>> text_bound_condition(exp.column("at", "p"), "2026-01-01 10:00:00.500").sql()  # doctest: +ELLIPSIS
+    "p.at >= '2026-01-01 10:00:00.5' AND (...) AND NOT p.at IN ('2026-01-01 10:00:00Z', '2026-01-01T10:00:00Z')"
     """
-    lowest, gap_start, gap_end = text_bound_terms(bound)
+    text = text_bound(bound)
     gap = exp.or_(
-        exp.LT(this=col.copy(), expression=exp.Literal.string(gap_start)),
-        exp.GTE(this=col.copy(), expression=exp.Literal.string(gap_end)),
+        exp.LT(this=col.copy(), expression=exp.Literal.string(text.gap[0])),
+        exp.GTE(this=col.copy(), expression=exp.Literal.string(text.gap[1])),
     )
-    return exp.and_(exp.GTE(this=col.copy(), expression=exp.Literal.string(lowest)), exp.Paren(this=gap))
+    terms: list[exp.Expression] = [
+        exp.GTE(this=col.copy(), expression=exp.Literal.string(text.lowest)),
+        exp.Paren(this=gap),
+    ]
+    if text.early:
+        early = exp.In(this=col.copy(), expressions=[exp.Literal.string(t) for t in text.early])
+        terms.append(exp.Not(this=early))
+    return exp.and_(*terms)
 
 
 def ranged_sql(
