@@ -172,7 +172,9 @@ class ColumnSampleRequest(BaseModel):
     column: str = Field(max_length=1000)
     read_from: str = Field(max_length=40, description="the logical type the source declares for the column")
     type: str = Field(max_length=40, description="the logical type to read it as")
-    rows: int = Field(default=1000, ge=1, le=10_000, description="rows read at most, the first in key order")
+    rows: int = Field(
+        default=1000, ge=1, le=10_000, description="rows read at most: half the first in key order, half the last"
+    )
 
 
 class BadValue(BaseModel):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+import sqlglot
 from sqlglot import exp
 
 from protocol import column_types
@@ -91,8 +92,22 @@ def _sample_key(table: TableInfo, column: str) -> list[str]:
     return [column]
 
 
+def _descending(sql: str, dialect: str) -> str:
+    """A query this agent built, its ORDER BY reversed (the last rows in key order first).
+
+    >>> _descending('SELECT "t"."k" AS "c0" FROM "t" AS "t" ORDER BY "t"."k" LIMIT 3', "sqlite")
+    'SELECT "t"."k" AS "c0" FROM "t" AS "t" ORDER BY "t"."k" DESC LIMIT 3'
+    """
+    tree = sqlglot.parse_one(sql, read=dialect)
+    for ordered in tree.find_all(exp.Ordered):
+        ordered.set("desc", not ordered.args.get("desc"))
+        ordered.set("nulls_first", not ordered.args.get("nulls_first"))
+    return tree.sql(dialect=dialect)
+
+
 def sample_column(adapter: Adapter, tables: Mapping[str, TableInfo], request: ColumnSampleRequest) -> ColumnSampleOut:
-    """Read at most `request.rows` values of one column (the first rows in key order) as the asked type.
+    """Read at most `request.rows` values of one column as the asked type: half the first rows in key order,
+    half the last (with a growing key, the oldest and the newest rows).
 
     The query is built here from exposed names and validated as a site query (403 for a
     table or column not exposed); the answer quotes the first value that does not read.
@@ -122,10 +137,15 @@ def sample_column(adapter: Adapter, tables: Mapping[str, TableInfo], request: Co
     query = validate_site_query(
         select.sql(dialect=adapter.dialect), outputs[: len(key)], tables, adapter.dialect, adapter.key_order
     )
-    sql = query.chunk_sql(request.rows, from_cursor=False)
+    first = (request.rows + 1) // 2
+    last = request.rows - first
     read = column_types.converter(declared, asked)
     with adapter.read() as reader:
-        rows = reader.rows(sql, limit=request.rows)
+        rows = reader.rows(query.chunk_sql(first, from_cursor=False), limit=first)
+        if last:
+            seen = {row[: len(key)] for row in rows}
+            newest = _descending(query.chunk_sql(last, from_cursor=False), adapter.dialect)
+            rows += [row for row in reader.rows(newest, limit=last) if row[: len(key)] not in seen]
     nulls = 0
     for row in rows:
         value = row[-1]

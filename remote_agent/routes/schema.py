@@ -26,7 +26,7 @@ def schema(state: StateDep, _: Authorized) -> dict:
     responses=error_responses(400, 401, 403, 409, 422, 503),
 )
 def column_sample(request: ColumnSampleRequest, state: StateDep, _: Authorized) -> ColumnSampleOut:
-    """Read at most `rows` values of one column (the first rows in key order) as a stronger type than declared.
+    """Read at most `rows` values of one column (half the first rows in key order, half the last) as a stronger type than declared.
 
     The warehouse checks a view's `column_types` with it when the view is defined: the
     answer counts the values read and the NULLs, and quotes the first value that does not

@@ -42,7 +42,7 @@ def fetch_schemas(
 
 #: Rows of a column's sample read when a view's column_types are checked: enough to meet a
 #: second format in a column that has one, few enough that the check costs the agent one
-#: short read (the first rows in key order; the answer is a few hundred bytes).
+#: short read (the first and the last rows in key order; the answer is a few hundred bytes).
 SAMPLE_ROWS = 1000
 
 
@@ -86,6 +86,6 @@ def check_column_samples(
             raise ViewDefinitionError(
                 f"column_types: {a.given!r} asks to read {a.source}.{a.table}.{a.column} ({a.declared}) as {a.asked}, "
                 f"but in the row with key {key}, {answer.bad.reason} "
-                f"(checked {answer.rows_read} rows, the first in key order)"
+                f"(checked {answer.rows_read} rows, the first and the last in key order)"
             )
     return exchanged

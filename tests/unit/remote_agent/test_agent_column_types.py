@@ -118,3 +118,13 @@ def test_an_agent_on_dump_files_refuses_column_types(tmp_path):
     request = ColumnSampleRequest(table="orders", column="at", read_from="text", type="timestamp")
     with pytest.raises(UnsupportedQuery, match="dump files"):
         sample_column(files, {}, request)
+
+
+@pytest.mark.parametrize(("bad_id", "found"), [(1, True), (19, True), (10, False)])
+def test_the_sample_reads_the_first_and_the_last_rows_in_key_order(adapter, tmp_path, bad_id, found):
+    with sqlite3.connect(tmp_path / "legacy.db") as c:
+        c.execute("UPDATE orders SET at = 'soon' WHERE id = ?", (bad_id,))
+    request = ColumnSampleRequest(table="orders", column="at", read_from="text", type="timestamp", rows=4)
+    answer = sample_column(adapter, {t.name: t for t in adapter.describe()}, request)
+    assert answer.rows_read == 4
+    assert (answer.bad is not None) is found
