@@ -215,6 +215,11 @@ def test_source_qualified_column_and_its_sample(two_sources):
     assert view["source_column_types"] == {"cta.orders.updated_at": "timestamp"}
     assert view["column_types"]["updated_at"] == "timestamp"
     assert api.http.get("/v1/views/ct_joined").json()["source_column_types"] == view["source_column_types"]
+    kept = api.http.put("/v1/views/ct_joined", json={"sql": JOINED})  # left out: kept
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["source_column_types"] == view["source_column_types"]
+    dropped = api.http.put("/v1/views/ct_joined", json={"sql": JOINED, "column_types": {}}).json()
+    assert (dropped["source_column_types"], dropped["column_types"]["updated_at"]) == ({}, "text")
     # the check's read at the agent: bounded, and a few hundred bytes either way
     body = ColumnSampleRequest(table="orders", column="updated_at", read_from="text", type="timestamp", rows=50)
     r = httpx.post(f"{agent_a.url}/v1/column_sample", json=body.model_dump(), timeout=30)
