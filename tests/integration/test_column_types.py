@@ -162,6 +162,7 @@ def two_sources(api, tmp_path_factory, logs_dir):
     agents = []
     for name in ("cta", "ctb"):
         path = tmp_path_factory.mktemp(name) / "legacy.db"
+        api.db_paths = {**getattr(api, "db_paths", {}), name: path}
         with sqlite3.connect(path) as c:
             c.execute("CREATE TABLE orders (order_id INTEGER PRIMARY KEY, customer TEXT, updated_at TEXT)")
             c.executemany(
@@ -246,3 +247,26 @@ def test_the_cli_gives_column_types(two_sources, service):
     assert synced["status"] == "succeeded", synced
     row = next(r for r in api.rows("ct_cli") if r["order_id"] == 3)
     assert row["updated_at"] == "2026-11-04T10:00:00+00:00"
+
+
+STRATEGIES = ["sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship"]
+
+
+def test_every_strategy_reads_the_asked_type(two_sources):
+    api, _ = two_sources
+    sql = "SELECT o.order_id, o.updated_at FROM cta.orders o WHERE o.order_id < 100"
+    for strategy in STRATEGIES:
+        api.add_view(f"ct_{strategy}", sql, strategy=strategy, column_types={"orders.updated_at": "timestamp"})
+        assert api.sync(f"ct_{strategy}")["status"] == "succeeded"
+    with sqlite3.connect(api.db_paths["cta"]) as c:
+        c.execute("UPDATE orders SET updated_at = '2026-12-01T08:30:00.25Z' WHERE order_id = 5")
+        c.execute("DELETE FROM orders WHERE order_id = 6")
+        truth = {
+            (k,): {"order_id": k, "updated_at": read_stamp(at)}
+            for k, at in c.execute("SELECT order_id, updated_at FROM orders WHERE order_id < 100")
+        }
+    for strategy in STRATEGIES:
+        sync = api.sync(f"ct_{strategy}")
+        assert sync["status"] == "succeeded", (strategy, sync["error"])
+        assert keyed(api.rows(f"ct_{strategy}"), ["order_id"]) == truth, strategy
+        assert (sync["metrics"]["rows_updated"], sync["metrics"]["rows_deleted"]) == (1, 1), (strategy, sync["metrics"])
