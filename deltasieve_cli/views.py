@@ -70,6 +70,15 @@ EVERY_S = click.option(
     callback=pairs(),
     help="A table's soft-delete marker; repeatable.",
 )
+@click.option(
+    "--column-type",
+    "column_types",
+    multiple=True,
+    metavar="TABLE.COLUMN=TYPE",
+    callback=pairs(),
+    help="Read a column as a stronger type than its source declares, e.g. orders.updated_at=timestamp for ISO "
+    "text (source.table.column where the table is in several sources); checked on a sample; repeatable.",
+)
 @click.option("--timestamp-lag-s", type=click.FloatRange(min=0), help="Seconds read before the last watermark.")
 @click.option("--reconcile-every", type=click.IntRange(min=1), help="Syncs between full reconciliations.")
 @click.option(
@@ -95,7 +104,8 @@ def view_add(client: Client, out: Output, name: str, sql: str | None, table: str
     if (sql is None) == (table is None):
         raise click.UsageError("give the view's SQL or --table SOURCE.TABLE (one of the two)")
     body: dict[str, object] = {"name": name, "sql": sql} if sql is not None else {"name": name, "table": table}
-    for key in ("strategy", "sample_size", "timestamps", "delete_flags", "timestamp_lag_s", "reconcile_every"):
+    settings = ("strategy", "sample_size", "timestamps", "delete_flags", "column_types")
+    for key in (*settings, "timestamp_lag_s", "reconcile_every"):
         if options[key] not in (None, {}):
             body[key] = options[key]
     diff = {"algorithm": options["diff_algorithm"], "aging_rows": options["aging_rows"]}

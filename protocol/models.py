@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from protocol.encoding import DEFAULT_HASH_BITS
 
@@ -34,6 +34,22 @@ class SiteSpec(BaseModel):
         description="agents on a directory of dump files: the dump file to read for each named table (default: "
         "each table's newest); 410 when a named dump is gone. Agents on a database refuse it (400)",
     )
+    read_from: dict[str, str] | None = Field(
+        default=None,
+        description="output columns the view reads as a stronger type than the source declares (its column_types): "
+        "output column -> the logical type the source declares; `columns` gives the type to read it as "
+        "(protocol/column_types.py names the pairs allowed). The agent reads such a value strictly: one that does "
+        "not read as the asked type fails the request (409) naming its row's key. An agent that predates this "
+        "field ignores it and refuses the request (409: the column's type differs from the one registered)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_read_from(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """Leave `read_from` out when no column has one: a request as an older warehouse sent it."""
+        data = handler(self)
+        if data.get("read_from") is None:
+            data.pop("read_from", None)
+        return data
 
 
 class ChangedSince(BaseModel):
@@ -146,6 +162,35 @@ class SnapshotDiffControl(BaseModel):
         description="window: records each aging buffer holds; sort_merge: records sorted in memory per run",
     )
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
+
+
+class ColumnSampleRequest(BaseModel):
+    """POST /v1/column_sample: read a bounded sample of one column as a stronger type (a view's column_types)."""
+
+    protocol: int = PROTOCOL_VERSION
+    table: str = Field(max_length=1000)
+    column: str = Field(max_length=1000)
+    read_from: str = Field(max_length=40, description="the logical type the source declares for the column")
+    type: str = Field(max_length=40, description="the logical type to read it as")
+    rows: int = Field(
+        default=1000, ge=1, le=10_000, description="rows read at most: half the first in key order, half the last"
+    )
+
+
+class BadValue(BaseModel):
+    """A value that does not read as the asked type, and the key of its row."""
+
+    value: str = Field(description="the raw value, quoted (cut to 200 characters)")
+    key: dict[str, str] = Field(description="the key of its row (primary key, else a unique key), values quoted")
+    reason: str
+
+
+class ColumnSampleOut(BaseModel):
+    """What a column's sample held: values read, NULLs, and the first value that does not read."""
+
+    rows_read: int
+    nulls: int
+    bad: BadValue | None = None
 
 
 class ColumnOut(BaseModel):

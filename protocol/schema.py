@@ -20,6 +20,9 @@ class ColumnInfo:
     declared: str  # the type as the database declares it
     #: SQL the adapter must select instead of the bare column (e.g. a cast to text), or None.
     read_as: str | None = None
+    #: The type the source declares, when a view reads the column as `type` instead
+    #: (its `column_types`, protocol/column_types.py); None: read as declared. Never on the wire.
+    read_from: LogicalType | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import threading
 
 from protocol.models import SiteSpec
 from remote_agent.adapters import Adapter, TableInfo, open_adapter
+from remote_agent.column_types import read_as_asked
 from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
 from remote_agent.sitequery import ValidatedQuery, validate_site_query
 from remote_agent.strategies.sketch import Reconciliations
@@ -55,4 +56,5 @@ class AgentState:
 
     def site_query(self, site: SiteSpec) -> ValidatedQuery:
         """The warehouse's site query, checked against what this agent exposes."""
-        return validate_site_query(site.sql, site.key, self.exposed(), self.adapter.dialect, self.adapter.key_order)
+        query = validate_site_query(site.sql, site.key, self.exposed(), self.adapter.dialect, self.adapter.key_order)
+        return read_as_asked(self.adapter, query, site)

@@ -73,6 +73,15 @@ STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per si
 
 
 TIMESTAMPS_HELP = "{TABLE: COLUMN}: the last-modified column of each table (TABLE as `table` or `source.table`), of a timestamp type; read by strategy timestamp, where a NULL timestamp counts as changed at every sync"
+COLUMN_TYPES_HELP = (
+    "{COLUMN: TYPE}: read a source column as a stronger logical type than it is declared with, e.g. "
+    '{"orders.updated_at": "timestamp"} for ISO text in a SQLite TEXT column. COLUMN is `table.column`, or '
+    "`source.table.column` where the table comes from several sources; the column must be selected and not part of "
+    "the key. Allowed (declared -> asked): text -> int, decimal(p,s), bool, date, timestamp, timestamptz; "
+    "int -> bool; decimal(p,s) -> int; timestamps as text in UTC, written YYYY-MM-DD HH:MM:SS[.ffffff] or with a T, "
+    "no zone, Z or +00:00. Checked when the view is defined on a sample of the values (422 quoting one that does "
+    "not read, with its row's key); a value that does not read later fails the sync, naming its row's key"
+)
 DELETE_FLAGS_HELP = "{TABLE: COLUMN}: a soft-delete marker; a row whose flag is set (not NULL, not FALSE, not 0) is left out of the view, whatever the strategy"
 LAG_HELP = (
     "seconds the timestamp strategy reads before the last watermark, for rows committed after it with an older stamp"
@@ -190,6 +199,7 @@ class ViewIn(ViewSource):
     match: MatchIn | None = Field(default=None, description=MATCH_HELP)
     sample_size: int = Field(default=0, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
     schedule: ScheduleIn | None = Field(default=None, description=SCHEDULE_HELP)
+    column_types: dict[str, str] = Field(default_factory=dict, max_length=64, description=COLUMN_TYPES_HELP)
 
 
 class ViewRedefine(ViewSource):
@@ -220,6 +230,9 @@ class ViewRedefine(ViewSource):
     schedule: ScheduleIn | None = Field(
         default=None,
         description=f"{SCHEDULE_HELP}. Left out: kept (null removes it). A PUT that changes nothing but this and sample_size keeps the view's rows",
+    )
+    column_types: dict[str, str] | None = Field(
+        default=None, max_length=64, description=f"{COLUMN_TYPES_HELP}. Left out: kept"
     )
 
 
@@ -267,6 +280,11 @@ class ViewOut(BaseModel):
     snapshot_diff: dict = {}
     #: a multiset view's pairing of vanished and appeared rows, if it has one
     match: dict | None = None
+    source_column_types: dict[str, str] = Field(
+        default={},
+        description="the view's column_types as given: source columns read as a stronger type than declared "
+        "(`column_types` holds the types of the view's own columns)",
+    )
     #: the size of the random sample the view keeps (0: none)
     sample_size: int = 0
     schedule: ScheduleIn | None = Field(

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 
 import httpcore
 import httpx
+from pydantic import ValidationError
 
 from protocol import frames
+from protocol.models import ColumnSampleOut, ColumnSampleRequest
 from warehouse.errors import AgentRejected, AgentUnavailable, ProtocolError
 
 #: Seconds to wait for a connection to the agent.
@@ -138,6 +140,14 @@ class AgentClient:
         response = self._call("GET", "/v1/schema")
         return response.json()
 
+    def column_sample(self, request: ColumnSampleRequest) -> ColumnSampleOut:
+        """A bounded sample of one column read as a stronger type (POST /v1/column_sample)."""
+        response = self._call("POST", "/v1/column_sample", request.model_dump())
+        try:
+            return ColumnSampleOut.model_validate(response.json())
+        except (ValidationError, json.JSONDecodeError) as exc:
+            raise ProtocolError(f"malformed column sample from the agent at {self.url}: {exc}") from None
+
     def exchange(self, path: str, body: Iterable[bytes]) -> Iterator[frames.Frame]:
         """POST a frame sequence and yield the answer's frames; errors become exceptions.
 
@@ -183,10 +193,10 @@ class AgentClient:
                 )
             yield chunk
 
-    def _call(self, method: str, path: str) -> httpx.Response:
+    def _call(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
         self.counter.requests += 1
         try:
-            response = self._http.request(method, path)
+            response = self._http.request(method, path, json=body)
         except httpx.TimeoutException as exc:
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:

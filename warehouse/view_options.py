@@ -47,9 +47,14 @@ class StampSettings:
     #: The view's sources on directories of dump files, found when it is defined: auto may
     #: compare their dumps there (strategy snapshot_diff).
     dumped: tuple[str, ...] = ()
+    #: The tables (`source.table`) whose timestamp column is text read as a timestamp (the
+    #: view's column_types): their ranged read compares the text (stamps.text_bound_condition).
+    text_stamps: tuple[str, ...] = ()
 
     def to_options(self) -> dict:
+        text = {"timestamps_text": list(self.text_stamps)} if self.text_stamps else {}
         return {
+            **text,
             "timestamps": dict(self.timestamps),
             "delete_flags": dict(self.delete_flags),
             "timestamp_lag_s": self.lag_s,
@@ -76,6 +81,7 @@ class StampSettings:
             tuple(options.get("row_version_sources") or ()),
             dict(options.get("snapshot_diff") or {}),
             tuple(options.get("dump_sources") or ()),
+            tuple(options.get("timestamps_text") or ()),
         )
 
 
@@ -101,6 +107,10 @@ class ViewOptions(BaseModel):
     row_version_sources: list[str] = []
     snapshot_diff: dict[str, Any] = {}
     dump_sources: list[str] = []
+    timestamps_text: list[str] = []
+    #: Columns read as a stronger type than their source declares, as the view gave them
+    #: ({"table.column" or "source.table.column": logical type}; viewdef/column_types.py).
+    column_types: dict[str, str] = {}
     #: A multiset view's pairing of vanished and appeared rows (multisets/matching.py), if any.
     match: dict[str, Any] | None = None
     #: Rows of the random sample the view keeps (0: none).
@@ -115,6 +125,7 @@ class ViewOptions(BaseModel):
         match: dict[str, Any] | None = None,
         sample_size: int = 0,
         schedule: Schedule | dict | None = None,
+        column_types: dict[str, str] | None = None,
     ) -> ViewOptions:
         """The options of a view defined with these checked settings (match, sample and
         schedule stored only when it has them).
@@ -127,6 +138,8 @@ class ViewOptions(BaseModel):
         given: dict[str, Any] = {"strategy": strategy, **stamps.to_options()}
         if match:
             given["match"] = match
+        if column_types:
+            given["column_types"] = dict(column_types)
         return cls.model_validate(given).sized(sample_size).scheduled(schedule)
 
     @cached_property

@@ -77,6 +77,10 @@ class Adapter(ABC):
     #: bound one as Python compares them; False (a case-blind collation, say): the agent
     #: drops the rows it did not ask for.
     exact_lookups: bool = True
+    #: Whether every scan's values go through RowConverter, so that a column a view reads
+    #: as a stronger type than declared (column_types) is read strictly; False: the reads
+    #: are cast by Arrow (a directory of dump files), and such a view is refused.
+    strict_reads: bool = True
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         self.url = url

@@ -135,6 +135,8 @@ class FileAdapter(Adapter):
     explain_prefix = "EXPLAIN"
     #: What GET /v1/schema and the warehouse call such a source.
     kind = "files"
+    #: Scans and dumps are cast by Arrow, which would read text as a timestamp leniently.
+    strict_reads = False
 
     def __init__(
         self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False, cache_dir: str | None = None

@@ -9,6 +9,7 @@ from operator import itemgetter
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from protocol import column_types
 from protocol.types import Column, arrow_schema
 from remote_agent.adapters.base import Adapter, ColumnInfo
 from remote_agent.adapters.columns import finish
@@ -28,10 +29,14 @@ class RowConverter:
 
     def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo], where: str = "the site query"):
         self.columns = list(columns)
-        self.converters = [adapter.converter(c) for c in columns]
+        # a column read as a stronger type than declared (a view's column_types) is read strictly
+        self.converters = [
+            adapter.converter(c) if c.read_from is None else column_types.converter(c.read_from, c.type)
+            for c in columns
+        ]
         self.schema = arrow_schema([Column(c.name, c.type) for c in columns])
         self.where = where
-        wire = [adapter.wire_type(c) for c in columns]
+        wire = [adapter.wire_type(c) if c.read_from is None else None for c in columns]
         self._wired = [i for i, t in enumerate(wire) if t is not None]
         self._wire = pa.struct([(str(i), wire[i]) for i in self._wired]) if self._wired else None
         # the wired columns of a row as a tuple, when not all of them are
@@ -63,7 +68,7 @@ class RowConverter:
         """Column `i`, built by Arrow if its values are canonical already, else value by value."""
         column, convert, arrow_type = self.columns[i], self.converters[i], self.schema.field(i).type
         raw = [row[i] for row in rows]
-        fast = _whole_column(column.type.kind, raw, arrow_type)
+        fast = _whole_column(column.type.kind, raw, arrow_type) if column.read_from is None else None
         if fast is not None:
             return fast
         values = []
@@ -73,8 +78,13 @@ class RowConverter:
             except (ValueError, TypeError, ArithmeticError) as exc:
                 example = {k: row[self._pos(k)] for k in key}
                 whole = example_row({c.name: v for c, v in zip(self.columns, row)})
+                asked = (
+                    ""
+                    if column.read_from is None
+                    else f" (declared {column.read_from}, read as the view's column_types ask)"
+                )
                 raise SourceDataError(
-                    f"{self.where}: column {column.name!r} should hold {column.type} values, but the row with key {example} has {value!r}, "
+                    f"{self.where}: column {column.name!r}{asked} should hold {column.type} values, but the row with key {example} has {value!r}, "
                     f"which cannot be read as {column.type} ({exc}); the row: {whole}. Fix the value at the source, "
                     f"or redefine the view if the column's meaning changed"
                 ) from None

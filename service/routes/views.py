@@ -27,7 +27,7 @@ from service.scheduler import Scheduler, schedule_fields
 from service.settings import ServiceSettings
 from warehouse.errors import SchemaUnavailable
 from warehouse.multisets.matching import check_match
-from warehouse.pipeline.source_schemas import fetch_schemas
+from warehouse.pipeline.source_schemas import check_column_samples, fetch_schemas
 from warehouse.reading import rows as view_rows
 from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
@@ -42,6 +42,7 @@ from warehouse.viewdef import (
     referenced_sources,
     table_source,
 )
+from warehouse.viewdef import column_types as read_types
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -64,6 +65,7 @@ def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Schedul
         strategy=options.strategy,
         **options.stamps.to_options(),
         match=options.match,
+        source_column_types=options.column_types,
         sample_size=options.sample_size,
         **schedule_fields(row, catalog, scheduler is not None),
         created_at=row.created_at,
@@ -96,15 +98,24 @@ def _analyze(
     match: dict | None = None,
     sample_size: int = 0,
     schedule: ScheduleIn | Schedule | None = None,
+    column_types: dict[str, str] | None = None,
 ) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options."""
     definition, schemas = _define(view, catalog, settings)
+    column_types = column_types or {}
     try:
-        stamps = check_settings(stamps, definition, schemas, strategy)
+        asked = read_types.resolve(column_types, _stored_sql(view, definition), schemas)
+        asked_schemas = schemas
+        if asked:  # bound again, with the asked columns' types
+            asked_schemas = read_types.asked_schemas(schemas, asked)
+            definition = read_types.with_read_from(_bind(view, asked_schemas), asked)
+        stamps = check_settings(stamps, definition, asked_schemas, strategy)
         match = check_match(match, definition)
+        _check_samples(asked, catalog, settings)  # the agents last, once everything else is right
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
-    options = ViewOptions.of(strategy, stamps, match, sample_size, _schedule(schedule))
+    options = ViewOptions.of(strategy, stamps, match, sample_size, _schedule(schedule), column_types)
+    # delete flags are compared as their sources store them, whatever column_types ask
     return apply_delete_flags(definition, stamps, schemas), options
 
 
@@ -135,11 +146,31 @@ def _define(view: ViewSource, catalog: Catalog, settings: ServiceSettings) -> tu
     except SchemaUnavailable as exc:
         raise DependencyFailed(exc.message) from None
     try:
-        if view.table is not None:
-            return analyze_table_view(view.table, schemas), schemas
-        return analyze_view(_sql(view), schemas), schemas
+        return _bind(view, schemas), schemas
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
+
+
+def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
+    """The view's definition bound to `schemas` (ViewDefinitionError if it cannot be maintained)."""
+    if view.table is not None:
+        return analyze_table_view(view.table, schemas)
+    return analyze_view(_sql(view), schemas)
+
+
+def _check_samples(asked: list[read_types.AskedType], catalog: Catalog, settings: ServiceSettings) -> None:
+    """Read a sample of each column of column_types at its agent (422 for a value that does not read, 424)."""
+    agents = {s: (catalog.source(s).url, catalog.source(s).token) for s in {a.source for a in asked}}
+    try:
+        check_column_samples(
+            asked,
+            agents,
+            verify=settings.agent_verify(),
+            read_timeout_s=settings.agent_read_timeout_s,
+            deadline_s=settings.agent_deadline_s,
+        )
+    except SchemaUnavailable as exc:
+        raise DependencyFailed(exc.message) from None
 
 
 def _sql(view: ViewSource) -> str:
@@ -178,7 +209,7 @@ def create_view(
     )
     match = body.match.model_dump() if body.match is not None else None
     definition, options = _analyze(
-        body, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule
+        body, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule, body.column_types
     )
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
     return _stored(row, catalog, scheduler)
@@ -216,7 +247,10 @@ def redefine_view(
     match = body.match.model_dump() if body.match is not None else current_options.match
     sample_size = body.sample_size if body.sample_size is not None else current_options.sample_size
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
-    definition, options = _analyze(body, catalog, settings, strategy, stamps, match, sample_size, schedule)
+    column_types = body.column_types if body.column_types is not None else current_options.column_types
+    definition, options = _analyze(
+        body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types
+    )
     sql = _stored_sql(body, definition)
     if (sql, definition.to_json(), _unsized(options)) == (
         current.sql,

@@ -215,6 +215,7 @@ class SiteContext:
             key=self.site.key,
             columns=site_columns(self.site.columns),
             dumps=self.dumps,
+            read_from=self.site.read_from or None,
         )
 
     def key_columns(self) -> list[Column]:

@@ -209,7 +209,11 @@ class ChangedRows(Strategy):
     def spec(self, sql: str, columns: list | None = None) -> SiteSpec:
         site = self.ctx.site
         columns = columns if columns is not None else site.columns
-        return SiteSpec(sql=sql, key=site.key, columns=site_columns(columns), dumps=self.ctx.dumps)
+        names = {c.name for c in columns}
+        read_from = {k: v for k, v in site.read_from.items() if k in names}
+        return SiteSpec(
+            sql=sql, key=site.key, columns=site_columns(columns), dumps=self.ctx.dumps, read_from=read_from or None
+        )
 
     def exchange(self) -> Answer:
         self.ranged = self.changed_read()

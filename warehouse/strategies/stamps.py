@@ -16,7 +16,9 @@ import sqlglot
 from sqlglot import exp
 
 from protocol import sitesql
+from protocol.column_types import text_bound
 from protocol.schema import SourceSchema
+from protocol.types import LogicalType
 from warehouse.view_options import StampSettings
 from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
 
@@ -77,7 +79,7 @@ def check_settings(
             "or full_ship (delete_flags are supported)"
         )
     out: dict[str, dict[str, str]] = {"timestamps": {}, "delete_flags": {}}
-    not_null = []
+    not_null, text = [], []
     for setting in out:
         for table, column in getattr(settings, setting).items():
             source, name = _resolve(table, definition, setting)
@@ -90,9 +92,13 @@ def check_settings(
             if setting == "timestamps" and info.type.kind not in STAMP_TYPES:
                 raise ViewDefinitionError(
                     f"timestamps: column {source}.{name}.{column} is of type {info.type}, not a timestamp "
-                    f"({' or '.join(STAMP_TYPES)}; on SQLite declare it DATETIME or TIMESTAMP and store "
-                    "'YYYY-MM-DD HH:MM:SS[.fff]' text in UTC)"
+                    f"({' or '.join(STAMP_TYPES)}; text holding ISO timestamps in UTC may be read as one: "
+                    + "column_types {"
+                    + f"'{name}.{column}': 'timestamp'"
+                    + "})"
                 )
+            if setting == "timestamps" and info.read_from is not None:
+                text.append(_text_stamp(f"{source}.{name}.{column}", info.read_from, schemas[source].dialect))
             out[setting][f"{source}.{name}"] = column
             if setting == "timestamps" and not info.nullable:
                 not_null.append(f"{source}.{name}")
@@ -119,8 +125,30 @@ def check_settings(
         timestamps=out["timestamps"],
         delete_flags=out["delete_flags"],
         not_null=tuple(sorted(not_null)),
+        text_stamps=tuple(sorted(t.rpartition(".")[0] for t in text)),
         versioned=tuple(versioned),
     )
+
+
+#: The dialect (as the agents' schemas name it) that compares text byte by byte, whatever the column.
+TEXT_STAMP_DIALECT = "sqlite"
+
+
+def _text_stamp(column: str, declared: LogicalType, dialect: str) -> str:
+    """A timestamp column read as a timestamp from text (column_types), checked: on SQLite only.
+
+    PostgreSQL and MySQL compare text by the column's collation, which may weigh the
+    digits, '-', ':' and 'T' otherwise than their bytes: a ranged read could miss rows.
+    """
+    if declared.kind != "text":
+        raise ViewDefinitionError(f"timestamps: column {column} is {declared} at the source, not a timestamp")
+    if dialect != TEXT_STAMP_DIALECT:
+        raise ViewDefinitionError(
+            f"timestamps: column {column} is text read as a timestamp (column_types); a text timestamp serves the "
+            f"timestamp strategy on SQLite only ({dialect} compares text by its collation): use another strategy, "
+            "e.g. auto, or a column declared as a timestamp"
+        )
+    return column
 
 
 #: The dialect (as the agents' schemas name it) whose row versions strategy row_version reads.
@@ -234,10 +262,45 @@ def since(watermark: str, lag_s: float) -> str:
     return bound[: len(bound) - 6 + digits] if digits else bound[:-7]
 
 
-def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None, not_null: frozenset = frozenset()) -> str:
+def text_aliases(site: SiteQuery, settings: StampSettings) -> frozenset:
+    """The aliases of the site query's tables whose timestamp is text read as a timestamp (column_types)."""
+    return frozenset(alias for name, alias in site_tables(site) if f"{site.source}.{name}" in settings.text_stamps)
+
+
+def text_bound_condition(col: exp.Column, bound: str) -> exp.Condition:
+    """`col` (text holding timestamps, protocol/column_types.py) at or after `bound`, compared as text.
+
+    >>> text_bound_condition(exp.column("at", "p"), "2026-01-01 10:00:00").sql()
+    "p.at >= '2026-01-01 10:00:00' AND (p.at < '2026-01-01T' OR p.at >= '2026-01-01T10:00:00')"
+    >>> text_bound_condition(exp.column("at", "p"), "2026-01-01 10:00:00.500").sql()  # doctest: +ELLIPSIS
+    "p.at >= '2026-01-01 10:00:00.5' AND (...) AND NOT p.at IN ('2026-01-01 10:00:00Z', '2026-01-01T10:00:00Z')"
+    """
+    text = text_bound(bound)
+    gap = exp.or_(
+        exp.LT(this=col.copy(), expression=exp.Literal.string(text.gap[0])),
+        exp.GTE(this=col.copy(), expression=exp.Literal.string(text.gap[1])),
+    )
+    terms: list[exp.Expression] = [
+        exp.GTE(this=col.copy(), expression=exp.Literal.string(text.lowest)),
+        exp.Paren(this=gap),
+    ]
+    if text.early:
+        early = exp.In(this=col.copy(), expressions=[exp.Literal.string(t) for t in text.early])
+        terms.append(exp.Not(this=early))
+    return exp.and_(*terms)
+
+
+def ranged_sql(
+    site: SiteQuery,
+    stamps: dict[str, str],
+    bound: str | None,
+    not_null: frozenset = frozenset(),
+    text: frozenset = frozenset(),
+) -> str:
     """The site query narrowed to rows with any stamped table's timestamp >= `bound`, or NULL
     (a NULL timestamp counts as changed at every sync; not asked of the aliases in
-    `not_null`, whose column cannot be NULL); no row at all when `bound` is None.
+    `not_null`, whose column cannot be NULL); no row at all when `bound` is None. The
+    aliases in `text` have text timestamps (column_types): see `text_bound_condition`.
 
     >>> s = SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p" WHERE "p"."id" > 0', [], ["id"])
     >>> ranged_sql(s, {"p": "at"}, "2026-01-01 00:00:00.000000")
@@ -253,7 +316,10 @@ def ranged_sql(site: SiteQuery, stamps: dict[str, str], bound: str | None, not_n
     terms: list[exp.Expression] = []
     for alias, column in stamps.items():
         col = exp.column(column, alias, quoted=True)
-        terms.append(exp.GTE(this=col, expression=exp.Literal.string(bound)))
+        if alias in text:
+            terms.append(exp.Paren(this=text_bound_condition(col, bound)))
+        else:
+            terms.append(exp.GTE(this=col, expression=exp.Literal.string(bound)))
         if alias not in not_null:
             terms.append(exp.Is(this=col.copy(), expression=exp.Null()))
     return site.render(tree.where(exp.Paren(this=exp.or_(*terms)), append=True))

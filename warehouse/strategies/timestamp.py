@@ -29,7 +29,14 @@ from dataclasses import asdict, dataclass
 from warehouse.errors import ProtocolError
 from warehouse.strategies.base import Answer, Asks, SiteContext, extract_exchange
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
-from warehouse.strategies.stamps import not_null_aliases, ranged_sql, since, site_stamps, site_tables
+from warehouse.strategies.stamps import (
+    not_null_aliases,
+    ranged_sql,
+    since,
+    site_stamps,
+    site_tables,
+    text_aliases,
+)
 
 __all__ = ["STATE_FILE", "Timestamp", "Watermark", "index_serves"]
 
@@ -103,7 +110,8 @@ class Timestamp(ChangedRows):
         self.report["lag_s"] = self.settings.lag_s
         if self.state is not None:
             bound = since(self.state.watermark, self.settings.lag_s)
-            sql = ranged_sql(ctx.site, stamps, bound, not_null_aliases(ctx.site, self.settings))
+            not_null, text = not_null_aliases(ctx.site, self.settings), text_aliases(ctx.site, self.settings)
+            sql = ranged_sql(ctx.site, stamps, bound, not_null, text)
         else:  # nothing to read from: just the clock
             bound, sql = None, ranged_sql(ctx.site, {}, None)
         answer = extract_exchange(

@@ -97,6 +97,16 @@ def referenced_sources(sql: str) -> list[str]:
     return sources
 
 
+def referenced_tables(sql: str, schemas: Mapping[str, SourceSchema]) -> list[tuple[str, str]]:
+    """(source, table) of each table the view reads, named as the schemas name them, in order.
+
+    Raises:
+        UnknownSourceError: a table's source is not in `schemas`.
+        ViewDefinitionError: a table its source does not have.
+    """
+    return [(r.source, r.table.name) for r in _bind_tables(_parse(sql), schemas)]
+
+
 def bind_view(sql: str, schemas: Mapping[str, SourceSchema]) -> BoundView:
     """Resolve every table and column of the view and choose its key.
 

@@ -49,9 +49,12 @@ class SiteQuery:
     #: The sqlglot dialect `sql` is written in; None: one the standard dialect reads (SQLite,
     #: PostgreSQL, dump files: double-quoted names), as definitions stored before MySQL had it.
     dialect: str | None = None
+    #: Output columns the agent reads as a stronger type than their source declares (the
+    #: view's column_types, viewdef/column_types.py): output column -> the declared type.
+    read_from: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        data = {
+        data: dict = {
             "source": self.source,
             "sql": self.sql,
             "columns": [c.to_json() for c in self.columns],
@@ -59,6 +62,8 @@ class SiteQuery:
         }
         if self.dialect is not None:
             data["dialect"] = self.dialect
+        if self.read_from:
+            data["read_from"] = dict(self.read_from)
         return data
 
     def parse(self) -> exp.Select:
@@ -97,6 +102,7 @@ class SiteQuery:
             [Column.from_json(c) for c in data["columns"]],
             list(data["key"]),
             data.get("dialect"),
+            dict(data.get("read_from") or {}),
         )
 
 

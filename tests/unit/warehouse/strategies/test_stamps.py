@@ -14,8 +14,10 @@ from warehouse.strategies.stamps import (
     not_null_aliases,
     ranged_sql,
     site_stamps,
+    text_aliases,
 )
 from warehouse.viewdef import ViewDefinitionError, analyze_view
+from warehouse.viewdef.column_types import asked_schemas, resolve, with_read_from
 
 
 def _table(name: str, *columns: tuple[str, str]) -> TableInfo:
@@ -113,3 +115,28 @@ def test_row_version_needs_every_site_on_postgresql(definition):
     # any strategy: the sources on PostgreSQL are noted, for auto
     assert check_settings(StampSettings(), definition, SCHEMAS, "auto").versioned == ()
     assert check_settings(StampSettings(), definition, on_postgres, "auto").versioned == ("s",)
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_a_text_timestamp_read_as_one_serves_on_sqlite_only(dialect):
+    table = _table("a", ("id", "int"), ("at", "text"))
+    schemas = {"s": SourceSchema(dialect, {"a": table})}
+    sql = "SELECT a.id, a.at FROM s.a a"
+    asked = resolve({"a.at": "timestamp"}, sql, schemas)
+    read = asked_schemas(schemas, asked)
+    view = with_read_from(analyze_view(sql, read), asked)
+    settings = StampSettings(timestamps={"a": "at"})
+    if dialect != "sqlite":
+        with pytest.raises(ViewDefinitionError, match="on SQLite only"):
+            check_settings(settings, view, read, "timestamp")
+        return
+    checked = check_settings(settings, view, read, "timestamp")
+    assert checked.text_stamps == ("s.a",)
+    assert StampSettings.from_options(checked.to_options()) == checked
+    (site,) = view.sites
+    sql = ranged_sql(site, site_stamps(site, checked), "2026-11-27 03:40:05.500", text=text_aliases(site, checked))
+    assert sql.endswith(
+        """WHERE (("a"."at" >= '2026-11-27 03:40:05.5' AND ("a"."at" < '2026-11-27T' OR "a"."at" >= """
+        """'2026-11-27T03:40:05.5') AND NOT "a"."at" IN ('2026-11-27 03:40:05Z', '2026-11-27T03:40:05Z')) """
+        """OR "a"."at" IS NULL)"""
+    )
