@@ -195,7 +195,7 @@ def deltas_of(
         begins.append(start(store, earlier, shape))
 
     def items() -> Iterator[Item]:
-        for part, shape, feed, begin in zip(parts, shapes, feeds, begins, strict=True):
+        for part, shape, feed, begin in zip(parts, shapes, feeds, begins, strict=False):  # no parts: one shape
             if part.redefined:
                 sync_id = part.syncs[0].id
                 yield SchemaChange(sync_id, shape, schema_line(sync_id, shape.view))
@@ -274,13 +274,13 @@ def _updated_keys(shape: Shape, paths: list[Path], batch_rows: int) -> set[tuple
 class RowsOfKeys:
     """The view's current row of each of some keys, kept while its deltas are applied in order.
 
-        >>> from warehouse.viewdef import ViewDef
-        >>> from warehouse.multisets.multiset import _cols
-        >>> view = ViewDef("", _cols("id int", "v text"), ["id"], [])
-        >>> rows = RowsOfKeys(Shape(view, False, True), {(1,), (2,)})
-        >>> rows.apply(pa.record_batch({OP: ["insert", "insert", "insert"], "id": [1, 2, 3], "v": ["a", "b", "c"]}))
-        >>> rows.before(pa.record_batch({OP: ["update", "delete"], "id": [1, 3], "v": ["A", None]})).to_pylist()
-        [{'id': 1, 'v': 'a'}, None]
+    >>> from warehouse.viewdef import ViewDef
+    >>> from warehouse.multisets.multiset import _cols
+    >>> view = ViewDef("", _cols("id int", "v text"), ["id"], [])
+    >>> rows = RowsOfKeys(Shape(view, False, True), {(1,), (2,)})
+    >>> rows.apply(pa.record_batch({OP: ["insert", "insert", "insert"], "id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    >>> rows.before(pa.record_batch({OP: ["update", "delete"], "id": [1, 3], "v": ["A", None]})).to_pylist()
+    [{'id': 1, 'v': 'a'}, None]
     """
 
     def __init__(self, shape: Shape, keys: set[tuple]):

@@ -71,9 +71,9 @@ def _query(after: str | None, limit: int | None, fmt: str) -> str:
     """A change feed request's query string.
 
     >>> _query(None, 2, "parquet"), _query("s1", None, "ndjson")
-    ('?limit_syncs=2&fmt=parquet', '?after=s1&fmt=ndjson')
+    ('?limit_syncs=2&format=parquet', '?after=s1&format=ndjson')
     """
-    parts = ([f"after={after}"] if after else []) + ([f"limit_syncs={limit}"] if limit else []) + [f"fmt={fmt}"]
+    parts = ([f"after={after}"] if after else []) + ([f"limit_syncs={limit}"] if limit else []) + [f"format={fmt}"]
     return "?" + "&".join(parts)
 
 
@@ -88,7 +88,7 @@ def parquet_refused(name: str, after: str | None, parts: list[Segment], feed: bo
         f"sync {sync} redefined view {name!r}: its delta starts with a schema line and a Parquet file holds one schema"
     )
     if not feed:
-        return Conflict(f"{why}; read this delta as NDJSON (GET /v1/views/{name}/syncs/{sync}/delta?fmt=ndjson)")
+        return Conflict(f"{why}; read this delta as NDJSON (GET /v1/views/{name}/syncs/{sync}/delta?format=ndjson)")
     changes = f"GET /v1/views/{name}/changes"
     earlier = [s for p in parts[: parts.index(first)] for s in p.syncs]
     then = (

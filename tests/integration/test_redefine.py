@@ -1,0 +1,226 @@
+"""Redefinition keeps the past: PUT stores a view's new definition, its next sync applies it.
+
+On a SQLite source (tests/support/people.py) and the suite's killable service: a PUT that
+drops a column projects the stored rows (nothing read at the source); one that adds a
+column and widens the WHERE reads the new definition and its delta is exactly the
+difference from the old view (oracle: the old rows read with the new column as NULL),
+updates where rows stay; history, change-feed positions and statistics survive; Parquet
+answers spanning the redefinition are 409s naming the requests to make; a PUT while a
+sync is under way is a 409; a redefine sync killed before its commit leaves the old
+version, and the next sync redoes it.
+"""
+
+from __future__ import annotations
+
+import io
+import signal
+import sqlite3
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support.oracle import check_sync, expected_delta, keyed
+from tests.support.people import KEY, People
+from workloads.harness import start_agent
+
+pytestmark = pytest.mark.integration
+
+SOURCE = "redef"
+#: Seconds a killed service is given to die once armed.
+DIE_WITHIN_S = 300
+ALL = "SELECT p.id, p.name, p.city, p.score FROM redef.people p WHERE p.score >= 0"
+
+
+class Source:
+    """The People table, and the truth of any view over it (columns as the SELECT names them)."""
+
+    def __init__(self, people: People):
+        self.people = people
+
+    def truth(self, columns: list[str], where: str) -> dict:
+        with sqlite3.connect(self.people.path) as c:
+            rows = c.execute(f"SELECT {', '.join(columns)} FROM people WHERE {where}").fetchall()
+        return keyed([dict(zip(columns, r)) for r in rows], KEY)
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory, logs_dir, special_service):
+    root = tmp_path_factory.mktemp("redefine")
+    people = People(root / "people.db", rows=3_000, seed=36)
+    agent = start_agent(f"sqlite:///{people.path}", logs_dir)
+    special_service.api.add_source(SOURCE, agent.url)
+    yield special_service, Source(people)
+    special_service.kill_file.unlink(missing_ok=True)
+    if special_service.proc.proc.poll() is not None:
+        special_service.restart()
+    agent.stop()
+
+
+def _put(api, view: str, sql: str, **extra):
+    return api.http.put(f"/v1/views/{view}", json={"sql": sql, **extra})
+
+
+def _loaded(api, source: Source, view: str, sql: str, columns: list[str], where: str) -> list[dict]:
+    """Define, load and sync once after a change; the two sync records."""
+    api.add_view(view, sql, strategy="group_hash")
+    load = api.sync(view)
+    check_sync(api, view, KEY, {}, source.truth(columns, where), load)
+    before = source.truth(columns, where)
+    source.people.change(updates=60, inserts=20, deletes=10)
+    sync = api.sync(view)
+    check_sync(api, view, KEY, before, source.truth(columns, where), sync)
+    return [load, sync]
+
+
+def _feed(api, view: str, after: str, fmt: str = "ndjson"):
+    return api.http.get(f"/v1/views/{view}/changes", params={"after": after, "format": fmt})
+
+
+def test_a_put_dropping_a_column_projects_the_stored_rows(wh):
+    service, source = wh
+    api, view = service.api, "rd_drop"
+    load, last = _loaded(api, source, view, ALL, ["id", "name", "city", "score"], "score >= 0")
+    narrow = "SELECT p.id, p.name, p.score FROM redef.people p WHERE p.score >= 0"
+    r = _put(api, view, narrow)
+    assert r.status_code == 200, r.text
+    assert r.json()["columns"] == ["id", "name", "score"] and r.json()["redefinition_pending"] is True
+    # until the next sync the rows are the old ones, city included
+    assert keyed(api.rows(view), KEY) == source.truth(["id", "name", "city", "score"], "score >= 0")
+    sync = api.sync(view)
+    assert sync["status"] == "succeeded", sync["error"]
+    m = sync["metrics"]
+    assert sync["trigger"] == "redefine" and m["redefinition"]["method"] == "projection", m
+    assert m["redefinition"]["dropped"] == ["city"], m["redefinition"]
+    assert m["bytes_from_agent"] == 0 and m["bytes_to_agent"] == 0 and m["round_trips"] == 0, m
+    assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (0, 0, 0)
+    schema = {
+        "sync": sync["id"],
+        "op": "schema",
+        "columns": [{"name": "id", "type": "int"}, {"name": "name", "type": "text"}, {"name": "score", "type": "int"}],
+        "key": ["id"],
+    }
+    assert api.delta(view, sync["id"]) == [schema]
+    assert keyed(api.rows(view), KEY) == source.truth(["id", "name", "score"], "score >= 0")
+    assert api.http.get(f"/v1/views/{view}").json()["redefinition_pending"] is False
+    # history and feed positions kept: the feed after the last sync before the PUT says it all
+    syncs = api.http.get(f"/v1/views/{view}/syncs").json()
+    assert [s["id"] for s in syncs] == [sync["id"], last["id"], load["id"]]
+    lines = [line for line in _feed(api, view, last["id"]).text.splitlines() if line]
+    assert len(lines) == 1 and '"op":"schema"' in lines[0]
+    # the next sync is an ordinary one, exact, on the projected rows
+    before = keyed(api.rows(view), KEY)
+    source.people.change(updates=60, inserts=20, deletes=10)
+    after = api.sync(view)
+    assert after["trigger"] == "api", after
+    check_sync(api, view, KEY, before, source.truth(["id", "name", "score"], "score >= 0"), after)
+
+
+def test_a_put_adding_a_column_and_widening_the_where_gives_the_exact_difference(wh):
+    service, source = wh
+    api, view = service.api, "rd_where"
+    old_cols, new_cols = ["id", "name", "score"], ["id", "name", "city", "score"]
+    load, last = _loaded(
+        api,
+        source,
+        view,
+        "SELECT p.id, p.name, p.score FROM redef.people p WHERE p.score >= 500",
+        old_cols,
+        "score >= 500",
+    )
+    wider = "SELECT p.id, p.name, p.city, p.score FROM redef.people p WHERE p.score >= 200"
+    assert _put(api, view, wider).status_code == 200
+    old = {k: {**row, "city": None} for k, row in keyed(api.rows(view), KEY).items()}
+    assert set(next(iter(keyed(api.rows(view), KEY).values()))) == set(old_cols), "old rows until the sync"
+    source.people.change(updates=60, inserts=20, deletes=10)  # the source moves on too
+    truth = source.truth(new_cols, "score >= 200")
+    sync = api.sync(view)
+    assert sync["status"] == "succeeded" and sync["trigger"] == "redefine", sync
+    m = sync["metrics"]
+    assert m["redefinition"]["method"] == "read" and m["redefinition"]["matched_by_key"] is True, m
+    assert m["redefinition"]["added"] == ["city"] and m["redefinition"]["statistics_kept_sites"] == [0]
+    lines = api.delta(view, sync["id"])
+    assert lines[0]["op"] == "schema" and [c["name"] for c in lines[0]["columns"]] == new_cols
+    want = expected_delta(old, truth)
+    got = {tuple(line["row"][k] for k in KEY): (line["op"], line["row"]) for line in lines[1:]}
+    assert {k: op for k, (op, _) in got.items()} == {k: op for k, (op, _) in want.items()}
+    for k, (op, row) in want.items():
+        if op != "delete":
+            assert got[k][1] == row, (got[k], row)
+    stayed = [k for k in old if k in truth]
+    assert stayed and all(got.get(k, ("update",))[0] == "update" for k in stayed), "rows that stay are updates"
+    counts = [sum(1 for op, _ in want.values() if op == o) for o in ("insert", "update", "delete")]
+    assert [m["rows_inserted"], m["rows_updated"], m["rows_deleted"]] == counts
+    assert keyed(api.rows(view), KEY) == truth
+
+    # the feed from before the PUT crosses it in NDJSON: the old lines, the schema, the difference
+    text = _feed(api, view, load["id"]).text
+    ops = [(line.split('"op":"')[1].split('"')[0]) for line in text.splitlines() if line]
+    assert ops.count("schema") == 1 and ops.index("schema") == len(api.delta(view, last["id"]))
+    # in Parquet it is a 409 that says where to resume; each part it names works
+    refused = _feed(api, view, load["id"], "parquet")
+    assert refused.status_code == 409, refused.text
+    detail = refused.json()["detail"]
+    assert sync["id"] in detail and last["id"] in detail and "limit_syncs=1" in detail, detail
+    first = api.http.get(f"/v1/views/{view}/changes", params={"after": load["id"], "limit_syncs": 1, "format": "parquet"})
+    assert first.status_code == 200 and pq.read_table(io.BytesIO(first.content)).num_rows == len(
+        api.delta(view, last["id"])
+    )
+    assert _feed(api, view, last["id"], "parquet").status_code == 409
+    after = _feed(api, view, sync["id"], "parquet")
+    assert after.status_code == 200, after.text
+    delta = api.http.get(f"/v1/views/{view}/syncs/{sync['id']}/delta", params={"format": "parquet"})
+    assert delta.status_code == 409 and "format=ndjson" in delta.json()["detail"], delta.text
+    # with_before across it: the old lines' before rows in the old columns, the difference's null
+    with_before = api.ndjson(f"/v1/views/{view}/changes?after={load['id']}&with_before=true")
+    assert all(line.get("before") is None for line in with_before if line.get("sync") == sync["id"])
+    # the next sync is ordinary and exact
+    before = truth
+    source.people.change(updates=60, inserts=20, deletes=10)
+    check_sync(api, view, KEY, before, source.truth(new_cols, "score >= 200"), api.sync(view))
+
+
+def test_a_put_while_a_sync_is_under_way_is_409_and_an_identical_put_changes_nothing(wh):
+    service, source = wh
+    api, view = service.api, "rd_busy"
+    api.add_view(view, ALL, strategy="group_hash")
+    api.sync(view)
+    r = api.http.post(f"/v1/views/{view}/syncs")
+    assert r.status_code == 202
+    busy = _put(api, view, "SELECT p.id, p.score FROM redef.people p WHERE p.score >= 0")
+    assert busy.status_code == 409 and r.json()["id"] in busy.json()["detail"], busy.text
+    api.wait_idle()
+    same = _put(api, view, ALL)
+    assert same.status_code == 200 and same.json()["redefinition_pending"] is False
+    assert api.sync(view)["trigger"] == "api"
+
+
+def test_a_killed_redefine_sync_leaves_the_old_version_and_the_next_redoes_it(wh):
+    service, source = wh
+    api, view = service.api, "rd_crash"
+    cols = ["id", "name", "city", "score"]
+    api.add_view(view, ALL, strategy="group_hash")
+    check_sync(api, view, KEY, {}, source.truth(cols, "score >= 0"), api.sync(view))
+    old = keyed(api.rows(view), KEY)
+    assert (
+        _put(api, view, "SELECT p.id, p.name, p.city, p.score FROM redef.people p WHERE p.score >= 300").status_code
+        == 200
+    )
+    service.kill_file.write_text("delta_written")
+    r = api.http.post(f"/v1/views/{view}/syncs")
+    assert r.status_code == 202, r.text
+    service.proc.proc.wait(timeout=DIE_WITHIN_S)
+    assert service.proc.proc.returncode == -signal.SIGKILL, service.proc.tail()
+    service.restart()
+    api = service.api
+    record = api.http.get(f"/v1/views/{view}/syncs/{r.json()['id']}").json()
+    assert record["status"] == "failed" and record["trigger"] == "redefine", record
+    assert keyed(api.rows(view), KEY) == old, "a killed redefine sync changed the view"
+    assert api.http.get(f"/v1/views/{view}").json()["redefinition_pending"] is True
+    sync = api.sync(view)
+    assert sync["trigger"] == "redefine", sync
+    truth = source.truth(cols, "score >= 300")
+    want = expected_delta(old, truth)
+    m = sync["metrics"]
+    counts = [sum(1 for o, _ in want.values() if o == op) for op in ("insert", "update", "delete")]
+    assert [m["rows_inserted"], m["rows_updated"], m["rows_deleted"]] == counts
+    assert keyed(api.rows(view), KEY) == truth
