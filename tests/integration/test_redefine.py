@@ -13,8 +13,12 @@ version, and the next sync redoes it.
 from __future__ import annotations
 
 import io
+import json
+import os
 import signal
 import sqlite3
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -161,7 +165,9 @@ def test_a_put_adding_a_column_and_widening_the_where_gives_the_exact_difference
     assert refused.status_code == 409, refused.text
     detail = refused.json()["detail"]
     assert sync["id"] in detail and last["id"] in detail and "limit_syncs=1" in detail, detail
-    first = api.http.get(f"/v1/views/{view}/changes", params={"after": load["id"], "limit_syncs": 1, "format": "parquet"})
+    first = api.http.get(
+        f"/v1/views/{view}/changes", params={"after": load["id"], "limit_syncs": 1, "format": "parquet"}
+    )
     assert first.status_code == 200 and pq.read_table(io.BytesIO(first.content)).num_rows == len(
         api.delta(view, last["id"])
     )
@@ -192,6 +198,20 @@ def test_a_put_while_a_sync_is_under_way_is_409_and_an_identical_put_changes_not
     same = _put(api, view, ALL)
     assert same.status_code == 200 and same.json()["redefinition_pending"] is False
     assert api.sync(view)["trigger"] == "api"
+    # the CLI redefines as the API does (a process of its own, over HTTP)
+    narrow = "SELECT p.id, p.score FROM redef.people p WHERE p.score >= 0"
+    cli = subprocess.run(
+        [sys.executable, "-m", "deltasieve_cli", "view", "redefine", view, "--sql", narrow, "--json"],
+        env={**os.environ, "DELTASIEVE_URL": service.url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 0, cli.stderr
+    shown = json.loads(cli.stdout)
+    assert shown["columns"] == ["id", "score"] and shown["redefinition_pending"] and shown["strategy"] == "group_hash"
+    sync = api.sync(view)
+    assert sync["trigger"] == "redefine" and sync["metrics"]["redefinition"]["method"] == "projection", sync
 
 
 def test_a_killed_redefine_sync_leaves_the_old_version_and_the_next_redoes_it(wh):
