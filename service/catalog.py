@@ -189,14 +189,23 @@ class Catalog:
         return self.view(name)
 
     def redefine_view(
-        self, name: str, sql: str, definition: dict, options: ViewOptions, follows: dict | None
+        self,
+        name: str,
+        sql: str,
+        definition: dict,
+        options: ViewOptions,
+        follows: dict | None,
+        by_sync: str | None = None,
     ) -> ViewRecord:
         """Store a view's new definition, its history kept; `follows` is the definition its
         stored rows follow (None: it has none), which its next sync turns into the new one.
-        Refused (Conflict) while a sync of the view is queued or running."""
+        Refused (Conflict) while a sync of the view is queued or running, unless it is
+        `by_sync`, the sync that will apply it (a table view following its table)."""
         with self._lock:
             current = self.view(name)
-            self._refuse_if_busy(name, "redefined")
+            busy = self.busy_sync(name)
+            if busy is None or busy.id != by_sync:
+                self._refuse_if_busy(name, "redefined")
             applied = current.applied if current.applied is not None else follows
             if applied == definition:  # back to what the rows follow: nothing left to apply
                 applied = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from service.catalog import Catalog
 from service.errors import Conflict
 from service.records import SyncRecord, ViewRecord
 from warehouse.pipeline.redefine import redefined
@@ -33,6 +34,22 @@ def follows_of(view: ViewRecord, version: Version | None) -> dict | None:
 def rows_definition(view: ViewRecord, version: Version) -> ViewDef:
     """The definition to read the rows of `version` with (a redefinition waits for a sync)."""
     return ViewDef.from_json(follows_of(view, version) or view.definition)
+
+
+def redefine_within(
+    catalog: Catalog, store: ViewStore, name: str, sync_id: str, sql: str, definition: ViewDef
+) -> ViewRecord:
+    """Give view `name` a new definition from inside its sync `sync_id` (queued or running),
+    which then applies it as a PUT's next sync would (trigger "redefine", a schema line, the
+    exact difference, history and feed positions kept): how a table view follows its table
+    when a column is added or dropped at the source. Call it before the sync builds its
+    SyncRun, and build that from the record returned: a SyncRun whose view differs from the
+    definition its stored rows follow applies the redefinition (pipeline/redefine.pending)."""
+    current = catalog.view(name)
+    follows = follows_of(current, store.current())
+    record = catalog.redefine_view(name, sql, definition.to_json(), current.options, follows, by_sync=sync_id)
+    catalog.update_sync(sync_id, trigger="redefine")
+    return record
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,13 @@ def _loaded(api, source: Source, view: str, sql: str, columns: list[str], where:
     return [load, sync]
 
 
+def _statistics(api, view: str) -> dict:
+    """The view's one site's update and deletion statistics (GET .../statistics)."""
+    r = api.http.get(f"/v1/views/{view}/statistics")
+    assert r.status_code == 200, r.text
+    return r.json()["sites"][0]
+
+
 def _feed(api, view: str, after: str, fmt: str = "ndjson"):
     return api.http.get(f"/v1/views/{view}/changes", params={"after": after, "format": fmt})
 
@@ -85,6 +92,7 @@ def test_a_put_dropping_a_column_projects_the_stored_rows(wh):
     api, view = service.api, "rd_drop"
     load, last = _loaded(api, source, view, ALL, ["id", "name", "city", "score"], "score >= 0")
     narrow = "SELECT p.id, p.name, p.score FROM redef.people p WHERE p.score >= 0"
+    learned = _statistics(api, view)
     r = _put(api, view, narrow)
     assert r.status_code == 200, r.text
     assert r.json()["columns"] == ["id", "name", "score"] and r.json()["redefinition_pending"] is True
@@ -104,6 +112,7 @@ def test_a_put_dropping_a_column_projects_the_stored_rows(wh):
         "key": ["id"],
     }
     assert api.delta(view, sync["id"]) == [schema]
+    assert _statistics(api, view) == learned, "a projection keeps every statistic"
     assert keyed(api.rows(view), KEY) == source.truth(["id", "name", "score"], "score >= 0")
     assert api.http.get(f"/v1/views/{view}").json()["redefinition_pending"] is False
     # history and feed positions kept: the feed after the last sync before the PUT says it all
@@ -132,6 +141,7 @@ def test_a_put_adding_a_column_and_widening_the_where_gives_the_exact_difference
         "score >= 500",
     )
     wider = "SELECT p.id, p.name, p.city, p.score FROM redef.people p WHERE p.score >= 200"
+    learned = _statistics(api, view)
     assert _put(api, view, wider).status_code == 200
     old = {k: {**row, "city": None} for k, row in keyed(api.rows(view), KEY).items()}
     assert set(next(iter(keyed(api.rows(view), KEY).values()))) == set(old_cols), "old rows until the sync"
@@ -155,6 +165,11 @@ def test_a_put_adding_a_column_and_widening_the_where_gives_the_exact_difference
     counts = [sum(1 for op, _ in want.values() if op == o) for o in ("insert", "update", "delete")]
     assert [m["rows_inserted"], m["rows_updated"], m["rows_deleted"]] == counts
     assert keyed(api.rows(view), KEY) == truth
+    # the keys that survive keep their statistics (one sync more), the deletion statistics stay
+    kept = _statistics(api, view)
+    assert kept["deletion_statistics"] == learned["deletion_statistics"]
+    assert kept["update_statistics"]["max_tno"] == learned["update_statistics"]["max_tno"] + 1
+    assert kept["update_statistics"]["tuples_ever_updated"] >= learned["update_statistics"]["tuples_ever_updated"] > 0
 
     # the feed from before the PUT crosses it in NDJSON: the old lines, the schema, the difference
     text = _feed(api, view, load["id"]).text
