@@ -20,9 +20,11 @@ import sqlite3
 import subprocess
 import sys
 
+import psycopg
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.legacy import decimal_2
 from tests.support.oracle import check_sync, expected_delta, keyed
 from tests.support.people import KEY, People
 from workloads.harness import start_agent
@@ -259,3 +261,54 @@ def test_a_killed_redefine_sync_leaves_the_old_version_and_the_next_redoes_it(wh
     counts = [sum(1 for o, _ in want.values() if o == op) for op in ("insert", "update", "delete")]
     assert [m["rows_inserted"], m["rows_updated"], m["rows_deleted"]] == counts
     assert keyed(api.rows(view), KEY) == truth
+
+
+@pytest.mark.engines("postgres")
+def test_on_postgresql_a_column_swapped_and_the_where_changed_give_the_exact_difference(wh, source, logs_dir):
+    """One PostgreSQL case: numeric and boolean columns, a column dropped and one added with
+    another WHERE in one PUT (read in full); the difference by key against the database."""
+    service, _ = wh
+    api, view = service.api, "rd_pg"
+    with psycopg.connect(source.owner_url, autocommit=True) as c:
+        c.execute("CREATE TABLE accounts (id bigint PRIMARY KEY, owner text, amount numeric(12,2), active boolean)")
+        c.execute(
+            "INSERT INTO accounts SELECT i, 'owner ' || i, (i * 7 % 500) / 4.0, i % 3 <> 0 FROM generate_series(1, 400) i"
+        )
+    agent = start_agent(source.reader_url, logs_dir)
+
+    def truth(sql: str, columns: list[str]) -> dict:
+        with psycopg.connect(source.owner_url) as c:
+            rows = c.execute(sql).fetchall()
+        fixed = [
+            {n: (decimal_2(v) if n == "amount" and v is not None else v) for n, v in zip(columns, r)} for r in rows
+        ]
+        return keyed(fixed, KEY)
+
+    try:
+        api.add_source("pgre", agent.url)
+        api.add_view(view, "SELECT a.id, a.owner, a.amount FROM pgre.accounts a WHERE a.active", strategy="group_hash")
+        check_sync(
+            api,
+            view,
+            KEY,
+            {},
+            truth("SELECT id, owner, amount FROM accounts WHERE active", ["id", "owner", "amount"]),
+            api.sync(view),
+        )
+        old = {k: {"id": r["id"], "amount": r["amount"], "active": None} for k, r in keyed(api.rows(view), KEY).items()}
+        new_sql = "SELECT a.id, a.amount, a.active FROM pgre.accounts a WHERE a.amount > 20"
+        assert _put(api, view, new_sql).status_code == 200
+        with psycopg.connect(source.owner_url, autocommit=True) as c:
+            c.execute("UPDATE accounts SET amount = amount + 1 WHERE id % 10 = 0")
+        sync = api.sync(view)
+        assert sync["trigger"] == "redefine" and sync["metrics"]["redefinition"]["method"] == "read", sync
+        want = truth("SELECT id, amount, active FROM accounts WHERE amount > 20", ["id", "amount", "active"])
+        assert keyed(api.rows(view), KEY) == want
+        lines = api.delta(view, sync["id"])
+        assert lines[0]["op"] == "schema" and lines[0]["columns"][1] == {"name": "amount", "type": "decimal(12,2)"}
+        got = {tuple(line["row"][k] for k in KEY): (line["op"], line["row"]) for line in lines[1:]}
+        expected = expected_delta(old, want)
+        assert {k: op for k, (op, _) in got.items()} == {k: op for k, (op, _) in expected.items()}
+        assert all(got[k][1] == row for k, (op, row) in expected.items() if op != "delete")
+    finally:
+        agent.stop()
