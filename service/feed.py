@@ -17,6 +17,12 @@ the first key column's values. Without that version they are rolled forward from
 themselves: every earlier delta back to the view's load, whose delta holds every row of the
 view. Memory: one row per updated key. A multiset view's matched updates carry their old
 row in the delta already (`OLD`), which `BEFORE` repeats.
+
+Across a redefinition (PUT; the sync that applied it marked its delta,
+pipeline/redefine.py) the deltas have other columns: the stream is cut there
+(redefinitions.segments), a SchemaChange goes before that sync's lines, and each part is
+read in its own shape. That sync's updates carry no `BEFORE` (the rows they replace have
+the old columns); the part after it starts from the version it committed.
 """
 
 from __future__ import annotations
