@@ -1,6 +1,7 @@
 """Redefinition keeps the past: PUT stores a view's new definition, its next sync applies it.
 
-On a SQLite source (tests/support/people.py) and the suite's killable service: a PUT that
+On a SQLite source (tests/support/people.py) and the suite's killable service (one PostgreSQL
+case, one view over two sources): a PUT that
 drops a column projects the stored rows (nothing read at the source); one that adds a
 column and widens the WHERE reads the new definition and its delta is exactly the
 difference from the old view (oracle: the old rows read with the new column as NULL),
@@ -312,3 +313,42 @@ def test_on_postgresql_a_column_swapped_and_the_where_changed_give_the_exact_dif
         assert all(got[k][1] == row for k, (op, row) in expected.items() if op != "delete")
     finally:
         agent.stop()
+
+
+def test_a_view_over_two_sources_is_redefined_by_its_joined_rows(wh):
+    """Two sites (the same table behind a second source name): the view's stored rows are
+    joined afresh and compared with the old ones by key."""
+    service, source = wh
+    api, view = service.api, "rd_join"
+    agent_url = api.http.get(f"/v1/sources/{SOURCE}").json()["url"]
+    api.add_source("redef2", agent_url)
+    join = (
+        "SELECT p.id, p.name, q.id AS qid, q.city{} FROM redef.people p JOIN redef2.people q ON p.id = q.id"
+        " WHERE p.score >= {}"
+    )
+
+    def truth(where: str, score: bool = False) -> dict:
+        rows = source.truth(["id", "name", "city", "score"], where)
+        return {
+            k: {"id": r["id"], "name": r["name"], "qid": r["id"], "city": r["city"]}
+            | ({"score": r["score"]} if score else {})
+            for k, r in rows.items()
+        }
+
+    created = api.add_view(view, join.format("", 100), strategy="group_hash")
+    assert len(created["sites"]) == 2 and created["key"][0] == "id", created
+    key = created["key"]
+    rekey = lambda rows: {tuple(r[c] for c in key): r for r in rows.values()}  # noqa: E731
+    check_sync(api, view, key, {}, rekey(truth("score >= 100")), api.sync(view))
+    old = {k: {**r, "score": None} for k, r in keyed(api.rows(view), key).items()}
+    assert _put(api, view, join.format(", q.score", 50)).status_code == 200
+    sync = api.sync(view)
+    assert sync["trigger"] == "redefine" and sync["metrics"]["redefinition"]["method"] == "read", sync
+    want = rekey(truth("score >= 50", score=True))
+    assert keyed(api.rows(view), key) == want
+    lines = api.delta(view, sync["id"])
+    got = {tuple(line["row"][k] for k in key): line["op"] for line in lines[1:]}
+    assert got == {k: op for k, (op, _) in expected_delta(old, want).items()}
+    assert set(got.values()) == {"insert", "update"}, "every old row stays (a wider WHERE), filled in"
+    source.people.change(updates=30, inserts=10, deletes=5)
+    check_sync(api, view, key, want, rekey(truth("score >= 50", score=True)), api.sync(view))
