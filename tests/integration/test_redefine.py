@@ -1,11 +1,10 @@
 """Redefinition keeps the past: PUT stores a view's new definition, its next sync applies it.
 
-On a SQLite source (tests/support/people.py) and the suite's killable service (one PostgreSQL
-case, one view over two sources): a PUT that
-drops a column projects the stored rows (nothing read at the source); one that adds a
-column and widens the WHERE reads the new definition and its delta is exactly the
-difference from the old view (oracle: the old rows read with the new column as NULL),
-updates where rows stay; history, change-feed positions and statistics survive; Parquet
+On a SQLite source (tests/support/people.py) and the suite's killable service (one
+PostgreSQL case, one view over two sources): a PUT that drops a column projects the stored
+rows (nothing read at the source); one that adds a column and widens the WHERE reads the
+new definition and its delta is exactly the difference from the old view (oracle: the old
+rows read with the new column as NULL), updates where rows stay; history, change-feed positions and statistics survive; Parquet
 answers spanning the redefinition are 409s naming the requests to make; a PUT while a
 sync is under way is a 409; a redefine sync killed before its commit leaves the old
 version, and the next sync redoes it.
