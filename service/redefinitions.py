@@ -13,6 +13,7 @@ A Parquet file has one schema, so a Parquet answer cannot span a redefinition:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from service.catalog import Catalog
@@ -21,6 +22,19 @@ from service.records import SyncRecord, ViewRecord
 from warehouse.pipeline.redefine import redefined
 from warehouse.store.versions import Version, ViewStore
 from warehouse.viewdef import ViewDef
+
+#: The answer header naming the columns (with their types) of the first lines of rows, a delta or the feed.
+COLUMNS_HEADER = "X-Columns"
+COLUMNS_HEADER_DOC = {
+    "description": 'the columns of the rows (the first lines: a "schema" line changes them) as a JSON list of '
+    '{"name", "type"}, ASCII-escaped: a view\'s rows follow its old definition until a redefinition is applied',
+    "schema": {"type": "string"},
+}
+
+
+def columns_header(view: ViewDef) -> str:
+    """The COLUMNS_HEADER value for rows of `view`."""
+    return json.dumps([c.to_json() for c in view.columns], ensure_ascii=True, separators=(",", ":"))
 
 
 def follows_of(view: ViewRecord, version: Version | None) -> dict | None:

@@ -39,6 +39,7 @@ MORE = "X-More-Syncs"
                     "description": "true when limit_syncs left out later succeeded syncs",
                     "schema": {"type": "boolean"},
                 },
+                redefinitions.COLUMNS_HEADER: redefinitions.COLUMNS_HEADER_DOC,
             },
         },
         **error_responses(404, 409, 410, 422),
@@ -76,6 +77,7 @@ def get_changes(
         raise refused
     shape, batches = feed.deltas_of(catalog, store, view, parts, with_before, BATCH_ROWS)
     headers = {SYNCS: str(len(syncs)), MORE: "true" if more else "false"}
+    headers[redefinitions.COLUMNS_HEADER] = redefinitions.columns_header(shape.view)
     last = syncs[-1].id if syncs else after
     if last is not None:
         headers[LAST_SYNC] = last

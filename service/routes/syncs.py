@@ -79,6 +79,7 @@ def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
         200: {
             "content": {NDJSON: {}, PARQUET: {}},
             "description": "one {op, row} object per changed view row (NDJSON), or the same as a Parquet file",
+            "headers": {redefinitions.COLUMNS_HEADER: redefinitions.COLUMNS_HEADER_DOC},
         },
         **error_responses(404, 409, 410, 422),
     },
@@ -106,4 +107,5 @@ def get_delta(
         raise refused
     shape, batches = feed.deltas_of(catalog, store, view, parts, with_before, BATCH_ROWS)
     body, media_type = encode_delta(fmt, batches, shape, feed=False)
-    return StreamingResponse(body, media_type=media_type)
+    headers = {redefinitions.COLUMNS_HEADER: redefinitions.columns_header(shape.view)}
+    return StreamingResponse(body, media_type=media_type, headers=headers)

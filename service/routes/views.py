@@ -22,7 +22,7 @@ from service.models import (
     error_responses,
 )
 from service.records import ViewRecord
-from service.redefinitions import follows_of, rows_definition
+from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, follows_of, rows_definition
 from service.scheduler import Scheduler, schedule_fields
 from service.settings import ServiceSettings
 from warehouse.errors import SchemaUnavailable
@@ -281,7 +281,8 @@ def _current(settings: ServiceSettings, name: str) -> Version:
                 "X-Last-Sync": {
                     "description": "the sync these rows are the result of: follow the change feed from it (GET /v1/views/{name}/changes?after=...)",
                     "schema": {"type": "string"},
-                }
+                },
+                COLUMNS_HEADER: COLUMNS_HEADER_DOC,
             },
         },
         **error_responses(404, 409, 422),
@@ -293,7 +294,7 @@ def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQ
     version = _current(settings, name)
     definition = rows_definition(view, version)
     rows = view_rows.view_batches(version, definition, BATCH_ROWS)
-    headers = {"X-Last-Sync": version.sync_id}
+    headers = {"X-Last-Sync": version.sync_id, COLUMNS_HEADER: columns_header(definition)}
     if fmt == "parquet":
         return StreamingResponse(rows_parquet(rows, definition.columns), media_type=PARQUET, headers=headers)
     return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON, headers=headers)

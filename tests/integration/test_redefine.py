@@ -159,6 +159,9 @@ def test_a_put_adding_a_column_and_widening_the_where_gives_the_exact_difference
     assert _put(api, view, wider).status_code == 200
     old = {k: {**row, "city": None} for k, row in keyed(api.rows(view), KEY).items()}
     assert set(next(iter(keyed(api.rows(view), KEY).values()))) == set(old_cols), "old rows until the sync"
+    served = api.http.get(f"/v1/views/{view}/rows")
+    assert [c["name"] for c in json.loads(served.headers["x-columns"])] == old_cols
+    assert _cli(service, "rows", view, "--format", "csv").stdout.splitlines()[0] == '"id","name","score"'
     source.people.change(updates=60, inserts=20, deletes=10)  # the source moves on too
     truth = source.truth(new_cols, "score >= 200")
     sync = api.sync(view)
