@@ -175,14 +175,14 @@ class Catalog:
         self, name: str, sql: str, definition: dict, options: ViewOptions, drop_data: Callable[[], None]
     ) -> ViewRecord:
         """Give an existing view a new definition; its history and stored rows go (the next
-        sync loads it afresh). Refused (Conflict) while a sync of the view is queued or running."""
+        sync loads it afresh: a view without a key, which is not redefined in place). Refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
             self.view(name)
             self._refuse_if_busy(name, "redefined")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
                 self._conn.execute(
-                    "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?",
+                    "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ?, applied = NULL WHERE name = ?",
                     (sql, json.dumps(definition), json.dumps(options.stored()), now(), name),
                 )
             drop_data()
