@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.legacy import decimal_2
-from tests.support.oracle import check_sync, expected_delta, keyed
+from tests.support.oracle import check_sample, check_sync, expected_delta, keyed
 from tests.support.people import KEY, People
 from workloads.harness import start_agent
 
@@ -34,6 +34,8 @@ pytestmark = pytest.mark.integration
 SOURCE = "redef"
 #: Seconds a killed service is given to die once armed.
 DIE_WITHIN_S = 300
+#: The sample the projected view keeps (projected with it).
+SAMPLE = 40
 ALL = "SELECT p.id, p.name, p.city, p.score FROM redef.people p WHERE p.score >= 0"
 
 
@@ -66,9 +68,9 @@ def _put(api, view: str, sql: str, **extra):
     return api.http.put(f"/v1/views/{view}", json={"sql": sql, **extra})
 
 
-def _loaded(api, source: Source, view: str, sql: str, columns: list[str], where: str) -> list[dict]:
+def _loaded(api, source: Source, view: str, sql: str, columns: list[str], where: str, **extra) -> list[dict]:
     """Define, load and sync once after a change; the two sync records."""
-    api.add_view(view, sql, strategy="group_hash")
+    api.add_view(view, sql, strategy="group_hash", **extra)
     load = api.sync(view)
     check_sync(api, view, KEY, {}, source.truth(columns, where), load)
     before = source.truth(columns, where)
@@ -104,7 +106,7 @@ def _feed(api, view: str, after: str, fmt: str = "ndjson"):
 def test_a_put_dropping_a_column_projects_the_stored_rows(wh):
     service, source = wh
     api, view = service.api, "rd_drop"
-    load, last = _loaded(api, source, view, ALL, ["id", "name", "city", "score"], "score >= 0")
+    load, last = _loaded(api, source, view, ALL, ["id", "name", "city", "score"], "score >= 0", sample_size=SAMPLE)
     narrow = "SELECT p.id, p.name, p.score FROM redef.people p WHERE p.score >= 0"
     learned = _statistics(api, view)
     r = _put(api, view, narrow)
@@ -127,6 +129,8 @@ def test_a_put_dropping_a_column_projects_the_stored_rows(wh):
     }
     assert api.delta(view, sync["id"]) == [schema]
     assert _statistics(api, view) == learned, "a projection keeps every statistic"
+    sample, _ = check_sample(api, view, KEY, source.truth(["id", "name", "score"], "score >= 0"), SAMPLE)
+    assert len(sample) == SAMPLE, "the sample is projected with the rows"
     assert keyed(api.rows(view), KEY) == source.truth(["id", "name", "score"], "score >= 0")
     assert api.http.get(f"/v1/views/{view}").json()["redefinition_pending"] is False
     # history and feed positions kept: the feed after the last sync before the PUT says it all
