@@ -122,14 +122,12 @@ def parquet_refused(name: str, after: str | None, parts: list[Segment], feed: bo
         return Conflict(f"{why}; read this delta as NDJSON (GET /v1/views/{name}/syncs/{sync}/delta?format=ndjson)")
     changes = f"GET /v1/views/{name}/changes"
     earlier = [s for p in parts[: parts.index(first)] for s in p.syncs]
-    then = (
-        f"then read sync {sync} in NDJSON ({changes}{_query(earlier[-1].id if earlier else after, 1, 'ndjson')}), "
-        f"or from there on in NDJSON, and in Parquet after it ({changes}{_query(sync, None, 'parquet')})"
+    steps = []
+    if earlier:
+        steps.append(f"read up to sync {earlier[-1].id} in Parquet ({changes}{_query(after, len(earlier), 'parquet')})")
+    steps.append(
+        f"sync {sync} in NDJSON ({changes}{_query(earlier[-1].id if earlier else after, 1, 'ndjson')}; "
+        "it has the schema line, then the rows in the new columns)"
     )
-    if not earlier:
-        return Conflict(f"{why}; the answer would start with it: {then}")
-    last = earlier[-1].id
-    return Conflict(
-        f"{why}; read up to sync {last} in one request ({changes}{_query(after, len(earlier), 'parquet')}), "
-        f"{then.replace('then read', 'then from ' + last + ': read', 1)}"
-    )
+    steps.append(f"the syncs after it in Parquet ({changes}{_query(sync, None, 'parquet')})")
+    return Conflict(f"{why}; read the same lines in {len(steps)} requests: " + ", then ".join(steps))

@@ -107,12 +107,14 @@ def test_the_feed_is_cut_where_a_sync_redefined_the_view(tmp_path, catalog):
     assert refused is not None
     assert refused.detail == (
         "sync c redefined view 'v': its delta starts with a schema line and a Parquet file holds one schema; "
-        "read up to sync b in one request (GET /v1/views/v/changes?after=z&limit_syncs=2&format=parquet), "
-        "then from b: read sync c in NDJSON (GET /v1/views/v/changes?after=b&limit_syncs=1&format=ndjson), "
-        "or from there on in NDJSON, and in Parquet after it (GET /v1/views/v/changes?after=c&format=parquet)"
+        "read the same lines in 3 requests: "
+        "read up to sync b in Parquet (GET /v1/views/v/changes?after=z&limit_syncs=2&format=parquet), "
+        "then sync c in NDJSON (GET /v1/views/v/changes?after=b&limit_syncs=1&format=ndjson; "
+        "it has the schema line, then the rows in the new columns), "
+        "then the syncs after it in Parquet (GET /v1/views/v/changes?after=c&format=parquet)"
     )
     starting = parquet_refused("v", "b", segments(store, view, syncs[2:], []), feed=True)
-    assert starting is not None and "the answer would start with it" in starting.detail
+    assert starting is not None and "in 2 requests: sync c in NDJSON" in starting.detail
     assert "after=b&limit_syncs=1&format=ndjson" in starting.detail
     assert parquet_refused("v", None, parts[:1], feed=True) is None
     one = parquet_refused("v", None, segments(store, view, syncs[2:3], syncs[3:]), feed=False)
