@@ -75,6 +75,9 @@ class Client:
     def post(self, path: str, body: dict | None = None, **params) -> Any:
         return self.request("POST", path, json=body, params=params or None).json()
 
+    def put(self, path: str, body: dict) -> Any:
+        return self.request("PUT", path, json=body).json()
+
     def patch(self, path: str, body: dict) -> Any:
         return self.request("PATCH", path, json=body).json()
 

@@ -13,7 +13,7 @@ from httpx import Headers
 from deltasieve_cli import formats
 from deltasieve_cli.client import Client
 from deltasieve_cli.commands import command
-from deltasieve_cli.errors import NoSync
+from deltasieve_cli.errors import NoSync, SchemaChanged
 from deltasieve_cli.render import Output, stdout_gone
 
 FORMAT = click.option(
@@ -45,7 +45,7 @@ def export(client: Client, out: Output, path: str, fmt: str, target: Path | None
                     sink.write(line.encode() + b"\n")
                     count += 1
             else:
-                count = convert((json.loads(line) for line in lines), fmt, sink)
+                count = convert((json.loads(line) for line in lines), fmt, sink, headers)
         sink.flush()
     except BrokenPipeError:
         stdout_gone()
@@ -95,15 +95,51 @@ def delta(
     export(client, out, f"/v1/views/{view_name}/syncs/{sync_id}/delta", fmt, output, convert, **params)
 
 
-def delta_converter(client: Client, view_name: str, fmt: str, *, feed: bool, with_before: bool):
-    """`export`'s conversion of delta (or change feed) lines to csv or parquet, typed by the view's columns."""
+def answered(view: dict | None, headers: Headers) -> dict:
+    """The view's columns as the answer has them (its X-Columns header: after a redefinition
+    not yet applied they are the old ones), else as GET /v1/views/{name} shows them."""
+    assert view is not None, "a conversion reads the view first"
+    given = headers.get("x-columns")
+    if not given:  # an older service
+        return view
+    columns = json.loads(given)
+    return {**view, "columns": [c["name"] for c in columns], "column_types": {c["name"]: c["type"] for c in columns}}
+
+
+def succeeded_between(client: Client, view: str, after: str | None, until: str) -> list[str]:
+    """The view's succeeded syncs after `after` (from its first without) and before `until`, oldest first."""
+    listed = list(reversed(client.get(f"/v1/views/{view}/syncs")))
+    ids = [record["id"] for record in listed]
+    first = ids.index(after) + 1 if after in ids else 0
+    last = ids.index(until) if until in ids else len(ids)
+    return [record["id"] for record in listed[first:last] if record["status"] == "succeeded"]
+
+
+def delta_converter(
+    client: Client, view_name: str, fmt: str, *, feed: bool, with_before: bool, after: str | None = None
+):
+    """`export`'s conversion of delta (or change feed) lines to csv or parquet, typed by the
+    columns the answer says its lines have; lines spanning a redefinition (a schema line)
+    are refused (SchemaChanged)."""
     definition = client.get(f"/v1/views/{view_name}") if fmt != "ndjson" else None
 
-    def convert(lines, fmt, sink):
-        columns = formats.delta_columns(definition, feed=feed, with_before=with_before)
+    def one_schema(lines):
+        for line in lines:
+            if line.get("op") == "schema":
+                before = succeeded_between(client, view_name, after, line["sync"]) if feed else []
+                raise SchemaChanged(view_name, line["sync"], before, after, feed)
+            yield line
+
+    def convert(lines, fmt, sink, headers):
+        columns = formats.delta_columns(answered(definition, headers), feed=feed, with_before=with_before)
         optional = [formats.COUNT, *(name for name, _ in columns if name.startswith(formats.OLD_PREFIX))]
         return formats.write(
-            map(formats.flat_delta, lines), columns, fmt, sink, optional=optional, defaults={formats.COUNT: 1}
+            map(formats.flat_delta, one_schema(lines)),
+            columns,
+            fmt,
+            sink,
+            optional=optional,
+            defaults={formats.COUNT: 1},
         )
 
     return convert
@@ -172,7 +208,7 @@ def changes(
     path = f"/v1/views/{view_name}/changes"
     if follow:
         return follow_changes(client, out, view_name, path, output, params)
-    convert = delta_converter(client, view_name, fmt, feed=True, with_before=with_before)
+    convert = delta_converter(client, view_name, fmt, feed=True, with_before=with_before, after=after)
     report_resume(out, view_name, resume_point(export(client, out, path, fmt, output, convert, **params), after))
 
 
@@ -214,7 +250,7 @@ def rows_(client: Client, out: Output, view_name: str, fmt: str, output: Path | 
     """The rows of VIEW as of its last succeeded sync."""
     definition = client.get(f"/v1/views/{view_name}") if fmt != "ndjson" else None
 
-    def convert(lines, fmt, sink):
-        return formats.write(lines, formats.row_columns(definition), fmt, sink)
+    def convert(lines, fmt, sink, headers):
+        return formats.write(lines, formats.row_columns(answered(definition, headers)), fmt, sink)
 
     export(client, out, f"/v1/views/{view_name}/rows", fmt, output, convert)

@@ -57,3 +57,19 @@ class SyncFailed(CliError):
 
 class NoSync(CliError):
     """Nothing to follow or read: no sync of the view is under way, or none succeeded."""
+
+
+class SchemaChanged(CliError):
+    """A CSV or Parquet file would span a sync that redefined the view (one schema per file)."""
+
+    def __init__(self, view: str, sync_id: str, before: list[str], after: str | None, feed: bool):
+        why = f"sync {sync_id} redefined view {view} (a schema line starts its delta); one CSV or Parquet file holds one schema"
+        if not feed:
+            super().__init__(f"{why}: read this delta with --format ndjson")
+            return
+        start = f" --after {after}" if after else ""
+        parts = [f"deltasieve changes {view}{start} --limit-syncs {len(before)} --format ..."] if before else []
+        last = before[-1] if before else after
+        parts.append(f"deltasieve changes {view}{f' --after {last}' if last else ''} --limit-syncs 1 (ndjson)")
+        parts.append(f"deltasieve changes {view} --after {sync_id} --format ...")
+        super().__init__(f"{why}: read it in parts: " + "; then ".join(parts))

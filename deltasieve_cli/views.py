@@ -13,7 +13,7 @@ from deltasieve_cli.render import Output, fields, rows, sparkline
 
 @click.group(context_settings=CONTEXT)
 def view() -> None:
-    """Views kept in step with their sources (POST/GET/DELETE /v1/views)."""
+    """Views kept in step with their sources (POST/GET/PUT/PATCH/DELETE /v1/views)."""
 
 
 def pairs(kind: type = str):
@@ -43,67 +43,75 @@ EVERY_S = click.option(
 )
 
 
-@command(view, "add")
-@click.argument("name")
-@click.argument("sql", required=False)
-@click.option(
-    "--table",
-    metavar="SOURCE.TABLE",
-    help="A table view instead of SQL: every column of this table (SOURCE.SCHEMA.TABLE outside the default schema), "
-    "keyed by its primary key, else a unique key over NOT NULL columns, else none (a multiset view).",
-)
-@click.option("--strategy", help="How syncs find changes: auto (the service's default), sketch, group_hash, …")
-@click.option("--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows.")
-@click.option(
-    "--timestamp",
-    "timestamps",
-    multiple=True,
-    metavar="TABLE=COLUMN",
-    callback=pairs(),
-    help="A table's last-modified column (strategy timestamp); repeatable.",
-)
-@click.option(
-    "--delete-flag",
-    "delete_flags",
-    multiple=True,
-    metavar="TABLE=COLUMN",
-    callback=pairs(),
-    help="A table's soft-delete marker; repeatable.",
-)
-@click.option(
-    "--column-type",
-    "column_types",
-    multiple=True,
-    metavar="TABLE.COLUMN=TYPE",
-    callback=pairs(),
-    help="Read a column as a stronger type than its source declares, e.g. orders.updated_at=timestamp for ISO "
-    "text (source.table.column where the table is in several sources); checked on a sample; repeatable.",
-)
-@click.option("--timestamp-lag-s", type=click.FloatRange(min=0), help="Seconds read before the last watermark.")
-@click.option("--reconcile-every", type=click.IntRange(min=1), help="Syncs between full reconciliations.")
-@click.option(
-    "--diff-algorithm",
-    type=click.Choice(["window", "sort_merge", "partitioned_hash"]),
-    help="snapshot_diff: how the agent compares two dumps.",
-)
-@click.option("--aging-rows", type=click.IntRange(min=1), help="snapshot_diff: records per aging buffer.")
-@click.option("--block-rows", type=click.IntRange(min=1), help="snapshot_diff: records read at a time.")
-@click.option("--match-order-by", metavar="COLUMN", help="Keyless views: pair vanished and appeared rows along this.")
-@click.option(
-    "--match-epsilon",
-    multiple=True,
-    metavar="COLUMN=NUMBER",
-    callback=pairs(float),
-    help="Keyless views: how far a pair may differ in COLUMN; repeatable.",
-)
-@EVERY_S
-def view_add(client: Client, out: Output, name: str, sql: str | None, table: str | None, **options) -> None:
-    """Define view NAME by SQL, a project-select-join over source.table (source.schema.table outside
-    the default schema; the service checks it and says what it cannot maintain), or by --table as
-    every column of one table. The view's key is derived from its tables' keys."""
+def definition_options(verb: str):
+    """The options `view add` and `view redefine` share: how syncs find changes, the sample,
+    the strategy's settings, the schedule. `verb`: what a left-out option means."""
+    options = [
+        click.option("--strategy", help=f"How syncs find changes: auto, sketch, group_hash, … ({verb})."),
+        click.option(
+            "--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows."
+        ),
+        click.option(
+            "--timestamp",
+            "timestamps",
+            multiple=True,
+            metavar="TABLE=COLUMN",
+            callback=pairs(),
+            help="A table's last-modified column (strategy timestamp); repeatable.",
+        ),
+        click.option(
+            "--delete-flag",
+            "delete_flags",
+            multiple=True,
+            metavar="TABLE=COLUMN",
+            callback=pairs(),
+            help="A table's soft-delete marker; repeatable.",
+        ),
+        click.option(
+            "--column-type",
+            "column_types",
+            multiple=True,
+            metavar="TABLE.COLUMN=TYPE",
+            callback=pairs(),
+            help="Read a column as a stronger type than its source declares, e.g. orders.updated_at=timestamp for "
+            "ISO text (source.table.column where the table is in several sources); checked on a sample; repeatable.",
+        ),
+        click.option("--timestamp-lag-s", type=click.FloatRange(min=0), help="Seconds read before the last watermark."),
+        click.option("--reconcile-every", type=click.IntRange(min=1), help="Syncs between full reconciliations."),
+        click.option(
+            "--diff-algorithm",
+            type=click.Choice(["window", "sort_merge", "partitioned_hash"]),
+            help="snapshot_diff: how the agent compares two dumps.",
+        ),
+        click.option("--aging-rows", type=click.IntRange(min=1), help="snapshot_diff: records per aging buffer."),
+        click.option("--block-rows", type=click.IntRange(min=1), help="snapshot_diff: records read at a time."),
+        click.option(
+            "--match-order-by", metavar="COLUMN", help="Keyless views: pair vanished and appeared rows along this."
+        ),
+        click.option(
+            "--match-epsilon",
+            multiple=True,
+            metavar="COLUMN=NUMBER",
+            callback=pairs(float),
+            help="Keyless views: how far a pair may differ in COLUMN; repeatable.",
+        ),
+        EVERY_S,
+    ]
+
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+def definition_body(sql: str | None, table: str | None, options: dict) -> dict:
+    """The JSON body of a view's definition from the options given (left out: not sent):
+    by SQL or, a table view, by its table (exactly one of the two)."""
     if (sql is None) == (table is None):
         raise click.UsageError("give the view's SQL or --table SOURCE.TABLE (one of the two)")
-    body: dict[str, object] = {"name": name, "sql": sql} if sql is not None else {"name": name, "table": table}
+    body: dict[str, object] = {"sql": sql} if sql is not None else {"table": table}
     settings = ("strategy", "sample_size", "timestamps", "delete_flags", "column_types")
     for key in (*settings, "timestamp_lag_s", "reconcile_every"):
         if options[key] not in (None, {}):
@@ -116,11 +124,53 @@ def view_add(client: Client, out: Output, name: str, sql: str | None, table: str
         body["match"] = {"order_by": options["match_order_by"], "epsilon": options["match_epsilon"]}
     if options["every_s"] is not None:
         body["schedule"] = {"every_s": options["every_s"]}
-    created = client.post("/v1/views", body)
+    return body
+
+
+@command(view, "add")
+@click.argument("name")
+@click.argument("sql", required=False)
+@click.option(
+    "--table",
+    metavar="SOURCE.TABLE",
+    help="A table view instead of SQL: every column of this table (SOURCE.SCHEMA.TABLE outside the default schema), "
+    "keyed by its primary key, else a unique key over NOT NULL columns, else none (a multiset view).",
+)
+@definition_options("the service's default: auto")
+def view_add(client: Client, out: Output, name: str, sql: str | None, table: str | None, **options) -> None:
+    """Define view NAME by SQL, a project-select-join over source.table (source.schema.table outside
+    the default schema; the service checks it and says what it cannot maintain), or by --table as
+    every column of one table. The view's key is derived from its tables' keys."""
+    created = client.post("/v1/views", {"name": name, **definition_body(sql, table, options)})
     if out.as_json:
         return out.json(created)
     out.show(view_fields(f"view {name} added", created))
     out.note(f"load it with: deltasieve sync {name}")
+
+
+@command(view, "redefine")
+@click.argument("name")
+@click.option("--sql", help="The view's new SQL (checked against the sources now).")
+@click.option(
+    "--table",
+    metavar="SOURCE.TABLE",
+    help="A table view instead of SQL: every column of this table (SOURCE.SCHEMA.TABLE outside the default schema), "
+    "keyed by its primary key, else a unique key over NOT NULL columns, else none (a multiset view).",
+)
+@definition_options("left out: the one the view has")
+def view_redefine(client: Client, out: Output, name: str, sql: str | None, table: str | None, **options) -> None:
+    """Give view NAME a new SQL (--sql) or table (--table) by PUT, keeping its sync history, the statistics of the keys
+    that survive and every change-feed reader's position. The new definition is stored at
+    once; the rows keep the old one until the view's next sync applies it (trigger
+    "redefine"): dropped columns are projected from the stored rows without reading the
+    source, anything else reads the new definition in full. That sync's delta starts with a
+    "schema" line, followed by the exact difference. Options left out keep their values."""
+    changed = client.put(f"/v1/views/{name}", definition_body(sql, table, options))
+    if out.as_json:
+        return out.json(changed)
+    out.show(view_fields(f"view {name} redefined", changed))
+    if changed.get("redefinition_pending"):
+        out.note(f"its next sync applies it: deltasieve sync {name}")
 
 
 def schedule_text(view: dict) -> str:

@@ -17,7 +17,7 @@ from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -51,6 +51,11 @@ MIGRATIONS: dict[int, str] = {
     # what started a sync: "api" (POST .../syncs; every sync before this version) or "schedule"
     2: """
     ALTER TABLE syncs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'api';
+    """,
+    # a redefinition stored and not yet applied: the definition the stored rows still follow
+    # (NULL: they follow `definition`); the view's next sync applies it (trigger "redefine")
+    3: """
+    ALTER TABLE views ADD COLUMN applied TEXT;
     """,
 }
 
@@ -135,7 +140,7 @@ class Catalog:
         with self._lock:
             try:
                 self._conn.execute(
-                    "INSERT INTO views VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO views (name, sql, definition, options, created_at) VALUES (?, ?, ?, ?, ?)",
                     (name, sql, json.dumps(definition), json.dumps(options.stored()), now()),
                 )
             except sqlite3.IntegrityError:
@@ -170,18 +175,53 @@ class Catalog:
         self, name: str, sql: str, definition: dict, options: ViewOptions, drop_data: Callable[[], None]
     ) -> ViewRecord:
         """Give an existing view a new definition; its history and stored rows go (the next
-        sync loads it afresh). Refused (Conflict) while a sync of the view is queued or running."""
+        sync loads it afresh: a view without a key, which is not redefined in place). Refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
             self.view(name)
             self._refuse_if_busy(name, "redefined")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
                 self._conn.execute(
-                    "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?",
+                    "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ?, applied = NULL WHERE name = ?",
                     (sql, json.dumps(definition), json.dumps(options.stored()), now(), name),
                 )
             drop_data()
         return self.view(name)
+
+    def redefine_view(
+        self,
+        name: str,
+        sql: str,
+        definition: dict,
+        options: ViewOptions,
+        follows: dict | None,
+        by_sync: str | None = None,
+    ) -> ViewRecord:
+        """Store a view's new definition, its history kept; `follows` is the definition its
+        stored rows follow (None: it has none), which its next sync turns into the new one.
+        Refused (Conflict) while a sync of the view is queued or running, unless it is
+        `by_sync`, the sync that will apply it (a table view following its table)."""
+        with self._lock:
+            current = self.view(name)
+            busy = self.busy_sync(name)
+            if busy is None or busy.id != by_sync:
+                self._refuse_if_busy(name, "redefined")
+            applied = current.applied if current.applied is not None else follows
+            if applied == definition:  # back to what the rows follow: nothing left to apply
+                applied = None
+            with self._transaction():
+                self._conn.execute(
+                    "UPDATE views SET sql = ?, definition = ?, options = ?, applied = ? WHERE name = ?",
+                    (sql, json.dumps(definition), json.dumps(options.stored()), _dumped(applied), name),
+                )
+        return self.view(name)
+
+    def redefinition_applied(self, name: str, definition: dict) -> None:
+        """Say that the view's stored rows follow `definition` (a sync applied it); a newer
+        redefinition stored meanwhile stays pending."""
+        with self._lock:
+            if self.view(name).definition == definition:
+                self._conn.execute("UPDATE views SET applied = NULL WHERE name = ?", (name,))
 
     def set_view_options(self, name: str, options: ViewOptions) -> ViewRecord:
         """Change options of a view that leave its rows as they are (its sample's size, its schedule);
@@ -239,8 +279,11 @@ class Catalog:
         """Record a queued sync, or raise Conflict if the view already has one under way (or, for
         trigger "schedule", if its schedule was removed since the scheduler looked)."""
         with self._lock:
-            if trigger == "schedule" and self.view(view).options.schedule is None:
+            record = self.view(view)
+            if trigger == "schedule" and record.options.schedule is None:
                 raise Conflict(f"view {view!r} has no schedule")
+            if record.applied is not None:  # whatever starts it, this sync applies a redefinition
+                trigger = "redefine"
             busy = self.busy_sync(view)
             if busy is not None:
                 raise Conflict(f"view {view!r} already has sync {busy.id} {busy.status}; wait for it to finish")
@@ -314,6 +357,10 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
+def _dumped(data: dict | None) -> str | None:
+    return json.dumps(data) if data is not None else None
+
+
 def _view(row: sqlite3.Row) -> ViewRecord:
     return ViewRecord(
         name=row["name"],
@@ -321,6 +368,7 @@ def _view(row: sqlite3.Row) -> ViewRecord:
         definition=json.loads(row["definition"]),
         options=ViewOptions.model_validate_json(row["options"]),
         created_at=row["created_at"],
+        applied=json.loads(row["applied"]) if row["applied"] else None,
     )
 
 

@@ -8,6 +8,11 @@ for (null where it cannot be known). In Parquet the same fields are columns: `sy
 columns), `old` (multiset views with `match`), `before` (with `with_before`), null where
 NDJSON leaves the field out. Rows in Parquet are the view's columns, flat.
 
+A sync that redefined the view (PUT) starts its lines with `{"sync", "op": "schema",
+"columns": [{"name", "type"}...], "key"}`, in a delta and on the feed; the lines after it
+have the new columns. One Parquet file has one schema: a Parquet request spanning such a
+sync is refused (409) with the requests that give the same lines in parts.
+
 Parquet is written row group by row group (one per batch) into the response, its footer
 last, so neither answer holds more than a batch in memory.
 """
@@ -22,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from protocol.types import Column, arrow_schema
-from service.feed import BEFORE, COUNT, OLD, UPDATE, Shape
+from service.feed import BEFORE, COUNT, OLD, UPDATE, Item, SchemaChange, Shape
 from service.jsonvalues import to_json_value
 from warehouse.names import OP
 
@@ -41,18 +46,22 @@ def _json(value):
     return value
 
 
-def encode_delta(
-    fmt: Format, batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *, feed: bool
-) -> tuple[Iterator[bytes], str]:
+def encode_delta(fmt: Format, batches: Iterable[Item], shape: Shape, *, feed: bool) -> tuple[Iterator[bytes], str]:
     """A delta stream in `fmt`, and its media type."""
     encode = delta_parquet if fmt == "parquet" else delta_ndjson
     return encode(batches, shape, feed=feed), MEDIA_TYPES[fmt]
 
 
-def delta_ndjson(batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *, feed: bool) -> Iterator[bytes]:
-    """NDJSON lines of normalized delta batches (feed.py), each tagged with its sync on the feed."""
+def delta_ndjson(batches: Iterable[Item], shape: Shape, *, feed: bool) -> Iterator[bytes]:
+    """NDJSON lines of normalized delta batches (feed.py), each tagged with its sync on the
+    feed; a schema line where a sync redefined the view, the lines after it in its shape."""
     names = shape.names
-    for sync_id, batch in batches:
+    for item in batches:
+        if isinstance(item, SchemaChange):
+            shape, names = item.shape, item.shape.names
+            yield (json.dumps(item.line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+            continue
+        sync_id, batch = item
         data = {name: batch.column(name).to_pylist() for name in batch.schema.names}
         lines = []
         for i in range(batch.num_rows):
@@ -70,8 +79,9 @@ def delta_ndjson(batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *,
             yield ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def delta_parquet(batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *, feed: bool) -> Iterator[bytes]:
-    """One Parquet file of normalized delta batches (columns as the module says)."""
+def delta_parquet(batches: Iterable[Item], shape: Shape, *, feed: bool) -> Iterator[bytes]:
+    """One Parquet file of normalized delta batches (columns as the module says); the caller
+    refuses a request spanning a redefinition (redefinitions.parquet_refused)."""
     row_type = shape.row_type()
     fields = ([pa.field("sync", pa.string())] if feed else []) + [pa.field("op", pa.string())]
     if shape.view.multiset:
@@ -84,7 +94,9 @@ def delta_parquet(batches: Iterable[tuple[str, pa.RecordBatch]], shape: Shape, *
     schema = pa.schema(fields)
 
     def tables() -> Iterator[pa.RecordBatch]:
-        for sync_id, batch in batches:
+        for item in batches:
+            assert not isinstance(item, SchemaChange), "a Parquet answer spanning a redefinition is refused"
+            sync_id, batch = item
             arrays = [pa.array([sync_id] * batch.num_rows, pa.string())] if feed else []
             arrays.append(batch.column(OP))
             if shape.view.multiset:

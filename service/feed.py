@@ -17,6 +17,12 @@ the first key column's values. Without that version they are rolled forward from
 themselves: every earlier delta back to the view's load, whose delta holds every row of the
 view. Memory: one row per updated key. A multiset view's matched updates carry their old
 row in the delta already (`OLD`), which `BEFORE` repeats.
+
+Across a redefinition (PUT; the sync that applied it marked its delta,
+pipeline/redefine.py) the deltas have other columns: the stream is cut there
+(redefinitions.segments), a SchemaChange goes before that sync's lines, and each part is
+read in its own shape. That sync's updates carry no `BEFORE` (the rows they replace have
+the old columns); the part after it starts from the version it committed.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ import pyarrow.dataset as ds
 from service.catalog import Catalog
 from service.errors import Gone
 from service.records import SyncRecord, ViewRecord
+from service.redefinitions import Segment
 from warehouse.multisets import multiset
 from warehouse.names import OP
+from warehouse.pipeline.redefine import redefined
 from warehouse.reading.rows import view_batches
 from warehouse.store.layers import lookup, view_lookup
 from warehouse.store.versions import Version, ViewStore
 from warehouse.viewdef import ViewDef
+from warehouse.viewdef.redefinition import schema_line
 
 COUNT = multiset.COUNT
 OLD = "__ds_old"
@@ -143,27 +152,66 @@ WITH_BEFORE_NEEDS = (
 
 def start(store: ViewStore, earlier: list[SyncRecord], shape: Shape) -> Start:
     """The Start of a stream after the succeeded syncs `earlier` (oldest first): Gone when
-    it would need a delta that is no longer stored."""
+    it would need a delta that is no longer stored. Deltas are rolled forward only from
+    the view's load: past a sync that redefined the view (whose delta is a difference, in
+    other columns) only the version tells, and without it the rows are not known."""
     if not shape.with_before or shape.view.multiset or not earlier:
         return Start()
     version = store.version_of(earlier[-1].id)
     if version is not None:
         return Start(version=version)
+    if any(s.trigger == "redefine" and redefined(store.delta(s.id)) is not None for s in earlier):
+        return Start()
     return Start(deltas=tuple(p for _, p in stored(store, earlier, WITH_BEFORE_NEEDS)))
 
 
+@dataclass(frozen=True)
+class SchemaChange:
+    """In a stream of deltas: the sync `sync_id` redefined the view; the lines that follow
+    have `shape` (its delta and the later ones) and `line` says so to the reader."""
+
+    sync_id: str
+    shape: Shape
+    line: dict
+
+
+Item = tuple[str, pa.RecordBatch] | SchemaChange
+
+
 def deltas_of(
-    catalog: Catalog, store: ViewStore, view: ViewRecord, syncs: list[SyncRecord], with_before: bool, batch_rows: int
-) -> tuple[Shape, Iterator[tuple[str, pa.RecordBatch]]]:
-    """The shape and the stream of the deltas of `syncs` (succeeded syncs of `view`, oldest
-    first); Gone, before anything streams, when a delta it needs is no longer stored. The
-    syncs before the first are looked up only where with_before needs the rows they left."""
-    shape = Shape.of(view, with_before)
-    feed = stored(store, syncs)
-    earlier = []
-    if syncs and shape.with_before and not shape.view.multiset:
-        earlier = catalog.succeeded_before(view.name, syncs[0].id)
-    return shape, stream(shape, start(store, earlier, shape), feed, batch_rows)
+    catalog: Catalog, store: ViewStore, view: ViewRecord, parts: list[Segment], with_before: bool, batch_rows: int
+) -> tuple[Shape, Iterator[Item]]:
+    """The shape of the first lines and the stream of the deltas of the syncs of `parts`
+    (succeeded syncs of `view`, oldest first, cut where one redefined the view:
+    redefinitions.segments), a SchemaChange before each such sync's lines; Gone, before
+    anything streams, when a delta it needs is no longer stored. The syncs before the first
+    are looked up only where with_before needs the rows they left."""
+    matched = view.options.match is not None
+    shapes = [Shape(p.view, matched, with_before) for p in parts] or [Shape.of(view, with_before)]
+    feeds = [stored(store, p.syncs) for p in parts]
+    begins = []
+    for part, shape in zip(parts, shapes, strict=False):
+        if part.redefined:  # the rows before the syncs after it are those it left, when still stored
+            version = store.version_of(part.syncs[0].id) if shape.with_before and not shape.view.multiset else None
+            begins.append(Start(version=version))
+            continue
+        earlier = []
+        if shape.with_before and not shape.view.multiset:
+            earlier = catalog.succeeded_before(view.name, part.syncs[0].id)
+        begins.append(start(store, earlier, shape))
+
+    def items() -> Iterator[Item]:
+        for part, shape, feed, begin in zip(parts, shapes, feeds, begins, strict=False):  # no parts: one shape
+            if part.redefined:
+                sync_id = part.syncs[0].id
+                yield SchemaChange(sync_id, shape, schema_line(sync_id, shape.view))
+                for batch in delta_batches(feed[0][1], shape, batch_rows):  # before: the old rows have other columns
+                    nulls = [pa.nulls(batch.num_rows, shape.row_type())] if shape.with_before else []
+                    yield sync_id, pa.RecordBatch.from_arrays([*batch.columns, *nulls], schema=shape.schema())
+                feed = feed[1:]
+            yield from stream(shape, begin, feed, batch_rows)
+
+    return shapes[0], items()
 
 
 def stream(

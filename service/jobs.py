@@ -66,6 +66,8 @@ class SyncRunner:
                     metrics=current.meta().get("metrics", {}),
                     progress=None,
                 )
+                if "definition" in current.meta():  # a redefinition it applied is applied
+                    self.catalog.redefinition_applied(sync.view, current.meta()["definition"])
             else:
                 self.catalog.update_sync(
                     sync.id,
@@ -133,6 +135,7 @@ class SyncRunner:
                 self._options(view, verify),
                 progress,
                 self.sketches,
+                ViewDef.from_json(view.applied) if view.applied is not None else None,
             )
             metrics = run.run().to_json()
             progress.close()
@@ -152,6 +155,7 @@ class SyncRunner:
             self._failed(view_name, sync_id, error, run, t0)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
+            self.catalog.redefinition_applied(view_name, view.definition)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
         finally:
             with self._lock:

@@ -296,6 +296,11 @@ class ViewOut(BaseModel):
         "queues it within a second); null without a schedule, while a sync of the view is queued or running (the "
         "next is due every_s after it ends), or with the service's scheduler off (SERVICE_SCHEDULER=false)",
     )
+    redefinition_pending: bool = Field(
+        default=False,
+        description="true after a PUT gave the view a new definition (shown here) that its stored rows do not "
+        "follow yet: until the view's next sync applies it (trigger redefine), the rows endpoints serve the old rows",
+    )
     created_at: str
 
 
@@ -309,8 +314,9 @@ class SyncOut(BaseModel):
     finished_at: str | None
     metrics: dict[str, Any]
     progress: dict[str, Any] | None = None
-    trigger: Literal["api", "schedule"] = Field(
-        default="api", description="what started the sync: POST /v1/views/{name}/syncs (api) or the view's schedule"
+    trigger: Literal["api", "schedule", "redefine"] = Field(
+        default="api",
+        description="what started the sync: POST /v1/views/{name}/syncs (api) or the view's schedule; redefine: whatever started it, the sync applies the view's redefinition (PUT /v1/views/{name})",
     )
 
 

@@ -28,6 +28,9 @@ class ViewRecord:
     definition: dict[str, Any]
     options: ViewOptions
     created_at: str
+    #: While a redefinition waits for the sync that applies it: the definition the stored
+    #: rows still follow (None: they follow `definition`).
+    applied: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,5 +47,6 @@ class SyncRecord:
     metrics: dict[str, Any]
     #: What a running sync reports of its phase (None once it ended).
     progress: dict[str, Any] | None
-    #: What started it: "api" (POST .../syncs) or "schedule".
+    #: What started it: "api" (POST .../syncs) or "schedule"; "redefine" for a sync that
+    #: applies a redefinition, whatever started it.
     trigger: str

@@ -230,6 +230,11 @@ class SyncMetrics(SiteDetails, Traffic):
     #: and expected, the final ones written and expected, the refresh used, the view
     #: rows read (a build) and the sample rows written, and the seconds it took.
     sample: dict | None = None
+    #: A sync that applied a redefinition (pipeline/redefine.py): method ("projection": the
+    #: stored rows projected, nothing read; "read": the new definition read in full and
+    #: compared), the columns added and dropped, the new key if it changed, and for a read
+    #: whether old rows matched new ones by key and the sites that kept their statistics.
+    redefinition: dict | None = None
     wall_seconds: float | None = None
 
     def to_json(self) -> dict:

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from service import feed
+from service import feed, redefinitions
 from service.deltaformat import NDJSON, PARQUET, encode_delta
 from service.deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
 from service.jsonvalues import BATCH_ROWS
@@ -39,9 +39,10 @@ MORE = "X-More-Syncs"
                     "description": "true when limit_syncs left out later succeeded syncs",
                     "schema": {"type": "boolean"},
                 },
+                redefinitions.COLUMNS_HEADER: redefinitions.COLUMNS_HEADER_DOC,
             },
         },
-        **error_responses(404, 410, 422),
+        **error_responses(404, 409, 410, 422),
     },
 )
 def get_changes(
@@ -60,15 +61,23 @@ def get_changes(
 ) -> StreamingResponse:
     """The deltas of every succeeded sync of the view after `after`, in the order the syncs
     ran, each line tagged with its sync: {"sync": ID, "op": ..., "row": {...}}. Resume from
-    the X-Last-Sync header, also when the answer is empty."""
+    the X-Last-Sync header, also when the answer is empty. A sync that applied a
+    redefinition starts its lines with {"sync": ID, "op": "schema", "columns": [...], "key": [...]};
+    in Parquet (one schema per file) a request spanning it is a 409 naming the requests to make."""
     view = catalog.view(name)
     syncs = catalog.succeeded_after(name, after)
     more = limit_syncs is not None and len(syncs) > limit_syncs
+    later: list = []
     if more:
-        syncs = syncs[:limit_syncs]
+        syncs, later = syncs[:limit_syncs], syncs[limit_syncs:]
     store = ViewStore(settings.data_dir, name)
-    shape, batches = feed.deltas_of(catalog, store, view, syncs, with_before, BATCH_ROWS)
+    parts = redefinitions.segments(store, view, syncs, later)
+    refused = redefinitions.parquet_refused(name, after, parts, feed=True) if fmt == "parquet" else None
+    if refused is not None:
+        raise refused
+    shape, batches = feed.deltas_of(catalog, store, view, parts, with_before, BATCH_ROWS)
     headers = {SYNCS: str(len(syncs)), MORE: "true" if more else "false"}
+    headers[redefinitions.COLUMNS_HEADER] = redefinitions.columns_header(shape.view)
     last = syncs[-1].id if syncs else after
     if last is not None:
         headers[LAST_SYNC] = last

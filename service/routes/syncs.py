@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from service import feed
+from service import feed, redefinitions
 from service.deltaformat import NDJSON, PARQUET, encode_delta
 from service.deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep, WithBeforeQuery
 from service.errors import Conflict
@@ -79,6 +79,7 @@ def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
         200: {
             "content": {NDJSON: {}, PARQUET: {}},
             "description": "one {op, row} object per changed view row (NDJSON), or the same as a Parquet file",
+            "headers": {redefinitions.COLUMNS_HEADER: redefinitions.COLUMNS_HEADER_DOC},
         },
         **error_responses(404, 409, 410, 422),
     },
@@ -92,11 +93,19 @@ def get_delta(
     with_before: WithBeforeQuery = False,
 ) -> StreamingResponse:
     """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line
-    (with_before: updates also carry "before", the row they replaced), or as Parquet."""
+    (with_before: updates also carry "before", the row they replaced), or as Parquet. A sync
+    that applied a redefinition starts with {"sync": ID, "op": "schema", "columns": [...],
+    "key": [...]} (NDJSON only: in Parquet its delta is a 409)."""
     sync = catalog.sync(name, sync_id)
     if sync.status != "succeeded":
         raise Conflict(f"sync {sync_id} is {sync.status}; only a succeeded sync has a delta")
     store = ViewStore(settings.data_dir, name)
-    shape, batches = feed.deltas_of(catalog, store, catalog.view(name), [sync], with_before, BATCH_ROWS)
+    view = catalog.view(name)
+    parts = redefinitions.segments(store, view, [sync], catalog.succeeded_after(name, sync_id))
+    refused = redefinitions.parquet_refused(name, None, parts, feed=False) if fmt == "parquet" else None
+    if refused is not None:
+        raise refused
+    shape, batches = feed.deltas_of(catalog, store, view, parts, with_before, BATCH_ROWS)
     body, media_type = encode_delta(fmt, batches, shape, feed=False)
-    return StreamingResponse(body, media_type=media_type)
+    headers = {redefinitions.COLUMNS_HEADER: redefinitions.columns_header(shape.view)}
+    return StreamingResponse(body, media_type=media_type, headers=headers)

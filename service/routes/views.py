@@ -23,6 +23,7 @@ from service.models import (
     error_responses,
 )
 from service.records import ViewRecord
+from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, follows_of, rows_definition
 from service.scheduler import Scheduler, schedule_fields
 from service.settings import ServiceSettings
 from warehouse.errors import SchemaUnavailable
@@ -68,6 +69,7 @@ def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Schedul
         source_column_types=options.column_types,
         sample_size=options.sample_size,
         **schedule_fields(row, catalog, scheduler is not None),
+        redefinition_pending=row.applied is not None,
         created_at=row.created_at,
     )
 
@@ -224,7 +226,12 @@ def create_view(
 def redefine_view(
     name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
 ) -> ViewOut:
-    """Give a view a new SQL (or table: a table view) or strategy (left out: the one it has). Its stored rows and sync history go; the next sync loads it afresh (unless only sample_size or schedule change: the rows stay and the next sync resizes the sample)."""
+    """Give a view a new SQL (or table: a table view) or strategy (left out: the one it has), checked and stored at once
+    (GET shows it). Its sync history, the statistics of the keys that survive and change-feed
+    positions stay: the rows keep their old definition until the view's next sync applies the
+    new one (trigger "redefine"), whose delta starts with a "schema" line and holds the exact
+    difference. A view without key (a multiset) is loaded afresh instead, its history gone.
+    Only sample_size or schedule changed: the rows stay and the next sync resizes the sample."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -258,7 +265,12 @@ def redefine_view(
         _unsized(current_options),
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
-    row = catalog.replace_view(name, sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
+    store = ViewStore(settings.data_dir, name)
+    if definition.multiset or ViewDef.from_json(current.definition).multiset:
+        row = catalog.replace_view(name, sql, definition.to_json(), options, store.drop)
+    else:
+        follows = follows_of(current, store.current())
+        row = catalog.redefine_view(name, sql, definition.to_json(), options, follows)
     return _stored(row, catalog, scheduler)
 
 
@@ -326,7 +338,8 @@ def _current(settings: ServiceSettings, name: str) -> Version:
                 "X-Last-Sync": {
                     "description": "the sync these rows are the result of: follow the change feed from it (GET /v1/views/{name}/changes?after=...)",
                     "schema": {"type": "string"},
-                }
+                },
+                COLUMNS_HEADER: COLUMNS_HEADER_DOC,
             },
         },
         **error_responses(404, 409, 422),
@@ -334,10 +347,11 @@ def _current(settings: ServiceSettings, name: str) -> Version:
 )
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQuery = "ndjson") -> StreamingResponse:
     """Rows of the view as of its last successful sync, as NDJSON (or Parquet); X-Last-Sync names that sync."""
-    definition = ViewDef.from_json(catalog.view(name).definition)
+    view = catalog.view(name)
     version = _current(settings, name)
+    definition = rows_definition(view, version)
     rows = view_rows.view_batches(version, definition, BATCH_ROWS)
-    headers = {"X-Last-Sync": version.sync_id}
+    headers = {"X-Last-Sync": version.sync_id, COLUMNS_HEADER: columns_header(definition)}
     if fmt == "parquet":
         return StreamingResponse(rows_parquet(rows, definition.columns), media_type=PARQUET, headers=headers)
     return StreamingResponse(ndjson_lines(rows, definition.columns), media_type=NDJSON, headers=headers)
@@ -365,10 +379,10 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
     """A uniform random sample of the view's rows as of its last successful sync, as NDJSON
     (a view with sample_size; each row once, in no particular order)."""
     row = catalog.view(name)
-    definition = ViewDef.from_json(row.definition)
     if not row.options.sample_size:
         raise Conflict(f"view {name!r} keeps no sample: give it one with PATCH /v1/views/{name} and sample_size")
     version = _current(settings, name)
+    definition = rows_definition(row, version)
     stored = view_sample.load(version)
     if stored is None:
         raise Conflict(f"view {name!r} has no sample yet: the next sync (POST /v1/views/{name}/syncs) builds it")
@@ -386,6 +400,7 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
 @router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))
 def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
     """Update statistics and deletion statistics in summary, per site."""
-    definition = ViewDef.from_json(catalog.view(name).definition)
+    view = catalog.view(name)
     version = _current(settings, name)
+    definition = rows_definition(view, version)
     return {"view": name, **view_statistics(spark, definition, version)}

@@ -163,3 +163,9 @@ def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str
     prefix = {c: "__ok_" if c in key else "__o_" for c in columns}
     out = [F.when(in_n, F.col(c)).otherwise(F.col(prefix[c] + c)).alias(c) for c in columns]
     return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")
+
+
+def counted(delta: DataFrame) -> tuple[int, int, int]:
+    """Rows a delta inserts, updates and deletes."""
+    counts = {r[OP]: r["count"] for r in delta.groupBy(OP).count().collect()}
+    return counts.get(INSERT, 0), counts.get(UPDATE, 0), counts.get(DELETE, 0)

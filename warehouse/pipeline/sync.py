@@ -30,13 +30,14 @@ from protocol.types import arrow_schema
 from warehouse import faults
 from warehouse.deltas import join_delta
 from warehouse.deltas.join_delta import JoinDelta
-from warehouse.deltas.site_delta import DeltaResult, view_delta
+from warehouse.deltas.site_delta import DeltaResult, counted, view_delta
 from warehouse.deltas.touched_delta import TouchedDelta
 from warehouse.errors import WarehouseError
 from warehouse.metrics import Attempt, SyncMetrics
 from warehouse.multisets import combinations, matching, multiset
 from warehouse.names import DELETE, INSERT, OP, UPDATE, spark_schema
 from warehouse.options import SyncOptions
+from warehouse.pipeline import redefine, verify
 from warehouse.pipeline.failures import told
 from warehouse.pipeline.site_sync import Endpoint, SiteRun
 from warehouse.reading import rows as view_rows
@@ -47,13 +48,12 @@ from warehouse.strategies.auto import Auto
 from warehouse.strategies.sketch.prep import Preparations
 from warehouse.strategies.sketch.strategy import Sketch
 from warehouse.viewdef import ViewDef
+from warehouse.viewdef.redefinition import projection
 
 __all__ = ["Endpoint", "SyncOptions", "SyncRun"]
 
 log = logging.getLogger("warehouse.pipeline.sync")
 
-#: Divergent rows a verify sync quotes in its record.
-VERIFY_EXAMPLES = 5
 #: Rows of a multiset's fragment delta turned into view delta lines at a time.
 MULTISET_BATCH_ROWS = 65_536
 
@@ -81,6 +81,9 @@ class SyncRun:
     progress: Callable[[dict], None] = lambda info: None
     #: Background builds of sketch tables: queued after the commit, taken by the next sync.
     sketches: Preparations | None = None
+    #: The definition the stored rows follow when it is not `view` and their version does not
+    #: say (stored before versions recorded it): the catalog's, while a redefinition waits.
+    follows: ViewDef | None = None
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
@@ -98,10 +101,17 @@ class SyncRun:
         """Run the sync's steps in order, timing each; the sync's metrics."""
         started = time.monotonic()
         try:
-            sites = self._timed("extract_sites", self.extract_sites)
-            self._timed("build_fragments", self.build_fragments, sites)
-            counts = self._timed("assemble_view", self.assemble_view)
-            self._timed("maintain_sample", self.maintain_sample, counts)
+            self.stored: Version | None = self.store.current()
+            self.old = redefine.pending(self.stored, self.follows, self.view)  # a redefinition to apply
+            if self.old is not None and projection(self.old, self.view) is not None:
+                self._timed("project_rows", self.project_rows)
+            else:
+                sites = self._timed("extract_sites", self.extract_sites)
+                self._timed("build_fragments", self.build_fragments, sites)
+                counts = self._timed("assemble_view", self.assemble_view)
+                self._timed("maintain_sample", self.maintain_sample, counts)
+                if self.old is not None:
+                    self._timed("redefine_delta", self.redefine_delta)
             self._timed("commit", self.commit)
         except BaseException:
             self._count_traffic()  # a failed sync still reports what crossed the link
@@ -135,10 +145,33 @@ class SyncRun:
             setattr(self.metrics, name, value)
 
     # -- steps -------------------------------------------------------------------------
-    def extract_sites(self) -> list[SiteRun]:
-        """Extract every site query from its agent, the sites side by side; their runs."""
+    def project_rows(self) -> None:
+        """Apply a redefinition that leaves columns out: project the stored rows (nothing read)."""
+        assert self.stored is not None and self.old is not None, "a projection redefines stored rows"
         self.staging = self.store.staging(self.sync_id)
-        self.current: Version | None = self.store.current()
+        self.staged = self.store.staged_version(self.sync_id, self.stored.number + 1)
+        m = self.metrics
+        m.rows_in_view, m.redefinition = redefine.projected(
+            self.spark, self.store, self.stored, self.staged, self.old, self.view
+        )
+        m.rows_inserted, m.rows_updated, m.rows_deleted = 0, 0, 0
+        faults.checkpoint("delta_written")
+
+    def redefine_delta(self) -> None:
+        """Apply a redefinition read in full: the delta becomes the difference from the old view
+        to the new one, and the sites that keep their key keep their statistics."""
+        assert self.stored is not None and self.old is not None, "a redefinition changes stored rows"
+        m = self.metrics
+        (m.rows_inserted, m.rows_updated, m.rows_deleted), m.redefinition = redefine.compared(
+            self.spark, self.store, self.stored, self.staged, self.old, self.view
+        )
+        faults.checkpoint("delta_written")
+
+    def extract_sites(self) -> list[SiteRun]:
+        """Extract every site query from its agent, the sites side by side; their runs (as a
+        load when the sync applies a redefinition: the new definition is read in full)."""
+        self.staging = self.store.staging(self.sync_id)
+        self.current: Version | None = None if self.old is not None else self.stored
         #: the current version's random sample, read once: kept by maintain_sample, and for
         #: a one-site keyed view the rows its cost model is measured on (site_sync.py)
         self.sample = view_sample.load(self.current)
@@ -226,7 +259,7 @@ class SyncRun:
 
     def build_fragments(self, sites: list[SiteRun]) -> None:
         """Build each extracted site's exact delta and stage its next fragment and statistics."""
-        number = (self.current.number + 1) if self.current else 1
+        number = (self.stored.number + 1) if self.stored else 1
         self.staged = self.store.staged_version(self.sync_id, number)
         for site in sites:
             self.results.append(site.build_fragment(self.staged))
@@ -241,25 +274,7 @@ class SyncRun:
         self._extract_all("check", replace(self.options, strategy="full_ship", verify=False))
         checked = Version(number, self.sync_id, self.staging / "checked")
         results = [site.build_fragment(checked) for site in self.checks]
-        report: dict[str, Any] = {"rows_compared": 0, "divergent_rows": 0, "examples": [], "sources": []}
-        for i, (site, result) in enumerate(zip(self.view.sites, results, strict=True)):
-            names = [c.name for c in site.columns]
-            method = layers.frame(self.spark, self.staged, i, site.columns, site.key).select(*names)
-            full = layers.frame(self.spark, checked, i, site.columns, site.key).select(*names)
-            # what the method's result lacks to equal the full read: ops turn it into the truth
-            diff = view_delta(method, full, names, site.key).cache()
-            try:
-                n = diff.count()
-                report["rows_compared"] += result.inserted + result.updated + result.kept
-                report["divergent_rows"] += n
-                report["sources"].append({"source": site.source, "divergent_rows": n})
-                for row in diff.limit(max(0, VERIFY_EXAMPLES - len(report["examples"]))).collect():
-                    d = row.asDict()
-                    report["examples"].append(
-                        {"source": site.source, "fix": d.pop(OP), "key": {k: d[k] for k in site.key}, "row": d}
-                    )
-            finally:
-                diff.unpersist()
+        report = verify.compared(self.spark, self.view, self.staged, checked, results)
         for result in self.results:
             result.release()
         self.results, self.staged = results, checked
@@ -382,7 +397,7 @@ class SyncRun:
             return size, 0, 0, size
         delta = view_delta(layers.view_frame(self.spark, self.current, view), new, names, view.key)
         delta.write.parquet(target)
-        inserted, updated, deleted = self._counted(self.spark.read.parquet(target))
+        inserted, updated, deleted = counted(self.spark.read.parquet(target))
         return inserted, updated, deleted, size
 
     def _maintained(
@@ -426,12 +441,6 @@ class SyncRun:
             assembly["view_written"] = "whole"
         return inserted, updated, deleted, before + inserted - deleted
 
-    @staticmethod
-    def _counted(delta) -> tuple[int, int, int]:
-        """Rows a delta inserts, updates and deletes."""
-        counts = {r[OP]: r["count"] for r in delta.groupBy(OP).count().collect()}
-        return counts.get(INSERT, 0), counts.get(UPDATE, 0), counts.get(DELETE, 0)
-
     def maintain_sample(self, counts: ViewCounts) -> None:
         """Keep the view's random sample, if it has one, from the staged delta (which
         `counts` counts), into the staged version (view_sample.py): committed with it."""
@@ -468,6 +477,7 @@ class SyncRun:
         m.realized_benefit_bytes = (m.full_ship_estimate_bytes or 0) - m.bytes_to_agent - m.bytes_from_agent
         m.rows_after = m.rows_in_view
         meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view, "metrics": m.to_json()}
+        meta["definition"] = self.view.to_json()  # what its rows follow: a redefinition waits for a sync
         committed = self.store.commit(self.staged, meta)
         faults.checkpoint("after_visible")
         self._prepare_sketches(committed)

@@ -1,0 +1,133 @@
+"""Which definition a view's stored rows and deltas follow, across its redefinitions.
+
+A PUT stores a view's new definition at once; its rows follow the old one until a sync
+applies it (warehouse/pipeline/redefine.py). A version records the definition its rows
+follow; one stored before versions did follows the catalog's `applied` (while a
+redefinition waits) or the view's definition. A delta follows the definition of the
+version its sync committed: walking the view's succeeded syncs from the newest back, each
+sync that redefined the view (its delta says so) hands on the definition it came from.
+
+A Parquet file has one schema, so a Parquet answer cannot span a redefinition:
+`parquet_refused` says which requests give the same deltas in parts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from service.catalog import Catalog
+from service.errors import Conflict
+from service.records import SyncRecord, ViewRecord
+from warehouse.pipeline.redefine import redefined
+from warehouse.store.versions import Version, ViewStore
+from warehouse.viewdef import ViewDef
+
+#: The answer header naming the columns (with their types) of the first lines of rows, a delta or the feed.
+COLUMNS_HEADER = "X-Columns"
+COLUMNS_HEADER_DOC = {
+    "description": 'the columns of the rows (the first lines: a "schema" line changes them) as a JSON list of '
+    '{"name", "type"}, ASCII-escaped: a view\'s rows follow its old definition until a redefinition is applied',
+    "schema": {"type": "string"},
+}
+
+
+def columns_header(view: ViewDef) -> str:
+    """The COLUMNS_HEADER value for rows of `view`."""
+    return json.dumps([c.to_json() for c in view.columns], ensure_ascii=True, separators=(",", ":"))
+
+
+def follows_of(view: ViewRecord, version: Version | None) -> dict | None:
+    """The definition (JSON) the rows of `version` follow: the one it records, else the one
+    the catalog says they still follow, else the view's. None without a version."""
+    if version is None:
+        return None
+    return version.meta().get("definition") or view.applied or view.definition
+
+
+def rows_definition(view: ViewRecord, version: Version) -> ViewDef:
+    """The definition to read the rows of `version` with (a redefinition waits for a sync)."""
+    return ViewDef.from_json(follows_of(view, version) or view.definition)
+
+
+def redefine_within(
+    catalog: Catalog, store: ViewStore, name: str, sync_id: str, sql: str, definition: ViewDef
+) -> ViewRecord:
+    """Give view `name` a new definition from inside its sync `sync_id` (queued or running),
+    which then applies it as a PUT's next sync would (trigger "redefine", a schema line, the
+    exact difference, history and feed positions kept): how a table view follows its table
+    when a column is added or dropped at the source. Call it before the sync builds its
+    SyncRun, and build that from the record returned: a SyncRun whose view differs from the
+    definition its stored rows follow applies the redefinition (pipeline/redefine.pending)."""
+    current = catalog.view(name)
+    follows = follows_of(current, store.current())
+    record = catalog.redefine_view(name, sql, definition.to_json(), current.options, follows, by_sync=sync_id)
+    catalog.update_sync(sync_id, trigger="redefine")
+    return record
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive syncs whose deltas follow one definition; `redefined`: the first of them
+    applied it (its delta starts with a schema line)."""
+
+    view: ViewDef
+    redefined: bool
+    syncs: list[SyncRecord]
+
+
+def segments(store: ViewStore, view: ViewRecord, syncs: list[SyncRecord], later: list[SyncRecord]) -> list[Segment]:
+    """`syncs` (succeeded, oldest first) cut where a sync redefined the view, each part with
+    the definition its deltas follow; `later`: the view's succeeded syncs after them."""
+    definition = ViewDef.from_json(follows_of(view, store.current()) or view.definition)
+    marked: list[tuple[SyncRecord, ViewDef, bool]] = []
+    for sync in reversed([*syncs, *later]):
+        change = redefined(store.delta(sync.id)) if sync.trigger == "redefine" else None
+        marked.append((sync, definition, change is not None))
+        if change is not None:
+            definition = change[0]
+    wanted = {s.id for s in syncs}
+    out: list[Segment] = []
+    for sync, followed, redefining in reversed(marked):
+        if sync.id not in wanted:
+            continue
+        if redefining or not out:
+            out.append(Segment(followed, redefining, [sync]))
+        else:
+            out[-1].syncs.append(sync)
+    return out
+
+
+def _query(after: str | None, limit: int | None, fmt: str) -> str:
+    """A change feed request's query string.
+
+    >>> _query(None, 2, "parquet"), _query("s1", None, "ndjson")
+    ('?limit_syncs=2&format=parquet', '?after=s1&format=ndjson')
+    """
+    parts = ([f"after={after}"] if after else []) + ([f"limit_syncs={limit}"] if limit else []) + [f"format={fmt}"]
+    return "?" + "&".join(parts)
+
+
+def parquet_refused(name: str, after: str | None, parts: list[Segment], feed: bool) -> Conflict | None:
+    """The 409 for a Parquet answer spanning a redefinition (one schema per file), naming the
+    requests that give the same deltas; None if it spans none."""
+    first = next((p for p in parts if p.redefined), None)
+    if first is None:
+        return None
+    sync = first.syncs[0].id
+    why = (
+        f"sync {sync} redefined view {name!r}: its delta starts with a schema line and a Parquet file holds one schema"
+    )
+    if not feed:
+        return Conflict(f"{why}; read this delta as NDJSON (GET /v1/views/{name}/syncs/{sync}/delta?format=ndjson)")
+    changes = f"GET /v1/views/{name}/changes"
+    earlier = [s for p in parts[: parts.index(first)] for s in p.syncs]
+    steps = []
+    if earlier:
+        steps.append(f"read up to sync {earlier[-1].id} in Parquet ({changes}{_query(after, len(earlier), 'parquet')})")
+    steps.append(
+        f"sync {sync} in NDJSON ({changes}{_query(earlier[-1].id if earlier else after, 1, 'ndjson')}; "
+        "it has the schema line, then the rows in the new columns)"
+    )
+    steps.append(f"the syncs after it in Parquet ({changes}{_query(sync, None, 'parquet')})")
+    return Conflict(f"{why}; read the same lines in {len(steps)} requests: " + ", then ".join(steps))
