@@ -17,7 +17,7 @@ from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -51,6 +51,10 @@ MIGRATIONS: dict[int, str] = {
     # what started a sync: "api" (POST .../syncs; every sync before this version) or "schedule"
     2: """
     ALTER TABLE syncs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'api';
+    """,
+    # what kind of failure a failed sync had, for programs ("schema_changed"); NULL before this version
+    3: """
+    ALTER TABLE syncs ADD COLUMN error_code TEXT;
     """,
 }
 
@@ -192,6 +196,18 @@ class Catalog:
             with self._transaction():
                 self._conn.execute("UPDATE views SET options = ? WHERE name = ?", (json.dumps(options.stored()), name))
         return self.view(name)
+
+    def adopt_definition(self, name: str, before: dict, definition: dict) -> bool:
+        """Give view `name` `definition` if its definition is still `before` (a sync took a
+        widening of its columns: pipeline/schema_policy.py); whether it did."""
+        with self._lock:
+            return (
+                self._conn.execute(
+                    "UPDATE views SET definition = ? WHERE name = ? AND definition = ?",
+                    (json.dumps(definition), name, json.dumps(before)),
+                ).rowcount
+                == 1
+            )
 
     def upgrade_definitions(self, upgrade: Callable[[dict], dict | None]) -> list[str]:
         """Store `upgrade(definition)` for every view it gives a new definition for; their names.

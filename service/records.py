@@ -46,3 +46,5 @@ class SyncRecord:
     progress: dict[str, Any] | None
     #: What started it: "api" (POST .../syncs) or "schedule".
     trigger: str
+    #: What kind of failure it had, for programs ("schema_changed"); None otherwise.
+    error_code: str | None = None

@@ -158,7 +158,12 @@ class AgentClient:
                         info = frame.json()
                         if info.get("transient"):
                             raise AgentUnavailable(f"agent at {self.url}: {info.get('detail')}")
-                        raise AgentRejected(f"agent at {self.url}: {info.get('detail')}", info.get("status"))
+                        raise AgentRejected(
+                            f"agent at {self.url}: {info.get('detail')}",
+                            info.get("status"),
+                            info.get("code"),
+                            info.get("changes"),
+                        )
                     if frame.kind == frames.SUMMARY:
                         finished = True
                     yield frame
@@ -211,10 +216,11 @@ def _transport_failure(url: str, exc: httpx.TransportError, what: str) -> Except
 
 def _rejection(response: httpx.Response) -> Exception:
     try:
-        detail = response.json().get("detail")
+        body = response.json()
+        detail = body.get("detail")
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
-        detail = response.text[:500]
+        body, detail = {}, response.text[:500]
     message = f"agent answered {response.status_code}: {detail}"
     if response.status_code in (429, 502, 503, 504):
         return AgentUnavailable(message)
-    return AgentRejected(message, response.status_code)
+    return AgentRejected(message, response.status_code, body.get("code"), body.get("changes"))

@@ -197,6 +197,10 @@ class SyncMetrics(SiteDetails, Traffic):
     agent_timings: dict[str, float] | None = None
     retries: int = 0
     attempts: list[Attempt] = field(default_factory=list)
+    #: Columns the view reads whose type changed at the source, met by this sync: {table,
+    #: column, old, new, action} each, action "widened" (taken in place) or "refused" (the
+    #: sync failed with error_code schema_changed; pipeline/schema_policy.py).
+    schema_changes: list[dict] | None = None
     groups_sent: int | None = None
     groups_identical: int | None = None
     groups_changed: int | None = None

@@ -228,7 +228,7 @@ def _stream(state: AgentState, work: Iterator[bytes]) -> StreamingResponse:
         except AgentError as exc:
             log.warning("extraction failed: %s", exc.message)
             yield frames.json_frame(
-                frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient}
+                frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient, **exc.fields()}
             )
         except Exception as exc:  # the status line is gone: report in-band
             log.exception("extraction failed")

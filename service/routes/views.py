@@ -32,7 +32,7 @@ from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
-from warehouse.view_options import Schedule, ViewOptions
+from warehouse.view_options import DEFAULT_SCHEMA_POLICY, Schedule, ViewOptions
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view, referenced_sources
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
@@ -56,6 +56,7 @@ def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Schedul
         **options.stamps.to_options(),
         match=options.match,
         sample_size=options.sample_size,
+        on_schema_change=options.on_schema_change,
         **schedule_fields(row, catalog, scheduler is not None),
         created_at=row.created_at,
     )
@@ -67,8 +68,8 @@ def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:
 
 
 def _unsized(options: ViewOptions) -> dict:
-    """The options that decide a view's rows: all but its sample's size and its schedule."""
-    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule")}
+    """The options that decide a view's rows: all but its sample's size, its schedule and its schema policy."""
+    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule", "on_schema_change")}
 
 
 def _stored(row: ViewRecord, catalog: Catalog, scheduler: Scheduler | None) -> ViewOut:
@@ -87,6 +88,7 @@ def _analyze(
     match: dict | None = None,
     sample_size: int = 0,
     schedule: ScheduleIn | Schedule | None = None,
+    on_schema_change: str = DEFAULT_SCHEMA_POLICY,
 ) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options."""
     definition, schemas = _analyze_sql(sql, catalog, settings)
@@ -95,7 +97,7 @@ def _analyze(
         match = check_match(match, definition)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
-    options = ViewOptions.of(strategy, stamps, match, sample_size, _schedule(schedule))
+    options = ViewOptions.of(strategy, stamps, match, sample_size, _schedule(schedule), on_schema_change)
     return apply_delete_flags(definition, stamps, schemas), options
 
 
@@ -156,7 +158,15 @@ def create_view(
     )
     match = body.match.model_dump() if body.match is not None else None
     definition, options = _analyze(
-        body.sql, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule
+        body.sql,
+        catalog,
+        settings,
+        body.strategy,
+        stamps,
+        match,
+        body.sample_size,
+        body.schedule,
+        body.on_schema_change,
     )
     row = catalog.add_view(body.name, body.sql, definition.to_json(), options)
     return _stored(row, catalog, scheduler)
@@ -194,7 +204,8 @@ def redefine_view(
     match = body.match.model_dump() if body.match is not None else current_options.match
     sample_size = body.sample_size if body.sample_size is not None else current_options.sample_size
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
-    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size, schedule)
+    policy = body.on_schema_change or current_options.on_schema_change
+    definition, options = _analyze(body.sql, catalog, settings, strategy, stamps, match, sample_size, schedule, policy)
     if (body.sql, definition.to_json(), _unsized(options)) == (
         current.sql,
         current.definition,
@@ -214,7 +225,7 @@ def redefine_view(
 def change_view_settings(
     name: str, body: ViewSettings, catalog: CatalogDep, scheduler: SchedulerDep, _: ApiKey
 ) -> ViewOut:
-    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it) and `schedule` (null removes it)."""
+    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it), `schedule` (null removes it) and `on_schema_change`."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -224,6 +235,8 @@ def change_view_settings(
         options = options.sized(body.sample_size)
     if "schedule" in body.model_fields_set:
         options = options.scheduled(_schedule(body.schedule))
+    if body.on_schema_change is not None:
+        options = options.policed(body.on_schema_change)
     return _stored(catalog.set_view_options(name, options), catalog, scheduler)
 
 

@@ -81,6 +81,10 @@ class SyncRun:
     progress: Callable[[dict], None] = lambda info: None
     #: Background builds of sketch tables: queued after the commit, taken by the next sync.
     sketches: Preparations | None = None
+    #: The version to start from instead of the current one (its copy widened to the types of
+    #: `view`: pipeline/schema_policy.py), and what else to store in the committed version's meta.
+    base: Version | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
@@ -138,7 +142,7 @@ class SyncRun:
     def extract_sites(self) -> list[SiteRun]:
         """Extract every site query from its agent, the sites side by side; their runs."""
         self.staging = self.store.staging(self.sync_id)
-        self.current: Version | None = self.store.current()
+        self.current: Version | None = self.base or self.store.current()
         #: the current version's random sample, read once: kept by maintain_sample, and for
         #: a one-site keyed view the rows its cost model is measured on (site_sync.py)
         self.sample = view_sample.load(self.current)
@@ -467,7 +471,8 @@ class SyncRun:
         self._count_traffic()  # verify reads and failed attempts count too
         m.realized_benefit_bytes = (m.full_ship_estimate_bytes or 0) - m.bytes_to_agent - m.bytes_from_agent
         m.rows_after = m.rows_in_view
-        meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view, "metrics": m.to_json()}
+        meta = {**self.meta, "version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view}
+        meta["metrics"] = m.to_json()
         committed = self.store.commit(self.staged, meta)
         faults.checkpoint("after_visible")
         self._prepare_sketches(committed)
