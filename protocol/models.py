@@ -179,7 +179,7 @@ class SchemaChangeOut(BaseModel):
     table: str | None
     column: str
     #: Logical types (protocol/types.py): when the view was registered, and now (None: gone).
-    old: str | None
+    old: str
     new: str | None
 
 
