@@ -161,6 +161,16 @@ def test_schema_changes_under_each_policy(shop):
     check_sync(api, "sp_freeze", ["id"], before, after, thawed)
     assert [c["action"] for c in thawed["metrics"]["schema_changes"]] == ["widened"]
 
+    # a column the view reads dropped: no longer bound, the same failure, the rows still served
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("ALTER TABLE accounts DROP COLUMN rate")
+    dropped = api.sync("sp_rate")
+    assert (dropped["status"], dropped["error_code"]) == ("failed", "schema_changed"), dropped
+    gone = {"table": f"{SOURCE}.accounts", "column": "rate", "old": "decimal(10,4)", "new": None, "action": "refused"}
+    assert dropped["metrics"]["schema_changes"] == [gone], dropped["metrics"]
+    assert "column rate: gone" in dropped["error"] and "PUT /v1/views/sp_rate" in dropped["error"], dropped["error"]
+    assert keyed(api.rows("sp_rate"), ["id"]) == rate_before
+
 
 def _killed_sync(service: SpecialService, view: str, point: str) -> str:
     """Start a sync of `view` with the service armed to die at `point`, and start the service

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from protocol.schema import SourceSchema
 from warehouse.errors import AgentRejected, SchemaChanged, WarehouseError
 from warehouse.metrics import SyncMetrics
 from warehouse.multisets import combinations
@@ -101,7 +102,13 @@ class PolicedSync:
             definition = analyze_view(self.sql, schemas)
             check_settings(self.stamps, definition, schemas, self.strategy)
         except ViewDefinitionError as exc:
-            raise self._refused(met, [], f"the view no longer binds to its sources: {exc.detail}") from None
+            gone = _gone(run.view, schemas)
+            listed = "; ".join(
+                f"source {g['table'].replace('.', ', table ', 1)}, column {g['column']}: gone" for g in gone
+            )
+            run.metrics.schema_changes = gone or None
+            reason = f"the view no longer binds to its sources: {exc.detail}"
+            raise self._refused(met, [], f"{listed}; {reason}" if listed else reason) from None
         return apply_delete_flags(definition, self.stamps, schemas)
 
     def _widened(self, new: ViewDef, changes: list[TypeChange]) -> SyncMetrics:
@@ -118,7 +125,9 @@ class PolicedSync:
     def _refused(self, met: WarehouseError, changes: list[TypeChange], reason: str) -> SchemaChanged:
         """The failure of a sync that meets a change it does not take."""
         view, run = self.run.view_name, self.run
-        run.metrics.schema_changes = _records(run.view, changes, REFUSED) or _agent_records(met)
+        run.metrics.schema_changes = (
+            _records(run.view, changes, REFUSED) or run.metrics.schema_changes or _agent_records(met) or None
+        )
         listed = "; ".join(_told(run.view, c) for c in changes if c.site is not None)
         what = f"{listed}. The sync does not take it: {reason}" if listed else reason
         outs = [
@@ -163,6 +172,37 @@ def _records(view: ViewDef, changes: list[TypeChange], action: str) -> list[dict
                 "action": action,
             }
         )
+    return out
+
+
+def _gone(view: ViewDef, schemas: dict[str, SourceSchema]) -> list[dict]:
+    """The site columns whose table or column the sources no longer expose, as schema_changes.
+
+    >>> from protocol.types import Column, LogicalType
+    >>> from protocol.schema import ColumnInfo, TableInfo
+    >>> from warehouse.viewdef import SiteQuery
+    >>> columns = [Column("id", LogicalType("int")), Column("amount", LogicalType("float"))]
+    >>> site = SiteQuery("pg", "SELECT o.id, o.amt AS amount FROM orders AS o", columns, ["id"])
+    >>> orders = TableInfo("orders", (ColumnInfo("id", LogicalType("int"), False, "integer"),), ("id",))
+    >>> _gone(ViewDef("", columns, ["id"], [site]), {"pg": SourceSchema("postgres", {"orders": orders})})
+    [{'table': 'pg.orders', 'column': 'amt', 'old': 'float', 'new': None, 'action': 'refused'}]
+    """
+    out = []
+    for site in view.sites:
+        tables = schemas[site.source].tables if site.source in schemas else {}
+        for c in site.columns:
+            table, _, column = site.origin(c.name).rpartition(".")
+            info = tables.get(table)
+            if table and (info is None or info.column(column) is None):
+                out.append(
+                    {
+                        "table": f"{site.source}.{table}",
+                        "column": column,
+                        "old": str(c.type),
+                        "new": None,
+                        "action": REFUSED,
+                    }
+                )
     return out
 
 
