@@ -13,6 +13,7 @@ import httpcore
 import httpx
 
 from protocol import frames
+from protocol.schema import FINGERPRINT_HEADER
 from warehouse.errors import AgentRejected, AgentUnavailable, ProtocolError
 
 #: Seconds to wait for a connection to the agent.
@@ -112,6 +113,9 @@ class AgentClient:
             raise AgentRejected("the agent token holds characters an HTTP header cannot carry (ASCII only)")
         self.deadline_s = deadline_s
         self.counter = ByteCounter()
+        #: The fingerprint of the columns of the tables the last extraction read, as its answer
+        #: named it (protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
+        self.fingerprint: str | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=self.url,
@@ -133,9 +137,9 @@ class AgentClient:
     def round_trips(self) -> int:
         return self.counter.requests
 
-    def schema(self) -> dict:
-        """The agent's exposed tables, columns, types and keys."""
-        response = self._call("GET", "/v1/schema")
+    def schema(self, tables: list[str] | None = None) -> dict:
+        """The agent's exposed tables, columns, types and keys (only `tables`, if given)."""
+        response = self._call("GET", "/v1/schema", {"table": tables} if tables is not None else None)
         return response.json()
 
     def exchange(self, path: str, body: Iterable[bytes]) -> Iterator[frames.Frame]:
@@ -149,6 +153,7 @@ class AgentClient:
                 if response.status_code != 200:
                     response.read()
                     raise _rejection(response)
+                self.fingerprint = response.headers.get(FINGERPRINT_HEADER, self.fingerprint)
                 finished = False
                 for frame in frames.read_frames(self._within_deadline(response.iter_bytes(), path)):
                     if finished:
@@ -188,10 +193,10 @@ class AgentClient:
                 )
             yield chunk
 
-    def _call(self, method: str, path: str) -> httpx.Response:
+    def _call(self, method: str, path: str, params: dict | None = None) -> httpx.Response:
         self.counter.requests += 1
         try:
-            response = self._http.request(method, path)
+            response = self._http.request(method, path, params=params)
         except httpx.TimeoutException as exc:
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:

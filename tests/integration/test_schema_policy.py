@@ -124,14 +124,11 @@ def test_schema_changes_under_each_policy(shop):
     widened = api.sync("sp_evolve")
     check_sync(api, "sp_evolve", ["id"], before, after, widened)
     m, load = widened["metrics"], loads["sp_evolve"]["metrics"]
+    table = f"{SOURCE}.accounts"
     assert m["schema_changes"] == [
-        {
-            "table": f"{SOURCE}.accounts",
-            "column": "amount",
-            "old": "decimal(14,2)",
-            "new": "decimal(16,4)",
-            "action": "widened",
-        }
+        {"table": table, "column": "amount", "old": "decimal(14,2)", "new": "decimal(16,4)", "action": "widened"},
+        # the column it does not read is told too, and nothing is done about it
+        {"table": table, "column": "rate", "old": "decimal(10,4)", "new": "float", "action": "none"},
     ], m
     assert m["bytes_from_agent"] < load["bytes_from_agent"] / 4, (m["bytes_from_agent"], load["bytes_from_agent"])
     assert m["rows_received"] < ROWS / 10, m
@@ -140,6 +137,14 @@ def test_schema_changes_under_each_policy(shop):
     again = api.sync("sp_evolve")  # the view now is of the new type: nothing to change, nothing to tell
     check_sync(api, "sp_evolve", ["id"], after, after, again)
     assert "schema_changes" not in again["metrics"], again["metrics"]
+    with psycopg.connect(url, autocommit=True) as c:  # a column it does not read added: told, nothing done
+        c.execute("ALTER TABLE accounts ADD COLUMN memo text")
+    noticed = api.sync("sp_evolve")
+    check_sync(api, "sp_evolve", ["id"], after, after, noticed)
+    added = {"table": table, "column": "memo", "old": None, "new": "text", "action": "none"}
+    assert noticed["metrics"]["schema_changes"] == [added], noticed["metrics"]
+    # what told it: a fingerprint in each answer, and, this once, the schema of the table read
+    assert noticed["metrics"]["round_trips"] == again["metrics"]["round_trips"] + 1, (noticed, again)
 
     # numeric -> double precision is no widening: the sync fails, the view keeps its rows
     refused = api.sync("sp_rate")
@@ -159,7 +164,7 @@ def test_schema_changes_under_each_policy(shop):
     assert changed.status_code == 200 and changed.json()["on_schema_change"] == "evolve", changed.text
     thawed = api.sync("sp_freeze")
     check_sync(api, "sp_freeze", ["id"], before, after, thawed)
-    assert [c["action"] for c in thawed["metrics"]["schema_changes"]] == ["widened"]
+    assert [c["action"] for c in thawed["metrics"]["schema_changes"]] == ["widened", "none", "none"]
 
     # a column the view reads dropped: no longer bound, the same failure, the rows still served
     with psycopg.connect(url, autocommit=True) as c:
@@ -206,7 +211,8 @@ def test_a_widening_sync_killed_leaves_the_old_view_or_the_new_one_with_its_defi
     committed = _killed_sync(service, "sp_crash", "after_visible")
     record = service.api.http.get(f"/v1/views/sp_crash/syncs/{committed}").json()
     assert record["status"] == "succeeded", record
-    assert [c["action"] for c in record["metrics"]["schema_changes"]] == ["widened"], record["metrics"]
+    taken = [c for c in record["metrics"]["schema_changes"] if c["action"] != "none"]
+    assert [(c["column"], c["action"]) for c in taken] == [("credit", "widened")], record["metrics"]
     assert column_type() == "decimal(14,3)"
     assert keyed(service.api.rows("sp_crash"), ["id"]) == after
     check_sample(service.api, "sp_crash", ["id"], after, SAMPLE)

@@ -76,12 +76,16 @@ class SiteQuery:
         """Whether it is a multiset's grouped site query (distinct rows with their counts)."""
         return any(c.name == COUNT_COLUMN for c in self.columns)
 
+    def tables(self) -> list[str]:
+        """The source tables it reads, in order of first mention (none if it does not parse)."""
+        try:
+            return list(dict.fromkeys(t.name for t in self.parse().find_all(exp.Table)))
+        except SqlglotError:
+            return []
+
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
-        try:
-            names = list(dict.fromkeys(t.name for t in self.parse().find_all(exp.Table)))
-        except SqlglotError:
-            names = []
+        names = self.tables()
         if not names:
             return "the site query"
         if len(names) == 1:
