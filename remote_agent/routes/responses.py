@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from protocol import frames
 from protocol.models import ErrorOut
+from protocol.schema import FINGERPRINT_HEADER
 
 #: Seconds a client is told to wait after a 429.
 RETRY_AFTER_S = 5
@@ -33,6 +34,13 @@ FRAMES_BODY = {
 FRAMES_ANSWER = {
     "description": "binary frames, ending with a summary frame, or an error frame if the extraction failed midway",
     "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    "headers": {
+        FINGERPRINT_HEADER: {
+            "description": "a fingerprint of the columns (names, types, nullability) of the tables the site query reads "
+            "(protocol/schema.py columns_fingerprint): when it changes, GET /v1/schema?table=... says how",
+            "schema": {"type": "string"},
+        }
+    },
 }
 
 
