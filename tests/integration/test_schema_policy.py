@@ -21,6 +21,7 @@ from __future__ import annotations
 import decimal
 import random
 import signal
+import sqlite3
 
 import psycopg
 import pytest
@@ -223,3 +224,40 @@ def test_a_widening_sync_killed_leaves_the_old_view_or_the_new_one_with_its_defi
     sync = service.api.sync("sp_crash")
     check_sync(service.api, "sp_crash", ["id"], after, latest, sync)
     assert "schema_changes" not in sync["metrics"]
+
+
+def test_a_widening_on_sqlite_is_taken_in_place(shop, tmp_path, logs_dir):
+    """SQLite has no ALTER COLUMN: the table is rebuilt with the wider declared type, as its tools do."""
+    service = shop[0]
+    api = service.api
+    db = tmp_path / "ledger.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE ledger (id INTEGER PRIMARY KEY, amount DECIMAL(10,2))")
+        c.executemany(
+            "INSERT INTO ledger VALUES (?, ?)", [(i, f"{i * 37 % 10_000}.{i % 100:02d}") for i in range(1, 501)]
+        )
+    agent = start_agent(f"sqlite:///{db}", logs_dir)
+    try:
+        api.add_source("sp_ledger", agent.url)
+        api.add_view("sp_sqlite", "SELECT l.id, l.amount FROM sp_ledger.ledger l", strategy="group_hash")
+        assert api.sync("sp_sqlite")["status"] == "succeeded"
+        loaded = keyed(api.rows("sp_sqlite"), ["id"])
+        with sqlite3.connect(db) as c:
+            c.executescript(
+                "CREATE TABLE wider (id INTEGER PRIMARY KEY, amount DECIMAL(12,3));"
+                "INSERT INTO wider SELECT id, amount FROM ledger; DROP TABLE ledger;"
+                "ALTER TABLE wider RENAME TO ledger; UPDATE ledger SET amount = 123456789.125 WHERE id = 3;"
+            )
+        widened = api.sync("sp_sqlite")
+        assert widened["status"] == "succeeded", widened["error"]
+        change = {"table": "sp_ledger.ledger", "column": "amount", "old": "decimal(10,2)", "new": "decimal(12,3)"}
+        assert widened["metrics"]["schema_changes"] == [{**change, "action": "widened"}], widened["metrics"]
+        expected = {
+            k: {**row, "amount": str(decimal.Decimal(row["amount"]).quantize(decimal.Decimal("0.001")))}
+            for k, row in loaded.items()
+        }
+        expected[(3,)]["amount"] = "123456789.125"
+        assert keyed(api.rows("sp_sqlite"), ["id"]) == expected
+        assert [line["row"]["id"] for line in api.delta("sp_sqlite", widened["id"])] == [3]
+    finally:
+        agent.stop()
