@@ -19,6 +19,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from protocol.schema import SourceSchema
+from protocol.types import LogicalType
 from warehouse.errors import AgentRejected, SchemaChanged, WarehouseError
 from warehouse.metrics import SyncMetrics
 from warehouse.multisets import combinations
@@ -29,7 +30,7 @@ from warehouse.store.versions import Version
 from warehouse.store.widened import widened_copy
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view
-from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes
+from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes, widens
 
 #: How an agent that predates error codes words a schema change (remote_agent/strategies/checks.py).
 AGENT_SCHEMA_PROSE = "changed since the view was registered"
@@ -75,18 +76,19 @@ class PolicedSync:
         changes = type_changes(old, new)
         if changes is None:
             raise self._refused(
-                met, [], "the view no longer binds to the same columns, keys and site queries at the source"
+                met, _agent_records(met), "the view no longer binds to the same columns, keys and site queries"
             )
         if not changes:  # the agent's refusal is not about types the view was bound with: told as it was
             raise met
-        if self.policy == "evolve" and all(c.widened for c in changes):
+        widening = all(c.widened for c in changes)
+        if self.policy == "evolve" and widening:
             return self._widened(new, changes)
         reason = (
             f"the view's on_schema_change is {self.policy}, which takes no change"
             if self.policy != "evolve"
             else "only lossless widenings are taken in place (on_schema_change evolve)"
         )
-        raise self._refused(met, changes, reason)
+        raise self._refused(met, _records(old, changes, REFUSED), reason, widening)
 
     def _rebound(self, met: WarehouseError) -> ViewDef:
         """The view's SQL bound again against its sources' current schemas (SchemaChanged when
@@ -102,13 +104,8 @@ class PolicedSync:
             definition = analyze_view(self.sql, schemas)
             check_settings(self.stamps, definition, schemas, self.strategy)
         except ViewDefinitionError as exc:
-            gone = _gone(run.view, schemas)
-            listed = "; ".join(
-                f"source {g['table'].replace('.', ', table ', 1)}, column {g['column']}: gone" for g in gone
-            )
-            run.metrics.schema_changes = gone or None
-            reason = f"the view no longer binds to its sources: {exc.detail}"
-            raise self._refused(met, [], f"{listed}; {reason}" if listed else reason) from None
+            records = _gone(run.view, schemas) or _agent_records(met)
+            raise self._refused(met, records, f"the view no longer binds to its sources: {exc.detail}") from None
         return apply_delete_flags(definition, self.stamps, schemas)
 
     def _widened(self, new: ViewDef, changes: list[TypeChange]) -> SyncMetrics:
@@ -122,19 +119,18 @@ class PolicedSync:
         self.run.metrics.schema_changes = _records(first.view, changes, WIDENED)
         return self.run.run()
 
-    def _refused(self, met: WarehouseError, changes: list[TypeChange], reason: str) -> SchemaChanged:
-        """The failure of a sync that meets a change it does not take."""
+    def _refused(self, met: WarehouseError, records: list[dict], reason: str, widening: bool = False) -> SchemaChanged:
+        """The failure of a sync that meets changes it does not take (`records`, as schema_changes;
+        `widening`: every one of them is a lossless widening)."""
         view, run = self.run.view_name, self.run
-        run.metrics.schema_changes = (
-            _records(run.view, changes, REFUSED) or run.metrics.schema_changes or _agent_records(met) or None
-        )
-        listed = "; ".join(_told(run.view, c) for c in changes if c.site is not None)
+        run.metrics.schema_changes = records or None
+        listed = "; ".join(_told(r) for r in records)
         what = f"{listed}. The sync does not take it: {reason}" if listed else reason
         outs = [
             "restore the column at the source (then sync again)",
             f"or redefine the view to match the new schema (PUT /v1/views/{view})",
         ]
-        if self.policy != "evolve" and changes and all(c.widened for c in changes):
+        if self.policy != "evolve" and records and widening:
             outs.append(
                 f'or, every change being a lossless widening, let the view take it: PATCH /v1/views/{view} with {{"on_schema_change": "evolve"}}, then sync again'
             )
@@ -216,20 +212,26 @@ def _agent_records(met: WarehouseError) -> list[dict]:
     ]
 
 
-def _told(view: ViewDef, change: TypeChange) -> str:
-    """A changed site column for people: "pg.orders.amount is double precision ...".
+def _told(record: dict) -> str:
+    """A changed column of schema_changes for people.
 
-    >>> from protocol.types import Column, LogicalType
-    >>> from warehouse.viewdef import SiteQuery
-    >>> site = SiteQuery("pg", "SELECT o.id, o.amt AS amount FROM orders AS o", [], [])
-    >>> _told(ViewDef("", [], [], [site]), TypeChange(0, "amount", LogicalType.parse("decimal(10,4)"), LogicalType("float")))
-    'source pg, table orders, column amt: was decimal(10,4), now float (not a lossless widening)'
+    >>> _told({"table": "pg.orders", "column": "amt", "old": "decimal(10,4)", "new": "float"})
+    'table pg.orders, column amt: was decimal(10,4), now float (not a lossless widening)'
+    >>> _told({"table": "people", "column": "score", "old": "int", "new": None})
+    'table people, column score: gone'
     """
-    site = view.sites[change.site or 0]
-    table, _, column = site.origin(change.column).rpartition(".")
-    kind = "a lossless widening" if change.widened else "not a lossless widening"
-    where = f"table {table}, column {column}" if table else f"column {column}"
-    return f"source {site.source}, {where}: was {change.old}, now {change.new} ({kind})"
+    where = (
+        f"table {record['table']}, column {record['column']}" if record.get("table") else f"column {record['column']}"
+    )
+    old, new = record.get("old"), record.get("new")
+    if new is None:
+        return f"{where}: gone"
+    try:
+        widened = widens(LogicalType.parse(str(old)), LogicalType.parse(str(new)))
+    except ValueError:  # an agent's type this warehouse does not know
+        return f"{where}: was {old}, now {new}"
+    kind = "a lossless widening" if widened else "not a lossless widening"
+    return f"{where}: was {old}, now {new} ({kind})"
 
 
 def adopted_definition(version: Version | None, stored: dict) -> dict | None:
