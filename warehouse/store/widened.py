@@ -75,15 +75,19 @@ def _types_of(
 
 
 def _cast_file(path: Path, types: dict[str, pa.DataType]) -> None:
-    """Rewrite one Parquet file with `types` for the columns it has (the hard link is replaced, not written through)."""
-    table = pq.read_table(path)
-    if not any(name in types for name in table.schema.names):
-        return
-    fields = [pa.field(f.name, types.get(f.name, f.type), f.nullable) for f in table.schema]
-    metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != SPARK_SCHEMA_KEY}
-    table = table.cast(pa.schema(fields, metadata=metadata or None))
-    tmp = path.with_name(f".{path.name}.widening")
-    pq.write_table(table, tmp, compression="zstd")
+    """Rewrite one Parquet file with `types` for the columns it has, a row group at a time
+    (the hard link is replaced, not written through)."""
+    with pq.ParquetFile(path) as source:
+        schema = source.schema_arrow
+        if not any(name in types for name in schema.names):
+            return
+        fields = [pa.field(f.name, types.get(f.name, f.type), f.nullable) for f in schema]
+        metadata = {k: v for k, v in (schema.metadata or {}).items() if k != SPARK_SCHEMA_KEY}
+        target = pa.schema(fields, metadata=metadata or None)
+        tmp = path.with_name(f".{path.name}.widening")
+        with pq.ParquetWriter(tmp, target, compression="zstd") as writer:
+            for group in range(source.num_row_groups):
+                writer.write_table(source.read_row_group(group).cast(target))
     os.replace(tmp, path)
     (path.parent / f".{path.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum of the old bytes
 
