@@ -133,6 +133,8 @@ def test_schema_changes_under_each_policy(shop):
     ], m
     assert m["bytes_from_agent"] < load["bytes_from_agent"] / 4, (m["bytes_from_agent"], load["bytes_from_agent"])
     assert m["rows_received"] < ROWS / 10, m
+    # the refused request and the schema read that followed count with the sync's bytes
+    assert [a["round_trips"] for a in m["attempts"]] == [2] and m["attempts"][0]["bytes_from_agent"] > 1000, m
     assert m["sketch_rebuilt"], m  # its table of the old values' hashes was left behind
     assert api.http.get("/v1/views/sp_evolve").json()["column_types"]["amount"] == "decimal(16,4)"
     again = api.sync("sp_evolve")  # the view now is of the new type: nothing to change, nothing to tell

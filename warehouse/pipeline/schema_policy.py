@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from protocol.schema import SourceSchema
 from protocol.types import LogicalType
+from warehouse.agent_client import ByteCounter
 from warehouse.errors import AgentRejected, SchemaChanged, WarehouseError
 from warehouse.metrics import SyncMetrics
 from warehouse.multisets import combinations
@@ -97,9 +98,17 @@ class PolicedSync:
         endpoints = [(e.name, e.url, e.token) for e in run.endpoints.values()]
         verify = next(iter(run.endpoints.values())).verify
         options = run.options
-        schemas = fetch_schemas(
-            endpoints, verify=verify, read_timeout_s=options.agent_read_timeout_s, deadline_s=options.agent_deadline_s
-        )
+        counters: list[ByteCounter] = []
+        try:
+            schemas = fetch_schemas(
+                endpoints,
+                verify=verify,
+                read_timeout_s=options.agent_read_timeout_s,
+                deadline_s=options.agent_deadline_s,
+                counters=counters,
+            )
+        finally:
+            _count(run, counters)
         try:
             definition = analyze_view(self.sql, schemas)
             check_settings(self.stamps, definition, schemas, self.strategy)
@@ -138,6 +147,17 @@ class PolicedSync:
             f"the source schema changed under view {view!r}: {what}. The view keeps serving its last version. "
             f"Ways out: {'; '.join(outs)}"
         )
+
+
+def _count(run: SyncRun, counters: list[ByteCounter]) -> None:
+    """Count the schema reads' bytes with the refused attempt, and in the failed run's totals
+    (a run that takes the widening sums its attempts again when it commits)."""
+    m = run.metrics
+    for c in counters:
+        for target in [m, *m.attempts[-1:]]:
+            target.bytes_to_agent += c.sent
+            target.bytes_from_agent += c.received
+            target.round_trips += c.requests
 
 
 def _widened_base(run: SyncRun, current: Version, new: ViewDef, changes: list[TypeChange]) -> Version:
