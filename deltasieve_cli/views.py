@@ -34,6 +34,14 @@ def pairs(kind: type = str):
     return parse
 
 
+#: `view add` and `view set`: what a sync does when a column the view reads changed at its source.
+ON_SCHEMA_CHANGE = click.option(
+    "--on-schema-change",
+    type=click.Choice(["evolve", "freeze"]),
+    help="When a column the view reads changes type at its source: evolve (the default) takes a lossless "
+    "widening such as numeric(14,2) to numeric(16,4) in place, no reload, and fails the sync on anything else; "
+    "freeze fails the sync on every change.",
+)
 #: `view add` and `view set`: the view's schedule (the service checks the range, 1 s to a year).
 EVERY_S = click.option(
     "--every-s",
@@ -96,6 +104,7 @@ def definition_options(verb: str):
             help="Keyless views: how far a pair may differ in COLUMN; repeatable.",
         ),
         EVERY_S,
+        ON_SCHEMA_CHANGE,
     ]
 
     def apply(f):
@@ -112,7 +121,7 @@ def definition_body(sql: str | None, table: str | None, options: dict) -> dict:
     if (sql is None) == (table is None):
         raise click.UsageError("give the view's SQL or --table SOURCE.TABLE (one of the two)")
     body: dict[str, object] = {"sql": sql} if sql is not None else {"table": table}
-    settings = ("strategy", "sample_size", "timestamps", "delete_flags", "column_types")
+    settings = ("strategy", "sample_size", "timestamps", "delete_flags", "column_types", "on_schema_change")
     for key in (*settings, "timestamp_lag_s", "reconcile_every"):
         if options[key] not in (None, {}):
             body[key] = options[key]
@@ -241,12 +250,19 @@ def view_show(client: Client, out: Output, name: str) -> None:
 @click.option(
     "--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows (0: none)."
 )
+@ON_SCHEMA_CHANGE
 def view_set(
-    client: Client, out: Output, name: str, every_s: int | None, no_schedule: bool, sample_size: int | None
+    client: Client,
+    out: Output,
+    name: str,
+    every_s: int | None,
+    no_schedule: bool,
+    sample_size: int | None,
+    on_schema_change: str | None,
 ) -> None:
     """Change settings of view NAME that keep its rows, version and sync history (PATCH): its
-    schedule, its sample's size (the next sync resizes it). What is not given is kept; then
-    the view is printed."""
+    schedule, its sample's size (the next sync resizes it), its schema policy. What is not
+    given is kept; then the view is printed."""
     if every_s is not None and no_schedule:
         raise click.UsageError("--every-s and --no-schedule contradict each other: give one")
     body: dict = {}
@@ -254,8 +270,12 @@ def view_set(
         body["schedule"] = {"every_s": every_s} if every_s is not None else None
     if sample_size is not None:
         body["sample_size"] = sample_size
+    if on_schema_change is not None:
+        body["on_schema_change"] = on_schema_change
     if not body:
-        raise click.UsageError("nothing to change: give --every-s N, --no-schedule or --sample-size N")
+        raise click.UsageError(
+            "nothing to change: give --every-s N, --no-schedule, --sample-size N or --on-schema-change POLICY"
+        )
     changed = client.patch(f"/v1/views/{name}", body)
     out.json(changed) if out.as_json else out.show(view_fields(f"view {name}", changed))
 

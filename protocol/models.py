@@ -226,7 +226,27 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class SchemaChangeOut(BaseModel):
+    """A column of a site query whose type at the source is no longer the registered one."""
+
+    #: The source table and column it is read from (table None: not known, e.g. gone).
+    table: str | None
+    column: str
+    #: Logical types (protocol/types.py): when the view was registered, and now (None: gone).
+    old: str
+    new: str | None
+
+
 class ErrorOut(BaseModel):
-    """The body of every error answer: what went wrong and what to fix."""
+    """The body of every error answer: what went wrong and what to fix.
+
+    Agents before `code` existed answer `detail` alone; a warehouse reads the others when given.
+    """
 
     detail: str
+    code: str | None = Field(
+        default=None, description="what kind of error, for programs: schema_changed (409; `changes` lists them)"
+    )
+    changes: list[SchemaChangeOut] | None = Field(
+        default=None, description="schema_changed: the site query's columns whose type changed or that are gone"
+    )

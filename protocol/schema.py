@@ -6,6 +6,9 @@ into the same classes. One definition serves both, so the two cannot drift apart
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from protocol.models import ColumnOut, SchemaOut, TableOut
@@ -136,3 +139,23 @@ def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
             for t in tables
         ],
     ).model_dump()
+
+
+#: The header of an agent's extraction answer that holds the fingerprint of the columns of
+#: the tables the site query reads (`columns_fingerprint`): 36 bytes on the wire.
+FINGERPRINT_HEADER = "X-Schema-Fingerprint"
+#: Hex digits of a fingerprint: 48 bits, so that a change goes unseen with odds 2^-48.
+FINGERPRINT_HEX = 12
+
+
+def columns_fingerprint(tables: Iterable[TableInfo]) -> str:
+    """A short digest of the tables' names and columns (name, logical and declared type,
+    nullability), whatever their order: it changes when any of them does.
+
+    >>> t = TableInfo("t", (ColumnInfo("id", LogicalType.parse("int"), False, "integer"),), ("id",))
+    >>> wider = TableInfo("t", (ColumnInfo("id", LogicalType.parse("int"), False, "bigint"),), ("id",))
+    >>> len(columns_fingerprint([t])), columns_fingerprint([t]) == columns_fingerprint([wider])
+    (12, False)
+    """
+    described = sorted([t.name, [[c.name, str(c.type), c.declared, c.nullable] for c in t.columns]] for t in tables)
+    return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:FINGERPRINT_HEX]

@@ -35,7 +35,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
     @app.exception_handler(AgentError)
     async def _agent_error(request: Request, exc: AgentError):
         headers = {"Retry-After": str(RETRY_AFTER_S)} if isinstance(exc, Busy) else None
-        return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=headers)
+        return JSONResponse({"detail": exc.message, **exc.fields()}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(Unauthorized)
     async def _unauthorized(request: Request, exc: Unauthorized):

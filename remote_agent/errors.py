@@ -8,10 +8,16 @@ class AgentError(Exception):
 
     status = 400
     transient = False
+    #: What kind of error, for programs (ErrorOut.code); None: told by its status alone.
+    code: str | None = None
 
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+    def fields(self) -> dict:
+        """What the error answer holds besides `detail`: its code and what goes with it."""
+        return {"code": self.code} if self.code else {}
 
 
 class BadRequest(AgentError):
@@ -36,6 +42,23 @@ class SourceDataError(AgentError):
     """The source's data breaks an assumption (duplicate or NULL key, unreadable value)."""
 
     status = 409
+
+
+class SchemaChanged(SourceDataError):
+    """Columns of the site query are no longer of the types the view was registered with.
+
+    `changes` lists them, one {"table", "column", "old", "new"} each (new: None when gone):
+    the warehouse reads them to tell or to take the change (protocol.models.SchemaChangeOut).
+    """
+
+    code = "schema_changed"
+
+    def __init__(self, message: str, changes: list[dict]):
+        super().__init__(message)
+        self.changes = changes
+
+    def fields(self) -> dict:
+        return {"code": self.code, "changes": self.changes}
 
 
 class SourceUnavailable(AgentError):

@@ -18,6 +18,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 from protocol import grouped, sitenames, sitesql
+from protocol.schema import columns_fingerprint
 from protocol.types import LogicalType
 from remote_agent.adapters.base import ColumnInfo, TableInfo
 from remote_agent.errors import BadRequest, Forbidden, UnsupportedQuery
@@ -61,6 +62,9 @@ class ValidatedQuery:
     intervals: tuple[tuple[tuple | None, tuple | None], ...] = field(repr=False, compare=False, default=())
     #: Whether the query is grouped (a multiset's distinct rows with their counts, sitesql.py).
     grouped: bool = False
+    #: The fingerprint of the columns of the tables it reads (protocol.schema.columns_fingerprint),
+    #: which each extraction answer names: the warehouse tells a change of those it does not read.
+    fingerprint: str = ""
 
     def within(
         self, intervals: Sequence[tuple[tuple | None, tuple | None]], ordered: Sequence[exp.Expression]
@@ -290,6 +294,7 @@ def validate_site_query(
         origins=tuple(o.origin for o in outputs),
         _key_columns=_key_columns(key, outputs, read, ordered, grouped=group is not None),
         grouped=group is not None,
+        fingerprint=columns_fingerprint({u.table.name: u.table for u in read.uses}.values()),
     )
 
 

@@ -57,6 +57,10 @@ MIGRATIONS: dict[int, str] = {
     3: """
     ALTER TABLE views ADD COLUMN applied TEXT;
     """,
+    # what kind of failure a failed sync had, for programs ("schema_changed"); NULL before this version
+    4: """
+    ALTER TABLE syncs ADD COLUMN error_code TEXT;
+    """,
 }
 
 ACTIVE = ("queued", "running")
@@ -232,6 +236,18 @@ class Catalog:
             with self._transaction():
                 self._conn.execute("UPDATE views SET options = ? WHERE name = ?", (json.dumps(options.stored()), name))
         return self.view(name)
+
+    def adopt_definition(self, name: str, before: dict, definition: dict) -> bool:
+        """Give view `name` `definition` if its definition is still `before` (a sync took a
+        widening of its columns: pipeline/schema_policy.py); whether it did."""
+        with self._lock:
+            return (
+                self._conn.execute(
+                    "UPDATE views SET definition = ? WHERE name = ? AND definition = ?",
+                    (json.dumps(definition), name, json.dumps(before)),
+                ).rowcount
+                == 1
+            )
 
     def upgrade_definitions(self, upgrade: Callable[[dict], dict | None]) -> list[str]:
         """Store `upgrade(definition)` for every view it gives a new definition for; their names.

@@ -16,9 +16,10 @@ from service.records import SyncRecord, ViewRecord
 from service.settings import ServiceSettings
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
+from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
 from warehouse.pipeline.sync import Endpoint, SyncRun
 from warehouse.spark import executor_import_error
-from warehouse.store.versions import ViewStore
+from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.sketch.prep import Preparations
 from warehouse.viewdef import ViewDef
 
@@ -59,6 +60,7 @@ class SyncRunner:
             current = self.store(sync.view).current()
             if current is not None and current.sync_id == sync.id:
                 # It committed, but the process died before the catalog heard of it.
+                self._adopt(sync.view, current)
                 self.catalog.update_sync(
                     sync.id,
                     status="succeeded",
@@ -116,7 +118,7 @@ class SyncRunner:
         t0 = time.monotonic()
         progress = _Progress(self.catalog, sync_id, eta.expected_seconds(self.catalog.syncs(view_name, 20), verify))
 
-        run: SyncRun | None = None
+        run: PolicedSync | None = None
         generation = None
         try:
             view = self.catalog.view(view_name)
@@ -125,9 +127,10 @@ class SyncRunner:
                 raise RuntimeError("the service was started without Spark (start_spark=False)")
             spark, generation = self.engine.current()
             spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
-            run = SyncRun(
+            store = self.store(view_name)
+            sync = SyncRun(
                 spark,
-                self.store(view_name),
+                store,
                 view_name,
                 definition,
                 self._endpoints(definition),
@@ -137,13 +140,17 @@ class SyncRunner:
                 self.sketches,
                 ViewDef.from_json(view.applied) if view.applied is not None else None,
             )
-            metrics = run.run().to_json()
+            options = view.options
+            run = PolicedSync(sync, view.sql, options.on_schema_change, options.stamps, options.strategy)
+            metrics = run().to_json()
+            self._adopt(view_name, store.current())
             progress.close()
         except WarehouseError as exc:
             progress.close()
-            error = ENGINE_LOST if self._engine_lost(generation) else exc.message
+            lost = self._engine_lost(generation)
+            error = ENGINE_LOST if lost else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
-            self._failed(view_name, sync_id, error, run, t0)
+            self._failed(view_name, sync_id, error, run, t0, None if lost else exc.code)
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
             log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
@@ -161,13 +168,23 @@ class SyncRunner:
             with self._lock:
                 self.futures.pop(sync_id, None)
 
-    def _failed(self, view: str, sync_id: str, error: str, run: SyncRun | None, t0: float) -> None:
-        """Record a failed sync with what it measured before it failed."""
-        metrics = run.metrics.to_json() if run else {}
+    def _failed(
+        self, view: str, sync_id: str, error: str, run: PolicedSync | None, t0: float, code: str | None = None
+    ) -> None:
+        """Record a failed sync with what it measured before it failed, and its error's code."""
+        metrics = run.run.metrics.to_json() if run else {}
         self.catalog.update_sync(
-            sync_id, status="failed", finished_at=now(), error=error, progress=None, metrics=metrics
+            sync_id, status="failed", finished_at=now(), error=error, error_code=code, progress=None, metrics=metrics
         )
         self.metrics.finished(view, "failed", metrics, time.monotonic() - t0)
+
+    def _adopt(self, view: str, current: Version | None) -> None:
+        """Store the definition the view's current version was committed with, when the sync
+        that committed it took a widening (pipeline/schema_policy.py)."""
+        stored = self.catalog.view(view).definition
+        definition = adopted_definition(current, stored)
+        if definition is not None and self.catalog.adopt_definition(view, stored, definition):
+            log.info("view %s: took the widened column types of version %s", view, current and current.number)
 
 
 class _Progress:

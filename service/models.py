@@ -8,7 +8,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocol.models import TableOut
 from warehouse.strategies import STRATEGIES
-from warehouse.view_options import DEFAULT_LAG_S, DEFAULT_RECONCILE_EVERY, DEFAULT_STRATEGY
+from warehouse.view_options import (
+    DEFAULT_LAG_S,
+    DEFAULT_RECONCILE_EVERY,
+    DEFAULT_SCHEMA_POLICY,
+    DEFAULT_STRATEGY,
+    SchemaPolicy,
+)
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
@@ -108,6 +114,12 @@ MAX_LAG_S = 86_400
 
 #: The largest sample a view may keep (its rows are held in memory while a sync keeps it).
 MAX_SAMPLE_SIZE = 1_000_000
+SCHEMA_POLICY_HELP = (
+    "what a sync does when a column the view reads changed at its source: evolve (a lossless widening such as "
+    "decimal(14,2) to decimal(16,4) is taken in place, the stored rows cast, no reload; anything else fails the "
+    "sync with error_code schema_changed) or freeze (every such change fails the sync so). Changes invisible at "
+    "the view's logical types (int to bigint, real to double precision, varchar(n) to text) pass under both"
+)
 SAMPLE_HELP = (
     "keep a uniform random sample of at most this many of the view's rows (0: none), maintained from each "
     "sync's delta (Gemulla and Lehner's deferred maintenance: candidate log, stack/nomem refresh) and "
@@ -200,6 +212,7 @@ class ViewIn(ViewSource):
     sample_size: int = Field(default=0, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
     schedule: ScheduleIn | None = Field(default=None, description=SCHEDULE_HELP)
     column_types: dict[str, str] = Field(default_factory=dict, max_length=64, description=COLUMN_TYPES_HELP)
+    on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
 
 
 class ViewRedefine(ViewSource):
@@ -234,6 +247,10 @@ class ViewRedefine(ViewSource):
     column_types: dict[str, str] | None = Field(
         default=None, max_length=64, description=f"{COLUMN_TYPES_HELP}. Left out: kept"
     )
+    on_schema_change: SchemaPolicy | None = Field(
+        default=None,
+        description=f"{SCHEMA_POLICY_HELP}. Left out (or null): kept; changing it alone keeps the view's rows",
+    )
 
 
 class ViewSettings(BaseModel):
@@ -242,6 +259,7 @@ class ViewSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     sample_size: int | None = Field(default=None, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
     schedule: ScheduleIn | None = Field(default=None, description=f"{SCHEDULE_HELP}. Left out: kept (null removes it)")
+    on_schema_change: SchemaPolicy | None = Field(default=None, description=f"{SCHEMA_POLICY_HELP}. Left out: kept")
 
 
 class SiteOut(BaseModel):
@@ -290,6 +308,7 @@ class ViewOut(BaseModel):
     schedule: ScheduleIn | None = Field(
         default=None, description="when the service syncs the view by itself (null: never)"
     )
+    on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
     next_run_at: str | None = Field(
         default=None,
         description="when the next scheduled sync is due (ISO 8601, UTC; in the past: due now, the scheduler "
@@ -309,6 +328,12 @@ class SyncOut(BaseModel):
     view: str
     status: Literal["queued", "running", "succeeded", "failed"]
     error: str | None
+    error_code: str | None = Field(
+        default=None,
+        description="what kind of failure, for programs: schema_changed (a column the view reads changed at its "
+        "source in a way the view's on_schema_change does not take; `error` names table, column, old and new type "
+        "and the ways out); null for other failures and for syncs that did not fail",
+    )
     created_at: str
     started_at: str | None
     finished_at: str | None

@@ -50,3 +50,5 @@ class SyncRecord:
     #: What started it: "api" (POST .../syncs) or "schedule"; "redefine" for a sync that
     #: applies a redefinition, whatever started it.
     trigger: str
+    #: What kind of failure it had, for programs ("schema_changed"); None otherwise.
+    error_code: str | None = None

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from protocol import frames
 from protocol.models import ColumnSampleOut, ColumnSampleRequest
+from protocol.schema import FINGERPRINT_HEADER
 from warehouse.errors import AgentRejected, AgentUnavailable, ProtocolError
 
 #: Seconds to wait for a connection to the agent.
@@ -114,6 +115,9 @@ class AgentClient:
             raise AgentRejected("the agent token holds characters an HTTP header cannot carry (ASCII only)")
         self.deadline_s = deadline_s
         self.counter = ByteCounter()
+        #: The fingerprint of the columns of the tables the last extraction read, as its answer
+        #: named it (protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
+        self.fingerprint: str | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=self.url,
@@ -135,9 +139,9 @@ class AgentClient:
     def round_trips(self) -> int:
         return self.counter.requests
 
-    def schema(self) -> dict:
-        """The agent's exposed tables, columns, types and keys."""
-        response = self._call("GET", "/v1/schema")
+    def schema(self, tables: list[str] | None = None) -> dict:
+        """The agent's exposed tables, columns, types and keys (only `tables`, if given)."""
+        response = self._call("GET", "/v1/schema", params={"table": tables} if tables is not None else None)
         return response.json()
 
     def column_sample(self, request: ColumnSampleRequest) -> ColumnSampleOut:
@@ -159,6 +163,7 @@ class AgentClient:
                 if response.status_code != 200:
                     response.read()
                     raise _rejection(response)
+                self.fingerprint = response.headers.get(FINGERPRINT_HEADER, self.fingerprint)
                 finished = False
                 for frame in frames.read_frames(self._within_deadline(response.iter_bytes(), path)):
                     if finished:
@@ -168,7 +173,12 @@ class AgentClient:
                         info = frame.json()
                         if info.get("transient"):
                             raise AgentUnavailable(f"agent at {self.url}: {info.get('detail')}")
-                        raise AgentRejected(f"agent at {self.url}: {info.get('detail')}", info.get("status"))
+                        raise AgentRejected(
+                            f"agent at {self.url}: {info.get('detail')}",
+                            info.get("status"),
+                            info.get("code"),
+                            info.get("changes"),
+                        )
                     if frame.kind == frames.SUMMARY:
                         finished = True
                     yield frame
@@ -193,10 +203,10 @@ class AgentClient:
                 )
             yield chunk
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
+    def _call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> httpx.Response:
         self.counter.requests += 1
         try:
-            response = self._http.request(method, path, json=body)
+            response = self._http.request(method, path, json=body, params=params)
         except httpx.TimeoutException as exc:
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
@@ -221,10 +231,11 @@ def _transport_failure(url: str, exc: httpx.TransportError, what: str) -> Except
 
 def _rejection(response: httpx.Response) -> Exception:
     try:
-        detail = response.json().get("detail")
+        body = response.json()
+        detail = body.get("detail")
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
-        detail = response.text[:500]
+        body, detail = {}, response.text[:500]
     message = f"agent answered {response.status_code}: {detail}"
     if response.status_code in (429, 502, 503, 504):
         return AgentUnavailable(message)
-    return AgentRejected(message, response.status_code)
+    return AgentRejected(message, response.status_code, body.get("code"), body.get("changes"))

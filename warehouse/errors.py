@@ -7,6 +7,8 @@ class WarehouseError(Exception):
     """Root of the warehouse's errors."""
 
     transient = False
+    #: What kind of failure, for programs (the sync record's error_code); None: not told apart.
+    code: str | None = None
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -22,13 +24,25 @@ class AgentUnavailable(WarehouseError):
 class AgentRejected(WarehouseError):
     """The agent refused the request (bad token, forbidden table, unsupported query...)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(
+        self, message: str, status: int | None = None, code: str | None = None, changes: list[dict] | None = None
+    ):
         super().__init__(message)
         self.status = status
+        #: The agent's code for the refusal and, for "schema_changed", the changed columns
+        #: (protocol.models.ErrorOut); None from an agent that predates them.
+        self.agent_code = code
+        self.changes = changes or []
 
 
 class SourceDataError(WarehouseError):
     """Source data breaks an assumption of the view (duplicate or NULL key, changed column)."""
+
+
+class SchemaChanged(WarehouseError):
+    """A column the view reads changed at its source in a way its schema policy does not take."""
+
+    code = "schema_changed"
 
 
 class ProtocolError(WarehouseError):

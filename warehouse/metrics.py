@@ -159,6 +159,8 @@ class SiteMetrics(SiteDetails, Traffic):
     fragment_updated: int | None = None
     fragment_deleted: int | None = None
     full_ship_estimate_bytes: int | None = None
+    #: Changes of the site's tables that the view's columns do not show (source_columns.py).
+    schema_changes: list[dict] | None = None
 
     def to_json(self) -> dict:
         return _json(self)
@@ -197,6 +199,12 @@ class SyncMetrics(SiteDetails, Traffic):
     agent_timings: dict[str, float] | None = None
     retries: int = 0
     attempts: list[Attempt] = field(default_factory=list)
+    #: Columns whose type changed at the source, met by this sync: {table, column, old, new,
+    #: action} each, action "widened" (taken in place) or "refused" (the sync failed with
+    #: error_code schema_changed; pipeline/schema_policy.py), or "none" for a change of the
+    #: site's tables the view's columns do not show (an unread column added or dropped,
+    #: a declared type changed under the same logical type; pipeline/source_columns.py).
+    schema_changes: list[dict] | None = None
     groups_sent: int | None = None
     groups_identical: int | None = None
     groups_changed: int | None = None
@@ -251,4 +259,7 @@ class SyncMetrics(SiteDetails, Traffic):
         if len(sites) == 1:
             for name in (f.name for f in fields(SiteDetails)):
                 setattr(self, name, getattr(sites[0], name))
+        noticed = [change for m in sites for change in m.schema_changes or []]
+        if noticed:  # after those the schema policy took (widened), if any
+            self.schema_changes = [*(self.schema_changes or []), *noticed]
         self.sites = sites

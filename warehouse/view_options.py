@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +25,11 @@ STORED_VIEW_STRATEGY = "group_hash"
 DEFAULT_LAG_S = 5.0
 #: Syncs between two full reconciliations (a differencing strategy over the whole site query).
 DEFAULT_RECONCILE_EVERY = 24
+#: What a sync does when a column the view reads changed at its source: "evolve" takes a
+#: lossless widening in place (viewdef/widening.py) and fails on anything else; "freeze"
+#: fails on every change. A view stored before the option existed evolves.
+SchemaPolicy = Literal["evolve", "freeze"]
+DEFAULT_SCHEMA_POLICY: SchemaPolicy = "evolve"
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,8 @@ class ViewOptions(BaseModel):
     #: Rows of the random sample the view keeps (0: none).
     sample_size: int = 0
     schedule: Schedule | None = None
+    #: What a sync does when a column the view reads changed at its source (SchemaPolicy).
+    on_schema_change: SchemaPolicy = DEFAULT_SCHEMA_POLICY
 
     @classmethod
     def of(
@@ -126,21 +133,24 @@ class ViewOptions(BaseModel):
         sample_size: int = 0,
         schedule: Schedule | dict | None = None,
         column_types: dict[str, str] | None = None,
+        on_schema_change: str = DEFAULT_SCHEMA_POLICY,
     ) -> ViewOptions:
-        """The options of a view defined with these checked settings (match, sample and
-        schedule stored only when it has them).
+        """The options of a view defined with these checked settings (match, sample, schedule
+        and a schema policy other than the default stored only when it has them).
 
         >>> ViewOptions.of("auto", StampSettings(), sample_size=10).stored()["sample_size"]
         10
         >>> "match" in ViewOptions.of("auto", StampSettings()).stored()
         False
+        >>> ViewOptions.of("auto", StampSettings(), on_schema_change="freeze").on_schema_change
+        'freeze'
         """
         given: dict[str, Any] = {"strategy": strategy, **stamps.to_options()}
         if match:
             given["match"] = match
         if column_types:
             given["column_types"] = dict(column_types)
-        return cls.model_validate(given).sized(sample_size).scheduled(schedule)
+        return cls.model_validate(given).sized(sample_size).scheduled(schedule).policed(on_schema_change)
 
     @cached_property
     def stamps(self) -> StampSettings:
@@ -162,6 +172,15 @@ class ViewOptions(BaseModel):
     def scheduled(self, schedule: Schedule | dict | None) -> ViewOptions:
         """These options with `schedule` (None: without one)."""
         return self._with("schedule", schedule)
+
+    def policed(self, on_schema_change: str) -> ViewOptions:
+        """These options with schema policy `on_schema_change` (the default is not stored, so
+        that options stored before the policy existed store again unchanged).
+
+        >>> ViewOptions.model_validate({"strategy": "sketch"}).policed("evolve").stored()
+        {'strategy': 'sketch'}
+        """
+        return self._with("on_schema_change", None if on_schema_change == DEFAULT_SCHEMA_POLICY else on_schema_change)
 
     def _with(self, name: str, value: Any) -> ViewOptions:
         """These options with option `name` set to `value`, or left out for None."""

@@ -17,6 +17,7 @@ from fastapi.responses import StreamingResponse
 
 from protocol import frames
 from protocol.iblt import Iblt
+from protocol.schema import FINGERPRINT_HEADER
 from protocol.wire import HASH, UID, key_values
 from remote_agent.deps import (
     Authorized,
@@ -30,6 +31,7 @@ from remote_agent.deps import (
 )
 from remote_agent.errors import AgentError, BadRequest, Busy
 from remote_agent.routes.responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
+from remote_agent.sitequery import ValidatedQuery
 from remote_agent.state import AgentState
 from remote_agent.strategies.checks import check_columns, key_columns
 from remote_agent.strategies.extraction import Extraction
@@ -93,7 +95,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         query_plan=control.query_plan,
         source_snapshot=control.source_snapshot,
     )
-    return _stream(state, work.run())
+    return _stream(state, query, work.run())
 
 
 @router.post("/ranges", operation_id="range_checksums", **FRAMES_ROUTE)
@@ -107,6 +109,7 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
     wanted = range_set(query.key, [_batch(f) for f in parsed[1:]])
     return _stream(
         state,
+        query,
         range_scan(
             state.adapter_for(control.site),
             query,
@@ -154,6 +157,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
     try:
         return _stream(
             state,
+            query,
             sketch_answer(
                 state.adapter_for(control.site),
                 query,
@@ -186,6 +190,7 @@ async def fetch(state: StateDep, _: Authorized, parsed: Frames, control: FetchRe
         keys.extend(key_values(batch, query.key))
     return _stream(
         state,
+        query,
         fetch_rows(
             state.adapter_for(control.site),
             query,
@@ -205,6 +210,7 @@ async def snapshot_diff(state: StateDep, _: Authorized, parsed: Frames, control:
         raise BadRequest(f"a snapshot_diff request is its control frame alone; got {[f.kind for f in parsed[1:]]!r}")
     return _stream(
         state,
+        query,
         snapshot_diff_answer(
             state.adapter_for(control.site),
             query,
@@ -217,8 +223,9 @@ async def snapshot_diff(state: StateDep, _: Authorized, parsed: Frames, control:
     )
 
 
-def _stream(state: AgentState, work: Iterator[bytes]) -> StreamingResponse:
-    """The answer, streamed while holding one of the agent's extraction slots (429 if none is free)."""
+def _stream(state: AgentState, query: ValidatedQuery, work: Iterator[bytes]) -> StreamingResponse:
+    """The answer, streamed while holding one of the agent's extraction slots (429 if none is free),
+    with the fingerprint of the columns of the tables `query` reads (FINGERPRINT_HEADER)."""
     if not state.slots.acquire(blocking=False):
         raise Busy(f"this agent already runs {state.settings.max_concurrent_extractions} extraction(s); retry later")
 
@@ -228,7 +235,7 @@ def _stream(state: AgentState, work: Iterator[bytes]) -> StreamingResponse:
         except AgentError as exc:
             log.warning("extraction failed: %s", exc.message)
             yield frames.json_frame(
-                frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient}
+                frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient, **exc.fields()}
             )
         except Exception as exc:  # the status line is gone: report in-band
             log.exception("extraction failed")
@@ -238,7 +245,8 @@ def _stream(state: AgentState, work: Iterator[bytes]) -> StreamingResponse:
         finally:
             state.slots.release()
 
-    return StreamingResponse(body(), media_type=frames.MEDIA_TYPE)
+    headers = {FINGERPRINT_HEADER: query.fingerprint}
+    return StreamingResponse(body(), media_type=frames.MEDIA_TYPE, headers=headers)
 
 
 def _batch(frame: frames.Frame) -> pa.RecordBatch:

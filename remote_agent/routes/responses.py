@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from protocol import frames
 from protocol.models import ErrorOut
+from protocol.schema import FINGERPRINT_HEADER
 
 #: Seconds a client is told to wait after a 429.
 RETRY_AFTER_S = 5
@@ -13,7 +14,7 @@ ERROR_STATUSES = {
     400: "malformed request: bad frames, control message, key or unit set; or a control message of another protocol version",
     401: "missing or wrong bearer token",
     403: "the site query names a table or column this agent does not expose",
-    409: "the source's data breaks an assumption (schema changed, NULL or duplicate key)",
+    409: "the source's data breaks an assumption (NULL or duplicate key), or its schema changed since the view was registered (code schema_changed, the changed columns in changes)",
     410: "the sketch session named is no longer held by the agent (expired or dropped): start the exchange again",
     413: "the request body exceeds the agent's limit (AGENT_MAX_BODY_BYTES)",
     422: "the site query is not a SELECT-project-join the agent will run",
@@ -33,6 +34,13 @@ FRAMES_BODY = {
 FRAMES_ANSWER = {
     "description": "binary frames, ending with a summary frame, or an error frame if the extraction failed midway",
     "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    "headers": {
+        FINGERPRINT_HEADER: {
+            "description": "a fingerprint of the columns (names, types, nullability) of the tables the site query reads "
+            "(protocol/schema.py columns_fingerprint): when it changes, GET /v1/schema?table=... says how",
+            "schema": {"type": "string"},
+        }
+    },
 }
 
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 from protocol.models import SiteColumn
 from protocol.types import Column
 from protocol.wire import HASH
-from remote_agent.errors import BadRequest, SourceDataError, example_row
+from remote_agent.errors import BadRequest, SchemaChanged, SourceDataError, example_row
 from remote_agent.sitequery import ValidatedQuery
 
 
@@ -21,29 +21,46 @@ def wire_hashes(batch: pa.RecordBatch, bits: int, what: str, setting: str) -> li
 
 
 def check_columns(query: ValidatedQuery, expected: list[SiteColumn]) -> None:
-    """Refuse a site query whose columns at the source no longer match the registered ones."""
+    """Refuse a site query whose columns at the source no longer match the registered ones
+    (SchemaChanged: the prose for people, the changed columns for the warehouse)."""
     got = [{"name": c.name, "type": str(c.type)} for c in query.columns]
     want = [{"name": c.name, "type": c.type} for c in expected]
     if got == want:
         return
     origins = dict(zip((c.name for c in query.columns), query.origins))
     have = {g["name"]: g["type"] for g in got}
-    problems = []
+    problems, changes = [], []
     for w in want:
         name = w["name"]
         if name not in have:
             problems.append(f"column {name!r} is gone")
+            changes.append(_change(None, name, w["type"], None))
         elif have[name] != w["type"]:
+            origin = origins.get(name, name)
             problems.append(
-                f"column {name!r} ({origins.get(name, name)}) is {have[name]} at the source but was {w['type']} when the view was registered"
+                f"column {name!r} ({origin}) is {have[name]} at the source but was {w['type']} when the view was registered"
             )
+            changes.append(_change(origin, name, w["type"], have[name]))
     problems += [f"column {g['name']!r} is new" for g in got if g["name"] not in {w["name"] for w in want}]
     if not problems:
         problems.append(f"the columns are now {[g['name'] for g in got]} instead of {[w['name'] for w in want]}")
-    raise SourceDataError(
+    raise SchemaChanged(
         f"the source schema of {query.where()} changed since the view was registered: {'; '.join(problems)}. "
-        "Restore the column at the source, or redefine the view to match the new schema (PUT its definition again)"
+        "Restore the column at the source, or redefine the view to match the new schema (PUT its definition again)",
+        changes,
     )
+
+
+def _change(origin: str | None, name: str, old: str, new: str | None) -> dict:
+    """One changed column as SchemaChanged lists it; `origin` is "table.column" (None: unknown).
+
+    >>> _change("orders.amount", "amount", "decimal(14,2)", "decimal(16,4)")
+    {'table': 'orders', 'column': 'amount', 'old': 'decimal(14,2)', 'new': 'decimal(16,4)'}
+    >>> _change(None, "who", "text", None)["table"] is None
+    True
+    """
+    table, _, column = origin.rpartition(".") if origin else ("", "", name)
+    return {"table": table or None, "column": column, "old": old, "new": new}
 
 
 def duplicate_key(k, query: ValidatedQuery, batch: pa.RecordBatch, keys: list) -> SourceDataError:

@@ -34,7 +34,7 @@ from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
-from warehouse.view_options import Schedule, ViewOptions
+from warehouse.view_options import DEFAULT_SCHEMA_POLICY, Schedule, ViewOptions
 from warehouse.viewdef import (
     ViewDef,
     ViewDefinitionError,
@@ -68,6 +68,7 @@ def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Schedul
         match=options.match,
         source_column_types=options.column_types,
         sample_size=options.sample_size,
+        on_schema_change=options.on_schema_change,
         **schedule_fields(row, catalog, scheduler is not None),
         redefinition_pending=row.applied is not None,
         created_at=row.created_at,
@@ -80,8 +81,8 @@ def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:
 
 
 def _unsized(options: ViewOptions) -> dict:
-    """The options that decide a view's rows: all but its sample's size and its schedule."""
-    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule")}
+    """The options that decide a view's rows: all but its sample's size, its schedule and its schema policy."""
+    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule", "on_schema_change")}
 
 
 def _stored(row: ViewRecord, catalog: Catalog, scheduler: Scheduler | None) -> ViewOut:
@@ -101,6 +102,7 @@ def _analyze(
     sample_size: int = 0,
     schedule: ScheduleIn | Schedule | None = None,
     column_types: dict[str, str] | None = None,
+    on_schema_change: str = DEFAULT_SCHEMA_POLICY,
 ) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options."""
     definition, schemas = _define(view, catalog, settings)
@@ -116,7 +118,9 @@ def _analyze(
         _check_samples(asked, catalog, settings)  # the agents last, once everything else is right
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
-    options = ViewOptions.of(strategy, stamps, match, sample_size, _schedule(schedule), column_types)
+    options = ViewOptions.of(
+        strategy, stamps, match, sample_size, _schedule(schedule), column_types, on_schema_change=on_schema_change
+    )
     # delete flags are compared as their sources store them, whatever column_types ask
     return apply_delete_flags(definition, stamps, schemas), options
 
@@ -211,7 +215,16 @@ def create_view(
     )
     match = body.match.model_dump() if body.match is not None else None
     definition, options = _analyze(
-        body, catalog, settings, body.strategy, stamps, match, body.sample_size, body.schedule, body.column_types
+        body,
+        catalog,
+        settings,
+        body.strategy,
+        stamps,
+        match,
+        body.sample_size,
+        body.schedule,
+        body.column_types,
+        body.on_schema_change,
     )
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
     return _stored(row, catalog, scheduler)
@@ -254,9 +267,10 @@ def redefine_view(
     match = body.match.model_dump() if body.match is not None else current_options.match
     sample_size = body.sample_size if body.sample_size is not None else current_options.sample_size
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
+    policy = body.on_schema_change or current_options.on_schema_change
     column_types = body.column_types if body.column_types is not None else current_options.column_types
     definition, options = _analyze(
-        body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types
+        body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy
     )
     sql = _stored_sql(body, definition)
     if (sql, definition.to_json(), _unsized(options)) == (
@@ -283,7 +297,7 @@ def redefine_view(
 def change_view_settings(
     name: str, body: ViewSettings, catalog: CatalogDep, scheduler: SchedulerDep, _: ApiKey
 ) -> ViewOut:
-    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it) and `schedule` (null removes it)."""
+    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it), `schedule` (null removes it) and `on_schema_change`."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -293,6 +307,8 @@ def change_view_settings(
         options = options.sized(body.sample_size)
     if "schedule" in body.model_fields_set:
         options = options.scheduled(_schedule(body.schedule))
+    if body.on_schema_change is not None:
+        options = options.policed(body.on_schema_change)
     return _stored(catalog.set_view_options(name, options), catalog, scheduler)
 
 

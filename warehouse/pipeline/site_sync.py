@@ -33,6 +33,7 @@ from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.options import SyncOptions
+from warehouse.pipeline import source_columns
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
@@ -142,6 +143,8 @@ class SiteRun:
         )
         #: what extract gave, once it has run (build_fragment reads it)
         self.extracted: Extracted | None = None
+        #: the columns of the tables the site query reads, once extract has run (source_columns.py)
+        self.columns: source_columns.Seen | None = None
 
     @property
     def strategy(self) -> Strategy | None:
@@ -156,6 +159,9 @@ class SiteRun:
             planned = self._timed("plan_groups", self.plan_groups, projected)
             answer = self._timed("exchange_units", self.exchange_units, planned.strategy)
             answer = self._timed("regroup", self.regroup, planned.strategy, answer)
+            kept = source_columns.load(self.current.site_dir(self.index) if self.current is not None else None)
+            self.columns, noticed = source_columns.observe(self.client, self.site, kept)
+            self.metrics.schema_changes = noticed or None
         finally:
             self.client.close()
             for name, value in self.traffic().items():
@@ -282,6 +288,8 @@ class SiteRun:
             m.fragment_written, m.overlay_rows = "whole", 0
         try:
             self._stage_common(staged, planned, Built(result, touched_rows))
+            if self.columns is not None:
+                source_columns.save(staged.site_dir(self.index), self.columns)
         except BaseException:
             result.release()
             raise

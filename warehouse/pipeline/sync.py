@@ -84,6 +84,10 @@ class SyncRun:
     #: The definition the stored rows follow when it is not `view` and their version does not
     #: say (stored before versions recorded it): the catalog's, while a redefinition waits.
     follows: ViewDef | None = None
+    #: The version to start from instead of the current one (its copy widened to the types of
+    #: `view`: pipeline/schema_policy.py), and what else to store in the committed version's meta.
+    base: Version | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
@@ -103,6 +107,8 @@ class SyncRun:
         try:
             self.stored: Version | None = self.store.current()
             self.old = redefine.pending(self.stored, self.follows, self.view)  # a redefinition to apply
+            if self.old is not None and self.old.to_json() == self.meta.get("definition_before"):
+                self.old = None  # not a redefinition: a widening in place, from `base` (schema_policy.py)
             if self.old is not None and projection(self.old, self.view) is not None:
                 self._timed("project_rows", self.project_rows)
             else:
@@ -158,8 +164,7 @@ class SyncRun:
         faults.checkpoint("delta_written")
 
     def redefine_delta(self) -> None:
-        """Apply a redefinition read in full: the delta becomes the difference from the old view
-        to the new one, and the sites that keep their key keep their statistics."""
+        """Apply a redefinition read in full: the delta from the old view to the new one (and statistics kept)."""
         assert self.stored is not None and self.old is not None, "a redefinition changes stored rows"
         m = self.metrics
         (m.rows_inserted, m.rows_updated, m.rows_deleted), m.redefinition = redefine.compared(
@@ -168,10 +173,9 @@ class SyncRun:
         faults.checkpoint("delta_written")
 
     def extract_sites(self) -> list[SiteRun]:
-        """Extract every site query from its agent, the sites side by side; their runs (as a
-        load when the sync applies a redefinition: the new definition is read in full)."""
+        """Extract every site query from its agent, side by side (a redefinition: read in full)."""
         self.staging = self.store.staging(self.sync_id)
-        self.current: Version | None = None if self.old is not None else self.stored
+        self.current: Version | None = None if self.old is not None else (self.base or self.stored)
         #: the current version's random sample, read once: kept by maintain_sample, and for
         #: a one-site keyed view the rows its cost model is measured on (site_sync.py)
         self.sample = view_sample.load(self.current)
@@ -279,12 +283,8 @@ class SyncRun:
             result.release()
         self.results, self.staged = results, checked
         if report["divergent_rows"]:
-            log.warning(
-                "verify sync %s of view %s: %d row(s) differ from a full read",
-                self.sync_id,
-                self.view_name,
-                report["divergent_rows"],
-            )
+            what = f"verify sync {self.sync_id} of view {self.view_name}"
+            log.warning("%s: %d row(s) differ from a full read", what, report["divergent_rows"])
         self.metrics.verify = report
 
     def assemble_view(self) -> ViewCounts:
@@ -476,17 +476,17 @@ class SyncRun:
         self._count_traffic()  # verify reads and failed attempts count too
         m.realized_benefit_bytes = (m.full_ship_estimate_bytes or 0) - m.bytes_to_agent - m.bytes_from_agent
         m.rows_after = m.rows_in_view
-        meta = {"version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view, "metrics": m.to_json()}
+        meta = {**self.meta, "version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view}
+        meta["metrics"] = m.to_json()
         meta["definition"] = self.view.to_json()  # what its rows follow: a redefinition waits for a sync
         committed = self.store.commit(self.staged, meta)
         faults.checkpoint("after_visible")
         self._prepare_sketches(committed)
 
     def _prepare_sketches(self, committed: Version) -> None:
-        """Queue background builds of the sketch tables the next sync would otherwise build
-        itself (sketch_prep.py). A view that may sketch asks for them: `sketch`, and `auto`
-        where this sync loaded the site or chose sketch for it (a site it handed to another
-        strategy will likely be handed to it again, and its table would go unused)."""
+        """Queue background builds of the sketch tables the next sync would build (sketch/prep.py)
+        for `sketch`, and for `auto` where this sync loaded the site or chose sketch for it (a
+        site handed to another strategy likely goes there again: its table would go unused)."""
         if self.sketches is None or self.options.strategy not in (Sketch.name, Auto.name):
             return
         sites = [

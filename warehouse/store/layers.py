@@ -241,10 +241,15 @@ def link_files(source: Path, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for entry in source.iterdir():
         if entry.is_file():
-            try:
-                os.link(entry, target / entry.name)
-            except OSError:
-                shutil.copy2(entry, target / entry.name)
+            link_file(entry, target / entry.name)
+
+
+def link_file(source: Path | str, target: Path | str) -> None:
+    """File `source` at `target` too: a hard link (a copy where the file system has none)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def grown(

@@ -18,6 +18,8 @@ Layout under `<data-dir>/views/<view>/`:
                                  upserts/, removed/), grown by incremental maintenance (join_delta.py)
     deltas/<sync-id>/            the sync's delta (__op + the view's columns)
     staging/<sync-id>/           work files of a running sync
+    staging/<sync-id>.widened/   the current version with wider column types, which a sync
+                                 that takes a widening starts from (widened.py)
 
 A sync writes everything under its staging directory, moves the finished version and delta
 into place, and then replaces CURRENT: that rename is the single step that makes the new
@@ -156,8 +158,14 @@ class ViewStore:
         fsync_dir(self.root)
         return Version(staged.number, staged.sync_id, final)
 
+    def widening(self, sync_id: str) -> Path:
+        """Where a sync that widens the view's columns keeps the widened copy it starts from
+        (store/widened.py): beside its staging directory, which each attempt starts afresh."""
+        return self.root / "staging" / f"{sync_id}.widened"
+
     def discard(self, sync_id: str) -> None:
         shutil.rmtree(self.root / "staging" / sync_id, ignore_errors=True)
+        shutil.rmtree(self.widening(sync_id), ignore_errors=True)
 
     def forget(self, sync_id: str) -> None:
         """Remove all a sync that never became current may have left: staging and delta."""

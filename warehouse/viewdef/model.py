@@ -82,17 +82,39 @@ class SiteQuery:
         """Whether it is a multiset's grouped site query (distinct rows with their counts)."""
         return any(c.name == COUNT_COLUMN for c in self.columns)
 
+    def tables(self) -> list[str]:
+        """The source tables it reads, in order of first mention (none if it does not parse)."""
+        try:
+            return list(dict.fromkeys(sitesql.exposed_name(t) for t in self.parse().find_all(exp.Table)))
+        except SqlglotError:
+            return []
+
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""
-        try:
-            names = list(dict.fromkeys(sitesql.exposed_name(t) for t in self.parse().find_all(exp.Table)))
-        except SqlglotError:
-            names = []
+        names = self.tables()
         if not names:
             return "the site query"
         if len(names) == 1:
             return f"table {names[0]!r}"
         return f"tables {', '.join(map(repr, names))} (joined)"
+
+    def origin(self, column: str) -> str:
+        """The source table and column an output column of the site query reads, "table.column"
+        (the column's own name when it is not one column of one table).
+
+        >>> SiteQuery("pg", 'SELECT o.id, o.amt AS amount FROM orders AS o', [], []).origin("amount")
+        'orders.amt'
+        """
+        try:
+            tree = self.parse()
+        except SqlglotError:
+            return column
+        tables = {t.alias_or_name: t.name for t in tree.find_all(exp.Table)}
+        for item in tree.expressions:
+            read = item.find(exp.Column)
+            if item.alias_or_name == column and read is not None:
+                return f"{tables.get(read.table, read.table)}.{read.name}"
+        return column
 
     @classmethod
     def from_json(cls, data: dict) -> SiteQuery:

@@ -66,3 +66,16 @@ def test_sample_and_schedule_are_set_and_removed():
     sized = options.sized(10).scheduled(Schedule(every_s=5))
     assert sized.stored() == {"strategy": "sketch", "sample_size": 10, "schedule": {"every_s": 5}}
     assert sized.sized(0).scheduled(None).stored() == {"strategy": "sketch"}
+
+
+def test_a_view_stored_before_the_schema_policy_evolves_and_is_stored_unchanged():
+    stored = json.dumps({"strategy": "sketch", "sample_size": 5})
+    options = ViewOptions.model_validate_json(stored)
+    assert options.on_schema_change == "evolve"
+    assert json.dumps(options.stored()) == stored
+    frozen = options.policed("freeze")
+    assert frozen.stored() == {"strategy": "sketch", "sample_size": 5, "on_schema_change": "freeze"}
+    assert frozen.sized(7).on_schema_change == "freeze"  # kept by the other settings' changes
+    assert frozen.policed("evolve").stored() == {"strategy": "sketch", "sample_size": 5}
+    with pytest.raises(ValueError, match="on_schema_change"):
+        ViewOptions.model_validate({"strategy": "sketch", "on_schema_change": "ignore"})

@@ -7,7 +7,7 @@ import pytest
 
 from protocol.models import SiteColumn
 from remote_agent.chunks import check_key
-from remote_agent.errors import SourceDataError, example_row
+from remote_agent.errors import SchemaChanged, SourceDataError, example_row
 from remote_agent.strategies.checks import check_columns, duplicate_key
 from tests.unit.remote_agent.test_sitequery import check
 
@@ -61,3 +61,14 @@ def test_duplicate_key_names_the_table_key_and_row():
 def test_example_rows_cut_long_values():
     text = example_row({"id": 1, "blob": "x" * 1000})
     assert text.startswith("{'id': 1, 'blob': 'xxx") and text.endswith("...}") and len(text) < 120
+
+
+def test_a_schema_change_lists_the_changed_columns_for_the_warehouse():
+    query = check("SELECT c.id, c.name AS who FROM customers c")
+    with pytest.raises(SchemaChanged) as caught:
+        check_columns(query, [SiteColumn(name="id", type="int"), SiteColumn(name="who", type="int")])
+    assert caught.value.fields() == {
+        "code": "schema_changed",
+        "changes": [{"table": "customers", "column": "name", "old": "int", "new": "text"}],
+    }
+    assert caught.value.status == 409

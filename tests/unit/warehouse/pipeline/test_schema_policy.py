@@ -1,0 +1,44 @@
+"""Which definition the catalog adopts from a committed version, and which schema changes a sync meets."""
+
+from __future__ import annotations
+
+import json
+
+from protocol.types import Column, LogicalType
+from warehouse.errors import AgentRejected, AgentUnavailable
+from warehouse.formats import STORAGE_FORMAT
+from warehouse.pipeline.schema_policy import adopted_definition, met_schema_change
+from warehouse.store.versions import Version
+from warehouse.viewdef import SiteQuery, ViewDef
+
+
+def _definition(amount: str) -> dict:
+    columns = [Column("id", LogicalType("int")), Column("amount", LogicalType.parse(amount))]
+    return ViewDef("SELECT ...", columns, ["id"], [SiteQuery("pg", "SELECT ...", columns, ["id"])]).to_json()
+
+
+def _version(tmp_path, **meta) -> Version:
+    version = Version(4, "s4", tmp_path / "4")
+    version.path.mkdir()
+    (version.path / "meta.json").write_text(json.dumps({"format": STORAGE_FORMAT, "version": 4, **meta}))
+    return version
+
+
+def test_the_definition_a_widening_sync_committed_is_adopted_once_and_only_over_the_one_it_replaced(tmp_path):
+    old, new, other = _definition("decimal(14,2)"), _definition("decimal(16,4)"), _definition("text")
+    widened = _version(tmp_path, definition=new, definition_before=old)
+    assert adopted_definition(widened, old) == new
+    assert adopted_definition(widened, new) is None  # adopted already
+    assert adopted_definition(widened, other) is None  # redefined since: its own definition stands
+    assert adopted_definition(None, old) is None
+    (widened.path / "meta.json").write_text(json.dumps({"format": STORAGE_FORMAT, "version": 4}))
+    assert adopted_definition(widened, old) is None  # an ordinary sync's version
+
+
+def test_a_schema_change_is_the_agents_code_a_refused_table_or_column_or_the_older_agents_words():
+    assert met_schema_change(AgentRejected("...", 409, "schema_changed", []))
+    assert met_schema_change(AgentRejected("not exposed", 403))
+    older = "agent answered 409: the source schema of table 't' changed since the view was registered: ..."
+    assert met_schema_change(AgentRejected(older, 409))
+    assert not met_schema_change(AgentRejected("key 3 occurs more than once", 409))
+    assert not met_schema_change(AgentUnavailable("timed out"))

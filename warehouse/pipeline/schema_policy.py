@@ -1,0 +1,273 @@
+"""A sync under its view's schema policy: a schema change met at a source is taken, or told.
+
+The agent refuses a site query whose columns are no longer of the registered types (409,
+code schema_changed) or that names a table or column it no longer exposes (403, 422).
+Then, in order: bind the view's SQL again against its sources' current schemas, as a
+definition is bound when it is stored → compare the two definitions column by column
+(viewdef/widening.py) → under `evolve`, when every difference is a lossless widening, run
+the sync again from a copy of the current version cast to the wider types (store/widened.py,
+no source read again) with the new definition, which is stored with the version the sync
+commits (meta.json "definition" beside "definition_before") and adopted by the catalog once
+the sync is recorded (`adopted_definition`); otherwise fail with SchemaChanged, naming
+table, column, old and new type and the ways out. The view keeps its last version then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pyarrow as pa
+
+from protocol.schema import SourceSchema
+from protocol.types import LogicalType
+from warehouse.agent_client import ByteCounter
+from warehouse.errors import AgentRejected, SchemaChanged, WarehouseError
+from warehouse.metrics import SyncMetrics
+from warehouse.multisets import combinations
+from warehouse.pipeline.failures import SCHEMA_DRIFT_STATUSES
+from warehouse.pipeline.source_schemas import fetch_schemas
+from warehouse.pipeline.sync import SyncRun
+from warehouse.store.versions import Version
+from warehouse.store.widened import widened_copy
+from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
+from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view
+from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes, widens
+
+#: How an agent that predates error codes words a schema change (remote_agent/strategies/checks.py).
+AGENT_SCHEMA_PROSE = "changed since the view was registered"
+#: The action a sync record lists for a change that failed the sync.
+REFUSED = "refused"
+
+
+def met_schema_change(exc: WarehouseError) -> bool:
+    """Whether a site's failure is its agent saying the source schema no longer fits the site query.
+
+    >>> met_schema_change(AgentRejected("agent answered 409: ...", 409, "schema_changed"))
+    True
+    >>> met_schema_change(AgentRejected("no table 'orders'", 422)), met_schema_change(AgentRejected("duplicate key", 409))
+    (True, False)
+    """
+    if not isinstance(exc, AgentRejected):
+        return False
+    if exc.agent_code == SchemaChanged.code or exc.status in SCHEMA_DRIFT_STATUSES:
+        return True
+    return exc.status == 409 and AGENT_SCHEMA_PROSE in exc.message
+
+
+class PolicedSync:
+    """One sync of a view under its schema policy; `run` is the SyncRun that ran last (its
+    metrics are the sync's, also when it failed)."""
+
+    def __init__(self, run: SyncRun, sql: str, policy: str, stamps: StampSettings, strategy: str):
+        self.run = run
+        self.sql = sql
+        self.policy = policy
+        self.stamps = stamps
+        self.strategy = strategy
+
+    def __call__(self) -> SyncMetrics:
+        try:
+            return self.run.run()
+        except WarehouseError as exc:
+            if not met_schema_change(exc):
+                raise
+            met = exc
+        old = self.run.view
+        new = self._rebound(met)
+        changes = type_changes(old, new)
+        if changes is None:
+            raise self._refused(
+                met, _agent_records(met), "the view no longer binds to the same columns, keys and site queries"
+            )
+        if not changes:  # the agent's refusal is not about types the view was bound with: told as it was
+            raise met
+        widening = all(c.widened for c in changes)
+        if self.policy == "evolve" and widening:
+            return self._widened(new, changes)
+        reason = (
+            f"the view's on_schema_change is {self.policy}, which takes no change"
+            if self.policy != "evolve"
+            else "only lossless widenings are taken in place (on_schema_change evolve)"
+        )
+        raise self._refused(met, _records(old, changes, REFUSED), reason, widening)
+
+    def _rebound(self, met: WarehouseError) -> ViewDef:
+        """The view's SQL bound again against its sources' current schemas (SchemaChanged when
+        it no longer binds: a table or column gone, no longer exposed, or of a type it cannot be)."""
+        run = self.run
+        endpoints = [(e.name, e.url, e.token) for e in run.endpoints.values()]
+        verify = next(iter(run.endpoints.values())).verify
+        options = run.options
+        counters: list[ByteCounter] = []
+        try:
+            schemas = fetch_schemas(
+                endpoints,
+                verify=verify,
+                read_timeout_s=options.agent_read_timeout_s,
+                deadline_s=options.agent_deadline_s,
+                counters=counters,
+            )
+        finally:
+            _count(run, counters)
+        try:
+            definition = analyze_view(self.sql, schemas)
+            check_settings(self.stamps, definition, schemas, self.strategy)
+        except ViewDefinitionError as exc:
+            records = _gone(run.view, schemas) or _agent_records(met)
+            raise self._refused(met, records, f"the view no longer binds to its sources: {exc.detail}") from None
+        return apply_delete_flags(definition, self.stamps, schemas)
+
+    def _widened(self, new: ViewDef, changes: list[TypeChange]) -> SyncMetrics:
+        """Run the sync again with definition `new`, from the current version widened to it."""
+        first = self.run
+        current = first.store.current()
+        base = _widened_base(first, current, new, changes) if current is not None else None
+        meta = {"definition": new.to_json(), "definition_before": first.view.to_json()}
+        self.run = replace(first, view=new, base=base, meta=meta)
+        self.run.metrics.attempts = list(first.metrics.attempts)  # the refused attempt's bytes count
+        self.run.metrics.schema_changes = _records(first.view, changes, WIDENED)
+        return self.run.run()
+
+    def _refused(self, met: WarehouseError, records: list[dict], reason: str, widening: bool = False) -> SchemaChanged:
+        """The failure of a sync that meets changes it does not take (`records`, as schema_changes;
+        `widening`: every one of them is a lossless widening)."""
+        view, run = self.run.view_name, self.run
+        run.metrics.schema_changes = records or None
+        listed = "; ".join(_told(r) for r in records)
+        what = f"{listed}. The sync does not take it: {reason}" if listed else reason
+        outs = [
+            "restore the column at the source (then sync again)",
+            f"or redefine the view to match the new schema (PUT /v1/views/{view})",
+        ]
+        if self.policy != "evolve" and records and widening:
+            outs.append(
+                f'or, every change being a lossless widening, let the view take it: PATCH /v1/views/{view} with {{"on_schema_change": "evolve"}}, then sync again'
+            )
+        return SchemaChanged(
+            f"the source schema changed under view {view!r}: {what}. The view keeps serving its last version. "
+            f"Ways out: {'; '.join(outs)}"
+        )
+
+
+def _count(run: SyncRun, counters: list[ByteCounter]) -> None:
+    """Count the schema reads' bytes with the refused attempt, and in the failed run's totals
+    (a run that takes the widening sums its attempts again when it commits)."""
+    m = run.metrics
+    for c in counters:
+        for target in [m, *m.attempts[-1:]]:
+            target.bytes_to_agent += c.sent
+            target.bytes_from_agent += c.received
+            target.round_trips += c.requests
+
+
+def _widened_base(run: SyncRun, current: Version, new: ViewDef, changes: list[TypeChange]) -> Version:
+    """The current version copied beside the sync's staging, cast to the types of `new`."""
+    sites: dict[int, dict[str, pa.DataType]] = {}
+    for c in changes:
+        if c.site is not None:
+            sites.setdefault(c.site, {})[c.column] = c.new.arrow()
+    was, now = (combinations.stored_view(v) if v.multiset and v.assembly else v for v in (run.view, new))
+    stored = {n.name: n.type.arrow() for o, n in zip(was.columns, now.columns, strict=True) if o.type != n.type}
+    return widened_copy(current, run.store.widening(run.sync_id), sites, stored)
+
+
+def _records(view: ViewDef, changes: list[TypeChange], action: str) -> list[dict]:
+    """The sync record's schema_changes: one per changed column of a site query, in source terms."""
+    out = []
+    for c in changes:
+        if c.site is None:
+            continue
+        site = view.sites[c.site]
+        table, _, column = site.origin(c.column).rpartition(".")
+        out.append(
+            {
+                "table": f"{site.source}.{table}" if table else site.source,
+                "column": column,
+                "old": str(c.old),
+                "new": str(c.new),
+                "action": action,
+            }
+        )
+    return out
+
+
+def _gone(view: ViewDef, schemas: dict[str, SourceSchema]) -> list[dict]:
+    """The site columns whose table or column the sources no longer expose, as schema_changes.
+
+    >>> from protocol.types import Column, LogicalType
+    >>> from protocol.schema import ColumnInfo, TableInfo
+    >>> from warehouse.viewdef import SiteQuery
+    >>> columns = [Column("id", LogicalType("int")), Column("amount", LogicalType("float"))]
+    >>> site = SiteQuery("pg", "SELECT o.id, o.amt AS amount FROM orders AS o", columns, ["id"])
+    >>> orders = TableInfo("orders", (ColumnInfo("id", LogicalType("int"), False, "integer"),), ("id",))
+    >>> _gone(ViewDef("", columns, ["id"], [site]), {"pg": SourceSchema("postgres", {"orders": orders})})
+    [{'table': 'pg.orders', 'column': 'amt', 'old': 'float', 'new': None, 'action': 'refused'}]
+    """
+    out = []
+    for site in view.sites:
+        tables = schemas[site.source].tables if site.source in schemas else {}
+        for c in site.columns:
+            table, _, column = site.origin(c.name).rpartition(".")
+            info = tables.get(table)
+            if table and (info is None or info.column(column) is None):
+                out.append(
+                    {
+                        "table": f"{site.source}.{table}",
+                        "column": column,
+                        "old": str(c.type),
+                        "new": None,
+                        "action": REFUSED,
+                    }
+                )
+    return out
+
+
+def _agent_records(met: WarehouseError) -> list[dict]:
+    """The changes the agent listed with its refusal (none from an agent that predates them)."""
+    changes = met.changes if isinstance(met, AgentRejected) else []
+    return [
+        {**{k: c.get(k) for k in ("table", "column", "old", "new")}, "action": REFUSED}
+        for c in changes
+        if isinstance(c, dict)
+    ]
+
+
+def _told(record: dict) -> str:
+    """A changed column of schema_changes for people.
+
+    >>> _told({"table": "pg.orders", "column": "amt", "old": "decimal(10,4)", "new": "float"})
+    'table pg.orders, column amt: was decimal(10,4), now float (not a lossless widening)'
+    >>> _told({"table": "people", "column": "score", "old": "int", "new": None})
+    'table people, column score: gone'
+    """
+    where = (
+        f"table {record['table']}, column {record['column']}" if record.get("table") else f"column {record['column']}"
+    )
+    old, new = record.get("old"), record.get("new")
+    if new is None:
+        return f"{where}: gone"
+    try:
+        widened = widens(LogicalType.parse(str(old)), LogicalType.parse(str(new)))
+    except ValueError:  # an agent's type this warehouse does not know
+        return f"{where}: was {old}, now {new}"
+    kind = "a lossless widening" if widened else "not a lossless widening"
+    return f"{where}: was {old}, now {new} ({kind})"
+
+
+def adopted_definition(version: Version | None, stored: dict) -> dict | None:
+    """The definition the view takes from `version` when the sync that committed it took a
+    widening (its meta holds the new one, and the one it replaced is the catalog's `stored`);
+    None when there is nothing to adopt.
+
+    The catalog adopts it after recording the sync, or, if the service stopped in between,
+    when it recovers: the version and its definition become the view's together.
+    """
+    if version is None:
+        return None
+    meta = version.meta()
+    new, before = meta.get("definition"), meta.get("definition_before")
+    if new is None or before is None or new == stored:
+        return None
+    if ViewDef.from_json(before).to_json() != ViewDef.from_json(stored).to_json():
+        return None  # the view was redefined since: its own definition stands
+    return new
