@@ -13,6 +13,7 @@ from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
+from service.redefinitions import redefine_within
 from service.settings import ServiceSettings
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
@@ -141,7 +142,13 @@ class SyncRunner:
                 ViewDef.from_json(view.applied) if view.applied is not None else None,
             )
             options = view.options
-            run = PolicedSync(sync, view.sql, options.on_schema_change, options.stamps, options.strategy)
+
+            def follow(sql: str, definition: ViewDef) -> None:  # a table view takes its table's columns
+                redefine_within(self.catalog, store, view_name, sync_id, sql, definition)
+
+            run = PolicedSync(
+                sync, view.sql, options.on_schema_change, options.stamps, options.strategy, options.column_types, follow
+            )
             metrics = run().to_json()
             self._adopt(view_name, store.current())
             progress.close()
@@ -162,7 +169,8 @@ class SyncRunner:
             self._failed(view_name, sync_id, error, run, t0)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
-            self.catalog.redefinition_applied(view_name, view.definition)  # its rows follow it now
+            applied = run.run.view.to_json() if run is not None else view.definition
+            self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
         finally:
             with self._lock:

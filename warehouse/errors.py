@@ -45,6 +45,16 @@ class SchemaChanged(WarehouseError):
     code = "schema_changed"
 
 
+class TableChanged(WarehouseError):
+    """A table view's table gained or lost columns (pipeline/table_follow.py): the view follows it."""
+
+    code = "schema_changed"
+
+    def __init__(self, message: str, changes: list[dict]):
+        super().__init__(message)
+        self.changes = changes
+
+
 class ProtocolError(WarehouseError):
     """The agent's answer is not a well-formed frame sequence (truncated or corrupt)."""
 

@@ -65,14 +65,24 @@ def pending(stored: Version | None, follows: ViewDef | None, view: ViewDef) -> V
     return None if old is None or same_rows(old, view) else old
 
 
-def projected(
-    spark: SparkSession, store: ViewStore, stored: Version, staged: Version, old: ViewDef, new: ViewDef
-) -> tuple[int, dict]:
-    """Stage a redefinition that leaves columns out (`project`) and its delta: the schema
-    change alone. Returns the view's rows and what the sync's metrics say of it."""
-    rows = project(spark, stored, staged, old, new)
-    write_redefined(store.staged_delta(staged.sync_id), old, new)
-    return rows, {"method": "projection", **changed_columns(old, new)}
+def projected_base(
+    spark: SparkSession, store: ViewStore, stored: Version, old: ViewDef, new: ViewDef, sync_id: str
+) -> Version:
+    """The stored version projected to the columns of a redefinition that leaves columns out
+    (`project`), for the sync to start from: nothing is read at the source for the columns
+    kept, and the source's changes since the last sync are found as by any sync."""
+    base = Version(stored.number, stored.sync_id, store.projection(sync_id))
+    shutil.rmtree(base.path, ignore_errors=True)
+    project(spark, stored, base, old, new)
+    (base.path / "meta.json").write_text(json.dumps({**stored.meta(), "definition": new.to_json()}))
+    return base
+
+
+def projected(store: ViewStore, sync_id: str, old: ViewDef, new: ViewDef) -> dict:
+    """Mark the staged delta of a sync that started from `projected_base` as a redefinition's
+    (its schema line first, then the source's changes); what the sync's metrics say of it."""
+    write_redefined(store.staged_delta(sync_id), old, new)
+    return {"method": "projection", **changed_columns(old, new)}
 
 
 def compared(
@@ -99,9 +109,9 @@ def rows_frame(spark: SparkSession, version: Version, view: ViewDef) -> DataFram
 
 
 def project(spark: SparkSession, stored: Version, staged: Version, old: ViewDef, new: ViewDef) -> int:
-    """Stage the new version of a one-site view whose redefinition only leaves columns out:
-    the stored fragment projected (update statistics as they are), its kept state and its
-    sample projected. Nothing is read at the source. Returns the view's rows."""
+    """Write into `staged` the version of a one-site view whose redefinition only leaves
+    columns out: the stored fragment projected (update statistics as they are), its kept
+    state and its sample projected. Nothing is read at the source. Returns the view's rows."""
     was, now = old.sites[0], new.sites[0]
     names = [c.name for c in now.columns]
     layers.frame(spark, stored, 0, was.columns, was.key).select(*names, TNO, UNO).write.parquet(str(staged.fragment(0)))

@@ -14,6 +14,7 @@ table, column, old and new type and the ways out. The view keeps its last versio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pyarrow as pa
@@ -21,16 +22,18 @@ import pyarrow as pa
 from protocol.schema import SourceSchema
 from protocol.types import LogicalType
 from warehouse.agent_client import ByteCounter
-from warehouse.errors import AgentRejected, SchemaChanged, WarehouseError
+from warehouse.errors import AgentRejected, SchemaChanged, TableChanged, WarehouseError
 from warehouse.metrics import SyncMetrics
 from warehouse.multisets import combinations
+from warehouse.pipeline import table_follow
 from warehouse.pipeline.failures import SCHEMA_DRIFT_STATUSES
 from warehouse.pipeline.source_schemas import fetch_schemas
 from warehouse.pipeline.sync import SyncRun
 from warehouse.store.versions import Version
 from warehouse.store.widened import widened_copy
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
-from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_view
+from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_table_view, analyze_view
+from warehouse.viewdef import column_types as read_types
 from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes, widens
 
 #: How an agent that predates error codes words a schema change (remote_agent/strategies/checks.py).
@@ -54,26 +57,46 @@ def met_schema_change(exc: WarehouseError) -> bool:
     return exc.status == 409 and AGENT_SCHEMA_PROSE in exc.message
 
 
+#: Stores a table view's new definition (SQL, definition) from inside its sync, which then
+#: applies it as a redefinition (service/redefinitions.py redefine_within).
+Follow = Callable[[str, ViewDef], None]
+
+
 class PolicedSync:
     """One sync of a view under its schema policy; `run` is the SyncRun that ran last (its
-    metrics are the sync's, also when it failed)."""
+    metrics are the sync's, also when it failed). `follow`: how a table view takes its
+    table's new columns (None: it cannot, the change is refused)."""
 
-    def __init__(self, run: SyncRun, sql: str, policy: str, stamps: StampSettings, strategy: str):
+    def __init__(
+        self,
+        run: SyncRun,
+        sql: str,
+        policy: str,
+        stamps: StampSettings,
+        strategy: str,
+        column_types: dict[str, str] | None = None,
+        follow: Follow | None = None,
+    ):
         self.run = run
         self.sql = sql
         self.policy = policy
         self.stamps = stamps
         self.strategy = strategy
+        self.column_types = column_types or {}
+        self.follow = follow
 
     def __call__(self) -> SyncMetrics:
         try:
             return self.run.run()
         except WarehouseError as exc:
-            if not met_schema_change(exc):
+            if not (met_schema_change(exc) or isinstance(exc, TableChanged)):
                 raise
             met = exc
         old = self.run.view
         new = self._rebound(met)
+        moved = table_follow.records(old, new) if old.table is not None else []
+        if moved:
+            return self._followed(met, new, moved)
         changes = type_changes(old, new)
         if changes is None:
             raise self._refused(
@@ -110,12 +133,44 @@ class PolicedSync:
         finally:
             _count(run, counters)
         try:
-            definition = analyze_view(self.sql, schemas)
+            definition = self._bound(schemas)
             check_settings(self.stamps, definition, schemas, self.strategy)
         except ViewDefinitionError as exc:
             records = _gone(run.view, schemas) or _agent_records(met)
             raise self._refused(met, records, f"the view no longer binds to its sources: {exc.detail}") from None
         return apply_delete_flags(definition, self.stamps, schemas)
+
+    def _bound(self, schemas: dict[str, SourceSchema]) -> ViewDef:
+        """The view bound to `schemas` as it was when stored: its table's columns for a table
+        view, its columns read as its column_types ask."""
+        view = self.run.view
+        if view.table is not None:
+            return analyze_table_view(view.table, schemas)
+        asked = read_types.resolve(self.column_types, self.sql, schemas)
+        if not asked:
+            return analyze_view(self.sql, schemas)
+        return read_types.with_read_from(analyze_view(self.sql, read_types.asked_schemas(schemas, asked)), asked)
+
+    def _followed(self, met: WarehouseError, new: ViewDef, moved: list[dict]) -> SyncMetrics:
+        """A table view takes its table's columns added and dropped (and any widening with
+        them): redefined within this sync, which then applies the redefinition."""
+        first = self.run
+        was = {c.name: c.type for c in first.view.columns}
+        changes = [TypeChange(0, c.name, was[c.name], c.type) for c in new.columns if was.get(c.name, c.type) != c.type]
+        narrowed = [c for c in changes if not c.widened]
+        if self.policy != "evolve" or self.follow is None or narrowed:
+            refused = [{**r, "action": REFUSED} for r in moved] + _records(first.view, narrowed, REFUSED)
+            reason = (
+                f"the view's on_schema_change is {self.policy}, which takes no change"
+                if self.policy != "evolve"
+                else "only columns added or dropped and lossless widenings are taken (on_schema_change evolve)"
+            )
+            raise self._refused(met, refused, reason)
+        self.follow(new.sql, new)
+        self.run = replace(first, view=new, follows=first.view)
+        self.run.metrics.attempts = list(first.metrics.attempts)  # the stopped attempt's bytes count
+        self.run.metrics.schema_changes = moved + _records(first.view, changes, WIDENED)
+        return self.run.run()
 
     def _widened(self, new: ViewDef, changes: list[TypeChange]) -> SyncMetrics:
         """Run the sync again with definition `new`, from the current version widened to it."""

@@ -33,7 +33,7 @@ from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.options import SyncOptions
-from warehouse.pipeline import source_columns
+from warehouse.pipeline import source_columns, table_follow
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
@@ -116,6 +116,8 @@ class SiteRun:
     #: view): the cost model is measured on it, a uniform sample at hand, rather than on
     #: the first rows of the fragment (kept from when it was written, or read by Spark)
     sample: pa.Table | None = None
+    #: the site is a table view's: a column added to or dropped from its table is news (table_follow.py)
+    follows_table: bool = False
 
     def __post_init__(self) -> None:
         self.metrics = SiteMetrics(source=self.site.source)
@@ -162,6 +164,8 @@ class SiteRun:
             kept = source_columns.load(self.current.site_dir(self.index) if self.current is not None else None)
             self.columns, noticed = source_columns.observe(self.client, self.site, kept)
             self.metrics.schema_changes = noticed or None
+            if self.follows_table and self.columns is not None:
+                table_follow.check(self.site, self.columns)
         finally:
             self.client.close()
             for name, value in self.traffic().items():

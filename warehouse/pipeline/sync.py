@@ -81,8 +81,7 @@ class SyncRun:
     progress: Callable[[dict], None] = lambda info: None
     #: Background builds of sketch tables: queued after the commit, taken by the next sync.
     sketches: Preparations | None = None
-    #: The definition the stored rows follow when it is not `view` and their version does not
-    #: say (stored before versions recorded it): the catalog's, while a redefinition waits.
+    #: What the stored rows follow if not `view` and their version does not say (stored before versions did).
     follows: ViewDef | None = None
     #: The version to start from instead of the current one (its copy widened to the types of
     #: `view`: pipeline/schema_policy.py), and what else to store in the committed version's meta.
@@ -109,15 +108,17 @@ class SyncRun:
             self.old = redefine.pending(self.stored, self.follows, self.view)  # a redefinition to apply
             if self.old is not None and self.old.to_json() == self.meta.get("definition_before"):
                 self.old = None  # not a redefinition: a widening in place, from `base` (schema_policy.py)
-            if self.old is not None and projection(self.old, self.view) is not None:
-                self._timed("project_rows", self.project_rows)
-            else:
-                sites = self._timed("extract_sites", self.extract_sites)
-                self._timed("build_fragments", self.build_fragments, sites)
-                counts = self._timed("assemble_view", self.assemble_view)
-                self._timed("maintain_sample", self.maintain_sample, counts)
-                if self.old is not None:
-                    self._timed("redefine_delta", self.redefine_delta)
+            projected = self.old if self.old is not None and projection(self.old, self.view) is not None else None
+            if projected is not None:  # columns left out: synced as usual from the stored rows projected
+                self.old, self.base = None, self._timed("project_rows", self.project_rows, projected)
+            sites = self._timed("extract_sites", self.extract_sites)
+            self._timed("build_fragments", self.build_fragments, sites)
+            counts = self._timed("assemble_view", self.assemble_view)
+            self._timed("maintain_sample", self.maintain_sample, counts)
+            if self.old is not None:
+                self._timed("redefine_delta", self.redefine_delta)
+            if projected is not None:
+                self.metrics.redefinition = redefine.projected(self.store, self.sync_id, projected, self.view)
             self._timed("commit", self.commit)
         except BaseException:
             self._count_traffic()  # a failed sync still reports what crossed the link
@@ -151,17 +152,10 @@ class SyncRun:
             setattr(self.metrics, name, value)
 
     # -- steps -------------------------------------------------------------------------
-    def project_rows(self) -> None:
-        """Apply a redefinition that leaves columns out: project the stored rows (nothing read)."""
-        assert self.stored is not None and self.old is not None, "a projection redefines stored rows"
-        self.staging = self.store.staging(self.sync_id)
-        self.staged = self.store.staged_version(self.sync_id, self.stored.number + 1)
-        m = self.metrics
-        m.rows_in_view, m.redefinition = redefine.projected(
-            self.spark, self.store, self.stored, self.staged, self.old, self.view
-        )
-        m.rows_inserted, m.rows_updated, m.rows_deleted = 0, 0, 0
-        faults.checkpoint("delta_written")
+    def project_rows(self, old: ViewDef) -> Version:
+        """The stored rows projected to a redefinition's fewer columns: the version to sync from."""
+        assert self.stored is not None, "a projection redefines stored rows"
+        return redefine.projected_base(self.spark, self.store, self.stored, old, self.view, self.sync_id)
 
     def redefine_delta(self) -> None:
         """Apply a redefinition read in full: the delta from the old view to the new one (and statistics kept)."""
@@ -222,6 +216,7 @@ class SyncRun:
                 self.progress,
                 self.sketches,
                 self._cost_sample,
+                follows_table=self.view.table is not None,
             )
             with self._lock:
                 live.append(run)

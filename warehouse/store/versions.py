@@ -18,6 +18,8 @@ Layout under `<data-dir>/views/<view>/`:
                                  upserts/, removed/), grown by incremental maintenance (join_delta.py)
     deltas/<sync-id>/            the sync's delta (__op + the view's columns)
     staging/<sync-id>/           work files of a running sync
+    staging/<sync-id>.projected/ the current version projected to a redefinition's fewer columns,
+                                 which the sync applying it starts from (pipeline/redefine.py)
     staging/<sync-id>.widened/   the current version with wider column types, which a sync
                                  that takes a widening starts from (widened.py)
 
@@ -163,9 +165,15 @@ class ViewStore:
         (store/widened.py): beside its staging directory, which each attempt starts afresh."""
         return self.root / "staging" / f"{sync_id}.widened"
 
+    def projection(self, sync_id: str) -> Path:
+        """Where a sync that applies a redefinition leaving columns out keeps the current
+        version projected to the new columns, which it syncs from (pipeline/redefine.py)."""
+        return self.root / "staging" / f"{sync_id}.projected"
+
     def discard(self, sync_id: str) -> None:
         shutil.rmtree(self.root / "staging" / sync_id, ignore_errors=True)
         shutil.rmtree(self.widening(sync_id), ignore_errors=True)
+        shutil.rmtree(self.projection(sync_id), ignore_errors=True)
 
     def forget(self, sync_id: str) -> None:
         """Remove all a sync that never became current may have left: staging and delta."""
