@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -272,7 +272,7 @@ class MirrorIn(BaseModel):
     """What POST /v1/sources/{name}/mirror makes a table view of, and the settings of the views it creates."""
 
     model_config = ConfigDict(extra="forbid")
-    tables: list[str] | None = Field(
+    tables: list[Annotated[str, Field(min_length=1, max_length=400)]] | None = Field(
         default=None,
         max_length=MAX_MIRROR_TABLES,
         description="the tables to mirror, as GET /v1/sources/{name}/tables names them (schema.table outside the "

@@ -235,6 +235,9 @@ def test_mirror_errors(api, service, sqlite_source):
     assert r.status_code == 404 and "mir_nobody" in r.text, r.text
     r = api.http.post(f"/v1/sources/{SOURCE}/mirror", json={"tables": ["customers", "nope", "main.gone"]})
     assert r.status_code == 422 and "'nope', 'main.gone'" in r.text and "customers" in r.text, r.text
+    for body in ({"tables": [""]}, {"tables": "customers"}, {"nope": 1}):
+        r = api.http.post(f"/v1/sources/{SOURCE}/mirror", json=body)
+        assert r.status_code == 422, r.text
     r = api.http.post(f"/v1/sources/{SOURCE}/mirror", json={"schedule": {"every_s": 0}})
     assert r.status_code == 422, r.text
     r = api.http.post(f"/v1/sources/{SOURCE}/mirror", json={"strategy": "nope"})
