@@ -127,26 +127,27 @@ def mirror(
     """Create the view of each of `tables` at `source` that `views` (the catalog's, by
     `table_views`) lacks, bound by `define`; the others are existing or skipped."""
     done = Mirror()
-    taken = {name: d.table for name, d in views.items()}  # view name -> its table (None: SQL)
+    known = dict(views)  # with the views this request creates: a later table of the same name is skipped
     for table in tables:
         written, name = f"{source}.{table}", mirror_view_name(source, table)
-        if name in taken:
-            if taken[name] == written:
-                done.existing.append(Mirrored(table, name, list(views[name].key)))
+        holder = known.get(name)
+        if holder is None:
+            try:
+                definition, options = define(written)
+                catalog.add_view(name, definition.sql, definition.to_json(), options)
+            except Unprocessable as exc:
+                done.skipped.append(Skipped(table, str(exc.detail)))
+                continue
+            except Conflict:  # a request running at once (another mirror) took the name since `views` was read
+                holder = ViewDef.from_json(catalog.view(name).definition)
             else:
-                done.skipped.append(Skipped(table, _taken(name, taken[name])))
-            continue
-        try:
-            definition, options = define(written)
-            catalog.add_view(name, definition.sql, definition.to_json(), options)
-        except Unprocessable as exc:
-            done.skipped.append(Skipped(table, str(exc.detail)))
-            continue
-        except Conflict:  # another request took the name since `views` was read
-            done.skipped.append(Skipped(table, f"{NAME_TAKEN}: view {name!r} was created meanwhile"))
-            continue
-        taken[name] = written  # a later table that sanitizes to the same name is skipped
-        done.created.append(Mirrored(table, name, list(definition.key)))
+                known[name] = definition
+                done.created.append(Mirrored(table, name, list(definition.key)))
+                continue
+        if holder.table == written:
+            done.existing.append(Mirrored(table, name, list(holder.key)))
+        else:
+            done.skipped.append(Skipped(table, _taken(name, holder.table)))
     return done
 
 

@@ -26,6 +26,7 @@ import psycopg
 import pytest
 
 from service.mirroring import mirror_view_name
+from tests.support.faultproxy import FaultProxy
 from tests.support.multisets import check_sync as check_multiset
 from tests.support.oracle import check_sync, keyed
 from workloads.harness import free_port, start_agent
@@ -184,11 +185,14 @@ def test_two_hundred_tables_in_one_request(api, service, logs_dir, tmp_path):
     path = tmp_path / "wide.db"
     create(path, {f"t{i:03}": ("id INTEGER PRIMARY KEY, v TEXT", []) for i in range(200)})
     agent = start_agent(f"sqlite:///{path}", logs_dir)
+    proxy = FaultProxy("127.0.0.1", agent.port)  # forwards untouched, counting the service's calls
     try:
-        api.add_source("mir_wide", agent.url)
+        api.add_source("mir_wide", proxy.url)
+        calls = proxy.connections
         started = time.monotonic()
         done = mirror(api, "mir_wide")
         took = time.monotonic() - started
+        assert proxy.connections - calls == 1, "the agent is asked for its schema once per mirror"
         assert [m["view"] for m in done["created"]] == [f"mir_wide_t{i:03}" for i in range(200)]
         assert done["existing"] == [] and done["skipped"] == []
         assert took < 30, f"200 views took {took:.1f} s"
@@ -198,6 +202,7 @@ def test_two_hundred_tables_in_one_request(api, service, logs_dir, tmp_path):
         for i in range(200):  # the session's service serves other modules: leave no views behind
             api.http.delete(f"/v1/views/mir_wide_t{i:03}")
         api.http.delete("/v1/sources/mir_wide")
+        proxy.close()
         agent.stop()
 
 
