@@ -7,6 +7,7 @@ import click
 from deltasieve_cli.client import Client
 from deltasieve_cli.commands import CONTEXT, command, short_time
 from deltasieve_cli.render import Output, fields, rows
+from deltasieve_cli.views import ON_SCHEMA_CHANGE
 
 
 @click.group(context_settings=CONTEXT)
@@ -100,3 +101,67 @@ def source_tables(client: Client, out: Output, name: str) -> None:
         for t in found["tables"]
     ]
     out.show(rows(TABLE_COLUMNS, shown, title=f"tables of {name} ({found['dialect']})", whole=("table",)))
+
+
+MIRROR_COLUMNS = ["table", "view", "key", "outcome"]
+
+
+def mirror_rows(done: dict) -> list[dict]:
+    """The tables of a mirror's answer as rows: created, existing, then skipped with the reason.
+
+    >>> done = {"created": [{"table": "t", "view": "s_t", "key": []}], "existing": [], "skipped": [{"table": "u", "reason": "name taken"}]}
+    >>> [r["outcome"] for r in mirror_rows(done)], mirror_rows(done)[0]["key"]
+    (['created', 'skipped: name taken'], '(none: multiset)')
+    """
+    shown = [
+        {**m, "key": ", ".join(m["key"]) or "(none: multiset)", "outcome": outcome}
+        for outcome in ("created", "existing")
+        for m in done[outcome]
+    ]
+    return shown + [
+        {"table": s["table"], "view": "-", "key": "-", "outcome": f"skipped: {s['reason']}"} for s in done["skipped"]
+    ]
+
+
+@command(source, "mirror")
+@click.argument("name")
+@click.option(
+    "--tables",
+    metavar="A,B,…",
+    help="The tables to mirror, comma-separated (schema.table outside the default schema); default: every table the agent exposes.",
+)
+@click.option(
+    "--every-s",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Have the service sync each new view by itself, at once and then N seconds after its last sync ended.",
+)
+@click.option("--strategy", help="How the new views' syncs find changes: auto (the default), sketch, group_hash, …")
+@ON_SCHEMA_CHANGE
+def source_mirror(
+    client: Client,
+    out: Output,
+    name: str,
+    tables: str | None,
+    every_s: int | None,
+    strategy: str | None,
+    on_schema_change: str | None,
+) -> None:
+    """A table view of each table of source NAME, named NAME_TABLE (NAME_SCHEMA_TABLE outside the default schema).
+
+    Run again, it adds the views of the tables that appeared and lists the others as existing.
+    A table no view can keep, or whose view name another view has, is skipped with the reason."""
+    body: dict = {}
+    if tables is not None:
+        body["tables"] = [t.strip() for t in tables.split(",") if t.strip()]
+    if every_s is not None:
+        body["schedule"] = {"every_s": every_s}
+    if strategy is not None:
+        body["strategy"] = strategy
+    if on_schema_change is not None:
+        body["on_schema_change"] = on_schema_change
+    done = client.post(f"/v1/sources/{name}/mirror", body)
+    if out.as_json:
+        return out.json(done)
+    counts = ", ".join(f"{len(done[k])} {k}" for k in ("created", "existing", "skipped"))
+    out.show(rows(MIRROR_COLUMNS, mirror_rows(done), title=f"mirror of {name}: {counts}", whole=("view",)))

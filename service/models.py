@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,7 +16,9 @@ from warehouse.view_options import (
     SchemaPolicy,
 )
 
-NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+#: The longest name of a source or a view.
+NAME_MAX_LENGTH = 63
+NAME_PATTERN = rf"^[A-Za-z_][A-Za-z0-9_]{{0,{NAME_MAX_LENGTH - 1}}}$"
 
 
 #: What a bearer token may hold: it travels in an HTTP header.
@@ -260,6 +262,54 @@ class ViewSettings(BaseModel):
     sample_size: int | None = Field(default=None, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
     schedule: ScheduleIn | None = Field(default=None, description=f"{SCHEDULE_HELP}. Left out: kept (null removes it)")
     on_schema_change: SchemaPolicy | None = Field(default=None, description=f"{SCHEMA_POLICY_HELP}. Left out: kept")
+
+
+#: The most tables one mirror request may name.
+MAX_MIRROR_TABLES = 10_000
+
+
+class MirrorIn(BaseModel):
+    """What POST /v1/sources/{name}/mirror makes a table view of, and the settings of the views it creates."""
+
+    model_config = ConfigDict(extra="forbid")
+    tables: list[Annotated[str, Field(min_length=1, max_length=400)]] | None = Field(
+        default=None,
+        max_length=MAX_MIRROR_TABLES,
+        description="the tables to mirror, as GET /v1/sources/{name}/tables names them (schema.table outside the "
+        "default schema); left out or null: every table the agent exposes",
+    )
+    schedule: ScheduleIn | None = Field(
+        default=None,
+        description=f"{SCHEDULE_HELP}. Given, the scheduler syncs each new view at once (as many at a time as the "
+        "service runs syncs), then every every_s",
+    )
+    strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
+    on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
+
+
+class MirroredOut(BaseModel):
+    """A table of a mirror and its view."""
+
+    table: str = Field(description="the table, as the agent names it")
+    view: str = Field(description="the view of every column of it")
+    key: list[str] = Field(description="the view's key; empty: the table has none, the view is a multiset")
+
+
+class MirrorSkippedOut(BaseModel):
+    """A table a mirror made no view of, and why."""
+
+    table: str
+    reason: str
+
+
+class MirrorOut(BaseModel):
+    """What a mirror request did, table by table."""
+
+    created: list[MirroredOut] = Field(description="the views this request created")
+    existing: list[MirroredOut] = Field(description="the tables whose view an earlier mirror created (left unchanged)")
+    skipped: list[MirrorSkippedOut] = Field(
+        description="the tables no view could keep, or whose view name another view has (name taken)"
+    )
 
 
 class SiteOut(BaseModel):

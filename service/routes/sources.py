@@ -6,10 +6,22 @@ from fastapi import APIRouter, Response, status
 
 from protocol.models import TableOut
 from protocol.schema import SourceSchema
-from service.deps import ApiKey, CatalogDep, SettingsDep
+from service import mirroring
+from service.deps import ApiKey, CatalogDep, SchedulerDep, SettingsDep
 from service.errors import Conflict, DependencyFailed, NotFound
-from service.models import SourceIn, SourceOut, SourcePatch, SourceTablesOut, error_responses
+from service.models import (
+    MirroredOut,
+    MirrorIn,
+    MirrorOut,
+    MirrorSkippedOut,
+    SourceIn,
+    SourceOut,
+    SourcePatch,
+    SourceTablesOut,
+    error_responses,
+)
 from service.records import SourceRecord
+from service.routes.views import define_table_view
 from service.settings import ServiceSettings
 from warehouse.errors import SchemaUnavailable
 from warehouse.pipeline.source_schemas import fetch_schemas
@@ -25,7 +37,13 @@ def _out(row: SourceRecord) -> SourceOut:
     return SourceOut(name=row.name, url=row.url, has_token=bool(row.token), created_at=row.created_at)
 
 
-def _schema(name: str, url: str, token: str | None, settings: ServiceSettings) -> SourceSchema:
+#: What a 424 of a registration or a change suggests besides fixing the agent.
+UNCHECKED_HINT = '; fix the URL or the token, or pass "check": false'
+
+
+def _schema(
+    name: str, url: str, token: str | None, settings: ServiceSettings, hint: str = UNCHECKED_HINT
+) -> SourceSchema:
     """The agent's schema, or a 424 that says why it could not be had (unreachable, token refused)."""
     try:
         return fetch_schemas(
@@ -35,7 +53,7 @@ def _schema(name: str, url: str, token: str | None, settings: ServiceSettings) -
             deadline_s=min(settings.agent_deadline_s, CHECK_TIMEOUT_S),
         )[name]
     except SchemaUnavailable as exc:
-        raise DependencyFailed(f'{exc.message}; fix the URL or the token, or pass "check": false') from None
+        raise DependencyFailed(f"{exc.message}{hint}") from None
 
 
 @router.post(
@@ -107,3 +125,35 @@ def get_source_tables(name: str, catalog: CatalogDep, settings: SettingsDep) -> 
     schema = _schema(name, source.url, source.token, settings)
     tables = [TableOut.model_validate(t) for t in schema.to_json()["tables"]]
     return SourceTablesOut(source=name, dialect=schema.dialect, tables=tables)
+
+
+@router.post(
+    "/{name}/mirror",
+    response_model=MirrorOut,
+    operation_id="mirror_source",
+    responses=error_responses(401, 404, 422, 424),
+)
+def mirror_source(
+    name: str, body: MirrorIn, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
+) -> MirrorOut:
+    """A table view of each table of the source (`tables`, or every table its agent exposes), named
+    `<source>_<table>` (`<source>_<schema>_<table>` outside the default schema) lower-cased, other
+    characters as `_`, cut with a short hash past 63 characters. Run again, it creates the views of
+    the tables that appeared and lists the others as existing, unchanged; a table no view can keep,
+    or whose name another view holds, is skipped with the reason. The agent is asked for its schema
+    once; with a schedule the scheduler syncs the new views, as many at a time as it runs syncs."""
+    source = catalog.source(name)
+    schemas = {name: _schema(name, source.url, source.token, settings, hint="")}
+    tables = mirroring.mirrored_tables(schemas[name], body.tables)
+
+    def define(table: str):
+        return define_table_view(table, schemas, catalog, settings, body.strategy, body.schedule, body.on_schema_change)
+
+    done = mirroring.mirror(name, tables, mirroring.table_views(catalog), catalog, define)
+    if done.created and scheduler is not None:
+        scheduler.wake()
+    return MirrorOut(
+        created=[MirroredOut(**vars(m)) for m in done.created],
+        existing=[MirroredOut(**vars(m)) for m in done.existing],
+        skipped=[MirrorSkippedOut(**vars(s)) for s in done.skipped],
+    )

@@ -103,9 +103,11 @@ def _analyze(
     schedule: ScheduleIn | Schedule | None = None,
     column_types: dict[str, str] | None = None,
     on_schema_change: str = DEFAULT_SCHEMA_POLICY,
+    schemas: dict[str, SourceSchema] | None = None,
 ) -> tuple[ViewDef, ViewOptions]:
-    """The checked definition with its delete flags applied, and the view's options."""
-    definition, schemas = _define(view, catalog, settings)
+    """The checked definition with its delete flags applied, and the view's options (bound
+    against `schemas` when given, else against the schemas its sources' agents give now)."""
+    definition, schemas = _define(view, catalog, settings) if schemas is None else (_bound(view, schemas), schemas)
     column_types = column_types or {}
     try:
         asked = read_types.resolve(column_types, _stored_sql(view, definition), schemas)
@@ -151,10 +153,32 @@ def _define(view: ViewSource, catalog: Catalog, settings: ServiceSettings) -> tu
         )
     except SchemaUnavailable as exc:
         raise DependencyFailed(exc.message) from None
+    return _bound(view, schemas), schemas
+
+
+def _bound(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
+    """The view's definition bound to `schemas` (422 if it cannot be maintained)."""
     try:
-        return _bind(view, schemas), schemas
+        return _bind(view, schemas)
     except ViewDefinitionError as exc:
         raise Unprocessable(exc.detail) from None
+
+
+def define_table_view(
+    table: str,
+    schemas: dict[str, SourceSchema],
+    catalog: Catalog,
+    settings: ServiceSettings,
+    strategy: str,
+    schedule: ScheduleIn | None,
+    on_schema_change: str,
+) -> tuple[ViewDef, ViewOptions]:
+    """A table view's checked definition and options, bound against `schemas` already fetched
+    (a mirror binds all its views against one fetch); 422 for a table no view can keep."""
+    view = ViewSource(table=table)
+    return _analyze(
+        view, catalog, settings, strategy, StampSettings(), None, 0, schedule, None, on_schema_change, schemas
+    )
 
 
 def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
