@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from protocol import frames
 from protocol.models import ColumnSampleOut, ColumnSampleRequest
 from protocol.schema import FINGERPRINT_HEADER
-from warehouse.errors import AgentRejected, AgentUnavailable, ProtocolError
+from warehouse.cancellation import Cancellation
+from warehouse.errors import AgentRejected, AgentUnavailable, Cancelled, ProtocolError
 
 #: Seconds to wait for a connection to the agent.
 CONNECT_TIMEOUT_S = 10.0
@@ -105,6 +106,7 @@ class AgentClient:
         verify: ssl.SSLContext | str | bool = True,
         read_timeout_s: float = READ_TIMEOUT_S,
         deadline_s: float = DEADLINE_S,
+        cancellation: Cancellation | None = None,
     ):
         self.url = url.rstrip("/")
         try:
@@ -125,6 +127,9 @@ class AgentClient:
             transport=_counting_transport(self.counter, verify),
             timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s, write=read_timeout_s),
         )
+        #: a stop request closes the client: a call blocked on the agent ends at once
+        self.cancellation = cancellation or Cancellation()
+        self.cancellation.on_request(self.close)
 
     def __enter__(self) -> AgentClient:
         return self
@@ -186,17 +191,23 @@ class AgentClient:
                     raise ProtocolError(
                         f"the answer of the agent at {self.url} ended before its summary frame (connection cut?)"
                     )
-        except frames.FrameError as exc:
-            raise ProtocolError(f"malformed answer from the agent at {self.url}: {exc}") from None
-        except httpx.TimeoutException as exc:
-            raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
-            raise _transport_failure(self.url, exc, "unreachable or connection broken") from None
+        except Cancelled:
+            raise
+        except Exception as exc:
+            self.cancellation.check()  # the client was closed under the call: not the link's fault
+            if isinstance(exc, frames.FrameError):
+                raise ProtocolError(f"malformed answer from the agent at {self.url}: {exc}") from None
+            if isinstance(exc, httpx.TimeoutException):
+                raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
+            if isinstance(exc, httpx.TransportError):
+                raise _transport_failure(self.url, exc, "unreachable or connection broken") from None
+            raise
 
     def _within_deadline(self, chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
         """Pass the answer's chunks on until the call has run longer than its deadline."""
         deadline = time.monotonic() + self.deadline_s
         for chunk in chunks:
+            self.cancellation.check()
             if time.monotonic() > deadline:
                 raise AgentUnavailable(
                     f"agent at {self.url}: {path} did not finish within {self.deadline_s:g} s (SERVICE_AGENT_DEADLINE_S)"
@@ -205,11 +216,14 @@ class AgentClient:
 
     def _call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> httpx.Response:
         self.counter.requests += 1
+        self.cancellation.check()
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.TimeoutException as exc:
+            self.cancellation.check()
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
+            self.cancellation.check()
             raise _transport_failure(self.url, exc, "unreachable") from None
         if response.status_code != 200:
             raise _rejection(response)
