@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import ssl
 import threading
 import time
@@ -44,9 +46,11 @@ class ByteCounter:
 
 
 class _CountingStream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream, counter: ByteCounter):
+    def __init__(self, inner: httpcore.NetworkStream, counter: ByteCounter, live: set | None = None):
         self._inner = inner
         self._counter = counter
+        self._live = live if live is not None else set()
+        self._live.add(self)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._inner.read(max_bytes, timeout)
@@ -58,12 +62,22 @@ class _CountingStream(httpcore.NetworkStream):
         self._counter.add(sent=len(buffer))
 
     def close(self) -> None:
+        self._live.discard(self)
         self._inner.close()
+
+    def shut(self) -> None:
+        """End the connection under a read or write blocked on it in another thread (a
+        close alone does not wake a blocked read)."""
+        sock = self._inner.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore.NetworkStream:
-        return _CountingStream(self._inner.start_tls(ssl_context, server_hostname, timeout), self._counter)
+        self._live.discard(self)
+        return _CountingStream(self._inner.start_tls(ssl_context, server_hostname, timeout), self._counter, self._live)
 
     def get_extra_info(self, info: str):
         return self._inner.get_extra_info(info)
@@ -73,25 +87,29 @@ class _CountingBackend(httpcore.NetworkBackend):
     def __init__(self, counter: ByteCounter):
         self._inner = httpcore.SyncBackend()
         self._counter = counter
+        #: the connections open now, to shut them down on a stop request
+        self.live: set[_CountingStream] = set()
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         return _CountingStream(
-            self._inner.connect_tcp(host, port, timeout, local_address, socket_options), self._counter
+            self._inner.connect_tcp(host, port, timeout, local_address, socket_options), self._counter, self.live
         )
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
-        return _CountingStream(self._inner.connect_unix_socket(path, timeout, socket_options), self._counter)
+        return _CountingStream(self._inner.connect_unix_socket(path, timeout, socket_options), self._counter, self.live)
+
+    def shut(self) -> None:
+        for stream in list(self.live):
+            stream.shut()
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
 
-def _counting_transport(counter: ByteCounter, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
+def _counting_transport(backend: _CountingBackend, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
     transport = httpx.HTTPTransport(verify=verify)
     ssl_context = transport._pool._ssl_context  # keep httpx's TLS set-up (verify, CA bundle)
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=ssl_context, max_connections=4, network_backend=_CountingBackend(counter)
-    )
+    transport._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=4, network_backend=backend)
     return transport
 
 
@@ -121,15 +139,16 @@ class AgentClient:
         #: named it (protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
         self.fingerprint: str | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._backend = _CountingBackend(self.counter)
         self._http = httpx.Client(
             base_url=self.url,
             headers=headers,
-            transport=_counting_transport(self.counter, verify),
+            transport=_counting_transport(self._backend, verify),
             timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s, write=read_timeout_s),
         )
-        #: a stop request closes the client: a call blocked on the agent ends at once
+        #: a stop request shuts the connections: a call blocked on the agent ends at once
         self.cancellation = cancellation or Cancellation()
-        self.cancellation.on_request(self.close)
+        self.cancellation.on_request(self._backend.shut)
 
     def __enter__(self) -> AgentClient:
         return self
