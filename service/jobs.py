@@ -129,11 +129,11 @@ class SyncRunner:
 
         `due`: when a scheduled sync became due (its place in the queue); else it queues as of now.
         """
-        record = self.catalog.queue_sync(view, trigger)
-        definition = self.catalog.view(view)
-        sources = _sources(definition.definition) | _sources(definition.applied)
-        at = due.isoformat(timespec="milliseconds") if due is not None else record.created_at
-        with self._lock:
+        with self._lock:  # queued in the catalog and here at once: a cancel finds it in one or the other
+            record = self.catalog.queue_sync(view, trigger)
+            definition = self.catalog.view(view)
+            sources = _sources(definition.definition) | _sources(definition.applied)
+            at = due.isoformat(timespec="milliseconds") if due is not None else record.created_at
             self.futures[record.id] = Future()
             waiting = Waiting(record.id, sources, min(at, record.created_at), next(self._arrivals))
             self.queue[record.id] = _Queued(waiting, view, verify, record.trigger)
