@@ -27,6 +27,11 @@ pytestmark = pytest.mark.integration
 ROWS = 2_000
 #: The paced agent's read rate: a full read of ROWS takes about two seconds.
 PACED_ROWS_PER_S = 1_000
+#: A view over both sources: its sync takes a slot on each.
+JOIN_SQL = (
+    "SELECT q.id, p.id AS pid, q.name, p.score FROM quick.people q JOIN paced.people p ON p.id = q.id"
+    " WHERE q.score >= 0 AND p.score >= 0"
+)
 #: Generous bound on how long a few small syncs may take on a loaded machine.
 WITHIN_S = 300
 
@@ -56,6 +61,16 @@ def pool(tmp_path_factory, logs_dir):
     proxy.close()
     for agent in (quick, paced, held):
         agent.stop()
+
+
+def joined(quick: People, paced: People) -> dict:
+    """JOIN_SQL evaluated on the two sources, keyed as `oracle.keyed` keys the service's rows."""
+    names = {k[0]: row["name"] for k, row in quick.truth().items()}
+    out = {}
+    for k, row in paced.truth().items():
+        if k[0] in names:
+            out[(k[0], k[0])] = {"id": k[0], "pid": k[0], "name": names[k[0]], "score": row["score"]}
+    return out
 
 
 def record(api: Api, view: str, sync_id: str) -> dict:
@@ -109,14 +124,20 @@ def metric(api: Api, line_start: str) -> float:
 
 
 def test_four_views_over_two_sources_run_one_per_source(pool):
-    """Four loads started at once: never two against one agent, all exact, the waiting ones
-    say how long they waited."""
+    """Four loads started at once, and a join of both sources: never two against one agent,
+    all exact, the waiting ones say how long they waited."""
     api, dbs, _ = pool
     views = {"q1": "quick", "q2": "quick", "p1": "paced", "p2": "paced"}
     for view, source in views.items():
         api.add_view(view, VIEW_SQL.format(source=source))
-    ids = {view: start(api, view) for view in views}
-    done = {view: wait_for(api, view, ids[view], ("succeeded", "failed")) for view in views}
+    api.add_view("qp", JOIN_SQL)
+    ids = {view: start(api, view) for view in [*views, "qp"]}
+    done = {view: wait_for(api, view, ids[view], ("succeeded", "failed")) for view in ids}
+    assert done["qp"]["status"] == "succeeded", done["qp"]["error"]
+    assert keyed(api.rows("qp"), ["id", "pid"]) == joined(dbs["quick"], dbs["paced"])
+    for view in views:  # the join needs a slot on both sources: it ran alone
+        assert not overlapping(done["qp"], done[view]), (done["qp"], done[view])
+    assert done["qp"]["queued_s"] > 0
     for view, source in views.items():
         check_sync(api, view, KEY, {}, dbs[source].truth(), done[view])
     for first, second in (("q1", "q2"), ("p1", "p2")):
