@@ -129,13 +129,14 @@ def syncs(client: Client, out: Output, view_name: str, limit: int | None) -> Non
             "status": record["status"],
             "trigger": record.get("trigger"),
             "started": short_time(record.get("started_at")),
+            "waited s": record.get("queued_s"),
         }
         for key, label in SYNCS_COLUMNS:
             value = metrics.get(key)
             line[label] = human_bytes(value) if key.startswith("bytes") and value is not None else value
         line["error"] = record.get("error")
         table.append(line)
-    names = ["id", "status", "trigger", "started", *(label for _, label in SYNCS_COLUMNS), "error"]
+    names = ["id", "status", "trigger", "started", "waited s", *(label for _, label in SYNCS_COLUMNS), "error"]
     out.show(rows(names, table, title=f"syncs of {view_name}", whole=("id", "status")))
 
 
