@@ -6,6 +6,7 @@ import click
 
 from deltasieve_cli.client import Client
 from deltasieve_cli.commands import command, short_time
+from deltasieve_cli.data import pick_sync
 from deltasieve_cli.errors import NoSync, SyncFailed
 from deltasieve_cli.follow import Quiet, display_for, follow, wait_for_active
 from deltasieve_cli.render import Output, human_bytes, rows, sync_summary
@@ -35,11 +36,44 @@ def follow_to_end(client: Client, out: Output, view: str, sync_id: str, *, strea
 
 @command(None, "sync")
 @click.argument("view_name", metavar="VIEW")
+@click.argument("sync_id", metavar="[SYNC]", required=False)
 @click.option("--verify", is_flag=True, help="Audit mode: also read every site query in full and compare.")
 @click.option("--no-wait", is_flag=True, help="Start the sync and print its id; do not follow it.")
-def sync(client: Client, out: Output, view_name: str, verify: bool, no_wait: bool) -> None:
+@click.option(
+    "--cancel",
+    is_flag=True,
+    help="Cancel the sync of VIEW that is queued or running (or SYNC: its id or the start of it) instead.",
+)
+def sync(
+    client: Client, out: Output, view_name: str, sync_id: str | None, verify: bool, no_wait: bool, cancel: bool
+) -> None:
     """Start a sync of VIEW (the first one loads it) and follow it to its end with a progress
-    bar; then print its summary (--json: the finished record). Exit status 1 when the sync fails."""
+    bar; then print its summary (--json: the finished record). Exit status 1 when the sync fails.
+
+    With --cancel, stop VIEW's queued or running sync instead: a queued one never runs, a
+    running one ends at once; either ends failed with error_code cancelled, and the view keeps
+    its last version."""
+    if not cancel:
+        if sync_id is not None:
+            raise click.UsageError("SYNC is only taken with --cancel (deltasieve sync VIEW --cancel [SYNC])")
+        return start(client, out, view_name, verify, no_wait)
+    target = pick_sync(client, view_name, sync_id) if sync_id is not None else active_sync(client, view_name)
+    record = client.request("DELETE", f"/v1/views/{view_name}/syncs/{target}").json()
+    if out.as_json:
+        return out.json(record)
+    out.show(f"cancelling sync {target} of {view_name} (it was {record['status']})")
+
+
+def active_sync(client: Client, view: str) -> str:
+    """The id of the view's sync that is queued or running."""
+    listed = client.get(f"/v1/views/{view}/syncs")  # newest first: one under way is the newest
+    if listed and listed[0]["status"] in ("queued", "running"):
+        return listed[0]["id"]
+    raise NoSync(f"no sync of view {view} is queued or running")
+
+
+def start(client: Client, out: Output, view_name: str, verify: bool, no_wait: bool) -> None:
+    """Start a sync of the view; follow it to its end unless `no_wait`."""
     params = {"mode": "verify"} if verify else {}
     queued = client.post(f"/v1/views/{view_name}/syncs", None, **params)
     if no_wait:
@@ -95,13 +129,14 @@ def syncs(client: Client, out: Output, view_name: str, limit: int | None) -> Non
             "status": record["status"],
             "trigger": record.get("trigger"),
             "started": short_time(record.get("started_at")),
+            "waited s": record.get("queued_s"),
         }
         for key, label in SYNCS_COLUMNS:
             value = metrics.get(key)
             line[label] = human_bytes(value) if key.startswith("bytes") and value is not None else value
         line["error"] = record.get("error")
         table.append(line)
-    names = ["id", "status", "trigger", "started", *(label for _, label in SYNCS_COLUMNS), "error"]
+    names = ["id", "status", "trigger", "started", "waited s", *(label for _, label in SYNCS_COLUMNS), "error"]
     out.show(rows(names, table, title=f"syncs of {view_name}", whole=("id", "status")))
 
 

@@ -19,7 +19,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="catalog and stored views (default ./data; env SERVICE_DATA_DIR)")
     parser.add_argument("--spark-master", help="Spark master URL (default local[*]; env SERVICE_SPARK_MASTER)")
     parser.add_argument(
-        "--max-concurrent-syncs", type=int, help="syncs of different views at once (env SERVICE_MAX_CONCURRENT_SYNCS)"
+        "--max-concurrent-syncs",
+        type=int,
+        help="syncs of different views at once (default 2; env SERVICE_MAX_CONCURRENT_SYNCS)",
+    )
+    parser.add_argument(
+        "--max-syncs-per-source",
+        type=int,
+        help="syncs at once that read one source (default 1; env SERVICE_MAX_SYNCS_PER_SOURCE)",
     )
     parser.add_argument(
         "--max-body-bytes",

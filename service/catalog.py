@@ -17,7 +17,7 @@ from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -60,6 +60,10 @@ MIGRATIONS: dict[int, str] = {
     # what kind of failure a failed sync had, for programs ("schema_changed"); NULL before this version
     4: """
     ALTER TABLE syncs ADD COLUMN error_code TEXT;
+    """,
+    # seconds a sync waited in the queue before it ran; NULL before this version and for a sync that never ran
+    5: """
+    ALTER TABLE syncs ADD COLUMN queued_s REAL;
     """,
 }
 

@@ -1,20 +1,35 @@
-"""Background sync jobs: one at a time per view, a few views at once."""
+"""Background sync jobs: one at a time per view, a bounded pool, a few per source.
+
+Every sync, whether the API or a schedule started it, joins one queue and waits there for
+a slot of the pool (SERVICE_MAX_CONCURRENT_SYNCS) and one on each source its view reads
+(SERVICE_MAX_SYNCS_PER_SOURCE); slots.py decides which start, oldest due first. So an
+agent never sees more syncs at once than its source's limit, and a queued sync waits
+for a slot rather than being turned away by the agent's 429. All syncs share the one
+Spark session: each runs its jobs in a job group of its own (its id), which a cancel ends.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import logging
 import threading
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from service import eta
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
+from service.errors import Conflict
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
 from service.redefinitions import redefine_within
 from service.settings import ServiceSettings
+from service.slots import Waiting, startable
+from warehouse import cancellation
+from warehouse.cancellation import Cancellation
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
 from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
@@ -30,7 +45,25 @@ log = logging.getLogger("service.jobs")
 PROGRESS_INTERVAL_S = 0.5
 
 
+@dataclass(frozen=True)
+class _Queued:
+    """A sync in the queue: what the decision sees, and what running it needs."""
+
+    waiting: Waiting
+    view: str
+    verify: bool
+    trigger: str
+
+
+@dataclass(frozen=True)
+class _Running:
+    sources: frozenset[str]
+    cancellation: Cancellation
+
+
 class SyncRunner:
+    """Queues syncs, starts them as slots free (slots.py), runs them and cancels them."""
+
     def __init__(
         self,
         settings: ServiceSettings,
@@ -42,8 +75,12 @@ class SyncRunner:
         self.catalog = catalog
         self.engine = engine
         self.metrics = metrics or ServiceMetrics()
+        # never more syncs are handed to the pool than it has threads: the queue is ours
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
-        self.futures: dict[str, Future] = {}
+        self.futures: dict[str, Future] = {}  # every queued or running sync: done when it ends
+        self.queue: dict[str, _Queued] = {}
+        self.running: dict[str, _Running] = {}
+        self._arrivals = itertools.count()
         #: sketch tables built after a commit for the next sync (warehouse/strategies/sketch/prep.py)
         self.sketches = Preparations(settings.sketch_prepare_wait_s)
         self._lock = threading.Lock()
@@ -85,12 +122,78 @@ class SyncRunner:
             if removed:
                 log.info("view %s: removed %d leftover path(s)", view.name, len(removed))
 
-    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> SyncRecord:
-        """Queue a sync of the view (Conflict if one is under way); `trigger` says what started it."""
-        record = self.catalog.queue_sync(view, trigger)
-        with self._lock:
-            self.futures[record.id] = self.pool.submit(self._run, view, record.id, verify)
+    def submit(
+        self, view: str, *, verify: bool = False, trigger: str = "api", due: dt.datetime | None = None
+    ) -> SyncRecord:
+        """Queue a sync of the view (Conflict if one is under way); `trigger` says what started it.
+
+        `due`: when a scheduled sync became due (its place in the queue); else it queues as of now.
+        """
+        with self._lock:  # queued in the catalog and here at once: a cancel finds it in one or the other
+            record = self.catalog.queue_sync(view, trigger)
+            definition = self.catalog.view(view)
+            sources = _sources(definition.definition) | _sources(definition.applied)
+            at = due.isoformat(timespec="milliseconds") if due is not None else record.created_at
+            self.futures[record.id] = Future()
+            waiting = Waiting(record.id, sources, min(at, record.created_at), next(self._arrivals))
+            self.queue[record.id] = _Queued(waiting, view, verify, record.trigger)
+            self._dispatch()
         return record
+
+    def _dispatch(self) -> None:
+        """Start the queued syncs that have slots now (call with the lock held)."""
+        waiting = [q.waiting for q in self.queue.values()]
+        s = self.settings
+        running = [r.sources for r in self.running.values()]
+        for sync_id in startable(waiting, running, s.max_concurrent_syncs, s.max_syncs_per_source):
+            queued = self.queue.pop(sync_id)
+            self.running[sync_id] = _Running(queued.waiting.sources, Cancellation())
+            self.pool.submit(self._slot, queued, self.running[sync_id].cancellation)
+        self.metrics.queued.set(len(self.queue))
+
+    def _slot(self, queued: _Queued, stop: Cancellation) -> None:
+        """Run a sync in its slots, then give them to the next ones."""
+        sync_id = queued.waiting.id
+        try:
+            self._run(queued.view, sync_id, queued.verify, queued.trigger, stop)
+        finally:
+            with self._lock:
+                self.running.pop(sync_id, None)
+                self._ended(sync_id)
+                self._dispatch()
+
+    def _ended(self, sync_id: str) -> None:
+        future = self.futures.pop(sync_id, None)
+        if future is not None:
+            future.set_result(None)
+
+    def cancel(self, view: str, sync_id: str) -> SyncRecord:
+        """Stop a queued sync (it never runs) or a running one (it ends at once, its view
+        unchanged); Conflict once it has finished or is committing. The record as it is now."""
+        record = self.catalog.sync(view, sync_id)  # NotFound for another view's sync
+        with self._lock:
+            queued = self.queue.pop(sync_id, None)
+            if queued is not None:
+                self.catalog.update_sync(
+                    sync_id,
+                    status="failed",
+                    finished_at=now(),
+                    error=cancellation.MESSAGE.format(view=view, id=sync_id),
+                    error_code="cancelled",
+                )
+                self.metrics.cancelled(view)
+                self._ended(sync_id)
+                self.metrics.queued.set(len(self.queue))
+                return self.catalog.sync(view, sync_id)
+            running = self.running.get(sync_id)
+        if running is None:
+            raise Conflict(
+                f"sync {sync_id} of view {view!r} is {record.status}; only a queued or running sync can be cancelled"
+            )
+        if not running.cancellation.request():
+            raise Conflict(f"sync {sync_id} of view {view!r} is committing its result; it can no longer be cancelled")
+        log.info("sync %s of view %s: cancel requested", sync_id, view)
+        return self.catalog.sync(view, sync_id)
 
     def wait(self, sync_id: str) -> None:
         future = self.futures.get(sync_id)
@@ -98,6 +201,10 @@ class SyncRunner:
             future.result()
 
     def shutdown(self) -> None:
+        with self._lock:
+            for sync_id in list(self.queue):  # left queued in the catalog: recover() settles them at the next start
+                self._ended(sync_id)
+            self.queue.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.sketches.shutdown()
 
@@ -113,9 +220,11 @@ class SyncRunner:
             out[site.source] = Endpoint(source.name, source.url, source.token, verify)
         return out
 
-    def _run(self, view_name: str, sync_id: str, verify: bool = False) -> None:
-        self.catalog.update_sync(sync_id, status="running", started_at=now())
-        self.metrics.started(view_name)
+    def _run(self, view_name: str, sync_id: str, verify: bool, trigger: str, stop: Cancellation) -> None:
+        started = now()
+        queued_s = _seconds_between(self.catalog.sync(view_name, sync_id).created_at, started)
+        self.catalog.update_sync(sync_id, status="running", started_at=started, queued_s=queued_s)
+        self.metrics.started(view_name, trigger, queued_s)
         t0 = time.monotonic()
         progress = _Progress(self.catalog, sync_id, eta.expected_seconds(self.catalog.syncs(view_name, 20), verify))
 
@@ -128,6 +237,7 @@ class SyncRunner:
                 raise RuntimeError("the service was started without Spark (start_spark=False)")
             spark, generation = self.engine.current()
             spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
+            stop.on_request(lambda: spark.sparkContext.cancelJobGroup(sync_id))
             store = self.store(view_name)
             sync = SyncRun(
                 spark,
@@ -140,6 +250,7 @@ class SyncRunner:
                 progress,
                 self.sketches,
                 ViewDef.from_json(view.applied) if view.applied is not None else None,
+                cancellation=stop,
             )
             options = view.options
 
@@ -152,29 +263,32 @@ class SyncRunner:
             metrics = run().to_json()
             self._adopt(view_name, store.current())
             progress.close()
-        except WarehouseError as exc:
+        except Exception as exc:  # a failure, expected or not, still ends the sync cleanly
             progress.close()
-            lost = self._engine_lost(generation)
-            error = ENGINE_LOST if lost else exc.message
-            log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
-            self._failed(view_name, sync_id, error, run, t0, None if lost else exc.code)
-        except Exception as exc:  # an unexpected failure still ends the sync cleanly
-            progress.close()
-            log.error("sync %s of view %s failed:\n%s", sync_id, view_name, traceback.format_exc())
-            error = (
-                ENGINE_LOST
-                if self._engine_lost(generation)
-                else executor_import_error(str(exc)) or f"internal error: {type(exc).__name__}: {exc}"
-            )
-            self._failed(view_name, sync_id, error, run, t0)
+            error, code = self._failure(exc, view_name, sync_id, generation, stop)
+            self._failed(view_name, sync_id, error, run, t0, code)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
             applied = run.run.view.to_json() if run is not None else view.definition
             self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
-        finally:
-            with self._lock:
-                self.futures.pop(sync_id, None)
+
+    def _failure(
+        self, exc: Exception, view: str, sync_id: str, generation: int | None, stop: Cancellation
+    ) -> tuple[str, str | None]:
+        """What a failed sync's record says: its error and its code."""
+        if stop.requested:  # whatever the stop broke (an agent call, a Spark job), it was the stop
+            log.info("sync %s of view %s: cancelled (%s)", sync_id, view, type(exc).__name__)
+            return cancellation.MESSAGE.format(view=view, id=sync_id), "cancelled"
+        lost = self._engine_lost(generation)
+        if isinstance(exc, WarehouseError):
+            error = ENGINE_LOST if lost else exc.message
+            log.warning("sync %s of view %s failed: %s", sync_id, view, error)
+            return error, None if lost else exc.code
+        log.error("sync %s of view %s failed:\n%s", sync_id, view, traceback.format_exc())
+        if lost:
+            return ENGINE_LOST, None
+        return executor_import_error(str(exc)) or f"internal error: {type(exc).__name__}: {exc}", None
 
     def _failed(
         self, view: str, sync_id: str, error: str, run: PolicedSync | None, t0: float, code: str | None = None
@@ -250,3 +364,24 @@ class _Progress:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+
+
+def _sources(definition: dict | None) -> frozenset[str]:
+    """The sources a view definition (ViewDef's JSON) reads.
+
+    >>> sorted(_sources({"sites": [{"source": "crm"}, {"source": "erp"}, {"source": "crm"}]}))
+    ['crm', 'erp']
+    >>> _sources(None)
+    frozenset()
+    """
+    return frozenset(site["source"] for site in (definition or {}).get("sites", []))
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    """Seconds from one catalog timestamp to a later one (never below 0: clocks step back).
+
+    >>> _seconds_between("2026-01-01T00:00:00.000+00:00", "2026-01-01T00:00:01.250+00:00")
+    1.25
+    """
+    delta = dt.datetime.fromisoformat(later) - dt.datetime.fromisoformat(earlier)
+    return max(0.0, round(delta.total_seconds(), 3))

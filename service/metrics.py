@@ -19,10 +19,14 @@ from service.catalog import Catalog
 from service.records import ViewRecord
 
 STATUSES = ("succeeded", "failed")
+#: What starts a sync (the sync record's trigger).
+TRIGGERS = ("api", "schedule", "redefine")
 #: Each operation and the field of a sync's metrics that counts it.
 OPS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
 #: Sync durations run from a second (a small delta) to an hour (a large view's load).
 DURATION_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+#: Queue waits run from nothing (a free slot) to the length of a long sync of the same source.
+WAIT_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 #: The classic text format (what generate_latest writes for these metric names), named as
 #: every Prometheus version knows it rather than by prometheus_client's newer version=1.0.0.
 MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -64,12 +68,24 @@ class ServiceMetrics:
             registry=r,
         )
         self.running = Gauge("deltasieve_syncs_running", "Syncs running now", registry=r)
+        self.queued = Gauge(
+            "deltasieve_syncs_queued", "Syncs waiting for a slot of the pool or of a source they read", registry=r
+        )
+        self.queue_wait = Histogram(
+            "deltasieve_sync_queue_wait_seconds",
+            "Seconds a sync waited in the queue before it ran (the sync record's queued_s), by what started it",
+            ["trigger"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self.interval = Gauge(
             "deltasieve_schedule_interval_seconds",
             "The view's schedule: seconds between the end of a sync and the next (views with a schedule only)",
             ["view"],
             registry=r,
         )
+        for trigger in TRIGGERS:  # shown at 0 before the first sync starts
+            self.queue_wait.labels(trigger)
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
 
@@ -92,9 +108,16 @@ class ServiceMetrics:
         self.sent.labels(view)
         self.received.labels(view)
 
-    def started(self, view: str) -> None:
+    def started(self, view: str, trigger: str, queued_s: float) -> None:
+        """A sync left the queue and runs."""
         self.known(view)
         self.running.inc()
+        self.queue_wait.labels(trigger).observe(queued_s)
+
+    def cancelled(self, view: str) -> None:
+        """A queued sync was cancelled: a failed sync that never ran."""
+        self.known(view)
+        self.syncs.labels(view, "failed").inc()
 
     def finished(self, view: str, status: str, metrics: dict, seconds: float) -> None:
         """A sync ended: `metrics` is its record's (failed syncs: what it measured so far)."""

@@ -382,7 +382,13 @@ class SyncOut(BaseModel):
         default=None,
         description="what kind of failure, for programs: schema_changed (a column the view reads changed at its "
         "source in a way the view's on_schema_change does not take; `error` names table, column, old and new type "
-        "and the ways out); null for other failures and for syncs that did not fail",
+        "and the ways out); cancelled (DELETE /v1/views/{name}/syncs/{id} stopped it; the view is unchanged); "
+        "null for other failures and for syncs that did not fail",
+    )
+    queued_s: float | None = Field(
+        default=None,
+        description="seconds the sync waited in the queue for a slot of the pool and of its sources before it ran "
+        "(null while queued, and for a sync cancelled before it ran)",
     )
     created_at: str
     started_at: str | None

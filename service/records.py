@@ -50,5 +50,7 @@ class SyncRecord:
     #: What started it: "api" (POST .../syncs) or "schedule"; "redefine" for a sync that
     #: applies a redefinition, whatever started it.
     trigger: str
-    #: What kind of failure it had, for programs ("schema_changed"); None otherwise.
+    #: What kind of failure it had, for programs ("schema_changed", "cancelled"); None otherwise.
     error_code: str | None = None
+    #: Seconds from queued to running (None while queued, and for a sync cancelled before it ran).
+    queued_s: float | None = None

@@ -6,6 +6,8 @@ times come from the sync records in the catalog, so a restarted service finds a 
 whose runs were missed due at once, runs it once, and goes on from there: no burst. A
 view whose sync is queued or running is not due (its next run counts from that sync's
 end), so syncs of one view never overlap, and a failed sync is retried a period later.
+A due sync joins the runner's queue at its due time (jobs.py, slots.py): views due longest
+ago run first, whatever source they read, so none starves behind a busy source.
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ class Scheduler:
                 soonest = min(soonest, wait)
                 continue
             try:
-                record = self.runner.submit(view.name, trigger="schedule")
+                record = self.runner.submit(view.name, trigger="schedule", due=due)
             except (Conflict, NotFound, sqlite3.IntegrityError):
                 continue  # a manual sync came first, or the view was deleted meanwhile
             log.info("view %s: scheduled sync %s queued (due %s)", view.name, record.id, due.isoformat())

@@ -35,7 +35,15 @@ class ServiceSettings(BaseSettings):
         description="with a cluster master, send the code Python tasks import to the executors; false when deltasieve is installed on the workers",
     )
     #: Syncs of different views that may run at once (Spark shares the machine between them).
-    max_concurrent_syncs: int = Field(default=2, ge=1)
+    max_concurrent_syncs: int = Field(
+        default=2, ge=1, description="syncs at once (the pool); more wait in the queue, oldest due first"
+    )
+    #: A gentle hand on a legacy database: its agent serves this many syncs at once.
+    max_syncs_per_source: int = Field(
+        default=1,
+        ge=1,
+        description="syncs at once that read one source (a sync takes a slot on each source its view reads); keep it within the agent's AGENT_MAX_CONCURRENT_EXTRACTIONS",
+    )
     api_key: SecretStr | None = Field(
         default=None, description="when set, required (X-API-Key or Bearer) on every mutating call"
     )

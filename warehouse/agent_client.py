@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import ssl
 import threading
 import time
@@ -16,7 +18,8 @@ from pydantic import ValidationError
 from protocol import frames
 from protocol.models import ColumnSampleOut, ColumnSampleRequest
 from protocol.schema import FINGERPRINT_HEADER
-from warehouse.errors import AgentRejected, AgentUnavailable, ProtocolError
+from warehouse.cancellation import Cancellation
+from warehouse.errors import AgentRejected, AgentUnavailable, Cancelled, ProtocolError
 
 #: Seconds to wait for a connection to the agent.
 CONNECT_TIMEOUT_S = 10.0
@@ -43,9 +46,11 @@ class ByteCounter:
 
 
 class _CountingStream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream, counter: ByteCounter):
+    def __init__(self, inner: httpcore.NetworkStream, counter: ByteCounter, live: set | None = None):
         self._inner = inner
         self._counter = counter
+        self._live = live if live is not None else set()
+        self._live.add(self)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         data = self._inner.read(max_bytes, timeout)
@@ -57,12 +62,22 @@ class _CountingStream(httpcore.NetworkStream):
         self._counter.add(sent=len(buffer))
 
     def close(self) -> None:
+        self._live.discard(self)
         self._inner.close()
+
+    def shut(self) -> None:
+        """End the connection under a read or write blocked on it in another thread (a
+        close alone does not wake a blocked read)."""
+        sock = self._inner.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def start_tls(
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore.NetworkStream:
-        return _CountingStream(self._inner.start_tls(ssl_context, server_hostname, timeout), self._counter)
+        self._live.discard(self)
+        return _CountingStream(self._inner.start_tls(ssl_context, server_hostname, timeout), self._counter, self._live)
 
     def get_extra_info(self, info: str):
         return self._inner.get_extra_info(info)
@@ -72,25 +87,29 @@ class _CountingBackend(httpcore.NetworkBackend):
     def __init__(self, counter: ByteCounter):
         self._inner = httpcore.SyncBackend()
         self._counter = counter
+        #: the connections open now, to shut them down on a stop request
+        self.live: set[_CountingStream] = set()
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         return _CountingStream(
-            self._inner.connect_tcp(host, port, timeout, local_address, socket_options), self._counter
+            self._inner.connect_tcp(host, port, timeout, local_address, socket_options), self._counter, self.live
         )
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
-        return _CountingStream(self._inner.connect_unix_socket(path, timeout, socket_options), self._counter)
+        return _CountingStream(self._inner.connect_unix_socket(path, timeout, socket_options), self._counter, self.live)
+
+    def shut(self) -> None:
+        for stream in list(self.live):
+            stream.shut()
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
 
 
-def _counting_transport(counter: ByteCounter, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
+def _counting_transport(backend: _CountingBackend, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
     transport = httpx.HTTPTransport(verify=verify)
     ssl_context = transport._pool._ssl_context  # keep httpx's TLS set-up (verify, CA bundle)
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=ssl_context, max_connections=4, network_backend=_CountingBackend(counter)
-    )
+    transport._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=4, network_backend=backend)
     return transport
 
 
@@ -105,6 +124,7 @@ class AgentClient:
         verify: ssl.SSLContext | str | bool = True,
         read_timeout_s: float = READ_TIMEOUT_S,
         deadline_s: float = DEADLINE_S,
+        cancellation: Cancellation | None = None,
     ):
         self.url = url.rstrip("/")
         try:
@@ -119,12 +139,16 @@ class AgentClient:
         #: named it (protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
         self.fingerprint: str | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._backend = _CountingBackend(self.counter)
         self._http = httpx.Client(
             base_url=self.url,
             headers=headers,
-            transport=_counting_transport(self.counter, verify),
+            transport=_counting_transport(self._backend, verify),
             timeout=httpx.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s, write=read_timeout_s),
         )
+        #: a stop request shuts the connections: a call blocked on the agent ends at once
+        self.cancellation = cancellation or Cancellation()
+        self.cancellation.on_request(self._backend.shut)
 
     def __enter__(self) -> AgentClient:
         return self
@@ -186,17 +210,23 @@ class AgentClient:
                     raise ProtocolError(
                         f"the answer of the agent at {self.url} ended before its summary frame (connection cut?)"
                     )
-        except frames.FrameError as exc:
-            raise ProtocolError(f"malformed answer from the agent at {self.url}: {exc}") from None
-        except httpx.TimeoutException as exc:
-            raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
-            raise _transport_failure(self.url, exc, "unreachable or connection broken") from None
+        except Cancelled:
+            raise
+        except Exception as exc:
+            self.cancellation.check()  # the client was closed under the call: not the link's fault
+            if isinstance(exc, frames.FrameError):
+                raise ProtocolError(f"malformed answer from the agent at {self.url}: {exc}") from None
+            if isinstance(exc, httpx.TimeoutException):
+                raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
+            if isinstance(exc, httpx.TransportError):
+                raise _transport_failure(self.url, exc, "unreachable or connection broken") from None
+            raise
 
     def _within_deadline(self, chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
         """Pass the answer's chunks on until the call has run longer than its deadline."""
         deadline = time.monotonic() + self.deadline_s
         for chunk in chunks:
+            self.cancellation.check()
             if time.monotonic() > deadline:
                 raise AgentUnavailable(
                     f"agent at {self.url}: {path} did not finish within {self.deadline_s:g} s (SERVICE_AGENT_DEADLINE_S)"
@@ -205,11 +235,14 @@ class AgentClient:
 
     def _call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> httpx.Response:
         self.counter.requests += 1
+        self.cancellation.check()
         try:
             response = self._http.request(method, path, json=body, params=params)
         except httpx.TimeoutException as exc:
+            self.cancellation.check()
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
+            self.cancellation.check()
             raise _transport_failure(self.url, exc, "unreachable") from None
         if response.status_code != 200:
             raise _rejection(response)

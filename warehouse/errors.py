@@ -76,3 +76,9 @@ class SchemaUnavailable(WarehouseError):
         super().__init__(f"cannot read the schema of source {source!r}: {cause.message}")
         self.source = source
         self.transient = cause.transient
+
+
+class Cancelled(WarehouseError):
+    """The sync was cancelled (DELETE /v1/views/{name}/syncs/{id}) before it committed."""
+
+    code = "cancelled"

@@ -71,6 +71,23 @@ def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
     return sync_out(catalog.sync(name, sync_id))
 
 
+@router.delete(
+    "/{sync_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=SyncOut,
+    operation_id="cancel_sync",
+    responses=error_responses(401, 404, 409, 422),
+)
+def cancel_sync(name: str, sync_id: str, catalog: CatalogDep, runner: RunnerDep, _: ApiKey) -> SyncOut:
+    """Cancel a queued or running sync: a queued one never runs, a running one stops (its
+    Spark jobs cancelled, its agent calls closed) and leaves the view at its last version.
+    Either ends `failed` with error_code `cancelled`; the answer is its record at the time
+    (a running one may still show `running` for a moment). 409 once it has finished, or
+    while it commits its result."""
+    catalog.view(name)
+    return sync_out(runner.cancel(name, sync_id))
+
+
 @router.get(
     "/{sync_id}/delta",
     operation_id="get_sync_delta",

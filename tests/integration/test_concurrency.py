@@ -3,7 +3,10 @@
 Syncs are made busy deterministically: a fault proxy between the service and the agent
 (tests/support/faultproxy.py) holds the agent's answers until the test releases them, so a
 sync stays `running` (and the next one `queued`) for exactly as long as the test needs.
-The session's service allows two syncs at once (SERVICE_MAX_CONCURRENT_SYNCS=2).
+The session's service allows two syncs at once (SERVICE_MAX_CONCURRENT_SYNCS=2) and one
+per source (SERVICE_MAX_SYNCS_PER_SOURCE=1): the agent is registered twice, as `busy` and
+`busy_too`, so that two views of it run side by side (tests/integration/test_sync_pool.py
+has the per-source limit).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ def held(api, tmp_path_factory, logs_dir):
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     proxy = FaultProxy("127.0.0.1", agent.port)
     api.add_source("busy", proxy.url)
+    api.add_source("busy_too", proxy.url)
     yield people, proxy
     proxy.release()
     proxy.close()
@@ -66,9 +70,9 @@ def conflict(r, *words: str) -> str:
 
 def test_busy_views_refuse_a_second_sync_a_delete_and_a_redefinition(api, held):
     people, proxy = held
-    sql = VIEW_SQL.format(source="busy")
+    sql, sql_b = VIEW_SQL.format(source="busy"), VIEW_SQL.format(source="busy_too")
     for name in ("busy_a", "busy_b", "busy_c"):
-        api.add_view(name, sql)
+        api.add_view(name, sql_b if name == "busy_b" else sql)
     defined = {name: api.http.get(f"/v1/views/{name}").json() for name in ("busy_a", "busy_b", "busy_c")}
     listed = api.http.get("/v1/views").json()
 
@@ -110,7 +114,7 @@ def test_busy_views_refuse_a_second_sync_a_delete_and_a_redefinition(api, held):
     assert ra["started_at"] < rb["finished_at"] and rb["started_at"] < ra["finished_at"]
 
     # once idle, a view can be redefined: history and rows stay until its next sync applies it
-    narrow = sql + " AND p.score < 100"
+    narrow = sql_b + " AND p.score < 100"
     history = api.http.get("/v1/views/busy_b/syncs").json()
     r = api.http.put("/v1/views/busy_b", json={"sql": narrow})
     assert r.status_code == 200, r.text

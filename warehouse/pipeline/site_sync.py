@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from protocol.types import arrow_schema
 from warehouse import faults
 from warehouse.agent_client import AgentClient
+from warehouse.cancellation import Cancellation
 from warehouse.deltas.site_delta import DeltaResult, build_delta, check_unique
 from warehouse.deltas.touched_delta import TouchedDelta, classify, omega_schema
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
@@ -118,6 +119,8 @@ class SiteRun:
     sample: pa.Table | None = None
     #: the site is a table view's: a column added to or dropped from its table is news (table_follow.py)
     follows_table: bool = False
+    #: the sync's stop request: checked at each step, and it closes the agent client
+    cancellation: Cancellation = field(default_factory=Cancellation)
 
     def __post_init__(self) -> None:
         self.metrics = SiteMetrics(source=self.site.source)
@@ -128,6 +131,7 @@ class SiteRun:
             verify=self.endpoint.verify,
             read_timeout_s=self.options.agent_read_timeout_s,
             deadline_s=self.options.agent_deadline_s,
+            cancellation=self.cancellation,
         )
         self.ctx = SiteContext(
             self.spark,
@@ -176,6 +180,7 @@ class SiteRun:
 
     def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
         """Run one step, reporting that it started and recording its wall time under its name."""
+        self.cancellation.check()
         self.progress({"phase": step, "site": self.index, **self.traffic()})
         t0 = time.monotonic()
         out = run(*args)

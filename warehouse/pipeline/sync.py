@@ -25,9 +25,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.util import inheritable_thread_target
 
 from protocol.types import arrow_schema
 from warehouse import faults
+from warehouse.cancellation import Cancellation
 from warehouse.deltas import join_delta
 from warehouse.deltas.join_delta import JoinDelta
 from warehouse.deltas.site_delta import DeltaResult, counted, view_delta
@@ -87,6 +89,7 @@ class SyncRun:
     #: `view`: pipeline/schema_policy.py), and what else to store in the committed version's meta.
     base: Version | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    cancellation: Cancellation = field(default_factory=Cancellation)  # honoured up to the commit
 
     def __post_init__(self) -> None:
         self.seed = secrets.randbits(64)
@@ -132,6 +135,7 @@ class SyncRun:
 
     def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
         """Run one step, reporting that it started and recording its wall time under its name."""
+        self.cancellation.check()
         self.progress({"phase": step, **self._traffic()})
         t0 = time.monotonic()
         out = run(*args)
@@ -140,12 +144,9 @@ class SyncRun:
 
     def _traffic(self) -> dict:
         """Bytes and calls so far, failed attempts included."""
-        out = {}
-        for k in ("bytes_to_agent", "bytes_from_agent", "round_trips"):
-            out[k] = sum(s.traffic()[k] for s in [*self.sites, *self.checks]) + sum(
-                getattr(a, k) for a in self.metrics.attempts
-            )
-        return out
+        runs, failed = [*self.sites, *self.checks], self.metrics.attempts
+        keys = ("bytes_to_agent", "bytes_from_agent", "round_trips")
+        return {k: sum(s.traffic()[k] for s in runs) + sum(getattr(a, k) for a in failed) for k in keys}
 
     def _count_traffic(self) -> None:
         for name, value in self._traffic().items():
@@ -191,8 +192,9 @@ class SyncRun:
         if count == 1:
             one(0)
         else:
+            site = inheritable_thread_target(one)  # its Spark jobs in this thread's job group (a cancel ends it)
             with ThreadPoolExecutor(count, thread_name_prefix=f"{prefix}-{self.sync_id[:8]}") as pool:
-                for future in [pool.submit(one, i) for i in range(count)]:
+                for future in [pool.submit(site, i) for i in range(count)]:
                     future.result()  # the first failure fails the sync
         return [run for run in runs if run is not None]  # every one, or `one` raised
 
@@ -217,6 +219,7 @@ class SyncRun:
                 self.sketches,
                 self._cost_sample,
                 follows_table=self.view.table is not None,
+                cancellation=self.cancellation,
             )
             with self._lock:
                 live.append(run)
@@ -253,7 +256,7 @@ class SyncRun:
                         **self._traffic(),
                     }
                 )
-                time.sleep(pause)
+                self.cancellation.wait(pause)
         raise AssertionError("unreachable")
 
     def build_fragments(self, sites: list[SiteRun]) -> None:
@@ -466,6 +469,7 @@ class SyncRun:
 
     def commit(self) -> None:
         """Make the staged version current in one atomic step."""
+        self.cancellation.point_of_no_return()
         m = self.metrics
         m.add_sites([s.metrics for s in self.sites])
         self._count_traffic()  # verify reads and failed attempts count too

@@ -21,7 +21,7 @@ class Runner:
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
 
-    def submit(self, view: str, *, verify: bool = False, trigger: str = "api") -> SyncRecord:
+    def submit(self, view: str, *, verify: bool = False, trigger: str = "api", due=None) -> SyncRecord:
         return self.catalog.queue_sync(view, trigger)
 
 

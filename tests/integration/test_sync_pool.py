@@ -1,0 +1,239 @@
+"""The pool of syncs: a few at once, one per source, oldest due first, and cancelling a sync.
+
+A service of the module's own allows two syncs at once and one per source
+(SERVICE_MAX_CONCURRENT_SYNCS=2, SERVICE_MAX_SYNCS_PER_SOURCE=1), over two SQLite
+sources: `quick`, an agent that reads as fast as it can, and `paced`, one that reads at
+most PACED_ROWS_PER_S rows per second (the agent's --max-rows-per-s), so that each of its
+syncs takes seconds. The limits are observed from outside, in the sync records' start
+and end times; a sync is held running by a fault proxy that stalls the agent's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.faultproxy import FaultProxy, Stall
+from tests.support.oracle import check_sync, keyed
+from tests.support.people import KEY, VIEW_SQL, People
+from workloads.harness import Api, start_agent, start_service
+
+pytestmark = pytest.mark.integration
+
+ROWS = 2_000
+#: The paced agent's read rate: a full read of ROWS takes about two seconds.
+PACED_ROWS_PER_S = 1_000
+#: A view over both sources: its sync takes a slot on each.
+JOIN_SQL = (
+    "SELECT q.id, p.id AS pid, q.name, p.score FROM quick.people q JOIN paced.people p ON p.id = q.id"
+    " WHERE q.score >= 0 AND p.score >= 0"
+)
+#: Generous bound on how long a few small syncs may take on a loaded machine.
+WITHIN_S = 300
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory, logs_dir):
+    root = tmp_path_factory.mktemp("pool")
+    quick_db, paced_db, held_db = (People(root / f"{n}.db", rows=ROWS, seed=i) for i, n in enumerate("qph"))
+    quick = start_agent(f"sqlite:///{quick_db.path}", logs_dir)
+    paced = start_agent(f"sqlite:///{paced_db.path}", logs_dir, extra=["--max-rows-per-s", str(PACED_ROWS_PER_S)])
+    held = start_agent(f"sqlite:///{held_db.path}", logs_dir)
+    proxy = FaultProxy("127.0.0.1", held.port)
+    env = {
+        "SERVICE_MAX_CONCURRENT_SYNCS": "2",
+        "SERVICE_MAX_SYNCS_PER_SOURCE": "1",
+        "SERVICE_SPARK_DRIVER_MEMORY": "1g",
+    }
+    service = start_service(root / "warehouse", logs_dir, env=env)
+    api = Api(service.url)
+    api.add_source("quick", quick.url)
+    api.add_source("paced", paced.url)
+    api.add_source("held", proxy.url)
+    yield api, {"quick": quick_db, "paced": paced_db, "held": held_db}, proxy
+    proxy.release()
+    api.close()
+    service.stop()
+    proxy.close()
+    for agent in (quick, paced, held):
+        agent.stop()
+
+
+def joined(quick: People, paced: People) -> dict:
+    """JOIN_SQL evaluated on the two sources, keyed as `oracle.keyed` keys the service's rows."""
+    names = {k[0]: row["name"] for k, row in quick.truth().items()}
+    out = {}
+    for k, row in paced.truth().items():
+        if k[0] in names:
+            out[(k[0], k[0])] = {"id": k[0], "pid": k[0], "name": names[k[0]], "score": row["score"]}
+    return out
+
+
+def record(api: Api, view: str, sync_id: str) -> dict:
+    r = api.http.get(f"/v1/views/{view}/syncs/{sync_id}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_for(api: Api, view: str, sync_id: str, statuses: tuple[str, ...], within_s: float = WITHIN_S) -> dict:
+    deadline = time.monotonic() + within_s
+    while (sync := record(api, view, sync_id))["status"] not in statuses:
+        assert time.monotonic() < deadline, f"sync {sync_id} of {view} still {sync['status']} after {within_s} s"
+        time.sleep(0.2)
+    return sync
+
+
+def start(api: Api, view: str) -> str:
+    r = api.http.post(f"/v1/views/{view}/syncs")
+    assert r.status_code == 202, r.text
+    return r.json()["id"]
+
+
+def deltasieve(api: Api, *args: str) -> subprocess.CompletedProcess:
+    """The command-line client as a user runs it, against the module's service."""
+    return subprocess.run(
+        [sys.executable, "-m", "deltasieve_cli", "--url", str(api.http.base_url), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def overlapping(a: dict, b: dict) -> bool:
+    return a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]
+
+
+def unschedule(api: Api, view: str) -> None:
+    """Remove the view's schedule (refused while its sync is under way: tried again until it ends)."""
+    deadline = time.monotonic() + WITHIN_S
+    while (r := api.http.patch(f"/v1/views/{view}", json={"schedule": None})).status_code == 409:
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
+
+
+def metric(api: Api, line_start: str) -> float:
+    for line in api.http.get("/metrics").text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {line_start} in /metrics")
+
+
+def test_four_views_over_two_sources_run_one_per_source(pool):
+    """Four loads started at once, and a join of both sources: never two against one agent,
+    all exact, the waiting ones say how long they waited."""
+    api, dbs, _ = pool
+    views = {"q1": "quick", "q2": "quick", "p1": "paced", "p2": "paced"}
+    for view, source in views.items():
+        api.add_view(view, VIEW_SQL.format(source=source))
+    api.add_view("qp", JOIN_SQL)
+    ids = {view: start(api, view) for view in [*views, "qp"]}
+    done = {view: wait_for(api, view, ids[view], ("succeeded", "failed")) for view in ids}
+    assert done["qp"]["status"] == "succeeded", done["qp"]["error"]
+    assert keyed(api.rows("qp"), ["id", "pid"]) == joined(dbs["quick"], dbs["paced"])
+    for view in views:  # the join needs a slot on both sources: it ran alone
+        assert not overlapping(done["qp"], done[view]), (done["qp"], done[view])
+    assert done["qp"]["queued_s"] > 0
+    for view, source in views.items():
+        check_sync(api, view, KEY, {}, dbs[source].truth(), done[view])
+    for first, second in (("q1", "q2"), ("p1", "p2")):
+        a, b = sorted((done[first], done[second]), key=lambda s: s["started_at"])
+        assert not overlapping(a, b), (a, b)  # one at a time against the agent
+        assert b["started_at"] >= a["finished_at"]
+        assert b["queued_s"] > 0.5, b  # it waited for the other's whole sync
+        assert b["queued_s"] >= a["metrics"]["wall_seconds"] * 0.5
+    # the pool was used: a quick and a paced sync ran side by side
+    assert any(overlapping(done[q], done[p]) for q in ("q1", "q2") for p in ("p1", "p2"))
+    assert metric(api, 'deltasieve_sync_queue_wait_seconds_count{trigger="api"}') >= 4
+    assert metric(api, "deltasieve_syncs_queued ") == 0
+
+
+def test_due_scheduled_views_are_served_oldest_first(pool):
+    """Three scheduled views on the paced source and three on the quick one, due every second:
+    while a sync waits for its source, no other view of that source runs twice, and every
+    view runs again and again (the quick source's views are not held behind the paced ones)."""
+    api, dbs, _ = pool
+    views = {f"sq{i}": "quick" for i in range(3)} | {f"sp{i}": "paced" for i in range(3)}
+    for view, source in views.items():
+        api.add_view(view, VIEW_SQL.format(source=source), schedule={"every_s": 1})
+    deadline = time.monotonic() + WITHIN_S
+    while True:
+        history = {v: [s for s in api.http.get(f"/v1/views/{v}/syncs").json() if s["finished_at"]] for v in views}
+        if all(len(h) >= 3 for h in history.values()):
+            break
+        assert time.monotonic() < deadline, {v: len(h) for v, h in history.items()}
+        time.sleep(1)
+    for view in views:  # the schedules off, so that nothing runs while we read the records
+        unschedule(api, view)
+    api.wait_idle()
+    syncs = [{"view": v, **s} for v in views for s in api.http.get(f"/v1/views/{v}/syncs").json() if s["finished_at"]]
+    assert all(s["status"] == "succeeded" for s in syncs), [s["error"] for s in syncs if s["error"]]
+    for source in ("quick", "paced"):
+        mine = sorted((s for s in syncs if views[s["view"]] == source), key=lambda s: s["started_at"])
+        for a, b in zip(mine, mine[1:], strict=False):
+            assert b["started_at"] >= a["finished_at"], (a, b)  # one at a time against the agent
+        for waiting in mine:
+            turns = [s["view"] for s in mine if waiting["created_at"] < s["started_at"] < waiting["started_at"]]
+            assert len(turns) == len(set(turns)) <= 2, (waiting, turns)  # each other view once at most
+    for view, source in views.items():
+        assert keyed(api.rows(view), KEY) == dbs[source].truth()
+
+
+def test_cancel_a_queued_and_a_running_sync(pool):
+    """A running sync held at its agent and a queued one behind it on the same source: the
+    queued one is cancelled and never runs, the running one stops, the view keeps its last
+    version, and the next sync is exact."""
+    api, dbs, proxy = pool
+    people = dbs["held"]
+    for view in ("h1", "h2"):
+        api.add_view(view, VIEW_SQL.format(source="held"))
+        check_sync(api, view, KEY, {}, people.truth(), api.sync(view))
+    loaded = people.truth()
+    people.change()
+
+    connections = proxy.connections
+    proxy.plan(Stall(0), Stall(0), Stall(0))  # the agent's answers are held from now on
+    running = start(api, "h1")
+    wait_for(api, "h1", running, ("running",))
+    deadline = time.monotonic() + 120
+    while proxy.connections == connections:  # h1 waits on the agent
+        assert time.monotonic() < deadline, "the sync did not reach the agent"
+        time.sleep(0.1)
+    queued = start(api, "h2")
+    time.sleep(1)
+    assert record(api, "h2", queued)["status"] == "queued"  # the source's one slot is h1's
+
+    cancelled = deltasieve(api, "sync", "h2", "--cancel", "--json")  # the view's sync under way: the queued one
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["id"] == queued
+    gone = record(api, "h2", queued)
+    assert (gone["status"], gone["error_code"], gone["started_at"], gone["queued_s"]) == (
+        "failed",
+        "cancelled",
+        None,
+        None,
+    ), gone
+    assert api.http.delete(f"/v1/views/h2/syncs/{queued}").status_code == 409  # finished
+    again = deltasieve(api, "sync", "h2", "--cancel")
+    assert again.returncode == 1 and "no sync of view h2 is queued or running" in again.stderr, again.stderr
+
+    r = api.http.delete(f"/v1/views/h1/syncs/{running}")
+    assert r.status_code == 202, r.text
+    stopped = wait_for(api, "h1", running, ("succeeded", "failed"), 60)
+    assert (stopped["status"], stopped["error_code"]) == ("failed", "cancelled"), stopped
+    assert "cancelled" in stopped["error"]
+    assert api.http.delete(f"/v1/views/h1/syncs/{running}").status_code == 409
+    assert api.http.delete("/v1/views/h1/syncs/no-such-sync").status_code == 404
+    assert api.http.delete(f"/v1/views/h1/syncs/{queued}").status_code == 404  # h2's, not h1's
+    assert keyed(api.rows("h1"), KEY) == loaded  # the view is at its last version
+    assert record(api, "h2", queued)["started_at"] is None  # it never ran
+
+    proxy.plan()  # the agent answers again
+    proxy.release()
+    truth = people.truth()
+    for view in ("h1", "h2"):
+        check_sync(api, view, KEY, loaded, truth, api.sync(view))
