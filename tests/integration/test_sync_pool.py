@@ -144,8 +144,8 @@ def test_four_views_over_two_sources_run_one_per_source(pool):
         a, b = sorted((done[first], done[second]), key=lambda s: s["started_at"])
         assert not overlapping(a, b), (a, b)  # one at a time against the agent
         assert b["started_at"] >= a["finished_at"]
-        assert b["queued_s"] > 0.5, b  # it waited for the other's whole sync
-        assert b["queued_s"] >= a["metrics"]["wall_seconds"] * 0.5
+        # it waited for the other's whole sync (no bound in seconds: a fast machine syncs in a blink)
+        assert b["queued_s"] > 0 and b["queued_s"] >= a["metrics"]["wall_seconds"] * 0.5, (a, b)
     # the pool was used: a quick and a paced sync ran side by side
     assert any(overlapping(done[q], done[p]) for q in ("q1", "q2") for p in ("p1", "p2"))
     assert metric(api, 'deltasieve_sync_queue_wait_seconds_count{trigger="api"}') >= 4
