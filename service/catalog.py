@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Gone, NotFound
 from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -60,6 +60,18 @@ MIGRATIONS: dict[int, str] = {
     # what kind of failure a failed sync had, for programs ("schema_changed"); NULL before this version
     4: """
     ALTER TABLE syncs ADD COLUMN error_code TEXT;
+    """,
+    # tombstones of the syncs retention removed (service/retention.py): enough to answer 410,
+    # not 404, for them, and to order a position among the syncs kept
+    5: """
+    CREATE TABLE removed_syncs (
+        view TEXT NOT NULL,
+        id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        finished_at TEXT,
+        removed_at TEXT NOT NULL,
+        PRIMARY KEY (view, id)
+    );
     """,
 }
 
@@ -172,6 +184,7 @@ class Catalog:
             self._refuse_if_busy(name, "deleted")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM removed_syncs WHERE view = ?", (name,))
                 self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
             drop_data()
 
@@ -185,6 +198,7 @@ class Catalog:
             self._refuse_if_busy(name, "redefined")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM removed_syncs WHERE view = ?", (name,))
                 self._conn.execute(
                     "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ?, applied = NULL WHERE name = ?",
                     (sql, json.dumps(definition), json.dumps(options.stored()), now(), name),
@@ -321,6 +335,7 @@ class Catalog:
     def sync(self, view: str, sync_id: str) -> SyncRecord:
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND id = ?", (view, sync_id)).fetchone()
         if row is None:
+            self._refuse_if_buried(view, sync_id)
             raise NotFound(f"sync {sync_id!r} of view {view!r} not found")
         return _sync(row)
 
@@ -341,6 +356,7 @@ class Catalog:
         if after is not None:
             row = self._conn.execute("SELECT seq FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
             if row is None:
+                self._refuse_if_buried(view, after)
                 raise NotFound(f"sync {after!r} of view {view!r} not found")
             seq = row["seq"]
         rows = self._conn.execute(
@@ -356,6 +372,44 @@ class Catalog:
             (view, view, sync_id),
         )
         return [_sync(r) for r in rows]
+
+    # -- retention (service/retention.py) ---------------------------------------------
+    def history(self, view: str) -> list[SyncRecord]:
+        """Every sync record of the view, oldest first."""
+        return [_sync(r) for r in self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq", (view,))]
+
+    def bury_sync(self, view: str, sync_id: str) -> bool:
+        """Replace a finished sync's record by its tombstone, in one transaction; whether it did
+        (False: gone already, or not finished)."""
+        with self._lock, self._transaction():
+            row = self._conn.execute(
+                "SELECT seq, finished_at FROM syncs WHERE view = ? AND id = ? AND status NOT IN ('queued', 'running')",
+                (view, sync_id),
+            ).fetchone()
+            if row is None:
+                return False
+            self._conn.execute(
+                "INSERT OR REPLACE INTO removed_syncs VALUES (?, ?, ?, ?, ?)",
+                (view, sync_id, row["seq"], row["finished_at"], now()),
+            )
+            self._conn.execute("DELETE FROM syncs WHERE id = ?", (sync_id,))
+        return True
+
+    def buried(self, view: str) -> set[str]:
+        """The ids of the view's syncs retention removed."""
+        return {r["id"] for r in self._conn.execute("SELECT id FROM removed_syncs WHERE view = ?", (view,))}
+
+    def _refuse_if_buried(self, view: str, sync_id: str) -> None:
+        """Gone (410) when retention removed the sync: it was the view's, and is no longer kept."""
+        row = self._conn.execute(
+            "SELECT finished_at, removed_at FROM removed_syncs WHERE view = ? AND id = ?", (view, sync_id)
+        ).fetchone()
+        if row is not None:
+            raise Gone(
+                f"sync {sync_id} of view {view!r} (finished {row['finished_at']}) was removed at {row['removed_at']} by the "
+                "retention policy (SERVICE_KEEP_DELTAS); read the view's rows (GET /v1/views/"
+                f"{view}/rows) and follow the change feed after the sync its X-Last-Sync header names"
+            )
 
     def latest_sync(self, view: str) -> SyncRecord | None:
         """The view's newest sync record, whatever its status."""

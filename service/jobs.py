@@ -15,7 +15,8 @@ from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
 from service.redefinitions import redefine_within
 from service.settings import ServiceSettings
-from warehouse.errors import WarehouseError
+from service.source_health import SourceHealth
+from warehouse.errors import SchemaUnavailable, WarehouseError
 from warehouse.options import SyncOptions
 from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
 from warehouse.pipeline.sync import Endpoint, SyncRun
@@ -37,11 +38,14 @@ class SyncRunner:
         catalog: Catalog,
         engine: SparkEngine | None,
         metrics: ServiceMetrics | None = None,
+        health: SourceHealth | None = None,
     ):
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
         self.metrics = metrics or ServiceMetrics()
+        #: each source's health, which a sync's contact with its agents updates
+        self.health = health or SourceHealth()
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
         self.futures: dict[str, Future] = {}
         #: sketch tables built after a commit for the next sync (warehouse/strategies/sketch/prep.py)
@@ -157,6 +161,8 @@ class SyncRunner:
             lost = self._engine_lost(generation)
             error = ENGINE_LOST if lost else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
+            if isinstance(exc, SchemaUnavailable):  # its agent did not answer, or refused
+                self.health.report(exc.source, exc)
             self._failed(view_name, sync_id, error, run, t0, None if lost else exc.code)
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
@@ -172,6 +178,8 @@ class SyncRunner:
             applied = run.run.view.to_json() if run is not None else view.definition
             self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
+            for site in {s.source for s in (run.run.view if run is not None else definition).sites}:
+                self.health.report(site, None)  # every agent of the view answered
         finally:
             with self._lock:
                 self.futures.pop(sync_id, None)
