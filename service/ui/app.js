@@ -281,7 +281,9 @@ function drawHistogram(figure, stats) {
     const u = site.update_statistics;
     const hist = u.update_probability_histogram;
     const width = hist.bucket_width;
-    const labels = hist.counts.map((_, i) => `${(i * width).toFixed(1)}`);
+    // never-updated tuples get a bar of their own: their rate is no observation of an update
+    const labels = ["never", ...hist.counts.map((_, i) => `${(i * width).toFixed(1)}`)];
+    const values = [hist.never_updated || 0, ...hist.counts];
     const sub = el("div", { class: "subplot" });
     figure.append(sub);
     const notes = [
@@ -293,8 +295,8 @@ function drawHistogram(figure, stats) {
       id: k === 0 ? "stats" : `stats-${k}`,
       title: sites.length > 1 ? `${title}: site ${k} (${site.source})` : title,
       labels,
-      xTitle: `P(update) = updates / syncs seen, buckets of ${width}`,
-      series: [{ name: "tuples", kind: "bar", cls: "s-hist", values: hist.counts }],
+      xTitle: `observed update rate = updates / syncs since entry (never updated apart), buckets of ${width}`,
+      series: [{ name: "tuples", kind: "bar", cls: "s-hist", values }],
       format: (v) => count(Math.round(v)),
       log: false,
       notes,
