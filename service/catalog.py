@@ -349,11 +349,14 @@ class Catalog:
     def succeeded_after(self, view: str, after: str | None) -> list[SyncRecord]:
         """The view's succeeded syncs after sync `after` (all of them for None), oldest first.
 
-        `after` may be any sync of the view, also a failed one; an unknown id is NotFound.
+        `after` may be any sync of the view, also a failed one; an unknown id is NotFound, one
+        retention removed is Gone, and so is None once retention removed the view's first syncs.
         Syncs of one view run one at a time, so this order is the order of their commits.
         """
         seq = 0
-        if after is not None:
+        if after is None:
+            self._refuse_if_load_buried(view)
+        else:
             row = self._conn.execute("SELECT seq FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
             if row is None:
                 self._refuse_if_buried(view, after)
@@ -398,6 +401,16 @@ class Catalog:
     def buried(self, view: str) -> set[str]:
         """The ids of the view's syncs retention removed."""
         return {r["id"] for r in self._conn.execute("SELECT id FROM removed_syncs WHERE view = ?", (view,))}
+
+    def _refuse_if_load_buried(self, view: str) -> None:
+        """Gone (410) when retention removed the view's first syncs: a feed from the start
+        would miss its load."""
+        if self._conn.execute("SELECT 1 FROM removed_syncs WHERE view = ? LIMIT 1", (view,)).fetchone():
+            raise Gone(
+                f"the first syncs of view {view!r} (its load among them) were removed by the retention policy "
+                f"(SERVICE_KEEP_DELTAS); read the view's rows (GET /v1/views/{view}/rows) and follow the change "
+                "feed after the sync its X-Last-Sync header names"
+            )
 
     def _refuse_if_buried(self, view: str, sync_id: str) -> None:
         """Gone (410) when retention removed the sync: it was the view's, and is no longer kept."""

@@ -67,6 +67,8 @@ def test_the_policy_keeps_its_syncs_the_current_one_and_leaves_tombstones(setup)
             catalog.succeeded_after("v", removed)
     with pytest.raises(NotFound):
         catalog.succeeded_after("v", "never-was")
+    with pytest.raises(Gone, match="its load among them"):  # from the start: the load is gone
+        catalog.succeeded_after("v", None)
     assert [s.id for s in catalog.succeeded_after("v", ids[4])] == []
     assert _task(catalog, store).run_once() == 0  # nothing more to do
 
