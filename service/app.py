@@ -49,13 +49,13 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics, app.state.health)
         app.state.runner.recover()
         app.state.readers = Readers()
-        # the hook for consumers that need older deltas (destinations): RetentionTask.needed
         app.state.retention = RetentionTask(
             app.state.catalog,
             app.state.runner.store,
             app.state.readers,
             settings.keep_policy(),
             settings.retention_interval_s,
+            needed=None,  # RETENTION HOOK: {view: oldest sync a destination still applies after} (retention.NeededSyncs)
         )
         background: list[RetentionTask | SourceChecker] = [app.state.retention]
         if engine:  # an app built without Spark (the OpenAPI export) contacts no agent
