@@ -116,3 +116,15 @@ def test_deleting_a_view_forgets_its_tombstones(setup):
     catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions())
     with pytest.raises(NotFound):
         catalog.sync("v", ids[0])
+
+
+def test_the_setting_takes_a_duration_or_a_count_and_refuses_the_rest():
+    from pydantic import ValidationError
+
+    from service.settings import ServiceSettings
+
+    assert ServiceSettings().keep_policy() == Keep(seconds=30 * 86400)
+    assert ServiceSettings(keep_deltas="1000").keep_policy() == Keep(count=1000)
+    for wrong in ("", "-3", "30 days", "1.5h", "0d"):
+        with pytest.raises(ValidationError, match="SERVICE_KEEP_DELTAS must be a duration"):
+            ServiceSettings(keep_deltas=wrong)
