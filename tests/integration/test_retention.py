@@ -174,3 +174,33 @@ def test_a_source_with_a_wrong_token_or_no_agent_shows_failing_health(kept, peop
         assert metric(api, "deltasieve_source_up", source="ret_locked") == 1.0
     finally:
         agent.stop()
+
+
+def test_a_feed_reader_mid_stream_keeps_the_syncs_it_reads(kept, tmp_path, logs_dir):
+    api, _ = kept
+    big = People(tmp_path / "big.db", rows=100_000, seed=7)
+    agent = start_agent(f"sqlite:///{big.path}", logs_dir)
+    try:
+        api.add_source("ret_big", agent.url)
+        api.add_view("ret_bigv", VIEW_SQL.format(source="ret_big"))
+        load = api.sync("ret_bigv")
+        loaded = big.truth()
+        # an answer of some 10 MB: the service's writes block on the socket while the reader pauses
+        with api.http.stream("GET", "/v1/views/ret_bigv/changes") as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            got = [next(lines) for _ in range(10)]
+            for _ in range(KEEP):  # the load falls outside the policy meanwhile
+                big.change(updates=10, inserts=5, deletes=2)
+                assert api.sync("ret_bigv")["status"] == "succeeded"
+            time.sleep(3)  # three rounds of retention
+            listed = [s["id"] for s in api.http.get("/v1/views/ret_bigv/syncs").json()]
+            assert load["id"] in listed, "a sync a reader is streaming was removed"
+            got += [line for line in lines if line]
+        rows = [json.loads(line) for line in got]
+        assert {row["op"] for row in rows} == {"insert"} and len(rows) == len(loaded)
+        assert {(row["row"]["id"],) for row in rows} == loaded.keys()
+        # the reader gone, the load goes
+        until("the load removed", lambda: api.http.get(f"/v1/views/ret_bigv/syncs/{load['id']}").status_code == 410)
+    finally:
+        agent.stop()
