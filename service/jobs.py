@@ -15,8 +15,8 @@ from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
 from service.redefinitions import redefine_within
 from service.settings import ServiceSettings
-from service.source_health import SourceHealth
-from warehouse.errors import SchemaUnavailable, WarehouseError
+from service.source_health import SourceHealth, failed_agent
+from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
 from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
 from warehouse.pipeline.sync import Endpoint, SyncRun
@@ -125,9 +125,11 @@ class SyncRunner:
 
         run: PolicedSync | None = None
         generation = None
+        sources: list[str] = []  # the sources the view reads, whose agents it contacts
         try:
             view = self.catalog.view(view_name)
             definition = ViewDef.from_json(view.definition)
+            sources = sorted({site.source for site in definition.sites})
             if self.engine is None:
                 raise RuntimeError("the service was started without Spark (start_spark=False)")
             spark, generation = self.engine.current()
@@ -161,8 +163,9 @@ class SyncRunner:
             lost = self._engine_lost(generation)
             error = ENGINE_LOST if lost else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view_name, error)
-            if isinstance(exc, SchemaUnavailable):  # its agent did not answer, or refused
-                self.health.report(exc.source, exc)
+            failed = failed_agent(exc, sources)
+            if failed is not None:  # its agent did not answer, or refused
+                self.health.report(failed, exc)
             self._failed(view_name, sync_id, error, run, t0, None if lost else exc.code)
         except Exception as exc:  # an unexpected failure still ends the sync cleanly
             progress.close()
@@ -178,8 +181,8 @@ class SyncRunner:
             applied = run.run.view.to_json() if run is not None else view.definition
             self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
-            for site in {s.source for s in (run.run.view if run is not None else definition).sites}:
-                self.health.report(site, None)  # every agent of the view answered
+            for source in sources:
+                self.health.report(source, None)  # every agent of the view answered
         finally:
             with self._lock:
                 self.futures.pop(sync_id, None)

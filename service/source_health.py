@@ -19,7 +19,7 @@ from service.catalog import Catalog, now
 from service.periodic import Periodic
 from service.records import SourceRecord
 from warehouse.agent_client import AgentClient
-from warehouse.errors import WarehouseError
+from warehouse.errors import AgentRejected, AgentUnavailable, SchemaUnavailable, WarehouseError
 
 log = logging.getLogger("service.sources")
 
@@ -45,13 +45,31 @@ def status_of(error: WarehouseError | None) -> str:
     """The health an agent's answer says: none (it answered), refused (an answer no retry
     changes: a wrong token), or unreachable (no answer, or one a retry may change).
 
-    >>> from warehouse.errors import AgentRejected, AgentUnavailable
     >>> status_of(None), status_of(AgentRejected("agent answered 401", 401)), status_of(AgentUnavailable("timed out"))
     ('ok', 'refused', 'unreachable')
     """
     if error is None:
         return OK
     return UNREACHABLE if error.transient else REFUSED
+
+
+def failed_agent(error: WarehouseError, sources: list[str]) -> str | None:
+    """The source whose agent a sync's failure says did not answer or refused, if it says
+    which: a schema read names its source; a lost link or a refused token of a view of one
+    source is that source's. Other refusals (a query the agent will not run) are answers.
+
+    >>> from warehouse.errors import AgentRejected, AgentUnavailable, SchemaUnavailable
+    >>> failed_agent(SchemaUnavailable("erp", AgentRejected("401", 401)), ["erp", "crm"])
+    'erp'
+    >>> failed_agent(AgentUnavailable("timed out"), ["erp"]), failed_agent(AgentUnavailable("timed out"), ["erp", "crm"])
+    ('erp', None)
+    >>> failed_agent(AgentRejected("agent answered 401", 401), ["erp"]), failed_agent(AgentRejected("bad query", 400), ["erp"])
+    ('erp', None)
+    """
+    if isinstance(error, SchemaUnavailable):
+        return error.source
+    lost = isinstance(error, AgentUnavailable) or (isinstance(error, AgentRejected) and error.status in (401, 403))
+    return sources[0] if lost and len(sources) == 1 else None
 
 
 class SourceHealth:

@@ -86,14 +86,19 @@ def test_retention_keeps_the_policys_syncs_and_answers_410_for_the_others(kept, 
     def kept_ids() -> list[str]:
         return [s["id"] for s in api.http.get("/v1/views/ret_v/syncs").json()][::-1]
 
-    until("only the policy's syncs kept", lambda: kept_ids() == ids[-KEEP:])
     store = data_dir / "views" / "ret_v"
-    assert sorted(p.name for p in (store / "deltas").iterdir()) == sorted(ids[-KEEP:])
     current = json.loads((store / "CURRENT").read_text())
     assert current["sync_id"] == ids[-1]  # the current version's sync is always kept
-    versions = sorted(int(p.name) for p in (store / "versions").iterdir())
-    # the versions of the syncs kept (with_before reads them), none of the removed ones
-    assert versions == list(range(current["version"] - KEEP + 1, current["version"] + 1)), versions
+
+    def stored() -> tuple[list[str], list[int]]:
+        """The syncs whose delta is stored, and the versions (a sync's files go just after its record)."""
+        deltas = sorted(p.name for p in (store / "deltas").iterdir())
+        return deltas, sorted(int(p.name) for p in (store / "versions").iterdir())
+
+    until("only the policy's syncs kept", lambda: kept_ids() == ids[-KEEP:])
+    # their deltas and the versions they committed (with_before reads them), none of the removed ones'
+    kept_files = (sorted(ids[-KEEP:]), list(range(current["version"] - KEEP + 1, current["version"] + 1)))
+    until("only the kept syncs' files", lambda: stored() == kept_files)
 
     removed = ids[0]
     r = api.http.get("/v1/views/ret_v/changes", params={"after": removed})
