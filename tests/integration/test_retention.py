@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.support import polling
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import Api, free_port, start_agent, start_service
@@ -50,13 +51,8 @@ def people(tmp_path_factory, logs_dir, kept):
     agent.stop()
 
 
-def until(what: str, check, within_s: float = WAIT_S):
-    deadline = time.monotonic() + within_s
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"after {within_s} s still not: {what}")
-        time.sleep(0.3)
-    return result
+def until(what: str, check):
+    return polling.until(what, check, WAIT_S)
 
 
 def metric(api: Api, name: str, **labels: str) -> float | None:
