@@ -336,7 +336,7 @@ class Catalog:
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND id = ?", (view, sync_id)).fetchone()
         if row is None:
             self._refuse_if_buried(view, sync_id)
-            raise NotFound(f"sync {sync_id!r} of view {view!r} not found")
+            raise self._not_found(view, sync_id)
         return _sync(row)
 
     def syncs(self, view: str, limit: int = 100) -> list[SyncRecord]:
@@ -360,7 +360,7 @@ class Catalog:
             row = self._conn.execute("SELECT seq FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
             if row is None:
                 self._refuse_if_buried(view, after)
-                raise NotFound(f"sync {after!r} of view {view!r} not found")
+                raise self._not_found(view, after)
             seq = row["seq"]
         rows = self._conn.execute(
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' AND seq > ? ORDER BY seq", (view, seq)
@@ -397,6 +397,27 @@ class Catalog:
             )
             self._conn.execute("DELETE FROM syncs WHERE id = ?", (sync_id,))
         return True
+
+    def prune_tombstones(self, view: str, keep: int) -> int:
+        """Keep the view's `keep` newest tombstones, so that they stay bounded too; how many went."""
+        with self._lock:
+            return self._conn.execute(
+                "DELETE FROM removed_syncs WHERE view = ? AND seq < (SELECT seq FROM removed_syncs WHERE view = ?"
+                " ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (view, view, keep - 1),
+            ).rowcount
+
+    def _not_found(self, view: str, sync_id: str) -> NotFound:
+        """NotFound for a sync id the view does not have, which says so plainly when the view
+        never lost a sync to retention, and names the other possibility when it did."""
+        buried = self._conn.execute("SELECT 1 FROM removed_syncs WHERE view = ? LIMIT 1", (view,)).fetchone()
+        longer_ago = (
+            " (or one retention removed so long ago that its tombstone went too: read the view's rows, "
+            f"GET /v1/views/{view}/rows, and follow the change feed after the sync its X-Last-Sync header names)"
+            if buried
+            else ""
+        )
+        return NotFound(f"sync {sync_id!r} of view {view!r} not found{longer_ago}")
 
     def buried(self, view: str) -> set[str]:
         """The ids of the view's syncs retention removed."""

@@ -5,8 +5,8 @@ every minute adds half a million of each a year. The policy (SERVICE_KEEP_DELTAS
 the syncs of the last while (`30d`, `12h`, `45m`) or the newest N syncs of each view (`1000`),
 and a background task removes the rest: the record (a tombstone of it stays, so that the
 change feed and the sync endpoints answer 410 for it, and 404 only for ids the view never
-had), its delta and the version it committed. Never removed: the sync of the view's current
-version and every sync after it, the view's newest record (its last attempt), and any sync at
+had; the newest TOMBSTONES_KEPT of each view), its delta and the version it committed.
+Never removed: the sync of the view's current version and every sync after it, the view's newest record (its last attempt), and any sync at
 or after the oldest one a consumer still needs (`needed`: a destination's applied sync, given
 by the caller through `NeededSyncs`).
 
@@ -36,6 +36,10 @@ log = logging.getLogger("service.retention")
 DEFAULT_KEEP = "30d"
 #: Seconds between two rounds of the background task: removal is cheap and never urgent.
 DEFAULT_INTERVAL_S = 3600.0
+#: Tombstones kept per view (the newest): enough to answer 410 for a week of removed syncs of a
+#: view synced every minute, bounded so the catalog stays bounded too; an id removed longer
+#: ago is a 404 whose message names the possibility.
+TOMBSTONES_KEPT = 10_000
 #: Seconds of each unit a duration may be given in.
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 FINISHED = ("succeeded", "failed")
@@ -166,6 +170,7 @@ class RetentionTask(Periodic):
             )
             total += forget(self.catalog, store, self.readers, view.name, ids)
             store.sweep_removed(self.catalog.buried(view.name))
+            self.catalog.prune_tombstones(view.name, TOMBSTONES_KEPT)
         if total:
             log.info("retention removed %d sync(s) (policy %s)", total, self.keep)
         return total

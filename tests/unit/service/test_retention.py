@@ -128,3 +128,16 @@ def test_the_setting_takes_a_duration_or_a_count_and_refuses_the_rest():
     for wrong in ("", "-3", "30 days", "1.5h", "0d"):
         with pytest.raises(ValidationError, match="SERVICE_KEEP_DELTAS must be a duration"):
             ServiceSettings(keep_deltas=wrong)
+
+
+def test_tombstones_stay_bounded_and_an_id_past_them_is_a_404_that_says_why(setup):
+    catalog, store = setup
+    ids = _synced(catalog, store, "sssss")
+    for sync_id in ids[:4]:
+        catalog.bury_sync("v", sync_id)
+    assert catalog.prune_tombstones("v", 2) == 2
+    assert catalog.buried("v") == set(ids[2:4])
+    with pytest.raises(Gone):
+        catalog.sync("v", ids[2])
+    with pytest.raises(NotFound, match="removed so long ago"):
+        catalog.succeeded_after("v", ids[0])
