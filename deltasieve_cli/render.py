@@ -180,5 +180,9 @@ class Output:
         self.out.print(renderable)
 
     def note(self, text: str) -> None:
-        """A remark for the person at the terminal, on stderr (never mixed into the data)."""
-        self.err.print(text, highlight=False)
+        """A remark for the person at the terminal, on stderr (never mixed into the data).
+
+        Never hard-wrapped: a note may end with a command to copy, which a line break
+        inserted where stderr is not a terminal (80 columns) would cut in two; a terminal
+        wraps the line itself and a copy keeps it whole."""
+        self.err.print(text, highlight=False, soft_wrap=True)

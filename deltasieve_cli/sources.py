@@ -15,7 +15,22 @@ def source() -> None:
     """Agents the warehouse reads from (/v1/sources)."""
 
 
-SOURCE_COLUMNS = ["name", "url", "has_token", "created_at"]
+SOURCE_COLUMNS = ["name", "url", "has_token", "created_at", "health"]
+
+
+def health_text(source: dict) -> str:
+    """A source's health for people: how its agent answered the last contact, since when.
+
+    >>> health_text({"health": {"status": "refused", "since": "2026-11-27T04:00:00.000+00:00", "error": "agent answered 401"}})
+    'refused since 2026-11-27 04:00:00: agent answered 401'
+    >>> health_text({"health": None})
+    'not checked yet'
+    """
+    health = source.get("health")
+    if not health:
+        return "not checked yet"
+    error = f": {health['error']}" if health.get("error") else ""
+    return f"{health['status']} since {short_time(health['since'])}{error}"
 
 
 @command(source, "add")
@@ -34,11 +49,13 @@ def source_add(client: Client, out: Output, name: str, url: str, token: str | No
 
 @command(source, "list")
 def source_list(client: Client, out: Output) -> None:
-    """The registered sources."""
+    """The registered sources, each with its health (how its agent answered the service's last contact)."""
     listed = client.get("/v1/sources")
     if out.as_json:
         return out.json(listed)
-    shown = [{**record, "created_at": short_time(record["created_at"])} for record in listed]
+    shown = [
+        {**record, "created_at": short_time(record["created_at"]), "health": health_text(record)} for record in listed
+    ]
     out.show(rows(SOURCE_COLUMNS, shown, title="sources", whole=("name",)))
 
 

@@ -227,11 +227,14 @@ def view_list(client: Client, out: Output) -> None:
             "sample_size": v.get("sample_size", 0),
             "schedule": schedule_text(v) if v.get("schedule") else None,
             "next run (UTC)": next_run_text(v),
+            # how fresh its rows are: the start of its last succeeded sync
+            "data as of (UTC)": short_time(v["data_as_of"]) if v.get("data_as_of") else "no data",
             "created_at": short_time(v["created_at"]),
         }
         for v in listed
     ]
-    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "schedule", "next run (UTC)", "created_at"]
+    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "schedule", "next run (UTC)"]
+    names += ["data as of (UTC)", "created_at"]
     out.show(rows(names, summary, title="views", whole=("name",)))
 
 

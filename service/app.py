@@ -15,9 +15,12 @@ from service.errors import ServiceError
 from service.jobs import SyncRunner
 from service.limits import BodySizeLimit
 from service.metrics import ServiceMetrics
+from service.readers import Readers
+from service.retention import RetentionTask
 from service.routes import changes, health, metrics, sources, syncs, ui, views
 from service.scheduler import Scheduler
 from service.settings import ServiceSettings
+from service.source_health import OK, SourceChecker, SourceHealth
 from warehouse.errors import FormatError
 from warehouse.viewdef import upgrade_definition
 
@@ -42,8 +45,27 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         app.state.engine = engine
         app.state.metrics = ServiceMetrics()
         app.state.metrics.seed(app.state.catalog)
-        app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics)
+        app.state.health = SourceHealth(on_change=lambda source, h: app.state.metrics.source(source, h.status == OK))
+        app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics, app.state.health)
         app.state.runner.recover()
+        app.state.readers = Readers()
+        app.state.retention = RetentionTask(
+            app.state.catalog,
+            app.state.runner.store,
+            app.state.readers,
+            settings.keep_policy(),
+            settings.retention_interval_s,
+            needed=None,  # RETENTION HOOK: {view: oldest sync a destination still applies after} (retention.NeededSyncs)
+        )
+        background: list[RetentionTask | SourceChecker] = [app.state.retention]
+        if engine:  # an app built without Spark (the OpenAPI export) contacts no agent
+            background.append(
+                SourceChecker(
+                    app.state.catalog, app.state.health, settings.agent_verify(), settings.source_check_interval_s
+                )
+            )
+        for task in background:
+            task.start()
         # scheduled syncs need Spark; an app built without it (the OpenAPI export) runs none
         app.state.scheduler = Scheduler(app.state.catalog, app.state.runner) if settings.scheduler and engine else None
         if app.state.scheduler:
@@ -53,6 +75,8 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         finally:
             if app.state.scheduler:
                 app.state.scheduler.stop()
+            for task in background:
+                task.stop()
             app.state.runner.shutdown()
             app.state.catalog.close()
 

@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Gone, NotFound
 from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -64,6 +64,18 @@ MIGRATIONS: dict[int, str] = {
     # seconds a sync waited in the queue before it ran; NULL before this version and for a sync that never ran
     5: """
     ALTER TABLE syncs ADD COLUMN queued_s REAL;
+    """,
+    # tombstones of the syncs retention removed (service/retention.py): enough to answer 410,
+    # not 404, for them, and to order a position among the syncs kept
+    6: """
+    CREATE TABLE removed_syncs (
+        view TEXT NOT NULL,
+        id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        finished_at TEXT,
+        removed_at TEXT NOT NULL,
+        PRIMARY KEY (view, id)
+    );
     """,
 }
 
@@ -176,6 +188,7 @@ class Catalog:
             self._refuse_if_busy(name, "deleted")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM removed_syncs WHERE view = ?", (name,))
                 self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
             drop_data()
 
@@ -189,6 +202,7 @@ class Catalog:
             self._refuse_if_busy(name, "redefined")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM removed_syncs WHERE view = ?", (name,))
                 self._conn.execute(
                     "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ?, applied = NULL WHERE name = ?",
                     (sql, json.dumps(definition), json.dumps(options.stored()), now(), name),
@@ -325,7 +339,8 @@ class Catalog:
     def sync(self, view: str, sync_id: str) -> SyncRecord:
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND id = ?", (view, sync_id)).fetchone()
         if row is None:
-            raise NotFound(f"sync {sync_id!r} of view {view!r} not found")
+            self._refuse_if_buried(view, sync_id)
+            raise self._not_found(view, sync_id)
         return _sync(row)
 
     def syncs(self, view: str, limit: int = 100) -> list[SyncRecord]:
@@ -338,14 +353,18 @@ class Catalog:
     def succeeded_after(self, view: str, after: str | None) -> list[SyncRecord]:
         """The view's succeeded syncs after sync `after` (all of them for None), oldest first.
 
-        `after` may be any sync of the view, also a failed one; an unknown id is NotFound.
+        `after` may be any sync of the view, also a failed one; an unknown id is NotFound, one
+        retention removed is Gone, and so is None once retention removed the view's first syncs.
         Syncs of one view run one at a time, so this order is the order of their commits.
         """
         seq = 0
-        if after is not None:
+        if after is None:
+            self._refuse_if_load_buried(view)
+        else:
             row = self._conn.execute("SELECT seq FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
             if row is None:
-                raise NotFound(f"sync {after!r} of view {view!r} not found")
+                self._refuse_if_buried(view, after)
+                raise self._not_found(view, after)
             seq = row["seq"]
         rows = self._conn.execute(
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' AND seq > ? ORDER BY seq", (view, seq)
@@ -360,6 +379,75 @@ class Catalog:
             (view, view, sync_id),
         )
         return [_sync(r) for r in rows]
+
+    # -- retention (service/retention.py) ---------------------------------------------
+    def history(self, view: str) -> list[SyncRecord]:
+        """Every sync record of the view, oldest first."""
+        return [_sync(r) for r in self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq", (view,))]
+
+    def bury_sync(self, view: str, sync_id: str) -> bool:
+        """Replace a finished sync's record by its tombstone, in one transaction; whether it did
+        (False: gone already, or not finished)."""
+        with self._lock, self._transaction():
+            row = self._conn.execute(
+                "SELECT seq, finished_at FROM syncs WHERE view = ? AND id = ? AND status NOT IN ('queued', 'running')",
+                (view, sync_id),
+            ).fetchone()
+            if row is None:
+                return False
+            self._conn.execute(
+                "INSERT OR REPLACE INTO removed_syncs VALUES (?, ?, ?, ?, ?)",
+                (view, sync_id, row["seq"], row["finished_at"], now()),
+            )
+            self._conn.execute("DELETE FROM syncs WHERE id = ?", (sync_id,))
+        return True
+
+    def prune_tombstones(self, view: str, keep: int) -> int:
+        """Keep the view's `keep` newest tombstones, so that they stay bounded too; how many went."""
+        with self._lock:
+            return self._conn.execute(
+                "DELETE FROM removed_syncs WHERE view = ? AND seq < (SELECT seq FROM removed_syncs WHERE view = ?"
+                " ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (view, view, keep - 1),
+            ).rowcount
+
+    def _not_found(self, view: str, sync_id: str) -> NotFound:
+        """NotFound for a sync id the view does not have, which says so plainly when the view
+        never lost a sync to retention, and names the other possibility when it did."""
+        buried = self._conn.execute("SELECT 1 FROM removed_syncs WHERE view = ? LIMIT 1", (view,)).fetchone()
+        longer_ago = (
+            " (or one retention removed so long ago that its tombstone went too: read the view's rows, "
+            f"GET /v1/views/{view}/rows, and follow the change feed after the sync its X-Last-Sync header names)"
+            if buried
+            else ""
+        )
+        return NotFound(f"sync {sync_id!r} of view {view!r} not found{longer_ago}")
+
+    def buried(self, view: str) -> set[str]:
+        """The ids of the view's syncs retention removed."""
+        return {r["id"] for r in self._conn.execute("SELECT id FROM removed_syncs WHERE view = ?", (view,))}
+
+    def _refuse_if_load_buried(self, view: str) -> None:
+        """Gone (410) when retention removed the view's first syncs: a feed from the start
+        would miss its load."""
+        if self._conn.execute("SELECT 1 FROM removed_syncs WHERE view = ? LIMIT 1", (view,)).fetchone():
+            raise Gone(
+                f"the first syncs of view {view!r} (its load among them) were removed by the retention policy "
+                f"(SERVICE_KEEP_DELTAS); read the view's rows (GET /v1/views/{view}/rows) and follow the change "
+                "feed after the sync its X-Last-Sync header names"
+            )
+
+    def _refuse_if_buried(self, view: str, sync_id: str) -> None:
+        """Gone (410) when retention removed the sync: it was the view's, and is no longer kept."""
+        row = self._conn.execute(
+            "SELECT finished_at, removed_at FROM removed_syncs WHERE view = ? AND id = ?", (view, sync_id)
+        ).fetchone()
+        if row is not None:
+            raise Gone(
+                f"sync {sync_id} of view {view!r} (finished {row['finished_at']}) was removed at {row['removed_at']} by the "
+                "retention policy (SERVICE_KEEP_DELTAS); read the view's rows (GET /v1/views/"
+                f"{view}/rows) and follow the change feed after the sync its X-Last-Sync header names"
+            )
 
     def latest_sync(self, view: str) -> SyncRecord | None:
         """The view's newest sync record, whatever its status."""

@@ -13,8 +13,10 @@ from service.deltaformat import FORMAT_HELP, Format
 from service.errors import Unauthorized
 from service.jobs import SyncRunner
 from service.metrics import ServiceMetrics
+from service.readers import Readers
 from service.scheduler import Scheduler
 from service.settings import ServiceSettings
+from service.source_health import SourceHealth
 
 
 def get_settings(request: Request) -> ServiceSettings:
@@ -38,6 +40,14 @@ def get_scheduler(request: Request) -> Scheduler | None:
     return getattr(request.app.state, "scheduler", None)
 
 
+def get_readers(request: Request) -> Readers:
+    return request.app.state.readers
+
+
+def get_health(request: Request) -> SourceHealth:
+    return request.app.state.health
+
+
 def get_spark(request: Request) -> SparkSession:
     return request.app.state.engine.current()[0]
 
@@ -57,6 +67,8 @@ SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
 MetricsDep = Annotated[ServiceMetrics, Depends(get_metrics)]
+ReadersDep = Annotated[Readers, Depends(get_readers)]
+HealthDep = Annotated[SourceHealth, Depends(get_health)]
 SchedulerDep = Annotated[Scheduler | None, Depends(get_scheduler)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]

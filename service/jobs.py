@@ -28,6 +28,7 @@ from service.records import SyncRecord, ViewRecord
 from service.redefinitions import redefine_within
 from service.settings import ServiceSettings
 from service.slots import Waiting, startable
+from service.source_health import SourceHealth, failed_agent
 from warehouse import cancellation
 from warehouse.cancellation import Cancellation
 from warehouse.errors import WarehouseError
@@ -70,12 +71,15 @@ class SyncRunner:
         catalog: Catalog,
         engine: SparkEngine | None,
         metrics: ServiceMetrics | None = None,
+        health: SourceHealth | None = None,
     ):
         self.settings = settings
         self.catalog = catalog
         self.engine = engine
         self.metrics = metrics or ServiceMetrics()
         # never more syncs are handed to the pool than it has threads: the queue is ours
+        #: each source's health, which a sync's contact with its agents updates
+        self.health = health or SourceHealth()
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
         self.futures: dict[str, Future] = {}  # every queued or running sync: done when it ends
         self.queue: dict[str, _Queued] = {}
@@ -230,9 +234,11 @@ class SyncRunner:
 
         run: PolicedSync | None = None
         generation = None
+        sources: list[str] = []  # the sources the view reads, whose agents it contacts
         try:
             view = self.catalog.view(view_name)
             definition = ViewDef.from_json(view.definition)
+            sources = sorted({site.source for site in definition.sites})
             if self.engine is None:
                 raise RuntimeError("the service was started without Spark (start_spark=False)")
             spark, generation = self.engine.current()
@@ -266,12 +272,18 @@ class SyncRunner:
         except Exception as exc:  # a failure, expected or not, still ends the sync cleanly
             progress.close()
             error, code = self._failure(exc, view_name, sync_id, generation, stop)
+            if isinstance(exc, WarehouseError) and not stop.requested:
+                failed = failed_agent(exc, sources)
+                if failed is not None:  # its agent did not answer, or refused
+                    self.health.report(failed, exc)
             self._failed(view_name, sync_id, error, run, t0, code)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
             applied = run.run.view.to_json() if run is not None else view.definition
             self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
+            for source in sources:
+                self.health.report(source, None)  # every agent of the view answered
 
     def _failure(
         self, exc: Exception, view: str, sync_id: str, generation: int | None, stop: Cancellation

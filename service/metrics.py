@@ -4,7 +4,8 @@ The counters live in the process: they only grow while it runs and start again a
 the service starts again, as Prometheus expects of a counter (rate() and increase() take
 a reset for what it is). The last success time of each view is seeded from the catalog at
 start, so that an alert on a view's staleness does not fire, nor go quiet, because of a
-restart. Each registry belongs to one app: two apps in one process count apart.
+restart; a view that never succeeded has the series too, at 0 (the Unix epoch), so that the
+same alert fires for it. Each registry belongs to one app: two apps in one process count apart.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
+import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -63,8 +65,22 @@ class ServiceMetrics:
         )
         self.last_success = Gauge(
             "deltasieve_last_success_timestamp_seconds",
-            "When the view's last succeeded sync finished (Unix time)",
+            "When the view's last succeeded sync finished (Unix time; 0 for a view that never succeeded)",
             ["view"],
+            registry=r,
+        )
+        self.data_as_of = Gauge(
+            "deltasieve_data_as_of_timestamp_seconds",
+            "How fresh the view's rows are: when its last succeeded sync started, the source's state it holds "
+            "(Unix time; 0 for a view that never succeeded); time() minus it is the data's age",
+            ["view"],
+            registry=r,
+        )
+        self.source_up = Gauge(
+            "deltasieve_source_up",
+            "1 when the source's agent answered the last contact (a sync or the periodic check), 0 when it was "
+            "unreachable or refused (a wrong token); absent before the first contact",
+            ["source"],
             registry=r,
         )
         self.running = Gauge("deltasieve_syncs_running", "Syncs running now", registry=r)
@@ -96,6 +112,8 @@ class ServiceMetrics:
             last = catalog.last_succeeded(view.name)
             if last is not None and last.finished_at:
                 self.last_success.labels(view.name).set(_unix(last.finished_at))
+            if last is not None and last.started_at:
+                self.data_as_of.labels(view.name).set(_unix(last.started_at))
 
     def known(self, view: str) -> None:
         """Show the view's counters at 0 before its first sync ends, so that the first
@@ -107,6 +125,21 @@ class ServiceMetrics:
             self.rows.labels(view, op)
         self.sent.labels(view)
         self.received.labels(view)
+        self.last_success.labels(view)  # 0 until it succeeds: a staleness alert fires for it
+        self.data_as_of.labels(view)
+
+    def catalogued(self, views: list[ViewRecord]) -> None:
+        """Show the series of every view of the catalog (`views`), those made since the start too."""
+        for view in views:
+            self.known(view.name)
+
+    def source(self, source: str, up: bool) -> None:
+        """The source's agent answered (`up`) or not, at the last contact."""
+        self.source_up.labels(source).set(1 if up else 0)
+
+    def forget_source(self, source: str) -> None:
+        with contextlib.suppress(KeyError):
+            self.source_up.remove(source)
 
     def started(self, view: str, trigger: str, queued_s: float) -> None:
         """A sync left the queue and runs."""
@@ -130,6 +163,7 @@ class ServiceMetrics:
             for op, field in OPS.items():
                 self.rows.labels(view, op).inc(metrics.get(field) or 0)
             self.last_success.labels(view).set_to_current_time()
+            self.data_as_of.labels(view).set(time.time() - seconds)  # when the sync started
 
     def forget(self, view: str) -> None:
         """Drop a deleted view's series (its staleness would otherwise alert for ever)."""
@@ -140,6 +174,7 @@ class ServiceMetrics:
             (self.sent, [(view,)]),
             (self.received, [(view,)]),
             (self.last_success, [(view,)]),
+            (self.data_as_of, [(view,)]),
             (self.interval, [(view,)]),
         ):
             for values in labels:

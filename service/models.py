@@ -63,11 +63,27 @@ class SourceTablesOut(BaseModel):
     tables: list[TableOut]
 
 
+class SourceHealthOut(BaseModel):
+    """How the source's agent answered the service's last contact with it (a sync's or the periodic check's)."""
+
+    status: Literal["ok", "unreachable", "refused"] = Field(
+        description="ok: it answered; refused: it answered no (a wrong token); unreachable: no answer, or one a retry may change"
+    )
+    checked_at: str = Field(description="when the service last contacted the agent (ISO 8601, UTC)")
+    since: str = Field(description="since when the agent has answered so (ISO 8601, UTC)")
+    error: str | None = Field(default=None, description="why it is not ok, as the agent or the link said")
+
+
 class SourceOut(BaseModel):
     name: str
     url: str
     has_token: bool
     created_at: str
+    health: SourceHealthOut | None = Field(
+        default=None,
+        description="the source's health; null until the service contacted its agent (the periodic check does at start "
+        "and every SERVICE_SOURCE_CHECK_INTERVAL_S)",
+    )
 
 
 #: The names of warehouse/strategies, in their order: the API accepts exactly these. The type
@@ -369,6 +385,11 @@ class ViewOut(BaseModel):
         default=False,
         description="true after a PUT gave the view a new definition (shown here) that its stored rows do not "
         "follow yet: until the view's next sync applies it (trigger redefine), the rows endpoints serve the old rows",
+    )
+    data_as_of: str | None = Field(
+        default=None,
+        description="how fresh the view's rows are: the start of its last succeeded sync, the moment of the "
+        "sources' state they hold (ISO 8601, UTC); null before its first sync succeeded",
     )
     created_at: str
 

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service import retention, source_health
 from warehouse import options as sync_defaults
 from warehouse.spark import check_master
 from warehouse.strategies.sketch import prep as sketch_prep
@@ -112,12 +113,38 @@ class ServiceSettings(BaseSettings):
         default=True,
         description="run the views' scheduled syncs; false (e.g. for maintenance) leaves schedules stored but runs none",
     )
+    keep_deltas: str = Field(
+        default=retention.DEFAULT_KEEP,
+        description="retention of each view's syncs (records and deltas): a duration (30d, 12h, 45m, 90s, 2w) keeps "
+        "the syncs that finished within it, a count (1000) the newest syncs; never removed: the current version's "
+        "sync and later ones, the newest record; a removed sync answers 410",
+    )
+    retention_interval_s: float = Field(
+        default=retention.DEFAULT_INTERVAL_S,
+        gt=0,
+        description="seconds between two rounds of removing what keep_deltas lets go",
+    )
+    source_check_interval_s: float = Field(
+        default=source_health.DEFAULT_INTERVAL_S,
+        gt=0,
+        description="seconds between two checks of each source's agent (reachable, token taken): a source's health",
+    )
     log_level: str = "info"
 
     @field_validator("api_key", mode="before")
     @classmethod
     def _empty_is_none(cls, value):
         return None if value in ("", None) else value
+
+    @field_validator("keep_deltas")
+    @classmethod
+    def _keep_policy(cls, value: str) -> str:
+        retention.Keep.parse(value)
+        return value.strip()
+
+    def keep_policy(self) -> retention.Keep:
+        """The retention policy keep_deltas says."""
+        return retention.Keep.parse(self.keep_deltas)
 
     @field_validator("spark_master")
     @classmethod

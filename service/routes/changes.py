@@ -8,10 +8,13 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from service import feed, redefinitions
-from service.deltaformat import NDJSON, PARQUET, encode_delta
-from service.deps import CatalogDep, FormatQuery, SettingsDep, WithBeforeQuery
+from service.catalog import Catalog
+from service.deltaformat import NDJSON, PARQUET, Format, encode_delta
+from service.deps import CatalogDep, FormatQuery, ReadersDep, SettingsDep, WithBeforeQuery
 from service.jsonvalues import BATCH_ROWS
 from service.models import error_responses
+from service.readers import Readers
+from service.settings import ServiceSettings
 from warehouse.store.versions import ViewStore
 
 router = APIRouter(prefix="/v1/views/{name}", tags=["changes"])
@@ -49,10 +52,11 @@ def get_changes(
     name: str,
     catalog: CatalogDep,
     settings: SettingsDep,
+    readers: ReadersDep,
     after: Annotated[
         str | None,
         Query(
-            description="a sync of the view (any status): the deltas of the succeeded syncs after it; left out: from the view's first sync (its load)"
+            description="a sync of the view (any status): the deltas of the succeeded syncs after it; left out: from the view's first sync kept (its load, until retention removes it); a sync retention removed is a 410"
         ),
     ] = None,
     limit_syncs: Annotated[int | None, Query(ge=1, description="at most this many syncs (the oldest first)")] = None,
@@ -63,7 +67,28 @@ def get_changes(
     ran, each line tagged with its sync: {"sync": ID, "op": ..., "row": {...}}. Resume from
     the X-Last-Sync header, also when the answer is empty. A sync that applied a
     redefinition starts its lines with {"sync": ID, "op": "schema", "columns": [...], "key": [...]};
-    in Parquet (one schema per file) a request spanning it is a 409 naming the requests to make."""
+    in Parquet (one schema per file) a request spanning it is a 409 naming the requests to make.
+    A position retention removed (SERVICE_KEEP_DELTAS) is a 410 that says how to start again;
+    an id the view never had is a 404."""
+    readers.hold(name)  # retention leaves the view's syncs alone until the answer is streamed
+    try:
+        return _changes(name, catalog, settings, readers, after, limit_syncs, fmt, with_before)
+    except BaseException:
+        readers.release(name)
+        raise
+
+
+def _changes(
+    name: str,
+    catalog: Catalog,
+    settings: ServiceSettings,
+    readers: Readers,
+    after: str | None,
+    limit_syncs: int | None,
+    fmt: Format,
+    with_before: bool,
+) -> StreamingResponse:
+    """The answer of get_changes, its body releasing the reader `readers` holds once streamed."""
     view = catalog.view(name)
     syncs = catalog.succeeded_after(name, after)
     more = limit_syncs is not None and len(syncs) > limit_syncs
@@ -82,4 +107,4 @@ def get_changes(
     if last is not None:
         headers[LAST_SYNC] = last
     body, media_type = encode_delta(fmt, batches, shape, feed=True)
-    return StreamingResponse(body, media_type=media_type, headers=headers)
+    return StreamingResponse(readers.streamed(name, body), media_type=media_type, headers=headers)

@@ -17,8 +17,11 @@ router = APIRouter(tags=["metrics"])
     responses={200: {"content": {MEDIA_TYPE: {"schema": {"type": "string"}}}, "description": "Prometheus text format"}},
 )
 def metrics(registry: MetricsDep, catalog: CatalogDep) -> Response:
-    """Sync counts and durations, bytes to and from the agents, rows changed, last success per
-    view, syncs running and each scheduled view's interval, in Prometheus' text format
-    (counters start at 0 with the process)."""
-    registry.schedules(catalog.views())
+    """Sync counts and durations, bytes to and from the agents, rows changed, last success and
+    data age per view (0 for a view that never succeeded), each source's health, syncs running
+    and each scheduled view's interval, in Prometheus' text format (counters start at 0 with
+    the process)."""
+    views = catalog.views()
+    registry.catalogued(views)
+    registry.schedules(views)
     return Response(registry.exposition(), media_type=MEDIA_TYPE)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from fastapi import APIRouter, Response, status
 
 from protocol.models import TableOut
 from protocol.schema import SourceSchema
 from service import mirroring
-from service.deps import ApiKey, CatalogDep, SchedulerDep, SettingsDep
+from service.deps import ApiKey, CatalogDep, HealthDep, MetricsDep, SchedulerDep, SettingsDep
 from service.errors import Conflict, DependencyFailed, NotFound
 from service.models import (
     MirroredOut,
     MirrorIn,
     MirrorOut,
     MirrorSkippedOut,
+    SourceHealthOut,
     SourceIn,
     SourceOut,
     SourcePatch,
@@ -23,6 +26,7 @@ from service.models import (
 from service.records import SourceRecord
 from service.routes.views import define_table_view
 from service.settings import ServiceSettings
+from service.source_health import SourceHealth
 from warehouse.errors import SchemaUnavailable
 from warehouse.pipeline.source_schemas import fetch_schemas
 
@@ -32,9 +36,16 @@ router = APIRouter(prefix="/v1/sources", tags=["sources"])
 CHECK_TIMEOUT_S = 15.0
 
 
-def _out(row: SourceRecord) -> SourceOut:
+def _out(row: SourceRecord, health: SourceHealth) -> SourceOut:
     # The token is a secret: say whether there is one, never what it is.
-    return SourceOut(name=row.name, url=row.url, has_token=bool(row.token), created_at=row.created_at)
+    known = health.of(row.name)
+    return SourceOut(
+        name=row.name,
+        url=row.url,
+        has_token=bool(row.token),
+        created_at=row.created_at,
+        health=SourceHealthOut(**dataclasses.asdict(known)) if known is not None else None,
+    )
 
 
 #: What a 424 of a registration or a change suggests besides fixing the agent.
@@ -63,7 +74,9 @@ def _schema(
     operation_id="create_source",
     responses=error_responses(401, 409, 422, 424),
 )
-def create_source(body: SourceIn, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> SourceOut:
+def create_source(
+    body: SourceIn, catalog: CatalogDep, settings: SettingsDep, health: HealthDep, _: ApiKey
+) -> SourceOut:
     url = body.url.rstrip("/")
     if body.check:
         try:
@@ -72,17 +85,22 @@ def create_source(body: SourceIn, catalog: CatalogDep, settings: SettingsDep, _:
             _schema(body.name, url, body.token, settings)
         else:
             raise Conflict(f"source {body.name!r} already exists")
-    return _out(catalog.add_source(body.name, url, body.token))
+    row = catalog.add_source(body.name, url, body.token)
+    if body.check:
+        health.report(row.name, None)  # its agent just answered
+    return _out(row, health)
 
 
 @router.get("", response_model=list[SourceOut], operation_id="list_sources")
-def list_sources(catalog: CatalogDep) -> list[SourceOut]:
-    return [_out(r) for r in catalog.sources()]
+def list_sources(catalog: CatalogDep, health: HealthDep) -> list[SourceOut]:
+    """Every source, with its health (how its agent answered the last contact)."""
+    return [_out(r, health) for r in catalog.sources()]
 
 
 @router.get("/{name}", response_model=SourceOut, operation_id="get_source", responses=error_responses(404, 422))
-def get_source(name: str, catalog: CatalogDep) -> SourceOut:
-    return _out(catalog.source(name))
+def get_source(name: str, catalog: CatalogDep, health: HealthDep) -> SourceOut:
+    """The source, with its health (how its agent answered the last contact)."""
+    return _out(catalog.source(name), health)
 
 
 @router.patch(
@@ -91,14 +109,21 @@ def get_source(name: str, catalog: CatalogDep) -> SourceOut:
     operation_id="update_source",
     responses=error_responses(401, 404, 422, 424),
 )
-def update_source(name: str, body: SourcePatch, catalog: CatalogDep, settings: SettingsDep, _: ApiKey) -> SourceOut:
+def update_source(
+    name: str, body: SourcePatch, catalog: CatalogDep, settings: SettingsDep, health: HealthDep, _: ApiKey
+) -> SourceOut:
     """Change a source's agent URL or token (a rotated token, a moved agent); its views keep everything."""
     current = catalog.source(name)
     url = body.url.rstrip("/") if body.url is not None else current.url
     token = body.token if "token" in body.model_fields_set else current.token
     if body.check:
         _schema(name, url, token, settings)
-    return _out(catalog.update_source(name, url, token))
+    row = catalog.update_source(name, url, token)
+    if body.check:
+        health.report(name, None)
+    else:  # another agent or token: what the last contact said no longer holds
+        health.forget(name)
+    return _out(row, health)
 
 
 @router.delete(
@@ -107,9 +132,11 @@ def update_source(name: str, body: SourcePatch, catalog: CatalogDep, settings: S
     operation_id="delete_source",
     responses=error_responses(401, 404, 409),
 )
-def delete_source(name: str, catalog: CatalogDep, _: ApiKey) -> Response:
+def delete_source(name: str, catalog: CatalogDep, health: HealthDep, metrics: MetricsDep, _: ApiKey) -> Response:
     """Remove a source no view reads (409 names the views that still do)."""
     catalog.delete_source(name)
+    health.forget(name)
+    metrics.forget_source(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

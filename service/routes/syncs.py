@@ -10,12 +10,15 @@ from fastapi import APIRouter, Query, status
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from service import feed, redefinitions
-from service.deltaformat import NDJSON, PARQUET, encode_delta
-from service.deps import ApiKey, CatalogDep, FormatQuery, RunnerDep, SettingsDep, WithBeforeQuery
+from service.catalog import Catalog
+from service.deltaformat import NDJSON, PARQUET, Format, encode_delta
+from service.deps import ApiKey, CatalogDep, FormatQuery, ReadersDep, RunnerDep, SettingsDep, WithBeforeQuery
 from service.errors import Conflict
 from service.jsonvalues import BATCH_ROWS
 from service.models import SyncOut, SyncQueued, error_responses
+from service.readers import Readers
 from service.records import SyncRecord
+from service.settings import ServiceSettings
 from warehouse.store.versions import ViewStore
 
 router = APIRouter(prefix="/v1/views/{name}/syncs", tags=["syncs"])
@@ -66,7 +69,7 @@ def list_syncs(name: str, catalog: CatalogDep) -> list[SyncOut]:
     return [sync_out(s) for s in catalog.syncs(name)]
 
 
-@router.get("/{sync_id}", response_model=SyncOut, operation_id="get_sync", responses=error_responses(404, 422))
+@router.get("/{sync_id}", response_model=SyncOut, operation_id="get_sync", responses=error_responses(404, 410, 422))
 def get_sync(name: str, sync_id: str, catalog: CatalogDep) -> SyncOut:
     return sync_out(catalog.sync(name, sync_id))
 
@@ -106,13 +109,33 @@ def get_delta(
     sync_id: str,
     catalog: CatalogDep,
     settings: SettingsDep,
+    readers: ReadersDep,
     fmt: FormatQuery = "ndjson",
     with_before: WithBeforeQuery = False,
 ) -> StreamingResponse:
     """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line
     (with_before: updates also carry "before", the row they replaced), or as Parquet. A sync
     that applied a redefinition starts with {"sync": ID, "op": "schema", "columns": [...],
-    "key": [...]} (NDJSON only: in Parquet its delta is a 409)."""
+    "key": [...]} (NDJSON only: in Parquet its delta is a 409). A sync retention removed
+    (SERVICE_KEEP_DELTAS) is a 410."""
+    readers.hold(name)  # retention leaves the view's syncs alone until the answer is streamed
+    try:
+        return _delta(name, sync_id, catalog, settings, readers, fmt, with_before)
+    except BaseException:
+        readers.release(name)
+        raise
+
+
+def _delta(
+    name: str,
+    sync_id: str,
+    catalog: Catalog,
+    settings: ServiceSettings,
+    readers: Readers,
+    fmt: Format,
+    with_before: bool,
+) -> StreamingResponse:
+    """The answer of get_delta, its body releasing the reader `readers` holds once streamed."""
     sync = catalog.sync(name, sync_id)
     if sync.status != "succeeded":
         raise Conflict(f"sync {sync_id} is {sync.status}; only a succeeded sync has a delta")
@@ -125,4 +148,4 @@ def get_delta(
     shape, batches = feed.deltas_of(catalog, store, view, parts, with_before, BATCH_ROWS)
     body, media_type = encode_delta(fmt, batches, shape, feed=False)
     headers = {redefinitions.COLUMNS_HEADER: redefinitions.columns_header(shape.view)}
-    return StreamingResponse(body, media_type=media_type, headers=headers)
+    return StreamingResponse(readers.streamed(name, body), media_type=media_type, headers=headers)

@@ -71,8 +71,15 @@ def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Schedul
         on_schema_change=options.on_schema_change,
         **schedule_fields(row, catalog, scheduler is not None),
         redefinition_pending=row.applied is not None,
+        data_as_of=_data_as_of(row.name, catalog),
         created_at=row.created_at,
     )
+
+
+def _data_as_of(view: str, catalog: Catalog | None) -> str | None:
+    """When the view's last succeeded sync started (the age of its rows), if one did."""
+    last = catalog.last_succeeded(view) if catalog is not None else None
+    return last.started_at if last is not None else None
 
 
 def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:

@@ -281,7 +281,9 @@ function drawHistogram(figure, stats) {
     const u = site.update_statistics;
     const hist = u.update_probability_histogram;
     const width = hist.bucket_width;
-    const labels = hist.counts.map((_, i) => `${(i * width).toFixed(1)}`);
+    // never-updated tuples get a bar of their own: their rate is no observation of an update
+    const labels = ["never", ...hist.counts.map((_, i) => `${(i * width).toFixed(1)}`)];
+    const values = [hist.never_updated || 0, ...hist.counts];
     const sub = el("div", { class: "subplot" });
     figure.append(sub);
     const notes = [
@@ -293,8 +295,8 @@ function drawHistogram(figure, stats) {
       id: k === 0 ? "stats" : `stats-${k}`,
       title: sites.length > 1 ? `${title}: site ${k} (${site.source})` : title,
       labels,
-      xTitle: `P(update) = updates / syncs seen, buckets of ${width}`,
-      series: [{ name: "tuples", kind: "bar", cls: "s-hist", values: hist.counts }],
+      xTitle: `observed update rate = updates / syncs since entry (never updated apart), buckets of ${width}`,
+      series: [{ name: "tuples", kind: "bar", cls: "s-hist", values }],
       format: (v) => count(Math.round(v)),
       log: false,
       notes,
@@ -314,7 +316,7 @@ function renderSources(sources) {
   const body = document.querySelector("#sources tbody");
   body.replaceChildren();
   for (const src of sources) {
-    const health = sourceHealth(src.name);
+    const health = sourceHealth(src);
     body.append(
       el(
         "tr",
@@ -330,21 +332,15 @@ function renderSources(sources) {
   if (!sources.length) body.append(el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no sources registered (POST /v1/sources)")));
 }
 
-// The latest finished sync of any view that reads the source: its outcome is the last word
-// the service had from the agent.
-function sourceHealth(source) {
-  let latest = null;
-  for (const view of state.views) {
-    if (!view.sites.some((s) => s.source === source)) continue;
-    for (const s of state.syncs[view.name] || []) {
-      if (s.finished_at && (!latest || s.finished_at > latest.finished_at)) latest = { ...s, view: view.name };
-    }
-  }
-  if (!latest) return el("span", { class: "muted" }, "no sync yet");
-  const ok = latest.status === "succeeded";
-  const wrap = el("span", { title: latest.error || "" }, badge(ok ? "succeeded" : "failed", ok ? "ok" : "failed"));
-  wrap.append(` ${latest.view} ${ago(latest.finished_at)}`);
-  if (!ok && latest.error) wrap.append(el("span", { class: "error-text" }, `: ${latest.error.slice(0, 120)}`));
+// The source's health as the service has it: how its agent answered the last contact (a
+// sync's, or the service's periodic check: reachable, token taken), and since when.
+function sourceHealth(src) {
+  const h = src.health;
+  if (!h) return el("span", { class: "muted" }, "not checked yet");
+  const ok = h.status === "ok";
+  const wrap = el("span", { class: "source-health", "data-status": h.status, title: h.error || "" }, badge(h.status, ok ? "ok" : "failed"));
+  wrap.append(` since ${ago(h.since)}, checked ${ago(h.checked_at)}`);
+  if (!ok && h.error) wrap.append(el("span", { class: "error-text" }, `: ${h.error.slice(0, 120)}`));
   return wrap;
 }
 
@@ -366,6 +362,12 @@ function renderViews() {
       el("td", {}, last ? badge(last.status) : el("span", { class: "muted" }, "never")),
       el("td", { class: "recent" }, ...recentDots(syncs)),
       el("td", { title: last ? when(last.finished_at || last.started_at || last.created_at) : "" }, last ? ago(last.finished_at || last.started_at || last.created_at) : ""),
+      // the data's age: since the start of the last succeeded sync (the sources' state the rows hold)
+      el(
+        "td",
+        { class: "data-age", title: view.data_as_of ? `rows as of ${when(view.data_as_of)}` : "no succeeded sync: no rows yet" },
+        view.data_as_of ? ago(view.data_as_of) : el("span", { class: "muted" }, "no data"),
+      ),
       el("td", {}, last && last.status === "succeeded" ? ranAs(last, isLoad) : ""),
       el("td", {}, last && last.status === "succeeded" ? bytes(movedBytes(m)) : ""),
       el("td", {}, last && last.status === "succeeded" ? `+${count(m.rows_inserted)} ~${count(m.rows_updated)} −${count(m.rows_deleted)}` : ""),
@@ -373,7 +375,7 @@ function renderViews() {
     );
     body.append(row);
   }
-  if (!state.views.length) body.append(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "no views defined (POST /v1/views)")));
+  if (!state.views.length) body.append(el("tr", {}, el("td", { colspan: 11, class: "muted" }, "no views defined (POST /v1/views)")));
 }
 
 // The view's last syncs as dots, oldest left: green succeeded, red failed, amber under way.

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from workloads.browser import browser_errors, start_chromium
@@ -82,6 +83,15 @@ def points(driver, plot: str) -> int:
     return int(found[0].get_attribute("data-points")) if found else 0
 
 
+def cell_text(driver, selector: str) -> str:
+    """The text of the first element `selector` finds now ('' if none, or if the page redrew it meanwhile)."""
+    try:
+        found = driver.find_elements(By.CSS_SELECTOR, selector)
+        return found[0].text if found else ""
+    except StaleElementReferenceException:
+        return ""
+
+
 def test_the_page_lists_the_views_and_plots_their_syncs(api, service, shop, browser):
     assert api.sync("dash_items")["status"] == "succeeded"
     change(shop, 0)
@@ -94,6 +104,15 @@ def test_the_page_lists_the_views_and_plots_their_syncs(api, service, shop, brow
     assert {"dash_items", "dash_paced"} <= names
     assert wait_for(
         "the sources", lambda: browser.find_elements(By.CSS_SELECTOR, "#sources tr[data-source='dash_shop']")
+    )
+    # the source's health is its agent's last answer (its view's syncs), not a view's last sync
+    health = "#sources tr[data-source='dash_shop'] .source-health[data-status='ok']"
+    assert "since" in wait_for("the source's health", lambda: cell_text(browser, health))
+    # the data's age beside the last attempt: since the last succeeded sync's start; none before one
+    assert "ago" in wait_for("the data's age", lambda: cell_text(browser, "tr[data-view='dash_items'] td.data-age"))
+    wait_for(
+        "no data for a view never synced",
+        lambda: cell_text(browser, "tr[data-view='dash_paced'] td.data-age") == "no data",
     )
 
     # both syncs are points of the bytes plot (moved bytes, plus the second's estimates)

@@ -1,5 +1,5 @@
 """A view's random sample through the service: built at the load, kept from each sync's
-delta, shrunk by deletes and topped up, resized by PUT without a reload, and read by
+delta, kept at its size after deletes (topped up from the view's stored rows), resized by PUT without a reload, and read by
 GET /v1/views/{name}/sample (uniformity is shown in tests/unit/warehouse/test_sample_uniformity.py;
 a killed sync leaving the old sample, in test_crashes.py)."""
 
@@ -28,7 +28,7 @@ def test_a_sample_follows_its_view_through_syncs(api, tmp_path, logs_dir):
         assert view["sample_size"] == TARGET
         r = api.http.get("/v1/views/smp_v/sample")
         assert r.status_code == 409 and "not been loaded" in r.json()["detail"], r.text
-        before, versions, size = {}, [], TARGET
+        before, versions, refills = {}, [], 0
         for rnd in range(4):
             if rnd:
                 people.change(updates=300, inserts=400, deletes=100)
@@ -36,30 +36,35 @@ def test_a_sample_follows_its_view_through_syncs(api, tmp_path, logs_dir):
             sync = api.sync("smp_v")
             check_sync(api, "smp_v", KEY, before, truth, sync)
             sample, headers = check_sample(api, "smp_v", KEY, truth, TARGET)
-            # deletes take rows out of the sample; it is topped up only below half its target
-            assert TARGET // 2 <= len(sample) <= size and (rnd or len(sample) == TARGET), (rnd, len(sample), size)
-            size = len(sample)
+            # deletes take rows out of the sample; the same sync tops it up from the view: kept at its size
+            assert len(sample) == TARGET, (rnd, len(sample))
             versions.append(int(headers["X-View-Version"]))
             s = sync["metrics"]["sample"]
-            assert s["size"] == size and s["target"] == TARGET and s["view_rows"] == len(truth), s
+            assert s["size"] == TARGET and s["target"] == TARGET and s["view_rows"] == len(truth), s
             if rnd == 0:
                 assert s["method"] == "build" and s["view_rows_read"] == len(truth)
+            elif s["refills"] > refills:  # a top-up: one local scan of the view, no agent call
+                assert s["method"] == "build" and s["view_rows_read"] == len(truth), s
             else:  # kept from the delta: no read of the view; candidates logged, a refresh
                 assert s["view_rows_read"] == 0 and s["method"] in ("stack", "nomem"), s
                 assert s["log_length"] > 0 and 0 < s["displaced"] <= s["log_length"], s
+            if rnd:
                 assert sync["metrics"]["sites"][0]["cost_model"]["measured_on"] == "sample"
+            refills = s["refills"]
             stats = api.http.get("/v1/views/smp_v/statistics").json()
-            assert stats["sample"]["size"] == size and stats["sample"]["method"] == s["method"]
+            assert stats["sample"]["size"] == TARGET and stats["sample"]["method"] == s["method"]
             before = truth
         assert versions == sorted(set(versions))
-        # most rows deleted: the sample shrinks below half its size and is topped up from the view
+        # 100 deletes of ~3,000 rows miss a 200-row sample once in a thousand rounds: three did not
+        assert refills >= 1
+        # most rows deleted: the sample is topped up from the view
         with sqlite3.connect(people.path) as c:
             c.execute("DELETE FROM people WHERE id % 10 <> 0")
         truth = people.truth()
         sync = api.sync("smp_v")
         check_sync(api, "smp_v", KEY, before, truth, sync)
         sample, _ = check_sample(api, "smp_v", KEY, truth, TARGET)
-        assert len(sample) == TARGET and sync["metrics"]["sample"]["refills"] == 1
+        assert len(sample) == TARGET and sync["metrics"]["sample"]["refills"] == refills + 1
         assert sync["metrics"]["sample"]["method"] == "build"
         # resized by PUT: the rows stay (no load), the next sync keeps a uniform subset
         syncs_before = len(api.http.get("/v1/views/smp_v/syncs").json())

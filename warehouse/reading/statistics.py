@@ -19,7 +19,8 @@ from warehouse.store import layers
 from warehouse.store.versions import Version
 from warehouse.viewdef import ViewDef
 
-#: Buckets of the update-probability histogram, each 1/HISTOGRAM_BUCKETS wide (P = 1 falls in the last).
+#: Buckets of the update-probability histogram, each 1/HISTOGRAM_BUCKETS wide (P = 1 falls in the last);
+#: tuples never updated are counted apart (`never_updated`), not in the first bucket.
 HISTOGRAM_BUCKETS = 10
 
 
@@ -56,20 +57,29 @@ def _histogram(spark: SparkSession, version: Version, i: int, site) -> update_co
 
 
 def _update_statistics(hist: update_counts.Histogram) -> dict:
-    """Counts over the fragment's update statistics and the histogram of P(update), from the
-    histogram of (syncs seen, updates seen): P(update) = updates seen / syncs seen.
+    """Counts over the fragment's update statistics and the histogram of the observed update
+    rate, from the histogram of (syncs seen, updates seen), both counting the tuple's entry as
+    one: a tuple updated at least once falls in the bucket of (updates seen - 1) / (syncs
+    seen - 1), the share of the syncs since its entry that updated it; a tuple never updated
+    is counted apart (`never_updated`), since its stored ratio 1 / syncs seen is the prior's
+    trace, not an update it had (it put every such tuple seen at 5 syncs in the 0.2 bucket).
 
     >>> from collections import Counter
-    >>> out = _update_statistics(Counter({(1, 1): 2, (4, 2): 1, (2, 2): 1}))
-    >>> out["tuples"], out["mean_tno"], out["max_tno"], out["tuples_ever_updated"]
-    (4, 2.0, 4, 2)
-    >>> out["update_probability_histogram"]["counts"]
-    [0, 0, 0, 0, 0, 1, 0, 0, 0, 3]
+    >>> out = _update_statistics(Counter({(1, 1): 2, (5, 1): 3, (4, 2): 1, (2, 2): 1}))
+    >>> out["tuples"], out["max_tno"], out["tuples_ever_updated"]
+    (7, 5, 2)
+    >>> out["update_probability_histogram"]
+    {'bucket_width': 0.1, 'counts': [0, 0, 0, 1, 0, 0, 0, 0, 0, 1], 'never_updated': 5}
     """
     tuples = sum(hist.values())
     histogram = [0] * HISTOGRAM_BUCKETS
+    never = 0
     for (syncs, updates), count in hist.items():
-        histogram[min(math.floor(updates / syncs * HISTOGRAM_BUCKETS), HISTOGRAM_BUCKETS - 1)] += count
+        if updates <= 1 or syncs <= 1:
+            never += count
+            continue
+        rate = (updates - 1) / (syncs - 1)
+        histogram[min(math.floor(rate * HISTOGRAM_BUCKETS), HISTOGRAM_BUCKETS - 1)] += count
     return {
         "tuples": tuples,
         "mean_tno": sum(syncs * count for (syncs, _), count in hist.items()) / tuples if tuples else None,
@@ -77,5 +87,9 @@ def _update_statistics(hist: update_counts.Histogram) -> dict:
         "updates_observed": sum((updates - 1) * count for (_, updates), count in hist.items()),
         "observations": sum((syncs - 1) * count for (syncs, _), count in hist.items()),
         "tuples_ever_updated": sum(count for (_, updates), count in hist.items() if updates > 1),
-        "update_probability_histogram": {"bucket_width": 1 / HISTOGRAM_BUCKETS, "counts": histogram},
+        "update_probability_histogram": {
+            "bucket_width": 1 / HISTOGRAM_BUCKETS,
+            "counts": histogram,
+            "never_updated": never,
+        },
     }

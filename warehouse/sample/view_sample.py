@@ -26,10 +26,14 @@ anyway, and the sample must be exact for that version; reads then never wait nor
 and a sync's log is small (E(|C|) above for its n inserts). Deferring over several syncs
 would only save the rewrite of an M-row file per sync.
 
-When deletes have shrunk the sample below REFILL_SHARE of M while the view holds more
-rows, it is topped up from the view: the missing rows are drawn uniformly from the view's
-rows outside the sample (one scan of the view; a uniform sample plus a uniform sample of
-the rest is a uniform sample of the whole). A load, a view's first sample and a larger M
+When deletes have shrunk the sample below M while the view holds more rows, it is topped
+up from the view at the same sync, so the sample keeps its size while the view has that
+many rows: the missing rows are drawn uniformly from the view's rows outside the sample.
+The top-up is uniform because a uniform sample S less some of its rows is a uniform sample
+of the rest, and adding a uniform sample T of the view's rows outside S gives every subset
+of the view of |S| + |T| rows the same chance. It costs one local scan of the view's stored
+rows (`view_rows_read`), paid only by a sync whose deletes hit the sample; the deltas' inserts
+stay with the deferred refresh. A load, a view's first sample and a larger M
 are built so too; a smaller M keeps a uniform subset.
 
 A multiset view (no key) samples occurrences, and its delta names contents with counts:
@@ -62,9 +66,6 @@ from warehouse.store import layers
 from warehouse.store.versions import Version
 from warehouse.viewdef import ViewDef
 
-#: Below this share of its target size (and with the view holding more rows) the sample
-#: is topped up from the view.
-REFILL_SHARE = 0.5
 SAMPLE_DIR, STATE_FILE = "sample", "sample.json"
 #: Inserts read from the delta at a time for the acceptance test.
 INSERT_BATCH_ROWS = 65_536
@@ -284,7 +285,7 @@ def maintain(
         rows_written=len(plan) + touched + added,
         refills=state.refills,
     )
-    if out.size < min(target, view_rows) and (out.size < REFILL_SHARE * target or target > state.target):
+    if out.size < min(target, view_rows):  # kept at its size: topped up from the view's stored rows
         kept = rows if key else rows.slice(0, 0)  # equal occurrences cannot be told apart: draw anew
         return _build(kept, out, target, key, view_rows, view, rng, state.refills + 1)
     return Maintenance(rows, out)

@@ -16,7 +16,8 @@ Layout under `<data-dir>/views/<view>/`:
     versions/<N>/view/           the view's rows, when it joins several sites: all of them, or
                                  the base under an overlay in view-overlay/ (layers.json,
                                  upserts/, removed/), grown by incremental maintenance (join_delta.py)
-    deltas/<sync-id>/            the sync's delta (__op + the view's columns)
+    deltas/<sync-id>/            the sync's delta (__op + the view's columns); retention
+                                 (service/retention.py) removes those of syncs outside its policy
     staging/<sync-id>/           work files of a running sync
     staging/<sync-id>.projected/ the current version projected to a redefinition's fewer columns,
                                  which the sync applying it starts from (pipeline/redefine.py)
@@ -49,6 +50,8 @@ KEEP_OLD_VERSIONS = 1
 #: Marks a directory written beside a committed version and renamed when whole; what a
 #: crash leaves under this name is removed by `cleanup()`.
 TMP_MARK = ".tmp-"
+#: A forgotten sync's delta renamed aside before it is deleted (retention).
+REMOVED_MARK = ".removed-"
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,43 @@ class ViewStore:
                     removed.append(partial)
         (self.root / "CURRENT.tmp").unlink(missing_ok=True)
         return removed
+
+    # -- retention (service/retention.py) -------------------------------------------
+    def remove_sync(self, sync_id: str) -> None:
+        """Remove a forgotten sync's delta and the version it committed, unless that version
+        is the current one or among the KEEP_OLD_VERSIONS before it. The delta is renamed
+        aside first: a reader finds it whole or not at all."""
+        delta = self.delta(sync_id)
+        if delta.is_dir():
+            aside = delta.with_name(f"{REMOVED_MARK}{sync_id}")
+            os.replace(delta, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        version = self.version_of(sync_id)
+        current = self.current()
+        if version is not None and current is not None and version.number < current.number - KEEP_OLD_VERSIONS:
+            shutil.rmtree(version.path, ignore_errors=True)
+
+    def sweep_removed(self, sync_ids: set[str]) -> None:
+        """Finish removals a crash cut short, and those left while their version was recent:
+        the files of the forgotten syncs `sync_ids`."""
+        deltas = self.root / "deltas"
+        for path in deltas.iterdir() if deltas.is_dir() else ():
+            if path.name.startswith(REMOVED_MARK):
+                shutil.rmtree(path, ignore_errors=True)
+        current = self.current()
+        versions = self.root / "versions"
+        oldest_kept = current.number - KEEP_OLD_VERSIONS if current is not None else 0
+        for path in versions.iterdir() if versions.is_dir() else ():
+            if path.name.isdigit() and int(path.name) < oldest_kept:
+                try:
+                    sync_id = json.loads((path / "meta.json").read_text()).get("sync_id")
+                except (OSError, ValueError):
+                    continue
+                if sync_id in sync_ids:
+                    shutil.rmtree(path, ignore_errors=True)
+        for sync_id in sync_ids:
+            if self.delta(sync_id).is_dir():
+                self.remove_sync(sync_id)
 
     def drop(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
