@@ -50,7 +50,9 @@ class Upgraded:
             c.executemany(
                 "UPDATE sources SET url = ? WHERE name = ?", [(agent.url, name) for name, agent in self.agents.items()]
             )
-        self.service = start_service(self.data, logs)
+        # the fixture's syncs are older than the default retention (30 days): keep them all, so
+        # that every answer can be compared with the one recorded when the fixture was made
+        self.service = start_service(self.data, logs, env={"SERVICE_KEEP_DELTAS": "1000000"})
         self.api = Api(self.service.url)
 
     def truth(self, view: str) -> dict:
@@ -101,7 +103,15 @@ def test_stored_rows_are_served_as_before(old, view):
 def test_statistics_answer_as_before(old, view):
     r = old.api.http.get(f"/v1/views/{view}/statistics")
     assert r.status_code == 200, r.text
-    assert r.json() == ANSWERS["statistics"][view]
+    got, want = r.json(), ANSWERS["statistics"][view]
+    # the histogram of update probabilities changed on purpose since the fixture was made (never
+    # updated tuples are counted apart): it holds every tuple once; the rest is as it was
+    for site in got["sites"]:
+        histogram = site["update_statistics"].pop("update_probability_histogram")
+        assert sum(histogram["counts"]) + histogram["never_updated"] == site["update_statistics"]["tuples"]
+    for site in want["sites"]:
+        site["update_statistics"].pop("update_probability_histogram")
+    assert got == want
 
 
 @pytest.mark.parametrize("view", VIEWS)
