@@ -15,6 +15,7 @@ from service.errors import ServiceError
 from service.jobs import SyncRunner
 from service.limits import BodySizeLimit
 from service.metrics import ServiceMetrics
+from service.publishing import Publisher
 from service.routes import changes, health, metrics, sources, syncs, ui, views
 from service.scheduler import Scheduler
 from service.settings import ServiceSettings
@@ -42,8 +43,11 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         app.state.engine = engine
         app.state.metrics = ServiceMetrics()
         app.state.metrics.seed(app.state.catalog)
-        app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics)
+        # publishing reads committed deltas and rows with Arrow: it runs with or without Spark
+        app.state.publisher = Publisher(settings, app.state.catalog, app.state.metrics)
+        app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics, app.state.publisher.wake)
         app.state.runner.recover()
+        app.state.publisher.start()  # after recovery: syncs a crash left committed are succeeded
         # scheduled syncs need Spark; an app built without it (the OpenAPI export) runs none
         app.state.scheduler = Scheduler(app.state.catalog, app.state.runner) if settings.scheduler and engine else None
         if app.state.scheduler:
@@ -54,6 +58,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
             if app.state.scheduler:
                 app.state.scheduler.stop()
             app.state.runner.shutdown()
+            app.state.publisher.stop()
             app.state.catalog.close()
 
     app = FastAPI(

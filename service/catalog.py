@@ -17,7 +17,7 @@ from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -60,6 +60,18 @@ MIGRATIONS: dict[int, str] = {
     # what kind of failure a failed sync had, for programs ("schema_changed"); NULL before this version
     4: """
     ALTER TABLE syncs ADD COLUMN error_code TEXT;
+    """,
+    # how far each destination of a view has caught up (service/publishing.py): the latest sync
+    # whose changes it holds, moved on by syncs with no change too, and the last failure
+    5: """
+    CREATE TABLE publications (
+        view TEXT NOT NULL,
+        destination TEXT NOT NULL,
+        applied_sync TEXT,
+        error TEXT,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (view, destination)
+    );
     """,
 }
 
@@ -172,6 +184,7 @@ class Catalog:
             self._refuse_if_busy(name, "deleted")
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM publications WHERE view = ?", (name,))
                 self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
             drop_data()
 
@@ -367,6 +380,46 @@ class Catalog:
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)
         ).fetchone()
         return _sync(row) if row else None
+
+    # -- publications ------------------------------------------------------------------
+    def publication(self, view: str, destination: str) -> tuple[str | None, str | None]:
+        """(applied sync, last error) of a view's destination (named by `destination`)."""
+        row = self._conn.execute(
+            "SELECT applied_sync, error FROM publications WHERE view = ? AND destination = ?", (view, destination)
+        ).fetchone()
+        return (row["applied_sync"], row["error"]) if row else (None, None)
+
+    def set_publication(self, view: str, destination: str, applied_sync: str | None, error: str | None) -> None:
+        """Record how far a view's destination has caught up, and its last error (None: none)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO publications (view, destination, applied_sync, error, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (view, destination) DO UPDATE SET applied_sync = excluded.applied_sync,"
+                " error = excluded.error, updated_at = excluded.updated_at",
+                (view, destination, applied_sync, error, now()),
+            )
+
+    def changing_after(self, view: str, after: str | None) -> int:
+        """How many succeeded syncs of the view after `after` (all for None, or an unknown one)
+        changed it: rows inserted, updated or deleted, or a redefinition applied."""
+        known = (
+            after is not None
+            and self._conn.execute("SELECT 1 FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
+        )
+        return sum(1 for s in self.succeeded_after(view, after if known else None) if changed(s))
+
+
+def changed(sync: SyncRecord) -> bool:
+    """Whether a succeeded sync changed its view (its delta has lines, or it redefined the view).
+
+    >>> from service.records import SyncRecord as S
+    >>> changed(S("s", "v", "succeeded", None, "", None, None, {"rows_updated": 2}, None, "api"))
+    True
+    >>> changed(S("s", "v", "succeeded", None, "", None, None, {"rows_inserted": 0}, None, "api"))
+    False
+    """
+    rows = sum(int(sync.metrics.get(k) or 0) for k in ("rows_inserted", "rows_updated", "rows_deleted"))
+    return rows > 0 or sync.trigger == "redefine"
 
 
 def _statements(script: str) -> list[str]:

@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from service import eta
@@ -37,8 +38,11 @@ class SyncRunner:
         catalog: Catalog,
         engine: SparkEngine | None,
         metrics: ServiceMetrics | None = None,
+        committed: Callable[[], None] | None = None,
     ):
         self.settings = settings
+        #: told after each sync that succeeded: the destinations may have something to apply
+        self.committed = committed or (lambda: None)
         self.catalog = catalog
         self.engine = engine
         self.metrics = metrics or ServiceMetrics()
@@ -172,6 +176,7 @@ class SyncRunner:
             applied = run.run.view.to_json() if run is not None else view.definition
             self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
+            self.committed()
         finally:
             with self._lock:
                 self.futures.pop(sync_id, None)

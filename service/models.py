@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocol.models import TableOut
+from warehouse.destinations import available
 from warehouse.strategies import STRATEGIES
 from warehouse.view_options import (
+    DEFAULT_DESTINATIONS,
     DEFAULT_LAG_S,
     DEFAULT_RECONCILE_EVERY,
     DEFAULT_SCHEMA_POLICY,
@@ -199,6 +201,60 @@ class ViewSource(BaseModel):
         return self
 
 
+DESTINATIONS_HELP = (
+    "where the view is published after each sync that changed it, each applied exactly once and in order after "
+    'the view\'s commit: {"kind": "delta"} (a Delta Lake table at DATA_DIR/tables/<view>; "uri": a path or a '
+    'URI delta-rs writes to), {"kind": "postgres", "url": "postgresql://...", "table": "SCHEMA.TABLE"} (a table '
+    "in a PostgreSQL warehouse); [] publishes nothing"
+)
+#: A PostgreSQL destination's table: SCHEMA.TABLE, plain identifiers.
+PG_TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$"
+MAX_DESTINATIONS = 8
+
+
+class DestinationIn(BaseModel):
+    """One destination of a view, as a request gives it."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["delta", "postgres"] = Field(description="delta (a Delta Lake table) or postgres (a table)")
+    uri: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description="delta: where the table is (a path, file://, or an object store URI delta-rs supports); "
+        "left out: DATA_DIR/tables/<view>",
+    )
+    url: str | None = Field(
+        default=None,
+        max_length=2000,
+        pattern=r"^postgres(ql)?://",
+        description="postgres: the warehouse's postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (the password is never shown back)",
+    )
+    table: str | None = Field(
+        default=None, pattern=PG_TABLE_PATTERN, description="postgres: the table, SCHEMA.TABLE (created if missing)"
+    )
+
+    @model_validator(mode="after")
+    def _fields_of_its_kind(self):
+        if self.kind == "delta" and (self.url is not None or self.table is not None):
+            raise ValueError('a delta destination takes only "uri" (url and table are for kind postgres)')
+        if self.kind == "postgres":
+            if self.uri is not None or self.url is None or self.table is None:
+                raise ValueError('a postgres destination takes "url" (postgresql://...) and "table" (SCHEMA.TABLE)')
+            if not available("postgres"):
+                raise ValueError("postgres destinations are not available in this installation")
+        return self
+
+
+def _distinct(destinations: list[DestinationIn] | None) -> list[DestinationIn] | None:
+    """`destinations`, refused when two name the same place."""
+    if destinations is not None:
+        places = [(d.kind, d.uri, d.url, d.table) for d in destinations]
+        if len(set(places)) != len(places):
+            raise ValueError("the same destination is given twice")
+    return destinations
+
+
 class ViewIn(ViewSource):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
@@ -213,6 +269,12 @@ class ViewIn(ViewSource):
     schedule: ScheduleIn | None = Field(default=None, description=SCHEDULE_HELP)
     column_types: dict[str, str] = Field(default_factory=dict, max_length=64, description=COLUMN_TYPES_HELP)
     on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
+    destinations: list[DestinationIn] = Field(
+        default_factory=lambda: [DestinationIn.model_validate(d) for d in DEFAULT_DESTINATIONS],
+        max_length=MAX_DESTINATIONS,
+        description=f'{DESTINATIONS_HELP}. Left out: [{{"kind": "delta"}}]',
+    )
+    _check_destinations = field_validator("destinations")(_distinct)
 
 
 class ViewRedefine(ViewSource):
@@ -251,6 +313,12 @@ class ViewRedefine(ViewSource):
         default=None,
         description=f"{SCHEMA_POLICY_HELP}. Left out (or null): kept; changing it alone keeps the view's rows",
     )
+    destinations: list[DestinationIn] | None = Field(
+        default=None,
+        max_length=MAX_DESTINATIONS,
+        description=f"{DESTINATIONS_HELP}. Left out (or null): kept; changing it alone keeps the view's rows",
+    )
+    _check_destinations = field_validator("destinations")(_distinct)
 
 
 class ViewSettings(BaseModel):
@@ -260,6 +328,30 @@ class ViewSettings(BaseModel):
     sample_size: int | None = Field(default=None, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
     schedule: ScheduleIn | None = Field(default=None, description=f"{SCHEDULE_HELP}. Left out: kept (null removes it)")
     on_schema_change: SchemaPolicy | None = Field(default=None, description=f"{SCHEMA_POLICY_HELP}. Left out: kept")
+    destinations: list[DestinationIn] | None = Field(
+        default=None,
+        max_length=MAX_DESTINATIONS,
+        description=f"{DESTINATIONS_HELP}. Left out: kept; a new one is built from the view's current rows",
+    )
+    _check_destinations = field_validator("destinations")(_distinct)
+
+
+class DestinationOut(BaseModel):
+    """A destination of a view and how far it has caught up."""
+
+    kind: Literal["delta", "postgres"]
+    uri: str | None = Field(default=None, description="delta: where the table is")
+    url: str | None = Field(default=None, description="postgres: the warehouse's URL, its password masked")
+    table: str | None = Field(default=None, description="postgres: SCHEMA.TABLE")
+    applied_sync: str | None = Field(
+        default=None,
+        description="the latest sync whose changes the destination holds (moved on by syncs with no change too); "
+        "null before the first is applied",
+    )
+    lag_syncs: int = Field(default=0, description="succeeded syncs that changed the view and are not applied yet")
+    error: str | None = Field(
+        default=None, description="why the last attempt to apply failed (it is retried); null when it is caught up"
+    )
 
 
 class SiteOut(BaseModel):
@@ -319,6 +411,9 @@ class ViewOut(BaseModel):
         default=False,
         description="true after a PUT gave the view a new definition (shown here) that its stored rows do not "
         "follow yet: until the view's next sync applies it (trigger redefine), the rows endpoints serve the old rows",
+    )
+    destinations: list[DestinationOut] = Field(
+        default=[], description="where the view is published (DESTINATIONS_HELP), each with its applied sync and lag"
     )
     created_at: str
 

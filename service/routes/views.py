@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
 from protocol.schema import SourceSchema
+from service import publishing
 from service.catalog import Catalog
 from service.deltaformat import NDJSON, PARQUET, rows_parquet
-from service.deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
+from service.deps import (
+    ApiKey,
+    CatalogDep,
+    FormatQuery,
+    MetricsDep,
+    PublisherDep,
+    SchedulerDep,
+    SettingsDep,
+    SparkDep,
+)
 from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.jsonvalues import BATCH_ROWS, ndjson_lines
 from service.models import (
+    DestinationIn,
+    DestinationOut,
     KeyPartOut,
     ScheduleIn,
     SiteOut,
@@ -22,6 +36,7 @@ from service.models import (
     ViewSource,
     error_responses,
 )
+from service.publishing import Publisher
 from service.records import ViewRecord
 from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, follows_of, rows_definition
 from service.scheduler import Scheduler, schedule_fields
@@ -48,8 +63,11 @@ from warehouse.viewdef import column_types as read_types
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Scheduler | None = None) -> ViewOut:
-    """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler` runs)."""
+def view_out(
+    row: ViewRecord, catalog: Catalog | None = None, scheduler: Scheduler | None = None, data_dir: Path | None = None
+) -> ViewOut:
+    """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler`
+    runs) and, with the data directory too, its destinations and how far they have caught up."""
     d = ViewDef.from_json(row.definition)
     options = row.options
     return ViewOut(
@@ -71,6 +89,9 @@ def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Schedul
         on_schema_change=options.on_schema_change,
         **schedule_fields(row, catalog, scheduler is not None),
         redefinition_pending=row.applied is not None,
+        destinations=[DestinationOut(**d) for d in publishing.states(catalog, data_dir, row)]
+        if catalog is not None and data_dir is not None
+        else [],
         created_at=row.created_at,
     )
 
@@ -81,15 +102,30 @@ def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:
 
 
 def _unsized(options: ViewOptions) -> dict:
-    """The options that decide a view's rows: all but its sample's size, its schedule and its schema policy."""
-    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule", "on_schema_change")}
+    """The options that decide a view's rows: all but its sample's size, its schedule, its schema policy and its destinations."""
+    kept = ("sample_size", "schedule", "on_schema_change", "destinations")
+    return {k: v for k, v in options.stored().items() if k not in kept}
 
 
-def _stored(row: ViewRecord, catalog: Catalog, scheduler: Scheduler | None) -> ViewOut:
-    """The view as stored after a change, the scheduler woken to look at its schedule."""
+def _stored(
+    row: ViewRecord,
+    catalog: Catalog,
+    scheduler: Scheduler | None,
+    settings: ServiceSettings,
+    publisher: Publisher | None,
+) -> ViewOut:
+    """The view as stored after a change, the scheduler woken to look at its schedule and the
+    publisher at its destinations (a new one is built from the view's current rows)."""
     if scheduler is not None:
         scheduler.wake()
-    return view_out(row, catalog, scheduler)
+    if publisher is not None:
+        publisher.wake()
+    return view_out(row, catalog, scheduler, settings.data_dir)
+
+
+def _published(destinations: list[DestinationIn]) -> list[dict]:
+    """The destinations a request gives, as the view's options hold them."""
+    return [d.model_dump(mode="json", exclude_none=True) for d in destinations]
 
 
 def _analyze(
@@ -198,7 +234,12 @@ def _stored_sql(view: ViewSource, definition: ViewDef) -> str:
     responses=error_responses(401, 409, 422, 424),
 )
 def create_view(
-    body: ViewIn, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
+    body: ViewIn,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    publisher: PublisherDep,
+    _: ApiKey,
 ) -> ViewOut:
     try:
         catalog.view(body.name)
@@ -226,8 +267,9 @@ def create_view(
         body.column_types,
         body.on_schema_change,
     )
+    options = options.published(_published(body.destinations))
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
-    return _stored(row, catalog, scheduler)
+    return _stored(row, catalog, scheduler, settings, publisher)
 
 
 @router.put(
@@ -237,7 +279,13 @@ def create_view(
     responses=error_responses(401, 404, 409, 422, 424),
 )
 def redefine_view(
-    name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
+    name: str,
+    body: ViewRedefine,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    publisher: PublisherDep,
+    _: ApiKey,
 ) -> ViewOut:
     """Give a view a new SQL (or table: a table view) or strategy (left out: the one it has), checked and stored at once
     (GET shows it). Its sync history, the statistics of the keys that survive and change-feed
@@ -272,20 +320,24 @@ def redefine_view(
     definition, options = _analyze(
         body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy
     )
+    if body.destinations is not None:
+        options = options.published(_published(body.destinations))
+    elif "destinations" in current_options.stored():
+        options = options.published(current_options.destinations)
     sql = _stored_sql(body, definition)
     if (sql, definition.to_json(), _unsized(options)) == (
         current.sql,
         current.definition,
         _unsized(current_options),
     ):
-        return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
+        return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)  # rows stay
     store = ViewStore(settings.data_dir, name)
     if definition.multiset or ViewDef.from_json(current.definition).multiset:
         row = catalog.replace_view(name, sql, definition.to_json(), options, store.drop)
     else:
         follows = follows_of(current, store.current())
         row = catalog.redefine_view(name, sql, definition.to_json(), options, follows)
-    return _stored(row, catalog, scheduler)
+    return _stored(row, catalog, scheduler, settings, publisher)
 
 
 @router.patch(
@@ -295,9 +347,15 @@ def redefine_view(
     responses=error_responses(401, 404, 409, 422),
 )
 def change_view_settings(
-    name: str, body: ViewSettings, catalog: CatalogDep, scheduler: SchedulerDep, _: ApiKey
+    name: str,
+    body: ViewSettings,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    publisher: PublisherDep,
+    _: ApiKey,
 ) -> ViewOut:
-    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it), `schedule` (null removes it) and `on_schema_change`."""
+    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it), `schedule` (null removes it), `on_schema_change` and `destinations` (a new one is built from the view's current rows, at once)."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -309,7 +367,9 @@ def change_view_settings(
         options = options.scheduled(_schedule(body.schedule))
     if body.on_schema_change is not None:
         options = options.policed(body.on_schema_change)
-    return _stored(catalog.set_view_options(name, options), catalog, scheduler)
+    if body.destinations is not None:
+        options = options.published(_published(body.destinations))
+    return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)
 
 
 @router.delete(
@@ -326,13 +386,13 @@ def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, metrics: 
 
 
 @router.get("", response_model=list[ViewOut], operation_id="list_views")
-def list_views(catalog: CatalogDep, scheduler: SchedulerDep) -> list[ViewOut]:
-    return [view_out(r, catalog, scheduler) for r in catalog.views()]
+def list_views(catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep) -> list[ViewOut]:
+    return [view_out(r, catalog, scheduler, settings.data_dir) for r in catalog.views()]
 
 
 @router.get("/{name}", response_model=ViewOut, operation_id="get_view", responses=error_responses(404, 422))
-def get_view(name: str, catalog: CatalogDep, scheduler: SchedulerDep) -> ViewOut:
-    return view_out(catalog.view(name), catalog, scheduler)
+def get_view(name: str, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep) -> ViewOut:
+    return view_out(catalog.view(name), catalog, scheduler, settings.data_dir)
 
 
 def _current(settings: ServiceSettings, name: str) -> Version:

@@ -35,6 +35,7 @@ Neither commit carries a sync id, and neither changes rows; time travel to a vie
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
@@ -44,9 +45,11 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from protocol.types import Column, arrow_schema
+from warehouse.destinations import default_table_uri
 from warehouse.destinations.base import CannotFollow
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, OP
+from warehouse.view_options import DestinationSpec
 
 SYNC_ID = "deltasieve.sync_id"
 VIEW_VERSION = "deltasieve.view_version"
@@ -383,3 +386,8 @@ def is_local(uri: str) -> bool:
     (True, True, False)
     """
     return urlparse(uri).scheme in ("", "file")
+
+
+def from_spec(spec: DestinationSpec, data_dir: Path, view: str) -> DeltaDestination:
+    """The Delta table of a view's spec: its `uri`, or DATA_DIR/tables/<view>."""
+    return DeltaDestination(spec.uri or default_table_uri(data_dir, view))
