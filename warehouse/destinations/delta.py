@@ -156,10 +156,21 @@ class DeltaDestination:
             rows = _with_columns(rows, schema)
             self._overwrite(_applied_to(rows, changes, key, multiset), properties)
             return
+        before = table.version()
         if multiset:
             self._apply_multiset(table, schema, changes, properties, evolution == "added")
         else:
             self._apply_keyed(table, schema, key, changes, properties, evolution == "added")
+        if DeltaTable(self.uri, storage_options=self.storage_options).version() == before:
+            # a merge that changed nothing commits nothing; the sync is still recorded
+            write_deltalake(
+                self.uri,
+                _empty(schema),
+                mode="append",
+                schema_mode="merge",
+                storage_options=self.storage_options,
+                commit_properties=properties,
+            )
         self.maintain()
 
     def _apply_keyed(
