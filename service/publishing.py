@@ -198,7 +198,9 @@ class Publisher:
         return current.sync_id
 
     def _gauge(self, view: str, spec: DestinationSpec, applied: str | None) -> None:
-        self.metrics.publication_lag(view, place(spec), self.catalog.changing_after(view, applied))
+        shown = public(spec, self.settings.data_dir, view)
+        label = " ".join(str(shown[k]) for k in ("kind", "uri", "url", "table") if k in shown)
+        self.metrics.publication_lag(view, label, self.catalog.changing_after(view, applied))
 
 
 def states(catalog: Catalog, data_dir: Path, view: ViewRecord) -> list[dict]:
