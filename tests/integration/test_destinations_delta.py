@@ -71,13 +71,16 @@ class Bag:
         with sqlite3.connect(self.path) as c:
             return Counter(c.execute("SELECT a, b FROM bag").fetchall())
 
-    def joined(self, people: People) -> dict:
+    def joined(self) -> dict:
+        """The multi-site view's rows: every person whose city is in the cities table."""
         with sqlite3.connect(self.geo) as c:
             cities = dict(c.execute("SELECT city, country FROM cities").fetchall())
+        with sqlite3.connect(self.path) as c:
+            people = c.execute("SELECT id, name, city FROM people").fetchall()
         return {
-            k: {"id": r["id"], "name": r["name"], "city": r["city"], "country": cities[r["city"]]}
-            for k, r in people.truth().items()
-            if r["city"] in cities
+            (i,): {"id": i, "name": name, "city": city, "country": cities[city]}
+            for i, name, city in people
+            if city in cities
         }
 
     def items(self) -> dict:
@@ -191,9 +194,8 @@ def test_multiset_and_multi_site_views(wh):
         assert sync["status"] == "succeeded", sync
         destination = _published(api, JOINED, sync["id"])
         key = api.http.get(f"/v1/views/{JOINED}").json()["key"]
-        assert keyed(_rows(destination["uri"]), key) == {
-            tuple(r[c] for c in key): r for r in bag.joined(people).values()
-        }
+        assert key == ["id"]
+        assert keyed(_rows(destination["uri"]), key) == bag.joined(), f"round {round_}"
 
 
 def test_table_view_gains_a_column(wh):
