@@ -219,10 +219,10 @@ class DestinationIn(BaseModel):
     kind: Literal["delta", "postgres"] = Field(description="delta (a Delta Lake table) or postgres (a table)")
     uri: str | None = Field(
         default=None,
-        min_length=1,
         max_length=2000,
-        description="delta: where the table is (a path, file://, or an object store URI delta-rs supports); "
-        "left out: DATA_DIR/tables/<view>",
+        pattern=r"^(/|[a-z][a-z0-9+.-]*://)[^\x00-\x1f]*$",
+        description="delta: where the table is (an absolute path, file://, or an object store URI delta-rs "
+        "supports, such as s3://); left out: DATA_DIR/tables/<view>",
     )
     url: str | None = Field(
         default=None,

@@ -7,7 +7,8 @@ destination itself, so that a crash between its commit and the catalog's note lo
 nothing), then goes through the view's succeeded syncs after that one, in order: a sync
 with no change moves the destination's `applied_sync` on in the catalog without a commit;
 a changing sync's stored delta is applied in one commit that records its id. A destination
-that holds nothing starts with the view's first sync (its load: every row inserted).
+that holds nothing starts with the view's first sync (its load: every row inserted) when that is the only one, and is
+built from the view's current version otherwise.
 
 It is rebuilt from the view's current version, in one commit marked as a rebuild, when the
 delta it needs next is no longer stored (SERVICE_KEEP_DELTAS), when the sync it holds is no
@@ -140,10 +141,12 @@ class Publisher:
         held = destination.applied()
         try:
             syncs = self.catalog.succeeded_after(view_name, held)
+            why = "a new destination of a view synced before" if held is None and len(syncs) > 1 else None
         except NotFound:  # it holds a sync the catalog forgot (or another view's of the same name)
-            held, syncs = self._rebuild(destination, view, store, "the sync it holds is no longer known"), []
-            if held is not None:
-                syncs = self.catalog.succeeded_after(view_name, held)
+            why = "the sync it holds is no longer known"
+        if why is not None:
+            held = self._rebuild(destination, view, store, why)
+            syncs = self.catalog.succeeded_after(view_name, held) if held is not None else []
         for i, sync in enumerate(syncs):
             if held is not None and not changed(sync):
                 held = sync.id

@@ -242,3 +242,42 @@ def test_killed_while_publishing(wh, point):
     _published(api, PEOPLE, sync["id"])
     assert keyed(_rows(uri), KEY) == people.truth()
     assert _carried(uri) == [*carried, sync_id, sync["id"]]
+
+
+def test_a_failing_destination_lags_then_catches_up(wh, tmp_path):
+    """A destination that cannot be written (its parent is a file) lags without failing the
+    syncs, shows its error, and is built from the view's rows once it can be written."""
+    service, people, _ = wh
+    api = service.api
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    elsewhere = str(blocker / "people")
+    r = api.http.patch(
+        f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}, {"kind": "delta", "uri": elsewhere}]}
+    )
+    assert r.status_code == 200, r.text
+    assert [d.get("uri") for d in r.json()["destinations"]][1] == elsewhere
+    for _ in range(2):
+        people.change(updates=10, inserts=3, deletes=2)
+        sync = api.sync(PEOPLE)
+        assert sync["status"] == "succeeded", sync
+    deadline = time.monotonic() + CATCH_UP_S
+    while True:
+        default, failing = api.http.get(f"/v1/views/{PEOPLE}").json()["destinations"]
+        if default["applied_sync"] == sync["id"] and failing["error"]:
+            break
+        assert time.monotonic() < deadline, (default, failing)
+        time.sleep(0.2)
+    assert failing["applied_sync"] is None and failing["lag_syncs"] >= 2
+    blocker.unlink()  # the destination can be written now: retried after its backoff
+    deadline = time.monotonic() + CATCH_UP_S
+    while True:
+        failing = api.http.get(f"/v1/views/{PEOPLE}").json()["destinations"][1]
+        if failing["applied_sync"] == sync["id"] and failing["lag_syncs"] == 0 and failing["error"] is None:
+            break
+        assert time.monotonic() < deadline, failing
+        time.sleep(0.5)
+    assert keyed(_rows(elsewhere), KEY) == people.truth()
+    assert _table(elsewhere).history(1)[0]["deltasieve.rebuild"]  # built from the view's rows, and says so
+    r = api.http.patch(f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}]})
+    assert r.status_code == 200, r.text

@@ -29,6 +29,7 @@ def test_a_new_view_gets_its_delta_table_and_an_empty_list_publishes_nothing():
         [{"kind": "iceberg"}],
         [{"kind": "delta"}, {"kind": "delta"}],
         [{"kind": "delta", "path": "/x"}],
+        [{"kind": "delta", "uri": "relative/dir"}],
     ],
 )
 def test_bad_destinations_are_refused(given):
