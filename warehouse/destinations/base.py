@@ -24,7 +24,16 @@ What `apply` receives as `delta` — an iterable of Arrow record batches, each w
   NULL equal to NULL.
 
 Nothing else (no sync column, no internal columns). A sync with no change is never handed
-to a destination: the applier moves `applied_sync` on in the catalog without a commit.
+to a destination: the applier moves `applied_sync` on in the catalog without a commit. A
+delta may have no lines (a sync that only redefined the view): it is still one commit that
+records the sync id.
+
+A destination that holds nothing (`applied()` is None) is handed either `rebuild` or, when
+the view has had only its first sync, `apply` with that sync's delta (the view's load: every
+row an insert): `apply` then creates the table.
+
+Registering a kind: its module (named in warehouse/destinations/__init__.py KINDS) exposes
+`from_spec(spec: DestinationSpec, data_dir: Path, view: str) -> Destination`.
 
 What `rebuild` receives as `rows`: the view's current rows as Arrow record batches of the
 view's columns (logical types, in order); a multiset view's rows each repeated as often as
