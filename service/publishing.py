@@ -103,11 +103,15 @@ class Publisher:
         while not self._stop.is_set():
             self._wake.clear()
             wait = IDLE_S
-            for view in self.catalog.views():
-                for spec in view.options.destinations:
-                    if self._stop.is_set():
-                        return
-                    wait = min(wait, self._turn(view.name, spec))
+            try:
+                for view in self.catalog.views():
+                    for spec in view.options.destinations:
+                        if self._stop.is_set():
+                            return
+                        wait = min(wait, self._turn(view.name, spec))
+            except Exception:  # the thread outlives whatever went wrong: it looks again later
+                log.exception("publishing: a round over the views failed")
+                wait = BACKOFF_S
             self._wake.wait(max(wait, 0.05))
 
     def _turn(self, view: str, spec: DestinationSpec) -> float:

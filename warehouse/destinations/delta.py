@@ -47,9 +47,15 @@ from deltalake.exceptions import TableNotFoundError
 from protocol.types import Column, arrow_schema
 from warehouse.destinations import default_table_uri
 from warehouse.destinations.base import CannotFollow
+from warehouse.errors import WarehouseError
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, OP
 from warehouse.view_options import DestinationSpec
+
+
+class DestinationRefused(WarehouseError):
+    """The table's place is not one to write to (a directory of other files)."""
+
 
 SYNC_ID = "deltasieve.sync_id"
 VIEW_VERSION = "deltasieve.view_version"
@@ -89,6 +95,7 @@ class DeltaDestination:
         return {"kind": self.kind, "uri": self.uri}
 
     def _table(self) -> DeltaTable | None:
+        self._check_place()
         try:
             return DeltaTable(self.uri, storage_options=self.storage_options)
         except TableNotFoundError:
@@ -120,7 +127,16 @@ class DeltaDestination:
         reader = pa.RecordBatchReader.from_batches(schema, (_cast(b, schema) for b in rows))
         self._overwrite(reader, _properties(sync_id, version, {REBUILD: reason}))
 
+    def _check_place(self) -> None:
+        """Refuse a local directory that holds files and no Delta table: never write into one."""
+        if not is_local(self.uri):
+            return
+        path = Path(urlparse(self.uri).path if self.uri.startswith("file:") else self.uri)
+        if path.is_dir() and not (path / "_delta_log").is_dir() and any(path.iterdir()):
+            raise DestinationRefused(f"{self.uri} is a directory that holds files and no Delta table: not written to")
+
     def _overwrite(self, data, properties: CommitProperties) -> None:
+        self._check_place()
         write_deltalake(
             self.uri,
             data,

@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 
 from protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
-from warehouse.destinations.delta import OPTIMIZE_EVERY, SYNC_ID, DeltaDestination
+from warehouse.destinations.delta import OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import OP
 
@@ -123,3 +123,13 @@ def test_schema_changes(tmp_path):
     assert table.history(1)[0]["deltasieve.rebuild"] == "redefined" and destination.applied() == "s4"
     protocol = table.protocol()
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+
+
+def test_a_directory_of_other_files_is_never_written_to(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep")
+    destination = DeltaDestination(str(tmp_path))
+    with pytest.raises(DestinationRefused):
+        destination.rebuild("s1", 1, BAG, [], [], True, "first")
+    with pytest.raises(DestinationRefused):
+        destination.applied()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious.txt"]
