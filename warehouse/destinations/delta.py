@@ -34,7 +34,7 @@ Neither commit carries a sync id, and neither changes rows; time travel to a vie
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -49,7 +49,7 @@ from warehouse.destinations import default_table_uri
 from warehouse.destinations.base import CannotFollow
 from warehouse.errors import WarehouseError
 from warehouse.multisets.multiset import COUNT
-from warehouse.names import DELETE, OP
+from warehouse.names import DELETE, INSERT, OP
 from warehouse.view_options import DestinationSpec
 
 
@@ -157,13 +157,21 @@ class DeltaDestination:
     ) -> None:
         """One sync's delta in one commit (see the module); a missing table starts empty."""
         schema = arrow_schema(columns)
-        batches = [_cast(b, _delta_schema(schema, multiset)) for b in delta]
-        changes = pa.Table.from_batches(batches, schema=_delta_schema(schema, multiset))
         properties = _properties(sync_id, version)
         table = self._table()
-        if table is None:
-            self._overwrite(_applied_to(_empty(schema), changes, key, multiset), properties)
+        if table is None:  # the view's load, every line an insert (base.py): streamed into a new table
+            refused: list[CannotFollow] = []
+            try:
+                rows = _inserted(delta, schema, multiset, refused)
+                self._overwrite(pa.RecordBatchReader.from_batches(schema, rows), properties)
+            except Exception:
+                if refused:  # raised inside the writer, which reports it as its own error
+                    raise refused[0] from None
+                raise
             return
+        # one sync's delta, held whole: the merge reads it as one source
+        batches = [_cast(b, _delta_schema(schema, multiset)) for b in delta]
+        changes = pa.Table.from_batches(batches, schema=_delta_schema(schema, multiset))
         current = pa.schema(table.schema().to_arrow())
         evolution = schema_change(current, schema)
         if evolution == "widened":  # rewritten in this sync's commit: see the module
@@ -273,6 +281,22 @@ def _delta_schema(schema: pa.Schema, multiset: bool) -> pa.Schema:
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)
+
+
+def _inserted(
+    delta: Iterable[pa.RecordBatch], schema: pa.Schema, multiset: bool, refused: list[CannotFollow]
+) -> Iterator[pa.RecordBatch]:
+    """The rows a load's delta inserts, batch by batch (a multiset's repeated by their count);
+    a line that is not an insert ends it with CannotFollow, also put in `refused`."""
+    for batch in delta:
+        batch = _cast(batch, _delta_schema(schema, multiset))
+        if pc.any(pc.not_equal(batch.column(OP), INSERT)).as_py():
+            refused.append(CannotFollow("a delta applied to no table holds more than inserts: the table is rebuilt"))
+            raise refused[-1]
+        rows = pa.Table.from_batches([batch]).select(schema.names)
+        if multiset:
+            rows = _repeated(rows, batch.column(COUNT))
+        yield from rows.to_batches()
 
 
 def _empty(schema: pa.Schema) -> pa.Table:
