@@ -51,6 +51,55 @@ EVERY_S = click.option(
 )
 
 
+def destination(text: str) -> dict | None:
+    """One --destination value as the API takes it: delta, delta:URI, a JSON object, or none.
+
+    >>> destination("delta"), destination("delta:/lake/orders"), destination("none")
+    ({'kind': 'delta'}, {'kind': 'delta', 'uri': '/lake/orders'}, None)
+    >>> destination('{"kind": "postgres", "url": "postgresql://me@db/wh", "table": "bi.orders"}')["table"]
+    'bi.orders'
+    """
+    if text.startswith("{"):
+        try:
+            given = json.loads(text)
+        except ValueError as exc:
+            raise click.BadParameter(f"{text!r} is not a JSON object: {exc}") from None
+        if not isinstance(given, dict):
+            raise click.BadParameter(f"{text!r} is not a JSON object")
+        return given
+    if text == "none":
+        return None
+    kind, sep, uri = text.partition(":")
+    if kind != "delta" or (sep and not uri):
+        raise click.BadParameter(
+            f"{text!r}: give delta, delta:URI, none, or a JSON object such as "
+            '{"kind": "postgres", "url": "postgresql://...", "table": "SCHEMA.TABLE"}'
+        )
+    return {"kind": "delta", "uri": uri} if uri else {"kind": "delta"}
+
+
+def destinations_of(ctx, param, values: tuple[str, ...]) -> list[dict] | None:
+    """A click callback: the repeated --destination values as the API's list (None: not given)."""
+    if not values:
+        return None
+    parsed = [destination(v) for v in values]
+    return [d for d in parsed if d is not None]
+
+
+#: `view add`, `view redefine` and `view set`: where the view is published.
+DESTINATION = click.option(
+    "--destination",
+    "destinations",
+    multiple=True,
+    metavar="WHERE",
+    callback=destinations_of,
+    help="Publish the view after each sync that changed it (repeatable): delta (a Delta Lake table at "
+    "DATA_DIR/tables/NAME, what a new view gets when none is given), delta:URI (a Delta table elsewhere), "
+    'a JSON object such as {"kind": "postgres", "url": "postgresql://...", "table": "SCHEMA.TABLE"}, '
+    "or none (publish nothing).",
+)
+
+
 def definition_options(verb: str):
     """The options `view add` and `view redefine` share: how syncs find changes, the sample,
     the strategy's settings, the schedule. `verb`: what a left-out option means."""
@@ -105,6 +154,7 @@ def definition_options(verb: str):
         ),
         EVERY_S,
         ON_SCHEMA_CHANGE,
+        DESTINATION,
     ]
 
     def apply(f):
@@ -133,6 +183,8 @@ def definition_body(sql: str | None, table: str | None, options: dict) -> dict:
         body["match"] = {"order_by": options["match_order_by"], "epsilon": options["match_epsilon"]}
     if options["every_s"] is not None:
         body["schedule"] = {"every_s": options["every_s"]}
+    if options["destinations"] is not None:
+        body["destinations"] = options["destinations"]
     return body
 
 
@@ -199,7 +251,7 @@ def next_run_text(view: dict) -> str | None:
 
 def view_fields(title: str, view: dict):
     """A view's definition without the bulky parts (column types and site columns, key derivation)."""
-    hidden = ("sites", "column_types", "key_derivation", "columns", "schedule", "next_run_at")
+    hidden = ("sites", "column_types", "key_derivation", "columns", "schedule", "next_run_at", "destinations")
     shown = {k: v for k, v in view.items() if k not in hidden and not (k == "table" and v is None)}
     shown["schedule"] = schedule_text(view)
     if view.get("schedule"):
@@ -208,7 +260,41 @@ def view_fields(title: str, view: dict):
     shown["key"] = ", ".join(view["key"])
     for i, site in enumerate(view["sites"]):
         shown[f"site {i} ({site['source']})"] = site["sql"]
+    for i, published in enumerate(view.get("destinations", [])):
+        shown[f"destination {i} ({published['kind']})"] = destination_text(published)
+    if not view.get("destinations"):
+        shown["destinations"] = "none"
     return fields(title, shown)
+
+
+def destination_text(published: dict) -> str:
+    """Where a destination is and how far it has caught up, for people.
+
+    >>> destination_text({"kind": "delta", "uri": "/t/v", "applied_sync": "s1", "lag_syncs": 2, "error": None})
+    '/t/v: applied s1, 2 syncs behind'
+    >>> destination_text({"kind": "postgres", "url": "postgresql://u:***@h/db", "table": "a.b", "applied_sync": "s1", "lag_syncs": 0, "error": None})
+    'a.b at postgresql://u:***@h/db: applied s1, caught up'
+    """
+    where = published.get("uri") or f"{published.get('table')} at {published.get('url')}"
+    lag = published.get("lag_syncs", 0)
+    state = "caught up" if not lag else f"{lag} sync{'s' if lag > 1 else ''} behind"
+    text = f"{where}: applied {published.get('applied_sync') or 'nothing yet'}, {state}"
+    return text + (f"; last error: {published['error']}" if published.get("error") else "")
+
+
+def published_text(view: dict) -> str | None:
+    """A view's destinations in a word: their kinds, and the largest lag.
+
+    >>> published_text({"destinations": [{"kind": "delta", "lag_syncs": 0}]}), published_text({"destinations": []})
+    ('delta', None)
+    >>> published_text({"destinations": [{"kind": "delta", "lag_syncs": 0}, {"kind": "postgres", "lag_syncs": 3}]})
+    'delta, postgres (3 behind)'
+    """
+    destinations = view.get("destinations") or []
+    if not destinations:
+        return None
+    lag = max(d.get("lag_syncs", 0) for d in destinations)
+    return ", ".join(d["kind"] for d in destinations) + (f" ({lag} behind)" if lag else "")
 
 
 @command(view, "list")
@@ -225,6 +311,7 @@ def view_list(client: Client, out: Output) -> None:
             "columns": len(v["columns"]),
             "sources": ", ".join(sorted({s["source"] for s in v["sites"]})),
             "sample_size": v.get("sample_size", 0),
+            "published": published_text(v),
             "schedule": schedule_text(v) if v.get("schedule") else None,
             "next run (UTC)": next_run_text(v),
             # how fresh its rows are: the start of its last succeeded sync
@@ -233,7 +320,7 @@ def view_list(client: Client, out: Output) -> None:
         }
         for v in listed
     ]
-    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "schedule", "next run (UTC)"]
+    names = ["name", "strategy", "key", "columns", "sources", "sample_size", "published", "schedule", "next run (UTC)"]
     names += ["data as of (UTC)", "created_at"]
     out.show(rows(names, summary, title="views", whole=("name",)))
 
@@ -241,7 +328,8 @@ def view_list(client: Client, out: Output) -> None:
 @command(view, "show")
 @click.argument("name")
 def view_show(client: Client, out: Output, name: str) -> None:
-    """One view's definition: columns, key, each site's query, settings."""
+    """One view's definition: columns, key, each site's query, settings, and its destinations
+    with the sync each holds and how many changing syncs it lags behind."""
     found = client.get(f"/v1/views/{name}")
     out.json(found) if out.as_json else out.show(view_fields(f"view {name}", found))
 
@@ -254,6 +342,7 @@ def view_show(client: Client, out: Output, name: str) -> None:
     "--sample-size", type=click.IntRange(min=0), help="Keep a uniform random sample of this many rows (0: none)."
 )
 @ON_SCHEMA_CHANGE
+@DESTINATION
 def view_set(
     client: Client,
     out: Output,
@@ -262,6 +351,7 @@ def view_set(
     no_schedule: bool,
     sample_size: int | None,
     on_schema_change: str | None,
+    destinations: list[dict] | None,
 ) -> None:
     """Change settings of view NAME that keep its rows, version and sync history (PATCH): its
     schedule, its sample's size (the next sync resizes it), its schema policy. What is not
@@ -275,9 +365,12 @@ def view_set(
         body["sample_size"] = sample_size
     if on_schema_change is not None:
         body["on_schema_change"] = on_schema_change
+    if destinations is not None:
+        body["destinations"] = destinations
     if not body:
         raise click.UsageError(
-            "nothing to change: give --every-s N, --no-schedule, --sample-size N or --on-schema-change POLICY"
+            "nothing to change: give --every-s N, --no-schedule, --sample-size N, --on-schema-change POLICY "
+            "or --destination WHERE"
         )
     changed = client.patch(f"/v1/views/{name}", body)
     out.json(changed) if out.as_json else out.show(view_fields(f"view {name}", changed))

@@ -86,6 +86,37 @@ def check(api: Api, name: str, key: list[str], expected: dict) -> int:
     return 1
 
 
+def read_delta_table(api: Api, name: str, key: list[str], sync_id: str) -> int:
+    """Read the view's Delta table with deltalake and pandas (not deltasieve's code) once it
+    holds sync `sync_id`, and compare it with the view's rows from the API."""
+    import io
+
+    import pandas as pd
+    from deltalake import DeltaTable
+
+    deadline = time.monotonic() + 120
+    while True:
+        (destination,) = api.http.get(f"/v1/views/{name}").json()["destinations"]
+        if destination["applied_sync"] == sync_id and destination["lag_syncs"] == 0:
+            break
+        if time.monotonic() > deadline:
+            print(f"the Delta table did not catch up: {destination}")
+            return 1
+        time.sleep(0.2)
+    table = DeltaTable(destination["uri"])
+    delta = table.to_pandas().sort_values(key).reset_index(drop=True)
+    r = api.http.get(f"/v1/views/{name}/rows", params={"format": "parquet"})
+    r.raise_for_status()
+    rows = pd.read_parquet(io.BytesIO(r.content)).sort_values(key).reset_index(drop=True)
+    commits = sum(1 for c in table.history() if "deltasieve.sync_id" in c)
+    print(f"\nDelta table {destination['uri']}: {len(delta):,} rows, {commits} commits carrying a sync id")
+    if delta[list(rows.columns)].equals(rows):
+        print("check: the Delta table, read with deltalake and pandas, equals the view — OK")
+        return 0
+    print("check FAILED: the Delta table differs from the view")
+    return 1
+
+
 def serve_port() -> int:
     """SERVE_PORT when it is free, else any free port."""
     with socket.socket() as s:
@@ -214,6 +245,7 @@ def main() -> int:
         )
 
         status = check(api, name, view["key"], truth())
+        status = status or read_delta_table(api, name, view["key"], s["id"])
         if args.serve:
             serve(service.url, name)
         else:

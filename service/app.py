@@ -15,6 +15,7 @@ from service.errors import ServiceError
 from service.jobs import SyncRunner
 from service.limits import BodySizeLimit
 from service.metrics import ServiceMetrics
+from service.publishing import Publisher
 from service.readers import Readers
 from service.retention import RetentionTask
 from service.routes import changes, health, metrics, sources, syncs, ui, views
@@ -46,8 +47,13 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         app.state.metrics = ServiceMetrics()
         app.state.metrics.seed(app.state.catalog)
         app.state.health = SourceHealth(on_change=lambda source, h: app.state.metrics.source(source, h.status == OK))
-        app.state.runner = SyncRunner(settings, app.state.catalog, engine, app.state.metrics, app.state.health)
+        # publishing reads committed deltas and rows with Arrow: it runs with or without Spark
+        app.state.publisher = Publisher(settings, app.state.catalog, app.state.metrics)
+        app.state.runner = SyncRunner(
+            settings, app.state.catalog, engine, app.state.metrics, app.state.health, app.state.publisher.wake
+        )
         app.state.runner.recover()
+        app.state.publisher.start()  # after recovery: syncs a crash left committed are succeeded
         app.state.readers = Readers()
         app.state.retention = RetentionTask(
             app.state.catalog,
@@ -55,7 +61,9 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
             app.state.readers,
             settings.keep_policy(),
             settings.retention_interval_s,
-            needed=None,  # RETENTION HOOK: {view: oldest sync a destination still applies after} (retention.NeededSyncs)
+            # no sync is kept for a destination: those it still needs are newer than its applied
+            # sync, inside the policy when it is; one further behind is rebuilt (publishing.py)
+            needed=None,
         )
         background: list[RetentionTask | SourceChecker] = [app.state.retention]
         if engine:  # an app built without Spark (the OpenAPI export) contacts no agent
@@ -78,6 +86,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
             for task in background:
                 task.stop()
             app.state.runner.shutdown()
+            app.state.publisher.stop()
             app.state.catalog.close()
 
     app = FastAPI(

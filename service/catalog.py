@@ -12,72 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from service.catalog_migrations import MIGRATIONS, SCHEMA_VERSION
 from service.errors import Conflict, Gone, NotFound
 from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
-
-#: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 6
-
-MIGRATIONS: dict[int, str] = {
-    1: """
-    CREATE TABLE sources (
-        name TEXT PRIMARY KEY,
-        url TEXT NOT NULL,
-        token TEXT,
-        created_at TEXT NOT NULL
-    );
-    CREATE TABLE views (
-        name TEXT PRIMARY KEY,
-        sql TEXT NOT NULL,
-        definition TEXT NOT NULL,
-        options TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    );
-    CREATE TABLE syncs (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        view TEXT NOT NULL REFERENCES views(name),
-        status TEXT NOT NULL,
-        error TEXT,
-        created_at TEXT NOT NULL,
-        started_at TEXT,
-        finished_at TEXT,
-        metrics TEXT NOT NULL DEFAULT '{}',
-        progress TEXT
-    );
-    CREATE INDEX syncs_by_view ON syncs(view, seq);
-    """,
-    # what started a sync: "api" (POST .../syncs; every sync before this version) or "schedule"
-    2: """
-    ALTER TABLE syncs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'api';
-    """,
-    # a redefinition stored and not yet applied: the definition the stored rows still follow
-    # (NULL: they follow `definition`); the view's next sync applies it (trigger "redefine")
-    3: """
-    ALTER TABLE views ADD COLUMN applied TEXT;
-    """,
-    # what kind of failure a failed sync had, for programs ("schema_changed"); NULL before this version
-    4: """
-    ALTER TABLE syncs ADD COLUMN error_code TEXT;
-    """,
-    # seconds a sync waited in the queue before it ran; NULL before this version and for a sync that never ran
-    5: """
-    ALTER TABLE syncs ADD COLUMN queued_s REAL;
-    """,
-    # tombstones of the syncs retention removed (service/retention.py): enough to answer 410,
-    # not 404, for them, and to order a position among the syncs kept
-    6: """
-    CREATE TABLE removed_syncs (
-        view TEXT NOT NULL,
-        id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        finished_at TEXT,
-        removed_at TEXT NOT NULL,
-        PRIMARY KEY (view, id)
-    );
-    """,
-}
 
 ACTIVE = ("queued", "running")
 
@@ -189,6 +127,7 @@ class Catalog:
             with self._transaction():
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
                 self._conn.execute("DELETE FROM removed_syncs WHERE view = ?", (name,))
+                self._conn.execute("DELETE FROM publications WHERE view = ?", (name,))
                 self._conn.execute("DELETE FROM views WHERE name = ?", (name,))
             drop_data()
 
@@ -459,6 +398,46 @@ class Catalog:
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)
         ).fetchone()
         return _sync(row) if row else None
+
+    # -- publications ------------------------------------------------------------------
+    def publication(self, view: str, destination: str) -> tuple[str | None, str | None]:
+        """(applied sync, last error) of a view's destination (named by `destination`)."""
+        row = self._conn.execute(
+            "SELECT applied_sync, error FROM publications WHERE view = ? AND destination = ?", (view, destination)
+        ).fetchone()
+        return (row["applied_sync"], row["error"]) if row else (None, None)
+
+    def set_publication(self, view: str, destination: str, applied_sync: str | None, error: str | None) -> None:
+        """Record how far a view's destination has caught up, and its last error (None: none)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO publications (view, destination, applied_sync, error, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (view, destination) DO UPDATE SET applied_sync = excluded.applied_sync,"
+                " error = excluded.error, updated_at = excluded.updated_at",
+                (view, destination, applied_sync, error, now()),
+            )
+
+    def changing_after(self, view: str, after: str | None) -> int:
+        """How many succeeded syncs of the view after `after` (all for None, or an unknown one)
+        changed it: rows inserted, updated or deleted, or a redefinition applied."""
+        known = (
+            after is not None
+            and self._conn.execute("SELECT 1 FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
+        )
+        return sum(1 for s in self.succeeded_after(view, after if known else None) if changed(s))
+
+
+def changed(sync: SyncRecord) -> bool:
+    """Whether a succeeded sync changed its view (its delta has lines, or it redefined the view).
+
+    >>> from service.records import SyncRecord as S
+    >>> changed(S("s", "v", "succeeded", None, "", None, None, {"rows_updated": 2}, None, "api"))
+    True
+    >>> changed(S("s", "v", "succeeded", None, "", None, None, {"rows_inserted": 0}, None, "api"))
+    False
+    """
+    rows = sum(int(sync.metrics.get(k) or 0) for k in ("rows_inserted", "rows_updated", "rows_deleted"))
+    return rows > 0 or sync.trigger == "redefine"
 
 
 def _statements(script: str) -> list[str]:

@@ -13,6 +13,7 @@ from service.deltaformat import FORMAT_HELP, Format
 from service.errors import Unauthorized
 from service.jobs import SyncRunner
 from service.metrics import ServiceMetrics
+from service.publishing import Publisher
 from service.readers import Readers
 from service.scheduler import Scheduler
 from service.settings import ServiceSettings
@@ -29,6 +30,11 @@ def get_catalog(request: Request) -> Catalog:
 
 def get_runner(request: Request) -> SyncRunner:
     return request.app.state.runner
+
+
+def get_publisher(request: Request) -> Publisher | None:
+    """The thread that applies views to their destinations (None in an app whose lifespan did not run)."""
+    return getattr(request.app.state, "publisher", None)
 
 
 def get_metrics(request: Request) -> ServiceMetrics:
@@ -69,6 +75,7 @@ RunnerDep = Annotated[SyncRunner, Depends(get_runner)]
 MetricsDep = Annotated[ServiceMetrics, Depends(get_metrics)]
 ReadersDep = Annotated[Readers, Depends(get_readers)]
 HealthDep = Annotated[SourceHealth, Depends(get_health)]
+PublisherDep = Annotated[Publisher | None, Depends(get_publisher)]
 SchedulerDep = Annotated[Scheduler | None, Depends(get_scheduler)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]

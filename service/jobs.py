@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -72,8 +73,11 @@ class SyncRunner:
         engine: SparkEngine | None,
         metrics: ServiceMetrics | None = None,
         health: SourceHealth | None = None,
+        committed: Callable[[], None] | None = None,
     ):
         self.settings = settings
+        #: told after each sync that succeeded: the destinations may have something to apply
+        self.committed = committed or (lambda: None)
         self.catalog = catalog
         self.engine = engine
         self.metrics = metrics or ServiceMetrics()
@@ -284,6 +288,7 @@ class SyncRunner:
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
             for source in sources:
                 self.health.report(source, None)  # every agent of the view answered
+            self.committed()
 
     def _failure(
         self, exc: Exception, view: str, sync_id: str, generation: int | None, stop: Cancellation

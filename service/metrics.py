@@ -102,6 +102,13 @@ class ServiceMetrics:
         )
         for trigger in TRIGGERS:  # shown at 0 before the first sync starts
             self.queue_wait.labels(trigger)
+        self.lag = Gauge(
+            "deltasieve_destination_lag_syncs",
+            "Succeeded syncs that changed the view and are not applied to this destination yet",
+            ["view", "destination"],
+            registry=r,
+        )
+        self._published: dict[str, set[str]] = {}
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
 
@@ -182,6 +189,16 @@ class ServiceMetrics:
                     metric.remove(*values)
                 except KeyError:
                     pass
+        with self._lock:
+            for destination in self._published.pop(view, set()):
+                with contextlib.suppress(KeyError):
+                    self.lag.remove(view, destination)
+
+    def publication_lag(self, view: str, destination: str, lag: int) -> None:
+        """How many changing syncs a destination of the view has not applied yet."""
+        with self._lock:
+            self._published.setdefault(view, set()).add(destination)
+        self.lag.labels(view, destination).set(lag)
 
     def schedules(self, views: list[ViewRecord]) -> None:
         """Each scheduled view's interval as the catalog has it now (`views`: its view rows)."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from protocol.models import TableOut
+from warehouse.destinations import available
 from warehouse.strategies import STRATEGIES
 from warehouse.view_options import (
+    DEFAULT_DESTINATIONS,
     DEFAULT_LAG_S,
     DEFAULT_RECONCILE_EVERY,
     DEFAULT_SCHEMA_POLICY,
@@ -21,71 +22,6 @@ NAME_MAX_LENGTH = 63
 NAME_PATTERN = rf"^[A-Za-z_][A-Za-z0-9_]{{0,{NAME_MAX_LENGTH - 1}}}$"
 
 
-#: What a bearer token may hold: it travels in an HTTP header.
-TOKEN_PATTERN = r"^[!-~]+$"
-CHECK_HELP = (
-    "ask the agent for its schema before storing the source: an agent that does not answer or refuses the "
-    "token is a 424 with the reason and nothing is stored (false: store it unchecked)"
-)
-
-
-class SourceIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=NAME_PATTERN, description="letters, digits and _, as used in view SQL (source.table)")
-    url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2000, description="the agent's base URL")
-    token: str | None = Field(
-        default=None, max_length=4096, pattern=TOKEN_PATTERN, description="bearer token of the agent (visible ASCII)"
-    )
-    check: bool = Field(default=True, description=CHECK_HELP)
-
-
-class SourcePatch(BaseModel):
-    """A source's new agent URL or token (PATCH /v1/sources/{name}); left out: kept."""
-
-    model_config = ConfigDict(extra="forbid")
-    url: str | None = Field(
-        default=None, pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2000, description="the agent's new base URL"
-    )
-    token: str | None = Field(
-        default=None,
-        max_length=4096,
-        pattern=TOKEN_PATTERN,
-        description="the agent's new bearer token (visible ASCII); null removes it, left out keeps it",
-    )
-    check: bool = Field(default=True, description=CHECK_HELP)
-
-
-class SourceTablesOut(BaseModel):
-    """What a source's agent exposes: its tables with their columns, types and keys."""
-
-    source: str
-    dialect: str = Field(description="the source's SQL dialect")
-    tables: list[TableOut]
-
-
-class SourceHealthOut(BaseModel):
-    """How the source's agent answered the service's last contact with it (a sync's or the periodic check's)."""
-
-    status: Literal["ok", "unreachable", "refused"] = Field(
-        description="ok: it answered; refused: it answered no (a wrong token); unreachable: no answer, or one a retry may change"
-    )
-    checked_at: str = Field(description="when the service last contacted the agent (ISO 8601, UTC)")
-    since: str = Field(description="since when the agent has answered so (ISO 8601, UTC)")
-    error: str | None = Field(default=None, description="why it is not ok, as the agent or the link said")
-
-
-class SourceOut(BaseModel):
-    name: str
-    url: str
-    has_token: bool
-    created_at: str
-    health: SourceHealthOut | None = Field(
-        default=None,
-        description="the source's health; null until the service contacted its agent (the periodic check does at start "
-        "and every SERVICE_SOURCE_CHECK_INTERVAL_S)",
-    )
-
-
 #: The names of warehouse/strategies, in their order: the API accepts exactly these. The type
 #: checker sees a str (it cannot read a Literal built at run time); pydantic and the OpenAPI
 #: document see the Literal.
@@ -93,6 +29,8 @@ if TYPE_CHECKING:
     Strategy = str
 else:
     Strategy = Literal[tuple(STRATEGIES)]
+
+
 STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (Lu, Liu and Hyland's delta extraction: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations), snapshot_diff (sources that are directories of dump files: the agent compares the current dump with the one the view was last synced from and ships only the differential; settings in snapshot_diff). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
 
 
@@ -217,6 +155,60 @@ class ViewSource(BaseModel):
         return self
 
 
+DESTINATIONS_HELP = (
+    "where the view is published after each sync that changed it, each applied exactly once and in order after "
+    'the view\'s commit: {"kind": "delta"} (a Delta Lake table at DATA_DIR/tables/<view>; "uri": a path or a '
+    'URI delta-rs writes to), {"kind": "postgres", "url": "postgresql://...", "table": "SCHEMA.TABLE"} (a table '
+    "in a PostgreSQL warehouse); [] publishes nothing"
+)
+#: A PostgreSQL destination's table: SCHEMA.TABLE, plain identifiers.
+PG_TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$"
+MAX_DESTINATIONS = 8
+
+
+class DestinationIn(BaseModel):
+    """One destination of a view, as a request gives it."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["delta", "postgres"] = Field(description="delta (a Delta Lake table) or postgres (a table)")
+    uri: str | None = Field(
+        default=None,
+        max_length=2000,
+        pattern=r"^(/|[a-z][a-z0-9+.-]*://)[^\x00-\x1f]*$",
+        description="delta: where the table is (an absolute path, file://, or an object store URI delta-rs "
+        "supports, such as s3://); left out: DATA_DIR/tables/<view>",
+    )
+    url: str | None = Field(
+        default=None,
+        max_length=2000,
+        pattern=r"^postgres(ql)?://",
+        description="postgres: the warehouse's postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (the password is never shown back)",
+    )
+    table: str | None = Field(
+        default=None, pattern=PG_TABLE_PATTERN, description="postgres: the table, SCHEMA.TABLE (created if missing)"
+    )
+
+    @model_validator(mode="after")
+    def _fields_of_its_kind(self):
+        if self.kind == "delta" and (self.url is not None or self.table is not None):
+            raise ValueError('a delta destination takes only "uri" (url and table are for kind postgres)')
+        if self.kind == "postgres":
+            if self.uri is not None or self.url is None or self.table is None:
+                raise ValueError('a postgres destination takes "url" (postgresql://...) and "table" (SCHEMA.TABLE)')
+            if not available("postgres"):
+                raise ValueError("postgres destinations are not available in this installation")
+        return self
+
+
+def distinct_destinations(destinations: list[DestinationIn] | None) -> list[DestinationIn] | None:
+    """`destinations`, refused when two name the same place."""
+    if destinations is not None:
+        places = [(d.kind, d.uri, d.url, d.table) for d in destinations]
+        if len(set(places)) != len(places):
+            raise ValueError("the same destination is given twice")
+    return destinations
+
+
 class ViewIn(ViewSource):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
@@ -231,6 +223,12 @@ class ViewIn(ViewSource):
     schedule: ScheduleIn | None = Field(default=None, description=SCHEDULE_HELP)
     column_types: dict[str, str] = Field(default_factory=dict, max_length=64, description=COLUMN_TYPES_HELP)
     on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
+    destinations: list[DestinationIn] = Field(
+        default_factory=lambda: [DestinationIn.model_validate(d) for d in DEFAULT_DESTINATIONS],
+        max_length=MAX_DESTINATIONS,
+        description=f'{DESTINATIONS_HELP}. Left out: [{{"kind": "delta"}}]',
+    )
+    _check_destinations = field_validator("destinations")(distinct_destinations)
 
 
 class ViewRedefine(ViewSource):
@@ -269,6 +267,12 @@ class ViewRedefine(ViewSource):
         default=None,
         description=f"{SCHEMA_POLICY_HELP}. Left out (or null): kept; changing it alone keeps the view's rows",
     )
+    destinations: list[DestinationIn] | None = Field(
+        default=None,
+        max_length=MAX_DESTINATIONS,
+        description=f"{DESTINATIONS_HELP}. Left out (or null): kept; changing it alone keeps the view's rows",
+    )
+    _check_destinations = field_validator("destinations")(distinct_destinations)
 
 
 class ViewSettings(BaseModel):
@@ -278,53 +282,29 @@ class ViewSettings(BaseModel):
     sample_size: int | None = Field(default=None, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
     schedule: ScheduleIn | None = Field(default=None, description=f"{SCHEDULE_HELP}. Left out: kept (null removes it)")
     on_schema_change: SchemaPolicy | None = Field(default=None, description=f"{SCHEMA_POLICY_HELP}. Left out: kept")
-
-
-#: The most tables one mirror request may name.
-MAX_MIRROR_TABLES = 10_000
-
-
-class MirrorIn(BaseModel):
-    """What POST /v1/sources/{name}/mirror makes a table view of, and the settings of the views it creates."""
-
-    model_config = ConfigDict(extra="forbid")
-    tables: list[Annotated[str, Field(min_length=1, max_length=400)]] | None = Field(
+    destinations: list[DestinationIn] | None = Field(
         default=None,
-        max_length=MAX_MIRROR_TABLES,
-        description="the tables to mirror, as GET /v1/sources/{name}/tables names them (schema.table outside the "
-        "default schema); left out or null: every table the agent exposes",
+        max_length=MAX_DESTINATIONS,
+        description=f"{DESTINATIONS_HELP}. Left out: kept; a new one is built from the view's current rows",
     )
-    schedule: ScheduleIn | None = Field(
+    _check_destinations = field_validator("destinations")(distinct_destinations)
+
+
+class DestinationOut(BaseModel):
+    """A destination of a view and how far it has caught up."""
+
+    kind: Literal["delta", "postgres"]
+    uri: str | None = Field(default=None, description="delta: where the table is")
+    url: str | None = Field(default=None, description="postgres: the warehouse's URL, its password masked")
+    table: str | None = Field(default=None, description="postgres: SCHEMA.TABLE")
+    applied_sync: str | None = Field(
         default=None,
-        description=f"{SCHEDULE_HELP}. Given, the scheduler syncs each new view at once (as many at a time as the "
-        "service runs syncs), then every every_s",
+        description="the latest sync whose changes the destination holds (moved on by syncs with no change too); "
+        "null before the first is applied",
     )
-    strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
-    on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
-
-
-class MirroredOut(BaseModel):
-    """A table of a mirror and its view."""
-
-    table: str = Field(description="the table, as the agent names it")
-    view: str = Field(description="the view of every column of it")
-    key: list[str] = Field(description="the view's key; empty: the table has none, the view is a multiset")
-
-
-class MirrorSkippedOut(BaseModel):
-    """A table a mirror made no view of, and why."""
-
-    table: str
-    reason: str
-
-
-class MirrorOut(BaseModel):
-    """What a mirror request did, table by table."""
-
-    created: list[MirroredOut] = Field(description="the views this request created")
-    existing: list[MirroredOut] = Field(description="the tables whose view an earlier mirror created (left unchanged)")
-    skipped: list[MirrorSkippedOut] = Field(
-        description="the tables no view could keep, or whose view name another view has (name taken)"
+    lag_syncs: int = Field(default=0, description="succeeded syncs that changed the view and are not applied yet")
+    error: str | None = Field(
+        default=None, description="why the last attempt to apply failed (it is retried); null when it is caught up"
     )
 
 
@@ -390,6 +370,10 @@ class ViewOut(BaseModel):
         default=None,
         description="how fresh the view's rows are: the start of its last succeeded sync, the moment of the "
         "sources' state they hold (ISO 8601, UTC); null before its first sync succeeded",
+    )
+    destinations: list[DestinationOut] = Field(
+        default=[],
+        description="where the view is published after its syncs (the destinations option), each with how far it has caught up",
     )
     created_at: str
 

@@ -27,6 +27,9 @@ POINTS = (
     "before_visible",  # the version (its sample too) is moved into place; CURRENT still names the old one
     "after_visible",  # CURRENT names the new version; the catalog has not heard yet
 )
+#: Where publishing can be cut (service/publishing.py): the view committed and its delta is
+#: read, its destination not yet applied; and the destination applied, the catalog not told.
+PUBLISHING = ("before_publish", "after_publish")
 #: A point where only the JVM is killed in the tests: a site starts planning (group_hash
 #: plans on Spark; the later steps of a small sync may need no Spark at all).
 PLANNING = "plan_groups"

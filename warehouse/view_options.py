@@ -97,6 +97,21 @@ class Schedule(BaseModel):
     every_s: int
 
 
+#: The destinations of a new view that names none: its Delta Lake table at DATA_DIR/tables/<view>.
+DEFAULT_DESTINATIONS: tuple[dict[str, str], ...] = ({"kind": "delta"},)
+
+
+class DestinationSpec(BaseModel):
+    """Where a view is published (warehouse/destinations/): a Delta Lake table (`uri`, by
+    default DATA_DIR/tables/<view>) or a PostgreSQL table (`url`, `table` SCHEMA.TABLE)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["delta", "postgres"]
+    uri: str | None = None
+    url: str | None = None
+    table: str | None = None
+
+
 class ViewOptions(BaseModel):
     """A view's strategy and the settings its syncs read, as the catalog stores them."""
 
@@ -123,6 +138,9 @@ class ViewOptions(BaseModel):
     schedule: Schedule | None = None
     #: What a sync does when a column the view reads changed at its source (SchemaPolicy).
     on_schema_change: SchemaPolicy = DEFAULT_SCHEMA_POLICY
+    #: Where the view is published after each sync that changed it; a view stored before
+    #: destinations existed has none until it is given some.
+    destinations: list[DestinationSpec] = []
 
     @classmethod
     def of(
@@ -181,6 +199,17 @@ class ViewOptions(BaseModel):
         {'strategy': 'sketch'}
         """
         return self._with("on_schema_change", None if on_schema_change == DEFAULT_SCHEMA_POLICY else on_schema_change)
+
+    def published(self, destinations: list[DestinationSpec] | list[dict]) -> ViewOptions:
+        """These options with `destinations` (stored also when empty: [] publishes nothing).
+
+        >>> ViewOptions.model_validate({"strategy": "sketch"}).published([{"kind": "delta"}]).stored()
+        {'strategy': 'sketch', 'destinations': [{'kind': 'delta'}]}
+        """
+        given = {k: v for k, v in self.stored().items() if k != "destinations"}
+        specs = [DestinationSpec.model_validate(d) if isinstance(d, dict) else d for d in destinations]
+        given["destinations"] = [d.model_dump(mode="json", exclude_none=True) for d in specs]
+        return ViewOptions.model_validate(given)
 
     def _with(self, name: str, value: Any) -> ViewOptions:
         """These options with option `name` set to `value`, or left out for None."""

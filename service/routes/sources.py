@@ -11,7 +11,12 @@ from protocol.schema import SourceSchema
 from service import mirroring
 from service.deps import ApiKey, CatalogDep, HealthDep, MetricsDep, SchedulerDep, SettingsDep
 from service.errors import Conflict, DependencyFailed, NotFound
-from service.models import (
+from service.models import error_responses
+from service.records import SourceRecord
+from service.routes.views import define_table_view
+from service.settings import ServiceSettings
+from service.source_health import SourceHealth
+from service.source_models import (
     MirroredOut,
     MirrorIn,
     MirrorOut,
@@ -21,12 +26,7 @@ from service.models import (
     SourceOut,
     SourcePatch,
     SourceTablesOut,
-    error_responses,
 )
-from service.records import SourceRecord
-from service.routes.views import define_table_view
-from service.settings import ServiceSettings
-from service.source_health import SourceHealth
 from warehouse.errors import SchemaUnavailable
 from warehouse.pipeline.source_schemas import fetch_schemas
 
@@ -174,7 +174,9 @@ def mirror_source(
     tables = mirroring.mirrored_tables(schemas[name], body.tables)
 
     def define(table: str):
-        return define_table_view(table, schemas, catalog, settings, body.strategy, body.schedule, body.on_schema_change)
+        return define_table_view(
+            table, schemas, catalog, settings, body.strategy, body.schedule, body.on_schema_change, body.destinations
+        )
 
     done = mirroring.mirror(name, tables, mirroring.table_views(catalog), catalog, define)
     if done.created and scheduler is not None:

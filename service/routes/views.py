@@ -8,13 +8,21 @@ from fastapi.responses import Response, StreamingResponse
 from protocol.schema import SourceSchema
 from service.catalog import Catalog
 from service.deltaformat import NDJSON, PARQUET, rows_parquet
-from service.deps import ApiKey, CatalogDep, FormatQuery, MetricsDep, SchedulerDep, SettingsDep, SparkDep
+from service.deps import (
+    ApiKey,
+    CatalogDep,
+    FormatQuery,
+    MetricsDep,
+    PublisherDep,
+    SchedulerDep,
+    SettingsDep,
+    SparkDep,
+)
 from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.jsonvalues import BATCH_ROWS, ndjson_lines
 from service.models import (
-    KeyPartOut,
+    DestinationIn,
     ScheduleIn,
-    SiteOut,
     ViewIn,
     ViewOut,
     ViewRedefine,
@@ -22,10 +30,12 @@ from service.models import (
     ViewSource,
     error_responses,
 )
+from service.publishing import Publisher
 from service.records import ViewRecord
 from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, follows_of, rows_definition
-from service.scheduler import Scheduler, schedule_fields
+from service.scheduler import Scheduler
 from service.settings import ServiceSettings
+from service.view_answers import view_out
 from warehouse.errors import SchemaUnavailable
 from warehouse.multisets.matching import check_match
 from warehouse.pipeline.source_schemas import check_column_samples, fetch_schemas
@@ -48,55 +58,36 @@ from warehouse.viewdef import column_types as read_types
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
 
-def view_out(row: ViewRecord, catalog: Catalog | None = None, scheduler: Scheduler | None = None) -> ViewOut:
-    """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler` runs)."""
-    d = ViewDef.from_json(row.definition)
-    options = row.options
-    return ViewOut(
-        name=row.name,
-        sql=row.sql,
-        table=d.table,
-        columns=[c.name for c in d.columns],
-        column_types={c.name: str(c.type) for c in d.columns},
-        key=d.key,
-        key_derivation=[KeyPartOut(**part) for part in d.key_derivation or []],
-        sites=[
-            SiteOut(source=s.source, sql=s.sql, columns=[c.to_json() for c in s.columns], key=s.key) for s in d.sites
-        ],
-        strategy=options.strategy,
-        **options.stamps.to_options(),
-        match=options.match,
-        source_column_types=options.column_types,
-        sample_size=options.sample_size,
-        on_schema_change=options.on_schema_change,
-        **schedule_fields(row, catalog, scheduler is not None),
-        redefinition_pending=row.applied is not None,
-        data_as_of=_data_as_of(row.name, catalog),
-        created_at=row.created_at,
-    )
-
-
-def _data_as_of(view: str, catalog: Catalog | None) -> str | None:
-    """When the view's last succeeded sync started (the age of its rows), if one did."""
-    last = catalog.last_succeeded(view) if catalog is not None else None
-    return last.started_at if last is not None else None
-
-
 def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:
     """The schedule a request gives, as the view's options hold it."""
     return Schedule(every_s=schedule.every_s) if schedule is not None else None
 
 
 def _unsized(options: ViewOptions) -> dict:
-    """The options that decide a view's rows: all but its sample's size, its schedule and its schema policy."""
-    return {k: v for k, v in options.stored().items() if k not in ("sample_size", "schedule", "on_schema_change")}
+    """The options that decide a view's rows: all but its sample's size, its schedule, its schema policy and its destinations."""
+    kept = ("sample_size", "schedule", "on_schema_change", "destinations")
+    return {k: v for k, v in options.stored().items() if k not in kept}
 
 
-def _stored(row: ViewRecord, catalog: Catalog, scheduler: Scheduler | None) -> ViewOut:
-    """The view as stored after a change, the scheduler woken to look at its schedule."""
+def _stored(
+    row: ViewRecord,
+    catalog: Catalog,
+    scheduler: Scheduler | None,
+    settings: ServiceSettings,
+    publisher: Publisher | None,
+) -> ViewOut:
+    """The view as stored after a change, the scheduler woken to look at its schedule and the
+    publisher at its destinations (a new one is built from the view's current rows)."""
     if scheduler is not None:
         scheduler.wake()
-    return view_out(row, catalog, scheduler)
+    if publisher is not None:
+        publisher.wake()
+    return view_out(row, catalog, scheduler, settings.data_dir)
+
+
+def _published(destinations: list[DestinationIn]) -> list[dict]:
+    """The destinations a request gives, as the view's options hold them."""
+    return [d.model_dump(mode="json", exclude_none=True) for d in destinations]
 
 
 def _analyze(
@@ -179,13 +170,15 @@ def define_table_view(
     strategy: str,
     schedule: ScheduleIn | None,
     on_schema_change: str,
+    destinations: list[DestinationIn],
 ) -> tuple[ViewDef, ViewOptions]:
     """A table view's checked definition and options, bound against `schemas` already fetched
     (a mirror binds all its views against one fetch); 422 for a table no view can keep."""
     view = ViewSource(table=table)
-    return _analyze(
+    definition, options = _analyze(
         view, catalog, settings, strategy, StampSettings(), None, 0, schedule, None, on_schema_change, schemas
     )
+    return definition, options.published(_published(destinations))
 
 
 def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
@@ -229,7 +222,12 @@ def _stored_sql(view: ViewSource, definition: ViewDef) -> str:
     responses=error_responses(401, 409, 422, 424),
 )
 def create_view(
-    body: ViewIn, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
+    body: ViewIn,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    publisher: PublisherDep,
+    _: ApiKey,
 ) -> ViewOut:
     try:
         catalog.view(body.name)
@@ -257,8 +255,9 @@ def create_view(
         body.column_types,
         body.on_schema_change,
     )
+    options = options.published(_published(body.destinations))
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
-    return _stored(row, catalog, scheduler)
+    return _stored(row, catalog, scheduler, settings, publisher)
 
 
 @router.put(
@@ -268,7 +267,13 @@ def create_view(
     responses=error_responses(401, 404, 409, 422, 424),
 )
 def redefine_view(
-    name: str, body: ViewRedefine, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, _: ApiKey
+    name: str,
+    body: ViewRedefine,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    publisher: PublisherDep,
+    _: ApiKey,
 ) -> ViewOut:
     """Give a view a new SQL (or table: a table view) or strategy (left out: the one it has), checked and stored at once
     (GET shows it). Its sync history, the statistics of the keys that survive and change-feed
@@ -303,20 +308,24 @@ def redefine_view(
     definition, options = _analyze(
         body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy
     )
+    if body.destinations is not None:
+        options = options.published(_published(body.destinations))
+    elif "destinations" in current_options.stored():
+        options = options.published(current_options.destinations)
     sql = _stored_sql(body, definition)
     if (sql, definition.to_json(), _unsized(options)) == (
         current.sql,
         current.definition,
         _unsized(current_options),
     ):
-        return _stored(catalog.set_view_options(name, options), catalog, scheduler)  # the rows stay
+        return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)  # rows stay
     store = ViewStore(settings.data_dir, name)
     if definition.multiset or ViewDef.from_json(current.definition).multiset:
         row = catalog.replace_view(name, sql, definition.to_json(), options, store.drop)
     else:
         follows = follows_of(current, store.current())
         row = catalog.redefine_view(name, sql, definition.to_json(), options, follows)
-    return _stored(row, catalog, scheduler)
+    return _stored(row, catalog, scheduler, settings, publisher)
 
 
 @router.patch(
@@ -326,9 +335,15 @@ def redefine_view(
     responses=error_responses(401, 404, 409, 422),
 )
 def change_view_settings(
-    name: str, body: ViewSettings, catalog: CatalogDep, scheduler: SchedulerDep, _: ApiKey
+    name: str,
+    body: ViewSettings,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    scheduler: SchedulerDep,
+    publisher: PublisherDep,
+    _: ApiKey,
 ) -> ViewOut:
-    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it), `schedule` (null removes it) and `on_schema_change`."""
+    """Change settings that leave the view's rows and history as they are: `sample_size` (the next sync resizes the sample, or builds or drops it), `schedule` (null removes it), `on_schema_change` and `destinations` (a new one is built from the view's current rows, at once)."""
     try:
         current = catalog.view(name)
     except NotFound:
@@ -340,7 +355,9 @@ def change_view_settings(
         options = options.scheduled(_schedule(body.schedule))
     if body.on_schema_change is not None:
         options = options.policed(body.on_schema_change)
-    return _stored(catalog.set_view_options(name, options), catalog, scheduler)
+    if body.destinations is not None:
+        options = options.published(_published(body.destinations))
+    return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)
 
 
 @router.delete(
@@ -357,13 +374,13 @@ def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, metrics: 
 
 
 @router.get("", response_model=list[ViewOut], operation_id="list_views")
-def list_views(catalog: CatalogDep, scheduler: SchedulerDep) -> list[ViewOut]:
-    return [view_out(r, catalog, scheduler) for r in catalog.views()]
+def list_views(catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep) -> list[ViewOut]:
+    return [view_out(r, catalog, scheduler, settings.data_dir) for r in catalog.views()]
 
 
 @router.get("/{name}", response_model=ViewOut, operation_id="get_view", responses=error_responses(404, 422))
-def get_view(name: str, catalog: CatalogDep, scheduler: SchedulerDep) -> ViewOut:
-    return view_out(catalog.view(name), catalog, scheduler)
+def get_view(name: str, catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep) -> ViewOut:
+    return view_out(catalog.view(name), catalog, scheduler, settings.data_dir)
 
 
 def _current(settings: ServiceSettings, name: str) -> Version:

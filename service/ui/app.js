@@ -371,11 +371,24 @@ function renderViews() {
       el("td", {}, last && last.status === "succeeded" ? ranAs(last, isLoad) : ""),
       el("td", {}, last && last.status === "succeeded" ? bytes(movedBytes(m)) : ""),
       el("td", {}, last && last.status === "succeeded" ? `+${count(m.rows_inserted)} ~${count(m.rows_updated)} −${count(m.rows_deleted)}` : ""),
+      el("td", { class: "published" }, ...published(view)),
       el("td", {}, el("button", { type: "button", class: "sync-now", disabled: last && ACTIVE.has(last.status) ? "" : null, onclick: () => startSync(view.name) }, "sync now")),
     );
     body.append(row);
   }
-  if (!state.views.length) body.append(el("tr", {}, el("td", { colspan: 11, class: "muted" }, "no views defined (POST /v1/views)")));
+  if (!state.views.length) body.append(el("tr", {}, el("td", { colspan: 12, class: "muted" }, "no views defined (POST /v1/views)")));
+}
+
+// Where the view is published, one line per destination: its kind, and caught up or how many
+// changing syncs behind (with the last error as a tooltip).
+function published(view) {
+  const destinations = view.destinations || [];
+  if (!destinations.length) return [el("span", { class: "muted" }, "none")];
+  return destinations.map((d) => {
+    const where = d.uri || `${d.table} at ${d.url}`;
+    const state = d.error ? badge("failed", `${d.lag_syncs} behind`) : d.lag_syncs ? `${d.lag_syncs} behind` : "caught up";
+    return el("div", { title: d.error ? `${where}: ${d.error}` : `${where}: applied ${d.applied_sync || "nothing yet"}` }, `${d.kind}: `, state);
+  });
 }
 
 // The view's last syncs as dots, oldest left: green succeeded, red failed, amber under way.

@@ -1,0 +1,268 @@
+"""Publishing: each destination of a view is applied every sync that changed the view,
+exactly once and in order, after the view's commit and never blocking it.
+
+One background thread (Publisher) catches every destination up, one at a time. For one
+destination of a view it asks the destination what it holds (`applied()`: read from the
+destination itself, so that a crash between its commit and the catalog's note loses
+nothing), then goes through the view's succeeded syncs after that one, in order: a sync
+with no change moves the destination's `applied_sync` on in the catalog without a commit;
+a changing sync's stored delta is applied in one commit that records its id. A destination
+that holds nothing starts with the view's first sync (its load: every row inserted) when that is the only one, and is
+built from the view's current version otherwise.
+
+It is rebuilt from the view's current version, in one commit marked as a rebuild, when the
+delta it needs next is no longer stored (SERVICE_KEEP_DELTAS), when the sync it holds is no
+longer known, or when it cannot follow a change of the view's columns (CannotFollow).
+
+A destination that fails (down, refusing) keeps what it had: the error is recorded, the
+syncs wait, and the thread tries it again after a backoff (BACKOFF_S doubling up to
+MAX_BACKOFF_S), the other destinations going on meanwhile. Syncs are never failed by it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from service import feed, redefinitions
+from service.catalog import Catalog, changed
+from service.errors import Gone, NotFound
+from service.jsonvalues import BATCH_ROWS
+from service.metrics import ServiceMetrics
+from service.records import SyncRecord, ViewRecord
+from service.settings import ServiceSettings
+from warehouse import faults
+from warehouse.destinations import CannotFollow, Destination, open_destination, public
+from warehouse.multisets.multiset import COUNT
+from warehouse.names import DELETE, INSERT, OP, UPDATE
+from warehouse.reading.rows import view_batches
+from warehouse.store.versions import ViewStore
+from warehouse.view_options import DestinationSpec
+
+log = logging.getLogger("service.publishing")
+
+#: The first wait before a failed destination is tried again, doubled at each failure.
+BACKOFF_S = 1.0
+#: The longest wait between two tries of a failing destination.
+MAX_BACKOFF_S = 60.0
+#: How often the thread looks at every destination even when not woken (a safety net).
+IDLE_S = 30.0
+
+
+def place(spec: DestinationSpec) -> str:
+    """The name of a destination in the catalog (its kind and where it is; no password).
+
+    >>> place(DestinationSpec(kind="delta", uri="/t/v"))
+    'delta /t/v'
+    """
+    if spec.kind == "delta":
+        return f"delta {spec.uri or ''}".rstrip()
+    url = spec.url or ""
+    return f"postgres {url.rsplit('@', 1)[-1]} {spec.table}"
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+    next_try: float = 0.0
+
+
+class Publisher:
+    """The background thread that catches every view's destinations up."""
+
+    def __init__(self, settings: ServiceSettings, catalog: Catalog, metrics: ServiceMetrics | None = None):
+        self.settings = settings
+        self.catalog = catalog
+        self.metrics = metrics or ServiceMetrics()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._backoff: dict[tuple[str, str], _Backoff] = {}
+        self._thread = threading.Thread(target=self._loop, name="publisher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self.wake()
+
+    def wake(self) -> None:
+        """Look at every destination now (a sync committed, a view's destinations changed)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            wait = IDLE_S
+            try:
+                for view in self.catalog.views():
+                    for spec in view.options.destinations:
+                        if self._stop.is_set():
+                            return
+                        wait = min(wait, self._turn(view.name, spec))
+            except Exception:  # the thread outlives whatever went wrong: it looks again later
+                log.exception("publishing: a round over the views failed")
+                wait = BACKOFF_S
+            self._wake.wait(max(wait, 0.05))
+
+    def _turn(self, view: str, spec: DestinationSpec) -> float:
+        """Catch one destination up unless it waits out a backoff; seconds until it is due."""
+        key = (view, place(spec))
+        backoff = self._backoff.setdefault(key, _Backoff())
+        due = backoff.next_try - time.monotonic()
+        if due > 0:
+            return due
+        applied, error = self.catalog.publication(view, key[1])
+        last = self.catalog.last_succeeded(view)
+        if error is None and applied is not None and last is not None and applied == last.id:
+            return IDLE_S  # caught up as the catalog knows (it is never ahead of the destination)
+        try:
+            self.catch_up(view, spec)
+        except Exception as exc:  # whatever failed, the sync stays applied and this one lags
+            backoff.failures += 1
+            delay = min(BACKOFF_S * 2 ** (backoff.failures - 1), MAX_BACKOFF_S)
+            backoff.next_try = time.monotonic() + delay
+            applied, _ = self.catalog.publication(view, key[1])
+            error = f"{type(exc).__name__}: {exc}"
+            self.catalog.set_publication(view, key[1], applied, error[:2000])
+            log.warning("view %s, destination %s: %s (tried again in %.0f s)", view, key[1], error, delay)
+            self._gauge(view, spec, applied)
+            return delay
+        backoff.failures, backoff.next_try = 0, 0.0
+        return IDLE_S
+
+    def catch_up(self, view_name: str, spec: DestinationSpec) -> None:
+        """Apply to one destination every succeeded sync of the view after the one it holds."""
+        name = place(spec)
+        view = self.catalog.view(view_name)
+        store = ViewStore(self.settings.data_dir, view_name)
+        destination = open_destination(spec, self.settings.data_dir, view_name)
+        held = destination.applied()
+        try:
+            syncs = self.catalog.succeeded_after(view_name, held)
+            why = "a new destination of a view synced before" if held is None and len(syncs) > 1 else None
+        except NotFound:  # it holds a sync the catalog forgot (or another view's of the same name)
+            why = "the sync it holds is no longer known"
+        if why is not None:
+            held = self._rebuild(destination, view, store, why)
+            syncs = self.catalog.succeeded_after(view_name, held) if held is not None else []
+        for i, sync in enumerate(syncs):
+            if held is not None and not changed(sync):
+                held = sync.id
+                self.catalog.set_publication(view_name, name, held, None)
+                continue
+            try:
+                self._apply(destination, view, store, sync, syncs[i + 1 :])
+                held = sync.id
+            except (Gone, CannotFollow) as exc:
+                held = self._rebuild(destination, view, store, str(exc))
+                self.catalog.set_publication(view_name, name, held, None)
+                self.catch_up(view_name, spec)  # the syncs after the version it was rebuilt from
+                return
+            self.catalog.set_publication(view_name, name, held, None)
+            self._gauge(view_name, spec, held)
+        self.catalog.set_publication(view_name, name, held, None)
+        self._gauge(view_name, spec, held)
+
+    def _apply(
+        self, destination: Destination, view: ViewRecord, store: ViewStore, sync: SyncRecord, later: list[SyncRecord]
+    ) -> None:
+        """One sync's stored delta to the destination (Gone when it is no longer stored)."""
+        ((_, path),) = feed.stored(store, [sync])
+        (part,) = redefinitions.segments(store, view, [sync], later)
+        shape = feed.Shape(part.view, view.options.match is not None, False)
+        batches = feed.delta_batches(path, shape, BATCH_ROWS)
+        if shape.view.multiset:
+            batches = set_operations(batches, shape)
+        faults.checkpoint("before_publish")
+        definition = shape.view
+        destination.apply(
+            sync.id,
+            _version_number(store, sync, later),
+            definition.columns,
+            definition.key,
+            batches,
+            bool(definition.multiset),
+        )
+        faults.checkpoint("after_publish")
+
+    def _rebuild(self, destination: Destination, view: ViewRecord, store: ViewStore, reason: str) -> str | None:
+        """The destination replaced by the view's current rows; the sync id it then holds."""
+        current = store.current()
+        if current is None:
+            return None
+        definition = redefinitions.rows_definition(view, current)
+        log.info("view %s, destination %s: rebuilt (%s)", view.name, destination.describe(), reason)
+        rows = view_batches(current, definition, BATCH_ROWS)
+        destination.rebuild(
+            current.sync_id, current.number, definition.columns, definition.key, rows, bool(definition.multiset), reason
+        )
+        return current.sync_id
+
+    def _gauge(self, view: str, spec: DestinationSpec, applied: str | None) -> None:
+        shown = public(spec, self.settings.data_dir, view)
+        label = " ".join(str(shown[k]) for k in ("kind", "uri", "url", "table") if k in shown)
+        self.metrics.publication_lag(view, label, self.catalog.changing_after(view, applied))
+
+
+def states(catalog: Catalog, data_dir: Path, view: ViewRecord) -> list[dict]:
+    """Each destination of the view as GET /v1/views/{name} shows it, with its lag."""
+    out = []
+    for spec in view.options.destinations:
+        applied, error = catalog.publication(view.name, place(spec))
+        shown = public(spec, data_dir, view.name)
+        out.append(
+            {**shown, "applied_sync": applied, "lag_syncs": catalog.changing_after(view.name, applied), "error": error}
+        )
+    return out
+
+
+def _version_number(store: ViewStore, sync: SyncRecord, later: list[SyncRecord]) -> int:
+    """The view version sync `sync` committed: stored, or counted back from the current one."""
+    version = store.version_of(sync.id)
+    if version is not None:
+        return version.number
+    current = store.current()
+    return (current.number if current is not None else 0) - len(later)
+
+
+def set_operations(batches: Iterator[pa.RecordBatch], shape: feed.Shape) -> Iterator[pa.RecordBatch]:
+    """A multiset view's normalized delta as inserts and deletes only (base.py): a matched
+    update becomes a delete of its old row and an insert of its new one.
+
+    >>> from protocol.types import Column, LogicalType
+    >>> from warehouse.viewdef import ViewDef
+    >>> view = ViewDef("", [Column("a", LogicalType("int"))], [], [], multiset={"count": COUNT, "nulls": {}})
+    >>> shape = feed.Shape(view, True, False)
+    >>> old = pa.StructArray.from_arrays([pa.array([None, 1])], ["a"], mask=pa.array([True, False]))
+    >>> batch = pa.RecordBatch.from_arrays([pa.array(["insert", "update"]), pa.array([5, 2]), pa.array([3, 1]), old], schema=shape.schema())
+    >>> [b.to_pylist() for b in set_operations(iter([batch]), shape)]
+    [[{'__op': 'insert', 'a': 5, '__ds_count': 3}], [{'__op': 'delete', 'a': 1, '__ds_count': 1}], [{'__op': 'insert', 'a': 2, '__ds_count': 1}]]
+    """
+    names = shape.names
+    schema = pa.schema(
+        [pa.field(OP, pa.string()), *(shape.schema().field(n) for n in names), pa.field(COUNT, pa.int64())]
+    )
+    for batch in batches:
+        updating = pc.equal(batch.column(OP), UPDATE)
+        plain = batch.filter(pc.invert(updating))
+        yield pa.RecordBatch.from_arrays([plain.column(f.name) for f in schema], schema=schema)
+        updates = batch.filter(updating)
+        if not updates.num_rows or feed.OLD not in batch.schema.names:
+            continue
+        olds = updates.column(feed.OLD)
+        n = updates.num_rows
+        ones = pa.array([1] * n, pa.int64())
+        gone = [pa.array([DELETE] * n), *(olds.field(name) for name in names), ones]
+        came = [pa.array([INSERT] * n), *(updates.column(name) for name in names), ones]
+        yield pa.RecordBatch.from_arrays(gone, schema=schema)
+        yield pa.RecordBatch.from_arrays(came, schema=schema)

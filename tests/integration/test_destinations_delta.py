@@ -1,0 +1,283 @@
+"""Views published as Delta Lake tables: after every sync the table, read with deltalake (not
+with deltasieve's code), equals the source, and its history holds one commit per sync that
+changed the view, carrying that sync's id.
+
+On SQLite sources: randomized rounds on a keyed view with the default destination (a sync
+without change adds no commit), a multiset view, a view over two sources, a table view
+gaining a column at its source (the Delta table's schema evolves), and the service
+SIGKILLed between the view's commit and the destination's apply, and after the apply before
+the catalog heard of it: restarted, nothing is applied twice or lost.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.support.oracle import check_sync, keyed
+from tests.support.people import KEY, VIEW_SQL, People
+from workloads.harness import Api, start_agent
+
+pytestmark = pytest.mark.integration
+
+SOURCE = "pub"
+PEOPLE = "pub_people"
+BAG = "pub_bag"
+JOINED = "pub_joined"
+ITEMS = "pub_items"
+#: Seconds a destination is given to catch up after a sync.
+CATCH_UP_S = 90
+#: Seconds a killed service is given to die once armed.
+DIE_WITHIN_S = 120
+SYNC_ID = "deltasieve.sync_id"
+
+
+class Bag:
+    """A table without a key (repeated rows) and a table of cities in a second database."""
+
+    def __init__(self, path: Path, geo: Path, seed: int):
+        self.path, self.geo = path, geo
+        self.rng = random.Random(seed)
+        with sqlite3.connect(path) as c:
+            c.execute("CREATE TABLE bag (a INTEGER, b TEXT)")
+            c.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, v TEXT)")
+            c.executemany("INSERT INTO bag VALUES (?, ?)", [self._row() for _ in range(300)])
+            c.executemany("INSERT INTO items VALUES (?, ?)", [(i, f"item {i}") for i in range(200)])
+        with sqlite3.connect(geo) as c:
+            c.execute("CREATE TABLE cities (city TEXT PRIMARY KEY, country TEXT)")
+            c.executemany(
+                "INSERT INTO cities VALUES (?, ?)",
+                [("Oslo", "NO"), ("Łódź", "PL"), ("São Paulo", "BR"), ("東京", "JP"), ("Zürich", "CH")],
+            )
+
+    def _row(self) -> tuple:
+        return (self.rng.choice([1, 2, 3, None]), self.rng.choice(["x", "y", None]))
+
+    def change(self) -> None:
+        with sqlite3.connect(self.path) as c:
+            for rowid in self.rng.sample([r[0] for r in c.execute("SELECT rowid FROM bag")], 15):
+                c.execute("DELETE FROM bag WHERE rowid = ?", (rowid,))
+            c.executemany("INSERT INTO bag VALUES (?, ?)", [self._row() for _ in range(20)])
+        with sqlite3.connect(self.geo) as c:
+            c.execute("UPDATE cities SET country = ? WHERE city = ?", (f"C{self.rng.randrange(99)}", "Oslo"))
+
+    def bag(self) -> Counter:
+        with sqlite3.connect(self.path) as c:
+            return Counter(c.execute("SELECT a, b FROM bag").fetchall())
+
+    def joined(self) -> dict:
+        """The multi-site view's rows: every person whose city is in the cities table."""
+        with sqlite3.connect(self.geo) as c:
+            cities = dict(c.execute("SELECT city, country FROM cities").fetchall())
+        with sqlite3.connect(self.path) as c:
+            people = c.execute("SELECT id, name, city FROM people").fetchall()
+        return {
+            (i,): {"id": i, "name": name, "city": city, "country": cities[city]}
+            for i, name, city in people
+            if city in cities
+        }
+
+    def items(self) -> dict:
+        with sqlite3.connect(self.path) as c:
+            c.row_factory = sqlite3.Row
+            return {(r["id"],): dict(r) for r in c.execute("SELECT * FROM items")}
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory, logs_dir, special_service):
+    root = tmp_path_factory.mktemp("destinations")
+    people = People(root / "people.db", rows=2_000, seed=37)
+    bag = Bag(root / "people.db", root / "geo.db", seed=37)
+    agents = [start_agent(f"sqlite:///{people.path}", logs_dir), start_agent(f"sqlite:///{bag.geo}", logs_dir)]
+    api = special_service.api
+    api.add_source(SOURCE, agents[0].url)
+    api.add_source("geo", agents[1].url)
+    api.add_view(PEOPLE, VIEW_SQL.format(source=SOURCE))
+    api.add_view(BAG, f"SELECT b.a, b.b FROM {SOURCE}.bag b")
+    api.add_view(
+        JOINED,
+        f"SELECT p.id, p.name, c.city, c.country FROM {SOURCE}.people p JOIN geo.cities c ON p.city = c.city",
+    )
+    r = api.http.post("/v1/views", json={"name": ITEMS, "table": f"{SOURCE}.items"})
+    assert r.status_code == 201, r.text
+    yield special_service, people, bag
+    special_service.kill_file.unlink(missing_ok=True)
+    if special_service.proc.proc.poll() is not None:
+        special_service.restart()
+    for agent in agents:
+        agent.stop()
+
+
+def _published(api: Api, view: str, sync_id: str) -> dict:
+    """The view's one destination once it holds `sync_id` with nothing left to apply."""
+    deadline = time.monotonic() + CATCH_UP_S
+    while True:
+        (destination,) = api.http.get(f"/v1/views/{view}").json()["destinations"]
+        if destination["applied_sync"] == sync_id and destination["lag_syncs"] == 0:
+            assert destination["error"] is None, destination
+            return destination
+        assert time.monotonic() < deadline, f"destination of {view} did not catch up to {sync_id}: {destination}"
+        time.sleep(0.2)
+
+
+def _table(uri: str) -> DeltaTable:
+    return DeltaTable(uri)
+
+
+def _rows(uri: str) -> list[dict]:
+    return _table(uri).to_pyarrow_table().to_pylist()
+
+
+def _carried(uri: str) -> list[str]:
+    """The sync ids of the table's commits, oldest first (maintenance commits carry none)."""
+    return [c[SYNC_ID] for c in reversed(_table(uri).history()) if SYNC_ID in c]
+
+
+def _changing(sync: dict) -> bool:
+    m = sync["metrics"]
+    return m["rows_inserted"] + m["rows_updated"] + m["rows_deleted"] > 0
+
+
+def test_keyed_view_rounds(wh):
+    service, people, _ = wh
+    api = service.api
+    view = api.http.get(f"/v1/views/{PEOPLE}").json()
+    (spec,) = view["destinations"]
+    assert spec["kind"] == "delta" and spec["uri"] == str(service.data_dir / "tables" / PEOPLE)
+    rng = random.Random(37)
+    before: dict = {}
+    changing: list[str] = []
+    for round_ in range(6):
+        if round_ and round_ != 3:  # round 3: a sync with nothing to change
+            people.change(updates=rng.randrange(5, 40), inserts=rng.randrange(0, 20), deletes=rng.randrange(0, 10))
+        truth = people.truth()
+        sync = api.sync(PEOPLE)
+        check_sync(api, PEOPLE, KEY, before, truth, sync)
+        if _changing(sync) or round_ == 0:
+            changing.append(sync["id"])
+        destination = _published(api, PEOPLE, sync["id"])
+        assert keyed(_rows(destination["uri"]), KEY) == truth, f"round {round_}: the Delta table differs"
+        assert _carried(destination["uri"]) == changing, "one commit per changing sync, in order"
+        before = truth
+    history = _table(destination["uri"]).history()
+    commit = next(c for c in history if c.get(SYNC_ID) == changing[-1])
+    assert int(commit["deltasieve.view_version"]) >= len(changing)
+    # time travel: the table as of the first sync's commit is the view as it loaded
+    first = next(c for c in history if c.get(SYNC_ID) == changing[0])
+    assert DeltaTable(destination["uri"], version=first["version"]).to_pyarrow_table().num_rows > 0
+    protocol = _table(destination["uri"]).protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+    metrics = api.http.get("/metrics").text
+    assert (
+        f'deltasieve_destination_lag_syncs{{destination="delta {destination["uri"]}",view="{PEOPLE}"}} 0.0' in metrics
+    )
+
+
+def test_multiset_and_multi_site_views(wh):
+    service, people, bag = wh
+    api = service.api
+    for round_ in range(3):
+        if round_:
+            bag.change()
+            people.change(updates=20, inserts=5, deletes=5)
+        sync = api.sync(BAG)
+        assert sync["status"] == "succeeded", sync
+        destination = _published(api, BAG, sync["id"])
+        assert Counter(tuple(r.values()) for r in _rows(destination["uri"])) == bag.bag(), f"round {round_}"
+        sync = api.sync(JOINED)
+        assert sync["status"] == "succeeded", sync
+        destination = _published(api, JOINED, sync["id"])
+        key = api.http.get(f"/v1/views/{JOINED}").json()["key"]
+        assert key == ["id"]
+        assert keyed(_rows(destination["uri"]), key) == bag.joined(), f"round {round_}"
+
+
+def test_table_view_gains_a_column(wh):
+    service, _, bag = wh
+    api = service.api
+    sync = api.sync(ITEMS)
+    destination = _published(api, ITEMS, sync["id"])
+    assert keyed(_rows(destination["uri"]), ["id"]) == bag.items()
+    with sqlite3.connect(bag.path) as c:
+        c.execute("ALTER TABLE items ADD COLUMN extra TEXT")
+        c.execute("UPDATE items SET extra = 'e' || id WHERE id % 7 = 0")
+        c.execute("UPDATE items SET v = 'changed' WHERE id = 3")
+    sync = api.sync(ITEMS)
+    assert sync["status"] == "succeeded", sync
+    destination = _published(api, ITEMS, sync["id"])
+    assert "extra" in _table(destination["uri"]).schema().to_arrow().names
+    assert keyed(_rows(destination["uri"]), ["id"]) == bag.items()
+    assert _carried(destination["uri"])[-1] == sync["id"]
+
+
+@pytest.mark.parametrize("point", ["before_publish", "after_publish"])
+def test_killed_while_publishing(wh, point):
+    """The service dies with the view committed and its destination not yet applied (or
+    applied, the catalog not told): after the restart the table holds every sync once."""
+    service, people, _ = wh
+    uri = str(service.data_dir / "tables" / PEOPLE)
+    carried = _carried(uri)
+    people.change(updates=30, inserts=10, deletes=5)
+    service.kill_file.write_text(point)
+    r = service.api.http.post(f"/v1/views/{PEOPLE}/syncs")
+    assert r.status_code == 202, r.text
+    sync_id = r.json()["id"]
+    service.proc.proc.wait(timeout=DIE_WITHIN_S)  # killed by the armed point
+    assert not service.kill_file.exists(), "the point was not reached"
+    service.restart()
+    api = service.api
+    assert api.http.get(f"/v1/views/{PEOPLE}/syncs/{sync_id}").json()["status"] == "succeeded"
+    _published(api, PEOPLE, sync_id)
+    assert keyed(_rows(uri), KEY) == people.truth()
+    assert _carried(uri) == [*carried, sync_id], "a sync applied twice or lost"
+    # and the next sync is published as usual
+    people.change(updates=10, inserts=2, deletes=2)
+    sync = api.sync(PEOPLE)
+    _published(api, PEOPLE, sync["id"])
+    assert keyed(_rows(uri), KEY) == people.truth()
+    assert _carried(uri) == [*carried, sync_id, sync["id"]]
+
+
+def test_a_failing_destination_lags_then_catches_up(wh, tmp_path):
+    """A destination that cannot be written (its parent is a file) lags without failing the
+    syncs, shows its error, and is built from the view's rows once it can be written."""
+    service, people, _ = wh
+    api = service.api
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    elsewhere = str(blocker / "people")
+    r = api.http.patch(
+        f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}, {"kind": "delta", "uri": elsewhere}]}
+    )
+    assert r.status_code == 200, r.text
+    assert [d.get("uri") for d in r.json()["destinations"]][1] == elsewhere
+    for _ in range(2):
+        people.change(updates=10, inserts=3, deletes=2)
+        sync = api.sync(PEOPLE)
+        assert sync["status"] == "succeeded", sync
+    deadline = time.monotonic() + CATCH_UP_S
+    while True:
+        default, failing = api.http.get(f"/v1/views/{PEOPLE}").json()["destinations"]
+        if default["applied_sync"] == sync["id"] and failing["error"]:
+            break
+        assert time.monotonic() < deadline, (default, failing)
+        time.sleep(0.2)
+    assert failing["applied_sync"] is None and failing["lag_syncs"] >= 2
+    blocker.unlink()  # the destination can be written now: retried after its backoff
+    deadline = time.monotonic() + CATCH_UP_S
+    while True:
+        failing = api.http.get(f"/v1/views/{PEOPLE}").json()["destinations"][1]
+        if failing["applied_sync"] == sync["id"] and failing["lag_syncs"] == 0 and failing["error"] is None:
+            break
+        assert time.monotonic() < deadline, failing
+        time.sleep(0.5)
+    assert keyed(_rows(elsewhere), KEY) == people.truth()
+    assert _table(elsewhere).history(1)[0]["deltasieve.rebuild"]  # built from the view's rows, and says so
+    r = api.http.patch(f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}]})
+    assert r.status_code == 200, r.text

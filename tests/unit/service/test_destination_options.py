@@ -1,0 +1,64 @@
+"""The view option destinations as the API takes and shows it: the default, the checks, the
+password never shown back, and views stored before destinations existed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from service.models import ViewIn, ViewSettings
+from service.publishing import place
+from warehouse.destinations import available, public
+from warehouse.view_options import DestinationSpec, ViewOptions
+
+
+def test_a_new_view_gets_its_delta_table_and_an_empty_list_publishes_nothing():
+    assert [d.model_dump(exclude_none=True) for d in ViewIn(name="v", sql="x").destinations] == [{"kind": "delta"}]
+    assert ViewIn(name="v", sql="x", destinations=[]).destinations == []
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        [{"kind": "delta", "url": "postgresql://h/db"}],
+        [{"kind": "postgres", "table": "a.b"}],
+        [{"kind": "postgres", "url": "mysql://h/db", "table": "a.b"}],
+        [{"kind": "postgres", "url": "postgresql://h/db", "table": "no_schema"}],
+        [{"kind": "iceberg"}],
+        [{"kind": "delta"}, {"kind": "delta"}],
+        [{"kind": "delta", "path": "/x"}],
+        [{"kind": "delta", "uri": "relative/dir"}],
+    ],
+)
+def test_bad_destinations_are_refused(given):
+    with pytest.raises(ValidationError):
+        ViewIn(name="v", sql="x", destinations=given)
+    with pytest.raises(ValidationError):
+        ViewSettings(destinations=given)
+
+
+def test_a_postgres_destination_is_refused_while_its_module_is_missing():
+    given = [{"kind": "postgres", "url": "postgresql://me:pw@h/db", "table": "bi.orders"}]
+    if available("postgres"):
+        assert ViewIn(name="v", sql="x", destinations=given).destinations[0].table == "bi.orders"
+    else:
+        with pytest.raises(ValidationError, match="not available"):
+            ViewIn(name="v", sql="x", destinations=given)
+
+
+def test_the_password_is_never_shown_nor_named_in_the_catalog():
+    spec = DestinationSpec(kind="postgres", url="postgresql://me:s3cret@db:5433/wh", table="bi.orders")
+    shown = public(spec, Path("/d"), "v")
+    assert shown == {"kind": "postgres", "url": "postgresql://me:***@db:5433/wh", "table": "bi.orders"}
+    assert "s3cret" not in place(spec)
+
+
+def test_views_stored_before_keep_none_and_the_option_stores_round_trip():
+    old = ViewOptions.model_validate({"strategy": "sketch"})
+    assert old.destinations == []
+    given = old.published([{"kind": "delta", "uri": "/lake/v"}])
+    again = ViewOptions.model_validate(given.stored())
+    assert again.destinations == [DestinationSpec(kind="delta", uri="/lake/v")]
+    assert again.published([]).stored()["destinations"] == []

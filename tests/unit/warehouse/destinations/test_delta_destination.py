@@ -1,0 +1,135 @@
+"""The Delta destination against an oracle in Python: random keyed and multiset deltas
+applied one commit each, read back with deltalake; schema changes; rebuilds."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from protocol.types import Column, LogicalType
+from warehouse.destinations.base import CannotFollow
+from warehouse.destinations.delta import OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused
+from warehouse.multisets.multiset import COUNT
+from warehouse.names import OP
+
+KEYED = [Column("k", LogicalType("int")), Column("v", LogicalType("text")), Column("d", LogicalType("decimal", 6, 2))]
+BAG = [Column("a", LogicalType("int")), Column("b", LogicalType("text"))]
+
+
+def _carried(uri: str) -> list[str]:
+    return [c[SYNC_ID] for c in reversed(DeltaTable(uri).history()) if SYNC_ID in c]
+
+
+def _keyed_delta(rng: random.Random, truth: dict) -> list[dict]:
+    lines = []
+    keys = list(truth)
+    for k in rng.sample(keys, min(len(keys), rng.randrange(0, 6))):
+        if rng.random() < 0.4:
+            lines.append({OP: "delete", "k": k, "v": None, "d": None})
+            del truth[k]
+        else:
+            truth[k] = {"k": k, "v": f"u{rng.random():.3f}", "d": Decimal(rng.randrange(-9999, 9999)) / 100}
+            lines.append({OP: "update", **truth[k]})
+    for _ in range(rng.randrange(0, 6)):
+        k = rng.choice([None, *range(1000)]) if None not in truth else rng.randrange(1000)
+        if k in truth:
+            continue
+        truth[k] = {"k": k, "v": rng.choice(["x", None]), "d": None}
+        lines.append({OP: "insert", **truth[k]})
+    return lines
+
+
+def test_keyed_rounds_one_commit_each(tmp_path):
+    uri = str(tmp_path / "t")
+    destination = DeltaDestination(uri)
+    assert destination.applied() is None
+    rng = random.Random(7)
+    truth: dict = {}
+    schema = pa.schema([pa.field(OP, pa.string()), *(pa.field(c.name, c.type.arrow()) for c in KEYED)])
+    for n in range(OPTIMIZE_EVERY + 3):  # past one compaction and vacuum
+        lines = _keyed_delta(rng, truth)
+        destination.apply(f"s{n}", n + 1, KEYED, ["k"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
+        assert destination.applied() == f"s{n}"
+    rows = {r["k"]: r for r in DeltaTable(uri).to_pyarrow_table().to_pylist()}
+    assert rows == truth
+    assert _carried(uri) == [f"s{n}" for n in range(OPTIMIZE_EVERY + 3)]
+    operations = [c["operation"] for c in DeltaTable(uri).history()]
+    assert "OPTIMIZE" in operations  # a vacuum within the retention window finds nothing to remove
+
+
+def test_multiset_deletes_n_of_m_copies(tmp_path):
+    uri = str(tmp_path / "bag")
+    destination = DeltaDestination(uri)
+    schema = pa.schema(
+        [pa.field(OP, pa.string()), pa.field("a", pa.int64()), pa.field("b", pa.string()), pa.field(COUNT, pa.int64())]
+    )
+    rng = random.Random(3)
+    truth: Counter = Counter()
+    for n in range(8):
+        lines = []
+        for row in {(rng.choice([1, 2, None]), rng.choice(["x", None])) for _ in range(4)}:
+            if truth[row] and rng.random() < 0.5:
+                gone = rng.randrange(1, truth[row] + 1)
+                truth[row] -= gone
+                lines.append({OP: "delete", "a": row[0], "b": row[1], COUNT: gone})
+            else:
+                came = rng.randrange(1, 4)
+                truth[row] += came
+                lines.append({OP: "insert", "a": row[0], "b": row[1], COUNT: came})
+        destination.apply(f"s{n}", n + 1, BAG, [], [pa.RecordBatch.from_pylist(lines, schema=schema)], True)
+        held = Counter((r["a"], r["b"]) for r in DeltaTable(uri).to_pyarrow_table().to_pylist())
+        assert held == +truth, f"sync {n}"
+    assert _carried(uri) == [f"s{n}" for n in range(8)]
+
+
+def test_schema_changes(tmp_path):
+    uri = str(tmp_path / "t")
+    destination = DeltaDestination(uri)
+    schema = pa.schema([pa.field(OP, pa.string()), *(pa.field(c.name, c.type.arrow()) for c in KEYED)])
+    first = [{OP: "insert", "k": 1, "v": "a", "d": Decimal("1.50")}, {OP: "insert", "k": 2, "v": "b", "d": None}]
+    destination.apply("s1", 1, KEYED, ["k"], [pa.RecordBatch.from_pylist(first, schema=schema)], False)
+    added = [*KEYED, Column("extra", LogicalType("text"))]
+    line = pa.RecordBatch.from_pylist(
+        [{OP: "update", "k": 1, "v": "a", "d": Decimal("1.50"), "extra": "e"}],
+        schema=schema.append(pa.field("extra", pa.string())),
+    )
+    destination.apply("s2", 2, added, ["k"], [line], False)
+    assert sorted(DeltaTable(uri).to_pyarrow_table().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "v": "a", "d": Decimal("1.50"), "extra": "e"},
+        {"k": 2, "v": "b", "d": None, "extra": None},
+    ]
+    widened = [KEYED[0], KEYED[1], Column("d", LogicalType("decimal", 12, 2)), added[3]]
+    wide = pa.schema([pa.field(OP, pa.string()), *(pa.field(c.name, c.type.arrow()) for c in widened)])
+    big = [{OP: "update", "k": 2, "v": "b", "d": Decimal("1234567890.12"), "extra": None}]
+    destination.apply("s3", 3, widened, ["k"], [pa.RecordBatch.from_pylist(big, schema=wide)], False)
+    table = DeltaTable(uri)
+    assert table.schema().to_arrow().field("d").type == pa.decimal128(12, 2)
+    assert {r["k"]: r["d"] for r in table.to_pyarrow_table().to_pylist()} == {
+        1: Decimal("1.50"),
+        2: Decimal("1234567890.12"),
+    }
+    assert _carried(uri) == ["s1", "s2", "s3"]
+    with pytest.raises(CannotFollow):
+        destination.apply("s4", 4, KEYED[:2], ["k"], [], False)  # a column dropped
+    assert destination.applied() == "s3"  # nothing written
+    destination.rebuild("s4", 4, KEYED[:2], ["k"], [pa.record_batch({"k": [9], "v": ["z"]})], False, "redefined")
+    table = DeltaTable(uri)
+    assert table.to_pyarrow_table().to_pylist() == [{"k": 9, "v": "z"}]
+    assert table.history(1)[0]["deltasieve.rebuild"] == "redefined" and destination.applied() == "s4"
+    protocol = table.protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+
+
+def test_a_directory_of_other_files_is_never_written_to(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep")
+    destination = DeltaDestination(str(tmp_path))
+    with pytest.raises(DestinationRefused):
+        destination.rebuild("s1", 1, BAG, [], [], True, "first")
+    with pytest.raises(DestinationRefused):
+        destination.applied()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious.txt"]

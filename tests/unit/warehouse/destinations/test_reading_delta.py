@@ -1,0 +1,67 @@
+"""The examples of docs/results/destinations.md, run as written against a table the Delta
+destination wrote: deltalake and pandas, Polars, DuckDB over the Arrow dataset, Spark over
+the current files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from protocol.types import Column, LogicalType
+from warehouse.destinations.delta import DeltaDestination
+from warehouse.names import OP
+from warehouse.spark import build_session
+
+PAGE = Path(__file__).parents[4] / "docs" / "results" / "destinations.md"
+COLUMNS = [Column("k", LogicalType("int")), Column("v", LogicalType("text"))]
+
+
+def _examples() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory) -> str:
+    """A table of three rows, after two syncs (the second deleted one row and updated one)."""
+    path = str(tmp_path_factory.mktemp("reading") / "view")
+    destination = DeltaDestination(path)
+    schema = pa.schema([(OP, pa.string()), ("k", pa.int64()), ("v", pa.string())])
+    first = pa.RecordBatch.from_pylist([{OP: "insert", "k": k, "v": str(k)} for k in range(4)], schema=schema)
+    destination.apply("s1", 1, COLUMNS, ["k"], [first], False)
+    second = [{OP: "delete", "k": 0, "v": None}, {OP: "update", "k": 1, "v": "one"}]
+    destination.apply("s2", 2, COLUMNS, ["k"], [pa.RecordBatch.from_pylist(second, schema=schema)], False)
+    return path
+
+
+def _run(example: str, **names) -> dict:
+    scope = dict(names)
+    exec(compile(example, str(PAGE), "exec"), scope)
+    return scope
+
+
+def test_the_page_has_its_examples():
+    assert len(_examples()) == 4
+
+
+def test_deltalake_and_pandas(uri):
+    scope = _run(_examples()[0], uri=uri)
+    assert sorted(scope["rows"]["v"]) == ["2", "3", "one"]
+    assert [s for _, s in scope["history"]] == ["s2", "s1"]
+    assert len(scope["as_loaded"]) == 4
+
+
+def test_polars(uri):
+    assert sorted(_run(_examples()[1], uri=uri)["rows"]["v"].to_list()) == ["2", "3", "one"]
+
+
+def test_duckdb(uri):
+    assert _run(_examples()[2], uri=uri)["count"] == 3
+
+
+def test_spark_over_the_current_files(uri):
+    spark = build_session("local[1]")
+    rows = _run(_examples()[3], uri=uri, spark=spark)["rows"]
+    assert sorted(r["v"] for r in rows.collect()) == ["2", "3", "one"]

@@ -1,0 +1,74 @@
+"""Destinations: where a view is published after every sync that changed it (base.py).
+
+One module per kind, registered by name in KINDS; each exposes
+`from_spec(spec: DestinationSpec, data_dir: Path, view: str) -> Destination`. A kind's
+module is imported only when a destination of that kind is opened or checked, so a kind
+whose module (or driver) is missing refuses only the views that ask for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from warehouse.destinations.base import CannotFollow, Destination
+from warehouse.view_options import DestinationSpec
+
+__all__ = ["KINDS", "CannotFollow", "Destination", "available", "masked_url", "open_destination", "public"]
+
+#: kind -> the module implementing it
+KINDS = {"delta": "warehouse.destinations.delta", "postgres": "warehouse.destinations.postgres"}
+
+
+def available(kind: str) -> bool:
+    """Whether destinations of `kind` can be opened here (its module is installed).
+
+    >>> available("delta"), available("nosuch")
+    (True, False)
+    """
+    module = KINDS.get(kind)
+    return module is not None and importlib.util.find_spec(module) is not None
+
+
+def open_destination(spec: DestinationSpec, data_dir: Path, view: str) -> Destination:
+    """The destination `spec` describes, for view `view` of the service at `data_dir`."""
+    module = importlib.import_module(KINDS[spec.kind])
+    return module.from_spec(spec, Path(data_dir), view)
+
+
+def default_table_uri(data_dir: Path, view: str) -> str:
+    """Where a view's Delta table is when its spec names no uri.
+
+    >>> default_table_uri(Path("/data"), "orders")
+    '/data/tables/orders'
+    """
+    return str(Path(data_dir) / "tables" / view)
+
+
+def masked_url(url: str) -> str:
+    """`url` with its password replaced by `***`.
+
+    >>> masked_url("postgresql://me:secret@db:5432/wh"), masked_url("postgresql://db/wh")
+    ('postgresql://me:***@db:5432/wh', 'postgresql://db/wh')
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def public(spec: DestinationSpec, data_dir: Path, view: str) -> dict:
+    """What the API shows of a destination: kind and uri, or kind, masked url and table.
+
+    >>> public(DestinationSpec(kind="delta"), Path("/d"), "v")
+    {'kind': 'delta', 'uri': '/d/tables/v'}
+    >>> public(DestinationSpec(kind="postgres", url="postgresql://u:p@h/db", table="s.t"), Path("/d"), "v")
+    {'kind': 'postgres', 'url': 'postgresql://u:***@h/db', 'table': 's.t'}
+    """
+    if spec.kind == "delta":
+        return {"kind": "delta", "uri": spec.uri or default_table_uri(data_dir, view)}
+    return {"kind": spec.kind, "url": masked_url(spec.url or ""), "table": spec.table}
