@@ -76,3 +76,11 @@ class SchemaUnavailable(WarehouseError):
         super().__init__(f"cannot read the schema of source {source!r}: {cause.message}")
         self.source = source
         self.transient = cause.transient
+
+
+class DestinationError(WarehouseError):
+    """A destination (destinations/) failed to take a sync's changes; `transient` when a retry may help."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
