@@ -8,13 +8,8 @@ whose changes each view's table holds: a rebuild or an apply writes its row in t
 transaction that changes the data, so the warehouse database itself says where the table
 stands (`applied`), and a crash anywhere leaves either both or neither.
 
-Rows travel as CSV written by Arrow's C writer into `COPY ... FROM STDIN (FORMAT csv)`: every
-logical type has an exact text form (floats in their shortest round-trip digits, decimals
-and timestamps as digits, bytea in hex), and no value passes through Python but bytes'.
-A delta is copied into a temporary table first, then applied by key: a DELETE joined on the
-key for deletes and updates and an INSERT of inserts and updates, each an index lookup per
-line, so an apply costs in proportion to the delta, not to the table. A multiset view's
-delta deletes n copies of a row by their ctid and inserts n copies with generate_series.
+Rows travel by COPY as CSV (postgres_copy.py); a delta is copied into a temporary table and
+applied by key, or a multiset's by ctid, in proportion to its size (postgres_apply.py).
 
 Columns the view gained are added and widened types (viewdef/widening.py) altered in the
 same transaction; any other difference (a column gone, a narrowed or changed type, another
@@ -23,24 +18,20 @@ key) raises CannotFollow, and the caller rebuilds the table.
 
 from __future__ import annotations
 
-import io
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
-import numpy as np
 import psycopg
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 from psycopg import sql
 
 from protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
+from warehouse.destinations.postgres_apply import apply_delta, create, value
+from warehouse.destinations.postgres_copy import copy_into, logical_type, pg_type, repeated
 from warehouse.errors import DestinationError
-from warehouse.multisets.multiset import COUNT, OLD_PREFIX
-from warehouse.names import DELETE, INSERT, OP, UPDATE
 from warehouse.viewdef.widening import widens
 
 KIND = "postgres"
@@ -51,60 +42,6 @@ DEFAULT_SCHEMA = "public"
 #: A name the table option accepts: PostgreSQL's unquoted identifier, at most 63 bytes. It is
 #: quoted all the same, so its case is kept.
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-#: The temporary table's columns beside the view's (names no view column starts with "__ds_").
-_OP, _N = "__ds_op", "__ds_n"
-#: Rows per CSV chunk handed to COPY: enough to keep the writer's calls few, small in memory.
-COPY_BATCH_ROWS = 65_536
-
-_PG_TYPES = {
-    "int": "bigint",
-    "float": "double precision",
-    "text": "text",
-    "bytes": "bytea",
-    "bool": "boolean",
-    "date": "date",
-    "timestamp": "timestamp",
-    "timestamptz": "timestamptz",
-}
-#: format_type()'s names of those types, back to the logical type.
-_FROM_PG = {
-    "bigint": "int",
-    "double precision": "float",
-    "text": "text",
-    "bytea": "bytes",
-    "boolean": "bool",
-    "date": "date",
-    "timestamp without time zone": "timestamp",
-    "timestamp with time zone": "timestamptz",
-}
-_NUMERIC = re.compile(r"^numeric\((\d+),(\d+)\)$")
-
-
-def pg_type(t: LogicalType) -> str:
-    """The PostgreSQL type holding exactly the values of logical type `t`.
-
-    >>> [pg_type(LogicalType.parse(s)) for s in ("int", "float", "decimal(14,2)", "timestamp", "timestamptz")]
-    ['bigint', 'double precision', 'numeric(14,2)', 'timestamp', 'timestamptz']
-    >>> [pg_type(LogicalType.parse(s)) for s in ("text", "bytes", "bool", "date")]
-    ['text', 'bytea', 'boolean', 'date']
-    """
-    if t.kind == "decimal":
-        return f"numeric({t.precision},{t.scale})"
-    return _PG_TYPES[t.kind]
-
-
-def logical_type(pg: str) -> LogicalType | None:
-    """The logical type a column of PostgreSQL type `pg` (as format_type names it) holds,
-    None for a type no view column maps to.
-
-    >>> logical_type("numeric(16,4)"), logical_type("timestamp with time zone"), logical_type("integer")
-    (LogicalType(kind='decimal', precision=16, scale=4), LogicalType(kind='timestamptz', precision=0, scale=0), None)
-    """
-    match = _NUMERIC.match(pg)
-    if match:
-        return LogicalType("decimal", int(match.group(1)), int(match.group(2)))
-    kind = _FROM_PG.get(pg)
-    return LogicalType(kind) if kind else None
 
 
 def masked(url: str) -> str:
@@ -168,70 +105,6 @@ def check(spec: dict) -> None:
     split_table(spec["table"])
 
 
-def csv_chunks(batches: Iterable[pa.RecordBatch], columns: list[Column], extra: Sequence[str] = ()) -> Iterator[bytes]:
-    """CSV for COPY of `batches`: the view's columns in their logical types (bytes as bytea's
-    hex), then the `extra` columns as they are; NULL unquoted and empty, every value quoted.
-
-    >>> cols = [Column("a", LogicalType("int")), Column("b", LogicalType("bytes")), Column("c", LogicalType("text"))]
-    >>> b"".join(csv_chunks([pa.record_batch({"a": [1, None], "b": [b"\\x01", None], "c": ["", None]})], cols))
-    b'"1","\\\\x01",""\\n,,\\n'
-    """
-    options = pacsv.WriteOptions(include_header=False, quoting_style="all_valid", batch_size=COPY_BATCH_ROWS)
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        arrays = []
-        for c in columns:
-            array = batch.column(c.name).cast(c.type.arrow())
-            if c.type.kind == "bytes":  # bytea's hex input: \x then two digits a byte
-                array = pa.array([None if v is None else "\\x" + v.hex() for v in array.to_pylist()], pa.string())
-            arrays.append(array)
-        arrays += [batch.column(name) for name in extra]
-        sink = io.BytesIO()
-        pacsv.write_csv(pa.table(arrays, names=[c.name for c in columns] + list(extra)), sink, options)
-        yield sink.getvalue()
-
-
-def repeated(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Rows carrying a COUNT column, each as often as it says (rows without one as they are).
-
-    >>> [b.to_pylist() for b in repeated([pa.record_batch({"a": [7, 8], COUNT: [2, 1]})])]
-    [[{'a': 7}, {'a': 7}, {'a': 8}]]
-    """
-    for batch in batches:
-        if COUNT not in batch.schema.names:
-            yield batch
-            continue
-        counts = batch.column(COUNT).to_numpy(zero_copy_only=False)
-        rows = batch.drop_columns([COUNT])
-        yield rows.take(pa.array(np.repeat(np.arange(batch.num_rows), counts)))
-
-
-def multiset_lines(batches: Iterable[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
-    """A multiset delta as inserts and deletes with counts: a matched update (its old row
-    in OLD_PREFIX columns) becomes a delete of one old row and an insert of one new one.
-
-    >>> b = pa.record_batch({OP: ["insert", "update"], "a": [1, 2], COUNT: [3, 1], OLD_PREFIX + "a": [None, 5]})
-    >>> [(x.column(OP).to_pylist(), x.column("a").to_pylist()) for x in multiset_lines([b], ["a"])]
-    [(['insert', 'insert'], [1, 2]), (['delete'], [5])]
-    """
-    for batch in batches:
-        ops = batch.column(OP).cast(pa.string())
-        updates = pc.equal(ops, UPDATE).fill_null(False)
-        counts = batch.column(COUNT).cast(pa.int64()) if COUNT in batch.schema.names else pa.array([1] * len(batch))
-        new_ops = pc.if_else(updates, pa.scalar(INSERT), ops)
-        yield pa.record_batch([new_ops, *[batch.column(n) for n in names], counts], names=[OP, *names, COUNT])
-        if pc.any(updates).as_py():
-            olds = batch.filter(updates)
-            n = olds.num_rows
-            arrays = [
-                pa.array([DELETE] * n),
-                *[olds.column(OLD_PREFIX + c) for c in names],
-                pa.array([1] * n, pa.int64()),
-            ]
-            yield pa.record_batch(arrays, names=[OP, *names, COUNT])
-
-
 class PostgresDestination:
     """The table `table` (SCHEMA.TABLE or TABLE) of the PostgreSQL database at `url`, holding view `view`."""
 
@@ -250,7 +123,7 @@ class PostgresDestination:
     def applied(self) -> str | None:
         """The last sync whose changes the table holds, as the warehouse database records it."""
         with self._connect() as conn:
-            if _value(conn, "SELECT to_regclass(%s)", [self.log.as_string(conn)]) is None:
+            if value(conn, "SELECT to_regclass(%s)", [self.log.as_string(conn)]) is None:
                 return None
             row = conn.execute(
                 sql.SQL("SELECT sync_id FROM {} WHERE view = %s ORDER BY seq DESC LIMIT 1").format(self.log),
@@ -276,8 +149,9 @@ class PostgresDestination:
                 conn.execute(sql.SQL("TRUNCATE {}").format(self.table))
             else:  # created anew with the view's columns (a table of other columns cannot take them)
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
-                conn.execute(_create(self.table, columns, key))
-            self._copy(conn, self.table, columns, repeated(rows))
+                create(conn, self.table, columns, key)
+            targets = [sql.Identifier(c.name) for c in columns]
+            copy_into(conn, self.table, targets, repeated(rows), columns)
             self._record(conn, sync_id, version, rebuild=reason)
 
     def apply(
@@ -300,21 +174,7 @@ class PostgresDestination:
             if done:
                 return
             self._evolve(conn, columns, key)
-            temp = sql.Identifier("__ds_delta")
-            names = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns)
-            conn.execute(
-                sql.SQL(
-                    "CREATE TEMPORARY TABLE {} ON COMMIT DROP AS SELECT {}, ''::text AS {}, 0::bigint AS {} FROM {} WITH NO DATA"
-                ).format(temp, names, sql.Identifier(_OP), sql.Identifier(_N), self.table)
-            )
-            view_names = [c.name for c in columns]
-            lines = multiset_lines(delta, view_names) if multiset else _keyed_lines(delta)
-            self._copy(conn, temp, columns, lines, extra=[OP, COUNT])
-            conn.execute(sql.SQL("ANALYZE {}").format(temp))  # the planner picks index lookups for a small delta
-            if multiset:
-                _apply_multiset(conn, self.table, temp, columns)
-            else:
-                _apply_keyed(conn, self.table, temp, columns, key)
+            apply_delta(conn, self.table, columns, key, delta, multiset)
             self._record(conn, sync_id, version, rebuild=None)
 
     @contextmanager
@@ -362,7 +222,7 @@ class PostgresDestination:
     def _shape(self, conn: psycopg.Connection) -> tuple[dict[str, LogicalType | None], list[str]] | None:
         """The table's columns (their logical types; None for a type no view column has) and
         primary key, None when there is no table."""
-        oid = _value(conn, "SELECT to_regclass(%s)::oid", [self.table.as_string(conn)])
+        oid = value(conn, "SELECT to_regclass(%s)::oid", [self.table.as_string(conn)])
         if oid is None:
             return None
         columns = conn.execute(
@@ -402,77 +262,6 @@ class PostgresDestination:
                 changes.append(sql.SQL("ALTER COLUMN {} TYPE {} USING {}::{}").format(name, new, name, new))
         if changes:
             conn.execute(sql.SQL("ALTER TABLE {} ").format(self.table) + sql.SQL(", ").join(changes))
-
-    def _copy(self, conn, table, columns: list[Column], batches, extra: Sequence[str] = ()) -> None:
-        names = [sql.Identifier(c.name) for c in columns] + [sql.Identifier(n) for n in (_OP, _N)[: len(extra)]]
-        statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(table, sql.SQL(", ").join(names))
-        with conn.cursor().copy(statement) as copy:
-            for chunk in csv_chunks(batches, columns, list(extra)):
-                copy.write(chunk)
-
-
-def _create(table: sql.Identifier, columns: list[Column], key: list[str]) -> sql.Composed:
-    parts = [sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(pg_type(c.type))) for c in columns]
-    if key:
-        parts.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(sql.Identifier(k) for k in key)))
-    return sql.SQL("CREATE TABLE {} ({})").format(table, sql.SQL(", ").join(parts))
-
-
-def _keyed_lines(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A keyed view's delta lines with a count of one each (the temporary table's shape)."""
-    for batch in batches:
-        yield batch.append_column(COUNT, pa.array([1] * batch.num_rows, pa.int64()))
-
-
-def _apply_keyed(conn, table, temp, columns: list[Column], key: list[str]) -> None:
-    """Delete the rows of the delta's updated and deleted keys, then insert its inserts and
-    updates; a delete or update of a key the table lacks means it diverged: CannotFollow."""
-    on = sql.SQL(" AND ").join(sql.SQL("t.{0} = d.{0}").format(sql.Identifier(k)) for k in key)
-    op = sql.Identifier(_OP)
-    deleted = conn.execute(
-        sql.SQL("DELETE FROM {} t USING {} d WHERE {} AND d.{} <> %s").format(table, temp, on, op), [INSERT]
-    ).rowcount
-    expected = _value(conn, sql.SQL("SELECT count(*) FROM {} WHERE {} <> %s").format(temp, op), [INSERT])
-    if deleted != expected:
-        raise CannotFollow(f"the table lacks {expected - deleted} of the rows the delta updates or deletes")
-    names = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns)
-    conn.execute(
-        sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE {} <> %s").format(table, names, names, temp, op), [DELETE]
-    )
-
-
-def _apply_multiset(conn, table, temp, columns: list[Column]) -> None:
-    """Delete n copies of each deleted row (by ctid; NULL matching NULL), then insert n copies
-    of each inserted one; fewer copies than a delete asks for means the table diverged."""
-    names = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns)
-    same = sql.SQL(" AND ").join(
-        sql.SQL("t.{0} IS NOT DISTINCT FROM d.{0}").format(sql.Identifier(c.name)) for c in columns
-    )
-    op, n = sql.Identifier(_OP), sql.Identifier(_N)
-    deleted = conn.execute(
-        sql.SQL(
-            "WITH d AS (SELECT row_number() OVER () AS line, {names}, sum({n}) AS n FROM {temp} WHERE {op} = %s GROUP BY {names}), "
-            "victims AS (SELECT t.ctid AS tid, row_number() OVER (PARTITION BY d.line) AS k, d.n FROM {table} t JOIN d ON {same}) "
-            "DELETE FROM {table} WHERE ctid = ANY(ARRAY(SELECT tid FROM victims WHERE k <= n))"
-        ).format(names=names, n=n, temp=temp, op=op, table=table, same=same),
-        [DELETE],
-    ).rowcount
-    expected = _value(conn, sql.SQL("SELECT coalesce(sum({}), 0) FROM {} WHERE {} = %s").format(n, temp, op), [DELETE])
-    if deleted != expected:
-        raise CannotFollow(f"the table lacks {expected - deleted} of the rows the delta deletes")
-    conn.execute(
-        sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}, generate_series(1, {}) WHERE {} = %s").format(
-            table, names, names, temp, n, op
-        ),
-        [INSERT],
-    )
-
-
-def _value(conn: psycopg.Connection, query, params: list) -> object:
-    """The one value a query answers."""
-    row = conn.execute(query, params).fetchone()
-    assert row is not None, "an aggregate or a function call answers one row"
-    return row[0]
 
 
 def _transient(error: psycopg.Error) -> bool:
