@@ -269,6 +269,9 @@ def test_keyed_view_follows_rounds_schema_changes_and_a_killed_apply(api, data_d
         with pytest.raises(CannotFollow, match="not the view"):
             publisher.destination.apply("hand-made", 99, columns, key, [update], False)
         assert table_rows(url, "wh.items", "id") == held and publisher.destination.applied() == sync["id"]
+        # rebuilt in place (the same columns: emptied, loaded, its key built again), it is the view again
+        publisher.destination.rebuild(sync["id"], len(steps), columns, key, publisher.rows(), False, "repaired")
+        assert same_rows(table_rows(url, "wh.items", "id"), truth)
         with psycopg.connect(url) as c:
             types = dict(
                 c.execute(
@@ -292,7 +295,12 @@ def test_keyed_view_follows_rounds_schema_changes_and_a_killed_apply(api, data_d
         assert key == [("id",)]
         syncs = [s["id"] for s in reversed(api.http.get("/v1/views/dpg_items/syncs").json())]
         assert [s for s, _ in log] == syncs, "each sync recorded once, in order"
-        assert [bool(why) for _, why in log] == [step in ("load", "drop") for step in steps]
+        assert [why for _, why in log] == [
+            "table wh.items does not exist",
+            *[None] * 5,
+            publisher.rebuilds[-1],
+            "repaired",
+        ], log
     finally:
         agent.stop()
 
@@ -358,5 +366,9 @@ def test_multiset_view_holds_each_row_as_often_as_the_source(api, data_dir, post
             ).fetchall()
         # no key: only the index a delete's lookups use, over the columns of bounded width
         assert [(unique, d.split(" USING ")[1]) for unique, d in indexes] == [(False, "btree (at, v)")], indexes
+        publisher.destination.rebuild(sync["id"], 6, *publisher.shape()[:2], publisher.rows(), True, "again")
+        with psycopg.connect(url) as c:
+            assert Counter(c.execute(f"SELECT {', '.join(READINGS)} FROM wh.bag").fetchall()) == truth
+            assert c.execute("SELECT count(*) FROM pg_index WHERE indrelid = 'wh.bag'::regclass").fetchone() == (1,)
     finally:
         agent.stop()

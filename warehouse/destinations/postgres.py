@@ -29,7 +29,7 @@ from psycopg import sql
 
 from protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
-from warehouse.destinations.postgres_apply import apply_delta, create, value
+from warehouse.destinations.postgres_apply import apply_delta, create, drop_indexes, index, value
 from warehouse.destinations.postgres_copy import copy_into, logical_type, pg_type, repeated
 from warehouse.errors import DestinationError
 from warehouse.viewdef.widening import widens
@@ -116,6 +116,8 @@ class PostgresDestination:
         self.schema, self.name = split_table(table)
         self.table = sql.Identifier(self.schema, self.name)
         self.log = sql.Identifier(self.schema, APPLIED)
+        #: The name of a multiset table's index (postgres_apply.index), within 63 bytes.
+        self.rows_index = (self.schema, f"{self.name[:46]}_deltasieve_rows")
 
     def describe(self) -> dict:
         return {"kind": KIND, "url": masked(self.url), "table": f"{self.schema}.{self.name}"}
@@ -146,12 +148,14 @@ class PostgresDestination:
         with self._connect() as conn, conn.transaction():
             self._begin(conn)
             if self._shape(conn) == ({c.name: c.type for c in columns}, key):
+                drop_indexes(conn, self.table, self.rows_index)
                 conn.execute(sql.SQL("TRUNCATE {}").format(self.table))
             else:  # created anew with the view's columns (a table of other columns cannot take them)
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
-                create(conn, self.table, columns, key)
+                create(conn, self.table, columns)
             targets = [sql.Identifier(c.name) for c in columns]
             copy_into(conn, self.table, targets, repeated(rows), columns)
+            index(conn, self.table, self.rows_index, columns, key)
             self._record(conn, sync_id, version, rebuild=reason)
 
     def apply(

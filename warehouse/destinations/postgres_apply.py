@@ -13,7 +13,7 @@ inserted one added with generate_series. A row is matched by all its columns, NU
 NULL; an equality joined with IS NOT DISTINCT FROM can be neither hashed nor looked up in an
 index, so the deleted rows are taken in groups of the same NULL columns, each joined with
 `=` on its other columns and IS NULL on those: a hash join, or index lookups on the table's
-index over its first bounded-width columns (`create`) where the planner prefers them.
+index over its first bounded-width columns (`index`) where the planner prefers them.
 
 Either way, a delete (or update) of a row the table lacks means the table is not the view
 the delta was computed from: CannotFollow, and the caller rebuilds it.
@@ -43,16 +43,35 @@ _BOUNDED = ("int", "float", "decimal", "bool", "date", "timestamp", "timestamptz
 INDEX_COLUMNS = 4
 
 
-def create(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column], key: list[str]) -> None:
-    """Create the table of a view: its columns, its key as primary key; without a key (a
-    multiset), an index over its first bounded-width columns, if it has any."""
+def create(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column]) -> None:
+    """Create the table of a view with its columns (its indexes come after its load: `index`)."""
     parts = [sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(pg_type(c.type))) for c in columns]
-    if key:
-        parts.append(sql.SQL("PRIMARY KEY ({})").format(_names(key)))
     conn.execute(sql.SQL("CREATE TABLE {} ({})").format(table, sql.SQL(", ").join(parts)))
+
+
+def index(
+    conn: psycopg.Connection, table: sql.Identifier, rows_index: tuple[str, str], columns: list[Column], key: list[str]
+) -> None:
+    """Give a loaded table its key as primary key or, without a key (a multiset), the index
+    `rows_index` (schema, name) over its first bounded-width columns, if it has any: built at once after a
+    load, which is quicker than keeping it row by row during the COPY."""
     indexed = [c.name for c in columns if c.type.kind in _BOUNDED][:INDEX_COLUMNS]
-    if not key and indexed:
-        conn.execute(sql.SQL("CREATE INDEX ON {} ({})").format(table, _names(indexed)))
+    if key:
+        conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(table, _names(key)))
+    elif indexed:
+        conn.execute(
+            sql.SQL("CREATE INDEX {} ON {} ({})").format(sql.Identifier(rows_index[1]), table, _names(indexed))
+        )
+
+
+def drop_indexes(conn: psycopg.Connection, table: sql.Identifier, rows_index: tuple[str, str]) -> None:
+    """Drop what `index` made (a user's own indexes stay), before the table is loaded again."""
+    key = conn.execute(
+        "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'", [table.as_string(conn)]
+    ).fetchall()
+    for (name,) in key:
+        conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(table, sql.Identifier(name)))
+    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(*rows_index)))
 
 
 def apply_delta(
