@@ -15,9 +15,25 @@ half deletes of rows it holds (by ctid, through the table's index), half inserts
 
     python scripts/pg_destination_load.py --rows 1000000 --repeat 3
 
-Results (2026-11-27, PostgreSQL 15 on loopback, fsync off, 2 cores shared with other work,
-median of 3; numbers under load vary by +-30 %): see the table printed; the figures of the
-commit are in docs/views/destination-postgres.md.
+Results (2026-11-27, 1M rows, PostgreSQL 15 on loopback, fsync off, 2 cores shared with
+other work, median of 3; two earlier runs, under heavier load and before the rebuild built
+its key after the load, were 2-3x slower with the same ranks, (d) and (e) within each
+other's noise):
+
+| way | median s | runs (s) |
+|---|---:|---|
+| (a) rebuild: CSV COPY | 5.92 | 6.32, 5.82, 5.92 |
+| (b) binary COPY, psycopg write_row | 10.56 | 12.84, 9.91, 10.56 |
+| (c) ADBC ingest (binary COPY in C) | 4.26 | 4.26, 3.64, 4.27 |
+| (d) apply 1,000 lines: ON CONFLICT DO UPDATE + DELETE | 0.15 | 0.15, 0.15, 0.11 |
+| (d) apply 10,000 lines: ON CONFLICT DO UPDATE + DELETE | 0.54 | 0.54, 0.63, 0.43 |
+| (d) apply 100,000 lines: ON CONFLICT DO UPDATE + DELETE | 2.17 | 2.17, 3.17, 2.05 |
+| (e) apply 1,000 lines: DELETE + INSERT | 0.13 | 0.11, 0.13, 0.13 |
+| (e) apply 10,000 lines: DELETE + INSERT | 0.61 | 0.63, 0.61, 0.37 |
+| (e) apply 100,000 lines: DELETE + INSERT | 2.62 | 2.62, 3.43, 2.36 |
+| (f) multiset rebuild: CSV COPY | 6.36 | 8.50, 6.36, 4.52 |
+| (g) multiset apply 1,000 lines (half deletes by ctid) | 0.09 | 0.16, 0.04, 0.09 |
+| (g) multiset apply 10,000 lines (half deletes by ctid) | 0.46 | 0.55, 0.31, 0.46 |
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pyarrow as pa
@@ -229,6 +230,12 @@ def test_keyed_view_follows_rounds_schema_changes_and_a_killed_apply(api, data_d
     url = postgres.owner_url
     publisher = Publisher(api, data_dir, "dpg_items", PostgresDestination(url, "wh.items", "dpg_items"))
     assert publisher.destination.applied() is None
+    password = urlsplit(url).password
+    assert password and password not in str(publisher.destination.describe())
+    wrong = PostgresDestination(url.replace(password, password[::-1]), "wh.items", "dpg_items")
+    with pytest.raises(DestinationError) as refused:
+        wrong.applied()
+    assert "password authentication failed" in str(refused.value) and password[::-1] not in str(refused.value)
     try:
         api.add_source("dpg", agent.url)
         r = api.http.post("/v1/views", json={"name": "dpg_items", "table": "dpg.items"})

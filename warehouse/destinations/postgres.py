@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
 import pyarrow as pa
@@ -193,8 +193,12 @@ class PostgresDestination:
             raise DestinationError(self._scrub(f"{self.describe()['table']}: {e}"), transient=_transient(e)) from None
 
     def _scrub(self, text: str) -> str:
-        password = urlsplit(self.url).password
-        return text.replace(password, "***") if password else text
+        """`text` without the url's password, as written in it or percent-decoded (as libpq may echo it)."""
+        parts = urlsplit(self.url)
+        secrets = [parts.password or ""] + re.findall(r"(?:^|&)password=([^&]*)", parts.query)
+        for secret in {s for raw in secrets if raw for s in (raw, unquote(raw))}:
+            text = text.replace(secret, "***")
+        return text
 
     def _begin(self, conn: psycopg.Connection) -> None:
         """Take the table's lock (one writer at a time) and make the schema's bookkeeping table."""

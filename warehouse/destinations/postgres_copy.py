@@ -4,8 +4,9 @@ type, and CSV written by Arrow's C writer.
 CSV rather than COPY's binary format: every logical type has an exact text form (floats in
 their shortest round-trip digits, decimals and timestamps as digits, dates as ISO text,
 bytea in hex), Arrow writes it in C, and no value but bytes' passes through Python; psycopg's
-binary COPY converts every value in Python and took twice as long at 1M rows
-(scripts/pg_destination_load.py).
+binary COPY converts every value in Python and took 10.6 s to load 1M rows where CSV took
+5.9 (scripts/pg_destination_load.py). ADBC's binary ingest (4.3 s) runs on a connection of
+its own, outside the transaction that records the sync.
 """
 
 from __future__ import annotations
