@@ -35,6 +35,11 @@ from warehouse.errors import DestinationError
 from warehouse.viewdef.widening import widens
 
 KIND = "postgres"
+#: Said beside PostgreSQL's error when a key column of the view held NULL.
+NULL_KEY = (
+    " (the view's key holds NULL, as the key of a LEFT JOIN's table may; a primary key cannot, "
+    "so this view cannot be published to PostgreSQL)"
+)
 #: The table listing, per view, the syncs its table holds (the issue names its columns).
 APPLIED = "deltasieve_applied"
 #: The schema a table named without one goes to.
@@ -190,7 +195,9 @@ class PostgresDestination:
         except CannotFollow:
             raise
         except psycopg.Error as e:
-            raise DestinationError(self._scrub(f"{self.describe()['table']}: {e}"), transient=_transient(e)) from None
+            why = NULL_KEY if isinstance(e, psycopg.errors.NotNullViolation) else ""
+            message = self._scrub(f"{self.describe()['table']}: {e}{why}")
+            raise DestinationError(message, transient=_transient(e)) from None
 
     def _scrub(self, text: str) -> str:
         """`text` without the url's password, as written in it or percent-decoded (as libpq may echo it)."""
@@ -203,18 +210,18 @@ class PostgresDestination:
     def _begin(self, conn: psycopg.Connection) -> None:
         """Take the table's lock (one writer at a time) and make the schema's bookkeeping table."""
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"deltasieve:{self.schema}.{self.name}"])
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
-        try:
-            with conn.transaction():  # a savepoint: another view's writer may create it at the same time
-                conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} (view text NOT NULL, sync_id text NOT NULL, "
-                        "applied_at timestamptz NOT NULL DEFAULT clock_timestamp(), version bigint, "
-                        "rebuild text, seq bigserial NOT NULL, PRIMARY KEY (view, sync_id))"
-                    ).format(self.log)
-                )
-        except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
-            pass
+        schema = sql.Identifier(self.schema)
+        if value(conn, "SELECT to_regnamespace(%s)", [schema.as_string(conn)]) is None:
+            _create_missing(conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+        if value(conn, "SELECT to_regclass(%s)", [self.log.as_string(conn)]) is None:
+            _create_missing(
+                conn,
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (view text NOT NULL, sync_id text NOT NULL, "
+                    "applied_at timestamptz NOT NULL DEFAULT clock_timestamp(), version bigint, "
+                    "rebuild text, seq bigserial NOT NULL, PRIMARY KEY (view, sync_id))"
+                ).format(self.log),
+            )
 
     def _record(self, conn: psycopg.Connection, sync_id: str, version: int, rebuild: str | None) -> None:
         """Record `sync_id` as the table's latest (a rebuild says why in `rebuild`)."""
@@ -270,6 +277,17 @@ class PostgresDestination:
                 changes.append(sql.SQL("ALTER COLUMN {} TYPE {} USING {}::{}").format(name, new, name, new))
         if changes:
             conn.execute(sql.SQL("ALTER TABLE {} ").format(self.table) + sql.SQL(", ").join(changes))
+
+
+def _create_missing(conn: psycopg.Connection, statement: sql.Composed) -> None:
+    """Create what was missing (asked first: CREATE ... IF NOT EXISTS needs the privilege to
+    create even where the object exists), in a savepoint: another view's writer may create
+    it at the same time, and IF NOT EXISTS does not shield a concurrent creation."""
+    try:
+        with conn.transaction():
+            conn.execute(statement)
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable, psycopg.errors.DuplicateSchema):
+        pass
 
 
 def _transient(error: psycopg.Error) -> bool:
