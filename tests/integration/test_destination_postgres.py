@@ -379,3 +379,63 @@ def test_multiset_view_holds_each_row_as_often_as_the_source(api, data_dir, post
             assert c.execute("SELECT count(*) FROM pg_index WHERE indrelid = 'wh.bag'::regclass").fetchone() == (1,)
     finally:
         agent.stop()
+
+
+# --- a LEFT JOIN's key: NULL in the view's key ----------------------------------------------
+
+
+def test_left_join_key_holding_null_gets_a_unique_index_where_null_matches_null(
+    api, data_dir, postgres, tmp_path, logs_dir
+):
+    """Customers and their orders, a customer without orders as (customer, NULL): the key
+    (id, order_id) holds NULL, which a primary key cannot. Loaded before any customer lacks
+    orders, the table has a primary key; the first NULL makes the apply refuse and the
+    table is rebuilt with a unique index NULLS NOT DISTINCT, which later applies use."""
+    path, rng = tmp_path / "shop.db", random.Random(17)
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer INTEGER NOT NULL, total DECIMAL(8,2))")
+        c.executemany("INSERT INTO customers VALUES (?, ?)", [(i, f"c{i}") for i in range(1, 31)])
+        c.executemany("INSERT INTO orders VALUES (?, ?, ?)", [(i, 1 + i % 30, f"{i}.25") for i in range(1, 91)])
+    truth_sql = (
+        "SELECT c.id, c.name, o.id AS order_id, o.total FROM customers c LEFT JOIN orders o ON o.customer = c.id"
+    )
+    agent = start_agent(f"sqlite:///{path}", logs_dir)
+    url = postgres.owner_url
+    publisher = Publisher(api, data_dir, "dpg_shop", PostgresDestination(url, "wh.shop", "dpg_shop"))
+    try:
+        api.add_source("dpgshop", agent.url)
+        view = api.add_view(
+            "dpg_shop", truth_sql.replace("customers", "dpgshop.customers").replace("orders o", "dpgshop.orders o")
+        )
+        assert view["key"] == ["id", "order_id"], view
+        for version in range(1, 5):
+            if version > 1:
+                with sqlite3.connect(path) as c:
+                    orders = [i for (i,) in c.execute("SELECT id FROM orders")]
+                    for i in rng.sample(orders, 25):  # some customers lose their last order
+                        c.execute("DELETE FROM orders WHERE id = ?", (i,))
+                    c.execute("UPDATE customers SET name = name || '+' WHERE id % 4 = ?", (version % 4,))
+                    c.executemany(
+                        "INSERT INTO orders (customer, total) VALUES (?, ?)", [(rng.randint(1, 30), "9.50")] * 3
+                    )
+            with sqlite3.connect(path) as c:
+                truth = Counter(
+                    (i, n, o, None if t is None else Decimal(str(t))) for i, n, o, t in c.execute(truth_sql)
+                )
+            publisher.publish(api.sync("dpg_shop"), version)
+            with psycopg.connect(url) as c:
+                got = Counter(c.execute("SELECT id, name, order_id, total FROM wh.shop").fetchall())
+            assert got == truth, f"sync {version}: {(got - truth) + (truth - got)}"
+        assert any(o is None for _, _, o, _ in truth), "some customer must have lost every order"
+        assert publisher.rebuilds == [
+            "table wh.shop does not exist",
+            "the view's key holds NULL now, which the table's primary key cannot",
+        ]
+        with psycopg.connect(url) as c:
+            indexes = c.execute(
+                "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'wh.shop'::regclass"
+            ).fetchall()
+        assert [d.split(" USING ")[1] for (d,) in indexes] == ["btree (id, order_id) NULLS NOT DISTINCT"], indexes
+    finally:
+        agent.stop()

@@ -2,8 +2,8 @@
 applied in one transaction that also records the sync (#37).
 
 The table has the view's columns in the exactly matching PostgreSQL types (`pg_type`), the
-view's key as its primary key; a multiset view's table has no key and holds each row as
-often as the view does. Beside it, in the same schema, `deltasieve_applied` lists the syncs
+view's key as its primary key (or, where the key holds NULL, a unique index that lets NULL
+match NULL); a multiset view's table has no key and holds each row as often as the view does. Beside it, in the same schema, `deltasieve_applied` lists the syncs
 whose changes each view's table holds: a rebuild or an apply writes its row in the
 transaction that changes the data, so the warehouse database itself says where the table
 stands (`applied`), and a crash anywhere leaves either both or neither.
@@ -35,11 +35,6 @@ from warehouse.errors import DestinationError
 from warehouse.viewdef.widening import widens
 
 KIND = "postgres"
-#: Said beside PostgreSQL's error when a key column of the view held NULL.
-NULL_KEY = (
-    " (the view's key holds NULL, as the key of a LEFT JOIN's table may; a primary key cannot, "
-    "so this view cannot be published to PostgreSQL)"
-)
 #: The table listing, per view, the syncs its table holds (the issue names its columns).
 APPLIED = "deltasieve_applied"
 #: The schema a table named without one goes to.
@@ -121,8 +116,8 @@ class PostgresDestination:
         self.schema, self.name = split_table(table)
         self.table = sql.Identifier(self.schema, self.name)
         self.log = sql.Identifier(self.schema, APPLIED)
-        #: The name of a multiset table's index (postgres_apply.index), within 63 bytes.
-        self.rows_index = (self.schema, f"{self.name[:46]}_deltasieve_rows")
+        #: The index postgres_apply.index makes beside or instead of a primary key (within 63 bytes).
+        self.own_index = (self.schema, f"{self.name[:52]}_deltasieve")
 
     def describe(self) -> dict:
         return {"kind": KIND, "url": masked(self.url), "table": f"{self.schema}.{self.name}"}
@@ -152,15 +147,16 @@ class PostgresDestination:
         key = [] if multiset else key
         with self._connect() as conn, conn.transaction():
             self._begin(conn)
-            if self._shape(conn) == ({c.name: c.type for c in columns}, key):
-                drop_indexes(conn, self.table, self.rows_index)
+            shape = self._shape(conn)
+            if shape is not None and shape[:2] == ({c.name: c.type for c in columns}, key):
+                drop_indexes(conn, self.table, self.own_index)
                 conn.execute(sql.SQL("TRUNCATE {}").format(self.table))
             else:  # created anew with the view's columns (a table of other columns cannot take them)
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
                 create(conn, self.table, columns)
             targets = [sql.Identifier(c.name) for c in columns]
             copy_into(conn, self.table, targets, repeated(rows), columns)
-            index(conn, self.table, self.rows_index, columns, key)
+            index(conn, self.table, self.own_index, columns, key)
             self._record(conn, sync_id, version, rebuild=reason)
 
     def apply(
@@ -182,8 +178,8 @@ class PostgresDestination:
             ).fetchone()
             if done:
                 return
-            self._evolve(conn, columns, key)
-            apply_delta(conn, self.table, columns, key, delta, multiset)
+            nullable_key = self._evolve(conn, columns, key)
+            apply_delta(conn, self.table, columns, key, delta, multiset, nullable_key)
             self._record(conn, sync_id, version, rebuild=None)
 
     @contextmanager
@@ -195,8 +191,7 @@ class PostgresDestination:
         except CannotFollow:
             raise
         except psycopg.Error as e:
-            why = NULL_KEY if isinstance(e, psycopg.errors.NotNullViolation) else ""
-            message = self._scrub(f"{self.describe()['table']}: {e}{why}")
+            message = self._scrub(f"{self.describe()['table']}: {e}")
             raise DestinationError(message, transient=_transient(e)) from None
 
     def _scrub(self, text: str) -> str:
@@ -234,9 +229,10 @@ class PostgresDestination:
             [self.view, sync_id, version, rebuild, self.log.as_string(conn)],
         )
 
-    def _shape(self, conn: psycopg.Connection) -> tuple[dict[str, LogicalType | None], list[str]] | None:
-        """The table's columns (their logical types; None for a type no view column has) and
-        primary key, None when there is no table."""
+    def _shape(self, conn: psycopg.Connection) -> tuple[dict[str, LogicalType | None], list[str], bool] | None:
+        """The table's columns (their logical types; None for a type no view column has), its
+        key (the primary key's columns, or those of the unique index that lets NULL match
+        NULL), and whether it is that index; None when there is no table."""
         oid = value(conn, "SELECT to_regclass(%s)::oid", [self.table.as_string(conn)])
         if oid is None:
             return None
@@ -246,21 +242,23 @@ class PostgresDestination:
             [oid],
         ).fetchall()
         key = conn.execute(
-            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = %s AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)",
-            [oid],
+            "SELECT a.attname, i.indisprimary FROM pg_index i "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = %s AND (i.indisprimary OR (i.indisunique AND i.indexrelid = to_regclass(%s))) "
+            "ORDER BY array_position(i.indkey::int2[], a.attnum)",
+            [oid, sql.Identifier(*self.own_index).as_string(conn)],
         ).fetchall()
-        return {name: logical_type(t) for name, t in columns}, [k for (k,) in key]
+        return {name: logical_type(t) for name, t in columns}, [k for k, _ in key], any(not p for _, p in key)
 
-    def _evolve(self, conn: psycopg.Connection, columns: list[Column], key: list[str]) -> None:
+    def _evolve(self, conn: psycopg.Connection, columns: list[Column], key: list[str]) -> bool:
         """Alter the table to `columns` where that keeps every row (columns added, types
-        widened); CannotFollow otherwise."""
+        widened), CannotFollow otherwise; whether its key may hold NULL."""
         shape = self._shape(conn)
         if shape is None:
             raise CannotFollow(f"table {self.schema}.{self.name} does not exist")
-        have, have_key = shape
+        have, have_key, nullable_key = shape
         if have_key != key:
-            raise CannotFollow(f"the table's primary key is ({', '.join(have_key)}), the view's ({', '.join(key)})")
+            raise CannotFollow(f"the table's key is ({', '.join(have_key)}), the view's ({', '.join(key)})")
         wanted = {c.name: c.type for c in columns}
         gone = [name for name in have if name not in wanted]
         if gone:
@@ -277,6 +275,7 @@ class PostgresDestination:
                 changes.append(sql.SQL("ALTER COLUMN {} TYPE {} USING {}::{}").format(name, new, name, new))
         if changes:
             conn.execute(sql.SQL("ALTER TABLE {} ").format(self.table) + sql.SQL(", ").join(changes))
+        return nullable_key
 
 
 def _create_missing(conn: psycopg.Connection, statement: sql.Composed) -> None:

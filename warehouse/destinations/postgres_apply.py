@@ -50,28 +50,42 @@ def create(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column
 
 
 def index(
-    conn: psycopg.Connection, table: sql.Identifier, rows_index: tuple[str, str], columns: list[Column], key: list[str]
+    conn: psycopg.Connection, table: sql.Identifier, own_index: tuple[str, str], columns: list[Column], key: list[str]
 ) -> None:
-    """Give a loaded table its key as primary key or, without a key (a multiset), the index
-    `rows_index` (schema, name) over its first bounded-width columns, if it has any: built at once after a
-    load, which is quicker than keeping it row by row during the COPY."""
-    indexed = [c.name for c in columns if c.type.kind in _BOUNDED][:INDEX_COLUMNS]
+    """Give a loaded table its key, built at once after the load (quicker than row by row
+    during the COPY): a primary key; where the rows hold NULL in the key (a LEFT JOIN's
+    table's key), the unique index `own_index` (schema, name) NULLS NOT DISTINCT (PostgreSQL
+    15 on), since a primary key cannot hold NULL. Without a key (a multiset), `own_index`
+    over its first bounded-width columns, if it has any, for a delete's lookups."""
     if key:
-        conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(table, _names(key)))
-    elif indexed:
-        conn.execute(
-            sql.SQL("CREATE INDEX {} ON {} ({})").format(sql.Identifier(rows_index[1]), table, _names(indexed))
-        )
+        any_null = sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in key)
+        if value(conn, sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {})").format(table, any_null)):
+            conn.execute(
+                sql.SQL("CREATE UNIQUE INDEX {} ON {} ({}) NULLS NOT DISTINCT").format(
+                    sql.Identifier(own_index[1]), table, _names(key)
+                )
+            )
+        else:
+            conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(table, _names(key)))
+        return
+    indexed = [c.name for c in columns if c.type.kind in _BOUNDED][:INDEX_COLUMNS]
+    if indexed:
+        conn.execute(sql.SQL("CREATE INDEX {} ON {} ({})").format(sql.Identifier(own_index[1]), table, _names(indexed)))
 
 
-def drop_indexes(conn: psycopg.Connection, table: sql.Identifier, rows_index: tuple[str, str]) -> None:
-    """Drop what `index` made (a user's own indexes stay), before the table is loaded again."""
-    key = conn.execute(
-        "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'", [table.as_string(conn)]
-    ).fetchall()
-    for (name,) in key:
+def drop_indexes(conn: psycopg.Connection, table: sql.Identifier, own_index: tuple[str, str]) -> None:
+    """Drop what `index` made (a user's own indexes stay), before the table is loaded again:
+    the primary key and the NOT NULL it put on its columns (the rows to come may hold NULL
+    there), or `own_index`."""
+    oid = value(conn, "SELECT to_regclass(%s)::oid", [table.as_string(conn)])
+    for (name,) in conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s AND contype = 'p'", [oid]):
         conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(table, sql.Identifier(name)))
-    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(*rows_index)))
+    not_null = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND attnotnull AND NOT attisdropped", [oid]
+    ).fetchall()
+    for (name,) in not_null:
+        conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP NOT NULL").format(table, sql.Identifier(name)))
+    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(*own_index)))
 
 
 def apply_delta(
@@ -81,8 +95,10 @@ def apply_delta(
     key: list[str],
     delta: Iterable[pa.RecordBatch],
     multiset: bool,
+    nullable_key: bool,
 ) -> None:
-    """Copy the delta into a temporary table (dropped at commit) and apply it to `table`."""
+    """Copy the delta into a temporary table (dropped at commit) and apply it to `table`
+    (`nullable_key`: its key is a unique index that lets NULL match NULL, `index`)."""
     names = _names([c.name for c in columns])
     conn.execute(
         sql.SQL(
@@ -95,8 +111,11 @@ def apply_delta(
     conn.execute(sql.SQL("ANALYZE {}").format(_TEMP))  # the planner then sizes the delta right
     if multiset:
         _apply_multiset(conn, table, columns)
-    else:
-        _apply_keyed(conn, table, columns, key)
+        return
+    any_null = sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in key)
+    if not nullable_key and value(conn, sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {})").format(_TEMP, any_null)):
+        raise CannotFollow("the view's key holds NULL now, which the table's primary key cannot")
+    _apply_keyed(conn, table, columns, key, nullable_key)
 
 
 def _counted(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
@@ -105,9 +124,14 @@ def _counted(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
         yield batch.append_column(COUNT, pa.array([1] * batch.num_rows, pa.int64()))
 
 
-def _apply_keyed(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column], key: list[str]) -> None:
+def _apply_keyed(
+    conn: psycopg.Connection, table: sql.Identifier, columns: list[Column], key: list[str], nullable_key: bool
+) -> None:
     op, names = sql.Identifier(_OP), _names([c.name for c in columns])
-    on = sql.SQL(" AND ").join(sql.SQL("t.{0} = d.{0}").format(sql.Identifier(k)) for k in key)
+    # NULL matching NULL where the key may hold it; such a join cannot use the index, and
+    # costs a scan of the table (docs/views/destination-postgres.md)
+    same = sql.SQL("t.{0} IS NOT DISTINCT FROM d.{0}" if nullable_key else "t.{0} = d.{0}")
+    on = sql.SQL(" AND ").join(same.format(sql.Identifier(k)) for k in key)
     values = [c.name for c in columns if c.name not in key] or key[:1]  # a view of key columns only sets one to itself
     sets = sql.SQL(", ").join(sql.SQL("{0} = excluded.{0}").format(sql.Identifier(n)) for n in values)
     # xmax = 0 on a returned row: the INSERT made it, no conflict updated it; an update line
