@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import psycopg
 import pyarrow as pa
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
@@ -37,6 +38,10 @@ from warehouse.viewdef.widening import widens
 KIND = "postgres"
 #: The table listing, per view, the syncs its table holds (the issue names its columns).
 APPLIED = "deltasieve_applied"
+#: Seconds to wait for the warehouse to answer a connection, unless the url says
+#: (connect_timeout=): libpq waits as long as TCP does, and a destination that is down
+#: should fail its attempt and be retried, not hold its applier for minutes.
+CONNECT_TIMEOUT_S = 10
 #: The schema a table named without one goes to.
 DEFAULT_SCHEMA = "public"
 #: A name the table option accepts: PostgreSQL's unquoted identifier, at most 63 bytes. It is
@@ -186,7 +191,12 @@ class PostgresDestination:
     def _connect(self) -> Iterator[psycopg.Connection]:
         """A connection, errors told without the url's password."""
         try:
-            with psycopg.connect(self.url, autocommit=True) as conn:
+            url = (
+                self.url
+                if "connect_timeout" in self.url
+                else make_conninfo(self.url, connect_timeout=CONNECT_TIMEOUT_S)
+            )
+            with psycopg.connect(url, autocommit=True) as conn:
                 yield conn
         except CannotFollow:
             raise
