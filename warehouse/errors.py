@@ -82,3 +82,11 @@ class Cancelled(WarehouseError):
     """The sync was cancelled (DELETE /v1/views/{name}/syncs/{id}) before it committed."""
 
     code = "cancelled"
+
+
+class DestinationError(WarehouseError):
+    """A destination (destinations/) failed to take a sync's changes; `transient` when a retry may help."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
