@@ -62,7 +62,8 @@ def test_both_destinations_follow_every_sync_once_and_in_order(api, postgres, tm
     owner = psycopg.connect(postgres.owner_url, autocommit=True)
     owner.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
     owner.execute(f"CREATE SCHEMA wh AUTHORIZATION {ROLE}")
-    owner.execute(f'GRANT CONNECT ON DATABASE "{postgres.name}" TO {ROLE}')
+    # what the destination needs: its schema, and temporary tables (each delta is copied into one)
+    owner.execute(f'GRANT CONNECT, TEMPORARY ON DATABASE "{postgres.name}" TO {ROLE}')
     parts = urlsplit(postgres.owner_url)
     url = urlunsplit(parts._replace(netloc=f"{ROLE}:{PASSWORD}@{parts.hostname}:{parts.port}"))
     try:

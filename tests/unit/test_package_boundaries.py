@@ -15,10 +15,16 @@ import pytest
 SCRIPT = """
 import importlib, json, pkgutil, sys
 package = importlib.import_module(sys.argv[1])
+skipped = tuple(sys.argv[2:])
 for m in pkgutil.walk_packages(package.__path__, sys.argv[1] + "."):
-    importlib.import_module(m.name)
+    if not (skipped and m.name.startswith(skipped)):
+        importlib.import_module(m.name)
 print(json.dumps(sorted(sys.modules)))
 """
+#: Warehouse modules that write to a database: the PostgreSQL destination, which the service's
+#: publisher opens only for a view published there (warehouse/destinations/__init__.py imports
+#: it lazily); Spark's driver and executors never load it.
+WRITERS = ("warehouse.destinations.postgres",)
 
 DRIVERS = ("psycopg", "psycopg2", "sqlite3", "pymysql", "MySQLdb", "adbc_driver_postgresql", "duckdb")
 
@@ -31,8 +37,9 @@ FORBIDDEN = {
 
 
 @functools.cache  # a fresh interpreter per package, once for every test that asks
-def loaded_by(package: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, package], capture_output=True, text=True, check=True)
+def loaded_by(package: str, *skipped: str) -> list[str]:
+    """The modules loaded by importing every module of `package` but those under `skipped`."""
+    out = subprocess.run([sys.executable, "-c", SCRIPT, package, *skipped], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -45,5 +52,5 @@ def test_a_side_loads_nothing_of_the_other(package):
 
 
 def test_the_warehouse_loads_no_database_driver():
-    drivers = [m for m in loaded_by("warehouse") if m.split(".")[0] in DRIVERS]
+    drivers = [m for m in loaded_by("warehouse", *WRITERS) if m.split(".")[0] in DRIVERS]
     assert drivers == [], f"warehouse loads database drivers: {drivers}"

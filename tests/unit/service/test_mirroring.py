@@ -56,7 +56,7 @@ def definer(catalog: Catalog, tmp_path, before=None) -> mirroring.Define:
     def define(written: str):
         if before is not None:
             before(written)
-        return define_table_view(written, SCHEMAS, catalog, settings, "auto", None, "evolve")
+        return define_table_view(written, SCHEMAS, catalog, settings, "auto", None, "evolve", [])
 
     return define
 
@@ -86,10 +86,10 @@ def test_a_view_created_meanwhile(catalog, tmp_path):
 
     def other_request(written: str) -> None:
         if written == "src.orders":
-            definition, options = define_table_view(written, SCHEMAS, catalog, settings, "auto", None, "evolve")
+            definition, options = define_table_view(written, SCHEMAS, catalog, settings, "auto", None, "evolve", [])
             catalog.add_view("src_orders", definition.sql, definition.to_json(), options)
         if written == "src.logs":
-            sql_view = define_table_view("src.orders", SCHEMAS, catalog, settings, "auto", None, "evolve")[0]
+            sql_view = define_table_view("src.orders", SCHEMAS, catalog, settings, "auto", None, "evolve", [])[0]
             as_sql = {**sql_view.to_json(), "table": None}
             catalog.add_view("src_logs", "SELECT ...", as_sql, ViewOptions.model_validate({"strategy": "auto"}))
 
