@@ -94,3 +94,69 @@ def test_a_projection_keeps_rows_and_statistics_and_reads_nothing(tmp_path, spar
     assert redefine.project(spark, stored, staged, NEW, OLD) == 1
     assert pq.read_table(staged.fragment(0)).to_pylist() == [{"id": 1, "a": "x", TNO: 6, UNO: 2}]
     assert (staged.site_dir(0) / "deletions").is_dir()
+
+
+def _multiset(*columns: str) -> ViewDef:
+    """A multiset view of one grouped site: every column nullable (a flag beside it), a count."""
+    cols = _cols(*columns)
+    flags = _cols(*(f"__ds_null_{c.name} bool" for c in cols))
+    site = [*cols, *flags, *_cols("__ds_count int")]
+    nulls = {c.name: f.name for c, f in zip(cols, flags, strict=True)}
+    key = [c.name for c in cols + flags]
+    return ViewDef(
+        "", cols, [], [SiteQuery("s", "SELECT ...", site, key)], multiset={"count": "__ds_count", "nulls": nulls}
+    )
+
+
+def _grouped(root, number: int, view: ViewDef, rows: list[tuple]) -> Version:
+    """A stored version of a multiset view holding `rows`, each as often as it comes."""
+    names = [c.name for c in view.columns]
+    counted: dict = {}
+    for row in rows:
+        counted[row] = counted.get(row, 0) + 1
+    fillers = {"int": 0, "text": ""}
+    grouped = []
+    for row, n in counted.items():
+        line = {
+            name: fillers[c.type.kind] if v is None else v for name, c, v in zip(names, view.columns, row, strict=True)
+        }
+        line |= {f"__ds_null_{name}": v is None for name, v in zip(names, row, strict=True)}
+        grouped.append(line | {"__ds_count": n})
+    return _version(root, number, view.sites[0], grouped, [(1, 1)] * len(grouped))
+
+
+def test_a_multiset_difference_is_the_count_difference_of_each_row_null_equal_to_null(tmp_path, spark):
+    old = _multiset("a int", "b text")
+    new = _multiset("a int", "b text", "c int")
+    before = [(1, "x"), (1, "x"), (1, "x"), (2, None), (2, None), (3, "z"), (4, "w")]
+    after = [(1, "x", None), (2, None, None), (2, None, None), (2, None, None), (3, "z", 5), (5, None, None)]
+    stored, staged = _grouped(tmp_path, 1, old, before), _grouped(tmp_path, 2, new, after)
+    target = tmp_path / "delta"
+    assert redefine.difference(spark, stored, staged, old, new, target) == (3, 0, 4)
+    lines = sorted(
+        ((r[OP], r["a"], r["b"], r["c"], r["__ds_count"]) for r in pq.read_table(target).to_pylist()),
+        key=lambda line: (line[1], line[0]),
+    )
+    assert lines == [
+        ("delete", 1, "x", None, 2),  # 3 -> 1: the new column NULL matches the old rows
+        ("insert", 2, None, None, 1),  # 2 -> 3, NULL equal to NULL
+        ("delete", 3, "z", None, 1),  # c filled in: another row
+        ("insert", 3, "z", 5, 1),
+        ("delete", 4, "w", None, 1),
+        ("insert", 5, None, None, 1),
+    ]
+
+
+def test_a_multiset_difference_adds_up_old_rows_that_become_one_and_keeps_statistics_of_a_same_site(tmp_path, spark):
+    old = _multiset("a int", "b text")
+    new = _multiset("a int")
+    stored = _grouped(tmp_path, 1, old, [(1, "x"), (1, "y"), (2, "z")])
+    staged = _grouped(tmp_path, 2, new, [(1,), (1,), (2,), (2,)])
+    target = tmp_path / "delta"
+    assert redefine.difference(spark, stored, staged, old, new, target) == (1, 0, 0)
+    assert [(r[OP], r["a"], r["__ds_count"]) for r in pq.read_table(target).to_pylist()] == [("insert", 2, 1)]
+    assert redefine.carry_statistics(spark, stored, staged, old, new) == []  # another site: fresh statistics
+    again = _grouped(tmp_path, 3, old, [(1, "x"), (2, "z"), (2, "z")])
+    assert redefine.carry_statistics(spark, stored, again, old, old) == [0]
+    carried = {r["a"]: r[TNO] for r in pq.read_table(again.fragment(0)).to_pylist()}
+    assert carried == {1: 2, 2: 2}
