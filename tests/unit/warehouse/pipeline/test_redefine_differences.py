@@ -3,7 +3,9 @@
 Hand-made stored and staged versions of a one-site view, on a local Spark: the old rows are
 read with the new columns (a missing one NULL) and matched by the new key; rows that stay
 with equal values give no line; without the new key in the old rows, every row leaves and
-enters. The keys that survive keep their update statistics, one sync more.
+enters. The keys that survive keep their update statistics, one sync more. Of multiset
+views (one grouped site, or combinations of two), the count difference of each distinct
+row, NULL equal to NULL.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from protocol.types import arrow_schema
+from warehouse.multisets import combinations
 from warehouse.multisets.multiset import _cols
 from warehouse.names import OP, TNO, UNO
 from warehouse.pipeline import redefine
@@ -160,3 +163,32 @@ def test_a_multiset_difference_adds_up_old_rows_that_become_one_and_keeps_statis
     assert redefine.carry_statistics(spark, stored, again, old, old) == [0]
     carried = {r["a"]: r[TNO] for r in pq.read_table(again.fragment(0)).to_pylist()}
     assert carried == {1: 2, 2: 2}
+
+
+def test_a_multiset_over_two_sites_is_read_by_its_combinations_occurrences(tmp_path, spark):
+    """Stored combinations (a LEFT JOIN site padded) hold each content as often as the
+    product of their counts; the difference to a view of one site counts those."""
+    flagged = _cols("m text", "__ds_null_m bool", "__ds_count int")
+    sites = [
+        SiteQuery("a", "", flagged, ["m", "__ds_null_m"]),
+        SiteQuery("b", "", _cols("t text", "__ds_count int"), ["t"]),
+    ]
+    multiset = {"count": "__ds_count", "nulls": {"m": "__ds_null_m"}}
+    old = ViewDef("", _cols("m text"), [], sites, "SELECT ...", None, [1], multiset)
+    combos = [
+        {"m": "x", "__ds_null_m": False, "__ds_count_0": 2, "t": "p", "__ds_count_1": 3},
+        {"m": "x", "__ds_null_m": False, "__ds_count_0": 1, "t": "q", "__ds_count_1": 1},
+        {"m": "", "__ds_null_m": True, "__ds_count_0": 1, "t": None, "__ds_count_1": None},  # padded: once
+    ]
+    stored = Version(1, "sync1", tmp_path / "1")
+    stored.rows().mkdir(parents=True)
+    schema = arrow_schema(combinations.stored_view(old).columns)
+    pq.write_table(pa.Table.from_pylist(combos, schema=schema), stored.rows() / "part-0.parquet")
+    rows = sorted((r["m"] or "", r["__ds_count"]) for r in redefine.multiset_rows(spark, stored, old).collect())
+    assert rows == [("", 1), ("x", 1), ("x", 6)]
+    new = _multiset("m text")
+    staged = _grouped(tmp_path, 2, new, [("x",)] * 5 + [(None,), ("y",)])
+    target = tmp_path / "delta"
+    assert redefine.difference(spark, stored, staged, old, new, target) == (1, 0, 2)
+    lines = sorted((r[OP], r["m"], r["__ds_count"]) for r in pq.read_table(target).to_pylist())
+    assert lines == [("delete", "x", 2), ("insert", "y", 1)]
