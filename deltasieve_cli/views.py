@@ -225,7 +225,9 @@ def view_redefine(client: Client, out: Output, name: str, sql: str | None, table
     once; the rows keep the old one until the view's next sync applies it (trigger
     "redefine"): dropped columns are projected from the stored rows without reading the
     source, anything else reads the new definition in full. That sync's delta starts with a
-    "schema" line, followed by the exact difference. Options left out keep their values."""
+    "schema" line, followed by the exact difference (of a view without a key: lines with
+    counts). A view that gains or loses its key is loaded afresh, its history gone. Options
+    left out keep their values."""
     changed = client.put(f"/v1/views/{name}", definition_body(sql, table, options))
     if out.as_json:
         return out.json(changed)

@@ -135,7 +135,7 @@ class Catalog:
         self, name: str, sql: str, definition: dict, options: ViewOptions, drop_data: Callable[[], None]
     ) -> ViewRecord:
         """Give an existing view a new definition; its history and stored rows go (the next
-        sync loads it afresh: a view without a key, which is not redefined in place). Refused (Conflict) while a sync of the view is queued or running."""
+        sync loads it afresh: a view that gains or loses its key, whose deltas change format). Refused (Conflict) while a sync of the view is queued or running."""
         with self._lock:
             self.view(name)
             self._refuse_if_busy(name, "redefined")

@@ -279,7 +279,8 @@ def redefine_view(
     (GET shows it). Its sync history, the statistics of the keys that survive and change-feed
     positions stay: the rows keep their old definition until the view's next sync applies the
     new one (trigger "redefine"), whose delta starts with a "schema" line and holds the exact
-    difference. A view without key (a multiset) is loaded afresh instead, its history gone.
+    difference (of a view without key, a multiset: lines with counts). A view that gains or
+    loses its key is loaded afresh instead, its history gone (its deltas change format).
     Only sample_size or schedule changed: the rows stay and the next sync resizes the sample."""
     try:
         current = catalog.view(name)
@@ -320,7 +321,7 @@ def redefine_view(
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)  # rows stay
     store = ViewStore(settings.data_dir, name)
-    if definition.multiset or ViewDef.from_json(current.definition).multiset:
+    if bool(definition.multiset) != bool(ViewDef.from_json(current.definition).multiset):  # another delta format
         row = catalog.replace_view(name, sql, definition.to_json(), options, store.drop)
     else:
         follows = follows_of(current, store.current())

@@ -7,7 +7,8 @@ new definition and its delta is exactly the difference from the old view (oracle
 rows read with the new column as NULL), updates where rows stay; history, change-feed positions and statistics survive; Parquet
 answers spanning the redefinition are 409s naming the requests to make; a PUT while a
 sync is under way is a 409; a redefine sync killed before its commit leaves the old
-version, and the next sync redoes it.
+version, and the next sync redoes it. A view without a key (a multiset, repeated rows)
+keeps its past too: its redefinition's lines are the count difference of each row.
 """
 
 from __future__ import annotations
@@ -15,16 +16,19 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 
 import psycopg
 import pyarrow.parquet as pq
 import pytest
 
 from tests.support.legacy import decimal_2
+from tests.support.multisets import check_sync as check_multiset
 from tests.support.oracle import check_sample, check_sync, expected_delta, keyed
 from tests.support.people import KEY, People
 from workloads.harness import start_agent
@@ -228,6 +232,92 @@ def test_a_put_adding_a_column_and_widening_the_where_gives_the_exact_difference
     before = truth
     source.people.change(updates=60, inserts=20, deletes=10)
     check_sync(api, view, KEY, before, source.truth(new_cols, "score >= 200"), api.sync(view))
+
+
+class Visits:
+    """A table without a key at the source (in the People database): few values, so that
+    rows repeat, and NULLs."""
+
+    COLUMNS = ("city", "kind", "n")
+
+    def __init__(self, path, seed: int):
+        self.path, self.rng = path, random.Random(seed)
+        with sqlite3.connect(path) as c:
+            c.execute("CREATE TABLE visits (city TEXT, kind TEXT, n INTEGER NOT NULL)")
+        self.insert(300)
+
+    def insert(self, rows: int) -> None:
+        r = self.rng
+        new = [(r.choice(["Oslo", "Lima", None]), r.choice(["a", "b", None]), r.randint(0, 5)) for _ in range(rows)]
+        with sqlite3.connect(self.path) as c:
+            c.executemany("INSERT INTO visits VALUES (?, ?, ?)", new)
+
+    def change(self) -> None:
+        """Some rows go (one copy of a repeated row among them), some come."""
+        with sqlite3.connect(self.path) as c:
+            c.execute("DELETE FROM visits WHERE rowid IN (SELECT rowid FROM visits ORDER BY random() LIMIT 25)")
+        self.insert(30)
+
+    def truth(self, columns: list[str], where: str) -> Counter:
+        with sqlite3.connect(self.path) as c:
+            return Counter(c.execute(f"SELECT {', '.join(columns)} FROM visits WHERE {where}").fetchall())
+
+
+def test_a_view_without_a_key_keeps_its_past_and_its_redefinition_gives_the_exact_count_difference(wh):
+    """A multiset view: a column added and another WHERE; the redefine sync's lines are, per
+    distinct row, the difference of its counts from the old view read with the new column NULL."""
+    service, source = wh
+    api, view = service.api, "rd_multiset"
+    visits = Visits(source.people.path, seed=361)
+    old_cols, new_cols = ["city", "n"], ["city", "kind", "n"]
+    api.add_view(view, "SELECT v.city, v.n FROM redef.visits v WHERE v.n >= 3", strategy="group_hash")
+    load = api.sync(view)
+    before = visits.truth(old_cols, "n >= 3")
+    check_multiset(api, view, old_cols, Counter(), before, load)
+    visits.change()
+    last = api.sync(view)
+    check_multiset(api, view, old_cols, before, visits.truth(old_cols, "n >= 3"), last)
+    old = Counter({(city, None, n): k for (city, n), k in visits.truth(old_cols, "n >= 3").items()})
+    r = _put(api, view, "SELECT v.city, v.kind, v.n FROM redef.visits v WHERE v.n >= 2")
+    assert r.status_code == 200 and r.json()["redefinition_pending"] is True and r.json()["key"] == [], r.text
+    visits.change()  # the source moves on too
+    truth = visits.truth(new_cols, "n >= 2")
+    sync = api.sync(view)
+    assert sync["status"] == "succeeded" and sync["trigger"] == "redefine", sync
+    m = sync["metrics"]
+    assert m["redefinition"]["method"] == "read" and m["redefinition"]["added"] == ["kind"], m
+    lines = api.delta(view, sync["id"])
+    assert lines[0] == {
+        "sync": sync["id"],
+        "op": "schema",
+        "columns": [{"name": "city", "type": "text"}, {"name": "kind", "type": "text"}, {"name": "n", "type": "int"}],
+        "key": [],
+    }
+    inserted, deleted = Counter(), Counter()
+    for line in lines[1:]:
+        row = tuple(line["row"][c] for c in new_cols)
+        assert row not in inserted and row not in deleted, f"{row} on two lines"
+        assert "count" not in line or line["count"] > 1, line
+        (inserted if line["op"] == "insert" else deleted)[row] = line.get("count", 1)
+    assert inserted == truth - old and deleted == old - truth
+    assert any(line.get("count", 1) > 1 for line in lines[1:]), "some line must carry a count"
+    assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (
+        sum(inserted.values()),
+        0,
+        sum(deleted.values()),
+    ), m
+    assert Counter(tuple(r[c] for c in new_cols) for r in api.rows(view)) == truth
+    # history kept; the feed from before the PUT crosses it in NDJSON
+    syncs = api.http.get(f"/v1/views/{view}/syncs").json()
+    assert [s["id"] for s in syncs] == [sync["id"], last["id"], load["id"]]
+    feed = [json.loads(line) for line in _feed(api, view, load["id"]).text.splitlines() if line]
+    assert [line["op"] for line in feed].index("schema") == len(api.delta(view, last["id"]))
+    assert len(feed) == len(api.delta(view, last["id"])) + len(lines)
+    # the next sync is an ordinary one, exact
+    visits.change()
+    after = api.sync(view)
+    assert after["trigger"] == "api", after
+    check_multiset(api, view, new_cols, truth, visits.truth(new_cols, "n >= 2"), after)
 
 
 def test_a_put_while_a_sync_is_under_way_is_409_and_an_identical_put_changes_nothing(wh):

@@ -108,22 +108,34 @@ def spark_lines(old: DataFrame | None, new: DataFrame, view: ViewDef) -> DataFra
     """`net_lines` on Spark, for a recompute: `old` and `new` are all the combinations (no
     `old` for a load)."""
     names = [c.name for c in view.columns]
+    before = None if old is None else spark_occurrences(old, view)
+    return spark_net(before, spark_occurrences(new, view), names)
+
+
+def spark_occurrences(combos: DataFrame, view: ViewDef) -> DataFrame:
+    """`occurrences` on Spark: each combination's content and the number of times it holds it."""
     flags = view.null_flags
+    content = [
+        (F.when(F.col(flags[n]), F.lit(None)).otherwise(F.col(n)) if n in flags else F.col(n)).alias(n)
+        for n in (c.name for c in view.columns)
+    ]
+    product = reduce(
+        operator.mul, [F.coalesce(F.col(site_count(i)), F.lit(1)).cast("bigint") for i in range(len(view.sites))]
+    )
+    return combos.select(*content, product.alias(COUNT_COLUMN))
 
-    def signed(combos: DataFrame, sign: int) -> DataFrame:
-        content = [
-            (F.when(F.col(flags[n]), F.lit(None)).otherwise(F.col(n)) if n in flags else F.col(n)).alias(n)
-            for n in names
-        ]
-        product = reduce(
-            operator.mul, [F.coalesce(F.col(site_count(i)), F.lit(1)).cast("bigint") for i in range(len(view.sites))]
-        )
-        return combos.select(*content, (product * F.lit(sign)).alias(_SIGNED))
 
+def spark_net(old: DataFrame | None, new: DataFrame, names: list[str]) -> DataFrame:
+    """The delta lines (OP, `names`, the count) from the contents `old` to `new`, each with
+    its number of occurrences (the count column; a content may come more than once): by
+    content, NULL equal to NULL (a grouping), the occurrences `new` holds less those `old`
+    holds, an `insert` of that many where positive, a `delete` where negative, no line where
+    none."""
+    signed = lambda rows, sign: rows.select(*names, (F.col(COUNT_COLUMN) * F.lit(sign)).alias(_SIGNED))  # noqa: E731
     rows = signed(new, 1) if old is None else signed(new, 1).unionByName(signed(old, -1))
     net = rows.groupBy(*names).agg(F.sum(_SIGNED).alias(_SIGNED)).filter(F.col(_SIGNED) != 0)
     op = F.when(F.col(_SIGNED) > 0, F.lit(INSERT)).otherwise(F.lit(DELETE)).alias(OP)
-    return net.select(op, *names, F.abs(F.col(_SIGNED)).alias(COUNT_COLUMN))
+    return net.select(op, *names, F.abs(F.col(_SIGNED)).cast("bigint").alias(COUNT_COLUMN))
 
 
 def view_batches(combos: Iterator[pa.RecordBatch], view: ViewDef, batch_rows: int) -> Iterator[pa.RecordBatch]:

@@ -19,7 +19,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from protocol.grouped import COUNT_COLUMN
 from warehouse.deltas.site_delta import counted, view_delta
+from warehouse.multisets import combinations
 from warehouse.names import DELETE, INSERT, OP, TNO, UNO
 from warehouse.planning import update_counts
 from warehouse.sample import view_sample
@@ -28,6 +30,7 @@ from warehouse.store.versions import TMP_MARK, Version, ViewStore
 from warehouse.strategies.row_version.strategy import STATE_FILE as ROW_VERSION_STATE
 from warehouse.strategies.timestamp import STATE_FILE as TIMESTAMP_STATE
 from warehouse.viewdef import ViewDef
+from warehouse.viewdef.grouped_site import site_count
 from warehouse.viewdef.redefinition import carried, changed_columns, matched_by_key, same_rows
 
 #: Beside a redefining sync's delta files (a leading "_": Parquet readers pass it by).
@@ -131,15 +134,26 @@ def project(spark: SparkSession, stored: Version, staged: Version, old: ViewDef,
     return int(stored.meta()["rows"])
 
 
-def old_as_new(old_rows: DataFrame, old: ViewDef, new: ViewDef) -> DataFrame:
+def multiset_rows(spark: SparkSession, version: Version, view: ViewDef) -> DataFrame:
+    """A multiset view's rows stored at `version`: each distinct content once (NULLs
+    restored), with the number of times the view holds it (the count column)."""
+    if view.assembly is None:  # one grouped site: a combination of one site (combinations.py)
+        site = view.sites[0]
+        rows = layers.frame(spark, version, 0, site.columns, site.key)
+        return combinations.spark_occurrences(rows.withColumnRenamed(COUNT_COLUMN, site_count(0)), view)
+    return combinations.spark_occurrences(layers.view_frame(spark, version, combinations.stored_view(view)), view)
+
+
+def old_as_new(old_rows: DataFrame, old: ViewDef, new: ViewDef, *kept: str) -> DataFrame:
     """The old view's rows read with the new columns: a column it lacks is NULL, every one
-    cast to its new type."""
+    cast to its new type; the columns `kept` (a multiset's count) as they are."""
     types = {c.name: c.type.spark_ddl() for c in new.columns}
     return old_rows.select(
         *[
             (F.col(f"`{source}`") if source is not None else F.lit(None)).cast(types[name]).alias(name)
             for name, source in carried(old, new).items()
-        ]
+        ],
+        *kept,
     )
 
 
@@ -149,8 +163,15 @@ def difference(
     """Write into `target` (replacing what is there) the delta from the old view, stored at
     `stored`, to the new one staged at `staged`: matched by the new key when the old rows
     have it (updates for the rows whose values differ), else every old row deleted and every
-    new one inserted. Returns the rows inserted, updated and deleted."""
+    new one inserted. Of multisets, the difference of the occurrences of each content (lines
+    with counts, no pairs: combinations.spark_net). Returns the rows (a multiset's
+    occurrences) inserted, updated and deleted."""
     names = [c.name for c in new.columns]
+    if old.multiset and new.multiset:
+        before = old_as_new(multiset_rows(spark, stored, old), old, new, COUNT_COLUMN)
+        # two old contents may become one with the new columns: their counts add up (spark_net)
+        delta = combinations.spark_net(before, multiset_rows(spark, staged, new), names)
+        return _replaced(spark, delta, target)
     before = old_as_new(rows_frame(spark, stored, old), old, new)
     after = rows_frame(spark, staged, new)
     if matched_by_key(old, new):
@@ -159,11 +180,21 @@ def difference(
         delta = before.select(F.lit(DELETE).alias(OP), *names).unionByName(
             after.select(F.lit(INSERT).alias(OP), *names)
         )
+    return _replaced(spark, delta, target)
+
+
+def _replaced(spark: SparkSession, delta: DataFrame, target: Path) -> tuple[int, int, int]:
+    """Write `delta` in place of the staged delta at `target`; its rows inserted, updated and
+    deleted (a multiset's: the occurrences, summed over its lines' counts)."""
     written = target.with_name(target.name + ".difference")
     delta.write.parquet(str(written))
     shutil.rmtree(target, ignore_errors=True)
     os.replace(written, target)
-    return counted(spark.read.parquet(str(target)))
+    lines = spark.read.parquet(str(target))
+    if COUNT_COLUMN not in lines.columns:
+        return counted(lines)
+    totals = {r[OP]: r["n"] for r in lines.groupBy(OP).agg(F.sum(COUNT_COLUMN).alias("n")).collect()}
+    return totals.get(INSERT, 0), 0, totals.get(DELETE, 0)
 
 
 def carry_statistics(spark: SparkSession, stored: Version, staged: Version, old: ViewDef, new: ViewDef) -> list[int]:
@@ -173,7 +204,7 @@ def carry_statistics(spark: SparkSession, stored: Version, staged: Version, old:
     done = []
     for i, now in enumerate(new.sites):
         was = old.sites[i] if i < len(old.sites) else None
-        if was is None or (was.source, was.key) != (now.source, now.key) or old.multiset or new.multiset:
+        if was is None or (was.source, was.key) != (now.source, now.key) or bool(old.multiset) != bool(new.multiset):
             continue
         if not set(now.key) <= {c.name for c in was.columns}:
             continue
