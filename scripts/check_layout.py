@@ -1,4 +1,5 @@
-"""Check the product packages' layout: no module imports in a circle, none is over 500 lines.
+"""Check the product packages' layout: no module imports in a circle, none is over 500 lines;
+and no two test modules share a basename (pytest then refuses to collect the whole suite).
 
 An import counts wherever it stands (at the top, inside a function, under TYPE_CHECKING):
 each is a dependency a reader must hold in mind. `from package import module` depends on
@@ -116,6 +117,22 @@ def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return room
 
 
+def same_basenames(tests: Path) -> list[list[Path]]:
+    """Test modules under `tests` that share a file name, each group sorted.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for p in ("unit/test_a.py", "integration/test_a.py", "unit/test_b.py"):
+    ...     (root / p).parent.mkdir(parents=True, exist_ok=True); (root / p).touch()
+    >>> [[str(p.relative_to(root)) for p in group] for group in same_basenames(root)]
+    [['integration/test_a.py', 'unit/test_a.py']]
+    """
+    groups: dict[str, list[Path]] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        groups.setdefault(path.name, []).append(path)
+    return [group for _, group in sorted(groups.items()) if len(group) > 1]
+
+
 def main() -> int:
     known = modules()
     graph = {name: imports(name, path, known) for name, path in known.items()}
@@ -124,6 +141,8 @@ def main() -> int:
         lines = len(path.read_text().splitlines())
         if lines > MAX_LINES:
             problems.append(f"{path.relative_to(ROOT)} has {lines} lines (at most {MAX_LINES})")
+    for group in same_basenames(ROOT / "tests"):
+        problems.append(f"test modules of one name: {', '.join(str(p.relative_to(ROOT)) for p in group)}")
     if "--rooms" in sys.argv:
         for name, targets in sorted(rooms(graph).items()):
             print(f"{name} -> {', '.join(sorted(targets)) or '-'}")
