@@ -161,7 +161,11 @@ class Publisher:
                 self.catalog.set_publication(view_name, name, held, None)
                 continue
             try:
+                started = time.monotonic()
                 self._apply(destination, view, store, sync, syncs[i + 1 :])
+                self.metrics.published(
+                    view_name, _label(spec, self.settings.data_dir, view_name), time.monotonic() - started
+                )
                 held = sync.id
             except (Gone, CannotFollow) as exc:
                 held = self._rebuild(destination, view, store, str(exc))
@@ -209,9 +213,18 @@ class Publisher:
         return current.sync_id
 
     def _gauge(self, view: str, spec: DestinationSpec, applied: str | None) -> None:
-        shown = public(spec, self.settings.data_dir, view)
-        label = " ".join(str(shown[k]) for k in ("kind", "uri", "url", "table") if k in shown)
+        label = _label(spec, self.settings.data_dir, view)
         self.metrics.publication_lag(view, label, self.catalog.changing_after(view, applied))
+
+
+def _label(spec: DestinationSpec, data_dir: Path, view: str) -> str:
+    """A destination as /metrics labels it: its kind and where it is (password masked).
+
+    >>> _label(DestinationSpec(kind="postgres", url="postgresql://u:pw@wh/db", table="s.t"), Path("/d"), "v")
+    'postgres postgresql://u:***@wh/db s.t'
+    """
+    shown = public(spec, data_dir, view)
+    return " ".join(str(shown[k]) for k in ("kind", "uri", "url", "table") if k in shown)
 
 
 def states(catalog: Catalog, data_dir: Path, view: ViewRecord) -> list[dict]:
