@@ -474,7 +474,7 @@ def _run_rows(rows: list[dict]) -> list[dict]:
 
 
 def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
-    """A page for a results file of the join, dumps or sample benchmark (their own layouts)."""
+    """A page for a results file of the join, dumps, sample or publishing benchmark (their own layouts)."""
     lines = [
         GENERATED.format(source=path.relative_to(ROOT).as_posix()),
         f"# Results: `{name}`",
@@ -497,6 +497,9 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
         else:
             lines += _flat_table([summary])
         lines.append("")
+    findings = results.get("findings")
+    if isinstance(findings, list) and findings:  # sentences the benchmark made from its own figures
+        lines += ["## Findings", "", *(f"- {cell(f)}" for f in findings), ""]
     if isinstance(results.get("check"), (dict, str)):
         lines += ["## Check against the source", "", cell(json.dumps(results["check"])), ""]
     for key in ("rounds", "syncs"):
