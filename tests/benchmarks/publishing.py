@@ -187,8 +187,9 @@ def destination_uri(api: Api) -> str:
     return found["delta"]["uri"]
 
 
-def many_syncs(api: Api, sim: Simulator, limit: int) -> list[dict]:
-    """Small rounds on the published view until its Delta table was compacted, and a few after."""
+def many_syncs(api: Api, sim: Simulator, limit: int, deadline: float) -> list[dict]:
+    """Small rounds on the published view until its Delta table was compacted, and a few after
+    (at most `limit` of them, none begun after `deadline`, a time.monotonic())."""
     out: list[dict] = []
     uri = destination_uri(api)
     after_compaction = 0
@@ -196,6 +197,8 @@ def many_syncs(api: Api, sim: Simulator, limit: int) -> list[dict]:
     sim.profile = replace(base, update=base.update * SMALL, delete=base.delete * SMALL, insert=base.insert * SMALL)
     try:
         for i in range(limit):
+            if time.monotonic() > deadline:
+                break
             sim.change()
             summary, publishing = one_sync(api, PUBLISHED)
             files = delta_files(uri)
@@ -258,7 +261,7 @@ def run(args: argparse.Namespace) -> dict:
         changed = sim.change().counts()
         sim.profile = base
         out["rounds"].append(round_entry(api, args.rounds + 1, f"{LARGE}x change", pg_url, changed))
-        out["syncs"] = many_syncs(api, sim, args.many_syncs)
+        out["syncs"] = many_syncs(api, sim, args.many_syncs, started + 60 * args.budget_min)
         out["check"] = check(api, sim.path, pg_url)
     finally:
         api.close()
@@ -342,7 +345,7 @@ def findings(out: dict) -> list[str]:
         f"long ({s['postgres_s_per_1k_lines']} s per 1,000 lines before, {s['large_postgres_s_per_1k_lines']} "
         f"after), the Delta table's {delta_x:.1f}×{follows}.",
         f"After {s['delta_table_versions']} Delta table versions and {s['delta_compactions']} compaction(s) "
-        f"(every {OPTIMIZE_EVERY} versions): {s['delta_files']} current files, {s['delta_bytes']:,} bytes "
+        f"(every {OPTIMIZE_EVERY} versions{'' if s['delta_compactions'] else ': none reached in this run'}): {s['delta_files']} current files, {s['delta_bytes']:,} bytes "
         f"(at most {peak_files} current files during the small rounds); {s['delta_files_on_disk']} Parquet files "
         f"on disk, {s['delta_bytes_on_disk']:,} bytes: vacuum keeps the files a version of the last "
         f"{VACUUM_RETENTION_HOURS} hours needs (time travel), so the disk is bounded by that window, not by this run.",
@@ -394,6 +397,9 @@ def main() -> None:
         type=int,
         default=OPTIMIZE_EVERY + 10,
         help="at most this many small rounds, until the Delta table was compacted (0: none)",
+    )
+    parser.add_argument(
+        "--budget-min", type=float, default=14, help="no small round begins this many minutes after the start"
     )
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "publishing-1m")
