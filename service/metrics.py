@@ -111,7 +111,7 @@ class ServiceMetrics:
         self.publish = Histogram(
             "deltasieve_publish_seconds",
             "Seconds each apply of one sync's changes to a destination took (reading the stored delta, "
-            "the destination's commit and its maintenance), by view and destination",
+            "the destination's commit and its maintenance), or each rebuild, by view and destination",
             ["view", "destination"],
             buckets=DURATION_BUCKETS,
             registry=r,
@@ -210,7 +210,7 @@ class ServiceMetrics:
         self.lag.labels(view, destination).set(lag)
 
     def published(self, view: str, destination: str, seconds: float) -> None:
-        """One sync's changes were applied to a destination of the view in `seconds`."""
+        """One sync's changes were applied to a destination of the view, or it was rebuilt, in `seconds`."""
         with self._lock:
             self._published.setdefault(view, set()).add(destination)
         self.publish.labels(view, destination).observe(seconds)

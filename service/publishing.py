@@ -153,25 +153,26 @@ class Publisher:
         except NotFound:  # it holds a sync the catalog forgot (or another view's of the same name)
             why = "the sync it holds is no longer known"
         if why is not None:
+            started = time.monotonic()
             held = self._rebuild(destination, view, store, why)
+            self._timed(view_name, spec, started)
             syncs = self.catalog.succeeded_after(view_name, held) if held is not None else []
         for i, sync in enumerate(syncs):
             if held is not None and not changed(sync):
                 held = sync.id
                 self.catalog.set_publication(view_name, name, held, None)
                 continue
+            started = time.monotonic()
             try:
-                started = time.monotonic()
                 self._apply(destination, view, store, sync, syncs[i + 1 :])
-                self.metrics.published(
-                    view_name, _label(spec, self.settings.data_dir, view_name), time.monotonic() - started
-                )
                 held = sync.id
             except (Gone, CannotFollow) as exc:
                 held = self._rebuild(destination, view, store, str(exc))
+                self._timed(view_name, spec, started)  # the attempt and the rebuild (a PostgreSQL load)
                 self.catalog.set_publication(view_name, name, held, None)
                 self.catch_up(view_name, spec)  # the syncs after the version it was rebuilt from
                 return
+            self._timed(view_name, spec, started)
             self.catalog.set_publication(view_name, name, held, None)
             self._gauge(view_name, spec, held)
         self.catalog.set_publication(view_name, name, held, None)
@@ -211,6 +212,10 @@ class Publisher:
             current.sync_id, current.number, definition.columns, definition.key, rows, bool(definition.multiset), reason
         )
         return current.sync_id
+
+    def _timed(self, view: str, spec: DestinationSpec, started: float) -> None:
+        """An apply or rebuild begun at `started` (time.monotonic()) ended now: /metrics has it."""
+        self.metrics.published(view, _label(spec, self.settings.data_dir, view), time.monotonic() - started)
 
     def _gauge(self, view: str, spec: DestinationSpec, applied: str | None) -> None:
         label = _label(spec, self.settings.data_dir, view)
