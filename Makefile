@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample openapi clean
+.PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample bench-publishing openapi clean
 
 install: $(STAMP)
 
@@ -101,6 +101,14 @@ bench-dumps: $(BENCH_STAMP)
 # maintenance, with E(|C|) and E(Ψ) next to the measured ones. Writes results/sample-1m.{json,md}.
 bench-sample: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.sample
+
+# Publishing's cost per sync (#37): students at 1,000,000 rows on SQLite, one view published to
+# its Delta Lake table and a PostgreSQL warehouse's table (a server it starts) beside the same
+# view unpublished; the load, 5 rounds of the workload's rates, one of ten times them, then
+# small rounds of the published view until its Delta table's compaction was due (every 50
+# versions), none begun after 12 minutes (about 13 in all); results/publishing-1m.json and .md.
+bench-publishing: $(BENCH_STAMP)
+	$(PY) -m tests.benchmarks.publishing --rounds 5 --budget-min 12
 
 clean:
 	rm -rf demo-data .pytest_cache site

@@ -474,14 +474,14 @@ def _run_rows(rows: list[dict]) -> list[dict]:
 
 
 def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
-    """A page for a results file of the join, dumps or sample benchmark (their own layouts)."""
+    """A page for a results file of the join, dumps, sample or publishing benchmark (their own layouts)."""
     lines = [
         GENERATED.format(source=path.relative_to(ROOT).as_posix()),
         f"# Results: `{name}`",
         "",
         f"- **File**: `{path.relative_to(ROOT).as_posix()}`",
         f"- **Date**: {results.get('date', NOT_RECORDED)}",
-        f"- **Machine**: {NOT_RECORDED}",
+        f"- **Machine**: {_machine(results.get('machine') or {})}",
         f"- **Command**: {'`' + results['command'] + '`' if results.get('command') else NOT_RECORDED}",
         f"- **Rows**: {results.get('rows', NOT_RECORDED):,}" if isinstance(results.get("rows"), int) else "",
         "",
@@ -497,6 +497,9 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
         else:
             lines += _flat_table([summary])
         lines.append("")
+    findings = results.get("findings")
+    if isinstance(findings, list) and findings:  # sentences the benchmark made from its own figures
+        lines += ["## Findings", "", *(f"- {cell(f)}" for f in findings), ""]
     if isinstance(results.get("check"), (dict, str)):
         lines += ["## Check against the source", "", cell(json.dumps(results["check"])), ""]
     for key in ("rounds", "syncs"):
@@ -528,7 +531,8 @@ def benchmark_pages() -> dict[str, str]:
             rows.append((name, meta.get("date", NOT_RECORDED)[:10], _machine(meta).split(",")[0], what))
         else:
             pages[f"{name}.md"] = _other_page(name, path, results, plots)
-            rows.append((name, results.get("date", NOT_RECORDED), NOT_RECORDED, results.get("command", NOT_RECORDED)))
+            machine = _machine(results.get("machine") or {}).split(",")[0]
+            rows.append((name, results.get("date", NOT_RECORDED), machine, results.get("command", NOT_RECORDED)))
     index = [
         GENERATED.format(source="tests/benchmarks/results/*.json"),
         "# Benchmark results",

@@ -108,6 +108,14 @@ class ServiceMetrics:
             ["view", "destination"],
             registry=r,
         )
+        self.publish = Histogram(
+            "deltasieve_publish_seconds",
+            "Seconds each apply of one sync's changes to a destination took (reading the stored delta, "
+            "the destination's commit and its maintenance), or each rebuild, by view and destination",
+            ["view", "destination"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self._published: dict[str, set[str]] = {}
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
@@ -191,14 +199,21 @@ class ServiceMetrics:
                     pass
         with self._lock:
             for destination in self._published.pop(view, set()):
-                with contextlib.suppress(KeyError):
-                    self.lag.remove(view, destination)
+                for metric in (self.lag, self.publish):
+                    with contextlib.suppress(KeyError):
+                        metric.remove(view, destination)
 
     def publication_lag(self, view: str, destination: str, lag: int) -> None:
         """How many changing syncs a destination of the view has not applied yet."""
         with self._lock:
             self._published.setdefault(view, set()).add(destination)
         self.lag.labels(view, destination).set(lag)
+
+    def published(self, view: str, destination: str, seconds: float) -> None:
+        """One sync's changes were applied to a destination of the view, or it was rebuilt, in `seconds`."""
+        with self._lock:
+            self._published.setdefault(view, set()).add(destination)
+        self.publish.labels(view, destination).observe(seconds)
 
     def schedules(self, views: list[ViewRecord]) -> None:
         """Each scheduled view's interval as the catalog has it now (`views`: its view rows)."""

@@ -153,21 +153,26 @@ class Publisher:
         except NotFound:  # it holds a sync the catalog forgot (or another view's of the same name)
             why = "the sync it holds is no longer known"
         if why is not None:
+            started = time.monotonic()
             held = self._rebuild(destination, view, store, why)
+            self._timed(view_name, spec, started)
             syncs = self.catalog.succeeded_after(view_name, held) if held is not None else []
         for i, sync in enumerate(syncs):
             if held is not None and not changed(sync):
                 held = sync.id
                 self.catalog.set_publication(view_name, name, held, None)
                 continue
+            started = time.monotonic()
             try:
                 self._apply(destination, view, store, sync, syncs[i + 1 :])
                 held = sync.id
             except (Gone, CannotFollow) as exc:
                 held = self._rebuild(destination, view, store, str(exc))
+                self._timed(view_name, spec, started)  # the attempt and the rebuild (a PostgreSQL load)
                 self.catalog.set_publication(view_name, name, held, None)
                 self.catch_up(view_name, spec)  # the syncs after the version it was rebuilt from
                 return
+            self._timed(view_name, spec, started)
             self.catalog.set_publication(view_name, name, held, None)
             self._gauge(view_name, spec, held)
         self.catalog.set_publication(view_name, name, held, None)
@@ -208,10 +213,23 @@ class Publisher:
         )
         return current.sync_id
 
+    def _timed(self, view: str, spec: DestinationSpec, started: float) -> None:
+        """An apply or rebuild begun at `started` (time.monotonic()) ended now: /metrics has it."""
+        self.metrics.published(view, _label(spec, self.settings.data_dir, view), time.monotonic() - started)
+
     def _gauge(self, view: str, spec: DestinationSpec, applied: str | None) -> None:
-        shown = public(spec, self.settings.data_dir, view)
-        label = " ".join(str(shown[k]) for k in ("kind", "uri", "url", "table") if k in shown)
+        label = _label(spec, self.settings.data_dir, view)
         self.metrics.publication_lag(view, label, self.catalog.changing_after(view, applied))
+
+
+def _label(spec: DestinationSpec, data_dir: Path, view: str) -> str:
+    """A destination as /metrics labels it: its kind and where it is (password masked).
+
+    >>> _label(DestinationSpec(kind="postgres", url="postgresql://u:pw@wh/db", table="s.t"), Path("/d"), "v")
+    'postgres postgresql://u:***@wh/db s.t'
+    """
+    shown = public(spec, data_dir, view)
+    return " ".join(str(shown[k]) for k in ("kind", "uri", "url", "table") if k in shown)
 
 
 def states(catalog: Catalog, data_dir: Path, view: ViewRecord) -> list[dict]:

@@ -17,7 +17,6 @@ the join computed by SQLite over both files.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sqlite3
 import statistics
@@ -28,6 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from protocol import frames
+from tests.benchmarks import machine
 from workloads.harness import Api, start_agent, start_service
 
 HERE = Path(__file__).resolve().parent
@@ -264,17 +264,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "join-1m")
     args = parser.parse_args()
-    out = run(args)
-    out["command"] = "python -m tests.benchmarks.join " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"
-    )
-    out["commit"] = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(out, indent=1))
-    args.out.with_suffix(".md").write_text(markdown(out))
-    print(markdown(out))
+    machine.save(run(args), args, "tests.benchmarks.join", markdown)
 
 
 if __name__ == "__main__":

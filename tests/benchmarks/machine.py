@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import json
 import os
 import platform
 import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -60,6 +63,19 @@ def describe() -> dict:
         "sqlite": sqlite3.sqlite_version,
         "versions": {d: _version(d) for d in ("pyarrow", "pyspark", "fastapi", "uvicorn", "httpx")},
     }
+
+
+def save(out: dict, args: argparse.Namespace, module: str, markdown: Callable[[dict], str]) -> None:
+    """Write a benchmark's results to `args.out` as .json and .md, with the command that ran
+    them (`python -m MODULE` and every option but --out) and the commit."""
+    out["command"] = f"python -m {module} " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"
+    )
+    out["commit"] = _git("rev-parse", "--short", "HEAD")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(out, indent=1))
+    args.out.with_suffix(".md").write_text(markdown(out))
+    print(markdown(out))
 
 
 def _status_field(path: Path, name: str) -> int | None:

@@ -62,3 +62,14 @@ def test_a_streamed_answer_releases_its_reader_when_done_or_dropped():
     body.close()  # the client went away
     with readers.excluding("v") as alone:
         assert alone
+
+
+def test_each_apply_to_a_destination_is_timed_until_its_view_goes():
+    metrics = ServiceMetrics()
+    for seconds in (1.5, 0.5):
+        metrics.published("v", "delta /d/tables/v", seconds)
+    lines = _lines(metrics)
+    assert 'deltasieve_publish_seconds_sum{destination="delta /d/tables/v",view="v"} 2.0' in lines
+    assert 'deltasieve_publish_seconds_count{destination="delta /d/tables/v",view="v"} 2.0' in lines
+    metrics.forget("v")
+    assert not any(line.startswith("deltasieve_publish_seconds") and 'view="v"' in line for line in _lines(metrics))

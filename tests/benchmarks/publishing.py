@@ -1,0 +1,417 @@
+"""Publishing's cost per sync (#37): a view published to Delta Lake and PostgreSQL beside the same view unpublished.
+
+    python -m tests.benchmarks.publishing [--rows 1000000] [--rounds 5] [--many-syncs 60] [--out PATH]
+
+The students workload (workloads/generators.py) in a SQLite file, behind one agent, and two
+views of the same query: `pub_plain` with `destinations: []` (the baseline) and `pub_both`
+published to its default Delta Lake table and to a table of a PostgreSQL warehouse this
+benchmark starts (workloads/postgres.py; a role owning its schema, with TEMPORARY on the
+database, as docs/views/destination-postgres.md asks).
+
+Rounds: the load; ROUNDS rounds of the workload's own rates (1 % of the rows updated, 0.1 %
+deleted, 0.5 % inserted); one round of ten times those rates (the PostgreSQL apply should
+take ten times as long, not the table's time). Each round syncs the baseline, then the
+published view, then waits until both destinations hold the sync (GET /v1/views: their
+`applied_sync` is it, `lag_syncs` 0) before the next round, so that the publisher never runs
+beside a sync. Per round: each sync's own wall time (its record's `wall_seconds`), its delta's
+lines, each destination's apply (the service's `deltasieve_publish_seconds`, what the
+publisher measures around one apply: reading the stored delta, the commit, the Delta table's
+maintenance), and the time from the sync's answer until each destination held it (the
+publisher's whole turn, polled every POLL_S). Publishing added ÷ sync time is that last
+figure over the sync's wall time; the goal of #37 is at most GOAL.
+
+Then, the published view alone, small rounds (a twentieth of the rates) until the Delta table
+has been compacted (its publisher compacts and vacuums every OPTIMIZE_EVERY table versions) and
+a few syncs after: per sync, the table's version, its files and bytes (those of the current
+version, and every Parquet file on disk: vacuum keeps what a version of the last
+VACUUM_RETENTION_HOURS needs, so within this run the disk only grows).
+
+At the end the keys of both destinations are checked against the source's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sqlite3
+import statistics
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from deltalake import DeltaTable
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.benchmarks import machine
+from warehouse.destinations.delta import MAINTENANCE, OPTIMIZE_EVERY, VACUUM_RETENTION_HOURS
+from workloads.generators import STUDENTS, WORKLOADS, Simulator
+from workloads.harness import Api, start_agent, start_service
+from workloads.postgres import start_postgres
+
+HERE = Path(__file__).resolve().parent
+SOURCE, PLAIN, PUBLISHED = "pubsrc", "pub_plain", "pub_both"
+ROLE, PASSWORD, SCHEMA = "publisher", "pub-bench", "wh"
+TABLE = f"{SCHEMA}.{STUDENTS.table}"
+#: The goal of #37: publishing adds at most this share to a sync's time.
+GOAL = 0.20
+#: How often the destinations' state is polled after a sync (seconds).
+POLL_S = 0.05
+#: The longest wait for the destinations to catch up after one sync.
+CATCH_UP_S = 900
+#: The large round's rates, as a multiple of the workload's; the small rounds' as a fraction.
+LARGE, SMALL = 10, 0.05
+#: Syncs after the Delta table's first compaction in the many-syncs phase.
+AFTER_COMPACTION = 3
+
+
+def warehouse(work: Path):
+    """A PostgreSQL server and the destination's URL: a role owning schema `wh`, TEMPORARY on the database."""
+    (work / "pg").mkdir(exist_ok=True)
+    server = start_postgres(work / "pg", dbname="warehouse")
+    with psycopg.connect(server.owner_url, autocommit=True) as owner:
+        owner.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
+        owner.execute(f"CREATE SCHEMA {SCHEMA} AUTHORIZATION {ROLE}")
+        owner.execute(f"GRANT CONNECT, TEMPORARY ON DATABASE warehouse TO {ROLE}")
+    parts = urlsplit(server.owner_url)
+    url = urlunsplit(parts._replace(netloc=f"{ROLE}:{PASSWORD}@{parts.hostname}:{parts.port}"))
+    return server, url
+
+
+def publish_seconds(api: Api, view: str) -> dict[str, float]:
+    """Seconds spent applying syncs so far, per destination kind of the view (from /metrics)."""
+    text = api.http.get("/metrics").text
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "deltasieve_publish_seconds":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_sum") and sample.labels.get("view") == view:
+                kind = sample.labels["destination"].split(" ", 1)[0]
+                out[kind] = out.get(kind, 0.0) + sample.value
+    return out
+
+
+def caught_up(api: Api, view: str, sync_id: str, since: float) -> dict[str, float]:
+    """Seconds from `since` until each destination of the view held `sync_id`, nothing left to apply."""
+    reached: dict[str, float] = {}
+    deadline = time.monotonic() + CATCH_UP_S
+    while True:
+        now = time.monotonic()
+        for d in api.http.get(f"/v1/views/{view}").json()["destinations"]:
+            if d["kind"] not in reached and d["applied_sync"] == sync_id and d["lag_syncs"] == 0:
+                reached[d["kind"]] = round(now - since, 3)
+            if d.get("error"):
+                raise AssertionError(f"destination {d['kind']} failed: {d['error']}")
+        if len(reached) == 2:
+            return reached
+        if now > deadline:
+            raise AssertionError(f"the destinations did not catch up to {sync_id} in {CATCH_UP_S} s: {reached}")
+        time.sleep(POLL_S)
+
+
+def sync_summary(sync: dict) -> dict:
+    m = sync["metrics"]
+    rows = [m.get("rows_inserted") or 0, m.get("rows_updated") or 0, m.get("rows_deleted") or 0]
+    return {"status": sync["status"], "seconds": m.get("wall_seconds"), "lines": sum(rows), "rows_iud": rows}
+
+
+def delta_files(uri: str) -> dict:
+    """The Delta table's version, its current files and bytes, and every Parquet file on disk."""
+    table = DeltaTable(uri)
+    current = [Path(f.removeprefix("file://")) for f in table.file_uris()]
+    on_disk = list(Path(uri).rglob("*.parquet"))
+    log = list((Path(uri) / "_delta_log").iterdir())
+    return {
+        "version": table.version(),
+        "files": len(current),
+        "bytes": sum(p.stat().st_size for p in current),
+        "files_on_disk": len(on_disk),
+        "bytes_on_disk": sum(p.stat().st_size for p in on_disk),
+        "log_bytes": sum(p.stat().st_size for p in log if p.is_file()),
+        "compactions": sum(1 for c in table.history() if c.get(MAINTENANCE) == "compact"),
+    }
+
+
+def postgres_size(url: str) -> dict:
+    with psycopg.connect(url) as conn:
+        rows, size = conn.execute(f"SELECT count(*), pg_total_relation_size('{TABLE}') FROM {TABLE}").fetchone()
+    return {"rows": rows, "bytes": size}
+
+
+def one_sync(api: Api, view: str) -> tuple[dict, dict]:
+    """Sync the published view and wait for its destinations: (the sync, what publishing took)."""
+    before = publish_seconds(api, view)
+    sync = api.sync(view)
+    returned = time.monotonic()
+    summary = sync_summary(sync)
+    if summary["status"] != "succeeded":
+        raise AssertionError(f"sync of {view} failed: {sync}")
+    reached = caught_up(api, view, sync["id"], returned)
+    after = publish_seconds(api, view)
+    applied = {kind: round(after.get(kind, 0.0) - before.get(kind, 0.0), 3) for kind in after}
+    added = max(reached.values())
+    return summary, {
+        "apply_s": applied,
+        "until_applied_s": reached,
+        "added_share": round(added / summary["seconds"], 3),
+        **{f"{kind}_share": round(applied[kind] / summary["seconds"], 3) for kind in applied},
+    }
+
+
+def round_entry(api: Api, number: int, kind: str, pg_url: str, changed: dict | None) -> dict:
+    plain = sync_summary(api.sync(PLAIN))
+    published, publishing = one_sync(api, PUBLISHED)
+    uri = destination_uri(api)
+    entry = {
+        "round": number,
+        "kind": kind,
+        "source_changes": changed or {},
+        "plain": plain,
+        "published": published,
+        "publishing": publishing,
+        "delta_table": delta_files(uri),
+        "postgres_table": postgres_size(pg_url),
+    }
+    print(
+        f"round {number} ({kind}): plain {plain['seconds']} s, published {published['seconds']} s "
+        f"({published['lines']:,} lines), apply {publishing['apply_s']}, held after {publishing['until_applied_s']}",
+        flush=True,
+    )
+    return entry
+
+
+def destination_uri(api: Api) -> str:
+    found = {d["kind"]: d for d in api.http.get(f"/v1/views/{PUBLISHED}").json()["destinations"]}
+    return found["delta"]["uri"]
+
+
+def many_syncs(api: Api, sim: Simulator, limit: int, deadline: float) -> list[dict]:
+    """Small rounds on the published view until its Delta table's compaction was due, and a few after
+    (at most `limit` of them, none begun after `deadline`, a time.monotonic())."""
+    out: list[dict] = []
+    uri = destination_uri(api)
+    after_compaction = 0
+    base = sim.profile
+    sim.profile = replace(base, update=base.update * SMALL, delete=base.delete * SMALL, insert=base.insert * SMALL)
+    try:
+        for i in range(limit):
+            if time.monotonic() > deadline:
+                break
+            sim.change()
+            summary, publishing = one_sync(api, PUBLISHED)
+            files = delta_files(uri)
+            out.append({"sync": i + 1, **summary, **publishing, "delta_table": files})
+            print(f"sync {i + 1}: {summary['seconds']} s, apply {publishing['apply_s']}, table {files}", flush=True)
+            if files["compactions"] or files["version"] >= OPTIMIZE_EVERY:  # a compaction was due
+                after_compaction += 1
+                if after_compaction > AFTER_COMPACTION:
+                    break
+    finally:
+        sim.profile = base
+    return out
+
+
+def check(api: Api, db: Path, pg_url: str) -> dict:
+    """Each destination's keys against those of the view's query run by SQLite on the source's file."""
+    key = STUDENTS.key
+    with sqlite3.connect(db) as conn:
+        view = STUDENTS.view_sql.format(source="main")  # the view's own query, run by SQLite
+        truth = {r[0] for r in conn.execute(f"SELECT {key} FROM ({view})")}
+    delta = set(DeltaTable(destination_uri(api)).to_pyarrow_table(columns=[key]).column(key).to_pylist())
+    with psycopg.connect(pg_url) as conn:
+        pg = {r[0] for r in conn.execute(f"SELECT {key} FROM {TABLE}")}
+    return {
+        name: "same keys" if found == truth else f"{len(found ^ truth)} keys differ"
+        for name, found in (("delta", delta), ("postgres", pg))
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    work = HERE / "work" / "publishing"
+    subprocess.run(["rm", "-rf", str(work)], check=True)
+    (work / "logs").mkdir(parents=True)
+    sim = WORKLOADS["students"].simulator(work / "students.db", seed=args.seed)
+    started = time.monotonic()
+    sim.create(args.rows)
+    out: dict = {
+        "rows": args.rows,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine.describe(),
+        "generated_s": round(time.monotonic() - started, 1),
+        "rounds": [],
+    }
+    server, pg_url = warehouse(work)
+    service = start_service(work / "data", work / "logs")
+    agent = start_agent(f"sqlite:///{sim.path}", work / "logs")
+    api = Api(service.url, timeout=3600)
+    try:
+        api.add_source(SOURCE, agent.url)
+        sql = STUDENTS.view_sql.format(source=SOURCE)
+        api.add_view(PLAIN, sql, destinations=[])
+        api.add_view(
+            PUBLISHED, sql, destinations=[{"kind": "delta"}, {"kind": "postgres", "url": pg_url, "table": TABLE}]
+        )
+        out["rounds"].append(round_entry(api, 0, "load", pg_url, None))
+        for number in range(1, args.rounds + 1):
+            out["rounds"].append(round_entry(api, number, "change", pg_url, sim.change().counts()))
+        base = sim.profile
+        sim.profile = replace(base, update=base.update * LARGE, delete=base.delete * LARGE, insert=base.insert * LARGE)
+        changed = sim.change().counts()
+        sim.profile = base
+        out["rounds"].append(round_entry(api, args.rounds + 1, f"{LARGE}x change", pg_url, changed))
+        out["syncs"] = many_syncs(api, sim, args.many_syncs, started + 60 * args.budget_min)
+        out["check"] = check(api, sim.path, pg_url)
+    finally:
+        api.close()
+        agent.stop()
+        service.stop()
+        server.stop()
+    out["summary"] = summarize(out)
+    out["findings"] = findings(out)
+    return out
+
+
+def _median(values) -> float:
+    return round(statistics.median(values), 3)
+
+
+def summarize(out: dict) -> dict:
+    """The headline figures: medians over the change rounds, the load, the large round, the table after all syncs."""
+    changes = [r for r in out["rounds"] if r["kind"] == "change"]
+    load, large = out["rounds"][0], out["rounds"][-1]
+    sync_s = _median(r["published"]["seconds"] for r in changes)
+    s = {
+        "change rounds": len(changes),
+        "sync_s": sync_s,
+        "plain_sync_s": _median(r["plain"]["seconds"] for r in changes),
+        "lines": _median(r["published"]["lines"] for r in changes),
+        "delta_apply_s": _median(r["publishing"]["apply_s"]["delta"] for r in changes),
+        "postgres_apply_s": _median(r["publishing"]["apply_s"]["postgres"] for r in changes),
+        "delta_share": _median(r["publishing"]["delta_share"] for r in changes),
+        "postgres_share": _median(r["publishing"]["postgres_share"] for r in changes),
+        "added_share": _median(r["publishing"]["added_share"] for r in changes),
+        "goal": GOAL,
+    }
+    s["goal_met"] = s["added_share"] <= GOAL
+    s["load_sync_s"] = load["published"]["seconds"]
+    s["load_delta_apply_s"] = load["publishing"]["apply_s"]["delta"]
+    s["load_postgres_apply_s"] = load["publishing"]["apply_s"]["postgres"]
+    s["load_added_share"] = load["publishing"]["added_share"]
+    s["large_lines"] = large["published"]["lines"]
+    s["large_postgres_apply_s"] = large["publishing"]["apply_s"]["postgres"]
+    s["large_delta_apply_s"] = large["publishing"]["apply_s"]["delta"]
+    s["postgres_s_per_1k_lines"] = round(1000 * s["postgres_apply_s"] / s["lines"], 4)
+    s["large_postgres_s_per_1k_lines"] = round(1000 * s["large_postgres_apply_s"] / s["large_lines"], 4)
+    last = out["syncs"][-1]["delta_table"] if out.get("syncs") else large["delta_table"]
+    s["delta_table_versions"] = last["version"]
+    s["delta_compactions"] = last["compactions"]
+    s["delta_files"], s["delta_bytes"] = last["files"], last["bytes"]
+    s["delta_files_on_disk"], s["delta_bytes_on_disk"] = last["files_on_disk"], last["bytes_on_disk"]
+    return s
+
+
+def findings(out: dict) -> list[str]:
+    """What the figures say, in sentences made from them."""
+    s = out["summary"]
+    lines_x = s["large_lines"] / s["lines"]
+    pg_x = s["large_postgres_apply_s"] / s["postgres_apply_s"] if s["postgres_apply_s"] else float("nan")
+    delta_x = s["large_delta_apply_s"] / s["delta_apply_s"] if s["delta_apply_s"] else float("nan")
+    verdict = (
+        f"met (≤ {100 * GOAL:.0f} %)"
+        if s["goal_met"]
+        else f"not met: {100 * s['added_share']:.1f} % against ≤ {100 * GOAL:.0f} %, "
+        f"{100 * (s['added_share'] - GOAL):.1f} points over"
+    )
+    follows = (
+        " — it follows the table more than the delta: its MERGE rewrites every file that holds a touched key"
+        if delta_x < lines_x / 2
+        else ""
+    )
+    compacted = (
+        ""
+        if s["delta_compactions"] or s["delta_table_versions"] < OPTIMIZE_EVERY
+        else "; it committed nothing, the table being one file already, which every MERGE rewrites whole"
+    )
+    syncs = out.get("syncs") or []
+    peak_files = max((x["delta_table"]["files"] for x in syncs), default=0)
+    return [
+        f"Over the {s['change rounds']} rounds of the workload's rates ({s['lines']:,.0f} delta lines, median), the "
+        f"published view's sync took {s['sync_s']} s (the unpublished one {s['plain_sync_s']} s); publishing it "
+        f"until both destinations held it added {100 * s['added_share']:.1f} % of that: goal {verdict}. "
+        f"The Delta table's apply alone is {100 * s['delta_share']:.1f} % ({s['delta_apply_s']} s), "
+        f"PostgreSQL's {100 * s['postgres_share']:.1f} % ({s['postgres_apply_s']} s); the publisher applies "
+        "them one after the other, after the sync's answer, never delaying it.",
+        f"The load: the sync {s['load_sync_s']} s, Delta {s['load_delta_apply_s']} s, PostgreSQL "
+        f"{s['load_postgres_apply_s']} s (COPY of every row); both held it {100 * s['load_added_share']:.0f} % "
+        "of the load's time after it.",
+        f"The round of {LARGE}× the changes ({lines_x:.1f}× the lines): PostgreSQL's apply took {pg_x:.1f}× as "
+        f"long ({s['postgres_s_per_1k_lines']} s per 1,000 lines before, {s['large_postgres_s_per_1k_lines']} "
+        f"after), the Delta table's {delta_x:.1f}×{follows}.",
+        f"After {s['delta_table_versions']} Delta table versions and {s['delta_compactions']} compaction(s) "
+        f"(due every {OPTIMIZE_EVERY} versions{compacted}): {s['delta_files']} current files, {s['delta_bytes']:,} bytes "
+        f"(at most {peak_files} current files during the small rounds); {s['delta_files_on_disk']} Parquet files "
+        f"on disk, {s['delta_bytes_on_disk']:,} bytes: vacuum keeps the files a version of the last "
+        f"{VACUUM_RETENTION_HOURS} hours needs (time travel), so the disk is bounded by that window, not by this run.",
+    ]
+
+
+def markdown(out: dict) -> str:
+    lines = [
+        f"# Publishing students ({out['rows']:,} rows) to Delta Lake and PostgreSQL, beside the sync",
+        "",
+        f"Command: `{out['command']}` at commit {out['commit']}, {out['date']}. Keys of the destinations "
+        f"against the source at the end: {out.get('check')}.",
+        "",
+        *(f"- {f}" for f in out["findings"]),
+        "",
+        "| round | lines | plain sync s | published sync s | Delta apply s | PostgreSQL apply s | held after s "
+        "(Delta, PostgreSQL) | added ÷ sync | Delta files / bytes | PostgreSQL bytes |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---|---:|",
+    ]
+    for r in out["rounds"]:
+        p, d = r["publishing"], r["delta_table"]
+        held = ", ".join(str(p["until_applied_s"].get(k)) for k in ("delta", "postgres"))
+        lines.append(
+            f"| {r['round']} ({r['kind']}) | {r['published']['lines']:,} | {r['plain']['seconds']} | "
+            f"{r['published']['seconds']} | {p['apply_s'].get('delta')} | {p['apply_s'].get('postgres')} | {held} | "
+            f"{100 * p['added_share']:.0f} % | {d['files']} / {d['bytes']:,} | {r['postgres_table']['bytes']:,} |"
+        )
+    lines += ["", "Small rounds (the published view alone):", ""]
+    lines += [
+        "| sync | lines | sync s | Delta apply s | PostgreSQL apply s | table version | files / bytes | on disk |",
+        "|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for x in out.get("syncs", []):
+        d = x["delta_table"]
+        lines.append(
+            f"| {x['sync']} | {x['lines']:,} | {x['seconds']} | {x['apply_s'].get('delta')} | "
+            f"{x['apply_s'].get('postgres')} | {d['version']} | {d['files']} / {d['bytes']:,} | "
+            f"{d['files_on_disk']} / {d['bytes_on_disk']:,} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the workload's rates after the load")
+    parser.add_argument(
+        "--many-syncs",
+        type=int,
+        default=OPTIMIZE_EVERY + 10,
+        help="at most this many small rounds, until the Delta table was compacted (0: none)",
+    )
+    parser.add_argument(
+        "--budget-min", type=float, default=14, help="no small round begins this many minutes after the start"
+    )
+    parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "publishing-1m")
+    args = parser.parse_args()
+    machine.save(run(args), args, "tests.benchmarks.publishing", markdown)
+
+
+if __name__ == "__main__":
+    main()
