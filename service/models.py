@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from warehouse.destinations import available
 from warehouse.strategies import STRATEGIES
@@ -209,6 +209,15 @@ def distinct_destinations(destinations: list[DestinationIn] | None) -> list[Dest
     return destinations
 
 
+#: Where a request says to publish a view: at most MAX_DESTINATIONS, none named twice.
+Destinations = Annotated[list[DestinationIn], Field(max_length=MAX_DESTINATIONS), AfterValidator(distinct_destinations)]
+
+
+def default_destinations() -> list[DestinationIn]:
+    """What a new view publishes to when its request names nothing: a Delta Lake table."""
+    return [DestinationIn.model_validate(d) for d in DEFAULT_DESTINATIONS]
+
+
 class ViewIn(ViewSource):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN)
@@ -223,12 +232,9 @@ class ViewIn(ViewSource):
     schedule: ScheduleIn | None = Field(default=None, description=SCHEDULE_HELP)
     column_types: dict[str, str] = Field(default_factory=dict, max_length=64, description=COLUMN_TYPES_HELP)
     on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
-    destinations: list[DestinationIn] = Field(
-        default_factory=lambda: [DestinationIn.model_validate(d) for d in DEFAULT_DESTINATIONS],
-        max_length=MAX_DESTINATIONS,
-        description=f'{DESTINATIONS_HELP}. Left out: [{{"kind": "delta"}}]',
+    destinations: Destinations = Field(
+        default_factory=default_destinations, description=f'{DESTINATIONS_HELP}. Left out: [{{"kind": "delta"}}]'
     )
-    _check_destinations = field_validator("destinations")(distinct_destinations)
 
 
 class ViewRedefine(ViewSource):
@@ -267,12 +273,10 @@ class ViewRedefine(ViewSource):
         default=None,
         description=f"{SCHEMA_POLICY_HELP}. Left out (or null): kept; changing it alone keeps the view's rows",
     )
-    destinations: list[DestinationIn] | None = Field(
+    destinations: Destinations | None = Field(
         default=None,
-        max_length=MAX_DESTINATIONS,
         description=f"{DESTINATIONS_HELP}. Left out (or null): kept; changing it alone keeps the view's rows",
     )
-    _check_destinations = field_validator("destinations")(distinct_destinations)
 
 
 class ViewSettings(BaseModel):
@@ -282,12 +286,10 @@ class ViewSettings(BaseModel):
     sample_size: int | None = Field(default=None, ge=0, le=MAX_SAMPLE_SIZE, description=SAMPLE_HELP)
     schedule: ScheduleIn | None = Field(default=None, description=f"{SCHEDULE_HELP}. Left out: kept (null removes it)")
     on_schema_change: SchemaPolicy | None = Field(default=None, description=f"{SCHEMA_POLICY_HELP}. Left out: kept")
-    destinations: list[DestinationIn] | None = Field(
+    destinations: Destinations | None = Field(
         default=None,
-        max_length=MAX_DESTINATIONS,
         description=f"{DESTINATIONS_HELP}. Left out: kept; a new one is built from the view's current rows",
     )
-    _check_destinations = field_validator("destinations")(distinct_destinations)
 
 
 class DestinationOut(BaseModel):

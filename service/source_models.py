@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.models import TableOut
 from service.models import (
     DESTINATIONS_HELP,
-    MAX_DESTINATIONS,
     NAME_PATTERN,
     SCHEDULE_HELP,
     SCHEMA_POLICY_HELP,
     STRATEGY_HELP,
-    DestinationIn,
+    Destinations,
     ScheduleIn,
     Strategy,
-    distinct_destinations,
+    default_destinations,
 )
-from warehouse.view_options import DEFAULT_DESTINATIONS, DEFAULT_SCHEMA_POLICY, DEFAULT_STRATEGY, SchemaPolicy
+from warehouse.view_options import DEFAULT_SCHEMA_POLICY, DEFAULT_STRATEGY, SchemaPolicy
 
 #: What a bearer token may hold: it travels in an HTTP header.
 TOKEN_PATTERN = r"^[!-~]+$"
@@ -107,12 +106,10 @@ class MirrorIn(BaseModel):
     )
     strategy: Strategy = Field(default=DEFAULT_STRATEGY, description=STRATEGY_HELP)
     on_schema_change: SchemaPolicy = Field(default=DEFAULT_SCHEMA_POLICY, description=SCHEMA_POLICY_HELP)
-    destinations: list[DestinationIn] = Field(
-        default_factory=lambda: [DestinationIn.model_validate(d) for d in DEFAULT_DESTINATIONS],
-        max_length=MAX_DESTINATIONS,
+    destinations: Destinations = Field(
+        default_factory=default_destinations,
         description=f'{DESTINATIONS_HELP}, for each view created. Left out: [{{"kind": "delta"}}]',
     )
-    _check_destinations = field_validator("destinations")(distinct_destinations)
 
 
 class MirroredOut(BaseModel):
