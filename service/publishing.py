@@ -1,8 +1,12 @@
 """Publishing: each destination of a view is applied every sync that changed the view,
 exactly once and in order, after the view's commit and never blocking it.
 
-One background thread (Publisher) catches every destination up, one at a time. For one
-destination of a view it asks the destination what it holds (`applied()`: read from the
+A background thread (Publisher) looks at every destination when woken (a sync committed,
+a view's destinations changed, a destination's worker finished) and hands each one that is
+behind and not waiting out a backoff to a worker (destination_workers.py: a few threads per
+kind, never two on one destination), so the destinations of a view are applied at the same
+time and a slow PostgreSQL warehouse never delays a Delta table. For one destination of a
+view the worker asks the destination what it holds (`applied()`: read from the
 destination itself, so that a crash between its commit and the catalog's note loses
 nothing), then goes through the view's succeeded syncs after that one, in order: a sync
 with no change moves the destination's `applied_sync` on in the catalog without a commit;
@@ -15,7 +19,7 @@ delta it needs next is no longer stored (SERVICE_KEEP_DELTAS), when the sync it 
 longer known, or when it cannot follow a change of the view's columns (CannotFollow).
 
 A destination that fails (down, refusing) keeps what it had: the error is recorded, the
-syncs wait, and the thread tries it again after a backoff (BACKOFF_S doubling up to
+syncs wait, and it is tried again after a backoff (BACKOFF_S doubling up to
 MAX_BACKOFF_S), the other destinations going on meanwhile. Syncs are never failed by it.
 """
 
@@ -33,6 +37,7 @@ import pyarrow.compute as pc
 
 from service import feed, redefinitions
 from service.catalog import Catalog, changed
+from service.destination_workers import DestinationWorkers
 from service.errors import Gone, NotFound
 from service.jsonvalues import BATCH_ROWS
 from service.metrics import ServiceMetrics
@@ -75,7 +80,7 @@ class _Backoff:
 
 
 class Publisher:
-    """The background thread that catches every view's destinations up."""
+    """The background thread that hands every view's destinations to workers to catch them up."""
 
     def __init__(self, settings: ServiceSettings, catalog: Catalog, metrics: ServiceMetrics | None = None):
         self.settings = settings
@@ -84,6 +89,7 @@ class Publisher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._backoff: dict[tuple[str, str], _Backoff] = {}
+        self._workers = DestinationWorkers(settings.publish_workers, self.wake)
         self._thread = threading.Thread(target=self._loop, name="publisher", daemon=True)
 
     def start(self) -> None:
@@ -98,6 +104,7 @@ class Publisher:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        self._workers.stop()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -108,15 +115,21 @@ class Publisher:
                     for spec in view.options.destinations:
                         if self._stop.is_set():
                             return
-                        wait = min(wait, self._turn(view.name, spec))
+                        wait = min(wait, self._dispatch(view.name, spec))
             except Exception:  # the thread outlives whatever went wrong: it looks again later
                 log.exception("publishing: a round over the views failed")
                 wait = BACKOFF_S
             self._wake.wait(max(wait, 0.05))
 
-    def _turn(self, view: str, spec: DestinationSpec) -> float:
-        """Catch one destination up unless it waits out a backoff; seconds until it is due."""
+    def _dispatch(self, view: str, spec: DestinationSpec) -> float:
+        """Hand one destination to a worker if it is behind and due; seconds until it is due.
+
+        A destination already in a worker's hands is left to it: the worker wakes this
+        thread when done, which then looks at it again (a sync may have committed meanwhile).
+        """
         key = (view, place(spec))
+        if self._workers.busy(key):
+            return IDLE_S
         backoff = self._backoff.setdefault(key, _Backoff())
         due = backoff.next_try - time.monotonic()
         if due > 0:
@@ -125,6 +138,13 @@ class Publisher:
         last = self.catalog.last_succeeded(view)
         if error is None and applied is not None and last is not None and applied == last.id:
             return IDLE_S  # caught up as the catalog knows (it is never ahead of the destination)
+        self._workers.submit(spec.kind, key, lambda: self._turn(view, spec))
+        return IDLE_S
+
+    def _turn(self, view: str, spec: DestinationSpec) -> None:
+        """Catch one destination up (on a worker); a failure records its error and a backoff."""
+        key = (view, place(spec))
+        backoff = self._backoff.setdefault(key, _Backoff())
         try:
             self.catch_up(view, spec)
         except Exception as exc:  # whatever failed, the sync stays applied and this one lags
@@ -136,9 +156,8 @@ class Publisher:
             self.catalog.set_publication(view, key[1], applied, error[:2000])
             log.warning("view %s, destination %s: %s (tried again in %.0f s)", view, key[1], error, delay)
             self._gauge(view, spec, applied)
-            return delay
+            return
         backoff.failures, backoff.next_try = 0, 0.0
-        return IDLE_S
 
     def catch_up(self, view_name: str, spec: DestinationSpec) -> None:
         """Apply to one destination every succeeded sync of the view after the one it holds."""

@@ -124,6 +124,13 @@ class ServiceSettings(BaseSettings):
         gt=0,
         description="seconds between two rounds of removing what keep_deltas lets go",
     )
+    publish_workers: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="destinations applied at once per kind (Delta tables, PostgreSQL tables), never two on one "
+        "destination: a view's destinations are applied side by side, and a slow warehouse holds only its own kind",
+    )
     source_check_interval_s: float = Field(
         default=source_health.DEFAULT_INTERVAL_S,
         gt=0,
