@@ -164,7 +164,7 @@ class Publisher:
         name = place(spec)
         view = self.catalog.view(view_name)
         store = ViewStore(self.settings.data_dir, view_name)
-        destination = open_destination(spec, self.settings.data_dir, view_name)
+        destination = open_destination(spec, self.settings.data_dir, view_name, self.settings.delta_keep_versions)
         held = destination.applied()
         try:
             syncs = self.catalog.succeeded_after(view_name, held)

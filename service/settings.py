@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service import retention, source_health
 from warehouse import options as sync_defaults
+from warehouse.destinations import DEFAULT_KEEP_VERSIONS
 from warehouse.spark import check_master
 from warehouse.strategies.sketch import prep as sketch_prep
 
@@ -130,6 +131,12 @@ class ServiceSettings(BaseSettings):
         le=64,
         description="destinations applied at once per kind (Delta tables, PostgreSQL tables), never two on one "
         "destination: a view's destinations are applied side by side, and a slow warehouse holds only its own kind",
+    )
+    delta_keep_versions: int = Field(
+        default=DEFAULT_KEEP_VERSIONS,
+        ge=1,
+        description="versions of each Delta table whose files are kept (time travel to them works): older files are "
+        "vacuumed at each compaction, so a table's disk is at most about this many versions' worth of its files",
     )
     source_check_interval_s: float = Field(
         default=source_health.DEFAULT_INTERVAL_S,

@@ -1,7 +1,8 @@
 """Destinations: where a view is published after every sync that changed it (base.py).
 
 One module per kind, registered by name in KINDS; each exposes
-`from_spec(spec: DestinationSpec, data_dir: Path, view: str) -> Destination`. A kind's
+`from_spec(spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int) -> Destination`
+(`keep_versions`: how many of its own versions a destination with a history keeps). A kind's
 module is imported only when a destination of that kind is opened or checked, so a kind
 whose module (or driver) is missing refuses only the views that ask for it.
 """
@@ -16,7 +17,20 @@ from urllib.parse import urlsplit, urlunsplit
 from warehouse.destinations.base import CannotFollow, Destination
 from warehouse.view_options import DestinationSpec
 
-__all__ = ["KINDS", "CannotFollow", "Destination", "available", "masked_url", "open_destination", "public"]
+__all__ = [
+    "DEFAULT_KEEP_VERSIONS",
+    "KINDS",
+    "CannotFollow",
+    "Destination",
+    "available",
+    "masked_url",
+    "open_destination",
+    "public",
+]
+
+#: Versions of a Delta table whose files vacuum keeps (SERVICE_DELTA_KEEP_VERSIONS): time travel
+#: a few syncs back, and a disk of at most about this many tables' worth (delta_upkeep.py).
+DEFAULT_KEEP_VERSIONS = 10
 
 #: kind -> the module implementing it
 KINDS = {"delta": "warehouse.destinations.delta", "postgres": "warehouse.destinations.postgres"}
@@ -32,10 +46,12 @@ def available(kind: str) -> bool:
     return module is not None and importlib.util.find_spec(module) is not None
 
 
-def open_destination(spec: DestinationSpec, data_dir: Path, view: str) -> Destination:
+def open_destination(
+    spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int = DEFAULT_KEEP_VERSIONS
+) -> Destination:
     """The destination `spec` describes, for view `view` of the service at `data_dir`."""
     module = importlib.import_module(KINDS[spec.kind])
-    return module.from_spec(spec, Path(data_dir), view)
+    return module.from_spec(spec, Path(data_dir), view, keep_versions)
 
 
 def default_table_uri(data_dir: Path, view: str) -> str:

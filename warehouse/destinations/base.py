@@ -33,7 +33,7 @@ the view has had only its first sync, `apply` with that sync's delta (the view's
 row an insert): `apply` then creates the table.
 
 Registering a kind: its module (named in warehouse/destinations/__init__.py KINDS) exposes
-`from_spec(spec: DestinationSpec, data_dir: Path, view: str) -> Destination`.
+`from_spec(spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int) -> Destination`.
 
 What `rebuild` receives as `rows`: the view's current rows as Arrow record batches of the
 view's columns (logical types, in order); a multiset view's rows each repeated as often as

@@ -7,7 +7,8 @@ such commit back from the table's log, so the table itself says which sync it ho
 How a sync's delta is applied, in one commit:
 
 - keyed view: one MERGE on the key (null-safe equality): a delete line deletes the row, an
-  insert or update line upserts it. Only the files holding touched keys are rewritten.
+  insert or update line upserts it. Only the files holding touched keys are rewritten (the
+  table's files are key ranges: delta_upkeep.py).
 - multiset view (rows repeated as often as they occur): a content whose occurrences only
   grow is appended. A content that loses n of its m occurrences is deleted whole by the
   MERGE, and its m - n remaining copies are inserted by the same MERGE (m is counted in the
@@ -26,10 +27,10 @@ its rows, and `file_uris()` read as Parquet is the table). A view with a `timest
 column (without time zone) needs Delta's timestampNtz feature: reader 3 / writer 7, read by
 Spark 3.4+, delta-rs and DuckDB's delta extension.
 
-Maintenance (`maintain`): every OPTIMIZE_EVERY versions the table is compacted (small files
-merged) and vacuumed (files no version within VACUUM_RETENTION_HOURS needs are removed).
-Neither commit carries a sync id, and neither changes rows; time travel to a view version
-(`DeltaTable(uri, version=v)` of the commit carrying it) works while its files are kept.
+Maintenance (`maintain`, delta_upkeep.py): the files' layout, compaction every
+OPTIMIZE_EVERY versions, vacuum keeping the last `keep_versions` view versions. No upkeep
+commit carries a sync id or changes rows; time travel to a view version (`DeltaTable(uri,
+version=v)` of the commit carrying it) works while its files are kept.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from protocol.types import Column, arrow_schema
-from warehouse.destinations import default_table_uri
+from warehouse.destinations import DEFAULT_KEEP_VERSIONS, default_table_uri
 from warehouse.destinations.base import CannotFollow
+from warehouse.destinations.delta_upkeep import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, configuration, maintain
 from warehouse.errors import WarehouseError
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, INSERT, OP
@@ -57,16 +59,10 @@ class DestinationRefused(WarehouseError):
     """The table's place is not one to write to (a directory of other files)."""
 
 
-SYNC_ID = "deltasieve.sync_id"
+__all__ = ["MAINTENANCE", "OPTIMIZE_EVERY", "SYNC_ID", "DeltaDestination", "DestinationRefused", "from_spec"]
+
 VIEW_VERSION = "deltasieve.view_version"
 REBUILD = "deltasieve.rebuild"
-MAINTENANCE = "deltasieve.maintenance"
-#: Table versions between two compactions: small enough that a view synced every minute
-#: keeps a few dozen files, large enough that maintenance is a small part of publishing.
-OPTIMIZE_EVERY = 50
-#: How long files a newer version no longer needs are kept: time travel to a view version
-#: works this long after a later one replaced it (readers running long queries are safe).
-VACUUM_RETENTION_HOURS = 7 * 24
 #: Commits read back from the log to find the newest sync id: a sync's commit is followed by
 #: at most a compaction and a vacuum's two commits.
 HISTORY_LOOKBACK = 16
@@ -87,9 +83,12 @@ class DeltaDestination:
 
     kind = "delta"
 
-    def __init__(self, uri: str, storage_options: dict[str, str] | None = None):
+    def __init__(
+        self, uri: str, storage_options: dict[str, str] | None = None, keep_versions: int = DEFAULT_KEEP_VERSIONS
+    ):
         self.uri = uri
         self.storage_options = storage_options
+        self.keep_versions = keep_versions
 
     def describe(self) -> dict:
         return {"kind": self.kind, "uri": self.uri}
@@ -124,8 +123,8 @@ class DeltaDestination:
     ) -> None:
         """Overwrite the table (schema too) with `rows` in one commit marked as a rebuild."""
         schema = arrow_schema(columns)
-        reader = pa.RecordBatchReader.from_batches(schema, (_cast(b, schema) for b in rows))
-        self._overwrite(reader, _properties(sync_id, version, {REBUILD: reason}))
+        whole = pa.Table.from_batches([_cast(b, schema) for b in rows], schema=schema)
+        self._overwrite(_key_ordered(whole, key), _properties(sync_id, version, {REBUILD: reason}))
 
     def _check_place(self) -> None:
         """Refuse a local directory that holds files and no Delta table: never write into one."""
@@ -143,6 +142,7 @@ class DeltaDestination:
             mode="overwrite",
             schema_mode="overwrite",
             storage_options=self.storage_options,
+            configuration=configuration(),
             commit_properties=properties,
         )
 
@@ -159,15 +159,9 @@ class DeltaDestination:
         schema = arrow_schema(columns)
         properties = _properties(sync_id, version)
         table = self._table()
-        if table is None:  # the view's load, every line an insert (base.py): streamed into a new table
-            refused: list[CannotFollow] = []
-            try:
-                rows = _inserted(delta, schema, multiset, refused)
-                self._overwrite(pa.RecordBatchReader.from_batches(schema, rows), properties)
-            except Exception:
-                if refused:  # raised inside the writer, which reports it as its own error
-                    raise refused[0] from None
-                raise
+        if table is None:  # the view's load, every line an insert (base.py): a new table in key order
+            rows = pa.Table.from_batches(list(_inserted(delta, schema, multiset)), schema=schema)
+            self._overwrite(_key_ordered(rows, key), properties)
             return
         # one sync's delta, held whole: the merge reads it as one source
         batches = [_cast(b, _delta_schema(schema, multiset)) for b in delta]
@@ -178,7 +172,7 @@ class DeltaDestination:
             rows = table.to_pyarrow_table()
             rows = rows.select([n for n in schema.names if n in rows.schema.names])
             rows = _with_columns(rows, schema)
-            self._overwrite(_applied_to(rows, changes, key, multiset), properties)
+            self._overwrite(_key_ordered(_applied_to(rows, changes, key, multiset), key), properties)
             return
         before = table.version()
         if multiset:
@@ -195,7 +189,7 @@ class DeltaDestination:
                 storage_options=self.storage_options,
                 commit_properties=properties,
             )
-        self.maintain()
+        self.maintain(before, key)
 
     def _apply_keyed(
         self, table: DeltaTable, schema: pa.Schema, key: list[str], changes: pa.Table, properties, evolve: bool
@@ -205,7 +199,13 @@ class DeltaDestination:
         deleting = f"s.{_quoted(OP)} = '{DELETE}'"
         (
             table.merge(
-                changes, on, source_alias="s", target_alias="t", merge_schema=evolve, commit_properties=properties
+                changes,
+                on,
+                source_alias="s",
+                target_alias="t",
+                merge_schema=evolve,
+                commit_properties=properties,
+                streamed_exec=False,  # the delta is held whole: its key range prunes the files read
             )
             .when_matched_delete(deleting)
             .when_matched_update(values, f"NOT ({deleting})")
@@ -247,25 +247,24 @@ class DeltaDestination:
         values = {_quoted(n): f"s.{_quoted(n)}" for n in names}
         (
             table.merge(
-                source, on, source_alias="s", target_alias="t", merge_schema=evolve, commit_properties=properties
+                source,
+                on,
+                source_alias="s",
+                target_alias="t",
+                merge_schema=evolve,
+                commit_properties=properties,
+                streamed_exec=False,  # the delta is held whole: its key range prunes the files read
             )
             .when_matched_delete()
             .when_not_matched_insert(values, f"(s.{_SIDE} = 'i')")
             .execute()
         )
 
-    def maintain(self) -> None:
-        """Compact and vacuum every OPTIMIZE_EVERY versions (commits without a sync id)."""
+    def maintain(self, before: int, key: list[str]) -> None:
+        """The upkeep due after an apply from table version `before` (delta_upkeep.py)."""
         table = self._table()
-        if table is None or table.version() % OPTIMIZE_EVERY != 0:
-            return
-        table.optimize.compact(commit_properties=CommitProperties(custom_metadata={MAINTENANCE: "compact"}))
-        table.vacuum(
-            retention_hours=VACUUM_RETENTION_HOURS,
-            dry_run=False,
-            enforce_retention_duration=False,
-            commit_properties=CommitProperties(custom_metadata={MAINTENANCE: "vacuum"}),
-        )
+        if table is not None:
+            maintain(table, before, key, self.keep_versions)
 
 
 def _properties(sync_id: str, version: int, extra: dict[str, str] | None = None) -> CommitProperties:
@@ -283,20 +282,27 @@ def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)
 
 
-def _inserted(
-    delta: Iterable[pa.RecordBatch], schema: pa.Schema, multiset: bool, refused: list[CannotFollow]
-) -> Iterator[pa.RecordBatch]:
+def _inserted(delta: Iterable[pa.RecordBatch], schema: pa.Schema, multiset: bool) -> Iterator[pa.RecordBatch]:
     """The rows a load's delta inserts, batch by batch (a multiset's repeated by their count);
-    a line that is not an insert ends it with CannotFollow, also put in `refused`."""
+    a line that is not an insert ends it with CannotFollow."""
     for batch in delta:
         batch = _cast(batch, _delta_schema(schema, multiset))
         if pc.any(pc.not_equal(batch.column(OP), INSERT)).as_py():
-            refused.append(CannotFollow("a delta applied to no table holds more than inserts: the table is rebuilt"))
-            raise refused[-1]
+            raise CannotFollow("a delta applied to no table holds more than inserts: the table is rebuilt")
         rows = pa.Table.from_batches([batch]).select(schema.names)
         if multiset:
             rows = _repeated(rows, batch.column(COUNT))
         yield from rows.to_batches()
+
+
+def _key_ordered(rows: pa.Table, key: list[str]) -> pa.Table:
+    """A keyed view's rows sorted by its key, so that each file holds a range of keys
+    (delta_upkeep.py); a multiset view's as they are.
+
+    >>> _key_ordered(pa.table({"k": [3, 1, 2]}), ["k"]).column("k").to_pylist()
+    [1, 2, 3]
+    """
+    return rows.sort_by([(k, "ascending") for k in key]) if key and rows.num_rows else rows
 
 
 def _empty(schema: pa.Schema) -> pa.Table:
@@ -439,6 +445,8 @@ def is_local(uri: str) -> bool:
     return urlparse(uri).scheme in ("", "file")
 
 
-def from_spec(spec: DestinationSpec, data_dir: Path, view: str) -> DeltaDestination:
+def from_spec(
+    spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int = DEFAULT_KEEP_VERSIONS
+) -> DeltaDestination:
     """The Delta table of a view's spec: its `uri`, or DATA_DIR/tables/<view>."""
-    return DeltaDestination(spec.uri or default_table_uri(data_dir, view))
+    return DeltaDestination(spec.uri or default_table_uri(data_dir, view), keep_versions=keep_versions)

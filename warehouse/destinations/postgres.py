@@ -307,7 +307,8 @@ def _transient(error: psycopg.Error) -> bool:
     return state is None or state.startswith("08") or state.startswith("57")
 
 
-def from_spec(spec: DestinationSpec, data_dir: Path, view: str) -> PostgresDestination:
-    """The destination a view's `{"kind": "postgres", "url", "table"}` names (warehouse/destinations/__init__.py)."""
+def from_spec(spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int = 0) -> PostgresDestination:
+    """The destination a view's `{"kind": "postgres", "url", "table"}` names (warehouse/destinations/__init__.py);
+    a table keeps no versions of its own, so `keep_versions` is not used."""
     assert spec.url is not None and spec.table is not None, "a postgres destination has url and table (DestinationIn)"
     return PostgresDestination(spec.url, spec.table, view)

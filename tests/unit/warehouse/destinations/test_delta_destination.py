@@ -8,12 +8,14 @@ from collections import Counter
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
 from protocol.types import Column, LogicalType
+from warehouse.destinations import delta_upkeep
 from warehouse.destinations.base import CannotFollow
-from warehouse.destinations.delta import OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused
+from warehouse.destinations.delta import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import OP
 
@@ -46,20 +48,61 @@ def _keyed_delta(rng: random.Random, truth: dict) -> list[dict]:
 
 def test_keyed_rounds_one_commit_each(tmp_path):
     uri = str(tmp_path / "t")
-    destination = DeltaDestination(uri)
+    keep = 5
+    destination = DeltaDestination(uri, keep_versions=keep)
     assert destination.applied() is None
     rng = random.Random(7)
     truth: dict = {}
+    then: list[dict] = []
     schema = pa.schema([pa.field(OP, pa.string()), *(pa.field(c.name, c.type.arrow()) for c in KEYED)])
-    for n in range(OPTIMIZE_EVERY + 3):  # past one compaction and vacuum
+    for n in range(OPTIMIZE_EVERY + 3):  # past one compaction and several vacuums
         lines = _keyed_delta(rng, truth)
         destination.apply(f"s{n}", n + 1, KEYED, ["k"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
         assert destination.applied() == f"s{n}"
+        then.append(dict(truth))
     rows = {r["k"]: r for r in DeltaTable(uri).to_pyarrow_table().to_pylist()}
     assert rows == truth
     assert _carried(uri) == [f"s{n}" for n in range(OPTIMIZE_EVERY + 3)]
-    operations = [c["operation"] for c in DeltaTable(uri).history()]
-    assert "OPTIMIZE" in operations  # a vacuum within the retention window finds nothing to remove
+    history = DeltaTable(uri).history()
+    operations = [c["operation"] for c in history]
+    assert "OPTIMIZE" in operations and "VACUUM END" in operations
+    assert not any(SYNC_ID in c for c in history if MAINTENANCE in c), "maintenance commits carry no sync id"
+    # time travel works to each of the last `keep` view versions (the vacuum keeps their files)
+    carrying = {c[SYNC_ID]: c["version"] for c in history if SYNC_ID in c}
+    for n in range(OPTIMIZE_EVERY + 3 - keep, OPTIMIZE_EVERY + 3):
+        old = DeltaTable(uri, version=carrying[f"s{n}"]).to_pyarrow_table().to_pylist()
+        assert {r["k"]: r for r in old} == then[n], f"time travel to s{n}"
+    # and the disk holds the files of those versions, not of every version since the load
+    on_disk = len(list((tmp_path / "t").glob("*.parquet")))
+    assert on_disk <= 3 * keep + len(DeltaTable(uri).file_uris()), on_disk
+
+
+def test_keyed_table_in_key_ranges_merge_rewrites_only_touched_files(tmp_path, monkeypatch):
+    """Written in key order in files of the target size, a delta touching recent keys
+    rewrites the files holding them, one spread over every key rewrites all."""
+    monkeypatch.setattr(delta_upkeep, "TARGET_FILE_BYTES", 64 * 1024)
+    uri = str(tmp_path / "ranges")
+    destination = DeltaDestination(uri)
+    columns = [Column("k", LogicalType("int")), Column("v", LogicalType("text"))]
+    schema = pa.schema([pa.field(OP, pa.string()), pa.field("k", pa.int64()), pa.field("v", pa.string())])
+    n = 60_000
+    order = random.Random(1).sample(range(n), n)  # the load arrives in no key order
+    load = pa.RecordBatch.from_pydict({OP: ["insert"] * n, "k": order, "v": [f"value {k:08d}" for k in order]}, schema)
+    destination.apply("load", 1, columns, ["k"], [load], False)
+    files = len(DeltaTable(uri).file_uris())
+    assert files >= 4, files
+
+    def rewritten(keys: list[int], sync: str) -> int:
+        lines = pa.RecordBatch.from_pydict({OP: ["update"] * len(keys), "k": keys, "v": ["new"] * len(keys)}, schema)
+        destination.apply(sync, 2, columns, ["k"], [lines], False)
+        commit = next(c for c in DeltaTable(uri).history() if c.get(SYNC_ID) == sync)
+        return int(commit["operationMetrics"]["num_target_files_removed"])
+
+    recent, spread = list(range(n - 500, n)), list(range(0, n, 997))
+    assert rewritten(recent, "recent") <= 2
+    assert rewritten(spread, "spread") >= files - 1
+    rows = DeltaTable(uri).to_pyarrow_table()
+    assert rows.num_rows == n and pc.sum(pc.equal(rows.column("v"), "new")).as_py() == len({*recent, *spread})
 
 
 def test_multiset_deletes_n_of_m_copies(tmp_path):
