@@ -9,22 +9,26 @@ benchmark starts (workloads/postgres.py; a role owning its schema, with TEMPORAR
 database, as docs/views/destination-postgres.md asks).
 
 Rounds: the load; ROUNDS rounds of the workload's own rates (1 % of the rows updated, 0.1 %
-deleted, 0.5 % inserted); one round of ten times those rates (the PostgreSQL apply should
-take ten times as long, not the table's time). Each round syncs the baseline, then the
+deleted, 0.5 % inserted; the students' keys are scattered, so these changes fall on every
+key range of the Delta table's files); one round of ten times those rates (the PostgreSQL
+apply should take ten times as long, not the table's time); one round of recent changes
+(as many updates, all among the highest twentieth of the keys, as where keys grow with time:
+the Delta MERGE should rewrite only the files holding those keys). Each round syncs the baseline, then the
 published view, then waits until both destinations hold the sync (GET /v1/views: their
 `applied_sync` is it, `lag_syncs` 0) before the next round, so that the publisher never runs
 beside a sync. Per round: each sync's own wall time (its record's `wall_seconds`), its delta's
 lines, each destination's apply (the service's `deltasieve_publish_seconds`, what the
 publisher measures around one apply: reading the stored delta, the commit, the Delta table's
-maintenance), and the time from the sync's answer until each destination held it (the
-publisher's whole turn, polled every POLL_S). Publishing added ÷ sync time is that last
-figure over the sync's wall time; the goal of #37 is at most GOAL.
+maintenance), the Delta commit's files rewritten, and the time from the sync's answer until
+each destination held it (the destinations are applied side by side, each by its own worker:
+the later of the two is when both hold it; polled every POLL_S). Publishing added ÷ sync
+time is that last figure over the sync's wall time; the goal of #37 is at most GOAL.
 
 Then, the published view alone, small rounds (a twentieth of the rates) until the Delta table
-has been compacted (its publisher compacts and vacuums every OPTIMIZE_EVERY table versions) and
-a few syncs after: per sync, the table's version, its files and bytes (those of the current
-version, and every Parquet file on disk: vacuum keeps what a version of the last
-VACUUM_RETENTION_HOURS needs, so within this run the disk only grows).
+has been compacted (every OPTIMIZE_EVERY table versions) and a few syncs after: per sync, the
+table's version, its files and bytes (those of the current version, and every Parquet file
+on disk: vacuum keeps the files of the last SERVICE_DELTA_KEEP_VERSIONS view versions,
+DEFAULT_KEEP_VERSIONS here, so the disk stays within about twice that many versions' files).
 
 At the end the keys of both destinations are checked against the source's.
 """
@@ -46,8 +50,9 @@ from deltalake import DeltaTable
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.benchmarks import machine
-from warehouse.destinations.delta import MAINTENANCE, OPTIMIZE_EVERY, VACUUM_RETENTION_HOURS
-from workloads.generators import STUDENTS, WORKLOADS, Simulator
+from warehouse.destinations import DEFAULT_KEEP_VERSIONS
+from warehouse.destinations.delta_upkeep import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID
+from workloads.generators import NOW_SQL, STUDENTS, WORKLOADS, Simulator
 from workloads.harness import Api, start_agent, start_service
 from workloads.postgres import start_postgres
 
@@ -65,6 +70,8 @@ CATCH_UP_S = 900
 LARGE, SMALL = 10, 0.05
 #: Syncs after the Delta table's first compaction in the many-syncs phase.
 AFTER_COMPACTION = 3
+#: The recent round's updates fall among this share of the keys, the highest.
+RECENT_KEYS = 0.05
 
 
 def warehouse(work: Path):
@@ -118,6 +125,34 @@ def sync_summary(sync: dict) -> dict:
     return {"status": sync["status"], "seconds": m.get("wall_seconds"), "lines": sum(rows), "rows_iud": rows}
 
 
+def recent_change(sim: Simulator, updates: int) -> dict:
+    """`updates` rows updated, all among the highest RECENT_KEYS of the keys (rows added lately
+    where keys grow with time), committed to the source as the simulator does."""
+    shape = sim.shape
+    recent = sorted(sim.alive)[-max(1, round(len(sim.alive) * RECENT_KEYS)) :]
+    chosen = sim.rng.sample(recent, min(len(recent), updates))
+    edit = shape.edits[0]
+    stamp = f", {shape.stamp} = {NOW_SQL}" if shape.stamp else ""
+    with sqlite3.connect(sim.path) as conn:
+        conn.executemany(
+            f"UPDATE {shape.table} SET {edit.assign}{stamp} WHERE {shape.key} = ?",
+            [(*edit.values(sim.rng), key) for key in chosen],
+        )
+    return {"updated": len(chosen), "deleted": 0, "inserted": 0}
+
+
+def rewritten(uri: str, sync_id: str) -> dict:
+    """The Delta table's files the commit of `sync_id` removed and added (a MERGE's rewrite)."""
+    for commit in DeltaTable(uri).history(40):
+        if commit.get(SYNC_ID) == sync_id:
+            metrics = commit.get("operationMetrics") or {}
+            return {
+                "removed": int(metrics.get("num_target_files_removed", metrics.get("num_removed_files", 0))),
+                "added": int(metrics.get("num_target_files_added", metrics.get("num_added_files", 0))),
+            }
+    return {}
+
+
 def delta_files(uri: str) -> dict:
     """The Delta table's version, its current files and bytes, and every Parquet file on disk."""
     table = DeltaTable(uri)
@@ -132,6 +167,7 @@ def delta_files(uri: str) -> dict:
         "bytes_on_disk": sum(p.stat().st_size for p in on_disk),
         "log_bytes": sum(p.stat().st_size for p in log if p.is_file()),
         "compactions": sum(1 for c in table.history() if c.get(MAINTENANCE) == "compact"),
+        "vacuums": sum(1 for c in table.history() if c.get(MAINTENANCE) == "vacuum"),
     }
 
 
@@ -156,6 +192,7 @@ def one_sync(api: Api, view: str) -> tuple[dict, dict]:
     return summary, {
         "apply_s": applied,
         "until_applied_s": reached,
+        "delta_rewritten": rewritten(destination_uri(api), sync["id"]),
         "added_share": round(added / summary["seconds"], 3),
         **{f"{kind}_share": round(applied[kind] / summary["seconds"], 3) for kind in applied},
     }
@@ -177,7 +214,8 @@ def round_entry(api: Api, number: int, kind: str, pg_url: str, changed: dict | N
     }
     print(
         f"round {number} ({kind}): plain {plain['seconds']} s, published {published['seconds']} s "
-        f"({published['lines']:,} lines), apply {publishing['apply_s']}, held after {publishing['until_applied_s']}",
+        f"({published['lines']:,} lines), apply {publishing['apply_s']}, held after {publishing['until_applied_s']}, "
+        f"Delta files rewritten {publishing['delta_rewritten']}",
         flush=True,
     )
     return entry
@@ -244,7 +282,8 @@ def run(args: argparse.Namespace) -> dict:
         "rounds": [],
     }
     server, pg_url = warehouse(work)
-    service = start_service(work / "data", work / "logs")
+    out["keep_versions"] = args.keep_versions
+    service = start_service(work / "data", work / "logs", env={"SERVICE_DELTA_KEEP_VERSIONS": str(args.keep_versions)})
     agent = start_agent(f"sqlite:///{sim.path}", work / "logs")
     api = Api(service.url, timeout=3600)
     try:
@@ -262,6 +301,9 @@ def run(args: argparse.Namespace) -> dict:
         changed = sim.change().counts()
         sim.profile = base
         out["rounds"].append(round_entry(api, args.rounds + 1, f"{LARGE}x change", pg_url, changed))
+        updates = round(statistics.median(r["published"]["lines"] for r in out["rounds"] if r["kind"] == "change"))
+        changed = recent_change(sim, updates)
+        out["rounds"].append(round_entry(api, args.rounds + 2, "recent change", pg_url, changed))
         out["syncs"] = many_syncs(api, sim, args.many_syncs, started + 60 * args.budget_min)
         out["check"] = check(api, sim.path, pg_url)
     finally:
@@ -281,7 +323,9 @@ def _median(values) -> float:
 def summarize(out: dict) -> dict:
     """The headline figures: medians over the change rounds, the load, the large round, the table after all syncs."""
     changes = [r for r in out["rounds"] if r["kind"] == "change"]
-    load, large = out["rounds"][0], out["rounds"][-1]
+    load = out["rounds"][0]
+    large = next(r for r in out["rounds"] if r["kind"] == f"{LARGE}x change")
+    recent = next((r for r in out["rounds"] if r["kind"] == "recent change"), None)
     sync_s = _median(r["published"]["seconds"] for r in changes)
     s = {
         "change rounds": len(changes),
@@ -305,11 +349,23 @@ def summarize(out: dict) -> dict:
     s["large_delta_apply_s"] = large["publishing"]["apply_s"]["delta"]
     s["postgres_s_per_1k_lines"] = round(1000 * s["postgres_apply_s"] / s["lines"], 4)
     s["large_postgres_s_per_1k_lines"] = round(1000 * s["large_postgres_apply_s"] / s["large_lines"], 4)
+    s["delta_rewritten"] = _median(r["publishing"].get("delta_rewritten", {}).get("removed", 0) for r in changes)
+    s["delta_files_at_changes"] = _median(r["delta_table"]["files"] for r in changes)
+    if recent is not None:
+        s["recent_lines"] = recent["published"]["lines"]
+        s["recent_delta_apply_s"] = recent["publishing"]["apply_s"]["delta"]
+        s["recent_delta_rewritten"] = recent["publishing"].get("delta_rewritten", {}).get("removed", 0)
     last = out["syncs"][-1]["delta_table"] if out.get("syncs") else large["delta_table"]
     s["delta_table_versions"] = last["version"]
     s["delta_compactions"] = last["compactions"]
     s["delta_files"], s["delta_bytes"] = last["files"], last["bytes"]
     s["delta_files_on_disk"], s["delta_bytes_on_disk"] = last["files_on_disk"], last["bytes_on_disk"]
+    s["delta_vacuums"] = last.get("vacuums", 0)
+    syncs = out.get("syncs") or []
+    s["delta_peak_bytes_on_disk"] = max(
+        (x["delta_table"]["bytes_on_disk"] for x in syncs), default=last["bytes_on_disk"]
+    )
+    s["delta_keep_versions"] = out.get("keep_versions", DEFAULT_KEEP_VERSIONS)
     return s
 
 
@@ -330,31 +386,36 @@ def findings(out: dict) -> list[str]:
         if delta_x < lines_x / 2
         else ""
     )
-    compacted = (
-        ""
-        if s["delta_compactions"] or s["delta_table_versions"] < OPTIMIZE_EVERY
-        else "; it committed nothing, the table being one file already, which every MERGE rewrites whole"
-    )
     syncs = out.get("syncs") or []
     peak_files = max((x["delta_table"]["files"] for x in syncs), default=0)
+    recent = (
+        f" A round of {s['recent_lines']:,} updates among the newest {100 * RECENT_KEYS:.0f} % of the keys: the "
+        f"Delta MERGE rewrote {s['recent_delta_rewritten']} of the table's files in {s['recent_delta_apply_s']} s, "
+        f"against {s['delta_rewritten']:.0f} of {s['delta_files_at_changes']:.0f} in {s['delta_apply_s']} s for "
+        "the workload's changes, which fall on every key range."
+        if "recent_lines" in s
+        else ""
+    )
     return [
         f"Over the {s['change rounds']} rounds of the workload's rates ({s['lines']:,.0f} delta lines, median), the "
         f"published view's sync took {s['sync_s']} s (the unpublished one {s['plain_sync_s']} s); publishing it "
         f"until both destinations held it added {100 * s['added_share']:.1f} % of that: goal {verdict}. "
         f"The Delta table's apply alone is {100 * s['delta_share']:.1f} % ({s['delta_apply_s']} s), "
-        f"PostgreSQL's {100 * s['postgres_share']:.1f} % ({s['postgres_apply_s']} s); the publisher applies "
-        "them one after the other, after the sync's answer, never delaying it.",
+        f"PostgreSQL's {100 * s['postgres_share']:.1f} % ({s['postgres_apply_s']} s); each is applied by its "
+        "own worker, side by side, after the sync's answer, never delaying it: both hold the sync when the "
+        f"slower of the two does.{recent}",
         f"The load: the sync {s['load_sync_s']} s, Delta {s['load_delta_apply_s']} s, PostgreSQL "
         f"{s['load_postgres_apply_s']} s (COPY of every row); both held it {100 * s['load_added_share']:.0f} % "
         "of the load's time after it.",
         f"The round of {LARGE}× the changes ({lines_x:.1f}× the lines): PostgreSQL's apply took {pg_x:.1f}× as "
         f"long ({s['postgres_s_per_1k_lines']} s per 1,000 lines before, {s['large_postgres_s_per_1k_lines']} "
         f"after), the Delta table's {delta_x:.1f}×{follows}.",
-        f"After {s['delta_table_versions']} Delta table versions and {s['delta_compactions']} compaction(s) "
-        f"(due every {OPTIMIZE_EVERY} versions{compacted}): {s['delta_files']} current files, {s['delta_bytes']:,} bytes "
+        f"After {s['delta_table_versions']} Delta table versions, {s['delta_compactions']} compaction(s) "
+        f"(due every {OPTIMIZE_EVERY} versions) and {s['delta_vacuums']} vacuum(s) (keeping the last "
+        f"{s['delta_keep_versions']} view versions): {s['delta_files']} current files, {s['delta_bytes']:,} bytes "
         f"(at most {peak_files} current files during the small rounds); {s['delta_files_on_disk']} Parquet files "
-        f"on disk, {s['delta_bytes_on_disk']:,} bytes: vacuum keeps the files a version of the last "
-        f"{VACUUM_RETENTION_HOURS} hours needs (time travel), so the disk is bounded by that window, not by this run.",
+        f"on disk, {s['delta_bytes_on_disk']:,} bytes, at most {s['delta_peak_bytes_on_disk']:,} during the small "
+        f"rounds: {s['delta_peak_bytes_on_disk'] / max(1, s['delta_bytes']):.1f}× the table.",
     ]
 
 
@@ -368,8 +429,8 @@ def markdown(out: dict) -> str:
         *(f"- {f}" for f in out["findings"]),
         "",
         "| round | lines | plain sync s | published sync s | Delta apply s | PostgreSQL apply s | held after s "
-        "(Delta, PostgreSQL) | added ÷ sync | Delta files / bytes | PostgreSQL bytes |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---|---:|",
+        "(Delta, PostgreSQL) | added ÷ sync | Delta files / bytes | Delta files rewritten | PostgreSQL bytes |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|",
     ]
     for r in out["rounds"]:
         p, d = r["publishing"], r["delta_table"]
@@ -377,7 +438,8 @@ def markdown(out: dict) -> str:
         lines.append(
             f"| {r['round']} ({r['kind']}) | {r['published']['lines']:,} | {r['plain']['seconds']} | "
             f"{r['published']['seconds']} | {p['apply_s'].get('delta')} | {p['apply_s'].get('postgres')} | {held} | "
-            f"{100 * p['added_share']:.0f} % | {d['files']} / {d['bytes']:,} | {r['postgres_table']['bytes']:,} |"
+            f"{100 * p['added_share']:.0f} % | {d['files']} / {d['bytes']:,} | "
+            f"{p.get('delta_rewritten', {}).get('removed', '')} | {r['postgres_table']['bytes']:,} |"
         )
     lines += ["", "Small rounds (the published view alone):", ""]
     lines += [
@@ -406,6 +468,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--budget-min", type=float, default=14, help="no small round begins this many minutes after the start"
+    )
+    parser.add_argument(
+        "--keep-versions", type=int, default=DEFAULT_KEEP_VERSIONS, help="the service's SERVICE_DELTA_KEEP_VERSIONS"
     )
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "publishing-1m")
