@@ -167,7 +167,7 @@ def delta_files(uri: str) -> dict:
         "bytes_on_disk": sum(p.stat().st_size for p in on_disk),
         "log_bytes": sum(p.stat().st_size for p in log if p.is_file()),
         "compactions": sum(1 for c in table.history() if c.get(MAINTENANCE) == "compact"),
-        "vacuums": sum(1 for c in table.history() if c.get(MAINTENANCE) == "vacuum"),
+        "vacuums": sum(1 for c in table.history() if c.get(MAINTENANCE) == "vacuum" and c["operation"] == "VACUUM END"),
     }
 
 

@@ -64,7 +64,7 @@ __all__ = ["MAINTENANCE", "OPTIMIZE_EVERY", "SYNC_ID", "DeltaDestination", "Dest
 VIEW_VERSION = "deltasieve.view_version"
 REBUILD = "deltasieve.rebuild"
 #: Commits read back from the log to find the newest sync id: a sync's commit is followed by
-#: at most a compaction and a vacuum's two commits.
+#: at most upkeep commits (delta_upkeep.py): a layout, a compaction, a vacuum's two.
 HISTORY_LOOKBACK = 16
 _SIDE = "__ds_side"
 
