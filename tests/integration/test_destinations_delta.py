@@ -6,7 +6,9 @@ On SQLite sources: randomized rounds on a keyed view with the default destinatio
 without change adds no commit), a multiset view, a view over two sources, a table view
 gaining a column at its source (the Delta table's schema evolves), and the service
 SIGKILLed between the view's commit and the destination's apply, and after the apply before
-the catalog heard of it: restarted, nothing is applied twice or lost.
+the catalog heard of it: restarted, nothing is applied twice or lost. The same two kills with
+a view published to a PostgreSQL table (the session's server): restarted, its
+`deltasieve_applied` lists every changing sync once, in order, and the table equals the source.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psycopg
 import pytest
 from deltalake import DeltaTable
 
@@ -31,6 +34,8 @@ PEOPLE = "pub_people"
 BAG = "pub_bag"
 JOINED = "pub_joined"
 ITEMS = "pub_items"
+WAREHOUSE = "pub_wh"
+WAREHOUSE_TABLE = "wh.people"
 #: Seconds a destination is given to catch up after a sync.
 CATCH_UP_S = 90
 #: Seconds a killed service is given to die once armed.
@@ -112,6 +117,43 @@ def wh(tmp_path_factory, logs_dir, special_service):
         special_service.restart()
     for agent in agents:
         agent.stop()
+
+
+@pytest.fixture(scope="module")
+def warehouse(wh, postgres):
+    """A view of the people published to a PostgreSQL table only, loaded; its changing syncs so far."""
+    service, people, _ = wh
+    owner = psycopg.connect(postgres.owner_url, autocommit=True)
+    owner.execute("CREATE SCHEMA IF NOT EXISTS wh")
+    spec = [{"kind": "postgres", "url": postgres.owner_url, "table": WAREHOUSE_TABLE}]
+    service.api.add_view(WAREHOUSE, VIEW_SQL.format(source=SOURCE), destinations=spec)
+    sync = service.api.sync(WAREHOUSE)
+    _published(service.api, WAREHOUSE, sync["id"])
+    yield owner, [sync["id"]]
+    owner.close()
+
+
+def _warehouse_rows(owner: psycopg.Connection) -> dict:
+    rows = owner.execute(f"SELECT id, name, city, score FROM {WAREHOUSE_TABLE}").fetchall()
+    return keyed(({"id": i, "name": n, "city": c, "score": s} for i, n, c, s in rows), KEY)
+
+
+def _warehouse_applied(owner: psycopg.Connection) -> list[str]:
+    query = "SELECT sync_id FROM wh.deltasieve_applied WHERE view = %s ORDER BY seq"
+    return [r[0] for r in owner.execute(query, (WAREHOUSE,))]
+
+
+def _killed_at(service, view: str, point: str) -> str:
+    """Arm `point`, start a sync of `view`, see the service die there, restart it: the sync's id."""
+    service.kill_file.write_text(point)
+    r = service.api.http.post(f"/v1/views/{view}/syncs")
+    assert r.status_code == 202, r.text
+    sync_id = r.json()["id"]
+    service.proc.proc.wait(timeout=DIE_WITHIN_S)  # killed by the armed point
+    assert not service.kill_file.exists(), "the point was not reached"
+    service.restart()
+    assert service.api.http.get(f"/v1/views/{view}/syncs/{sync_id}").json()["status"] == "succeeded"
+    return sync_id
 
 
 def _published(api: Api, view: str, sync_id: str) -> dict:
@@ -224,15 +266,8 @@ def test_killed_while_publishing(wh, point):
     uri = str(service.data_dir / "tables" / PEOPLE)
     carried = _carried(uri)
     people.change(updates=30, inserts=10, deletes=5)
-    service.kill_file.write_text(point)
-    r = service.api.http.post(f"/v1/views/{PEOPLE}/syncs")
-    assert r.status_code == 202, r.text
-    sync_id = r.json()["id"]
-    service.proc.proc.wait(timeout=DIE_WITHIN_S)  # killed by the armed point
-    assert not service.kill_file.exists(), "the point was not reached"
-    service.restart()
+    sync_id = _killed_at(service, PEOPLE, point)
     api = service.api
-    assert api.http.get(f"/v1/views/{PEOPLE}/syncs/{sync_id}").json()["status"] == "succeeded"
     _published(api, PEOPLE, sync_id)
     assert keyed(_rows(uri), KEY) == people.truth()
     assert _carried(uri) == [*carried, sync_id], "a sync applied twice or lost"
@@ -242,6 +277,27 @@ def test_killed_while_publishing(wh, point):
     _published(api, PEOPLE, sync["id"])
     assert keyed(_rows(uri), KEY) == people.truth()
     assert _carried(uri) == [*carried, sync_id, sync["id"]]
+
+
+@pytest.mark.parametrize("point", ["before_publish", "after_publish"])
+def test_killed_while_publishing_to_postgres(wh, warehouse, point):
+    """The service dies with the view committed and its PostgreSQL table not yet applied (or
+    its transaction committed, the catalog not told): after the restart the warehouse's
+    `deltasieve_applied` lists every changing sync once, in order, and the table is the source."""
+    service, people, _ = wh
+    owner, changing = warehouse
+    assert _warehouse_applied(owner) == changing
+    people.change(updates=30, inserts=10, deletes=5)
+    changing.append(_killed_at(service, WAREHOUSE, point))
+    _published(service.api, WAREHOUSE, changing[-1])
+    assert _warehouse_rows(owner) == people.truth()
+    assert _warehouse_applied(owner) == changing, "a sync applied twice or lost"
+    # and the next sync is published as usual
+    people.change(updates=10, inserts=2, deletes=2)
+    changing.append(service.api.sync(WAREHOUSE)["id"])
+    _published(service.api, WAREHOUSE, changing[-1])
+    assert _warehouse_rows(owner) == people.truth()
+    assert _warehouse_applied(owner) == changing
 
 
 def test_a_failing_destination_lags_then_catches_up(wh, tmp_path):
