@@ -139,8 +139,13 @@ def _warehouse_rows(owner: psycopg.Connection) -> dict:
 
 
 def _warehouse_applied(owner: psycopg.Connection) -> list[str]:
-    query = "SELECT sync_id FROM wh.deltasieve_applied WHERE view = %s ORDER BY seq"
-    return [r[0] for r in owner.execute(query, (WAREHOUSE,))]
+    """The syncs the warehouse recorded, in order; each recorded once: a sync applied again
+    would move its row to a later `seq` (the destination's upsert), leaving a gap."""
+    query = "SELECT sync_id, seq FROM wh.deltasieve_applied WHERE view = %s ORDER BY seq"
+    rows = owner.execute(query, (WAREHOUSE,)).fetchall()
+    seqs = [seq for _, seq in rows]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), f"a sync was applied again: {rows}"
+    return [sync_id for sync_id, _ in rows]
 
 
 def _killed_at(service, view: str, point: str) -> str:
