@@ -6,7 +6,9 @@ rebuild, a widening rewrite; the table's `delta.targetFileSize` says the same si
 later MERGE). A MERGE reads the key range of the sync's delta and rewrites only the files
 whose keys fall in it: changes to recent rows (new keys, recently inserted rows changing)
 rewrite a file or two, not the table; changes spread over every key still rewrite every
-file, no worse than one big file (tests/benchmarks/publishing.py measures both).
+file, no worse than one big file (tests/benchmarks/publishing.py measures both). Sorting
+holds the rows written whole in memory (Arrow) once: the load and a rebuild need about the
+table's size in memory, where they used to stream.
 
 Compaction, every OPTIMIZE_EVERY table versions: a keyed table is Z-ordered on its key
 (sorted again: MERGEs append new files and mix ranges), a multiset one compacted (small
