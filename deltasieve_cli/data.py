@@ -86,9 +86,10 @@ def delta(
     client: Client, out: Output, view_name: str, sync_id: str | None, fmt: str, output: Path | None, with_before: bool
 ) -> None:
     """The delta of a sync of VIEW (SYNC: its id or the start of it; default: the last succeeded one), one line
-    per changed row: op (insert, update, delete) and the row. In csv and parquet, `op` is a
-    column beside the row's, `count` and `old.COLUMN` too for views without a key, and
-    `before.COLUMN` with --with-before."""
+    per changed row: op (insert, update, delete) and the row, and on updates `changed`, the
+    columns the update changed. In csv and parquet, `op` is a column beside the row's,
+    `changed` too (parquet: a list; csv: the names joined by "|"), `count` and `old.COLUMN`
+    for views without a key, and `before.COLUMN` with --with-before."""
     sync_id = pick_sync(client, view_name, sync_id)
     convert = delta_converter(client, view_name, fmt, feed=False, with_before=with_before)
     params = {"with_before": "true"} if with_before else {}
@@ -132,7 +133,7 @@ def delta_converter(
 
     def convert(lines, fmt, sink, headers):
         columns = formats.delta_columns(answered(definition, headers), feed=feed, with_before=with_before)
-        optional = [formats.COUNT, *(name for name, _ in columns if name.startswith(formats.OLD_PREFIX))]
+        optional = [formats.COUNT, formats.CHANGED, *(n for n, _ in columns if n.startswith(formats.OLD_PREFIX))]
         return formats.write(
             map(formats.flat_delta, one_schema(lines)),
             columns,

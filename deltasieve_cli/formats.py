@@ -29,9 +29,21 @@ BATCH_ROWS = 10_000
 OP, COUNT, OLD_PREFIX = "op", "count", "old."
 #: The change feed's column of a line's sync, and the prefix of the row an update replaced (with_before).
 SYNC, BEFORE_PREFIX = "sync", "before."
+#: The column of the names of the columns an update changed, and its type here: in Parquet a
+#: list of strings, in CSV the names joined by "|" (a JSON array where a name holds a "|").
+CHANGED, CHANGED_LIST = "changed", "list<text>"
 
 _DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 _FLOATS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _joined(names: list[str]) -> str:
+    """The names of a `changed` list as one CSV field.
+
+    >>> _joined(["name", "city"]), _joined([]), _joined(["a|b"])
+    ('name|city', '', '["a|b"]')
+    """
+    return json.dumps(names, ensure_ascii=False) if any("|" in n for n in names) else "|".join(names)
 
 
 def _timestamp(value: str) -> dt.datetime:
@@ -49,6 +61,8 @@ def arrow_type(logical: str, *, for_csv: bool) -> tuple[pa.DataType, Callable]:
     DataType(string)
     """
     same = lambda v: v  # noqa: E731
+    if logical == CHANGED_LIST:
+        return (pa.string(), _joined) if for_csv else (pa.list_(pa.string()), same)
     match = _DECIMAL.match(logical.replace(" ", ""))
     if match:
         return pa.decimal128(max(int(match.group(1)), 1), int(match.group(2))), Decimal
@@ -90,14 +104,16 @@ def row_columns(view: dict) -> list[tuple[str, str]]:
 
 def delta_columns(view: dict, *, feed: bool = False, with_before: bool = False) -> list[tuple[str, str]]:
     """A delta line flattened: `sync` (`feed`: a line of the change feed), `op`, `count` (the
-    equal rows a line of a keyless view stands for), the row's columns, `old.COLUMN` for the
-    vanished row of a keyless view's paired update, and `before.COLUMN` (`with_before`) for
-    the row an update replaced. `write` leaves out `count` and `old.` when no line has them."""
+    equal rows a line of a keyless view stands for), `changed` (the columns an update
+    changed), the row's columns, `old.COLUMN` for the vanished row of a keyless view's
+    paired update, and `before.COLUMN` (`with_before`) for the row an update replaced.
+    `write` leaves out `count`, `changed` and `old.` when no line has them."""
     columns = row_columns(view)
     return [
         *([(SYNC, "text")] if feed else []),
         (OP, "text"),
         (COUNT, "int"),
+        (CHANGED, CHANGED_LIST),
         *columns,
         *((OLD_PREFIX + n, t) for n, t in columns),
         *((BEFORE_PREFIX + n, t) for n, t in (columns if with_before else [])),
@@ -111,11 +127,12 @@ def flat_delta(line: dict) -> dict:
     {'op': 'update', 'a': 1, 'old.a': 0}
     >>> flat_delta({"op": "insert", "count": 3, "row": {"a": 1}})
     {'op': 'insert', 'count': 3, 'a': 1}
-    >>> flat_delta({"sync": "s1", "op": "update", "row": {"a": 1}, "before": {"a": 0}})
-    {'sync': 's1', 'op': 'update', 'a': 1, 'before.a': 0}
+    >>> flat_delta({"sync": "s1", "op": "update", "row": {"a": 1}, "changed": ["a"], "before": {"a": 0}})
+    {'sync': 's1', 'op': 'update', 'changed': ['a'], 'a': 1, 'before.a': 0}
     """
     out = {SYNC: line["sync"]} if SYNC in line else {}
-    out.update({OP: line["op"], **({COUNT: line["count"]} if "count" in line else {}), **line.get("row", {})})
+    out.update({OP: line["op"], **({COUNT: line["count"]} if "count" in line else {})})
+    out.update({**({CHANGED: line["changed"]} if "changed" in line else {}), **line.get("row", {})})
     for prefix, part in ((OLD_PREFIX, "old"), (BEFORE_PREFIX, "before")):
         for name, value in (line.get(part) or {}).items():
             out[prefix + name] = value

@@ -1,12 +1,15 @@
 """Deltas and rows as the API sends them: NDJSON (the default) or Parquet, streamed.
 
-A delta line in NDJSON is `{"sync"?, "op", "count"?, "row", "old"?, "before"?}`: `sync`
-on the change feed only; `count` where a multiset line stands for more than one
-occurrence; `old` on a matched update of a multiset view; `before` on updates when asked
-for (null where it cannot be known). In Parquet the same fields are columns: `sync`
-(feed), `op`, `count` (multiset views: every line's count), `row` (a struct of the view's
-columns), `old` (multiset views with `match`), `before` (with `with_before`), null where
-NDJSON leaves the field out. Rows in Parquet are the view's columns, flat.
+A delta line in NDJSON is `{"sync"?, "op", "count"?, "row", "changed"?, "old"?,
+"before"?}`: `sync` on the change feed only; `count` where a multiset line stands for more
+than one occurrence; `changed` on updates: the names of the columns whose value the update
+changed, in the view's column order (NULL to a value and back count; left out on deltas
+stored before it was kept); `old` on a matched update of a multiset view; `before` on
+updates when asked for (null where it cannot be known). In Parquet the same fields are
+columns: `sync` (feed), `op`, `count` (multiset views: every line's count), `row` (a struct
+of the view's columns), `changed` (a list of strings), `old` (multiset views with
+`match`), `before` (with `with_before`), null where NDJSON leaves the field out. Rows in
+Parquet are the view's columns, flat.
 
 A sync that redefined the view (PUT) starts its lines with `{"sync", "op": "schema",
 "columns": [{"name", "type"}...], "key"}`, in a delta and on the feed; the lines after it
@@ -29,7 +32,8 @@ import pyarrow.parquet as pq
 from protocol.types import Column, arrow_schema
 from service.feed import BEFORE, COUNT, OLD, UPDATE, Item, SchemaChange, Shape
 from service.jsonvalues import to_json_value
-from warehouse.names import OP
+from warehouse.deltas.changed_columns import CHANGED_TYPE
+from warehouse.names import CHANGED, OP
 
 NDJSON = "application/x-ndjson"
 PARQUET = "application/vnd.apache.parquet"
@@ -70,6 +74,8 @@ def delta_ndjson(batches: Iterable[Item], shape: Shape, *, feed: bool) -> Iterat
             if shape.view.multiset and data[COUNT][i] > 1:
                 obj["count"] = data[COUNT][i]
             obj["row"] = {n: to_json_value(data[n][i]) for n in names}
+            if shape.changed and op == UPDATE and data[CHANGED][i] is not None:
+                obj["changed"] = data[CHANGED][i]
             if shape.matched and op == UPDATE and data[OLD][i] is not None:
                 obj["old"] = _json(data[OLD][i])
             if shape.with_before and op == UPDATE:
@@ -87,6 +93,8 @@ def delta_parquet(batches: Iterable[Item], shape: Shape, *, feed: bool) -> Itera
     if shape.view.multiset:
         fields.append(pa.field("count", pa.int64()))
     fields.append(pa.field("row", row_type))
+    if shape.changed:
+        fields.append(pa.field("changed", CHANGED_TYPE))
     if shape.matched:
         fields.append(pa.field("old", row_type))
     if shape.with_before:
@@ -102,6 +110,8 @@ def delta_parquet(batches: Iterable[Item], shape: Shape, *, feed: bool) -> Itera
             if shape.view.multiset:
                 arrays.append(batch.column(COUNT))
             arrays.append(pa.StructArray.from_arrays([batch.column(n) for n in shape.names], fields=list(row_type)))
+            if shape.changed:
+                arrays.append(batch.column(CHANGED))
             if shape.matched:
                 arrays.append(batch.column(OLD))
             if shape.with_before:

@@ -4,8 +4,10 @@ each update replaced.
 
 Every batch is normalized: `OP`, the view's columns cast to their logical types, `COUNT`
 for a multiset view, `OLD` (a struct: the old row of a matched update of a multiset view
-with `match`, as stored) and, with `with_before`, `BEFORE` (a struct: the row an update
-replaced, null on other lines).
+with `match`, as stored), on the answers served `CHANGED` (a list: the columns an update
+changed, as the delta stores it, deltas/changed_columns.py; of a multiset's matched update
+from its old row; null on other lines and on deltas stored before it was kept) and, with
+`with_before`, `BEFORE` (a struct: the row an update replaced, null on other lines).
 
 Where the old row of an update comes from: a keyed view's delta stores only the new row.
 The row an update of sync k replaced is the view's row as of sync k-1, so the stream first
@@ -39,8 +41,9 @@ from service.catalog import Catalog
 from service.errors import Gone
 from service.records import SyncRecord, ViewRecord
 from service.redefinitions import Segment
+from warehouse.deltas.changed_columns import CHANGED_TYPE, arrow_changed
 from warehouse.multisets import multiset
-from warehouse.names import OP
+from warehouse.names import CHANGED, OP
 from warehouse.pipeline.redefine import redefined
 from warehouse.reading.rows import view_batches
 from warehouse.store.layers import lookup, view_lookup
@@ -61,11 +64,12 @@ class Shape:
     view: ViewDef
     matched: bool  # a multiset view with `match`: updates carry their old row (OLD)
     with_before: bool
+    changed: bool = False  # the lines carry CHANGED: the columns each update changed
 
     @classmethod
-    def of(cls, view: ViewRecord, with_before: bool) -> Shape:
+    def of(cls, view: ViewRecord, with_before: bool, changed: bool = False) -> Shape:
         """The shape of the deltas of a view as the catalog holds it."""
-        return cls(ViewDef.from_json(view.definition), view.options.match is not None, with_before)
+        return cls(ViewDef.from_json(view.definition), view.options.match is not None, with_before, changed)
 
     @property
     def names(self) -> list[str]:
@@ -82,6 +86,8 @@ class Shape:
             fields.append(pa.field(COUNT, pa.int64()))
         if self.matched:
             fields.append(pa.field(OLD, self.row_type()))
+        if self.changed:
+            fields.append(pa.field(CHANGED, CHANGED_TYPE))
         if self.with_before if before is None else before:
             fields.append(pa.field(BEFORE, self.row_type()))
         return pa.schema(fields)
@@ -113,15 +119,32 @@ def delta_batches(path: Path, shape: Shape, batch_rows: int) -> Iterator[pa.Reco
     olds = (
         [multiset.OLD_PREFIX + n for n in names] if shape.matched and multiset.OLD_PREFIX + names[0] in present else []
     )
+    changed = [CHANGED] if shape.changed and CHANGED in present else []
     row_type, schema = shape.row_type(), shape.schema(before=False)
-    for batch in dataset.to_batches(columns=wanted + olds, batch_size=batch_rows):
+    for batch in dataset.to_batches(columns=wanted + olds + changed, batch_size=batch_rows):
         arrays = [batch.column(OP).cast(pa.string())]
         arrays += [batch.column(n).cast(row_type.field(n).type) for n in names]
         if shape.view.multiset:
             arrays.append(batch.column(COUNT).cast(pa.int64()))
         if shape.matched:
             arrays.append(_old_rows(batch, olds, row_type))
+        if shape.changed:
+            arrays.append(_changed(shape, arrays, batch.column(CHANGED) if changed else None))
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _changed(shape: Shape, arrays: list[pa.Array], stored: pa.Array | None) -> pa.Array:
+    """The columns each update of a normalized batch (its `arrays` so far) changed: as
+    stored; of a multiset's matched update, its old row (OLD, last) against the new one;
+    null where a delta stored before CHANGED was kept does not say."""
+    if stored is not None:
+        return stored.cast(CHANGED_TYPE)
+    if not shape.matched:
+        return pa.nulls(len(arrays[0]), CHANGED_TYPE)
+    olds = arrays[-1]
+    updates = pc.and_(pc.equal(arrays[0], UPDATE), pc.is_valid(olds))
+    names = shape.names
+    return arrow_changed({n: olds.field(n) for n in names}, dict(zip(names, arrays[1 : 1 + len(names)])), updates)
 
 
 def _old_rows(batch: pa.RecordBatch, olds: list[str], row_type: pa.StructType) -> pa.Array:
@@ -187,7 +210,7 @@ def deltas_of(
     anything streams, when a delta it needs is no longer stored. The syncs before the first
     are looked up only where with_before needs the rows they left."""
     matched = view.options.match is not None
-    shapes = [Shape(p.view, matched, with_before) for p in parts] or [Shape.of(view, with_before)]
+    shapes = [Shape(p.view, matched, with_before, True) for p in parts] or [Shape.of(view, with_before, True)]
     feeds = [stored(store, p.syncs) for p in parts]
     begins = []
     for part, shape in zip(parts, shapes, strict=False):

@@ -220,6 +220,9 @@ class SyncMetrics(SiteDetails, Traffic):
     rows_updated: int | None = None
     rows_deleted: int | None = None
     rows_in_view: int | None = None
+    #: Of the updates, how many changed each non-key column of the view (a keyed view's sync
+    #: after its load; deltas/changed_columns.py).
+    columns_changed: dict[str, int] | None = None
     rows_before: int | None = None
     rows_after: int | None = None
     realized_benefit_bytes: int | None = None

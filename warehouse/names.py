@@ -13,6 +13,9 @@ UNO = "__uno"
 OP = "__op"
 #: Operations of a delta line; KEEP marks a row that stays as it was.
 INSERT, UPDATE, DELETE, KEEP = "insert", "update", "delete", "keep"
+#: A stored delta's list of the columns each update changed (deltas/changed_columns.py);
+#: null on inserts and deletes, absent from deltas stored before it was kept.
+CHANGED = "__ds_changed"
 
 
 def spark_schema(columns: list[Column]) -> str:

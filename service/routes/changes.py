@@ -31,7 +31,7 @@ MORE = "X-More-Syncs"
     responses={
         200: {
             "content": {NDJSON: {}, PARQUET: {}},
-            "description": 'one {"sync", "op", "row"} object per changed view row, sync by sync in the order they ran (NDJSON), or the same as a Parquet file',
+            "description": 'one {"sync", "op", "row", "changed"?} object per changed view row, sync by sync in the order they ran (NDJSON), or the same as a Parquet file',
             "headers": {
                 LAST_SYNC: {
                     "description": "the last sync the answer includes (the `after` of the next call); with no sync included, the `after` given; absent when the view has no succeeded sync and no `after` was given",
@@ -64,7 +64,8 @@ def get_changes(
     with_before: WithBeforeQuery = False,
 ) -> StreamingResponse:
     """The deltas of every succeeded sync of the view after `after`, in the order the syncs
-    ran, each line tagged with its sync: {"sync": ID, "op": ..., "row": {...}}. Resume from
+    ran, each line tagged with its sync: {"sync": ID, "op": ..., "row": {...}}, updates with
+    "changed" (the columns they changed). Resume from
     the X-Last-Sync header, also when the answer is empty. A sync that applied a
     redefinition starts its lines with {"sync": ID, "op": "schema", "columns": [...], "key": [...]};
     in Parquet (one schema per file) a request spanning it is a 409 naming the requests to make.

@@ -98,7 +98,7 @@ def cancel_sync(name: str, sync_id: str, catalog: CatalogDep, runner: RunnerDep,
     responses={
         200: {
             "content": {NDJSON: {}, PARQUET: {}},
-            "description": "one {op, row} object per changed view row (NDJSON), or the same as a Parquet file",
+            "description": "one {op, row, changed?} object per changed view row (NDJSON), or the same as a Parquet file",
             "headers": {redefinitions.COLUMNS_HEADER: redefinitions.COLUMNS_HEADER_DOC},
         },
         **error_responses(404, 409, 410, 422),
@@ -113,8 +113,9 @@ def get_delta(
     fmt: FormatQuery = "ndjson",
     with_before: WithBeforeQuery = False,
 ) -> StreamingResponse:
-    """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line
-    (with_before: updates also carry "before", the row they replaced), or as Parquet. A sync
+    """The sync's delta as NDJSON: {"op": insert|update|delete, "row": {...}} per line,
+    updates with "changed", the columns they changed (with_before: also "before", the row
+    they replaced), or as Parquet. A sync
     that applied a redefinition starts with {"sync": ID, "op": "schema", "columns": [...],
     "key": [...]} (NDJSON only: in Parquet its delta is a 409). A sync retention removed
     (SERVICE_KEEP_DELTAS) is a 410."""

@@ -156,11 +156,13 @@ def summarize(results: dict) -> dict:
     out = {}
     for wname, w in results["workloads"].items():
         lbs = w.get("lower_bound_bytes", [])
+        clbs = w.get("column_lower_bound_bytes", [])  # absent in results from before it was measured
         scans = w.get("bare_scan_s_rounds", [])
         views = w.get("view_rows", [])
         entry = {
             "rounds": steady,
             "lower_bound_bytes": _median([lbs[i] for i in steady if i < len(lbs)]),
+            "column_lower_bound_bytes": _median([clbs[i] for i in steady if i < len(clbs)]),
             "bare_scan_s": w.get("bare_scan_s"),
             "strategies": {},
         }
@@ -176,6 +178,9 @@ def summarize(results: dict) -> dict:
                 "bytes_from_agent": _median([r["bytes_from_agent"] for r in picked]),
                 "round_trips": _median([r["round_trips"] for r in picked]),
                 "x_lower_bound": _median([r["bytes"] / lbs[r["round"]] for r in picked if lbs[r["round"]]]),
+                "x_column_lower_bound": _median(
+                    [r["bytes"] / clbs[r["round"]] for r in picked if r["round"] < len(clbs) and clbs[r["round"]]]
+                ),
                 "wall_s": _median([r["wall_s"] for r in picked]),
                 "x_bare_scan": _median([r["wall_s"] / scan for r in picked if (scan := _bare_scan_of(r, scans))]),
                 # rows read at the source per row of the view: 1 for one pass over the site query
@@ -314,7 +319,8 @@ def markdown(results: dict, summary: dict) -> str:
         "",
         *([f"Plan: {meta['plan']}.", ""] if meta.get("plan") else []),
         f"Steady state = median over rounds {steady[0]}–{steady[-1]}. *bytes/round* = bytes to + from the agent per sync; "
-        "*× LB* = ratio to the lower bound (zstd Arrow of the true delta); *× scan* = sync wall time over a bare "
+        "*× LB* = ratio to the lower bound (zstd Arrow of the true delta); *× CLB* = ratio to the column-level bound "
+        "(the same with each update's key and changed values only); *× scan* = sync wall time over a bare "
         "scan of the site query at the source (for reladiff: `COPY (…) TO STDOUT` at its PostgreSQL source); *rows read* = rows the agent read at the source per row of the view; "
         + (
             "*no-change round*: not run (`--no-quiet-round`)."
@@ -323,17 +329,21 @@ def markdown(results: dict, summary: dict) -> str:
             "(not in the steady state), and their share of the strategy's own load (round 0); — where not run."
         ),
         "",
-        "| workload | strategy | bytes/round | to agent | from agent | × LB | sync time | × scan | rows read | agent peak RSS | no-change round | exact |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        "| workload | strategy | bytes/round | to agent | from agent | × LB | × CLB | sync time | × scan | rows read | agent peak RSS | no-change round | exact |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for wname, s in summary.items():
         w = results["workloads"][wname]
         if w.get("error"):
-            lines.append(f"| {wname} | *error: {w['error'][:120]}* | | | | | | | | | | |")
+            lines.append(f"| {wname} | *error: {w['error'][:120]}* | | | | | | | | | | | |")
         quiet_lb = _size(w["no_change"]["lower_bound_bytes"]) if w.get("no_change") else ""
         lines.append(
-            f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | {quiet_lb} | |"
+            f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | {quiet_lb} | |"
         )
+        if s.get("column_lower_bound_bytes") is not None:
+            lines.append(
+                f"| {wname} | *column-level bound* | {_size(s['column_lower_bound_bytes'])} | | | | 1.0× | | | | | | |"
+            )
         for sname, t in s["strategies"].items():
             rss = f"{t['agent_peak_rss_kb'] / 1024:,.0f} MiB" if t["agent_peak_rss_kb"] else "—"
             if t.get("agent_tree_peak_pss_kb"):
@@ -341,7 +351,7 @@ def markdown(results: dict, summary: dict) -> str:
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
             lines.append(
-                f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {_no_change(t)} | {exact} |"
+                f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {_x(t.get('x_column_lower_bound'))} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {_no_change(t)} | {exact} |"
             )
     if parts:
         lines += [

@@ -184,6 +184,7 @@ class WorkloadRun:
             "strategies_run": leg.strategies,
             "rows": leg.rows,
             "lower_bound_bytes": [],
+            "column_lower_bound_bytes": [],
             "true_delta": [],
             "changes": [],
             "view_rows": [],
@@ -316,6 +317,7 @@ class WorkloadRun:
                         f"oracle out of step with the source after round {rnd}: the simulator touched keys it did not report"
                     )
             res["lower_bound_bytes"].append(delta.lower_bound_bytes)
+            res["column_lower_bound_bytes"].append(delta.column_lower_bound_bytes)
             res["true_delta"].append(delta.counts())
             res["view_rows"].append(n)
             for name, runner in list(live.items()):
@@ -353,6 +355,7 @@ class WorkloadRun:
             "changes": {"inserted": 0, "updated": 0, "deleted": 0},
             "true_delta": delta.counts(),
             "lower_bound_bytes": delta.lower_bound_bytes,
+            "column_lower_bound_bytes": delta.column_lower_bound_bytes,
             "view_rows": n,
             "bare_scan_s": round(scan_s, 4),
         }
@@ -432,8 +435,9 @@ class WorkloadRun:
         self, rnd: int, name: str, r: dict, delta: TrueDelta, scan_s: float, label: str | None = None
     ) -> None:
         label = label or ("load" if rnd == 0 else f"{rnd}/{self.config.rounds}")
-        lb = delta.lower_bound_bytes
+        lb, clb = delta.lower_bound_bytes, delta.column_lower_bound_bytes
         ratio = f"{r['bytes'] / lb:8.1f}x LB" if lb else " " * 11
+        ratio += f" {r['bytes'] / clb:6.1f}x CLB" if clb else " " * 11
         status = (
             "exact"
             if r["exact"]
@@ -543,6 +547,7 @@ def run(config: RunConfig, log=print) -> dict:
             "definitions": {
                 "bytes": "bytes_to_agent + bytes_from_agent of the sync: every byte on the agent's sockets, HTTP headers and framing included",
                 "lower_bound_bytes": "zstd Arrow IPC frames (<= 16,384 rows each, as the agent frames rows) of the view's true delta: new and updated rows in full, deleted keys",
+                "column_lower_bound_bytes": "the same, but each update ships only its key and the values it changed: new rows in full, then the updated keys beside each other column's changed values (null where unchanged, the null bitmap standing for a presence bitmap), deleted keys",
                 "wall_s": "time of POST /syncs?wait=true as seen by the client",
                 "bare_scan_s": "median per workload of the time to fetch every row of the site query at the source through the driver of its engine: Python's sqlite3 (SQLite), psycopg with a server-side cursor of 10,000-row fetches (PostgreSQL, as the agent reads it), MySQLdb with an unbuffered cursor (mysql_use_result) of 10,000-row fetches in the agent's session settings (MariaDB, as the agent reads it)",
                 "source": "the engine the agent reads: sqlite (the simulator's file), postgres (a PostgreSQL server started for the leg, loaded by COPY from the SQLite file; each round's updates, deletes and inserts replayed there as UPDATE, DELETE and COPY) or mariadb (a MariaDB server started for the leg, InnoDB, loaded by multi-row INSERTs from the SQLite file; each round's work replayed there as UPDATE, DELETE and INSERT); a workload on another engine than SQLite is named workload@engine (students@postgres, students@mariadb)",

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from tests.support.multisets import check_sample, check_sync
+from tests.support.oracle import changed_columns
 from tests.support.pairing import MATCH, READINGS, oracle_pairs
 from workloads.harness import start_agent
 
@@ -260,6 +261,7 @@ def test_match_pairs_vanished_and_appeared_rows_as_brute_force_does(api, tmp_pat
                 row = tuple(line["row"][c] for c in READINGS)
                 if line["op"] == "update":
                     assert "count" not in line
+                    assert line["changed"] == changed_columns(line["old"], line["row"], []), line
                     pairs[(tuple(line["old"][c] for c in READINGS), row)] += 1
                 else:
                     (came if line["op"] == "insert" else gone)[row] += line.get("count", 1)

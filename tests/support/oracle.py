@@ -58,8 +58,24 @@ def expected_delta(before: dict, after: dict) -> dict:
     return delta
 
 
+def differs(old: object, new: object) -> bool:
+    """Whether a column's value changed, as a delta's `changed` says: NULL to a value and
+    back does, NaN to NaN does not."""
+    if old is None or new is None:
+        return (old is None) != (new is None)
+    if isinstance(old, float) and isinstance(new, float) and old != old and new != new:
+        return False
+    return old != new
+
+
+def changed_columns(old: dict, new: dict, key: list[str]) -> list[str]:
+    """The columns an update from `old` to `new` changed, in `new`'s order."""
+    return [c for c in new if c not in key and differs(old[c], new[c])]
+
+
 def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: dict) -> None:
-    """The view equals the truth; its delta and metrics say exactly what changed."""
+    """The view equals the truth; its delta and metrics say exactly what changed (with the
+    columns each update changed, where the delta says them)."""
     assert sync["status"] == "succeeded", sync["error"]
     rows = keyed(api.rows(view), key)
     if rows != truth:
@@ -78,6 +94,13 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
         k = tuple(line["row"][c] for c in key)
         assert k not in got, f"key {k} twice in the delta"
         got[k] = (line["op"], line["row"] if line["op"] != "delete" else want.get(k, (None, line["row"]))[1])
+        if "changed" in line:
+            assert line["op"] == "update", f"`changed` on a {line['op']} line: {line}"
+            assert k in before and k in truth, f"an update of key {k} the truth does not update"
+            truly = changed_columns(before[k], line["row"], key)
+            assert line["changed"] == truly, (
+                f"key {k}: changed {line['changed']} != {truly} ({before[k]} -> {line['row']})"
+            )
     assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in want.items()}, "delta ops differ from the truth"
     for k, (op, row) in want.items():
         if op != "delete":
@@ -89,6 +112,10 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
         counts["update"],
         counts["delete"],
     )
+    if m.get("columns_changed") is not None:
+        updates = [(before[k], row) for k, (op, row) in want.items() if op == "update"]
+        counts_per_column = {c: sum(c in changed_columns(o, n, key) for o, n in updates) for c in m["columns_changed"]}
+        assert m["columns_changed"] == counts_per_column, "metrics.columns_changed differ from the truth"
     if m.get("differences_found") is not None and len(m.get("sites", ())) == 1:
         # a peeled sketch of a one-site view finds exactly the pairs that differ: two per
         # update (old and new row), one per insert and per delete; no more, no fewer

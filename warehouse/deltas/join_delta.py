@@ -57,9 +57,9 @@ from pyspark.sql import functions as F
 from protocol.types import arrow_schema
 from warehouse import null_keys
 from warehouse.deltas import equi_join
-from warehouse.deltas.touched_delta import same_values
+from warehouse.deltas.changed_columns import CHANGED_TYPE, arrow_changed, same_values
 from warehouse.multisets import combinations
-from warehouse.names import DELETE, INSERT, KEEP, OP, UPDATE, spark_schema
+from warehouse.names import CHANGED, DELETE, INSERT, KEEP, OP, UPDATE, spark_schema
 from warehouse.store import layers
 from warehouse.store.versions import Version
 from warehouse.viewdef import ViewDef
@@ -107,21 +107,23 @@ def first_per_key(table: pa.Table, key: list[str]) -> pa.Table:
 
 
 def view_changes(old: pa.Table, new: pa.Table, key: list[str]) -> pa.Table:
-    """insert / update / delete rows (OP + the columns) turning the rows `old` into `new`,
-    matched by `key` (NULL equal to NULL, in the key as in the values; NaN to NaN); rows
-    equal in both are left out.
+    """insert / update / delete rows (OP + the columns, and CHANGED: the columns each
+    update changed) turning the rows `old` into `new`, matched by `key` (NULL equal to
+    NULL, in the key as in the values; NaN to NaN); rows equal in both are left out.
 
-    >>> old = pa.table({"k": [1, 2, 3], "v": ["a", "b", None]})
-    >>> new = pa.table({"k": [2, 3, 4], "v": ["B", None, "d"]})
-    >>> view_changes(old, new, ["k"]).sort_by("k").to_pylist()
-    [{'__op': 'delete', 'k': 1, 'v': 'a'}, {'__op': 'update', 'k': 2, 'v': 'B'}, {'__op': 'insert', 'k': 4, 'v': 'd'}]
+    >>> old = pa.table({"k": [1, 2, 3], "v": ["a", "b", None], "w": [1, 2, 3]})
+    >>> new = pa.table({"k": [2, 3, 4], "v": ["B", None, "d"], "w": [None, 3, 4]})
+    >>> view_changes(old, new, ["k"]).sort_by("k").drop_columns([CHANGED]).to_pylist()
+    [{'__op': 'delete', 'k': 1, 'v': 'a', 'w': 1}, {'__op': 'update', 'k': 2, 'v': 'B', 'w': None}, {'__op': 'insert', 'k': 4, 'v': 'd', 'w': 4}]
+    >>> view_changes(old, new, ["k"]).sort_by("k").column(CHANGED).to_pylist()
+    [None, ['v', 'w'], None]
 
     A key part may be NULL (a padded row of a LEFT JOIN): it still matches.
 
     >>> old = pa.table({"c": [7, 7], "o": pa.array([None, 1], pa.int64()), "v": ["a", "b"]})
     >>> new = pa.table({"c": [7], "o": pa.array([None], pa.int64()), "v": ["A"]})
-    >>> view_changes(old, new, ["c", "o"]).sort_by("o").to_pylist()
-    [{'__op': 'delete', 'c': 7, 'o': 1, 'v': 'b'}, {'__op': 'update', 'c': 7, 'o': None, 'v': 'A'}]
+    >>> view_changes(old, new, ["c", "o"]).sort_by("o").select([OP, "o", CHANGED]).to_pylist()
+    [{'__op': 'delete', 'o': 1, '__ds_changed': None}, {'__op': 'update', 'o': None, '__ds_changed': ['v']}]
     """
     names = new.schema.names
     values = [c for c in names if c not in key]
@@ -133,10 +135,13 @@ def view_changes(old: pa.Table, new: pa.Table, key: list[str]) -> pa.Table:
     same = reduce(pc.and_, [same_values(j.column(v), j.column(_OLD + v)) for v in values], pc.and_(in_o, in_n))
     op = pc.if_else(in_n, pc.if_else(in_o, pc.if_else(same, KEEP, UPDATE), INSERT), DELETE)
     rows = {c: j.column(c) if c in key else pc.if_else(in_n, j.column(c), j.column(_OLD + c)) for c in names}
+    changed = arrow_changed(
+        {v: j.column(_OLD + v) for v in values}, {v: j.column(v) for v in values}, pc.equal(op, UPDATE)
+    )
     return (
-        pa.table({OP: op, **rows})
+        pa.table({OP: op, **rows, CHANGED: changed})
         .filter(pc.not_equal(op, KEEP))
-        .cast(pa.schema([pa.field(OP, pa.string()), *new.schema]))
+        .cast(pa.schema([pa.field(OP, pa.string()), *new.schema, pa.field(CHANGED, CHANGED_TYPE)]))
     )
 
 

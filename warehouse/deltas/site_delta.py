@@ -18,8 +18,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from protocol.types import Column, arrow_schema
+from warehouse.deltas.changed_columns import spark_changed
 from warehouse.errors import SourceDataError
-from warehouse.names import DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE
+from warehouse.names import CHANGED, DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE
 
 _R = "__r_"
 
@@ -40,7 +41,10 @@ class DeltaResult:
         return self.classified.filter(F.col(OP).isin(INSERT, UPDATE, DELETE)).select(OP, *[c.name for c in columns])
 
     def write_delta(self, path, columns: list[Column]) -> None:
-        self.delta(columns).write.parquet(str(path))
+        """Stage the delta as stored: OP, the site columns and the columns each update changed."""
+        self.classified.filter(F.col(OP).isin(INSERT, UPDATE, DELETE)).select(
+            OP, *[c.name for c in columns], CHANGED
+        ).write.parquet(str(path))
 
     def delta_table(self, columns: list[Column]) -> pa.Table:
         """The delta gathered on the driver (OP + site columns in their logical Arrow types)."""
@@ -136,7 +140,8 @@ def build_delta(
         .cast("bigint")
         .alias(UNO)
     )
-    classified = j.select(F.col(OP), *out, syncs_seen, updates_seen).persist(StorageLevel.MEMORY_AND_DISK)
+    changed = spark_changed([(v, F.col(v), F.col(_R + v)) for v in values], F.col(OP) == UPDATE).alias(CHANGED)
+    classified = j.select(F.col(OP), *out, syncs_seen, updates_seen, changed).persist(StorageLevel.MEMORY_AND_DISK)
     counts = {row[OP]: row["count"] for row in classified.groupBy(OP).count().collect()}
     inserted, updated, deleted, kept = (counts.get(x, 0) for x in (INSERT, UPDATE, DELETE, KEEP))
     return DeltaResult(classified, inserted, updated, deleted, kept, before=updated + deleted + kept)
@@ -144,7 +149,8 @@ def build_delta(
 
 def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str]) -> DataFrame:
     """insert / update / delete rows turning `old` into `new`, matched by `key` (NULL
-    matching NULL: a view's key may hold a LEFT JOIN's columns)."""
+    matching NULL: a view's key may hold a LEFT JOIN's columns), with the columns each
+    update changed (CHANGED)."""
     values = [c for c in columns if c not in key]
     o = old.select(*[F.col(k).alias("__ok_" + k) for k in key], *[F.col(v).alias("__o_" + v) for v in values])
     o = o.withColumn("__in_o", F.lit(True))
@@ -162,7 +168,8 @@ def view_delta(old: DataFrame, new: DataFrame, columns: list[str], key: list[str
     )
     prefix = {c: "__ok_" if c in key else "__o_" for c in columns}
     out = [F.when(in_n, F.col(c)).otherwise(F.col(prefix[c] + c)).alias(c) for c in columns]
-    return j.select(op.alias(OP), *out).filter(F.col(OP) != "keep")
+    changed = spark_changed([(v, F.col("__o_" + v), F.col(v)) for v in values], op == UPDATE).alias(CHANGED)
+    return j.select(op.alias(OP), *out, changed).filter(F.col(OP) != "keep")
 
 
 def counted(delta: DataFrame) -> tuple[int, int, int]:

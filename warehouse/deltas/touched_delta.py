@@ -19,8 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from protocol.types import Column, arrow_schema
+from warehouse.deltas.changed_columns import CHANGED_TYPE, arrow_changed, same_values
 from warehouse.deltas.site_delta import DUPLICATE_EXAMPLES, duplicate_key_error, split_key_changes
-from warehouse.names import DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE
+from warehouse.names import CHANGED, DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE
 from warehouse.store import layers
 
 _R = "__r_"
@@ -39,9 +40,12 @@ class TouchedDelta:
     deleted: int
     kept: int
     before: int
+    #: The columns each line of `delta` changed (CHANGED: a list on updates, else null).
+    changed_columns: pa.Array
 
     def write_delta(self, path: Path, columns: list[Column]) -> None:
-        layers.write_part(self.delta, path)
+        """Stage the delta as stored: OP, the site columns and the columns each update changed."""
+        layers.write_part(self.delta.append_column(pa.field(CHANGED, CHANGED_TYPE), self.changed_columns), path)
 
     def delta_table(self, columns: list[Column]) -> pa.Table:
         """The delta (OP + site columns), as DeltaResult.delta_table has it."""
@@ -58,20 +62,6 @@ class TouchedDelta:
 def omega_schema(columns: list[Column]) -> pa.Schema:
     """Arrow schema of stored rows: the site columns and the update statistics (TNO, UNO)."""
     return arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
-
-
-def same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Null-safe equality, NaN equal to NaN (as Spark's <=> compares).
-
-    >>> same_values(pa.chunked_array([[1.0, None, float("nan"), 2.0]]), pa.chunked_array([[1.0, None, float("nan"), None]])).to_pylist()
-    [True, True, True, False]
-    """
-    equal = pc.fill_null(pc.equal(a, b), False)
-    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    out = pc.or_(equal, both_null)
-    if pa.types.is_floating(a.type):
-        out = pc.or_(out, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
-    return out
 
 
 def check_unique(rows: pa.Table, key: list[str], what: str) -> None:
@@ -123,8 +113,12 @@ def classify(
         }
     ).filter(is_new)
     is_deleted = pc.equal(op, DELETE)
-    delta = pa.table({OP: op, **{c: pc.if_else(is_deleted, was[c], now[c]) for c in schema.names}}).filter(
-        pc.or_(is_new, is_deleted)
+    lines = pc.or_(is_new, is_deleted)
+    delta = pa.table({OP: op, **{c: pc.if_else(is_deleted, was[c], now[c]) for c in schema.names}}).filter(lines)
+    changed_columns = arrow_changed(
+        {v: was[v].filter(lines) for v in values},
+        {v: now[v].filter(lines) for v in values},
+        pc.equal(delta.column(OP), UPDATE),
     )
     left = pa.table({**was, TNO: j.column(TNO), UNO: j.column(UNO)}).filter(is_left)
     counts = {name: pc.sum(pc.equal(op, name)).as_py() or 0 for name in (INSERT, UPDATE, DELETE)}
@@ -137,6 +131,7 @@ def classify(
         counts[DELETE],
         before - counts[UPDATE] - counts[DELETE],
         before,
+        changed_columns,
     )
 
 

@@ -30,7 +30,7 @@ from pyspark.util import inheritable_thread_target
 from protocol.types import arrow_schema
 from warehouse import faults
 from warehouse.cancellation import Cancellation
-from warehouse.deltas import join_delta
+from warehouse.deltas import changed_columns, join_delta
 from warehouse.deltas.join_delta import JoinDelta
 from warehouse.deltas.site_delta import DeltaResult, counted, view_delta
 from warehouse.deltas.touched_delta import TouchedDelta
@@ -475,6 +475,7 @@ class SyncRun:
         self._count_traffic()  # verify reads and failed attempts count too
         m.realized_benefit_bytes = (m.full_ship_estimate_bytes or 0) - m.bytes_to_agent - m.bytes_from_agent
         m.rows_after = m.rows_in_view
+        m.columns_changed = changed_columns.of_view(self.view, self.store.staged_delta(self.sync_id), self.stored)
         meta = {**self.meta, "version": self.staged.number, "sync_id": self.sync_id, "rows": m.rows_in_view}
         meta["metrics"] = m.to_json()
         meta["definition"] = self.view.to_json()  # what its rows follow: a redefinition waits for a sync

@@ -8,7 +8,7 @@ from pyspark.sql import SparkSession
 
 from warehouse.deltas.site_delta import DeltaResult, view_delta
 from warehouse.deltas.touched_delta import TouchedDelta
-from warehouse.names import OP
+from warehouse.names import CHANGED, OP
 from warehouse.store import layers
 from warehouse.store.versions import Version
 from warehouse.viewdef import ViewDef
@@ -36,6 +36,7 @@ def compared(
             report["sources"].append({"source": site.source, "divergent_rows": n})
             for row in diff.limit(max(0, VERIFY_EXAMPLES - len(report["examples"]))).collect():
                 d = row.asDict()
+                d.pop(CHANGED, None)
                 report["examples"].append(
                     {"source": site.source, "fix": d.pop(OP), "key": {k: d[k] for k in site.key}, "row": d}
                 )

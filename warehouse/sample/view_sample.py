@@ -355,14 +355,14 @@ def from_delta(
     if previous is not None and previous[0].num_rows and lines.files:
         held = previous[0].column(key[0])
         near = ds.field(key[0]).isin(pc.unique(held).drop_null()) | ds.field(key[0]).is_null()
-        touched = lines.to_table(filter=ds.field(OP).isin([UPDATE, DELETE]) & near).cast(typed)
+        touched = lines.to_table(typed.names, filter=ds.field(OP).isin([UPDATE, DELETE]) & near).cast(typed)
         ops = touched.column(OP)
         deleted = touched.filter(pc.equal(ops, DELETE)).select(key)
         updated = touched.filter(pc.equal(ops, UPDATE)).select(schema.names)
 
     def inserts() -> Iterator[pa.Table]:
         if lines.files:
-            for batch in lines.to_batches(filter=ds.field(OP) == INSERT, batch_size=INSERT_BATCH_ROWS):
+            for batch in lines.to_batches(typed.names, filter=ds.field(OP) == INSERT, batch_size=INSERT_BATCH_ROWS):
                 yield pa.Table.from_batches([batch]).cast(typed).select(schema.names)
 
     return maintain(

@@ -76,7 +76,7 @@ def test_a_keyed_delta_has_no_count_nor_old_columns():
     view = {"columns": ["k", "v"], "column_types": {"k": "int", "v": "text"}}
     lines = [{"op": "insert", "row": {"k": 1, "v": "a"}}, {"op": "delete", "row": {"k": 2}}]
     columns = formats.delta_columns(view)
-    optional = [formats.COUNT, "old.k", "old.v"]
+    optional = [formats.COUNT, formats.CHANGED, "old.k", "old.v"]
     back = parquet(map(formats.flat_delta, lines), columns, optional=optional, defaults={formats.COUNT: 1})
     assert back == [{"op": "insert", "k": 1, "v": "a"}, {"op": "delete", "k": 2, "v": None}]
 
@@ -89,7 +89,7 @@ def test_a_keyless_delta_keeps_counts_and_old_rows():
         {"op": "update", "row": {"a": 2.5, "b": "z"}, "old": {"a": 2.4, "b": "z"}},
     ]
     columns = formats.delta_columns(view)
-    optional = [formats.COUNT, "old.a", "old.b"]
+    optional = [formats.COUNT, formats.CHANGED, "old.a", "old.b"]
     back = parquet(map(formats.flat_delta, lines), columns, optional=optional, defaults={formats.COUNT: 1})
     assert [r["count"] for r in back] == [3, 1, 1]
     assert [r["old.a"] for r in back] == [None, None, 2.4] and back[2]["a"] == 2.5
@@ -100,14 +100,33 @@ def test_a_feed_with_before_has_sync_and_typed_before_columns():
     view = {"columns": ["k", "price"], "column_types": {"k": "int", "price": "decimal(8,2)"}}
     lines = [
         {"sync": "s1", "op": "insert", "row": {"k": 1, "price": "1.00"}},
-        {"sync": "s2", "op": "update", "row": {"k": 1, "price": "2.50"}, "before": {"k": 1, "price": "1.00"}},
+        {
+            "sync": "s2",
+            "op": "update",
+            "row": {"k": 1, "price": "2.50"},
+            "changed": ["price"],
+            "before": {"k": 1, "price": "1.00"},
+        },
     ]
     columns = formats.delta_columns(view, feed=True, with_before=True)
-    optional = [formats.COUNT, "old.k", "old.price"]
+    optional = [formats.COUNT, formats.CHANGED, "old.k", "old.price"]
     back = parquet(map(formats.flat_delta, lines), columns, optional=optional, defaults={formats.COUNT: 1})
-    assert list(back[0]) == ["sync", "op", "k", "price", "before.k", "before.price"]
+    assert list(back[0]) == ["sync", "op", "changed", "k", "price", "before.k", "before.price"]
+    assert [r["changed"] for r in back] == [None, ["price"]]
     assert [r["sync"] for r in back] == ["s1", "s2"] and back[0]["before.price"] is None
     assert back[1]["before.price"] == Decimal("1.00") and back[1]["price"] == Decimal("2.50")
+
+
+def test_changed_columns_in_csv_are_the_names_joined():
+    view = {"columns": ["k", "a", "b"], "column_types": {"k": "int", "a": "text", "b": "int"}}
+    lines = [
+        {"op": "update", "row": {"k": 1, "a": "x", "b": None}, "changed": ["a", "b"]},
+        {"op": "insert", "row": {"k": 2, "a": "y", "b": 3}},
+    ]
+    sink = io.BytesIO()
+    formats.write(map(formats.flat_delta, lines), formats.delta_columns(view), "csv", sink, optional=[formats.COUNT])
+    first, second = csv.DictReader(io.StringIO(sink.getvalue().decode()))
+    assert first["changed"] == "a|b" and second["changed"] == ""
 
 
 def test_many_rows_cross_batches():

@@ -50,3 +50,24 @@ def test_a_stream_starts_from_the_version_before_it_else_from_every_delta_since_
     assert feed.start(store, _syncs("a", "x"), plain) == feed.Start()  # nothing read without with_before
     with pytest.raises(Gone, match="sync x .*with_before"):
         feed.start(store, _syncs("a", "x"), shape)
+
+
+def test_a_delta_serves_its_changed_columns_and_an_older_one_none(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from warehouse.deltas.changed_columns import CHANGED_TYPE
+    from warehouse.names import CHANGED, OP
+
+    lines = {OP: ["update", "insert"], "id": [1, 2], "v": ["a", "b"]}
+    new, old = tmp_path / "new", tmp_path / "old"
+    new.mkdir(), old.mkdir()
+    pq.write_table(pa.table({**lines, CHANGED: pa.array([["v"], None], CHANGED_TYPE)}), new / "part-0.parquet")
+    pq.write_table(pa.table(lines), old / "part-0.parquet")  # stored before CHANGED was kept
+    served = feed.Shape(VIEW, matched=False, with_before=False, changed=True)
+    (batch,) = feed.delta_batches(new, served, 100)
+    assert batch.column(CHANGED).to_pylist() == [["v"], None]
+    (batch,) = feed.delta_batches(old, served, 100)
+    assert batch.column(CHANGED).to_pylist() == [None, None]
+    (batch,) = feed.delta_batches(new, feed.Shape(VIEW, matched=False, with_before=False), 100)
+    assert CHANGED not in batch.schema.names  # publishing reads the lines without it

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from protocol.types import Column, LogicalType
-from warehouse.deltas.site_delta import build_delta, check_unique
+from warehouse.deltas.site_delta import build_delta, check_unique, view_delta
 from warehouse.errors import SourceDataError
-from warehouse.names import OP, TNO, UNO
+from warehouse.names import CHANGED, OP, TNO, UNO
 from warehouse.spark import build_session
 
 COLUMNS = [Column("k", LogicalType("int")), Column("v", LogicalType("text")), Column("x", LogicalType("float"))]
@@ -87,3 +87,39 @@ def test_duplicate_keys_are_reported_with_an_example(spark):
         check_unique(rows, ["k"], "site query of view v")
     assert "'v': 'a'" in caught.value.message and "'v': 'b'" in caught.value.message  # the rows, not only the key
     check_unique(rows.filter("v != 'b'"), ["k"], "site query of view v")
+
+
+def test_view_delta_says_which_columns_each_update_changed(spark):
+    old = spark.createDataFrame([(1, "a", 1.0), (2, None, 2.0), (3, "c", None), (4, "d", 4.0)], ROWS)
+    new = spark.createDataFrame([(1, "a", 1.5), (2, "b", 2.0), (3, None, 3.0), (5, "e", 5.0)], ROWS)
+    lines = {r["k"]: (r[OP], r[CHANGED]) for r in view_delta(old, new, ["k", "v", "x"], ["k"]).collect()}
+    assert lines == {
+        1: ("update", ["x"]),
+        2: ("update", ["v"]),  # NULL to a value
+        3: ("update", ["v", "x"]),  # a value to NULL, NULL to a value: every column
+        4: ("delete", None),
+        5: ("insert", None),
+    }
+
+
+def test_the_stored_delta_lists_the_changed_columns(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    result = build_delta(
+        spark.createDataFrame([(1, "a", 1.0, 1, 1), (2, "b", None, 1, 1)], SNAP),
+        COLUMNS,
+        ["k"],
+        grouped_keys=spark.createDataFrame([], KEYS),
+        returned=spark.createDataFrame([(1, "a", 2.0), (2, "B", 3.0), (3, "c", None)], ROWS),
+        deleted_keys=spark.createDataFrame([], KEYS),
+    )
+    try:
+        result.write_delta(tmp_path / "delta", COLUMNS)
+    finally:
+        result.release()
+    rows = pq.read_table(tmp_path / "delta").to_pylist()
+    assert sorted((r["k"], r[OP], r[CHANGED]) for r in rows) == [
+        (1, "update", ["x"]),
+        (2, "update", ["v", "x"]),
+        (3, "insert", None),
+    ]

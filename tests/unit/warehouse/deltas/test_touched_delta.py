@@ -12,7 +12,7 @@ from protocol.types import Column, LogicalType, arrow_schema
 from warehouse.deltas.site_delta import build_delta
 from warehouse.deltas.touched_delta import check_unique, classify, omega_schema
 from warehouse.errors import SourceDataError
-from warehouse.names import OP, TNO, UNO
+from warehouse.names import CHANGED, OP, TNO, UNO
 from warehouse.spark import build_session
 
 COLUMNS = [
@@ -60,7 +60,9 @@ def test_touched_tuples_classify_as_the_whole_snapshot_does(spark, seed):
     )
     try:
         expected_delta = sorted(map(repr, (tuple(r) for r in whole.delta(COLUMNS).collect())))
-        expected_new = {r["k"]: tuple(r) for r in whole.classified.filter(f"{OP} in ('insert', 'update')").collect()}
+        news = whole.classified.filter(f"{OP} in ('insert', 'update')")
+        expected_new = {r["k"]: tuple(r) for r in news.drop(CHANGED).collect()}
+        expected_changed = {r["k"]: r[CHANGED] for r in news.collect()}
         counts = (whole.inserted, whole.updated, whole.deleted, whole.kept, whole.before)
     finally:
         whole.release()
@@ -78,6 +80,9 @@ def test_touched_tuples_classify_as_the_whole_snapshot_does(spark, seed):
 
     assert (touched.inserted, touched.updated, touched.deleted, touched.kept, touched.before) == counts
     assert sorted(map(repr, (tuple(r.values()) for r in touched.delta.to_pylist()))) == expected_delta
+    # both say alike which columns each update changed (null on inserts and deletes)
+    lines = touched.delta.append_column(CHANGED, touched.changed_columns).to_pylist()
+    assert {r["k"]: r[CHANGED] for r in lines if r[OP] != "delete"} == expected_changed
     new = {r["k"]: tuple(r.values()) for r in touched.changed.select([OP, "k", "v", "x", "d", TNO, UNO]).to_pylist()}
     assert new.keys() == expected_new.keys()
     for k, row in new.items():  # NaN != NaN as tuples compare: compare their reprs

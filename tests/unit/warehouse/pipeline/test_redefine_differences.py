@@ -17,7 +17,7 @@ import pytest
 from protocol.types import arrow_schema
 from warehouse.multisets import combinations
 from warehouse.multisets.multiset import _cols
-from warehouse.names import OP, TNO, UNO
+from warehouse.names import CHANGED, OP, TNO, UNO
 from warehouse.pipeline import redefine
 from warehouse.spark import build_session
 from warehouse.store.versions import Version
@@ -47,7 +47,7 @@ def _version(root, number: int, view: ViewDef, rows: list[dict], stats: list[tup
 
 def _lines(target) -> dict:
     table = pq.read_table(target)
-    return {r["id"]: (r[OP], {k: v for k, v in r.items() if k != OP}) for r in table.to_pylist()}
+    return {r["id"]: (r[OP], {k: v for k, v in r.items() if k not in (OP, CHANGED)}) for r in table.to_pylist()}
 
 
 OLD = _view(["id"], "id int", "a text")
@@ -71,6 +71,8 @@ def test_the_difference_matches_rows_by_key_and_reads_a_new_column_as_null(tmp_p
         4: ("insert", {"id": 4, "a": "w", "b": None}),
         3: ("delete", {"id": 3, "a": "z", "b": None}),
     }
+    # the update says what changed, the old row read in the new columns (b was NULL)
+    assert {r["id"]: r[CHANGED] for r in pq.read_table(target).to_pylist()} == {2: ["b"], 3: None, 4: None}
     # the keys that survive keep their statistics, one sync more; a new key starts afresh
     assert redefine.carry_statistics(spark, stored, staged, OLD, NEW) == [0]
     carried = {r["id"]: (r[TNO], r[UNO]) for r in pq.read_table(staged.fragment(0)).to_pylist()}
