@@ -130,6 +130,14 @@ class Soak:
                 process.stop()
         if self.postgres is not None:
             self.postgres.stop()
+        # a process interrupted while it started (Ctrl-C before it answered) has no handle
+        # here: each child left is the leader of its own session, its group is its own
+        for pid in machine.children(os.getpid()):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -196,12 +204,17 @@ class Soak:
         )
 
     def stop_writer(self) -> dict:
-        """Stop the writer between two transactions; what it did."""
+        """Stop the writer between two transactions; what it did (its transactions by kind), or
+        how it ended if it ended before (a soak whose writer died says so)."""
         assert self.writer is not None
-        self.writer.send_signal(signal.SIGTERM)
-        self.writer.wait(timeout=60)
+        died = self.writer.poll()
+        if died is None:
+            self.writer.send_signal(signal.SIGTERM)
+            self.writer.wait(timeout=60)
         report = self.work / "writer.json"
-        return json.loads(report.read_text()) if report.exists() else {"exit": self.writer.returncode}
+        if died is not None or not report.exists():
+            return {"died": f"exit {self.writer.returncode}: see logs/writer.log"}
+        return json.loads(report.read_text())
 
     # -- what runs beside the faults -------------------------------------------------------
 

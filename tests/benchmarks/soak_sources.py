@@ -88,8 +88,8 @@ def new_row(table: Table, rng: random.Random, serial: int) -> tuple:
     name, qty = rng.choice(NAMES), rng.randrange(1000)
     if table.kind == "int_key":
         return (serial, name, qty)
-    if table.kind == "text_key":
-        return (f"k-{uuid.UUID(int=rng.getrandbits(128)).hex[:16]}", name, qty)
+    if table.kind == "text_key":  # the serial makes it new, the random part spreads it over the key's range
+        return (f"k-{uuid.UUID(int=rng.getrandbits(128)).hex[:8]}-{serial}", name, qty)
     if table.kind == "composite_key":
         return (rng.randrange(A_VALUES), serial, name, qty)
     return (name, qty)
@@ -171,7 +171,7 @@ def writer(spec: dict, writes_per_s: float, seed: int) -> dict:
         stop = True
 
     signal.signal(signal.SIGTERM, on_term)
-    rng = random.Random(seed)
+    rng = random.Random(seed + 1)  # not the draws that made the tables' rows
     conns = {name: connect(source) for name, source in spec["sources"].items()}
     tables = [Table(t["source"], t["name"], t["kind"]) for t in spec["tables"]]
     # keys above every row the load made, and above those of an earlier writer of the same files
@@ -183,7 +183,7 @@ def writer(spec: dict, writes_per_s: float, seed: int) -> dict:
         serial += 1
         try:
             done[write_once(conns[table.source], table, rng, serial)] += 1
-        except (sqlite3.OperationalError, psycopg.OperationalError) as e:  # a lock held too long: try another
+        except (sqlite3.Error, psycopg.Error) as e:  # a lock held too long, say: counted, and on to another
             done[f"error: {type(e).__name__}"] += 1
             conns[table.source].conn.rollback()
         next_at += rng.expovariate(writes_per_s)

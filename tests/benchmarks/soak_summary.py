@@ -167,6 +167,7 @@ def summarize(out: dict) -> dict:
         "queue": queue_waits(syncs),
         "failures": failures(syncs, fault_list, out["settings"]["fault_grace_s"], start, end),
         "faults": dict(Counter(f["kind"] for f in fault_list)),
+        "writer": out["writer"],
         "final_syncs": out.get("final", {}),
         "views_exact": sum(1 for c in checked.values() if c == "exact"),
         "views_not_exact": {name: c for name, c in checked.items() if c != "exact"},
@@ -199,6 +200,13 @@ def findings(s: dict) -> list[str]:
         if not s["views_not_exact"]
         else f"{len(s['views_not_exact'])} of {s['views']} views NOT exact"
     )
+    writer = s["writer"]
+    wrote = (
+        f"the writer DIED ({writer['died']})"
+        if "died" in writer
+        else f"the writer made {sum(v for k, v in writer.items() if not k.startswith('error')):,} transactions "
+        f"({', '.join(f'{k} {v:,}' for k, v in sorted(writer.items()))})"
+    )
     mem, disk = s["memory_kb"], s["data_dir_bytes"]
     mib = lambda v, unit: "—" if v is None else f"{v / unit:,.0f} MiB"  # noqa: E731
     return [
@@ -208,7 +216,7 @@ def findings(s: dict) -> list[str]:
         f"{q['p95_s']} s or less in the queue; median {q['median_s']} s, longest {q['longest_s']} s).",
         f"Faults injected (SIGKILL, then a restart): {s['faults']}. Syncs failed during them: {f['during_faults']} "
         f"({codes}); outside them: {f['outside_faults']} ({outside}).",
-        f"Afterwards, the writer stopped and each view synced once more: {exact} against its table read "
+        f"Afterwards ({wrote}), the writer stopped and each view synced once more: {exact} against its table read "
         f"straight from the source; syncs stuck: {len(s['stuck'])}; answers 5xx: {s['answers_5xx']} of "
         f"{sum(s['answers'].values()):,}; tracebacks in the service's log: {s['service_log_tracebacks']}.",
         f"The service's memory (its process and Spark JVM): {mib(mem['middle'], 1024)} around the middle, "

@@ -46,6 +46,7 @@ def _out(memory_end_kb: int, failed_at: list[float]) -> dict:
         "client": {"statuses": {"200": 500, "202": 3, "409": 1}},
         "check": {f"v{i}": "exact" for i in range(6)},
         "stuck": [],
+        "writer": {"update": 300, "insert": 150, "delete": 150},
         "service_log": {"tracebacks": 0, "lines_5xx": 0},
         "retention": {"keep": "10", "records_held": 60, "most_deltas_in_a_view": 10, "removed_answers": {"410": 6}},
     }
@@ -64,7 +65,12 @@ def test_a_flat_run_meets_the_goals_and_failures_are_told_apart_by_the_faults():
     assert (s["views"], s["sources"], s["succeeded"], s["failed"]) == (6, 2, 60, 2)
     assert s["syncs_per_minute"] == 6.0 and s["answers_5xx"] == 0 and s["queue"]["longest_s"] == 0.4
     text = " ".join(soak_summary.findings(s))
-    assert "all 6 views exact" in text and "kept up with" in text and "+0.0 % (met" in text
+    assert (
+        "the writer made 600 transactions" in text
+        and "all 6 views exact" in text
+        and "kept up with" in text
+        and "+0.0 % (met" in text
+    )
 
 
 def test_memory_grown_in_the_last_tenth_is_a_miss_and_says_so():
