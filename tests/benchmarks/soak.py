@@ -442,7 +442,12 @@ def run(args: argparse.Namespace) -> dict:
         except AssertionError as e:
             out["stuck"].append({"after_restart": str(e)[:500]})
         out["final"] = dict(soak.final_syncs(api))
-        out["check"] = soak.check(api)
+        checked = soak.check(api)
+        out["check"] = {
+            "views": len(checked),
+            "exact": sum(1 for c in checked.values() if c == "exact"),
+            "differ": {name: c for name, c in checked.items() if c != "exact"},
+        }
         left = api.active_syncs()
         out["stuck"] += [{"view": s["view"], "id": s["id"], "status": s["status"], "after": "final"} for s in left]
         out["retention"] = soak.retention(api)

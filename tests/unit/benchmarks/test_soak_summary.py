@@ -44,7 +44,7 @@ def _out(memory_end_kb: int, failed_at: list[float]) -> dict:
         "faults": [{"kind": "agent", "target": "sq1", "at_s": 100.0, "down_s": 10.0, "outage_s": 20.0}],
         "samples": samples,
         "client": {"statuses": {"200": 500, "202": 3, "409": 1}},
-        "check": {f"v{i}": "exact" for i in range(6)},
+        "check": {"views": 6, "exact": 6, "differ": {}},
         "stuck": [],
         "writer": {"update": 300, "insert": 150, "delete": 150},
         "service_log": {"tracebacks": 0, "lines_5xx": 0},
