@@ -54,8 +54,9 @@ HERE = Path(__file__).resolve().parent
 SOURCES = ("sq1", "sq2", "pg")
 #: Syncs at once (one per source: the three read side by side), and per source.
 POOL, PER_SOURCE = 3, 1
-#: Syncs kept per view (SERVICE_KEEP_DELTAS), and seconds between two rounds of retention.
-KEEP, RETENTION_S = 5, 60
+#: Syncs kept per view (SERVICE_KEEP_DELTAS), and seconds between two rounds of retention: few,
+#: so that the data directory reaches its bound (three syncs of each view) well before the middle.
+KEEP, RETENTION_S = 3, 60
 #: Seconds between two samples of memory and disk, and between two rounds of the client.
 SAMPLE_S, CLIENT_S = 5.0, 5.0
 #: Each view's sync records are read about this often, well within KEEP syncs of a view.
