@@ -357,6 +357,10 @@ def row_encoding_page() -> str:
 # -- benchmarks ---------------------------------------------------------------------------
 
 NOT_RECORDED = "not recorded"
+#: Results the docs link before they have been run: name -> the command that writes them.
+AWAITED = {"soak": "make soak"}
+#: A summary with more figures than this is shown one figure a row, not one column each.
+WIDE_SUMMARY = 12
 
 
 def _machine(meta: dict) -> str:
@@ -494,6 +498,8 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
         lines += ["## Summary", ""]
         if all(isinstance(v, dict) for v in summary.values()):
             lines += _flat_table([{"": k, **v} for k, v in summary.items()])
+        elif len(summary) > WIDE_SUMMARY:
+            lines += _flat_table([{"figure": k, "value": v} for k, v in summary.items()])
         else:
             lines += _flat_table([summary])
         lines.append("")
@@ -502,7 +508,7 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
         lines += ["## Findings", "", *(f"- {cell(f)}" for f in findings), ""]
     if isinstance(results.get("check"), (dict, str)):
         lines += ["## Check against the source", "", cell(json.dumps(results["check"])), ""]
-    for key in ("rounds", "syncs"):
+    for key in ("rounds", "syncs", "faults", "minutes"):
         rows = results.get(key)
         if isinstance(rows, list) and rows:
             lines += [f"## Per {key[:-1]}", "", *_flat_table(_run_rows(rows)), ""]
@@ -514,6 +520,21 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
     for plot in plots:
         lines += [f"![{plot.stem}](img/{_image(plot)})", ""]
     return "\n".join(line for line in lines if line is not None) + "\n"
+
+
+def _awaited_page(name: str, command: str) -> str:
+    """The page of a benchmark the docs link whose results file is not there yet."""
+    return "\n".join(
+        [
+            GENERATED.format(source=f"tests/benchmarks/results/{name}.json (absent)"),
+            f"# Results: `{name}`",
+            "",
+            f"`tests/benchmarks/results/{name}.json` is not there: the benchmark has not been run yet. "
+            f"`{command}` runs it and writes the file; the next `make docs` renders it here. "
+            "[Notes on the runs](../notes.md) says what it does.",
+            "",
+        ]
+    )
 
 
 def benchmark_pages() -> dict[str, str]:
@@ -533,6 +554,10 @@ def benchmark_pages() -> dict[str, str]:
             pages[f"{name}.md"] = _other_page(name, path, results, plots)
             machine = _machine(results.get("machine") or {}).split(",")[0]
             rows.append((name, results.get("date", NOT_RECORDED), machine, results.get("command", NOT_RECORDED)))
+    for name, command in AWAITED.items():
+        if f"{name}.md" not in pages:
+            pages[f"{name}.md"] = _awaited_page(name, command)
+            rows.append((name, "not run yet", "—", f"`{command}`"))
     index = [
         GENERATED.format(source="tests/benchmarks/results/*.json"),
         "# Benchmark results",

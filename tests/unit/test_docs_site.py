@@ -89,7 +89,10 @@ def test_benchmark_pages_come_from_every_results_file(docs_gen):
     top = {p.stem for p in folder.glob("*.json")}
     below = {f"{p.parent.name}-{p.stem}" for p in folder.glob("*/*.json")}
     results = sorted(top | below)
-    assert top and sorted(p[:-3] for p in pages if p != "index.md") == results
+    awaited = set(docs_gen.AWAITED) - set(results)  # linked by the docs, not run yet
+    assert top and sorted(p[:-3] for p in pages if p != "index.md") == sorted({*results, *awaited})
+    for name in awaited:
+        assert "has not been run yet" in pages[f"{name}.md"] and f"({name}.md)" in pages["index.md"]
     for name in results:
         page = pages[f"{name}.md"]
         assert "**Date**" in page and "**Machine**" in page and "**Command**" in page
