@@ -45,6 +45,10 @@ log = logging.getLogger("service.jobs")
 
 #: Smallest interval between two progress writes of one sync to the catalog.
 PROGRESS_INTERVAL_S = 0.5
+#: Seconds a stopping service gives its running syncs to end and say so in the catalog.
+SHUTDOWN_GRACE_S = 20.0
+#: A sync the service's stop (or death) ended; nothing of it was committed.
+INTERRUPTED = "interrupted: the service stopped before this sync finished; the view is unchanged"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class SyncRunner:
         #: sketch tables built after a commit for the next sync (warehouse/strategies/sketch/prep.py)
         self.sketches = Preparations(settings.sketch_prepare_wait_s)
         self._lock = threading.Lock()
+        #: set by shutdown(): a sync stopped from now on was interrupted, not cancelled
+        self._stopping = threading.Event()
 
     def _engine_lost(self, generation: int | None) -> bool:
         """Whether the sync failed because Spark's JVM died under it (it is restarted then)."""
@@ -121,7 +127,8 @@ class SyncRunner:
                     sync.id,
                     status="failed",
                     finished_at=now(),
-                    error="interrupted: the service stopped before this sync finished; the view is unchanged",
+                    error=INTERRUPTED,
+                    error_code="interrupted",
                     progress=None,
                 )
                 self.store(sync.view).forget(sync.id)
@@ -208,12 +215,27 @@ class SyncRunner:
         if future is not None:
             future.result()
 
-    def shutdown(self) -> None:
+    def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Stop: queued syncs stay queued in the catalog (recover() settles them at the next
+        start); running ones are asked to stop and given `grace_s` to record how they ended
+        (one past its commit finishes) before the catalog they write to is closed."""
+        self._stopping.set()
         with self._lock:
-            for sync_id in list(self.queue):  # left queued in the catalog: recover() settles them at the next start
+            for sync_id in list(self.queue):
                 self._ended(sync_id)
             self.queue.clear()
+            running = list(self.running.values())
+        for r in running:
+            r.cancellation.request()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self.running:
+                    break
+            time.sleep(0.05)
+        else:
+            log.warning("stopping with %d sync(s) still running: the next start settles them", len(self.running))
         self.sketches.shutdown()
 
     def _options(self, view: ViewRecord, verify: bool) -> SyncOptions:
@@ -295,16 +317,19 @@ class SyncRunner:
     ) -> tuple[str, str | None]:
         """What a failed sync's record says: its error and its code."""
         if stop.requested:  # whatever the stop broke (an agent call, a Spark job), it was the stop
+            if self._stopping.is_set():
+                log.info("sync %s of view %s: interrupted by the service's stop", sync_id, view)
+                return INTERRUPTED, "interrupted"
             log.info("sync %s of view %s: cancelled (%s)", sync_id, view, type(exc).__name__)
             return cancellation.MESSAGE.format(view=view, id=sync_id), "cancelled"
         lost = self._engine_lost(generation)
         if isinstance(exc, WarehouseError):
             error = ENGINE_LOST if lost else exc.message
             log.warning("sync %s of view %s failed: %s", sync_id, view, error)
-            return error, None if lost else exc.code
+            return error, "engine_lost" if lost else exc.code
         log.error("sync %s of view %s failed:\n%s", sync_id, view, traceback.format_exc())
         if lost:
-            return ENGINE_LOST, None
+            return ENGINE_LOST, "engine_lost"
         return executor_import_error(str(exc)) or f"internal error: {type(exc).__name__}: {exc}", None
 
     def _failed(

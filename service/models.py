@@ -390,6 +390,9 @@ class SyncOut(BaseModel):
         description="what kind of failure, for programs: schema_changed (a column the view reads changed at its "
         "source in a way the view's on_schema_change does not take; `error` names table, column, old and new type "
         "and the ways out); cancelled (DELETE /v1/views/{name}/syncs/{id} stopped it; the view is unchanged); "
+        "interrupted (the service stopped or died before it finished); agent_unreachable (an agent could not be "
+        "reached or broke its answer off, after the retries); agent_refused (an agent did not take the source's "
+        "token); engine_lost (the warehouse's Spark engine died under it and was restarted); "
         "null for other failures and for syncs that did not fail",
     )
     queued_s: float | None = Field(

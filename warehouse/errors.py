@@ -19,6 +19,7 @@ class AgentUnavailable(WarehouseError):
     """The agent could not be reached, timed out or broke the stream off; a retry may help."""
 
     transient = True
+    code = "agent_unreachable"
 
 
 class AgentRejected(WarehouseError):
@@ -33,6 +34,8 @@ class AgentRejected(WarehouseError):
         #: (protocol.models.ErrorOut); None from an agent that predates them.
         self.agent_code = code
         self.changes = changes or []
+        if status == 401:  # the agent does not take the source's token
+            self.code = "agent_refused"
 
 
 class SourceDataError(WarehouseError):
@@ -76,6 +79,7 @@ class SchemaUnavailable(WarehouseError):
         super().__init__(f"cannot read the schema of source {source!r}: {cause.message}")
         self.source = source
         self.transient = cause.transient
+        self.code = cause.code
 
 
 class Cancelled(WarehouseError):

@@ -173,6 +173,16 @@ def test_a_source_with_a_wrong_token_or_no_agent_shows_failing_health(kept, peop
         r = api.http.patch("/v1/sources/ret_locked", json={"token": "the-right-token"})
         assert r.status_code == 200 and r.json()["health"]["status"] == "ok", r.text
         assert metric(api, "deltasieve_source_up", source="ret_locked") == 1.0
+        # a sync failing so says which of the two it met, for programs
+        api.add_view("ret_locked_t", "SELECT id FROM ret_locked.t")
+        r = api.http.patch("/v1/sources/ret_locked", json={"token": "a-wrong-token", "check": False})
+        assert r.status_code == 200, r.text
+        refused_sync = api.sync("ret_locked_t")
+        agent.stop()
+        api.http.patch("/v1/sources/ret_locked", json={"token": "the-right-token", "check": False})
+        unreachable_sync = api.sync("ret_locked_t")
+        codes = refused_sync["error_code"], unreachable_sync["error_code"]
+        assert codes == ("agent_refused", "agent_unreachable"), (refused_sync, unreachable_sync)
     finally:
         agent.stop()
 
