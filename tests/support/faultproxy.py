@@ -11,9 +11,9 @@ used up) and applies it to the agent's answer, the direction that carries bulk d
     REFUSE             close the connection at once
 
 `on_connect(n, action)` runs `action()` when the n-th next connection arrives, before it is
-forwarded: a way to change the source between two calls of one sync. `hold()` stops every
-answer where it is, whatever its plan, until `cut()` ends the held answers there: a link
-cut at a moment the test picks (e.g. once the service has received some rows).
+forwarded: a way to change the source between two calls of one sync. `hold()` and `cut()`
+(the relay's) stop every answer where it is, then end it there: a link cut at a moment the
+test picks.
 
 The agent and the service are real processes; only the bytes between them are tampered
 with, as a bad link or a broken agent would.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from workloads.relay import Relay, close_socket
 
@@ -57,13 +57,6 @@ def Slow(bytes_per_s: float) -> Fault:
 
 
 @dataclass
-class _Hold:
-    """Answers held by `FaultProxy.hold()`: `ended` once `cut()` ends them."""
-
-    ended: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass
 class _Leg:
     """One direction of one connection: its fault and the bytes it has forwarded."""
 
@@ -79,7 +72,6 @@ class FaultProxy(Relay):
         self.connections = 0
         self._hook: tuple[int, object] | None = None
         self.answer_bytes = 0  # forwarded from the agent, all connections
-        self._hold: _Hold | None = None
         super().__init__(target_host, target_port)
 
     def plan(self, *faults: Fault) -> None:
@@ -97,22 +89,9 @@ class FaultProxy(Relay):
         """Let stalled answers go on."""
         self._released.set()
 
-    def hold(self) -> None:
-        """Forward nothing more of any answer (the bytes sent so far stay sent) until `cut()`."""
-        with self._lock:
-            self._hold = _Hold()
-
-    def cut(self) -> None:
-        """End the answers `hold()` held, forwarding nothing more of them."""
-        with self._lock:
-            held, self._hold = self._hold, None
-        if held is not None:
-            held.ended.set()
-
     def close(self) -> None:
         self._closing = True
         self._released.set()
-        self.cut()
         super().close()
 
     # -- forwarding --------------------------------------------------------------------
@@ -128,10 +107,6 @@ class FaultProxy(Relay):
         return _Leg(PASS, answer=False), _Leg(fault, answer=True)
 
     def _forward(self, data: bytes, sink: socket.socket, leg: _Leg, to_target: bool) -> bool:
-        held = self._hold
-        if held is not None and leg.answer:
-            held.ended.wait()
-            return False
         fault = leg.fault
         if fault.kind in ("truncate", "stall") and leg.sent + len(data) >= fault.at:
             head = data[: max(0, fault.at - leg.sent)]
@@ -164,9 +139,6 @@ class FaultProxy(Relay):
             self.answer_bytes += len(data)
 
     def _finish(self, source: socket.socket, sink: socket.socket) -> None:
-        held = self._hold
-        if held is not None:  # the end of a held answer (its agent killed) too waits for the cut
-            held.ended.wait()
         # a fault cuts the whole connection, and a finished one is not kept half open
         close_socket(source)
         close_socket(sink)
