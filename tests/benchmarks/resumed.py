@@ -64,7 +64,9 @@ def killed_load(api: Api, proxy: Relay, agent, db: Path, logs: Path, at_rows: in
     """The resumed view's load, its agent killed once `at_rows` rows were filed; the entry, the new agent, its start-up seconds."""
     started = time.monotonic()
     queued = api.http.post(f"/v1/views/{RESUMED}/syncs").json()
-    while ((_record(api, RESUMED, queued["id"]).get("progress") or {}).get("rows_received") or 0) < at_rows:
+    while ((record := _record(api, RESUMED, queued["id"])).get("progress") or {}).get("rows_received", 0) < at_rows:
+        if record["status"] in ("succeeded", "failed"):  # progress is refreshed twice a second: a small load outruns it
+            raise SystemExit(f"the load ended before {at_rows:,} rows were seen received: more --rows, or a lower --at")
         time.sleep(0.05)
     proxy.hold()
     port = agent.port
