@@ -111,7 +111,7 @@ bench-publishing: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.publishing --rounds 5 --budget-min 12
 
 # A long load that survives a failure (#39): students at 10,000,000 rows on SQLite, loaded once
-# undisturbed, then again with the agent SIGKILLed once 90 % of the rows were received and the
+# undisturbed, then again with the agent SIGKILLed once 90 % of its bytes were sent and the
 # sync's retry resuming after them; beside them, what starting over would have cost. Needs the
 # disk and memory of bench-10m's load; results/resumed-10m.json and .md.
 bench-resume: $(BENCH_STAMP)

@@ -4,10 +4,11 @@
 
 The students workload (workloads/generators.py) in a SQLite file, behind one agent and a
 relay (workloads/relay.py), and two views of the same query. `whole` loads
-undisturbed: the reference. `resumed` loads too, but once the service has filed `--at` of
-the rows (its sync record's progress), the relay holds the answer, the agent is killed
-(SIGKILL) and started again on the same port, and the relay cuts the held answer: the sync's
-retry resumes after the last key it kept (docs/operations/failure.md, "Long reads resume").
+undisturbed: the reference. `resumed` loads too, but once `--at` of the undisturbed load's
+bytes have crossed the relay, it holds the answer (so the sockets' buffers hold no more than
+that), the agent is killed (SIGKILL) and started again on the same port, and the relay cuts
+the held answer: the sync's retry resumes after the last key it kept
+(docs/operations/failure.md, "Long reads resume").
 
 Per load: the sync's wall time and its extraction's, the bytes from the agent (both
 attempts), the rows each attempt received. Starting over is estimated as the failed
@@ -18,8 +19,10 @@ resumed. The resumed view's rows are counted against the source's.
 from __future__ import annotations
 
 import argparse
+import socket
 import sqlite3
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -60,15 +63,37 @@ def _entry(record: dict, seconds: float) -> dict:
     }
 
 
-def killed_load(api: Api, proxy: Relay, agent, db: Path, logs: Path, at_rows: int) -> tuple[dict, object, float]:
-    """The resumed view's load, its agent killed once `at_rows` rows were filed; the entry, the new agent, its start-up seconds."""
+class KillPoint(Relay):
+    """A relay that holds every answer once `arm(n)`'s n bytes of answers have crossed it."""
+
+    def __init__(self, target_host: str, target_port: int):
+        super().__init__(target_host, target_port)
+        self.at_bytes: int | None = None
+        self.sent = 0
+        self.reached = threading.Event()
+
+    def arm(self, at_bytes: int) -> None:
+        self.at_bytes, self.sent = at_bytes, 0
+        self.reached.clear()
+
+    def _forward(self, data: bytes, sink: socket.socket, leg: object, to_target: bool) -> bool:
+        sink.sendall(data)
+        if not to_target and self.at_bytes is not None:
+            self.sent += len(data)
+            if self.sent >= self.at_bytes and not self.reached.is_set():
+                self.hold()  # the next chunk waits: the service has at most these bytes
+                self.reached.set()
+        return True
+
+
+def killed_load(api: Api, proxy: KillPoint, agent, db: Path, logs: Path, at_bytes: int) -> tuple[dict, object, float]:
+    """The resumed view's load, its agent killed once `at_bytes` crossed; the entry, the new agent, its start-up seconds."""
     started = time.monotonic()
+    proxy.arm(at_bytes)
     queued = api.http.post(f"/v1/views/{RESUMED}/syncs").json()
-    while ((record := _record(api, RESUMED, queued["id"])).get("progress") or {}).get("rows_received", 0) < at_rows:
-        if record["status"] in ("succeeded", "failed"):  # progress is refreshed twice a second: a small load outruns it
-            raise SystemExit(f"the load ended before {at_rows:,} rows were seen received: more --rows, or a lower --at")
-        time.sleep(0.05)
-    proxy.hold()
+    while not proxy.reached.wait(0.5):
+        if _record(api, RESUMED, queued["id"])["status"] in ("succeeded", "failed"):
+            raise SystemExit(f"the load ended before {at_bytes:,} bytes crossed")
     port = agent.port
     agent.kill()
     t0 = time.monotonic()
@@ -91,7 +116,7 @@ def run(args: argparse.Namespace) -> dict:
     out["generated_s"] = round(time.monotonic() - started, 1)
     service = start_service(work / "data", logs)
     agent = start_agent(f"sqlite:///{sim.path}", logs)
-    proxy = Relay("127.0.0.1", agent.port)
+    proxy = KillPoint("127.0.0.1", agent.port)
     api = Api(service.url, timeout=6 * 3600)
     try:
         api.add_source(SOURCE, proxy.url)
@@ -101,8 +126,8 @@ def run(args: argparse.Namespace) -> dict:
         t0 = time.monotonic()
         whole = api.sync(WHOLE)
         out["whole"] = _entry(whole, time.monotonic() - t0)
-        at_rows = int(args.at * out["whole"]["rows_in_view"])
-        out["resumed"], agent, out["agent_restart_s"] = killed_load(api, proxy, agent, sim.path, logs, at_rows)
+        at_bytes = int(args.at * out["whole"]["bytes_from_agent"])
+        out["resumed"], agent, out["agent_restart_s"] = killed_load(api, proxy, agent, sim.path, logs, at_bytes)
         with sqlite3.connect(sim.path) as c:
             out["source_rows"] = c.execute(
                 f"SELECT COUNT(*) FROM ({STUDENTS.view_sql.format(source='main')})"
@@ -128,7 +153,7 @@ def markdown(out: dict) -> str:
         f"# A load killed at {100 * out['at']:.0f} % and resumed: students, {out['rows']:,} rows, SQLite",
         "",
         f"{m['date']}, commit {out.get('commit')}, {m['cpus']} CPUs ({m['cpu']}); `{out.get('command')}`. "
-        f"The agent was killed once the service had filed {100 * out['at']:.0f} % of the rows, and started "
+        f"The agent was killed once {100 * out['at']:.0f} % of the undisturbed load's bytes had crossed, and started "
         f"again in {out['agent_restart_s']:.1f} s (part of the resumed load's time, as is the retry's "
         "back-off); starting over is the failed attempt plus the undisturbed load. The undisturbed load ran "
         "first, on a fresh Spark JVM: its seconds include the JVM's warm-up, its extraction's do not.",
@@ -150,7 +175,7 @@ def markdown(out: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--at", type=float, default=0.9, help="share of the rows filed when the agent is killed")
+    parser.add_argument("--at", type=float, default=0.9, help="share of the load's bytes sent when the agent is killed")
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "resumed-10m")
     args = parser.parse_args()
