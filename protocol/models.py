@@ -93,6 +93,14 @@ class ExtractControl(BaseModel):
         "xmin (a predicate on the system column xmin that the agent builds itself). PostgreSQL only: other "
         "databases answer 422",
     )
+    resume_after: list[int | str] | None = Field(
+        default=None,
+        max_length=64,
+        description="a full read's retry (no units, no tuple hashes): read only the rows whose key comes strictly "
+        "after this one (one value per key column, integers and text only), compared by the database as between "
+        "two chunks; an answer that does so names it in the X-Resumed-After header, any other read from the start "
+        "(protocol/resume.py). Left out when unused",
+    )
 
 
 class RangesControl(BaseModel):

@@ -34,6 +34,12 @@ its upper bound a condition of every chunk, both bound as parameters; its key is
 as the adapter guarantees Python orders the values (`Adapter.range_key`), because there
 the agent, not the database, decides which range a row belongs to.
 
+A resumed read (`ValidatedQuery.resumed_after`, a full read's retry: protocol/resume.py)
+starts after the key of the last row the warehouse kept, its first chunk compared with `>`
+by the database, bound as the warehouse sent it (`Adapter.bind`): to the warehouse, the
+two attempts together are one fuzzy snapshot as above, the pause between them like the
+one between two chunks.
+
 `batches` is what the strategies' scans use: the chunks as Arrow batches, with the time
 spent reading and converting counted.
 
@@ -151,15 +157,21 @@ def _walk(
 
     cursor: tuple | None = None
     tail = 0  # rows of the last chunk, at its end, that have the cursor's key
+    after = None if query.intervals else query.after
+    if after is not None and nullable and not query.nulls_first:
+        probe_null_keys(session, query)  # a NULL key sorts after every cursor: the first chunk misses it too
     while True:
         # Inclusive of the cursor: the rows with its key come back first; asking for `tail`
         # more rows keeps a chunk at `chunk_rows` new rows.
         limit = (chunk_rows if pacer is None else pacer.next_rows()) + tail
         if cursor is not None:
             params = [adapter.rebind(v) for v in cursor]
+        elif after is not None:  # a resumed read: strictly after the key the warehouse holds
+            params = list(after)
         else:
             params = list(start) if start is not None else []
-        sql = query.chunk_sql(limit, from_cursor=bool(params), below=stop is not None)
+        strictly = cursor is None and after is not None
+        sql = query.chunk_sql(limit, from_cursor=bool(params), below=stop is not None, strictly=strictly)
         params += upper
         started = time.perf_counter()
         with session.read() as reader:
@@ -189,7 +201,7 @@ def _walk(
             raise SourceDataError(
                 f"more than {chunk_rows} rows of the site query share the key {dict(zip(query.key, last))}: the declared key {query.key} is not unique at the source"
             )
-        if cursor is None and nullable and not query.nulls_first:
+        if cursor is None and nullable and not query.nulls_first and after is None:
             probe_null_keys(session, query)
         cursor = last
 

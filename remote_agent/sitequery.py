@@ -60,6 +60,9 @@ class ValidatedQuery:
     #: A ranged read (`within`): the key intervals [lo, hi) to read, as bound parameters
     #: (None: unbounded); empty: the whole query.
     intervals: tuple[tuple[tuple | None, tuple | None], ...] = field(repr=False, compare=False, default=())
+    #: A resumed read (`resumed_after`): the key, as bound parameters, whose rows and those
+    #: before it are not read; None: from the first key.
+    after: tuple | None = field(repr=False, compare=False, default=None)
     #: Whether the query is grouped (a multiset's distinct rows with their counts, sitesql.py).
     grouped: bool = False
     #: The fingerprint of the columns of the tables it reads (protocol.schema.columns_fingerprint),
@@ -80,6 +83,13 @@ class ValidatedQuery:
         if len(ordered) != len(self._key_columns):
             raise ValueError("one ordered expression per key column")
         return replace(self, intervals=tuple(intervals), _key_columns=tuple(e.copy() for e in ordered))
+
+    def resumed_after(self, key: tuple) -> ValidatedQuery:
+        """The query read only after `key` (its values as statement parameters): the chunked
+        scan's first statement compares the key with `>`, as the database orders it."""
+        if len(key) != len(self._key_columns) or self.intervals:
+            raise ValueError("a resumed read is a whole read, after one value per key column")
+        return replace(self, after=tuple(key))
 
     def key_column(self, name: str) -> exp.Expression:
         """The key column `name` as stored (no read_as), as chunks order and cut by it."""
@@ -111,19 +121,20 @@ class ValidatedQuery:
         tree = tree.where(exp.Paren(this=extra), append=True)
         return replace(self, sql=sitesql.render(tree, self.dialect), _tree=tree)
 
-    def chunk_sql(self, limit: int, *, from_cursor: bool, below: bool = False) -> str:
+    def chunk_sql(self, limit: int, *, from_cursor: bool, below: bool = False, strictly: bool = False) -> str:
         """The query ordered by its key, cut to `limit` rows, from a cursor bound as parameters.
 
         `WHERE (original where) AND (k1, k2) >= (?, ?) ORDER BY k1, k2 LIMIT n` (keyset
         pagination); `k >= ?` for a one-column key; no cursor condition for the first chunk.
         The comparison is inclusive so that a second row with the cursor's key (a key that
         is not unique at the source) cannot fall between two chunks unseen. `below` adds
-        `AND (k1, k2) < (?, ?)`, an interval's upper bound, bound after the cursor.
+        `AND (k1, k2) < (?, ?)`, an interval's upper bound, bound after the cursor. `strictly`
+        compares the cursor with `>`: a resumed read's first chunk (`resumed_after`).
         """
         if limit < 1:
             raise ValueError("a chunk holds at least one row")
         tree = self._tree.copy()
-        conditions = [self._key_compare(exp.GTE)] if from_cursor else []
+        conditions = [self._key_compare(exp.GT if strictly else exp.GTE)] if from_cursor else []
         if below:
             conditions.append(self._key_compare(exp.LT))
         if conditions:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from protocol import frames
 from protocol.models import ColumnSampleOut, ColumnSampleRequest
+from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from warehouse.cancellation import Cancellation
 from warehouse.errors import AgentRejected, AgentUnavailable, Cancelled, ProtocolError
@@ -138,6 +139,9 @@ class AgentClient:
         #: The fingerprint of the columns of the tables the last extraction read, as its answer
         #: named it (protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
         self.fingerprint: str | None = None
+        #: Whether the last exchange's answer reads after the key its request named
+        #: (protocol.resume.RESUMED_HEADER); False until its headers came.
+        self.resumed = False
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._backend = _CountingBackend(self.counter)
         self._http = httpx.Client(
@@ -182,12 +186,14 @@ class AgentClient:
         The last frame must be a summary: a body that ends without one was cut off.
         """
         self.counter.requests += 1
+        self.resumed = False
         try:
             with self._http.stream("POST", path, content=body, headers={"Content-Type": frames.MEDIA_TYPE}) as response:
                 if response.status_code != 200:
                     response.read()
                     raise _rejection(response)
                 self.fingerprint = response.headers.get(FINGERPRINT_HEADER, self.fingerprint)
+                self.resumed = RESUMED_HEADER in response.headers
                 finished = False
                 for frame in frames.read_frames(self._within_deadline(response.iter_bytes(), path)):
                     if finished:

@@ -80,6 +80,9 @@ class SiteDetails:
     planning: dict | None = None
     # strategies that call /v1/extract
     agent_seconds: float | None = None
+    #: A full read that resumed after a failed attempt (strategies/resumable.py): the rows
+    #: kept from the failed attempts (rows_received counts the last attempt's own).
+    resumed_from_rows: int | None = None
     # range_checksum
     range_rounds: int | None = None
     ranges_shipped: int | None = None

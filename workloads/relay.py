@@ -3,7 +3,9 @@
 Each accepted connection is joined to a new connection to the target, with one thread per
 direction. Subclasses decide, per connection, whether to take it (`_open`) and what to do
 with every chunk that crosses (`_forward`); the relay owns the sockets and closes them all
-on `close()`.
+on `close()`. `hold()` stops every answer (the target's direction) where it is, and `cut()`
+then ends the held ones without forwarding more: a link cut at a moment the caller picks,
+e.g. while the target is killed and started again.
 """
 
 from __future__ import annotations
@@ -28,10 +30,24 @@ class Relay:
         self._lock = threading.Lock()
         self._closing = False
         self._sockets: list[socket.socket] = []
+        self._hold: threading.Event | None = None  # set by `cut()`
         threading.Thread(target=self._accept, name="relay-accept", daemon=True).start()
+
+    def hold(self) -> None:
+        """Forward nothing more of any answer (what was forwarded stays so) until `cut()`."""
+        with self._lock:
+            self._hold = threading.Event()
+
+    def cut(self) -> None:
+        """End the answers `hold()` held, forwarding nothing more of them; new connections pass."""
+        with self._lock:
+            held, self._hold = self._hold, None
+        if held is not None:
+            held.set()
 
     def close(self) -> None:
         self._closing = True
+        self.cut()
         self._listener.close()
         with self._lock:
             for s in self._sockets:
@@ -86,14 +102,31 @@ class Relay:
                 threading.Thread(target=self._pump, args=(source, sink, leg, to_target), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, leg: object, to_target: bool) -> None:
+        cut = False
         try:
             while data := source.recv(CHUNK_BYTES):
+                if not to_target and (cut := self._held()):
+                    break
                 if not self._forward(data, sink, leg, to_target):
                     break
         except OSError:
             pass
         finally:
-            self._finish(source, sink)
+            if not to_target and not cut:
+                cut = self._held()  # an answer that ends while held (its sender killed) ends at the cut
+            if cut:
+                close_socket(source)
+                close_socket(sink)
+            else:
+                self._finish(source, sink)
+
+    def _held(self) -> bool:
+        """Wait out a hold, if one is on; whether there was one."""
+        held = self._hold
+        if held is None:
+            return False
+        held.wait()
+        return True
 
 
 def close_socket(s: socket.socket) -> None:

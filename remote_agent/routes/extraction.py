@@ -17,8 +17,10 @@ from fastapi.responses import StreamingResponse
 
 from protocol import frames
 from protocol.iblt import Iblt
+from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.wire import HASH, UID, key_values
+from remote_agent import resume
 from remote_agent.deps import (
     Authorized,
     ExtractRequest,
@@ -80,10 +82,11 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
             tuples.add(_batch(f))
         elif f.kind not in unit_kinds:
             raise BadRequest(f"unexpected frame kind {f.kind!r} in an extract request")
+    resumed = resume.resumed(adapter, query, control.resume_after, whole=len(parsed) == 1)  # no units, no hashes
     settings = state.settings
     work = Extraction(
         adapter,
-        query,
+        resumed or query,
         control.site.columns,
         units,
         seed=control.seed,
@@ -95,7 +98,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         query_plan=control.query_plan,
         source_snapshot=control.source_snapshot,
     )
-    return _stream(state, query, work.run())
+    return _stream(state, query, work.run(), resumed=resumed is not None)
 
 
 @router.post("/ranges", operation_id="range_checksums", **FRAMES_ROUTE)
@@ -223,9 +226,12 @@ async def snapshot_diff(state: StateDep, _: Authorized, parsed: Frames, control:
     )
 
 
-def _stream(state: AgentState, query: ValidatedQuery, work: Iterator[bytes]) -> StreamingResponse:
+def _stream(
+    state: AgentState, query: ValidatedQuery, work: Iterator[bytes], *, resumed: bool = False
+) -> StreamingResponse:
     """The answer, streamed while holding one of the agent's extraction slots (429 if none is free),
-    with the fingerprint of the columns of the tables `query` reads (FINGERPRINT_HEADER)."""
+    with the fingerprint of the columns of the tables `query` reads (FINGERPRINT_HEADER), and
+    RESUMED_HEADER when it reads after the key the request named."""
     if not state.slots.acquire(blocking=False):
         raise Busy(f"this agent already runs {state.settings.max_concurrent_extractions} extraction(s); retry later")
 
@@ -245,7 +251,7 @@ def _stream(state: AgentState, query: ValidatedQuery, work: Iterator[bytes]) -> 
         finally:
             state.slots.release()
 
-    headers = {FINGERPRINT_HEADER: query.fingerprint}
+    headers = {FINGERPRINT_HEADER: query.fingerprint, **({RESUMED_HEADER: "1"} if resumed else {})}
     return StreamingResponse(body(), media_type=frames.MEDIA_TYPE, headers=headers)
 
 

@@ -11,7 +11,9 @@ used up) and applies it to the agent's answer, the direction that carries bulk d
     REFUSE             close the connection at once
 
 `on_connect(n, action)` runs `action()` when the n-th next connection arrives, before it is
-forwarded: a way to change the source between two calls of one sync.
+forwarded: a way to change the source between two calls of one sync. `hold()` and `cut()`
+(the relay's) stop every answer where it is, then end it there: a link cut at a moment the
+test picks.
 
 The agent and the service are real processes; only the bytes between them are tampered
 with, as a bad link or a broken agent would.

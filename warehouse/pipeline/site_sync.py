@@ -41,6 +41,7 @@ from warehouse.planning import wire_sizes as costs
 from warehouse.planning.cost_model import CostModel
 from warehouse.planning.deletions import DELETIONS_SCHEMA, read_deletions
 from warehouse.store import layers
+from warehouse.store.read_so_far import ReadSoFar
 from warehouse.store.versions import Version
 from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
 from warehouse.strategies.base import Answer, Built, FragmentBuild
@@ -146,6 +147,7 @@ class SiteRun:
             self.progress,
             self.traffic,
             sketches=self.sketches,
+            resume=ReadSoFar.beside(self.staging),  # what the sync's failed attempts at this site kept
         )
         #: what extract gave, once it has run (build_fragment reads it)
         self.extracted: Extracted | None = None

@@ -52,6 +52,7 @@ from warehouse.viewdef import SiteQuery
 if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports this module
     from warehouse.deltas.site_delta import DeltaResult
     from warehouse.deltas.touched_delta import TouchedDelta
+    from warehouse.store.read_so_far import ReadSoFar
     from warehouse.strategies.sketch.prep import Preparations
 
     #: A sync's classified tuples of a site, whichever way its fragment was built.
@@ -207,6 +208,9 @@ class SiteContext:
     #: a strategy fixed them (snapshot_diff: those it compared, in a context of its own
     #: made with `replace`); None: each request reads the newest.
     dumps: dict[str, str] | None = None
+    #: The rows a full read of the site received in the sync's failed attempts, kept to
+    #: resume after (resumable.py); None: no attempt keeps rows for the next.
+    resume: ReadSoFar | None = None
 
     def spec(self) -> SiteSpec:
         """The site query as the agent's requests carry it."""
@@ -377,12 +381,14 @@ def extract_exchange(
     spec: SiteSpec | None = None,
     prefix: str = "",
     asks: Asks = ROWS_ONLY,
+    resume_after: list | None = None,
 ) -> Answer:
     """One POST /v1/extract: the control frame, then the `data` frames; files the answer's frames.
 
     Broken units (units that lost tuples) go to `broken.parquet` for the group-hash follow-up.
     `spec` replaces the site query (e.g. narrowed to a range, or to its keys), `prefix` the
-    staging files' names, and `asks` says what else the agent is asked for.
+    staging files' names, and `asks` says what else the agent is asked for; `resume_after`
+    asks a full read for the rows after that key only (strategies/resumable.py).
     """
     spec = spec or ctx.spec()
     control = ExtractControl(
@@ -395,6 +401,7 @@ def extract_exchange(
         query_plan=asks.query_plan,
         source_snapshot=asks.source_snapshot,
         changed_since=None if asks.changed_since is None else ChangedSince(xmin=asks.changed_since),
+        resume_after=resume_after,
     )
     body = itertools.chain([frames.json_frame(frames.CONTROL, _control_fields(control))], data)
     answer, rows_received = _file_extract_answer(ctx, body, spec, prefix)
@@ -404,7 +411,7 @@ def extract_exchange(
 
 #: Requests of an extract left out of its control frame when off, as an agent older than
 #: them is sent.
-OPTIONAL_REQUESTS = ("source_clock", "query_plan", "source_snapshot", "changed_since")
+OPTIONAL_REQUESTS = ("source_clock", "query_plan", "source_snapshot", "changed_since", "resume_after")
 
 
 def _control_fields(control: ExtractControl) -> dict:

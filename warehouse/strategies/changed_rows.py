@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import time
 from abc import abstractmethod
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -199,7 +200,8 @@ class ChangedRows(Strategy):
         """Hand the site to the differencing strategy auto would choose (a fall-back when
         `fallback` says why); that strategy, planned."""
 
-        self.full = choose(self.snapshot.statistics).create(self.ctx, self.snapshot)
+        # not resumed: the state this sync keeps is read with the changed read, after a failed attempt's part
+        self.full = choose(self.snapshot.statistics).create(replace(self.ctx, resume=None), self.snapshot)
         self.report.update(reconciled=True, reconciliation=self.full.name)
         if fallback is not None:
             self.report["fallback"] = fallback

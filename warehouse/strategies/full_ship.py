@@ -1,11 +1,14 @@
 """full_ship: the agent sends the whole site query; the warehouse diffs it with its snapshot.
 
 The baseline every other strategy must beat, and what a verify sync reads to audit them.
+Also every view's load. A read that fails part way resumes from the rows received
+(resumable.py).
 """
 
 from __future__ import annotations
 
-from warehouse.strategies.base import Answer, FragmentBuild, SiteEstimate, Strategy, extract_exchange
+from warehouse.strategies.base import Answer, FragmentBuild, SiteEstimate, Strategy
+from warehouse.strategies.resumable import full_read
 
 
 class FullShip(Strategy):
@@ -15,7 +18,7 @@ class FullShip(Strategy):
         self.ctx.metrics.tuples_ungrouped = self.ctx.metrics.rows_before
 
     def exchange(self) -> Answer:
-        return extract_exchange(self.ctx)
+        return full_read(self.ctx)
 
     def fragment_build(self) -> FragmentBuild:
         return FragmentBuild.UNTOUCHED_GONE  # the whole site query came back

@@ -8,7 +8,7 @@ import sqlite3
 import psycopg
 import pytest
 
-from remote_agent import chunks
+from remote_agent import chunks, resume
 from remote_agent.adapters import open_adapter
 from remote_agent.errors import SourceDataError
 from remote_agent.sitequery import validate_site_query
@@ -152,6 +152,63 @@ def test_chunk_sql_is_keyset_pagination_on_the_stored_key():
     )
 
 
+# -- resumed reads (remote_agent/resume.py): exactly the rows after the key ---------------------
+
+
+def _sqlite(sqlite_db):
+    return open_adapter(f"sqlite:///{sqlite_db}", statement_timeout_s=5)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 100])
+@pytest.mark.parametrize(
+    "sql, key",
+    [
+        ("SELECT e.region, e.code, e.grade FROM enrol e WHERE e.grade <> 'X'", ["region", "code"]),
+        ("SELECT p.id, p.name FROM people p", ["id"]),
+    ],
+)
+def test_a_read_resumed_after_any_key_reads_exactly_the_rows_after_it(sqlite_db, sql, key, chunk_rows):
+    adapter = _sqlite(sqlite_db)
+    query = _query(adapter, sql, key)
+    whole = _flat(_scan(adapter, query, 4))
+    for i, row in enumerate(whole):
+        after = [row[p] for p in query.key_positions]
+        resumed = resume.resumed(adapter, query, after, whole=True)
+        assert resumed is not None
+        assert _flat(_scan(adapter, resumed, chunk_rows)) == whole[i + 1 :], after
+
+
+def test_a_key_between_the_rows_resumes_at_the_next_one(sqlite_db):
+    """The database compares: a key the source no longer holds (deleted since) is a cursor like any."""
+    adapter = _sqlite(sqlite_db)
+    query = _query(adapter, "SELECT p.id, p.name FROM people p WHERE p.name <> 'p7'", ["id"])
+    resumed = resume.resumed(adapter, query, [7], whole=True)
+    assert [r[0] for r in _flat(_scan(adapter, resumed, 2))] == list(range(8, 41))
+
+
+def test_sqlite_a_resumed_read_after_a_null_key_sorted_first(sqlite_db):
+    """SQLite sorts NULL first: the first attempt's first chunk met it (PostgreSQL: probed, below)."""
+    adapter = _sqlite(sqlite_db)
+    query = _query(adapter, "SELECT n.k, n.v FROM nullkey n", ["k"])
+    assert query.nulls_first
+    assert [r[0] for r in _flat(_scan(adapter, resume.resumed(adapter, query, [1], whole=True), 10))] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    "sql, key, after, whole",
+    [
+        ("SELECT p.id, p.name FROM people p", ["id"], [3], False),  # units or hashes sent
+        ("SELECT p.id, p.name FROM people p", ["id"], ["3"], True),  # not the key's type
+        ("SELECT p.id, p.name FROM people p", ["id"], [3, 4], True),  # not one value per key column
+        ("SELECT p.id, p.name FROM people p", ["id"], None, True),  # nothing to resume after
+        ("SELECT e.grade, COUNT(*) AS n FROM enrol e GROUP BY e.grade", ["grade"], ["A"], True),  # grouped
+    ],
+)
+def test_what_is_read_from_the_start(sqlite_db, sql, key, after, whole):
+    adapter = _sqlite(sqlite_db)
+    assert resume.resumed(adapter, _query(adapter, sql, key), after, whole=whole) is None
+
+
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 PG_SCHEMA = """
@@ -201,6 +258,23 @@ def test_postgres_null_in_a_nullable_key_sorted_last_is_found(pg):
     for chunk_rows in (2, 100):
         with pytest.raises(SourceDataError, match=r"NULL in key column\(s\) \['k'\]"):
             _scan(adapter, query, chunk_rows)
+
+
+def test_postgres_resumes_after_any_key_in_its_own_order(pg):
+    """A resumed read (remote_agent/resume.py): text compared by the column's collation."""
+    adapter = open_adapter(pg.reader_url, statement_timeout_s=5)
+    query = _query(adapter, "SELECT p.b, p.a, p.v FROM pairs p", ["b", "a"])
+    whole = _flat(_scan(adapter, query, 7))
+    for i, row in enumerate(whole):
+        resumed = resume.resumed(adapter, query, [row[0], row[1]], whole=True)
+        assert _flat(_scan(adapter, resumed, 4)) == whole[i + 1 :], row
+
+
+def test_postgres_a_resumed_read_finds_a_null_key_sorted_last(pg):
+    adapter = open_adapter(pg.reader_url, statement_timeout_s=5)
+    resumed = resume.resumed(adapter, _query(adapter, "SELECT n.k, n.v FROM nullable n", ["k"]), [9], whole=True)
+    with pytest.raises(SourceDataError, match="NULL in key"):  # one row left: its only chunk is not full
+        _scan(adapter, resumed, 100)
 
 
 def test_postgres_connection_is_idle_between_chunks(pg):
