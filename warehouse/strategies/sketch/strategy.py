@@ -5,10 +5,15 @@ the background after the last commit, sketch_prep.py, or else one built now on t
 executors) is shrunk, for each stage of the exchange, to a width that divides it. The
 statistics size the main stage: cells for the expected number of differing pairs (two per
 update, one per delete and per insert) plus a margin for their spread, so that about 1 %
-of syncs fail to peel. exchange: a small first stage (a probe of ~1 KB) goes first when the
-main one is much larger: the agent reads the site query once into a table of its own, a
-few times wider than the main stage, and peels the difference with the probe; a sync with
-(nearly) no change ends there. Otherwise the agent keeps its table, and the main stage,
+of syncs fail to peel. exchange: the table shrunk to one cell per sub-table (the probe, 67
+bytes: every pair XORed into one cell) goes first when the main stage is much wider: the
+agent reads the site query once into a table of its own, a few times wider than the main
+stage, and peels the difference with the probe. A sync with no change ends there, as does
+one with a single row inserted or deleted. A difference of one cell is missed only if the
+XORs of its pairs' 64-bit row hashes and of their 32-bit checksums both vanish: for an
+update that takes a collision of the row's old and new hash, which every width misses
+alike (the pairs are then the same); for two or more pairs, a chance of about 2**-96 with
+hashes seeded by the table's secret. Otherwise the agent keeps its table, and the main stage,
 then if need be a wider one (sized from how full the failed difference was), follow
 without a new read. The agent answers with the rows of the pairs only it holds (new and
 changed rows) and the keys only the warehouse holds (deleted rows). When no stage peels,
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from protocol import frames
+from protocol import frames, iblt_bytes
 from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from protocol.iblt_sizing import cells_for
 from protocol.models import MAX_SKETCH_WIDTH, SketchControl
@@ -47,11 +51,10 @@ from warehouse.strategies.sketch import tables as sketches
 
 #: Share of syncs allowed to fail to peel at the stage the statistics size.
 PEEL_FAILURE = 0.01
-#: Bytes of one cell on the wire, compact (iblt.py): three sums of 64, 64 and 32 bits, random.
-CELL_BYTES = 20.4
-#: Cells per sub-table of the probe, the first stage when the main one is much wider:
-#: 48 cells (about 1 KB) peel a handful of differences, and a sync with no change.
-PROBE_WIDTH = 16
+#: Cells per sub-table of the probe, the first stage when the main one is much wider: one
+#: cell holds a sync with no change (and peels a lone insert or delete) in 67 bytes; 16
+#: cells peeled a handful of updates but cost 1 KB on every sync, changed or not.
+PROBE_WIDTH = 1
 #: The agent's table is up to this many times as wide as the main stage (and at most the
 #: stored width): a later stage can be that wide without a new read of the source.
 HEADROOM = 16
@@ -162,12 +165,15 @@ class Sketch(Strategy):
             width=self.widest,
             session=session,
         )
-        table = self.stored.table.shrink(width).to_compact().to_arrow()
-        sent = frames.arrow_frame(frames.SKETCH, table)
+        table = self.stored.table.shrink(width).to_compact()
+        sent = frames.frame(frames.SKETCH_CELLS, iblt_bytes.to_bytes(table))
         m.sketch_stages = (m.sketch_stages or 0) + 1  # exchange counts from 0
-        m.sketch_cells = (m.sketch_cells or 0) + table.num_rows
+        m.sketch_cells = (m.sketch_cells or 0) + table.cells
         m.sketch_bytes = (m.sketch_bytes or 0) + len(sent)
-        body: Iterator[bytes] = iter([frames.json_frame(frames.CONTROL, control.model_dump()), sent])
+        # defaults left out (the agent reads them as the same); a list, so that the client
+        # may name the site by reference
+        message = control.model_dump(exclude_defaults=True) | {"protocol": control.protocol}
+        body = [frames.json_frame(frames.CONTROL, message), sent]
         returned_path = ctx.staging / "sketch-returned.parquet"
         deleted_path = ctx.staging / "sketch-deleted.parquet"
         summary = None
@@ -295,11 +301,11 @@ class Sketch(Strategy):
         width = sketches.sent_width(cells, sketches.stored_width(estimate.rows))
         if width is None:
             return float("inf")
-        probe = PROBE_WIDTH * sketches.HASHES * CELL_BYTES if width >= 4 * PROBE_WIDTH else 0
+        probe = iblt_bytes.table_bytes(PROBE_WIDTH * sketches.HASHES) if width >= 4 * PROBE_WIDTH else 0
         rows_back = estimate.updates + estimate.inserts
         return (
             probe
-            + width * sketches.HASHES * CELL_BYTES
+            + iblt_bytes.table_bytes(width * sketches.HASHES)
             + rows_back * estimate.cost.tuple_bytes
             + estimate.deletes * DELETED_KEY_BYTES
         )
