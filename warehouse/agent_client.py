@@ -235,7 +235,7 @@ class AgentClient:
                 yield from self._exchange(path, short)
                 return
             except AgentRejected as exc:
-                if exc.code != UNKNOWN_SITE:
+                if exc.agent_code != UNKNOWN_SITE:
                     raise
                 _HELD.discard(held)
         yield from self._exchange(path, body, held)
