@@ -480,6 +480,7 @@ class SiteRun:
             updates=updates,
             updates_variance=max(0.0, updates - squares),
             inserts=math.nan if inserts is None else inserts,
+            observed=obs > 0,
         )
 
 

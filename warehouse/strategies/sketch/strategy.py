@@ -45,7 +45,9 @@ from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
 from warehouse.strategies.base import Answer, Built, FragmentBuild, SiteEstimate, Strategy
+from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.group_hash.strategy import GroupHash
+from warehouse.strategies.sketch import budget
 from warehouse.strategies.sketch import prep as sketch_prep
 from warehouse.strategies.sketch import tables as sketches
 
@@ -84,6 +86,8 @@ def differences_seen(width: int, empty_cells: int, hashes: int = sketches.HASHES
 
 class Sketch(Strategy):
     name = "sketch"
+    #: A change too large to be worth reconciling ships the site query whole (budget.py).
+    ships_whole = True
 
     def plan(self) -> None:
         ctx = self.ctx
@@ -98,11 +102,15 @@ class Sketch(Strategy):
         self.stored = stored
         m.differences_expected = round(est.differences, 1)
         cells = cells_for(est.differences, est.differences_variance, PEEL_FAILURE, sketches.HASHES)
-        self.fallback: GroupHash | None = None
+        self.fallback: Strategy | None = None
         self.main = sketches.sent_width(cells, stored.table.width)
         if self.main is None:  # more differences expected than the stored table can resolve
-            self._fall_back()
+            self._fall_back(GroupHash)
             return
+        if (
+            not est.observed and self.ships_whole
+        ):  # a guess: what a failure may cost stays within budget.RISK of a full ship
+            self.main = budget.capped_width(self.main, PROBE_WIDTH, stored.table.width, est.full_bytes)
         floor = math.ceil(cells_for(SURPRISE_SHARE * est.rows, 0.0, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES)
         self.widest = agent_width(self.main, stored.table.width, floor)
         probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
@@ -146,9 +154,16 @@ class Sketch(Strategy):
             if width >= main:
                 m.peel_failed = True
             session = summary.get("session")
-            wider = next_width(width, summary.get("empty_cells", 0), main, self.widest) if session else None
-            if wider is None:
-                return self._fall_back().exchange()
+            empty = summary.get("empty_cells", 0)
+            wider = next_width(width, empty, main, self.widest) if session else None
+            est = self.snapshot.statistics
+            if wider is None:  # the agent's table cannot resolve it either
+                return self._fall_back(GroupHash if est.observed or not self.ships_whole else FullShip).exchange()
+            seen = differences_seen(width, empty)
+            if self.ships_whole and not budget.worth_another_stage(
+                wider, seen, m.sketch_bytes, est.full_bytes, est.cost.tuple_bytes, est.observed
+            ):
+                return self._fall_back(FullShip).exchange()
             width = wider
         m.differences_found = summary.get("differences", 0)
         self.returned = pq.read_table(returned_path)
@@ -220,10 +235,11 @@ class Sketch(Strategy):
         found = self.snapshot.stored.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
         return found.cast(schema)
 
-    def _fall_back(self) -> GroupHash:
-        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot); it."""
-        self.ctx.metrics.fallback = GroupHash.name
-        self.fallback = GroupHash(self.ctx, self.snapshot)
+    def _fall_back(self, to: type[Strategy]) -> Strategy:
+        """Hand the site to another exchange for this sync (planned from the same snapshot):
+        group_hash's, or full_ship's when the change is too large to be worth reconciling; it."""
+        self.ctx.metrics.fallback = to.name
+        self.fallback = to(self.ctx, self.snapshot)
         self.fallback.plan()
         return self.fallback
 
