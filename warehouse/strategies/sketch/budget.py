@@ -6,7 +6,8 @@ prior (5 % of the rows updated). At high churn that stage fails to peel, and eac
 one sent after it is paid on top of what follows: a sync at 50 % churn cost 1.15× a full
 ship when it ended in the group-hash exchange. Two rules bound it:
 
-- with no observation behind the statistics, the stages sent before the change is known
+- under auto with no observation behind the statistics (`Sketch._guessing`: a view that
+  asks for sketch itself keeps its exchange as sized), the stages sent before the change is known
   (the probe and the main stage) may cost at most RISK of shipping the site query whole;
 - after a stage fails, the next goes only if it is worth it: when the failed difference
   still had empty cells, its size is known (`differences_seen`) and the next stage goes

@@ -5,15 +5,15 @@ the background after the last commit, sketch_prep.py, or else one built now on t
 executors) is shrunk, for each stage of the exchange, to a width that divides it. The
 statistics size the main stage: cells for the expected number of differing pairs (two per
 update, one per delete and per insert) plus a margin for their spread, so that about 1 %
-of syncs fail to peel. exchange: the table shrunk to one cell per sub-table (the probe, 67
+of syncs fail to peel. exchange: the table shrunk to one cell per sub-table (the probe, 45
 bytes: every pair XORed into one cell) goes first when the main stage is much wider: the
 agent reads the site query once into a table of its own, a few times wider than the main
-stage, and peels the difference with the probe. A sync with no change ends there, as does
-one with a single row inserted or deleted. A difference of one cell is missed only if the
-XORs of its pairs' 64-bit row hashes and of their 32-bit checksums both vanish: for an
-update that takes a collision of the row's old and new hash, which every width misses
-alike (the pairs are then the same); for two or more pairs, a chance of about 2**-96 with
-hashes seeded by the table's secret. Otherwise the agent keeps its table, and the main stage,
+stage, and compares the difference with the probe: a sync with no change ends there (a table one
+cell wide peels nothing, iblt.py, it only says whether the sides agree). A difference of
+one cell is missed only if its count is 0 modulo 4 and the XORs of its pairs' 64-bit row
+hashes and of their 32-bit checksums both vanish: for an update that takes a collision of
+the row's old and new hash, which every width misses alike (the pairs are then the same);
+for more pairs, a chance of about 2**-96 with hashes seeded by the table's secret. Otherwise the agent keeps its table, and the main stage,
 then if need be a wider one (sized from how full the failed difference was), follow
 without a new read. The agent answers with the rows of the pairs only it holds (new and
 changed rows) and the keys only the warehouse holds (deleted rows). When no stage peels,
@@ -54,8 +54,8 @@ from warehouse.strategies.sketch import tables as sketches
 #: Share of syncs allowed to fail to peel at the stage the statistics size.
 PEEL_FAILURE = 0.01
 #: Cells per sub-table of the probe, the first stage when the main one is much wider: one
-#: cell holds a sync with no change (and peels a lone insert or delete) in 67 bytes; 16
-#: cells peeled a handful of updates but cost 1 KB on every sync, changed or not.
+#: cell tells a sync with no change in 45 bytes; 16 cells peeled a handful of updates but
+#: cost 1.8 KB on every sync, changed or not.
 PROBE_WIDTH = 1
 #: The agent's table is up to this many times as wide as the main stage (and at most the
 #: stored width): a later stage can be that wide without a new read of the source.
@@ -107,14 +107,19 @@ class Sketch(Strategy):
         if self.main is None:  # more differences expected than the stored table can resolve
             self._fall_back(GroupHash)
             return
-        if (
-            not est.observed and self.ships_whole
-        ):  # a guess: what a failure may cost stays within budget.RISK of a full ship
+        if self._guessing():  # what a failure may cost stays within budget.RISK of a full ship
             self.main = budget.capped_width(self.main, PROBE_WIDTH, stored.table.width, est.full_bytes)
         floor = math.ceil(cells_for(SURPRISE_SHARE * est.rows, 0.0, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES)
         self.widest = agent_width(self.main, stored.table.width, floor)
         probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
         self.first = probe if probe is not None and 4 * probe <= self.main else self.main
+
+    def _guessing(self) -> bool:
+        """Whether auto chose this exchange on the prior alone (the first sync after a load):
+        then what it may spend before the change is known is bounded (budget.py). A view that
+        asks for sketch itself keeps its exchange as the statistics size it."""
+        observed = self.snapshot.statistics.observed
+        return not observed and self.ships_whole and self.ctx.options.strategy == "auto"
 
     def _new_table(self) -> sketches.SiteSketch:
         """The table prepared after the last commit (sketch_prep.py), else one built now."""
@@ -158,10 +163,10 @@ class Sketch(Strategy):
             wider = next_width(width, empty, main, self.widest) if session else None
             est = self.snapshot.statistics
             if wider is None:  # the agent's table cannot resolve it either
-                return self._fall_back(GroupHash if est.observed or not self.ships_whole else FullShip).exchange()
+                return self._fall_back(FullShip if self._guessing() else GroupHash).exchange()
             seen = differences_seen(width, empty)
             if self.ships_whole and not budget.worth_another_stage(
-                wider, seen, m.sketch_bytes, est.full_bytes, est.cost.tuple_bytes, est.observed
+                wider, seen, m.sketch_bytes, est.full_bytes, est.cost.tuple_bytes, not self._guessing()
             ):
                 return self._fall_back(FullShip).exchange()
             width = wider
