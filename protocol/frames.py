@@ -4,7 +4,8 @@ A body is a sequence of frames: one kind byte, a 4-byte big-endian payload lengt
 8-byte big-endian xxh3-64 checksum of the payload (seed 0), the payload. TCP's own 16-bit
 checksum lets corruption through now and then; the frame checksum turns a damaged payload
 into an error instead of wrong rows in the warehouse. Control frames carry JSON; data frames carry one Arrow IPC stream (schema plus
-one record batch) compressed with zstd. The last frame of a complete response is always a
+one record batch) compressed with zstd; binary frames (RAW_KINDS) are read by their own
+module. The last frame of a complete response is always a
 summary (`S`) or an error (`E`) frame, so a truncated body is detected, never mistaken
 for a short answer.
 """
@@ -43,6 +44,9 @@ FETCH_KEYS = b"F"  # request: keys whose current rows are wanted
 TUPLE_HASHES = b"T"  # request: key columns + the 64-bit hash of each tuple (one hash per tuple)
 RANGES = b"G"  # request: key ranges with expected count and hash, or to be shipped whole
 SKETCH = b"I"  # request: the warehouse's reconciliation table (IBLT cells, see iblt.py)
+# Binary frames (neither JSON nor Arrow: their own module reads them).
+SKETCH_CELLS = b"i"  # request: as SKETCH, in the packed binary form of iblt_bytes.py
+RAW_KINDS = frozenset({SKETCH_CELLS})
 UNGROUPED_ROWS = b"N"  # response: rows whose key is in no unit (new or ungrouped)
 CHANGED_ROWS = b"C"  # response: current rows of units whose hash differs
 DELETED_KEYS = b"D"  # response: keys missing at the source (extract: with the uid of their unit; sketch: the key alone)
@@ -95,7 +99,7 @@ class Frame:
         """Parse the payload now, so a corrupt frame fails where the caller expects errors."""
         if self.kind in JSON_KINDS:
             self.json()
-        else:
+        elif self.kind not in RAW_KINDS:
             self.batch()
         return self
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from protocol.encoding import DEFAULT_HASH_BITS
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 #: Widest table (cells per sub-table) an agent builds for a sketch exchange: 2**21 cells in
 #: each of three sub-tables take 192 MiB; the widest a fragment of 23 million rows stores.
 MAX_SKETCH_WIDTH = 2**21

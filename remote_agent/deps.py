@@ -19,7 +19,8 @@ from protocol.models import (
     SketchControl,
     SnapshotDiffControl,
 )
-from remote_agent.errors import BadRequest
+from protocol.siterefs import SiteRefs
+from remote_agent.errors import BadRequest, UnknownSite
 from remote_agent.state import AgentState
 
 
@@ -99,7 +100,7 @@ def version_mismatch(version: int) -> str | None:
     >>> version_mismatch(PROTOCOL_VERSION) is None
     True
     >>> version_mismatch(PROTOCOL_VERSION + 1)  # doctest: +ELLIPSIS
-    'this agent speaks deltasieve protocol version 2; the request is version 3: upgrade the older ...'
+    'this agent speaks deltasieve protocol version 3; the request is version 4: upgrade the older ...'
     """
     if version == PROTOCOL_VERSION:
         return None
@@ -109,11 +110,12 @@ def version_mismatch(version: int) -> str | None:
     )
 
 
-def parse_control(model: type[Control], frame: frames.Frame) -> Control:
+def parse_control(model: type[Control], frame: frames.Frame, refs: SiteRefs | None = None) -> Control:
     """The control message of a request, refused (400) if it is of another protocol version.
 
     The version is checked first, so that a message of another version is not reported as
-    merely malformed.
+    merely malformed. With `refs`, a site named by reference (`site_ref`) is read as the
+    site it names (409 unknown_site when not held), and a site sent in full is remembered.
     """
     try:
         version = _Versioned.model_validate_json(frame.payload).protocol
@@ -123,16 +125,30 @@ def parse_control(model: type[Control], frame: frames.Frame) -> Control:
     if mismatch:
         raise BadRequest(mismatch)
     try:
-        return model.model_validate_json(frame.payload)
+        message = frame.json()
+    except frames.FrameError as exc:
+        raise BadRequest(f"bad control message: {exc}") from None
+    if refs is not None and "site" not in message and isinstance(message.get("site_ref"), str):
+        site = refs.resolve(message["site_ref"])
+        if site is None:
+            raise UnknownSite(
+                f"this agent holds no site query under reference {message['site_ref']!r}: send it in full"
+            )
+        message = {**message, "site": site}
+    try:
+        control = model.model_validate(message)
     except ValidationError as exc:
         raise BadRequest(f"bad control message: {exc.errors(include_url=False)}") from None
+    if refs is not None and "site_ref" not in message and isinstance(message.get("site"), dict):
+        refs.remember(message["site"])
+    return control
 
 
-def _control(model: type[Control]) -> Callable[[list[frames.Frame]], Awaitable[Control]]:
+def _control(model: type[Control]) -> Callable[[list[frames.Frame], AgentState], Awaitable[Control]]:
     """The dependency that parses a request's control frame as `model`."""
 
-    async def control(parsed: Frames) -> Control:
-        return parse_control(model, parsed[0])
+    async def control(parsed: Frames, state: StateDep) -> Control:
+        return parse_control(model, parsed[0], state.site_refs)
 
     return control
 

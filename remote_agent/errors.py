@@ -75,6 +75,14 @@ class ReaderLost(AgentError):
     transient = True
 
 
+class UnknownSite(AgentError):
+    """A control message names its site by a reference this agent does not hold (protocol/siterefs.py):
+    the warehouse sends it again in full."""
+
+    status = 409
+    code = "unknown_site"
+
+
 class Gone(AgentError):
     """A sketch session the agent no longer holds (expired, dropped, or the agent restarted)."""
 

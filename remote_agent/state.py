@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from protocol.models import SiteSpec
+from protocol.siterefs import SiteRefs
 from remote_agent.adapters import Adapter, TableInfo, open_adapter
 from remote_agent.column_types import read_as_asked
 from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
@@ -30,6 +31,8 @@ class AgentState:
         self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
         #: Sketch exchanges between stages: a few per extraction slot.
         self.reconciliations = Reconciliations(limit=2 * settings.max_concurrent_extractions)
+        #: The site queries last sent in full, by reference (protocol/siterefs.py).
+        self.site_refs = SiteRefs()
 
     def exposed(self) -> dict[str, TableInfo]:
         """The tables (and columns) this agent lets the warehouse read."""

@@ -19,6 +19,7 @@ from protocol import frames
 from protocol.models import ColumnSampleOut, ColumnSampleRequest
 from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
+from protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
 from warehouse.cancellation import Cancellation
 from warehouse.errors import AgentRejected, AgentUnavailable, Cancelled, ProtocolError
 
@@ -32,18 +33,54 @@ DEADLINE_S = 6 * 3600.0
 
 
 @dataclass
+class Call:
+    """One request to the agent: its bodies' bytes each way, and all its bytes on the wire
+    (HTTP headers and TLS included), so that what a sync moves is told apart from the
+    fixed cost of HTTP."""
+
+    call: str  # method and path: "POST /v1/sketch"
+    body_to_agent: int = 0
+    body_from_agent: int = 0
+    to_agent: int = 0
+    from_agent: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "call": self.call,
+            "body_to_agent": self.body_to_agent,
+            "body_from_agent": self.body_from_agent,
+            "to_agent": self.to_agent,
+            "from_agent": self.from_agent,
+        }
+
+
+@dataclass
 class ByteCounter:
-    """Bytes written to and read from the agent's sockets, TLS and HTTP headers included."""
+    """Bytes written to and read from the agent's sockets, TLS and HTTP headers included,
+    and each call's share of them (`calls`, in order)."""
 
     sent: int = 0
     received: int = 0
     requests: int = 0
+    calls: list[Call] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, sent: int = 0, received: int = 0) -> None:
         with self._lock:
             self.sent += sent
             self.received += received
+
+    @contextlib.contextmanager
+    def call(self, name: str) -> Iterator[Call]:
+        """Count one request: its wire bytes are those that crossed while it ran (the calls
+        of one client run one after the other); the caller adds its bodies' bytes."""
+        record = Call(name)
+        sent, received = self.sent, self.received
+        try:
+            yield record
+        finally:
+            record.to_agent, record.from_agent = self.sent - sent, self.received - received
+            self.calls.append(record)
 
 
 class _CountingStream(httpcore.NetworkStream):
@@ -183,19 +220,52 @@ class AgentClient:
     def exchange(self, path: str, body: Iterable[bytes]) -> Iterator[frames.Frame]:
         """POST a frame sequence and yield the answer's frames; errors become exceptions.
 
-        The last frame must be a summary: a body that ends without one was cut off.
+        The last frame must be a summary: a body that ends without one was cut off. A body
+        given as a list, whose control frame names its site in full, names it by reference
+        instead once this agent has answered a request carrying that site in full (it can
+        then be sent again: an agent that no longer holds the reference answers 409
+        unknown_site at once; protocol/siterefs.py).
         """
+        control = _site_control(body)
+        if control is None:
+            yield from self._exchange(path, body)
+            return
+        assert isinstance(body, list)
+        ref = site_ref(control["site"])
+        held = (self.url, ref)
+        if held in _HELD:
+            short = [frames.json_frame(frames.CONTROL, by_reference(control, ref)), *body[1:]]
+            try:
+                yield from self._exchange(path, short)
+                return
+            except AgentRejected as exc:
+                if exc.agent_code != UNKNOWN_SITE:
+                    raise
+                _HELD.discard(held)
+        yield from self._exchange(path, body, held)
+
+    def _exchange(
+        self, path: str, body: Iterable[bytes], held: tuple[str, str] | None = None
+    ) -> Iterator[frames.Frame]:
+        """exchange's request; `held` is noted in _HELD once the agent has accepted it."""
         self.counter.requests += 1
         self.resumed = False
         try:
-            with self._http.stream("POST", path, content=body, headers={"Content-Type": frames.MEDIA_TYPE}) as response:
+            with (
+                self.counter.call(f"POST {path}") as call,
+                self._http.stream(
+                    "POST", path, content=_counted(body, call), headers={"Content-Type": frames.MEDIA_TYPE}
+                ) as response,
+            ):
                 if response.status_code != 200:
                     response.read()
                     raise _rejection(response)
                 self.fingerprint = response.headers.get(FINGERPRINT_HEADER, self.fingerprint)
                 self.resumed = RESUMED_HEADER in response.headers
+                if held is not None:
+                    _HELD.add(held)
                 finished = False
-                for frame in frames.read_frames(self._within_deadline(response.iter_bytes(), path)):
+                for frame in frames.read_frames(self._within_deadline(response.iter_bytes(), path, call)):
                     if finished:
                         raise ProtocolError("the agent sent frames after its summary")
                     frame.decode()
@@ -228,10 +298,11 @@ class AgentClient:
                 raise _transport_failure(self.url, exc, "unreachable or connection broken") from None
             raise
 
-    def _within_deadline(self, chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
+    def _within_deadline(self, chunks: Iterator[bytes], path: str, call: Call) -> Iterator[bytes]:
         """Pass the answer's chunks on until the call has run longer than its deadline."""
         deadline = time.monotonic() + self.deadline_s
         for chunk in chunks:
+            call.body_from_agent += len(chunk)
             self.cancellation.check()
             if time.monotonic() > deadline:
                 raise AgentUnavailable(
@@ -243,7 +314,9 @@ class AgentClient:
         self.counter.requests += 1
         self.cancellation.check()
         try:
-            response = self._http.request(method, path, json=body, params=params)
+            with self.counter.call(f"{method} {path}") as call:
+                response = self._http.request(method, path, json=body, params=params)
+                call.body_to_agent, call.body_from_agent = len(response.request.content), len(response.content)
         except httpx.TimeoutException as exc:
             self.cancellation.check()
             raise AgentUnavailable(f"agent at {self.url} timed out ({type(exc).__name__})") from None
@@ -253,6 +326,31 @@ class AgentClient:
         if response.status_code != 200:
             raise _rejection(response)
         return response
+
+
+#: (agent URL, site reference) of the sites each agent was sent in full and accepted, in
+#: this process: the next request for one names it by reference. Shared by the clients of
+#: all syncs (a set's add and discard are atomic under the GIL).
+_HELD: set[tuple[str, str]] = set()
+
+
+def _site_control(body: Iterable[bytes]) -> dict | None:
+    """The control message of a list body whose first frame names a site in full, else None."""
+    if not isinstance(body, list) or not body:
+        return None
+    try:
+        parsed = list(frames.read_frames([body[0]]))
+        control = parsed[0].json() if len(parsed) == 1 and parsed[0].kind == frames.CONTROL else None
+    except frames.FrameError:
+        return None
+    return control if control is not None and isinstance(control.get("site"), dict) else None
+
+
+def _counted(body: Iterable[bytes], call: Call) -> Iterator[bytes]:
+    """The request body's chunks, their bytes added to the call's."""
+    for chunk in body:
+        call.body_to_agent += len(chunk)
+        yield chunk
 
 
 def _transport_failure(url: str, exc: httpx.TransportError, what: str) -> Exception:

@@ -24,6 +24,8 @@ SUMMED = (
     "rows_received",
     "full_ship_estimate_bytes",
     "expected_benefit_bytes",
+    "body_bytes_to_agent",
+    "body_bytes_from_agent",
 )
 
 
@@ -162,6 +164,11 @@ class SiteMetrics(SiteDetails, Traffic):
     fragment_updated: int | None = None
     fragment_deleted: int | None = None
     full_ship_estimate_bytes: int | None = None
+    #: Of bytes_to_agent and bytes_from_agent, the requests' and answers' bodies (what the
+    #: exchange itself moved, HTTP headers left out), and each call's share (agent_client.Call).
+    body_bytes_to_agent: int | None = None
+    body_bytes_from_agent: int | None = None
+    calls: list[dict] | None = None
     #: Changes of the site's tables that the view's columns do not show (source_columns.py).
     schema_changes: list[dict] | None = None
 
@@ -219,6 +226,9 @@ class SyncMetrics(SiteDetails, Traffic):
     rows_received: int | None = None
     full_ship_estimate_bytes: int | None = None
     expected_benefit_bytes: float | None = None
+    #: The sites' body bytes (SiteMetrics): the sync's traffic less HTTP's headers.
+    body_bytes_to_agent: int | None = None
+    body_bytes_from_agent: int | None = None
     rows_inserted: int | None = None
     rows_updated: int | None = None
     rows_deleted: int | None = None

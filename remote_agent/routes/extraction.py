@@ -15,7 +15,7 @@ import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from protocol import frames
+from protocol import frames, iblt_bytes
 from protocol.iblt import Iblt
 from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
@@ -136,14 +136,18 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
     """Set reconciliation: the warehouse's table in; the rows only the source holds and the keys it lost out."""
     query = state.site_query(control.site)
     check_columns(query, control.site.columns)
-    tables = [f for f in parsed[1:] if f.kind == frames.SKETCH]
-    stray = [f.kind for f in parsed[1:] if f.kind != frames.SKETCH]
-    if stray or len(tables) != 1:
+    kinds = (frames.SKETCH, frames.SKETCH_CELLS)
+    if len(parsed) != 2 or parsed[1].kind not in kinds:
         raise BadRequest(
-            f"a sketch request holds one {frames.SKETCH!r} frame after the control frame; got {[f.kind for f in parsed[1:]]!r}"
+            f"a sketch request holds one {frames.SKETCH_CELLS!r} (or {frames.SKETCH!r}) frame after the control frame; "
+            f"got {[f.kind for f in parsed[1:]]!r}"
         )
     try:
-        table = Iblt.from_arrow(_batch(tables[0]))
+        sent = parsed[1]
+        if sent.kind == frames.SKETCH_CELLS:
+            table = iblt_bytes.from_bytes(sent.payload, control.seed)
+        else:
+            table = Iblt.from_arrow(_batch(sent))
     except ValueError as exc:
         raise BadRequest(f"bad sketch table: {exc}") from None
     if table.seed != control.seed:

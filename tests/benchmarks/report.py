@@ -14,6 +14,8 @@ import json
 import statistics
 from pathlib import Path
 
+from tests.benchmarks import small_syncs
+
 #: One colour per strategy across all plots, so a figure reads like the previous one.
 COLOURS = {
     "full_ship": "tab:red",
@@ -368,6 +370,9 @@ def markdown(results: dict, summary: dict) -> str:
     stamps = stamp_table(summary)
     if stamps:
         lines += ["", stamps]
+    firsts = small_syncs.table(results)
+    if firsts:
+        lines += ["", firsts]
     memory = _service_memory(results)
     if memory:
         lines += ["", memory]

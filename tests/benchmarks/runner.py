@@ -62,6 +62,9 @@ COPIED_METRICS = (
     "expected_benefit_bytes",
     "full_ship_estimate_bytes",
     "realized_benefit_bytes",
+    # of the bytes, those of the requests' and answers' bodies (HTTP's headers left out)
+    "body_bytes_to_agent",
+    "body_bytes_from_agent",
     "agent_seconds",
     "cost_model",
     "planning",
@@ -398,6 +401,9 @@ class WorkloadRun:
         }
         record.update({k: m[k] for k in COPIED_METRICS if k in m})
         record.update(site_timings(m.get("sites") or []))
+        calls = [call for site in m.get("sites") or [] for call in site.get("calls") or []]
+        if calls:  # each request's bytes, bodies and headers apart (agent_client.Call)
+            record["calls"] = calls
         if counters is not None:
             seen = self.link.counters() - counters
             record["link_bytes_to_agent"], record["link_bytes_from_agent"] = seen.tx_bytes, seen.rx_bytes

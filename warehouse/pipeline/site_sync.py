@@ -176,6 +176,10 @@ class SiteRun:
             self.client.close()
             for name, value in self.traffic().items():
                 setattr(self.metrics, name, value)
+            calls = self.client.counter.calls
+            self.metrics.calls = [c.to_json() for c in calls]
+            self.metrics.body_bytes_to_agent = sum(c.body_to_agent for c in calls)
+            self.metrics.body_bytes_from_agent = sum(c.body_from_agent for c in calls)
             self.metrics.extract_finished_at = _utcnow()
         self.extracted = Extracted(planned, answer)
         return self.extracted
@@ -478,6 +482,7 @@ class SiteRun:
             updates=updates,
             updates_variance=max(0.0, updates - squares),
             inserts=math.nan if inserts is None else inserts,
+            observed=obs > 0,
         )
 
 

@@ -101,6 +101,9 @@ class SiteEstimate:
     updates_variance: float = math.nan
     #: Rows inserted per sync, on average (the deletion statistics' insert counts); NaN: taken equal to the deletes.
     inserts: float = math.nan
+    #: Whether the update statistics hold observations (False on the first sync after a
+    #: load: `updates` is then the prior's guess).
+    observed: bool = True
 
     def __post_init__(self) -> None:
         if math.isnan(self.updates):

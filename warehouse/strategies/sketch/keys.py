@@ -33,7 +33,7 @@ from warehouse.metrics import SiteMetrics
 from warehouse.names import spark_schema
 from warehouse.planning.cost_model import CostModel
 from warehouse.store.versions import Version
-from warehouse.strategies.base import Built, SiteContext, SiteEstimate, Snapshot
+from warehouse.strategies.base import Built, SiteContext, SiteEstimate, Snapshot, Strategy
 from warehouse.strategies.sketch import tables as sketches
 from warehouse.strategies.sketch.strategy import Sketch
 from warehouse.viewdef import SiteQuery
@@ -126,7 +126,10 @@ class KeySketch(Sketch):
         ctx.metrics.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
-    def _fall_back(self) -> NoReturn:
+    #: keys alone: nothing to ship whole instead, so every stage the agent's table allows is tried
+    ships_whole = False
+
+    def _fall_back(self, to: type[Strategy]) -> NoReturn:
         raise KeysUnresolved("no stage of the key sketch peeled")
 
     def stage(self, staged: Version, built: Built) -> None:

@@ -5,10 +5,15 @@ the background after the last commit, sketch_prep.py, or else one built now on t
 executors) is shrunk, for each stage of the exchange, to a width that divides it. The
 statistics size the main stage: cells for the expected number of differing pairs (two per
 update, one per delete and per insert) plus a margin for their spread, so that about 1 %
-of syncs fail to peel. exchange: a small first stage (a probe of ~1 KB) goes first when the
-main one is much larger: the agent reads the site query once into a table of its own, a
-few times wider than the main stage, and peels the difference with the probe; a sync with
-(nearly) no change ends there. Otherwise the agent keeps its table, and the main stage,
+of syncs fail to peel. exchange: the table shrunk to one cell per sub-table (the probe, 45
+bytes: every pair XORed into one cell) goes first when the main stage is much wider: the
+agent reads the site query once into a table of its own, a few times wider than the main
+stage, and compares the difference with the probe: a sync with no change ends there (a table one
+cell wide peels nothing, iblt.py, it only says whether the sides agree). A difference of
+one cell is missed only if its count is 0 modulo 4 and the XORs of its pairs' 64-bit row
+hashes and of their 32-bit checksums both vanish: for an update that takes a collision of
+the row's old and new hash, which every width misses alike (the pairs are then the same);
+for more pairs, a chance of about 2**-96 with hashes seeded by the table's secret. Otherwise the agent keeps its table, and the main stage,
 then if need be a wider one (sized from how full the failed difference was), follow
 without a new read. The agent answers with the rows of the pairs only it holds (new and
 changed rows) and the keys only the warehouse holds (deleted rows). When no stage peels,
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from protocol import frames
+from protocol import frames, iblt_bytes
 from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from protocol.iblt_sizing import cells_for
 from protocol.models import MAX_SKETCH_WIDTH, SketchControl
@@ -41,17 +45,18 @@ from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
 from warehouse.strategies.base import Answer, Built, FragmentBuild, SiteEstimate, Strategy
+from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.group_hash.strategy import GroupHash
+from warehouse.strategies.sketch import budget
 from warehouse.strategies.sketch import prep as sketch_prep
 from warehouse.strategies.sketch import tables as sketches
 
 #: Share of syncs allowed to fail to peel at the stage the statistics size.
 PEEL_FAILURE = 0.01
-#: Bytes of one cell on the wire, compact (iblt.py): three sums of 64, 64 and 32 bits, random.
-CELL_BYTES = 20.4
-#: Cells per sub-table of the probe, the first stage when the main one is much wider:
-#: 48 cells (about 1 KB) peel a handful of differences, and a sync with no change.
-PROBE_WIDTH = 16
+#: Cells per sub-table of the probe, the first stage when the main one is much wider: one
+#: cell tells a sync with no change in 45 bytes; 16 cells peeled a handful of updates but
+#: cost 1.8 KB on every sync, changed or not.
+PROBE_WIDTH = 1
 #: The agent's table is up to this many times as wide as the main stage (and at most the
 #: stored width): a later stage can be that wide without a new read of the source.
 HEADROOM = 16
@@ -81,6 +86,8 @@ def differences_seen(width: int, empty_cells: int, hashes: int = sketches.HASHES
 
 class Sketch(Strategy):
     name = "sketch"
+    #: A change too large to be worth reconciling ships the site query whole (budget.py).
+    ships_whole = True
 
     def plan(self) -> None:
         ctx = self.ctx
@@ -95,15 +102,24 @@ class Sketch(Strategy):
         self.stored = stored
         m.differences_expected = round(est.differences, 1)
         cells = cells_for(est.differences, est.differences_variance, PEEL_FAILURE, sketches.HASHES)
-        self.fallback: GroupHash | None = None
+        self.fallback: Strategy | None = None
         self.main = sketches.sent_width(cells, stored.table.width)
         if self.main is None:  # more differences expected than the stored table can resolve
-            self._fall_back()
+            self._fall_back(GroupHash)
             return
+        if self._guessing():  # what a failure may cost stays within budget.RISK of a full ship
+            self.main = budget.capped_width(self.main, PROBE_WIDTH, stored.table.width, est.full_bytes)
         floor = math.ceil(cells_for(SURPRISE_SHARE * est.rows, 0.0, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES)
         self.widest = agent_width(self.main, stored.table.width, floor)
         probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
         self.first = probe if probe is not None and 4 * probe <= self.main else self.main
+
+    def _guessing(self) -> bool:
+        """Whether auto chose this exchange on the prior alone (the first sync after a load):
+        then what it may spend before the change is known is bounded (budget.py). A view that
+        asks for sketch itself keeps its exchange as the statistics size it."""
+        observed = self.snapshot.statistics.observed
+        return not observed and self.ships_whole and self.ctx.options.strategy == "auto"
 
     def _new_table(self) -> sketches.SiteSketch:
         """The table prepared after the last commit (sketch_prep.py), else one built now."""
@@ -143,9 +159,16 @@ class Sketch(Strategy):
             if width >= main:
                 m.peel_failed = True
             session = summary.get("session")
-            wider = next_width(width, summary.get("empty_cells", 0), main, self.widest) if session else None
-            if wider is None:
-                return self._fall_back().exchange()
+            empty = summary.get("empty_cells", 0)
+            wider = next_width(width, empty, main, self.widest) if session else None
+            est = self.snapshot.statistics
+            if wider is None:  # the agent's table cannot resolve it either
+                return self._fall_back(FullShip if self._guessing() else GroupHash).exchange()
+            seen = differences_seen(width, empty)
+            if self.ships_whole and not budget.worth_another_stage(
+                wider, seen, m.sketch_bytes, est.full_bytes, est.cost.tuple_bytes, not self._guessing()
+            ):
+                return self._fall_back(FullShip).exchange()
             width = wider
         m.differences_found = summary.get("differences", 0)
         self.returned = pq.read_table(returned_path)
@@ -162,12 +185,15 @@ class Sketch(Strategy):
             width=self.widest,
             session=session,
         )
-        table = self.stored.table.shrink(width).to_compact().to_arrow()
-        sent = frames.arrow_frame(frames.SKETCH, table)
+        table = self.stored.table.shrink(width).to_compact()
+        sent = frames.frame(frames.SKETCH_CELLS, iblt_bytes.to_bytes(table))
         m.sketch_stages = (m.sketch_stages or 0) + 1  # exchange counts from 0
-        m.sketch_cells = (m.sketch_cells or 0) + table.num_rows
+        m.sketch_cells = (m.sketch_cells or 0) + table.cells
         m.sketch_bytes = (m.sketch_bytes or 0) + len(sent)
-        body: Iterator[bytes] = iter([frames.json_frame(frames.CONTROL, control.model_dump()), sent])
+        # defaults left out (the agent reads them as the same); a list, so that the client
+        # may name the site by reference
+        message = control.model_dump(exclude_defaults=True) | {"protocol": control.protocol}
+        body = [frames.json_frame(frames.CONTROL, message), sent]
         returned_path = ctx.staging / "sketch-returned.parquet"
         deleted_path = ctx.staging / "sketch-deleted.parquet"
         summary = None
@@ -214,10 +240,11 @@ class Sketch(Strategy):
         found = self.snapshot.stored.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
         return found.cast(schema)
 
-    def _fall_back(self) -> GroupHash:
-        """Hand the site to the group-hash exchange for this sync (planned from the same snapshot); it."""
-        self.ctx.metrics.fallback = GroupHash.name
-        self.fallback = GroupHash(self.ctx, self.snapshot)
+    def _fall_back(self, to: type[Strategy]) -> Strategy:
+        """Hand the site to another exchange for this sync (planned from the same snapshot):
+        group_hash's, or full_ship's when the change is too large to be worth reconciling; it."""
+        self.ctx.metrics.fallback = to.name
+        self.fallback = to(self.ctx, self.snapshot)
         self.fallback.plan()
         return self.fallback
 
@@ -295,11 +322,11 @@ class Sketch(Strategy):
         width = sketches.sent_width(cells, sketches.stored_width(estimate.rows))
         if width is None:
             return float("inf")
-        probe = PROBE_WIDTH * sketches.HASHES * CELL_BYTES if width >= 4 * PROBE_WIDTH else 0
+        probe = iblt_bytes.table_bytes(PROBE_WIDTH * sketches.HASHES) if width >= 4 * PROBE_WIDTH else 0
         rows_back = estimate.updates + estimate.inserts
         return (
             probe
-            + width * sketches.HASHES * CELL_BYTES
+            + iblt_bytes.table_bytes(width * sketches.HASHES)
             + rows_back * estimate.cost.tuple_bytes
             + estimate.deletes * DELETED_KEY_BYTES
         )

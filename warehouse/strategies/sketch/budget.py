@@ -1,0 +1,76 @@
+"""When a sketch exchange stops and ships the site query whole instead: a bound on what a
+sync after a load can cost whatever the churn.
+
+The first sync after a load has no observation to size its main stage from, only the
+prior (5 % of the rows updated). At high churn that stage fails to peel, and each wider
+one sent after it is paid on top of what follows: a sync at 50 % churn cost 1.15× a full
+ship when it ended in the group-hash exchange. Two rules bound it:
+
+- under auto with no observation behind the statistics (`Sketch._guessing`: a view that
+  asks for sketch itself keeps its exchange as sized), the stages sent before the change is known
+  (the probe and the main stage) may cost at most RISK of shipping the site query whole;
+- after a stage fails, the next goes only if it is worth it: when the failed difference
+  still had empty cells, its size is known (`differences_seen`) and the next stage goes
+  if its table and the rows it brings back cost less than shipping the site query whole;
+  when it had none (only a lower bound is known), and nothing was observed before, only
+  while all stages sent stay within RISK of it. Otherwise the site ships whole
+  (full_ship's exchange) in the same sync: at most (1 + RISK)× full_ship's bytes.
+
+A sync whose statistics rest on observations keeps to its plan, as sized; only the first
+rule's test of worth applies to it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from protocol import iblt_bytes
+from warehouse.strategies.sketch import tables as sketches
+
+#: Share of full_ship's bytes that the stages of a sync with no observation behind it may
+#: spend before the change is known (then it either peels or ships whole): the first sync
+#: after a load costs at most about 1.08× full_ship whatever the churn (the goal is 1.1×).
+RISK = 0.08
+
+
+def stage_bytes(width: int) -> int:
+    """Bytes of a stage `width` cells wide per sub-table (its table, before compression).
+
+    >>> stage_bytes(1), stage_bytes(100)
+    (67, 6081)
+    """
+    return iblt_bytes.table_bytes(width * sketches.HASHES)
+
+
+def capped_width(main: int, first: int, stored: int, full_bytes: float) -> int:
+    """The main stage's width within RISK of `full_bytes`, the probe (`first` wide)
+    included: the widest divisor of `stored` not above `main` that fits, at least 1.
+
+    >>> capped_width(630, 1, 1260, 1e9), capped_width(630, 1, 1260, 200_000)
+    (630, 252)
+    """
+    budget = RISK * full_bytes - (stage_bytes(first) if first < main else 0)
+    fits = [d for d in sketches.divisors(stored) if d <= main and stage_bytes(d) <= budget]
+    return max(fits, default=1)
+
+
+def worth_another_stage(
+    width: int, seen: float, sunk: int, full_bytes: float, tuple_bytes: float, observed: bool
+) -> bool:
+    """Whether a stage `width` wide is worth sending after one that failed, having seen
+    `seen` differing pairs (infinite: the failed difference had no empty cell) and sent
+    `sunk` bytes of tables; otherwise the site ships whole.
+
+    >>> worth_another_stage(600, 900.0, 20_000, 1e6, 50.0, observed=False)  # 36 KB + ~450 rows
+    True
+    >>> worth_another_stage(60_000, 90_000.0, 20_000, 1e6, 50.0, observed=True)  # more than all the rows
+    False
+    >>> worth_another_stage(600, math.inf, 60_000, 1e6, 50.0, observed=False)  # past RISK of a guess
+    False
+    >>> worth_another_stage(600, math.inf, 60_000, 1e6, 50.0, observed=True)
+    True
+    """
+    if not math.isfinite(seen):
+        return observed or sunk + stage_bytes(width) <= RISK * full_bytes
+    # each changed row is one pair (insert) or two (update): at least seen / 2 rows come back
+    return stage_bytes(width) + seen / 2 * tuple_bytes < full_bytes
