@@ -506,7 +506,7 @@ def plot(results: dict, workload: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
+    from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, MaxNLocator
 
     w = results["workloads"][workload]
     fig, (ax_b, ax_t) = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -550,6 +550,10 @@ def plot(results: dict, workload: str, path: Path) -> None:
     ax_b.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _si_bytes(v)))
     ax_t.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax_t.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} s"))
+    # within one decade matplotlib labels minor ticks too: in seconds, like the major ones
+    minor = LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5))
+    minor.set_axis(ax_t.yaxis)
+    ax_t.yaxis.set_minor_formatter(FuncFormatter(lambda v, pos: f"{v:g} s" if minor(v, pos) else ""))
     ax_b.set_ylabel("bytes on the wire per sync (to + from agent)")
     ax_t.set_ylabel("sync wall time (s), as seen by the client")
     for ax in (ax_b, ax_t):
