@@ -167,6 +167,8 @@ def steady_floor(floors: list[dict | None], rounds: list[int]) -> dict | None:
 
     >>> steady_floor([{"a": 9.0}, {"a": 1.0, "b": 2.0}, {"a": 3.0, "b": 1.0}, {"a": 1.5, "b": 2.5}], [1, 2, 3])
     {'seconds': 1.0, 'method': 'a', 'methods': {'a': 1.5, 'b': 2.0}}
+    >>> steady_floor([{}, {"a": 0.61, "b": 0.62}, {"a": 0.40, "b": 0.32}], [1, 2])["method"]
+    'b'
     >>> steady_floor([], [1, 2]) is None
     True
     """
@@ -175,9 +177,10 @@ def steady_floor(floors: list[dict | None], rounds: list[int]) -> dict | None:
     if not best:
         return None
     names = [name for name, _ in best]
-    methods = sorted({m for f in picked for m in f})
+    medians = {m: statistics.median(f[m] for f in picked if m in f) for m in sorted({m for f in picked for m in f})}
     return {
         "seconds": statistics.median(s for _, s in best),
-        "method": max(dict.fromkeys(names), key=names.count),  # ties: the first round's
-        "methods": {m: statistics.median(f[m] for f in picked if m in f) for m in methods},
+        # a tie (one round each) goes to the method quicker over the rounds
+        "method": max(set(names), key=lambda m: (names.count(m), -medians[m])),
+        "methods": medians,
     }
