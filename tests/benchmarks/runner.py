@@ -301,7 +301,7 @@ class WorkloadRun:
                 for runner in live.values():
                     runner.on_change(change)
             res["changes"].append(change.counts() if change else {"inserted": res["rows"], "updated": 0, "deleted": 0})
-            floor = self._floor()
+            floor = self._floor(truth)
             res["floor_rounds"].append(floor)
             delta = truth.load() if rnd == 0 else truth.advance(change.touched())
             full = rnd == cfg.rounds or cfg.verify == "every" or (rnd == 0 and cfg.verify == "ends")
@@ -330,10 +330,9 @@ class WorkloadRun:
             for peak in ("agent_peak_rss_kb", "agent_tree_peak_pss_kb"):
                 entry[peak] = max((r[peak] for r in syncs if r.get(peak)), default=None)
 
-    def _floor(self) -> dict[str, float]:
-        """This round's floor: each method's seconds reading the site query at the source."""
-        source = self.server.reader_url if self.server else self.dir / f"{self.slug}.db"
-        return floors.measure(self.leg.source, source, self.result["site_sql"], self.result["floor_failed"])
+    def _floor(self, truth: SourceTruth) -> dict[str, float]:
+        """This round's floor: each method's seconds reading the site query where the oracle reads it."""
+        return floors.measure(self.leg.source, truth.db, self.result["site_sql"], self.result["floor_failed"])
 
     def _no_change_round(self, live: dict, agent, truth: SourceTruth, per_sync_rss: bool) -> None:
         """One more sync of every strategy still running, with nothing changed at the source.
@@ -345,7 +344,7 @@ class WorkloadRun:
         """
         res, cfg = self.result, self.config
         rnd = cfg.rounds + 1
-        floor = self._floor()
+        floor = self._floor(truth)
         delta = truth.advance([])  # the simulator did nothing: no key was touched
         full = cfg.verify == "every"
         res["no_change"] = {
