@@ -7,7 +7,7 @@ round, the round's own work replayed as the application did it — UPDATE of the
 keys (every column, from the master), DELETE of the deleted ones, INSERT of the new ones —
 in one transaction. These writes are the legacy application's, never counted as a sync's
 cost. `MariadbTruth` reads the view's site query from it through MySQLdb with a streamed
-(unbuffered) cursor, as the agent reads: the bare scan a sync is measured against.
+(unbuffered) cursor, as the agent reads.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ at the cost of the change, not of the table. A full rescan, on the rounds that a
 verified in full, checks that the incremental picture still equals the source.
 `SourceTruth` reads a SQLite file through sqlite3; `PostgresTruth` reads a PostgreSQL
 database through psycopg, as the agent does (`MariadbTruth` in mysqlsource.py, MariaDB
-through MySQLdb), so each source's bare scan uses its own driver.
+through MySQLdb). The floor a sync's time is set against is not this reading but the
+engine's fastest bulk read (floors.py).
 
 Source values are read as the agent reads them (`converter_for` of each column's logical
 type: that *is* what a source value means on the wire); view rows come back as JSON and are
@@ -20,7 +21,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -192,12 +192,6 @@ class SourceTruth:
                 yield rows
         finally:
             conn.close()
-
-    def bare_scan(self) -> tuple[float, int]:
-        """Seconds to read every row of the site query at the source, and the row count."""
-        started = time.perf_counter()
-        n = sum(len(rows) for rows in self._scan())
-        return time.perf_counter() - started, n
 
     def _lookup(self, keys: list) -> dict:
         """Current canonical rows of the site query for these keys (absent keys are gone)."""

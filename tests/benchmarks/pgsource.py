@@ -22,8 +22,7 @@ import psycopg
 from workloads.generators import Change, TableShape
 from workloads.postgres import PostgresServer, start_postgres
 
-#: Rows per fetch while copying from SQLite, and per fetch of the bare scan: bounded memory
-#: whatever the table's size.
+#: Rows per fetch while copying from SQLite: bounded memory whatever the table's size.
 CHUNK_ROWS = 5_000
 
 

@@ -212,7 +212,6 @@ class ReladiffRunner:
             )
         wall = time.perf_counter() - started
         traffic = self.proxy.since(before)
-        scan_s = self._bare_scan()
         delta = self._delta(found)
         self._diffs[sync_id] = delta
         self._apply_true_change()
@@ -227,7 +226,6 @@ class ReladiffRunner:
             "rows_updated": counts["update"],
             "rows_deleted": counts["delete"],
             "diff_rows": len(found),
-            "postgres_bare_scan_s": round(scan_s, 4),
         }
         return SyncResult({"id": sync_id, "status": "succeeded", "error": None, "metrics": metrics}, wall)
 
@@ -242,16 +240,6 @@ class ReladiffRunner:
         out = [{"op": "update" if k in minus else "insert", "row": row} for k, row in plus.items()]
         out += [{"op": "delete", "row": row} for k, row in minus.items() if k not in plus]
         return out
-
-    def _bare_scan(self) -> float:
-        """Seconds for `COPY (site query) TO STDOUT` at the PostgreSQL source, direct."""
-        where = f" WHERE {self.site.where}" if self.site.where else ""
-        query = f"SELECT {', '.join(self.site.source_columns)} FROM {self.source.shape.table}{where}"
-        started = time.perf_counter()
-        with psycopg.connect(self.pg.reader_url) as conn, conn.cursor().copy(f"COPY ({query}) TO STDOUT") as copy:
-            for _ in copy:
-                pass
-        return time.perf_counter() - started
 
     def delta(self, result: SyncResult) -> Iterator[dict]:
         return iter(self._diffs.get(result.record["id"], []))

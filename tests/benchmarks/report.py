@@ -1,5 +1,6 @@
 """Results on disk: the JSON, one PNG per workload and a Markdown summary: the bytes table and
-the time breakdown (where a sync's seconds go, against a bare scan of the source).
+the time breakdown (where a sync's seconds go, against the floor: the source engine's fastest
+bulk read of the same site query, floors.py).
 
 The summary is the steady state: medians over the last half of the rounds (never round 0,
 the initial load, nor round 1 unless it is the only one), so that statistics that warm up
@@ -15,6 +16,7 @@ import statistics
 from pathlib import Path
 
 from tests.benchmarks import small_syncs
+from tests.benchmarks.floors import fastest, steady_floor
 
 #: One colour per strategy across all plots, so a figure reads like the previous one.
 COLOURS = {
@@ -51,6 +53,8 @@ SITE_PHASES = ("project_snapshot", "plan_groups", "exchange_units", "regroup")
 AGENT_TIMINGS = ("read_s", "convert_s", "hash_s", "send_s", "lookup_s", "wait_s")
 #: Heads the time breakdown in the summary, below the bytes table.
 TIME_HEADING = "## Where the time goes"
+#: What a results file from before the floors shows in their place.
+NOT_MEASURED = "not measured"
 
 
 def median_by_key(dicts, order: tuple[str, ...] = ()) -> dict:
@@ -95,19 +99,18 @@ def time_breakdown(results: dict) -> dict:
 
     Per strategy: the client's `wall_s` and the service's `sync_wall_s`, the sync's
     `phases`, the extraction's `site_phases` (summed over the view's sites), `agent_seconds`
-    and `agent_timings` (where the records have them: empty or None otherwise), the bare
-    scan of the same rounds and the median ratio of wall time to it. Recomputed from the
-    round records, so older results give what they recorded.
+    and `agent_timings` (where the records have them: empty or None otherwise), the floor of
+    the same rounds (None in results from before it was measured) and the median ratio of
+    wall time to it. Recomputed from the round records, so older results give what they recorded.
     """
     steady = steady_rounds(results["meta"]["rounds"])
     out = {}
     for wname, w in results["workloads"].items():
-        scans = w.get("bare_scan_s_rounds", [])
+        floors = w.get("floor_rounds", [])
         entry = {}
         for sname, s in w.get("strategies", {}).items():
             rounds = {r["round"]: r for r in s["rounds"]}
             picked = [rounds[i] for i in steady if i in rounds and not rounds[i].get("error")]
-            scan = {id(r): _bare_scan_of(r, scans) for r in picked}
             entry[sname] = {
                 "rounds": [r["round"] for r in picked],
                 "wall_s": _median([r["wall_s"] for r in picked]),
@@ -116,17 +119,28 @@ def time_breakdown(results: dict) -> dict:
                 "site_phases": median_by_key([summed_by_key(r.get("site_phases") or []) for r in picked], SITE_PHASES),
                 "agent_seconds": _median([r.get("agent_seconds") for r in picked]),
                 "agent_timings": median_by_key([agent_timings(r) for r in picked], AGENT_TIMINGS),
-                "bare_scan_s": _median(scan.values()),
-                "x_bare_scan": _median([r["wall_s"] / scan[id(r)] for r in picked if scan[id(r)]]),
+                "floor": steady_floor(floors, [r["round"] for r in picked]),
+                "x_floor": x_floor(picked, floors),
             }
         out[wname] = entry
     return out
 
 
-def _bare_scan_of(record: dict, scans: list) -> float | None:
-    """The bare scan a sync is measured against: its round's at the source, or for reladiff,
-    which reads a PostgreSQL copy, its own scan there."""
-    return record.get("postgres_bare_scan_s") or (scans[record["round"]] if record["round"] < len(scans) else None)
+def x_floor(records: list[dict], floors: list[dict]) -> float | None:
+    """The median of each sync's wall time over its round's floor (the round's fastest bulk read);
+    None where no round of theirs measured one.
+
+    >>> x_floor([{"round": 1, "wall_s": 3.0}, {"round": 2, "wall_s": 4.0}], [{}, {"adbc": 1.0, "psql": 2.0}, {"adbc": 2.0}])
+    2.5
+    >>> x_floor([{"round": 1, "wall_s": 3.0}], []) is None
+    True
+    """
+    ratios = []
+    for r in records:
+        best = fastest(floors[r["round"]]) if r["round"] < len(floors) else None
+        if best and best[1]:
+            ratios.append(r["wall_s"] / best[1])
+    return _median(ratios)
 
 
 def stamp_reads(rounds: list[dict], views: list) -> dict:
@@ -153,19 +167,20 @@ def stamp_reads(rounds: list[dict], views: list) -> dict:
 
 
 def summarize(results: dict) -> dict:
-    """{workload: {"lower_bound_bytes", "bare_scan_s", "strategies": {name: steady-state figures}}}."""
+    """{workload: {"lower_bound_bytes", "floor", "strategies": {name: steady-state figures}}}."""
     steady = steady_rounds(results["meta"]["rounds"])
     out = {}
     for wname, w in results["workloads"].items():
         lbs = w.get("lower_bound_bytes", [])
         clbs = w.get("column_lower_bound_bytes", [])  # absent in results from before it was measured
-        scans = w.get("bare_scan_s_rounds", [])
+        floors = w.get("floor_rounds", [])
         views = w.get("view_rows", [])
         entry = {
             "rounds": steady,
             "lower_bound_bytes": _median([lbs[i] for i in steady if i < len(lbs)]),
             "column_lower_bound_bytes": _median([clbs[i] for i in steady if i < len(clbs)]),
-            "bare_scan_s": w.get("bare_scan_s"),
+            # {"seconds", "method", "methods"}; None in results from before the floors
+            "floor": steady_floor(floors, steady),
             "strategies": {},
         }
         for sname, s in w.get("strategies", {}).items():
@@ -184,7 +199,7 @@ def summarize(results: dict) -> dict:
                     [r["bytes"] / clbs[r["round"]] for r in picked if r["round"] < len(clbs) and clbs[r["round"]]]
                 ),
                 "wall_s": _median([r["wall_s"] for r in picked]),
-                "x_bare_scan": _median([r["wall_s"] / scan for r in picked if (scan := _bare_scan_of(r, scans))]),
+                "x_floor": x_floor(picked, floors),
                 # rows read at the source per row of the view: 1 for one pass over the site query
                 "x_rows_scanned": _median(
                     [
@@ -322,8 +337,10 @@ def markdown(results: dict, summary: dict) -> str:
         *([f"Plan: {meta['plan']}.", ""] if meta.get("plan") else []),
         f"Steady state = median over rounds {steady[0]}–{steady[-1]}. *bytes/round* = bytes to + from the agent per sync; "
         "*× LB* = ratio to the lower bound (zstd Arrow of the true delta); *× CLB* = ratio to the column-level bound "
-        "(the same with each update's key and changed values only); *× scan* = sync wall time over a bare "
-        "scan of the site query at the source (for reladiff: `COPY (…) TO STDOUT` at its PostgreSQL source); *rows read* = rows the agent read at the source per row of the view; "
+        "(the same with each update's key and changed values only); *÷ floor* = sync wall time over the floor, "
+        "the fastest bulk read of the same site query at the source by the engine's own export path, timed in the same "
+        "rounds (its method and seconds on each workload's *floor* line; the methods under *Floors*); "
+        "*rows read* = rows the agent read at the source per row of the view; "
         + (
             "*no-change round*: not run (`--no-quiet-round`)."
             if meta.get("no_change_round") is False
@@ -331,7 +348,7 @@ def markdown(results: dict, summary: dict) -> str:
             "(not in the steady state), and their share of the strategy's own load (round 0); — where not run."
         ),
         "",
-        "| workload | strategy | bytes/round | to agent | from agent | × LB | × CLB | sync time | × scan | rows read | agent peak RSS | no-change round | exact |",
+        "| workload | strategy | bytes/round | to agent | from agent | × LB | × CLB | sync time | ÷ floor | rows read | agent peak RSS | no-change round | exact |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for wname, s in summary.items():
@@ -340,7 +357,13 @@ def markdown(results: dict, summary: dict) -> str:
             lines.append(f"| {wname} | *error: {w['error'][:120]}* | | | | | | | | | | | |")
         quiet_lb = _size(w["no_change"]["lower_bound_bytes"]) if w.get("no_change") else ""
         lines.append(
-            f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | | (scan {s['bare_scan_s'] or 0:.2f} s) | | | {quiet_lb} | |"
+            f"| {wname} | *lower bound* | {_size(s['lower_bound_bytes'])} | | | 1.0× | | | | | | {quiet_lb} | |"
+        )
+        floor = s.get("floor")
+        lines.append(
+            f"| {wname} | *floor: {floor['method']}* | | | | | | {floor['seconds']:,.2f} s | 1.0× | | | | |"
+            if floor
+            else f"| {wname} | *floor: {NOT_MEASURED}* | | | | | | | | | | | |"
         )
         if s.get("column_lower_bound_bytes") is not None:
             lines.append(
@@ -353,7 +376,7 @@ def markdown(results: dict, summary: dict) -> str:
             exact = "yes" if t["exact"] else ("**failed**" if t["failed"] else "**NO**")
             sync = "—" if t["wall_s"] is None else f"{t['wall_s']:,.1f} s"
             lines.append(
-                f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {_x(t.get('x_column_lower_bound'))} | {sync} | {_x(t['x_bare_scan'])} | {_x(t['x_rows_scanned'])} | {rss} | {_no_change(t)} | {exact} |"
+                f"| {wname} | {sname} | {_size(t['bytes'])} | {_size(t['bytes_to_agent'])} | {_size(t['bytes_from_agent'])} | {_x(t['x_lower_bound'])} | {_x(t.get('x_column_lower_bound'))} | {sync} | {_x(t['x_floor'])} | {_x(t['x_rows_scanned'])} | {rss} | {_no_change(t)} | {exact} |"
             )
     if parts:
         lines += [
@@ -367,6 +390,9 @@ def markdown(results: dict, summary: dict) -> str:
             )
             + ".",
         ]
+    floors = floor_table(results, summary)
+    if floors:
+        lines += ["", floors]
     stamps = stamp_table(summary)
     if stamps:
         lines += ["", stamps]
@@ -383,6 +409,36 @@ def markdown(results: dict, summary: dict) -> str:
     if meta.get("reductions"):
         lines += ["", "Reduced run: " + "; ".join(meta["reductions"]) + "."]
     return "\n".join(lines) + "\n"
+
+
+def floor_table(results: dict, summary: dict) -> str | None:
+    """Each floor method's seconds per workload, the fastest first, and the methods that could
+    not run (None when no workload measured a floor: results from before the floors)."""
+    rows = []
+    for wname, entry in summary.items():
+        floor = entry.get("floor")
+        if not floor:
+            continue
+        for method, seconds in sorted(floor["methods"].items(), key=lambda item: item[1]):
+            fastest_most = " (fastest most often: the floor)" if method == floor["method"] else ""
+            rows.append(f"| {wname} | {method}{fastest_most} | {_seconds(seconds)} |")
+        for method, reason in (results["workloads"][wname].get("floor_failed") or {}).items():
+            rows.append(f"| {wname} | {method} | did not run: {reason.replace('|', '/')[:160]} |")
+    if not rows:
+        return None
+    return "\n".join(
+        [
+            "## Floors",
+            "",
+            "Each method's seconds reading every row of the site query at the source, once per round before "
+            "the syncs, median over the steady rounds (tests/benchmarks/floors.py says how each reads); a round's "
+            "floor is its fastest method, and *÷ floor* sets each sync against its own round's.",
+            "",
+            "| workload | method | seconds |",
+            "|---|---|---:|",
+            *rows,
+        ]
+    )
 
 
 def stamp_table(summary: dict) -> str | None:
@@ -435,11 +491,12 @@ def time_table(results: dict, breakdown: dict) -> str:
         "snapshot · plan · exchange · regroup (summed over the view's sites; the exchange holds the agent's time); "
         "*agent* = the agent's own time answering (`agent_seconds`), *agent split* its parts where the service reports "
         "them (`agent_timings`; read and convert run in the agent's reader process beside hash and send where the scan reads "
-        "ahead, and *wait* is the answer waiting for the reader); *bare scan* = every row of the site query through the source engine's driver, same rounds; "
-        "*× scan* = sync / bare scan. — where not recorded.",
+        "ahead, and *wait* is the answer waiting for the reader); *floor* = the fastest bulk read of the site query at "
+        "the source by the engine's own export path, same rounds (*Floors* above); *÷ floor* = sync / floor. — where not "
+        f"recorded; *{NOT_MEASURED}* in results from before the floors.",
         "",
         "| workload | strategy | sync | in service | extract_sites | build_fragments | assemble_view | commit "
-        "| extract steps | agent | agent split | bare scan | × scan |",
+        "| extract steps | agent | agent split | floor | ÷ floor |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for wname, strategies in breakdown.items():
@@ -450,13 +507,13 @@ def time_table(results: dict, breakdown: dict) -> str:
                 f"| {wname} | {sname} | {_seconds(b['wall_s'])} | {_seconds(b['sync_wall_s'])} | "
                 + " | ".join(_seconds(phases.get(k)) for k in SYNC_PHASES)
                 + f" | {steps} | {_seconds(b['agent_seconds'])} | {_split(b['agent_timings'])} | "
-                f"{_seconds(b['bare_scan_s'])} | {_x(b['x_bare_scan'])} |"
+                f"{_seconds(b['floor']['seconds']) if b['floor'] else NOT_MEASURED} | {_x(b['x_floor'])} |"
             )
     return "\n".join(lines) + "\n"
 
 
 def plot(results: dict, workload: str, path: Path) -> None:
-    """Bytes per round (log scale) with the lower bound, and sync time per round with the bare scan.
+    """Bytes per round (log scale) with the lower bound, and sync time per round with the floor.
 
     The no-change sync, if any, is a hollow diamond one round after the last.
     """
@@ -465,7 +522,7 @@ def plot(results: dict, workload: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
+    from matplotlib.ticker import FuncFormatter, LogFormatter, LogLocator, MaxNLocator
 
     w = results["workloads"][workload]
     fig, (ax_b, ax_t) = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -494,14 +551,25 @@ def plot(results: dict, workload: str, path: Path) -> None:
                 ax.plot([quiet["round"]], [value], "D", mfc="none", ms=6, color=colour)
     lbs = w.get("lower_bound_bytes", [])
     ax_b.plot(range(len(lbs)), lbs, "k--", label="lower bound (zstd true delta)")
-    scans = w.get("bare_scan_s_rounds", [])
-    ax_t.plot(range(len(scans)), scans, ":", color="grey", lw=2, label="bare scan at the source")
+    floors = [fastest(f) for f in w.get("floor_rounds", [])]
+    ax_t.plot(
+        [i for i, f in enumerate(floors) if f],
+        [f[1] for f in floors if f],
+        ":",
+        color="grey",
+        lw=2,
+        label="floor: the engine's fastest bulk read" if any(floors) else f"floor {NOT_MEASURED}",
+    )
     ax_b.set_yscale("log")
-    ax_t.set_yscale("log")  # a bare scan is often 100x faster than a sync
+    ax_t.set_yscale("log")  # a load is often 100x a no-change sync
     ax_b.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax_b.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _si_bytes(v)))
     ax_t.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax_t.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} s"))
+    # within one decade matplotlib labels minor ticks too: in seconds, like the major ones
+    minor = LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5))
+    minor.set_axis(ax_t.yaxis)
+    ax_t.yaxis.set_minor_formatter(FuncFormatter(lambda v, pos: f"{v:g} s" if minor(v, pos) else ""))
     ax_b.set_ylabel("bytes on the wire per sync (to + from agent)")
     ax_t.set_ylabel("sync wall time (s), as seen by the client")
     for ax in (ax_b, ax_t):

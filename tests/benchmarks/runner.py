@@ -7,7 +7,8 @@ the source, define one view per strategy over the same SQL, then round 0 loads e
 and each later round applies one change of the simulator and syncs every strategy's view
 in turn. The oracle gives the round's true delta (hence the lower bound) and checks every
 sync: its metrics' counts and its delta against the true delta, and on the verified rounds
-all of the view's rows against the source. After the last round, a no-change round syncs
+all of the view's rows against the source. Each round also measures the floor a sync is set
+against: the engine's fastest bulk read of the same site query (floors.py). After the last round, a no-change round syncs
 every strategy once more with nothing changed at the source (its delta must be empty); it
 is kept apart from the rounds (`no_change` of the workload and of each strategy), so no
 steady-state figure includes it. One service process serves all legs, so Spark starts
@@ -18,14 +19,13 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.types import Column
-from tests.benchmarks import machine
+from tests.benchmarks import floors, machine
 from tests.benchmarks.mysqlsource import MariadbSource, MariadbTruth
 from tests.benchmarks.oracle import PostgresTruth, SourceTruth, TrueDelta
 from tests.benchmarks.pgsource import PostgresSource
@@ -85,7 +85,6 @@ COPIED_METRICS = (
     # the agent's own split of its seconds (read, convert, hash, send, lookup, wait), where the service reports it
     "agent_timings",
     "connections",
-    "postgres_bare_scan_s",  # the reladiff strategy's own
     # the change-stamp strategies' reports: rows of the ranged read, keys reconciled, index used
     "timestamp",
     "row_version",
@@ -160,11 +159,6 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:,.2f} MiB" if n >= 2**20 else f"{n / 1024:,.1f} KiB"
 
 
-def _median(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
 class WorkloadRun:
     """One leg: a workload's source, its agent, one runner per strategy, all rounds."""
 
@@ -191,7 +185,9 @@ class WorkloadRun:
             "true_delta": [],
             "changes": [],
             "view_rows": [],
-            "bare_scan_s_rounds": [],
+            # per round, each floor method's seconds (floors.py); methods that failed, and why
+            "floor_rounds": [],
+            "floor_failed": {},
             "strategies": {},
             "skipped": {},
         }
@@ -309,8 +305,8 @@ class WorkloadRun:
                 for runner in live.values():
                     runner.on_change(change)
             res["changes"].append(change.counts() if change else {"inserted": res["rows"], "updated": 0, "deleted": 0})
-            scan_s, n = truth.bare_scan()
-            res["bare_scan_s_rounds"].append(round(scan_s, 4))
+            floor = self._floor(truth)
+            res["floor_rounds"].append(floor)
             delta = truth.load() if rnd == 0 else truth.advance(change.touched())
             full = rnd == cfg.rounds or cfg.verify == "every" or (rnd == 0 and cfg.verify == "ends")
             if full and rnd:
@@ -322,11 +318,11 @@ class WorkloadRun:
             res["lower_bound_bytes"].append(delta.lower_bound_bytes)
             res["column_lower_bound_bytes"].append(delta.column_lower_bound_bytes)
             res["true_delta"].append(delta.counts())
-            res["view_rows"].append(n)
+            res["view_rows"].append(truth.fingerprint.count)
             for name, runner in list(live.items()):
                 record = self._sync(runner, agent, truth, delta, rnd, full, per_sync_rss)
                 res["strategies"][name]["rounds"].append(record)
-                self._progress(rnd, name, record, delta, scan_s)
+                self._progress(rnd, name, record, delta, floor)
                 if record.get("error"):
                     res["strategies"][name]["failed"] = record["error"]
                     del live[name]  # its view is behind now; later rounds would only repeat the failure
@@ -338,19 +334,22 @@ class WorkloadRun:
             syncs = [*entry["rounds"], *([entry["no_change"]] if "no_change" in entry else [])]
             for peak in ("agent_peak_rss_kb", "agent_tree_peak_pss_kb"):
                 entry[peak] = max((r[peak] for r in syncs if r.get(peak)), default=None)
-        res["bare_scan_s"] = _median(res["bare_scan_s_rounds"])
+
+    def _floor(self, truth: SourceTruth) -> dict[str, float]:
+        """This round's floor: each method's seconds reading the site query where the oracle reads it."""
+        return floors.measure(self.leg.source, truth.db, self.result["site_sql"], self.result["floor_failed"])
 
     def _no_change_round(self, live: dict, agent, truth: SourceTruth, per_sync_rss: bool) -> None:
         """One more sync of every strategy still running, with nothing changed at the source.
 
         Recorded apart from the rounds, as the workload's `no_change` (true delta, lower
-        bound, scan) and each strategy's `no_change` sync record (`"no_change": true`). It is
+        bound, floor) and each strategy's `no_change` sync record (`"no_change": true`). It is
         checked like a round: its metrics' counts and its delta against the true delta, which
         is empty, and all of the view's rows with `--verify every`.
         """
         res, cfg = self.result, self.config
         rnd = cfg.rounds + 1
-        scan_s, n = truth.bare_scan()
+        floor = self._floor(truth)
         delta = truth.advance([])  # the simulator did nothing: no key was touched
         full = cfg.verify == "every"
         res["no_change"] = {
@@ -359,14 +358,14 @@ class WorkloadRun:
             "true_delta": delta.counts(),
             "lower_bound_bytes": delta.lower_bound_bytes,
             "column_lower_bound_bytes": delta.column_lower_bound_bytes,
-            "view_rows": n,
-            "bare_scan_s": round(scan_s, 4),
+            "view_rows": truth.fingerprint.count,
+            "floor": floor,
         }
         for name, runner in live.items():
             record = self._sync(runner, agent, truth, delta, rnd, full, per_sync_rss)
             record["no_change"] = True
             res["strategies"][name]["no_change"] = record
-            self._progress(rnd, name, record, delta, scan_s, label="quiet")
+            self._progress(rnd, name, record, delta, floor, label="quiet")
             if record.get("error"):
                 res["strategies"][name]["failed"] = record["error"]
 
@@ -437,9 +436,7 @@ class WorkloadRun:
                 problems += found + truth.explain(runner.rows())
         return problems
 
-    def _progress(
-        self, rnd: int, name: str, r: dict, delta: TrueDelta, scan_s: float, label: str | None = None
-    ) -> None:
+    def _progress(self, rnd: int, name: str, r: dict, delta: TrueDelta, floor: dict, label: str | None = None) -> None:
         label = label or ("load" if rnd == 0 else f"{rnd}/{self.config.rounds}")
         lb, clb = delta.lower_bound_bytes, delta.column_lower_bound_bytes
         ratio = f"{r['bytes'] / lb:8.1f}x LB" if lb else " " * 11
@@ -459,8 +456,20 @@ class WorkloadRun:
         self.log(
             f"[{self.leg.key}] round {label:>5} {name:<15} {_mib(r['bytes']):>12} {ratio} "
             f"(to {_mib(r['bytes_to_agent'] or 0)}, from {_mib(r['bytes_from_agent'] or 0)}, {r['round_trips']} rt)  "
-            f"{r['wall_s']:6.1f} s = {r['wall_s'] / scan_s:6.1f}x scan  agent {rss}  {status}"
+            f"{r['wall_s']:6.1f} s = {_per_floor(r['wall_s'], floor)}  agent {rss}  {status}"
         )
+
+
+def _per_floor(wall_s: float, floor: dict) -> str:
+    """A sync's seconds over its round's floor, for the log: "2.1x floor (psql COPY text 0.61 s)".
+
+    >>> _per_floor(1.22, {"psql COPY text": 0.61, "adbc": 0.9}), _per_floor(1.0, {})
+    ('   2.0x floor (psql COPY text 0.61 s)', 'no floor')
+    """
+    best = floors.fastest(floor)
+    if best is None:
+        return "no floor"
+    return f"{wall_s / best[1]:6.1f}x floor ({best[0]} {best[1]:.2f} s)"
 
 
 def source_label(sources) -> str:
@@ -555,7 +564,7 @@ def run(config: RunConfig, log=print) -> dict:
                 "lower_bound_bytes": "zstd Arrow IPC frames (<= 16,384 rows each, as the agent frames rows) of the view's true delta: new and updated rows in full, deleted keys",
                 "column_lower_bound_bytes": "the same, but each update ships only its key and the values it changed: new rows in full, then the updated keys beside each other column's changed values (null where unchanged, the null bitmap standing for a presence bitmap), deleted keys",
                 "wall_s": "time of POST /syncs?wait=true as seen by the client",
-                "bare_scan_s": "median per workload of the time to fetch every row of the site query at the source through the driver of its engine: Python's sqlite3 (SQLite), psycopg with a server-side cursor of 10,000-row fetches (PostgreSQL, as the agent reads it), MySQLdb with an unbuffered cursor (mysql_use_result) of 10,000-row fetches in the agent's session settings (MariaDB, as the agent reads it)",
+                "floor_rounds": "per round, before the syncs, the seconds of each method reading every row of the view's site query at the source with the engine's own bulk path, once each, streamed: adbc-driver-sqlite into Arrow and the sqlite3 shell to /dev/null (SQLite); adbc-driver-postgresql (COPY binary) into Arrow, psycopg COPY (FORMAT binary) blocks and psql's COPY text to /dev/null (PostgreSQL); the mariadb client --quick --batch to /dev/null and mysqlclient's _mysql use_result without decoders (MariaDB). The round's floor is the fastest; floor = the median of the steady rounds' floors, the method fastest most often and each method's median; floor_failed = methods that could not run, and why",
                 "source": "the engine the agent reads: sqlite (the simulator's file), postgres (a PostgreSQL server started for the leg, loaded by COPY from the SQLite file; each round's updates, deletes and inserts replayed there as UPDATE, DELETE and COPY) or mariadb (a MariaDB server started for the leg, InnoDB, loaded by multi-row INSERTs from the SQLite file; each round's work replayed there as UPDATE, DELETE and INSERT); a workload on another engine than SQLite is named workload@engine (students@postgres, students@mariadb)",
                 "phases": "seconds of the sync's steps (extract_sites, build_fragments, assemble_view, commit), as the service times them; site_phases: per site, its extraction's steps (project_snapshot, plan_groups, exchange_units, regroup)",
                 "agent_seconds": "the agent's own time answering the sync's extract requests, as it reports it; agent_timings / site_agent_timings: its split into reading, converting, hashing, sending and looking up, where the service reports it",

@@ -38,8 +38,7 @@ def results(quiet: dict | None = None) -> dict:
         "rows": 1000,
         "description": "synthetic",
         "lower_bound_bytes": [30 * MIB, 50 * KIB, 50 * KIB, 50 * KIB],
-        "bare_scan_s_rounds": [0.5, 0.5, 0.5, 0.5],
-        "bare_scan_s": 0.5,
+        "floor_rounds": [{"adbc": 0.5, "psql": 0.8}] * 4,
         "view_rows": [1000, 1000, 1000, 1000],
         "strategies": strategies,
     }
@@ -136,7 +135,7 @@ def timed(rnd: int, wall: float, **extra) -> dict:
     )
 
 
-def test_the_time_breakdown_is_the_steady_state_median_of_each_phase_against_the_bare_scan():
+def test_the_time_breakdown_is_the_steady_state_median_of_each_phase_against_the_floor():
     doc = results()
     split = {"read_s": 0.5, "convert_s": 0.25, "hash_s": 0.125, "send_s": 0.0625, "lookup_s": 0.0}
     doc["workloads"]["students"]["strategies"]["group_hash"]["rounds"] = [
@@ -152,7 +151,8 @@ def test_the_time_breakdown_is_the_steady_state_median_of_each_phase_against_the
     assert times["site_phases"]["exchange_units"] == 2.0
     assert times["agent_seconds"] == 1.25
     assert times["agent_timings"]["read_s"] == 0.75  # the view's own 0.5 and the site's 1.0
-    assert (times["bare_scan_s"], times["x_bare_scan"]) == (0.5, 10.0)
+    assert times["floor"] == {"seconds": 0.5, "method": "adbc", "methods": {"adbc": 0.5, "psql": 0.8}}
+    assert times["x_floor"] == 10.0
     assert report.summarize(doc)["students"]["strategies"]["group_hash"]["time"] == times
 
     table = report.markdown(doc, report.summarize(doc)).split(report.TIME_HEADING)[1]
@@ -195,3 +195,35 @@ def test_the_service_memory_and_the_plan_are_stated_when_measured():
         "(the service process, its Spark JVM and the JVM's Python workers, summed; sampled every 0.5 s from /proc): students 3.0 GiB (java 2.0 GiB, service 1.0 GiB); whole run 4.0 GiB."
         in text
     )
+
+
+def test_each_sync_is_set_against_its_own_rounds_fastest_floor_method():
+    doc = results()
+    w = doc["workloads"]["students"]
+    w["floor_rounds"] = [{"adbc": 5.0}, {"adbc": 9.0}, {"adbc": 1.0, "psql": 0.5}, {"adbc": 2.0, "psql": 4.0}]
+    w["floor_failed"] = {"shell": "FileNotFoundError: `sqlite3` is not installed"}
+    summary = report.summarize(doc)["students"]
+    # rounds 2-3: floors 0.5 (psql) and 2.0 (adbc), one round each: adbc is quicker over both
+    assert summary["floor"] == {"seconds": 1.25, "method": "adbc", "methods": {"adbc": 1.5, "psql": 2.25}}
+    assert summary["strategies"]["group_hash"]["x_floor"] == 4.0  # median of 6.0 and 2.0
+    text = report.markdown(doc, report.summarize(doc))
+    assert row(text, "*floor: adbc*")[6:8] == ["1.25 s", "1.0×"]
+    assert row(text, "group_hash")[7] == "4.0×"
+    assert "| students | adbc (fastest most often: the floor) | 1.50 |" in text
+    assert "| students | psql | 2.25 |" in text
+    assert "| students | shell | did not run: FileNotFoundError: `sqlite3` is not installed |" in text
+    assert "× scan" not in text and "bare scan" not in text
+
+
+def test_results_from_before_the_floors_say_not_measured_and_keep_no_python_read_ratio(tmp_path):
+    doc = results()
+    w = doc["workloads"]["students"]
+    del w["floor_rounds"]
+    w.update(bare_scan_s_rounds=[0.5] * 4, bare_scan_s=0.5)  # the Python read older files recorded
+    text = report.markdown(doc, report.summarize(doc))
+    assert row(text, "*floor: not measured*")[6:8] == ["", ""]
+    assert row(text, "group_hash")[7] == "—"
+    [line] = [line for line in text.split(report.TIME_HEADING)[1].splitlines() if "| group_hash |" in line]
+    assert line.endswith("| not measured | — |")
+    assert "## Floors" not in text and "0.50 s" not in text
+    assert report.write(doc, tmp_path / "old.json")["png:students"].stat().st_size > 0
