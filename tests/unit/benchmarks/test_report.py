@@ -207,8 +207,8 @@ def test_each_sync_is_set_against_its_own_rounds_fastest_floor_method():
     assert summary["floor"] == {"seconds": 1.25, "method": "adbc", "methods": {"adbc": 1.5, "psql": 2.25}}
     assert summary["strategies"]["group_hash"]["x_floor"] == 4.0  # median of 6.0 and 2.0
     text = report.markdown(doc, report.summarize(doc))
-    assert row(text, "*floor: adbc*")[6:8] == ["1.25 s", "1.0×"]
-    assert row(text, "group_hash")[7] == "4.0×"
+    assert row(text, "*floor: adbc*")[7:9] == ["1.25 s", "1.0×"]
+    assert row(text, "group_hash")[8] == "4.0×"
     assert "| students | adbc (fastest most often: the floor) | 1.50 |" in text
     assert "| students | psql | 2.25 |" in text
     assert "| students | shell | did not run: FileNotFoundError: `sqlite3` is not installed |" in text
@@ -221,8 +221,8 @@ def test_results_from_before_the_floors_say_not_measured_and_keep_no_python_read
     del w["floor_rounds"]
     w.update(bare_scan_s_rounds=[0.5] * 4, bare_scan_s=0.5)  # the Python read older files recorded
     text = report.markdown(doc, report.summarize(doc))
-    assert row(text, "*floor: not measured*")[6:8] == ["", ""]
-    assert row(text, "group_hash")[7] == "—"
+    assert row(text, "*floor: not measured*")[7:9] == ["", ""]
+    assert row(text, "group_hash")[8] == "—"
     [line] = [line for line in text.split(report.TIME_HEADING)[1].splitlines() if "| group_hash |" in line]
     assert line.endswith("| not measured | — |")
     assert "## Floors" not in text and "0.50 s" not in text
