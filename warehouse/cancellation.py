@@ -8,10 +8,13 @@ sync has passed it, a request is refused and the sync ends as it would have.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
 from warehouse.errors import Cancelled
+
+log = logging.getLogger("warehouse.cancellation")
 
 MESSAGE = "cancelled (DELETE /v1/views/{view}/syncs/{id}); the view is unchanged"
 
@@ -52,7 +55,7 @@ class Cancellation:
             self._requested.set()
             closers = list(self._closers) if first else []
         for close in closers:
-            close()
+            _close_quietly(close)
         return True
 
     def on_request(self, close: Callable[[], None]) -> None:
@@ -61,7 +64,7 @@ class Cancellation:
             if not self._requested.is_set():
                 self._closers.append(close)
                 return
-        close()
+        _close_quietly(close)
 
     def check(self) -> None:
         """Raise Cancelled if a stop was requested."""
@@ -78,3 +81,17 @@ class Cancellation:
         with self._lock:
             self.check()
             self._committing = True
+
+
+def _close_quietly(close: Callable[[], None]) -> None:
+    """Run a closer; one that fails (an engine already gone, a connection already shut) has
+    nothing left to stop, and must not keep the others from running nor fail the requester.
+
+    >>> def gone():
+    ...     raise ConnectionRefusedError(111, "Connection refused")
+    >>> _close_quietly(gone)
+    """
+    try:
+        close()
+    except Exception as exc:
+        log.debug("a stop's closer failed: %s: %s", type(exc).__name__, exc)

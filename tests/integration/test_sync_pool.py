@@ -20,7 +20,7 @@ import pytest
 from tests.support.faultproxy import FaultProxy, Stall
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from workloads.harness import Api, start_agent, start_service
+from workloads.harness import Api, Process, start_agent, start_service
 
 pytestmark = pytest.mark.integration
 
@@ -54,10 +54,21 @@ def pool(tmp_path_factory, logs_dir):
     api.add_source("quick", quick.url)
     api.add_source("paced", paced.url)
     api.add_source("held", proxy.url)
-    yield api, {"quick": quick_db, "paced": paced_db, "held": held_db}, proxy
+    services = [service]
+
+    def restart() -> tuple[Process, int]:
+        """Stop the service as an operator would (SIGTERM) and start it again on its port; the
+        new process, and where the stop's lines begin in their shared log."""
+        offset = services[-1].log.stat().st_size
+        services[-1].stop()
+        services.append(start_service(root / "warehouse", logs_dir, port=service.port, env=env))
+        return services[-1], offset
+
+    dbs = {"quick": quick_db, "paced": paced_db, "held": held_db}
+    yield api, dbs, proxy, restart
     proxy.release()
     api.close()
-    service.stop()
+    services[-1].stop()
     proxy.close()
     for agent in (quick, paced, held):
         agent.stop()
@@ -126,7 +137,7 @@ def metric(api: Api, line_start: str) -> float:
 def test_four_views_over_two_sources_run_one_per_source(pool):
     """Four loads started at once, and a join of both sources: never two against one agent,
     all exact, the waiting ones say how long they waited."""
-    api, dbs, _ = pool
+    api, dbs, _, _ = pool
     views = {"q1": "quick", "q2": "quick", "p1": "paced", "p2": "paced"}
     for view, source in views.items():
         api.add_view(view, VIEW_SQL.format(source=source))
@@ -156,7 +167,7 @@ def test_due_scheduled_views_are_served_oldest_first(pool):
     """Three scheduled views on the paced source and three on the quick one, due every second:
     while a sync waits for its source, no other view of that source runs twice, and every
     view runs again and again (the quick source's views are not held behind the paced ones)."""
-    api, dbs, _ = pool
+    api, dbs, _, _ = pool
     views = {f"sq{i}": "quick" for i in range(3)} | {f"sp{i}": "paced" for i in range(3)}
     for view, source in views.items():
         api.add_view(view, VIEW_SQL.format(source=source), schedule={"every_s": 1})
@@ -187,7 +198,7 @@ def test_cancel_a_queued_and_a_running_sync(pool):
     """A running sync held at its agent and a queued one behind it on the same source: the
     queued one is cancelled and never runs, the running one stops, the view keeps its last
     version, and the next sync is exact."""
-    api, dbs, proxy = pool
+    api, dbs, proxy, _ = pool
     people = dbs["held"]
     for view in ("h1", "h2"):
         api.add_view(view, VIEW_SQL.format(source="held"))
@@ -237,3 +248,41 @@ def test_cancel_a_queued_and_a_running_sync(pool):
     truth = people.truth()
     for view in ("h1", "h2"):
         check_sync(api, view, KEY, loaded, truth, api.sync(view))
+
+
+def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):
+    """SIGTERM while a sync waits on its agent and another is queued: the running one is told
+    to stop and recorded `interrupted` before the catalog closes (no traceback in the log),
+    the queued one is settled so at the next start, and the view keeps its last version."""
+    api, dbs, proxy, restart = pool
+    people = dbs["held"]
+    for view in ("s1", "s2"):
+        api.add_view(view, VIEW_SQL.format(source="held"))
+        check_sync(api, view, KEY, {}, people.truth(), api.sync(view))
+    before = people.truth()
+    people.change()
+    connections = proxy.connections
+    proxy.plan(Stall(0), Stall(0), Stall(0))
+    running = start(api, "s1")
+    deadline = time.monotonic() + 120
+    while proxy.connections == connections:
+        assert time.monotonic() < deadline, "the sync did not reach the agent"
+        time.sleep(0.1)
+    queued = start(api, "s2")
+    time.sleep(1)
+    assert record(api, "s2", queued)["status"] == "queued"
+    service, offset = restart()
+    log = service.log.read_bytes()[offset:].decode(errors="replace")
+    # the stop ended well (pyspark itself may print a trace when its JVM, in the same process
+    # group, got the SIGTERM first: ours are the lifespan's and the syncs')
+    assert "shutdown failed" not in log and "closed database" not in log and "Exception in thread" not in log, log[
+        -4000:
+    ]
+    stopped, settled = record(api, "s1", running), record(api, "s2", queued)
+    assert (stopped["status"], stopped["error_code"]) == ("failed", "interrupted"), stopped
+    assert (settled["status"], settled["error_code"]) == ("failed", "interrupted"), settled
+    assert keyed(api.rows("s1"), KEY) == before
+    proxy.plan()
+    proxy.release()
+    truth = people.truth()
+    check_sync(api, "s1", KEY, before, truth, api.sync("s1"))
