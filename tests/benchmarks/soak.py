@@ -467,6 +467,8 @@ def run(args: argparse.Namespace) -> dict:
     finally:
         signal.signal(signal.SIGTERM, previous)
         soak.close()
+    # what was recorded, before anything is made of it: a summary that fails loses no run
+    (work / "recorded.json").write_text(json.dumps(out, default=str))
     out["summary"] = summarize(out)
     out["findings"] = findings(out["summary"])
     out["minutes"] = timeline(out["syncs"].values(), out["samples"], out["run"]["started_at"], out["run"]["ended_at"])

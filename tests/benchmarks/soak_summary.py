@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable
@@ -237,8 +238,10 @@ def timeline(syncs: Iterable[dict], samples: Iterable[tuple], start: float, end:
     >>> timeline(syncs, [(5.0, 1000, 10), (65.0, None, 12)], 0.0, 120.0)
     [{'minute': 1, 'succeeded': 1, 'failed': 0, 'median_wait_s': 2.0, 'memory_kb': 1000, 'data_dir_bytes': 10}, \
 {'minute': 2, 'succeeded': 0, 'failed': 1, 'median_wait_s': None, 'memory_kb': None, 'data_dir_bytes': 12}]
+    >>> [r["memory_kb"] for r in timeline([], [(60.2, 7, 1)], 0.0, 60.5)]  # a run a fraction over a minute
+    [None, 7]
     """
-    minutes = max(1, int((end - start + 59) // 60))
+    minutes = max(1, math.ceil((end - start) / 60))  # a partial last minute is a minute
     rows = [
         {"minute": m + 1, "succeeded": 0, "failed": 0, "median_wait_s": None, "memory_kb": None, "data_dir_bytes": None}
         for m in range(minutes)
