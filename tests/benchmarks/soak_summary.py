@@ -7,8 +7,8 @@ the headline and its verdicts can be checked without running 30 minutes of it.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import math
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable
