@@ -215,8 +215,8 @@ def test_delta_in_ndjson_csv_and_parquet(run, synced, tmp_path):
     assert ndjson(ok(run("delta", VIEW, second["id"][:12])).stdout) == lines  # as `deltasieve syncs` shows it
     failed(run("delta", VIEW, "not-an-id"), 1, "404", "not-an-id")
     assert sorted(line["op"] for line in lines) == ["delete"] * 2 + ["insert"] * 4 + ["update"] * 3
-    flat = [{"op": line["op"], **line["row"]} for line in lines]
-    columns = ["op", "sku", "name", "price", "stock", "added"]
+    flat = [{"op": line["op"], "changed": line.get("changed"), **line["row"]} for line in lines]
+    columns = ["op", "changed", "sku", "name", "price", "stock", "added"]
 
     summary = json.loads(
         ok(run("delta", VIEW, "--format", "parquet", "-o", str(tmp_path / "d.parquet"), "--json")).stdout
@@ -236,7 +236,7 @@ def test_delta_in_ndjson_csv_and_parquet(run, synced, tmp_path):
     with open(tmp_path / "d.csv", newline="") as f:
         from_csv = list(csv.DictReader(f))
     assert [{k: v.strip('"') for k, v in r.items()} for r in from_csv] == [
-        {k: _as_text(r.get(k)) for k in columns} for r in flat
+        {k: "|".join(r[k] or []) if k == "changed" else _as_text(r.get(k)) for k in columns} for r in flat
     ]
 
 
@@ -293,10 +293,13 @@ def test_changes_is_the_deltas_concatenated(run, synced, tmp_path):
     # parquet: a sync column, then the delta's
     ok(run("changes", VIEW, "--after", load, "--format", "parquet", "-o", str(tmp_path / "c.parquet")))
     table = pq.read_table(tmp_path / "c.parquet")
-    assert table.column_names == ["sync", "op", "sku", "name", "price", "stock", "added"]
+    assert table.column_names == ["sync", "op", "changed", "sku", "name", "price", "stock", "added"]
     assert str(table.schema.field("price").type) == "decimal128(8, 2)"
     assert [{k: _as_text(v) for k, v in r.items()} for r in table.to_pylist()] == [
-        {k: _as_text(v) for k, v in {"sync": line["sync"], "op": line["op"], **line["row"]}.items()}
+        {
+            k: _as_text(v)
+            for k, v in {"sync": line["sync"], "op": line["op"], "changed": line.get("changed"), **line["row"]}.items()
+        }
         for line in expected
     ]
     # --with-before: each update with the row it replaced (the fixture's updates raised the price by 1)

@@ -202,6 +202,8 @@ def _json_lines(table, *, feed: bool) -> list[dict]:
         line = {"sync": record["sync"]} if feed else {}
         line["op"] = record["op"]
         line["row"] = {c: to_json_value(v) for c, v in record["row"].items()}
+        if record.get("changed") is not None:  # on updates: the columns they changed
+            line["changed"] = record["changed"]
         if "before" in record and record["op"] == "update":
             line["before"] = {c: to_json_value(v) for c, v in record["before"].items()}
         out.append(line)
@@ -219,12 +221,12 @@ def test_parquet_holds_what_ndjson_says(api, history):
     ids = [s["id"] for s in history["syncs"]]
     table, r = _parquet(api, f"/v1/views/{VIEW}/changes", with_before="true", after=ids[0])
     assert r.headers["x-last-sync"] == ids[-1]
-    assert table.schema.names == ["sync", "op", "row", "before"]
+    assert table.schema.names == ["sync", "op", "row", "changed", "before"]
     ndjson = api.http.get(f"/v1/views/{VIEW}/changes", params={"with_before": "true", "after": ids[0]})
     assert _json_lines(table, feed=True) == lines(ndjson)
 
     table, _ = _parquet(api, f"/v1/views/{VIEW}/syncs/{ids[2]}/delta")
-    assert table.schema.names == ["op", "row"]
+    assert table.schema.names == ["op", "row", "changed"]
     assert _json_lines(table, feed=False) == api.delta(VIEW, ids[2])
 
     rows, r = _parquet(api, f"/v1/views/{VIEW}/rows")
@@ -234,7 +236,7 @@ def test_parquet_holds_what_ndjson_says(api, history):
     assert sorted(as_json, key=lambda row: row["id"]) == sorted(api.rows(VIEW), key=lambda row: row["id"])
 
     empty, r = _parquet(api, f"/v1/views/{VIEW}/changes", after=ids[-1])
-    assert empty.num_rows == 0 and empty.schema.names == ["sync", "op", "row"]
+    assert empty.num_rows == 0 and empty.schema.names == ["sync", "op", "row", "changed"]
 
 
 def test_a_view_without_a_key_feeds_counts_and_matched_old_rows(api, history):
@@ -250,7 +252,7 @@ def test_a_view_without_a_key_feeds_counts_and_matched_old_rows(api, history):
         {k: v for k, v in line.items() if k != "sync"} for line in second
     ]
     table, _ = _parquet(api, f"/v1/views/{KEYLESS}/changes", after=ids[0], with_before="true")
-    assert table.schema.names == ["sync", "op", "count", "row", "old", "before"]
+    assert table.schema.names == ["sync", "op", "count", "row", "changed", "old", "before"]
     records = table.to_pylist()
     assert [r["count"] if r["count"] > 1 else None for r in records] == [line.get("count") for line in second]
     assert [r["old"] for r in records] == [r["before"] for r in records]
