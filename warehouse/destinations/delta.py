@@ -198,15 +198,7 @@ class DeltaDestination:
         values = {_quoted(n): f"s.{_quoted(n)}" for n in schema.names}
         deleting = f"s.{_quoted(OP)} = '{DELETE}'"
         (
-            table.merge(
-                changes,
-                on,
-                source_alias="s",
-                target_alias="t",
-                merge_schema=evolve,
-                commit_properties=properties,
-                streamed_exec=False,  # the delta is held whole: its key range prunes the files read
-            )
+            _merge(table, changes, on, properties, evolve)
             .when_matched_delete(deleting)
             .when_matched_update(values, f"NOT ({deleting})")
             .when_not_matched_insert(values, f"NOT ({deleting})")
@@ -246,15 +238,7 @@ class DeltaDestination:
         )
         values = {_quoted(n): f"s.{_quoted(n)}" for n in names}
         (
-            table.merge(
-                source,
-                on,
-                source_alias="s",
-                target_alias="t",
-                merge_schema=evolve,
-                commit_properties=properties,
-                streamed_exec=False,  # the delta is held whole: its key range prunes the files read
-            )
+            _merge(table, source, on, properties, evolve)
             .when_matched_delete()
             .when_not_matched_insert(values, f"(s.{_SIDE} = 'i')")
             .execute()
@@ -265,6 +249,19 @@ class DeltaDestination:
         table = self._table()
         if table is not None:
             maintain(table, before, key, self.keep_versions)
+
+
+def _merge(table: DeltaTable, source: pa.Table, on: str, properties: CommitProperties, evolve: bool):
+    """A MERGE of `source` (alias s) into the table (alias t) on `on`, the clauses to follow."""
+    return table.merge(
+        source,
+        on,
+        source_alias="s",
+        target_alias="t",
+        merge_schema=evolve,
+        commit_properties=properties,
+        streamed_exec=False,  # the delta is held whole: its key range prunes the files read
+    )
 
 
 def _properties(sync_id: str, version: int, extra: dict[str, str] | None = None) -> CommitProperties:
