@@ -194,29 +194,36 @@ def test_due_scheduled_views_are_served_oldest_first(pool):
         assert keyed(api.rows(view), KEY) == dbs[source].truth()
 
 
+def held_and_queued(api, proxy, people: People, views: tuple[str, str]) -> tuple[dict, str, str]:
+    """Both views loaded from the held source, the source changed, then the first view's sync
+    held at its agent and the second's queued behind it (the source's one slot): the rows
+    loaded, the running sync's id and the queued one's."""
+    for view in views:
+        api.add_view(view, VIEW_SQL.format(source="held"))
+        check_sync(api, view, KEY, {}, people.truth(), api.sync(view))
+    loaded = people.truth()
+    people.change()
+    connections = proxy.connections
+    proxy.plan(Stall(0), Stall(0), Stall(0))  # the agent's answers are held from now on
+    running = start(api, views[0])
+    wait_for(api, views[0], running, ("running",))
+    deadline = time.monotonic() + 120
+    while proxy.connections == connections:  # it waits on the agent
+        assert time.monotonic() < deadline, "the sync did not reach the agent"
+        time.sleep(0.1)
+    queued = start(api, views[1])
+    time.sleep(1)
+    assert record(api, views[1], queued)["status"] == "queued"
+    return loaded, running, queued
+
+
 def test_cancel_a_queued_and_a_running_sync(pool):
     """A running sync held at its agent and a queued one behind it on the same source: the
     queued one is cancelled and never runs, the running one stops, the view keeps its last
     version, and the next sync is exact."""
     api, dbs, proxy, _ = pool
     people = dbs["held"]
-    for view in ("h1", "h2"):
-        api.add_view(view, VIEW_SQL.format(source="held"))
-        check_sync(api, view, KEY, {}, people.truth(), api.sync(view))
-    loaded = people.truth()
-    people.change()
-
-    connections = proxy.connections
-    proxy.plan(Stall(0), Stall(0), Stall(0))  # the agent's answers are held from now on
-    running = start(api, "h1")
-    wait_for(api, "h1", running, ("running",))
-    deadline = time.monotonic() + 120
-    while proxy.connections == connections:  # h1 waits on the agent
-        assert time.monotonic() < deadline, "the sync did not reach the agent"
-        time.sleep(0.1)
-    queued = start(api, "h2")
-    time.sleep(1)
-    assert record(api, "h2", queued)["status"] == "queued"  # the source's one slot is h1's
+    loaded, running, queued = held_and_queued(api, proxy, people, ("h1", "h2"))
 
     cancelled = deltasieve(api, "sync", "h2", "--cancel", "--json")  # the view's sync under way: the queued one
     assert cancelled.returncode == 0, cancelled.stderr
@@ -256,21 +263,7 @@ def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):
     the queued one is settled so at the next start, and the view keeps its last version."""
     api, dbs, proxy, restart = pool
     people = dbs["held"]
-    for view in ("s1", "s2"):
-        api.add_view(view, VIEW_SQL.format(source="held"))
-        check_sync(api, view, KEY, {}, people.truth(), api.sync(view))
-    before = people.truth()
-    people.change()
-    connections = proxy.connections
-    proxy.plan(Stall(0), Stall(0), Stall(0))
-    running = start(api, "s1")
-    deadline = time.monotonic() + 120
-    while proxy.connections == connections:
-        assert time.monotonic() < deadline, "the sync did not reach the agent"
-        time.sleep(0.1)
-    queued = start(api, "s2")
-    time.sleep(1)
-    assert record(api, "s2", queued)["status"] == "queued"
+    before, running, queued = held_and_queued(api, proxy, people, ("s1", "s2"))
     service, offset = restart()
     log = service.log.read_bytes()[offset:].decode(errors="replace")
     # the stop ended well (pyspark itself may print a trace when its JVM, in the same process
