@@ -358,7 +358,7 @@ def row_encoding_page() -> str:
 
 NOT_RECORDED = "not recorded"
 #: Results the docs link before they have been run: name -> the command that writes them.
-AWAITED = {"soak": "make soak"}
+AWAITED = {"soak": "make soak", "resumed-10m": "make bench-resume", "scale": "make bench-scale"}
 #: A summary with more figures than this is shown one figure a row, not one column each.
 WIDE_SUMMARY = 12
 
@@ -508,7 +508,7 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
         lines += ["## Findings", "", *(f"- {cell(f)}" for f in findings), ""]
     if isinstance(results.get("check"), (dict, str)):
         lines += ["## Check against the source", "", cell(json.dumps(results["check"])), ""]
-    for key in ("rounds", "syncs", "faults", "minutes"):
+    for key in ("rounds", "syncs", "faults", "minutes", "sittings"):
         rows = results.get(key)
         if isinstance(rows, list) and rows:
             lines += [f"## Per {key[:-1]}", "", *_flat_table(_run_rows(rows)), ""]
