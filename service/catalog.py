@@ -248,7 +248,7 @@ class Catalog:
             )
 
     # -- syncs -------------------------------------------------------------------------
-    def queue_sync(self, view: str, trigger: str = "api") -> SyncRecord:
+    def queue_sync(self, view: str, trigger: str = "api", verify: bool = False) -> SyncRecord:
         """Record a queued sync, or raise Conflict if the view already has one under way (or, for
         trigger "schedule", if its schedule was removed since the scheduler looked)."""
         with self._lock:
@@ -262,8 +262,8 @@ class Catalog:
                 raise Conflict(f"view {view!r} already has sync {busy.id} {busy.status}; wait for it to finish")
             sync_id = uuid.uuid4().hex
             self._conn.execute(
-                "INSERT INTO syncs (id, view, status, created_at, trigger) VALUES (?, ?, 'queued', ?, ?)",
-                (sync_id, view, now(), trigger),
+                "INSERT INTO syncs (id, view, status, created_at, trigger, verify) VALUES (?, ?, 'queued', ?, ?, ?)",
+                (sync_id, view, now(), trigger, int(verify)),
             )
         return self.sync(view, sync_id)
 
@@ -464,4 +464,5 @@ def _sync(row: sqlite3.Row) -> SyncRecord:
     data["metrics"] = json.loads(data["metrics"] or "{}")
     data["progress"] = json.loads(data["progress"]) if data["progress"] else None
     data.pop("seq", None)
+    data["verify"] = bool(data.get("verify"))
     return SyncRecord(**data)

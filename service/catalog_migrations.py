@@ -4,7 +4,7 @@ user_version how far it has come, and opening it runs the ones it lacks, in orde
 from __future__ import annotations
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -75,5 +75,10 @@ MIGRATIONS: dict[int, str] = {
         updated_at TEXT NOT NULL,
         PRIMARY KEY (view, destination)
     );
+    """,
+    # whether a queued sync compares every row (?verify=true): a sync still queued when the
+    # service stopped is queued again at the next start with what it was asked (service/jobs.py)
+    8: """
+    ALTER TABLE syncs ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
     """,
 }

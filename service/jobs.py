@@ -107,8 +107,17 @@ class SyncRunner:
         return ViewStore(self.settings.data_dir, view)
 
     def recover(self) -> None:
-        """Settle syncs a previous process left queued or running, and clean their files."""
+        """Settle syncs a previous process left running, queue again those it left queued, and clean their files.
+
+        A queued sync never started: nothing of it is in the view's store, so it takes its
+        place in the queue again, with what it was asked (verify) and in the order it was
+        queued. Without Spark (an app built for the OpenAPI export) it is settled as interrupted.
+        """
+        requeued = []
         for sync in self.catalog.active_syncs():
+            if sync.status == "queued" and self.engine is not None:
+                requeued.append(sync)
+                continue
             current = self.store(sync.view).current()
             if current is not None and current.sync_id == sync.id:
                 # It committed, but the process died before the catalog heard of it.
@@ -136,6 +145,13 @@ class SyncRunner:
             removed = self.store(view.name).cleanup()
             if removed:
                 log.info("view %s: removed %d leftover path(s)", view.name, len(removed))
+        with self._lock:
+            for sync in sorted(requeued, key=lambda r: r.created_at):
+                self._enqueue(sync, sync.created_at)
+                log.info(
+                    "sync %s of view %s: queued again (it was queued when the service stopped)", sync.id, sync.view
+                )
+            self._dispatch()
 
     def submit(
         self, view: str, *, verify: bool = False, trigger: str = "api", due: dt.datetime | None = None
@@ -145,15 +161,19 @@ class SyncRunner:
         `due`: when a scheduled sync became due (its place in the queue); else it queues as of now.
         """
         with self._lock:  # queued in the catalog and here at once: a cancel finds it in one or the other
-            record = self.catalog.queue_sync(view, trigger)
-            definition = self.catalog.view(view)
-            sources = _sources(definition.definition) | _sources(definition.applied)
+            record = self.catalog.queue_sync(view, trigger, verify)
             at = due.isoformat(timespec="milliseconds") if due is not None else record.created_at
-            self.futures[record.id] = Future()
-            waiting = Waiting(record.id, sources, min(at, record.created_at), next(self._arrivals))
-            self.queue[record.id] = _Queued(waiting, view, verify, record.trigger)
+            self._enqueue(record, min(at, record.created_at))
             self._dispatch()
         return record
+
+    def _enqueue(self, record: SyncRecord, due: str) -> None:
+        """Put a sync the catalog holds as queued into the queue (call with the lock held)."""
+        definition = self.catalog.view(record.view)
+        sources = _sources(definition.definition) | _sources(definition.applied)
+        self.futures[record.id] = Future()
+        waiting = Waiting(record.id, sources, due, next(self._arrivals))
+        self.queue[record.id] = _Queued(waiting, record.view, record.verify, record.trigger)
 
     def _dispatch(self) -> None:
         """Start the queued syncs that have slots now (call with the lock held)."""
@@ -216,8 +236,8 @@ class SyncRunner:
             future.result()
 
     def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
-        """Stop: queued syncs stay queued in the catalog (recover() settles them at the next
-        start); running ones are asked to stop and given `grace_s` to record how they ended
+        """Stop: queued syncs stay queued in the catalog (recover() queues them again at the
+        next start); running ones are asked to stop and given `grace_s` to record how they ended
         (one past its commit finishes) before the catalog they write to is closed."""
         self._stopping.set()
         with self._lock:

@@ -54,3 +54,5 @@ class SyncRecord:
     error_code: str | None = None
     #: Seconds from queued to running (None while queued, and for a sync cancelled before it ran).
     queued_s: float | None = None
+    #: Whether it compares every row of the view with the source (?verify=true).
+    verify: bool = False

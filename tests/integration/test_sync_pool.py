@@ -260,7 +260,8 @@ def test_cancel_a_queued_and_a_running_sync(pool):
 def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):
     """SIGTERM while a sync waits on its agent and another is queued: the running one is told
     to stop and recorded `interrupted` before the catalog closes (no traceback in the log),
-    the queued one is settled so at the next start, and the view keeps its last version."""
+    the queued one is queued again at the next start and runs then, exact, and the stopped
+    sync's view keeps its last version."""
     api, dbs, proxy, restart = pool
     people = dbs["held"]
     before, running, queued = held_and_queued(api, proxy, people, ("s1", "s2"))
@@ -271,11 +272,15 @@ def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):
     assert "shutdown failed" not in log and "closed database" not in log and "Exception in thread" not in log, log[
         -4000:
     ]
-    stopped, settled = record(api, "s1", running), record(api, "s2", queued)
+    stopped, again = record(api, "s1", running), record(api, "s2", queued)
     assert (stopped["status"], stopped["error_code"]) == ("failed", "interrupted"), stopped
-    assert (settled["status"], settled["error_code"]) == ("failed", "interrupted"), settled
+    assert again["status"] in ("queued", "running") and again["trigger"] == "api", again
+    assert "queued again" in log, log[-4000:]
     assert keyed(api.rows("s1"), KEY) == before
     proxy.plan()
     proxy.release()
     truth = people.truth()
+    ran = wait_for(api, "s2", queued, ("succeeded", "failed"))
+    assert ran["status"] == "succeeded" and ran["started_at"] is not None, ran
+    assert keyed(api.rows("s2"), KEY) == truth
     check_sync(api, "s1", KEY, before, truth, api.sync("s1"))
