@@ -16,15 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from protocol import column_digests, frames
-from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from protocol.fingerprints import row_fingerprints, sketch_seeds
 from protocol.models import SketchCellsControl
 from warehouse.errors import AgentRejected
-from warehouse.names import spark_schema
 from warehouse.strategies.base import SEND_BATCH_ROWS, SiteContext, fetch_exchange
 
 #: Column of the row's position in the agent's order, while old rows are matched to keys.
@@ -36,9 +34,9 @@ def updated_rows(ctx: SiteContext, stored: DataFrame, secret: int, summary: dict
     `summary` its summary), filed in the site's staging: the rebuilt ones, and those
     fetched whole."""
     columns, key = ctx.site.columns, ctx.key_columns()
-    key_seed, row_seed = sketch_seeds(secret)
+    _, row_seed = sketch_seeds(secret)
     keys = digests.select([c.name for c in key]).cast(pa.schema([ctx.rows_schema().field(c.name) for c in key]))
-    old, found = _old_rows(ctx, stored, keys, key_seed)
+    old, found = _old_rows(ctx, stored, keys)
     changed = column_digests.digests_matrix(digests.column(column_digests.DIGESTS), len(columns)) != (
         column_digests.column_digests(old, columns, row_seed, summary.get("digest_bits", column_digests.DIGEST_BITS))
     )
@@ -64,21 +62,12 @@ def updated_rows(ctx: SiteContext, stored: DataFrame, secret: int, summary: dict
     return [rebuilt_path, fetched_path]
 
 
-def _old_rows(ctx: SiteContext, stored: DataFrame, keys: pa.Table, key_seed: int) -> tuple[pa.Table, np.ndarray]:
+def _old_rows(ctx: SiteContext, stored: DataFrame, keys: pa.Table) -> tuple[pa.Table, np.ndarray]:
     """The snapshot rows of `keys`, in their order (NULL where a key is not found), and
-    which were found; one pass over the fragment on the executors."""
-    columns, key = ctx.site.columns, ctx.key_columns()
-    names = [c.name for c in key]
-    wanted = pa.array(key_fingerprints(keys, key, key_seed), pa.uint64())
-
-    def run(batches):
-        for batch in batches:
-            fps = pa.array(key_fingerprints(batch, key, key_seed))
-            yield batch.filter(pc.is_in(fps, value_set=wanted))
-
-    rows = (stored.select(*[c.name for c in columns]).mapInArrow(run, spark_schema(columns)).toArrow()).cast(
-        ctx.rows_schema()
-    )
+    which were found (SiteContext.stored_rows: Arrow reads the fragment with the keys as a
+    filter on a local master)."""
+    names = [c.name for c in ctx.key_columns()]
+    rows = ctx.stored_rows(keys, stored).select([c.name for c in ctx.site.columns]).cast(ctx.rows_schema())
     # match on the key columns alone: a join carries every type as a key, not every type as a payload
     at = keys.append_column(_AT, pa.array(np.arange(keys.num_rows), pa.int64()))
     there = rows.select(names).append_column("__ds_row", pa.array(np.arange(rows.num_rows), pa.int64()))
