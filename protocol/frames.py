@@ -56,6 +56,9 @@ GONE_FINGERPRINTS = (
     b"X"  # response to sketch: fingerprints of keys only the warehouse holds (keys not their own fingerprint)
 )
 RANGE_SUMS = b"Q"  # response to ranges: count and hash of each range that differs
+UPDATED_DIGESTS = b"V"  # response to sketch (protocol 4): key, column digests and check of each updated row
+CHANGED_COLUMNS = b"M"  # request to sketch/cells: the bitmap of the columns to send, per updated row in order
+CELLS = b"L"  # response to sketch/cells: the updated rows in order, the cells not asked for NULL
 
 
 class FrameError(ValueError):

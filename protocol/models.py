@@ -8,7 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from protocol.encoding import DEFAULT_HASH_BITS
 
-PROTOCOL_VERSION = 3
+#: 4: a peeled sketch sends updated rows as column digests, then only their changed cells
+#: (POST /v1/sketch/cells); an agent of version 4 still answers requests of version 3 as
+#: version 3 did (whole rows), and refuses any other with a 400 that names both versions.
+PROTOCOL_VERSION = 4
+#: Versions an agent answers (deps.version_mismatch).
+SUPPORTED_PROTOCOLS = frozenset({3, 4})
 #: Widest table (cells per sub-table) an agent builds for a sketch exchange: 2**21 cells in
 #: each of three sub-tables take 192 MiB; the widest a fragment of 23 million rows stores.
 MAX_SKETCH_WIDTH = 2**21
@@ -134,6 +139,18 @@ class SketchControl(BaseModel):
         max_length=64,
         description="continue the exchange kept under this id (a failed stage's summary gives it): "
         "no new read of the site query; 410 once the agent no longer holds it",
+    )
+
+
+class SketchCellsControl(BaseModel):
+    """First frame of POST /v1/sketch/cells: the cells of the updated rows a peeled sketch named."""
+
+    protocol: int = PROTOCOL_VERSION
+    site: SiteSpec
+    seed: int = Field(ge=0, lt=2**64, description="the sketch's secret, as in the sketch request")
+    session: str = Field(
+        max_length=64,
+        description="the session the sketch answer's summary named with its updated rows; 410 once not held",
     )
 
 

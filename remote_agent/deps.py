@@ -13,9 +13,11 @@ from pydantic import BaseModel, ValidationError
 from protocol import frames
 from protocol.models import (
     PROTOCOL_VERSION,
+    SUPPORTED_PROTOCOLS,
     ExtractControl,
     FetchControl,
     RangesControl,
+    SketchCellsControl,
     SketchControl,
     SnapshotDiffControl,
 )
@@ -99,13 +101,17 @@ def version_mismatch(version: int) -> str | None:
 
     >>> version_mismatch(PROTOCOL_VERSION) is None
     True
+    >>> version_mismatch(3) is None  # a warehouse of version 3 gets version 3's answers
+    True
     >>> version_mismatch(PROTOCOL_VERSION + 1)  # doctest: +ELLIPSIS
-    'this agent speaks deltasieve protocol version 3; the request is version 4: upgrade the older ...'
+    'this agent speaks deltasieve protocol version 4 (and 3); the request is version 5: upgrade the older ...'
     """
-    if version == PROTOCOL_VERSION:
+    if version in SUPPORTED_PROTOCOLS:
         return None
+    older = ", ".join(str(v) for v in sorted(SUPPORTED_PROTOCOLS - {PROTOCOL_VERSION}, reverse=True))
     return (
-        f"this agent speaks deltasieve protocol version {PROTOCOL_VERSION}; the request is version {version}: "
+        f"this agent speaks deltasieve protocol version {PROTOCOL_VERSION} (and {older}); "
+        f"the request is version {version}: "
         "upgrade the older of the agent and the warehouse so both speak the same version"
     )
 
@@ -157,4 +163,5 @@ ExtractRequest = Annotated[ExtractControl, Depends(_control(ExtractControl))]
 RangesRequest = Annotated[RangesControl, Depends(_control(RangesControl))]
 FetchRequest = Annotated[FetchControl, Depends(_control(FetchControl))]
 SketchRequest = Annotated[SketchControl, Depends(_control(SketchControl))]
+SketchCellsRequest = Annotated[SketchCellsControl, Depends(_control(SketchCellsControl))]
 SnapshotDiffRequest = Annotated[SnapshotDiffControl, Depends(_control(SnapshotDiffControl))]

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, CliSettingsSource, NoDecode, SettingsConfigDict
 
+from protocol.column_digests import DIGEST_BITS
 from remote_agent.pacing import Pacing
 
 DEFAULT_PORT = 8765
@@ -109,6 +110,13 @@ class AgentSettings(BaseSettings):
     #: extraction slot.
     sketch_table_mib: int = Field(
         default=DEFAULT_SKETCH_TABLE_MIB, ge=1, description="memory for the agent's own table in a sketch exchange"
+    )
+    sketch_digest_bits: int = Field(
+        default=DIGEST_BITS,
+        ge=0,
+        le=DIGEST_BITS,
+        description="bits of each column digest of an updated row a peeled sketch sends (protocol 4): fewer send "
+        "more updated rows whole after their check fails; 0 makes every updated row take that path",
     )
     #: So that the database's read and the conversion to Arrow overlap with hashing and
     #: sending (readahead.py): a scan takes about as long as the slower half, not both;

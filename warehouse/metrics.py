@@ -107,6 +107,10 @@ class SiteDetails:
     differences_expected: float | None = None
     differences_found: int | None = None
     peel_failed: bool | None = None
+    #: Protocol 4 (sketch/columns.py): cells of updated rows received instead of their whole
+    #: rows, and updated rows fetched whole (digests collided, or the agent lost the session).
+    cells_received: int | None = None
+    cells_fallback_rows: int | None = None
     #: The strategy that stood in for the chosen one at this site ("group_hash" after a failed peel).
     fallback: str | None = None
     # auto

@@ -27,6 +27,7 @@ from remote_agent.deps import (
     FetchRequest,
     Frames,
     RangesRequest,
+    SketchCellsRequest,
     SketchRequest,
     SnapshotDiffRequest,
     StateDep,
@@ -41,6 +42,7 @@ from remote_agent.strategies.fetch import fetch_rows
 from remote_agent.strategies.group_hash import UnitIndex
 from remote_agent.strategies.range_checksum import range_scan, range_set
 from remote_agent.strategies.sketch import sketch_answer
+from remote_agent.strategies.sketch_columns import cells_answer
 from remote_agent.strategies.snapshot_diff import snapshot_diff_answer
 from remote_agent.strategies.tuple_hash import TupleIndex
 
@@ -176,12 +178,36 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 batch_rows=control.batch_rows,
                 scan=state.settings.scan(),
                 table_bytes=state.settings.sketch_table_mib * 2**20,
+                digest_bits=state.settings.sketch_digest_bits if control.protocol >= 4 else None,
             ),
         )
     except BaseException:
         if rec is not None and control.session is not None:  # not started: the session stays usable
             kept.restore(control.session, rec)
         raise
+
+
+@router.post(
+    "/sketch/cells",
+    operation_id="sketch_cells",
+    **{**FRAMES_ROUTE, "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS, 410)}},
+)
+async def sketch_cells(state: StateDep, _: Authorized, parsed: Frames, control: SketchCellsRequest):
+    """The changed cells of the updated rows a peeled sketch named (protocol 4): bitmaps in, cells out."""
+    query = state.site_query(control.site)
+    bitmaps = []
+    for f in parsed[1:]:
+        if f.kind != frames.CHANGED_COLUMNS:
+            raise BadRequest(f"unexpected frame kind {f.kind!r} in a sketch cells request")
+        bitmaps.append(_batch(f))
+    rec = state.reconciliations.take(control.session)
+    try:
+        if (rec.query.sql, rec.query.key, rec.seed) != (query.sql, query.key, control.seed) or rec.updated is None:
+            raise BadRequest(f"sketch session {control.session!r} holds no updated rows of this site query and seed")
+        answer = list(cells_answer(rec.updated, bitmaps))
+    finally:
+        rec.close()
+    return _stream(state, query, iter(answer))
 
 
 @router.post("/fetch", operation_id="fetch", **FRAMES_ROUTE)

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +59,7 @@ from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.strategies.checks import key_columns
 from remote_agent.strategies.fetch import lookup_rows
+from remote_agent.strategies.sketch_columns import UpdatedRows
 from remote_agent.timings import Timings
 
 #: Bytes of one cell of the agent's table in memory (four 64-bit sums).
@@ -108,6 +109,8 @@ class Reconciliation:
         self.own_fingerprints = integer_key(self.key)
         self._spill = None if self.own_fingerprints else _Spill(self._dir / "keys.arrow", self.key)
         self.touched = time.monotonic()
+        #: the updated rows held for the cells request (protocol 4: sketch_columns.py)
+        self.updated: UpdatedRows | None = None
 
     def scan(
         self,
@@ -247,8 +250,12 @@ def sketch_answer(
     scan: ScanSettings | None = None,
     spill_dir: str | None = None,
     table_bytes: int | None = None,
+    digest_bits: int | None = None,
 ) -> Iterator[bytes]:
     """The answer of /v1/sketch, as frames; see the module docstring.
+
+    With `digest_bits` (protocol 4), updated rows go as column digests of that many bits and
+    are held for the cells request (sketch_columns.py); None: whole, as in protocol 3.
 
     `rec` is the kept reconciliation of a later stage, None on the first (which reads the
     site query into a new one `width` cells wide per sub-table, or narrower to stay within
@@ -299,8 +306,21 @@ def sketch_answer(
                 summary.update(elapsed_s=round(time.monotonic() - started, 4), timings=timings.to_json())
                 yield frames.json_frame(frames.SUMMARY, summary)
                 return
+            updated = None
+            if digest_bits is not None:  # a key on both sides was updated
+                both = np.intersect1d(peeled.minus_keys, peeled.plus_keys)
+                updated = UpdatedRows(both, rec.key, rec.columns, seed, digest_bits)
+                rec.updated = updated
+
+            def hold() -> str:
+                """Keep the reconciliation, with its updated rows, for the cells request."""
+                nonlocal keep
+                assert rec is not None
+                keep = True
+                return kept.keep(rec)
+
             yield from _rows_and_deletes(
-                adapter, rec, converter, peeled, summary, batch_rows, chunk_rows, started, timings
+                adapter, rec, converter, peeled, summary, batch_rows, chunk_rows, started, timings, updated, hold
             )
         finally:
             if not keep:
@@ -319,8 +339,11 @@ def _rows_and_deletes(
     chunk_rows: int,
     started: float,
     timings: Timings,
+    updated: UpdatedRows | None = None,
+    hold: Callable[[], str] | None = None,
 ) -> Iterator[bytes]:
-    """The rows of the pairs only the source holds, then the keys gone from it."""
+    """The rows of the pairs only the source holds (the updated ones as `updated` says),
+    then the keys gone from it."""
     query = rec.query
     key_seed, _ = sketch_seeds(rec.seed)
     wanted = rec.key_table(np.unique(peeled.minus_keys))
@@ -333,7 +356,10 @@ def _rows_and_deletes(
             sent += batch.num_rows
             with timings.phase("hash_s"):
                 found.append(key_fingerprints(batch, rec.key, key_seed))
-            yield frames.arrow_frame(frames.ROWS, batch)
+            if updated is None:
+                yield frames.arrow_frame(frames.ROWS, batch)
+            else:
+                yield from updated.split(batch, found[-1])
     # wanted keys whose row left between the read and the lookup, and keys only the warehouse holds
     returned = pa.array(np.concatenate([np.zeros(0, np.uint64), *found]), pa.uint64())
     gone = [wanted.filter(pc.invert(pc.is_in(wanted.column(KEY_FP), value_set=returned)))]
@@ -351,6 +377,8 @@ def _rows_and_deletes(
         part = pa.record_batch([pa.array(unnamed[start : start + SPILL_ROWS], pa.uint64())], names=[KEY_FP])
         deleted += part.num_rows
         yield frames.arrow_frame(frames.GONE_FINGERPRINTS, part)
+    if updated is not None and updated.rows and hold is not None:
+        summary = {**summary, **updated.summary(), "session": hold()}
     yield frames.json_frame(
         frames.SUMMARY,
         {

@@ -2,8 +2,11 @@
 
 A `people` table changed at random between syncs: most updates touch one column, some
 keys have every non-key column changed at once, and some keys' `city` goes from NULL to
-a value and back round after round. Two views read it (the default strategy, and
-full_ship, which compares every row). After every sync each view equals the truth read
+a value and back round after round. Four views read it: the default strategy; full_ship,
+which compares every row; sketch, whose updated rows come as their changed cells alone
+(protocol 4, protocol/column_digests.py); and sketch through an agent whose column digests
+all collide (AGENT_SKETCH_DIGEST_BITS=0), so that every updated row fails its rebuild's
+check and is fetched whole. After every sync each view equals the truth read
 straight from the database (tests/support/oracle.py), every update line of its delta
 carries `changed`, the columns whose values truly changed (NULL to a value and back
 count), inserts and deletes none, and the sync's `metrics.columns_changed` counts the
@@ -123,12 +126,21 @@ class _Sqlite:
 def test_updates_say_exactly_which_columns_changed(api, source, logs_dir):
     legacy = People(source, seed={"sqlite": 39, "postgres": 93, "mariadb": 390}[source.engine])
     agent = start_agent(source.reader_url, logs_dir)
-    src = f"cc_{source.engine}"
-    views = {f"cc_auto_{source.engine}": "auto", f"cc_full_{source.engine}": "full_ship"}
+    colliding = start_agent(source.reader_url, logs_dir, env={"AGENT_SKETCH_DIGEST_BITS": "0"})
+    src, src_colliding = f"cc_{source.engine}", f"ccx_{source.engine}"
+    cells, collide = f"cc_sketch_{source.engine}", f"cc_collide_{source.engine}"
+    views = {
+        f"cc_auto_{source.engine}": "auto",
+        f"cc_full_{source.engine}": "full_ship",
+        cells: "sketch",
+        collide: "sketch",
+    }
     try:
         api.add_source(src, agent.url)
+        api.add_source(src_colliding, colliding.url)
         for name, strategy in views.items():
-            api.add_view(name, f"SELECT {', '.join(COLUMNS)} FROM {src}.people", strategy=strategy)
+            at = src_colliding if name == collide else src
+            api.add_view(name, f"SELECT {', '.join(COLUMNS)} FROM {at}.people", strategy=strategy)
         before: dict = {name: {} for name in views}
         seen = {"flip": 0, "all": 0}
         for rnd in range(ROUNDS + 1):
@@ -150,14 +162,26 @@ def test_updates_say_exactly_which_columns_changed(api, source, logs_dir):
                 if rnd:
                     assert counts is not None and set(counts) == set(VALUES), sync["metrics"]
                     assert sum(counts.values()) == sum(len(line["changed"]) for line in updates)
+                    _shipped_as_cells(sync["metrics"], name, cells, collide, len(updates), sum(counts.values()))
                 else:
                     assert counts is None, counts  # a load updates nothing
                 before[name] = truth
-        # every round flipped 5 keys and changed every column of 5 others, in both views
-        assert seen == {"flip": 2 * ROUNDS * len(FLIPPING), "all": 2 * ROUNDS * len(ALL_CHANGE)}, seen
+        # every round flipped 5 keys and changed every column of 5 others, in every view
+        assert seen == {"flip": len(views) * ROUNDS * len(FLIPPING), "all": len(views) * ROUNDS * len(ALL_CHANGE)}, seen
         _feed_says_the_same(api, next(iter(views)))
     finally:
         agent.stop()
+        colliding.stop()
+
+
+def _shipped_as_cells(m: dict, name: str, cells: str, collide: str, updates: int, changed: int) -> None:
+    """The sketch views' updated rows came as their changed cells, or (digests colliding) whole."""
+    if name == cells:
+        # a cell per changed column of each rebuilt row; a row whose digests collided came whole
+        got, whole = m["cells_received"], m["cells_fallback_rows"]
+        assert got <= changed <= got + len(VALUES) * whole and whole <= 3, m
+    elif name == collide:
+        assert m["cells_received"] == 0 and m["cells_fallback_rows"] == updates, m
 
 
 def _feed_says_the_same(api, view: str) -> None:

@@ -47,7 +47,7 @@ from warehouse.store.versions import Version
 from warehouse.strategies.base import Answer, Built, FragmentBuild, SiteEstimate, Strategy
 from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.group_hash.strategy import GroupHash
-from warehouse.strategies.sketch import budget
+from warehouse.strategies.sketch import budget, columns
 from warehouse.strategies.sketch import prep as sketch_prep
 from warehouse.strategies.sketch import tables as sketches
 
@@ -171,8 +171,13 @@ class Sketch(Strategy):
                 return self._fall_back(FullShip).exchange()
             width = wider
         m.differences_found = summary.get("differences", 0)
-        self.returned = pq.read_table(returned_path)
-        return Answer([returned_path], deleted_path)
+        paths = [returned_path]
+        if self.digests:  # protocol 4: the updated rows came as column digests
+            digests = pa.Table.from_batches(self.digests)
+            paths += columns.updated_rows(self.ctx, self.snapshot.stored, self.stored.secret, summary, digests)
+        self.returned_paths = paths
+        self.returned = pa.concat_tables([pq.read_table(p).cast(self.ctx.rows_schema()) for p in paths])
+        return Answer(paths, deleted_path)
 
     def _stage(self, width: int, session: str | None) -> tuple[dict, Path, Path]:
         """One POST /v1/sketch with the table `width` wide; the answer's summary and files."""
@@ -199,6 +204,7 @@ class Sketch(Strategy):
         summary = None
         key_schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in ctx.key_columns()])
         unnamed: list[np.ndarray] = []
+        self.digests: list[pa.RecordBatch] = []
         with Sink(returned_path, ctx.rows_schema()) as returned, Sink(deleted_path, key_schema) as deleted:
             for frame in ctx.client.exchange("/v1/sketch", body):
                 if frame.kind == frames.ROWS:
@@ -206,6 +212,8 @@ class Sketch(Strategy):
                     ctx.tick(returned.rows)
                 elif frame.kind == frames.DELETED_KEYS:
                     deleted.write(frame.batch())
+                elif frame.kind == frames.UPDATED_DIGESTS:
+                    self.digests.append(frame.batch())
                 elif frame.kind == frames.GONE_FINGERPRINTS:
                     unnamed.append(frame.batch().column(KEY_FP).to_numpy())
                 elif frame.kind == frames.SUMMARY:
@@ -282,7 +290,7 @@ class Sketch(Strategy):
             return self.stored.pairs(rows, columns, key)
         names = [c.name for c in key]
         key_schema = spark_schema(key)
-        touched = ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-returned.parquet"))
+        touched = ctx.spark.read.schema(key_schema).parquet(*[str(p) for p in self.returned_paths])
         touched = touched.select(*names).unionByName(
             ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-deleted.parquet"))
         )

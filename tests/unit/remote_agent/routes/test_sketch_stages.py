@@ -1,5 +1,8 @@
 """/v1/sketch in stages: a small table that does not peel leaves the agent's table kept under
 a session, and a wider one sent with that session peels without reading the source again.
+Updated rows come as column digests and then as their changed cells (/v1/sketch/cells,
+protocol 4), which `_answer` asks for and merges as the warehouse does; a request of
+protocol 3 gets them whole.
 
 The agent runs in process over a real SQLite file; the warehouse's table is built from the
 rows the warehouse would hold, as the sketch strategy builds it.
@@ -13,10 +16,10 @@ import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
-from protocol import frames
+from protocol import column_digests, frames
 from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from protocol.iblt import Iblt
-from protocol.models import PROTOCOL_VERSION, SiteSpec, SketchControl
+from protocol.models import PROTOCOL_VERSION, SiteSpec, SketchCellsControl, SketchControl
 from protocol.types import Column, LogicalType
 from protocol.wire import KEY_FP
 from remote_agent.app import create_app
@@ -86,6 +89,7 @@ def _post(
     session: str | None = None,
     compact=True,
     batch_rows: int = 16_384,
+    protocol: int = PROTOCOL_VERSION,
 ):
     columns = [c.to_json() for c in _columns(key_type)]
     control = SketchControl.model_construct(  # unchecked: the agent is the one to check
@@ -93,7 +97,7 @@ def _post(
         seed=SECRET,
         width=widest,
         session=session,
-        protocol=PROTOCOL_VERSION,
+        protocol=protocol,
         batch_rows=batch_rows,
     )
     table = _table(key_type, old, width)
@@ -104,12 +108,16 @@ def _post(
     return client.post("/v1/sketch", content=content, headers={"Content-Type": frames.MEDIA_TYPE})
 
 
-def _answer(response) -> tuple[dict, list[dict], list]:
+def _answer(response, client=None, key_type: str = "int", old: dict | None = None) -> tuple[dict, list[dict], list]:
+    """The summary, the new and changed rows and the deleted keys of a sketch answer; with
+    `client`, the changed cells of the updated rows asked for and merged into whole rows."""
     assert response.status_code == 200, response.text
-    rows, deleted, summary = [], [], None
+    rows, deleted, summary, digests = [], [], None, []
     for f in frames.read_frames([response.content]):
         if f.kind == frames.ROWS:
             rows.extend(f.batch().to_pylist())
+        elif f.kind == frames.UPDATED_DIGESTS:
+            digests.append(f.batch())
         elif f.kind == frames.DELETED_KEYS:
             deleted.extend(f.batch().column("k").to_pylist())
         elif f.kind == frames.GONE_FINGERPRINTS:  # keys the agent cannot name: the warehouse can
@@ -118,7 +126,45 @@ def _answer(response) -> tuple[dict, list[dict], list]:
             summary = f.json()
         else:
             raise AssertionError(f"unexpected frame {f.kind!r}: {f.json() if f.kind == frames.ERROR else ''}")
+    assert summary is not None
+    if digests:
+        assert client is not None and old is not None and summary["updated_rows"] == sum(map(len, digests))
+        rows.extend(_cells(client, key_type, old, pa.Table.from_batches(digests), summary["session"]))
     return summary, rows, deleted
+
+
+def _cells(client, key_type: str, old: dict, digests: pa.Table, session: str) -> list[dict]:
+    """The updated rows, rebuilt from `old` and the cells whose digests differ (as sketch/columns.py)."""
+    columns = _columns(key_type)
+    schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in columns])
+    keys = digests.column("k").to_pylist()
+    before = pa.table({"k": keys, "v": [old[k] for k in keys]}, schema=schema)
+    _, row_seed = sketch_seeds(SECRET)
+    changed = column_digests.digests_matrix(digests.column(column_digests.DIGESTS), 2) != (
+        column_digests.column_digests(before, columns, row_seed)
+    )
+    assert not changed[:, 0].any() and changed[:, 1].sum() >= len(keys) - 3  # a digest in 256 may collide
+    control = SketchCellsControl(
+        site=SiteSpec(sql="SELECT t.k, t.v FROM t", key=["k"], columns=[c.to_json() for c in columns]),
+        seed=SECRET,
+        session=session,
+    )
+    bitmaps = pa.record_batch([column_digests.bitmap_array(changed)], names=[column_digests.CHANGED])
+    content = frames.json_frame(frames.CONTROL, control.model_dump()) + frames.arrow_frame(
+        frames.CHANGED_COLUMNS, bitmaps
+    )
+    response = client.post("/v1/sketch/cells", content=content, headers={"Content-Type": frames.MEDIA_TYPE})
+    assert response.status_code == 200, response.text
+    got = [f.batch() for f in frames.read_frames([response.content]) if f.kind == frames.CELLS]
+    cells = pa.Table.from_batches(got).cast(schema).to_pylist()
+    asked = changed.any(axis=1)
+    rebuilt = []
+    for i, k in enumerate(keys):
+        v = cells.pop(0)["v"] if asked[i] else old[k]
+        right = row_fingerprints(pa.table({"k": [k], "v": [v]}, schema=schema), columns, row_seed)
+        assert (right == digests.column(column_digests.CHECK).to_numpy()[i]).all() == bool(asked[i])
+        rebuilt.append({"k": k, "v": v} if asked[i] else {"k": k, "v": "fetched whole"})
+    return rebuilt
 
 
 def test_a_probe_that_does_not_peel_keeps_the_table_for_a_wider_stage(setup):
@@ -127,7 +173,7 @@ def test_a_probe_that_does_not_peel_keeps_the_table_for_a_wider_stage(setup):
     assert not first["complete"] and first["session"] and not rows and not deleted
     assert first["rows_scanned"] == len(new) and 0 <= first["empty_cells"] < 48
     second, rows, deleted = _answer(
-        _post(client, key_type, old, width=16 * 20, widest=16 * 40, session=first["session"])
+        _post(client, key_type, old, width=16 * 20, widest=16 * 40, session=first["session"]), client, key_type, old
     )
     assert second["complete"], second
     assert "rows_scanned" in second and second["rows_scanned"] == len(new)  # the read of the first stage
@@ -145,6 +191,13 @@ def test_a_probe_that_does_not_peel_keeps_the_table_for_a_wider_stage(setup):
     assert again.status_code == 410 and "start the exchange again" in again.json()["detail"]
 
 
+def test_a_warehouse_of_protocol_3_gets_updated_rows_whole(setup):
+    client, key_type, old, new = setup
+    summary, rows, _ = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, protocol=3))
+    assert summary["complete"] and "updated_rows" not in summary and "session" not in summary, summary
+    assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
+
+
 def test_no_change_peels_at_the_probe(setup):
     client, key_type, _, new = setup
     summary, rows, deleted = _answer(_post(client, key_type, new, width=16, widest=16 * 40))
@@ -157,7 +210,9 @@ def test_batches_folded_in_groups_give_the_same_answer(setup, monkeypatch):
     after the read: small batches and groups change nothing of the answer."""
     client, key_type, old, new = setup
     monkeypatch.setattr(sketch, "FOLD_ROWS", 1_000)
-    summary, rows, deleted = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, batch_rows=700))
+    summary, rows, deleted = _answer(
+        _post(client, key_type, old, width=16 * 20, widest=16 * 20, batch_rows=700), client, key_type, old
+    )
     assert summary["complete"] and summary["rows_scanned"] == len(new)
     assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
     assert sorted(deleted) == sorted(set(old) - set(new))
@@ -230,6 +285,9 @@ def test_an_agent_short_of_memory_builds_a_narrower_table_and_says_so(tmp_path):
         assert wider.status_code == 400 and "does not divide" in wider.text
         first, _, _ = _answer(_post(client, key_type, old, width=16, widest=16 * 1_024))
         second, rows, deleted = _answer(
-            _post(client, key_type, old, width=16 * 32, widest=16 * 1_024, session=first["session"])
+            _post(client, key_type, old, width=16 * 32, widest=16 * 1_024, session=first["session"]),
+            client,
+            key_type,
+            old,
         )
         assert second["complete"] and len(rows) == 160 and len(deleted) == 40, second
