@@ -21,7 +21,7 @@ from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
 from warehouse.cancellation import Cancellation
-from warehouse.errors import AgentRejected, AgentUnavailable, Cancelled, ProtocolError
+from warehouse.errors import AgentBusy, AgentRejected, AgentUnavailable, Cancelled, ProtocolError
 
 #: Seconds to wait for a connection to the agent.
 CONNECT_TIMEOUT_S = 10.0
@@ -81,6 +81,14 @@ class ByteCounter:
         finally:
             record.to_agent, record.from_agent = self.sent - sent, self.received - received
             self.calls.append(record)
+
+    def absorb(self, other: ByteCounter) -> None:
+        """Add the bytes, requests and calls of another client's counter (a sibling's) to these."""
+        with self._lock:
+            self.sent += other.sent
+            self.received += other.received
+        self.requests += other.requests
+        self.calls.extend(other.calls)
 
 
 class _CountingStream(httpcore.NetworkStream):
@@ -172,6 +180,7 @@ class AgentClient:
         if token is not None and not token.isascii():
             raise AgentRejected("the agent token holds characters an HTTP header cannot carry (ASCII only)")
         self.deadline_s = deadline_s
+        self._settings = (token, verify, read_timeout_s)
         self.counter = ByteCounter()
         #: The fingerprint of the columns of the tables the last extraction read, as its answer
         #: named it (protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
@@ -199,6 +208,20 @@ class AgentClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def sibling(self) -> AgentClient:
+        """A client of the same agent, settings and stop request, with a counter of its own:
+        for calls that run beside this client's (each counter assumes its calls run one after
+        another); its counter is added to this one's with `ByteCounter.absorb`."""
+        token, verify, read_timeout_s = self._settings
+        return AgentClient(
+            self.url,
+            token,
+            verify=verify,
+            read_timeout_s=read_timeout_s,
+            deadline_s=self.deadline_s,
+            cancellation=self.cancellation,
+        )
 
     @property
     def round_trips(self) -> int:
@@ -373,6 +396,8 @@ def _rejection(response: httpx.Response) -> Exception:
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
         body, detail = {}, response.text[:500]
     message = f"agent answered {response.status_code}: {detail}"
-    if response.status_code in (429, 502, 503, 504):
+    if response.status_code == 429:
+        return AgentBusy(message)
+    if response.status_code in (502, 503, 504):
         return AgentUnavailable(message)
     return AgentRejected(message, response.status_code, body.get("code"), body.get("changes"))

@@ -22,6 +22,10 @@ class AgentUnavailable(WarehouseError):
     code = "agent_unreachable"
 
 
+class AgentBusy(AgentUnavailable):
+    """The agent runs its maximum of extractions already (429): a request may wait for a slot."""
+
+
 class AgentRejected(WarehouseError):
     """The agent refused the request (bad token, forbidden table, unsupported query...)."""
 

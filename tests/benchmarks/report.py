@@ -147,7 +147,7 @@ def stamp_reads(rounds: list[dict], views: list) -> dict:
     """Medians of the change-stamp reports of `rounds` (none: {}).
 
     >>> stamp_reads([{"round": 1, "timestamp": {"rows_read": 30, "rows_fetched": 2, "keys_reconciled": 10, "index_used": True}}], [0, 1000])
-    {'x_rows_read': 0.032, 'keys_reconciled': 10, 'index_used': True, 'reconciled': 0}
+    {'x_rows_read': 0.032, 'keys_reconciled': 10, 'index_used': True, 'reconciled': 0, 'changed_read_s': None, 'key_reconciliation_s': None, 'key_agent_s': None}
     """
     reports = [(r, r.get("timestamp") or r.get("row_version")) for r in rounds]
     reports = [(r, rep) for r, rep in reports if rep]
@@ -163,6 +163,15 @@ def stamp_reads(rounds: list[dict], views: list) -> dict:
         "keys_reconciled": _median([rep.get("keys_reconciled") or 0 for _, rep in reports]),
         "index_used": any(rep.get("index_used") for _, rep in reports),
         "reconciled": sum(1 for _, rep in reports if rep.get("reconciled")),
+        # seconds of the two reads, which run side by side (absent before they were timed)
+        **{
+            name: _median([rep[field] for _, rep in reports if rep.get(field) is not None])
+            for name, field in (
+                ("changed_read_s", "changed_read_s"),
+                ("key_reconciliation_s", "key_reconciliation_s"),
+                ("key_agent_s", "key_agent_seconds"),
+            )
+        },
     }
 
 
@@ -444,7 +453,8 @@ def floor_table(results: dict, summary: dict) -> str | None:
 def stamp_table(summary: dict) -> str | None:
     """The change-stamp strategies' reads at the source, per round (None when none ran)."""
     rows = [
-        f"| {w} | {name} | {_percent(t['x_rows_read'])} | {t['keys_reconciled']:,.0f} | {'yes' if t['index_used'] else 'no'} | {t['reconciled']} |"
+        f"| {w} | {name} | {_percent(t['x_rows_read'])} | {t['keys_reconciled']:,.0f} | {'yes' if t['index_used'] else 'no'} | {t['reconciled']} "
+        f"| {_seconds(t.get('changed_read_s'))} | {_seconds(t.get('key_reconciliation_s'))} | {_seconds(t.get('key_agent_s'))} |"
         for w, entry in summary.items()
         for name, t in entry["strategies"].items()
         if t.get("x_rows_read") is not None
@@ -455,10 +465,12 @@ def stamp_table(summary: dict) -> str | None:
         [
             "Change stamps, steady state (medians): *whole rows read* = rows of the ranged read plus rows fetched "
             "by key, per row of the view; *keys* = keys that travelled in the key reconciliation; *index* = the "
-            "source's plan read the stamps through an index; *full* = steady rounds reconciled in full.",
+            "source's plan read the stamps through an index; *full* = steady rounds reconciled in full; "
+            "*changed read*, *keys* and *keys at agent* = seconds of the ranged read, of the key reconciliation "
+            "(which runs beside it) and the agent's share of the latter (— where not timed).",
             "",
-            "| workload | strategy | whole rows read | keys | index | full |",
-            "|---|---|---:|---:|:---:|---:|",
+            "| workload | strategy | whole rows read | keys | index | full | changed read s | keys s | keys at agent s |",
+            "|---|---|---:|---:|:---:|---:|---:|---:|---:|",
             *rows,
         ]
     )
@@ -489,7 +501,8 @@ def time_table(results: dict, breakdown: dict) -> str:
         f"Seconds, median over rounds {steady[0]}–{steady[-1]}. *sync* = the client's wall time, *in service* = the "
         "service's own (`wall_seconds`); the next four are the sync's steps; *extract steps* = the site extraction's "
         "snapshot · plan · exchange · regroup (summed over the view's sites; the exchange holds the agent's time); "
-        "*agent* = the agent's own time answering (`agent_seconds`), *agent split* its parts where the service reports "
+        "*agent* = the agent's own time answering (`agent_seconds`, summed over its requests, which may run side by "
+        "side: a change-stamp strategy's key reconciliation runs beside its changed read), *agent split* its parts where the service reports "
         "them (`agent_timings`; read and convert run in the agent's reader process beside hash and send where the scan reads "
         "ahead, and *wait* is the answer waiting for the reader); *floor* = the fastest bulk read of the site query at "
         "the source by the engine's own export path, same rounds (*Floors* above); *÷ floor* = sync / floor. — where not "

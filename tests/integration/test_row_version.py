@@ -171,6 +171,7 @@ def test_row_version_rounds_are_exact(api, postgres, logs_dir):
             else:
                 assert rv["key_reconciliation"] in ("sketch", "range_checksum"), rv
                 assert rv["keys_reconciled"] < len(truth) / 4, rv
+                assert rv["key_reconciliation_beside"] is True, rv  # beside the changed read
                 tables += [rv["key_table"]] if rv["key_reconciliation"] == "sketch" else []
             before = truth
         # the table of the keys is built with the load, then kept up to date by every sync, the reconciling ones included
@@ -179,34 +180,34 @@ def test_row_version_rounds_are_exact(api, postgres, logs_dir):
         agent.stop()
 
 
-ITEMS_SQL = "SELECT i.id, i.name, i.qty FROM {src}.items i WHERE i.qty >= 0"
+ITEMS_SQL = "SELECT i.id, i.name, i.qty FROM {src}.{table} i WHERE i.qty >= 0"
 ITEM_COLUMNS = ["id", "name", "qty"]
 
 
-def make_items(url: str, rows: int = 300) -> None:
+def make_items(url: str, rows: int = 300, table: str = "items") -> None:
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("CREATE TABLE items (id integer PRIMARY KEY, name text, qty integer)")
-        c.execute("ALTER TABLE items SET (autovacuum_enabled = false)")
-        c.execute("INSERT INTO items SELECT g, 'item ' || g, g %% 7 FROM generate_series(1, %s) AS g", (rows,))
+        c.execute(f"CREATE TABLE {table} (id integer PRIMARY KEY, name text, qty integer)")
+        c.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        c.execute(f"INSERT INTO {table} SELECT g, 'item ' || g, g %% 7 FROM generate_series(1, %s) AS g", (rows,))
 
 
-def items_truth(url: str) -> dict:
+def items_truth(url: str, table: str = "items") -> dict:
     with psycopg.connect(url, autocommit=True) as c:
-        rows = c.execute("SELECT id, name, qty FROM items WHERE qty >= 0").fetchall()
+        rows = c.execute(f"SELECT id, name, qty FROM {table} WHERE qty >= 0").fetchall()
     return {(r[0],): dict(zip(ITEM_COLUMNS, r, strict=True)) for r in rows}
 
 
 class ItemsView:
     """A one-table view over `items`, synced and checked against the oracle at each step."""
 
-    def __init__(self, api, name: str, url: str, source_url: str):
-        self.api, self.name, self.url = api, name, url
+    def __init__(self, api, name: str, url: str, source_url: str, table: str = "items"):
+        self.api, self.name, self.url, self.table = api, name, url, table
         api.add_source(name, source_url)
-        api.add_view(name, ITEMS_SQL.format(src=name), strategy="row_version", reconcile_every=1000)
+        api.add_view(name, ITEMS_SQL.format(src=name, table=table), strategy="row_version", reconcile_every=1000)
         self.before: dict = {}
 
     def sync(self) -> dict:
-        truth = items_truth(self.url)
+        truth = items_truth(self.url, self.table)
         sync = self.api.sync(self.name)
         check_sync(self.api, self.name, ["id"], self.before, truth, sync)
         self.before = truth
@@ -249,6 +250,29 @@ def test_row_version_catches_transactions_open_across_a_sync(api, postgres, logs
         after = view.sync()
         assert {r["row"]["id"] for r in api.delta("rv_open", after["id"])} == {2, 3}, "a late write was missed"
         assert report(after)["rows_read"] <= 3, report(after)
+    finally:
+        agent.stop()
+
+
+def test_row_version_with_one_extraction_slot_at_the_agent(api, postgres, logs_dir):
+    """An agent that runs one extraction at a time refuses the key reconciliation's request
+    beside the changed read (429), or the changed read's: the sync runs them one after the
+    other instead, exact and without a retry."""
+    url = postgres.owner_url
+    make_items(url, table="one_slot")
+    agent = start_agent(postgres.reader_url, logs_dir, extra=["--max-concurrent-extractions", "1"])
+    try:
+        view = ItemsView(api, "rv_one_slot", url, agent.url, table="one_slot")
+        view.sync()
+        for n in range(2):
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute("UPDATE one_slot SET qty = qty + 1 WHERE id %% 37 = %s", (n,))
+                c.execute("DELETE FROM one_slot WHERE id %% 53 = %s", (n,))
+                c.execute("INSERT INTO one_slot VALUES (%s, 'new', 1)", (1000 + n,))
+            sync = view.sync()
+            rv = report(sync)
+            assert (rv["reconciled"], sync["metrics"]["retries"]) == (False, 0), (rv, sync["metrics"])
+            assert rv["keys_deleted"] > 0 and rv["key_reconciliation_beside"] in (True, False), rv
     finally:
         agent.stop()
 
@@ -343,7 +367,12 @@ def test_row_version_needs_postgresql(api, tmp_path, logs_dir):
     try:
         api.add_source("rv_lite", agent.url)
         r = api.http.post(
-            "/v1/views", json={"name": "rv_lite_v", "sql": ITEMS_SQL.format(src="rv_lite"), "strategy": "row_version"}
+            "/v1/views",
+            json={
+                "name": "rv_lite_v",
+                "sql": ITEMS_SQL.format(src="rv_lite", table="items"),
+                "strategy": "row_version",
+            },
         )
         assert r.status_code == 422 and "needs PostgreSQL" in r.text and "rv_lite (sqlite)" in r.text, r.text
         site = SiteSpec(

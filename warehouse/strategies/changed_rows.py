@@ -11,7 +11,9 @@ and differ only in that read and the state it leaves. A sync, per site:
    whichever the statistics expect to move the fewest bytes; a key sketch that does not
    peel ships the keys). A snapshot key missing from them is a delete (a hard delete,
    a row whose delete flag was set, a row that left the WHERE clause); a key new to the
-   warehouse that the changed read did not return has its row fetched;
+   warehouse that the changed read did not return has its row fetched. It needs nothing of
+   the changed read, so it runs beside it, on a connection of its own
+   (key_reconciliation.py): a sync takes about as long as the slower of the two reads;
 3. the exact delta is built from the rows read (candidates that did not change give no
    delta row) and the deleted keys; every other key is vouched unchanged.
 
@@ -38,8 +40,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from protocol.models import SiteSpec
-from warehouse.deltas.site_delta import check_unique
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
+from warehouse.errors import AgentBusy
 from warehouse.formats import read_format
 from warehouse.names import spark_schema
 from warehouse.store.versions import Version
@@ -59,12 +61,10 @@ from warehouse.strategies.base import (
 )
 from warehouse.strategies.cheapest import choose
 from warehouse.strategies.full_ship import FullShip
-from warehouse.strategies.range_checksum import INITIAL_RANGES, RangeChecksum
+from warehouse.strategies.key_reconciliation import Beside, add_agent_time, cheapest, key_costs
 from warehouse.strategies.sketch import keys as key_sketch
 from warehouse.strategies.sketch import tables as sketches
 from warehouse.strategies.sketch.keys import source_of
-from warehouse.strategies.stamps import keys_sql
-from warehouse.viewdef import SiteQuery
 
 #: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
 #: plus those read again (within the lag, or written by transactions already seen).
@@ -104,34 +104,6 @@ class KeptState:
         data = json.loads(path.read_text())
         read_format(data, cls.FORMAT, f"the {cls.FILE} state of site {site} ({path})")
         return cls.from_json(data)
-
-
-def key_costs(estimate: SiteEstimate) -> dict[str, float]:
-    """What each way of reconciling the keys is expected to move: every key shipped, range
-    checksums over the key-only query (its first round's ranges counted in full), or a
-    sketch of the keys (key_sketch.py). Only deletes and inserts change the set of keys.
-
-    >>> from warehouse.planning.cost_model import CostModel
-    >>> costs = key_costs(SiteEstimate(1_000_000, 0.01, 0.001, CostModel(60, 5, 16), 128, inserts=5000.0))
-    >>> min(costs, key=costs.get), costs["ship"]
-    ('sketch', 5000000.0)
-    >>> costs = key_costs(SiteEstimate(200, 0.01, 0.1, CostModel(60, 5, 16), 128))
-    >>> min(costs, key=costs.get)
-    'ship'
-    """
-    cost = estimate.cost
-    first_round = INITIAL_RANGES * (2 * cost.key_bytes + estimate.hash_bits / 8 + 9)  # bounds, hash, id, count
-    return {
-        "ship": estimate.rows * cost.key_bytes,
-        "range_checksum": RangeChecksum.expected_bytes(key_sketch.keys_only(estimate)) + first_round,
-        "sketch": key_sketch.expected_bytes(estimate),
-    }
-
-
-def key_reconciliation(estimate: SiteEstimate) -> str:
-    """The way of reconciling the keys expected to move the fewest bytes (the simplest on a tie)."""
-    costs = key_costs(estimate)
-    return min(costs, key=costs.__getitem__)
 
 
 class StateLoad(FullShip):
@@ -218,89 +190,40 @@ class ChangedRows(Strategy):
         )
 
     def exchange(self) -> Answer:
-        self.ranged = self.changed_read()
-        self.traffic_rows = self.ctx.metrics.rows_scanned
-        self.report["rows_read"] = self.ctx.metrics.rows_received
+        ctx = self.ctx
+        # the key reconciliation needs nothing of the changed read: it runs beside it (key_reconciliation.py)
+        beside = None if self.full is not None else Beside(ctx, self.snapshot, cheapest(self.snapshot.statistics))
+        try:
+            t0 = time.monotonic()
+            try:
+                self.ranged = self.changed_read()
+            except AgentBusy:
+                if beside is None:
+                    raise
+                beside.wait()  # the reconciliation holds the agent's last slot: read after it
+                self.ranged = self.changed_read()
+            self.report["changed_read_s"] = round(time.monotonic() - t0, 3)
+        finally:
+            if beside is not None:
+                beside.wait()
+        self.traffic_rows = ctx.metrics.rows_scanned
+        self.report["rows_read"] = ctx.metrics.rows_received
         reason = self.fallback_reason()
         if reason is not None and self.full is None:
-            self._reconcile(reason)
+            self._reconcile(reason)  # the keys found beside are not needed
         elif reason is not None:  # reconciled anyway: the read is not to be counted against
             self.report["fallback"] = reason
         if self.full is not None:
             return self.full.exchange()
-        ctx = self.ctx
-        keys_site = SiteQuery(ctx.site.source, keys_sql(ctx.site), ctx.key_columns(), ctx.site.key, ctx.site.dialect)
-        method = key_reconciliation(self.snapshot.statistics)
-        t0 = time.monotonic()
-        change = None
-        if method == "sketch":
-            change = self._keys_by_sketch(keys_site)
-        elif method == "range_checksum":
-            change = self._keys_by_ranges(keys_site)
-        if change is None:
-            change = self._keys_shipped(keys_site)
-        self.report["key_reconciliation_s"] = round(time.monotonic() - t0, 3)
-        ctx.metrics.rows_scanned += self.traffic_rows
-        return self._answer(self.ranged, *change)
-
-    def _keys_shipped(self, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table]:
-        """Every current key of the site query, shipped."""
-        ctx = self.ctx
-        keys = extract_exchange(ctx, spec=self.spec(keys_site.sql, keys_site.columns), prefix="ts-keys-")
-        self.report.update(key_reconciliation="ship", keys_reconciled=ctx.metrics.rows_received)
-        return self._change_to(ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0])))
-
-    def _keys_by_sketch(self, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table] | None:
-        """The keys gained and lost, by a sketch of the key-only site query; None when no
-        stage peeled (the keys are then shipped)."""
-        try:
-            new, gone, sketch = key_sketch.present_keys(self.ctx, self.snapshot, keys_site)
-        except key_sketch.KeysUnresolved:
-            self.report["key_sketch_peeled"] = False
-            return None
-        km = sketch.ctx.metrics
-        self.key_table = sketch.stored
-        self.report.update(
-            key_reconciliation="sketch",
-            keys_reconciled=km.rows_received,
-            key_sketch_bytes=km.sketch_bytes,
-            key_sketch_stages=km.sketch_stages,
-            key_table="kept" if sketch.table_kept else "built",
-            key_agent_seconds=km.agent_seconds,
-        )
-        self.traffic_rows += km.rows_scanned
-        return new, gone
-
-    def _keys_by_ranges(self, keys_site: SiteQuery) -> tuple[pa.Table, pa.Table]:
-        """The keys gained and lost, by range checksums over the key-only site query: the
-        keys of ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
-        ctx = self.ctx
-        keys_ctx, keys_snapshot = key_sketch.key_only_context(ctx, self.snapshot, keys_site, "ts-key-ranges")
-        ranges = RangeChecksum(keys_ctx, keys_snapshot)
-        ranges.plan()
-        answer = ranges.exchange()
-        km = keys_ctx.metrics
-        self.report.update(
-            key_reconciliation="range_checksum",
-            keys_reconciled=km.rows_received,
-            key_ranges_sent=km.groups_sent,
-            key_range_rounds=km.range_rounds,
-            key_agent_seconds=km.agent_seconds,
-        )
-        self.traffic_rows += km.rows_scanned
-        shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
-        return self._change_to(ranges.verified_keys().unionByName(shipped))
-
-    def _change_to(self, present: DataFrame) -> tuple[pa.Table, pa.Table]:
-        """The keys gained and lost by the snapshot to become `present` (every key the site
-        query holds now; a key it holds twice fails the sync), on the executors."""
-        ctx, key = self.ctx, self.ctx.site.key
-        check_unique(present, key, key_sketch.source_of(ctx))
-        known = self.snapshot.stored.select(*key)
-        key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
-        new = present.join(known, key, "left_anti").toArrow().select(key).cast(key_schema)
-        gone = known.join(present, key, "left_anti").toArrow().select(key).cast(key_schema)
-        return new, gone
+        assert beside is not None
+        found = beside.result()
+        self.key_table = found.key_table
+        self.report.update(found.report, key_reconciliation_s=beside.seconds, key_agent_seconds=found.agent_seconds)
+        if found.agent_timings:
+            self.report["key_agent_timings"] = found.agent_timings
+        add_agent_time(ctx, found)
+        ctx.metrics.rows_scanned = self.traffic_rows + found.rows_scanned
+        return self._answer(self.ranged, found.new, found.gone)
 
     def _answer(self, ranged: Answer, new: pa.Table, gone: pa.Table) -> Answer:
         """Rows read whose key is there now, the snapshot keys no longer there (`gone`),
@@ -308,7 +231,8 @@ class ChangedRows(Strategy):
 
         The stored rows of every key involved are read here, once (SiteContext.stored_rows),
         and the delta is built from them (the answer's `touched_rows`): a row read whose key the
-        snapshot lacks and that is not new was inserted and deleted between the two reads.
+        snapshot lacks and that is not new was inserted between the two reads and deleted, or
+        inserted after the keys were read (they run side by side): the next sync finds it.
         """
         ctx, key = self.ctx, self.ctx.site.key
         key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
