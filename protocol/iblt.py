@@ -244,6 +244,25 @@ class Iblt:
         out.normalize()
         return out
 
+    def subtract_from(self, other: Iblt) -> Iblt:
+        """`other.subtract(self)`, written over self instead of a new table (returns self):
+        a caller that drops self after needs one table fewer in memory.
+
+        >>> a, b = Iblt(12), Iblt(12)
+        >>> a.add(np.array([5, 6], dtype=np.uint64), np.array([50, 60], dtype=np.uint64))
+        >>> b.add(np.array([5], dtype=np.uint64), np.array([50], dtype=np.uint64))
+        >>> expected = a.subtract(b)
+        >>> got = b.subtract_from(a)
+        >>> got is b, bool((got.count == expected.count).all() and (got.key_sum == expected.key_sum).all())
+        (True, True)
+        """
+        self._check_same_shape(other)
+        np.subtract(other.count, self.count, out=self.count)
+        for name in _SUMS:
+            np.bitwise_xor(getattr(other, name), getattr(self, name), out=getattr(self, name))
+        self.normalize()
+        return self
+
     def copy(self) -> Iblt:
         """An independent copy."""
         out = Iblt(self.cells, self.hashes, self.seed, compact=self.compact)

@@ -9,11 +9,11 @@ import sys
 
 import uvicorn
 
-from remote_agent import without_pandas
+from remote_agent import without_dataframes
 
 
 def main(argv: list[str] | None = None) -> int:
-    without_pandas.install()
+    without_dataframes.install()
     from remote_agent.app import create_app
     from remote_agent.errors import AgentError
     from remote_agent.settings import AgentSettings

@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 
 import pyarrow as pa
 
-from remote_agent import chunks, without_pandas
+from remote_agent import chunks, without_dataframes
 from remote_agent.adapters.base import Adapter, Session
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import AgentError, ReaderLost
@@ -47,7 +47,8 @@ from remote_agent.timings import Timings
 log = logging.getLogger(__name__)
 
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload([__name__])
+#: The server imports this module through reader_server, which refuses pandas and polars first.
+_CONTEXT.set_forkserver_preload(["remote_agent.reader_server"])
 
 #: Message kinds on the pipe, each followed by the reader's read and convert seconds since
 #: the previous message (two doubles), then the kind's payload.
@@ -143,7 +144,7 @@ def _read(
 ) -> None:
     """The reader process: every batch of the scan down the pipe, then DONE (with the
     pacer's state) or the error."""
-    without_pandas.install()
+    without_dataframes.install()
     timings = Timings()
 
     def send(kind: bytes, payload: bytes | memoryview = b"") -> None:

@@ -16,8 +16,10 @@ from remote_agent.pacing import Pacing
 
 DEFAULT_PORT = 8765
 #: Rows per chunk: large enough that a chunk costs little more than its rows, small
-#: enough that its transaction is short and its rows (held in memory) few.
-DEFAULT_CHUNK_ROWS = 50_000
+#: enough that its transaction is short and its rows (held in memory as Python objects,
+#: ~1.4 KB a students row) few. Measured on SQLite, students: 50,000 held 58 MiB more
+#: in the reader process than 10,000, for no faster scan.
+DEFAULT_CHUNK_ROWS = 10_000
 #: MiB for the agent's own table in a sketch exchange: 64 MiB hold 2M cells, 16 times the
 #: main stage the statistics size for ~90,000 differing pairs.
 DEFAULT_SKETCH_TABLE_MIB = 64

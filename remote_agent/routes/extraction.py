@@ -20,7 +20,7 @@ from protocol.iblt import Iblt
 from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.wire import HASH, UID, key_values
-from remote_agent import resume
+from remote_agent import freed_memory, resume
 from remote_agent.deps import (
     Authorized,
     ExtractRequest,
@@ -280,6 +280,7 @@ def _stream(
             )
         finally:
             state.slots.release()
+            freed_memory.release()  # so that the agent does not stay at this answer's size until the next
 
     headers = {FINGERPRINT_HEADER: query.fingerprint, **({RESUMED_HEADER: "1"} if resumed else {})}
     return StreamingResponse(body(), media_type=frames.MEDIA_TYPE, headers=headers)

@@ -168,7 +168,10 @@ class Reconciliation:
             raise BadRequest(
                 f"the sketch table is {sent.width} cells wide, which does not divide this exchange's width {self.table.width}"
             )
-        difference = sent.subtract(self.table.shrink(sent.width))
+        # The difference is written over the shrunk copy, or over the table itself when it
+        # is as wide as the sent one (no later stage can then use it): never a third table.
+        mine = self.table if self.table.width == sent.width else self.table.shrink(sent.width)
+        difference = mine.subtract_from(sent)
         empty = difference.empty_cells()
         self.touched = time.monotonic()
         return difference.peel(in_place=True), empty

@@ -15,7 +15,7 @@ import json
 import statistics
 from pathlib import Path
 
-from tests.benchmarks import small_syncs
+from tests.benchmarks import agent_peaks, small_syncs
 from tests.benchmarks.floors import fastest, steady_floor
 
 #: One colour per strategy across all plots, so a figure reads like the previous one.
@@ -411,6 +411,9 @@ def markdown(results: dict, summary: dict) -> str:
     memory = _service_memory(results)
     if memory:
         lines += ["", memory]
+    agent_memory = agent_peaks.sentence(results, steady)
+    if agent_memory:
+        lines += ["", agent_memory]
     lines += ["", TIME_HEADING, "", time_table(results, time_breakdown(results)).rstrip("\n")]
     skipped = {s: r for w in results["workloads"].values() for s, r in w.get("skipped", {}).items()}
     if skipped:
