@@ -135,3 +135,25 @@ def test_rows_of_mixed_columns_equal_the_value_by_value_definition(data):
         for parts in zip(*(_encode_column_python(c.type, batch.column(c.name)) for c in columns), strict=True)
     ]
     assert encode_rows(batch, columns) == expected
+
+
+@pytest.mark.parametrize("precision, scale", [(1, 0), (3, 1), (4, 0), (4, 2), (4, 4)])
+def test_small_decimals_by_lookup_equal_the_definition_for_every_value(precision, scale):
+    """Decimals of up to four digits are encoded by table lookup: every value of the type,
+    and NULL, sliced off at an offset, as the definition has them."""
+    bound = 10**precision - 1
+    step = Decimal(1).scaleb(-scale)
+    values = [None, *(i * step for i in range(-bound, bound + 1)), None]
+    array = pa.array(values, pa.decimal128(precision, scale)).slice(1)
+    type_ = LogicalType.parse(f"decimal({precision},{scale})")
+    assert _encode_column(type_, array).to_pylist() == _encode_column_python(type_, array)
+
+
+def test_a_decimal_wider_than_its_type_is_not_looked_up():
+    """An unscaled value with more digits than the type's precision (Arrow does not check
+    them) takes the computed path, which encodes it as the definition does."""
+    wide = pa.array([Decimal("123.45"), None], pa.decimal128(9, 2))
+    narrow = wide.view(pa.decimal128(4, 2))  # 12345: five digits under a four-digit type
+    type_ = LogicalType.parse("decimal(4,2)")
+    assert _encode_column(type_, narrow).to_pylist() == _encode_column_python(type_, narrow)
+    assert _encode_column_python(type_, narrow)[0] == b"n\x00\x00\x00\x0812345e-2"
