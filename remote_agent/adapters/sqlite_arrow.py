@@ -29,7 +29,9 @@ chunk through sqlite3 and RowConverter instead, which convert, or refuse, as bef
 - bytes: blobs and text (its UTF-8); a value reading like a converted number: sqlite3's;
 - bool: the integers 0 and 1 (text such as 'true': sqlite3's path);
 - date: text of the form YYYY-MM-DD, years 1-9999 (columns.dates_from_text);
-- timestamp, timestamptz: never (their many text forms are the converter's to judge);
+- timestamp, timestamptz: text of the form YYYY-MM-DD[( |T)HH:MM[:SS[.ffffff]]], which
+  Arrow's parser and datetime.fromisoformat read alike, naive (UTC for timestamptz); any
+  other form (an offset, more digits, a number) is the converter's to judge;
 - a column of NULLs only: NULLs of its type.
 
 The next chunk binds the last row's key back as its cursor and compares it with Python's
@@ -59,6 +61,8 @@ INFER_ROWS = 2**30  # the driver refuses 2**31 - 1
 
 #: How the driver writes a real it converts to text: printf's %e, or inf.
 _CONVERTED_REAL = r"^-?(inf|[0-9]\.[0-9]{6}e[+-][0-9]{2,3})$"
+#: The timestamps Arrow's parser reads as datetime.fromisoformat does (other forms: the converter).
+_PLAIN_TIMESTAMP = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?)?$"
 #: An integer's digits: how the driver writes an integer it converts to text or bytes.
 _DIGITS = r"^-?[0-9]+$"
 
@@ -146,6 +150,19 @@ def _bools(array: pa.Array, target: pa.DataType) -> pa.Array | None:
     return array.cast(target) if low >= 0 and high <= 1 else None
 
 
+def _timestamps(array: pa.Array, target: pa.DataType) -> pa.Array | None:
+    """Naive ISO timestamps as `target`; a naive one is UTC in a timestamptz column, as the converter reads it.
+
+    >>> _timestamps(pa.array(["2024-03-01T12:00", None]), pa.timestamp("us", tz="UTC")).to_pylist()[0].isoformat()
+    '2024-03-01T12:00:00+00:00'
+    >>> _timestamps(pa.array(["2024-03-01 12:00:00+02:00"]), pa.timestamp("us")) is None
+    True
+    """
+    if not pc.all(pc.match_substring_regex(array, _PLAIN_TIMESTAMP)).as_py():
+        return None
+    return array.cast(pa.timestamp("us")).cast(target)  # year 0, 24:00, a 30th of February: refused
+
+
 #: (logical kind, the driver's Arrow type) -> the canonical array, None if a value needs the converter.
 _CONVERSIONS: dict[tuple[str, str], Callable[[pa.Array, pa.DataType], pa.Array | None]] = {
     ("int", "int64"): lambda a, t: a,
@@ -158,6 +175,8 @@ _CONVERSIONS: dict[tuple[str, str], Callable[[pa.Array, pa.DataType], pa.Array |
     ("bytes", "string"): _bytes,
     ("bool", "int64"): _bools,
     ("date", "string"): lambda a, t: dates_from_text(a),
+    ("timestamp", "string"): _timestamps,
+    ("timestamptz", "string"): _timestamps,
 }
 
 

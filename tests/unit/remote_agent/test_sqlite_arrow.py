@@ -20,7 +20,7 @@ ROWS = 120
 SCHEMA = """
 CREATE TABLE vals (
     id INTEGER PRIMARY KEY, i INTEGER, r REAL, n DECIMAL(6,2), wide NUMERIC, t TEXT, b BLOB,
-    ok BOOLEAN, day DATE, at DATETIME, loose, code TEXT
+    ok BOOLEAN, day DATE, at DATETIME, at_tz TIMESTAMPTZ, loose, code TEXT
 );
 CREATE TABLE words (w TEXT PRIMARY KEY, v INTEGER);
 """
@@ -38,7 +38,8 @@ def _row(i: int) -> tuple:
         [None, b"", b"\x00\xff", bytes(range(256))][i % 4],
         [None, 1, 0][i % 3],
         [None, "2024-02-29", "0001-01-01", "9999-12-31"][i % 4],
-        [None, "2024-03-01 12:30:45.123456", "2024-03-01T12:00:00"][i % 3],
+        [None, "2024-03-01 12:30:45.123456", "2024-03-01T12:00", "0001-01-01", "9999-12-31 23:59:59.9"][i % 5],
+        [None, "2024-03-01 12:30:45", "2024-03-01"][i % 3],
         [None, 3, 2.5, "text", b"blob"][i % 5],
         f"c{i}",
     )
@@ -49,7 +50,7 @@ def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("sqlite_arrow") / "vals.db"
     with sqlite3.connect(path) as conn:
         conn.executescript(SCHEMA)
-        conn.executemany(f"INSERT INTO vals VALUES ({','.join('?' * 12)})", [_row(i) for i in range(1, ROWS + 1)])
+        conn.executemany(f"INSERT INTO vals VALUES ({','.join('?' * 13)})", [_row(i) for i in range(1, ROWS + 1)])
         conn.executemany("INSERT INTO words VALUES (?, ?)", [(f"w{i:03d}", i) for i in range(50)])
     return path
 
@@ -77,10 +78,10 @@ def _same(path, sql: str, key: list[str], **kwargs) -> list[bool]:
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT v.id, v.i, v.r, v.n, v.t, v.b, v.ok, v.day, v.code FROM vals v",
+        "SELECT v.id, v.i, v.r, v.n, v.t, v.b, v.ok, v.day, v.at, v.at_tz, v.code FROM vals v",
         "SELECT v.id, v.wide FROM vals v",  # rounded to scale 10 by the converter
         "SELECT v.id, v.loose FROM vals v",  # every storage class in one column
-        "SELECT v.id, v.at FROM vals v",  # timestamps: always sqlite3's
+        "SELECT v.id, v.at, v.at_tz FROM vals v",
         "SELECT v.id, v.t FROM vals v WHERE v.t IS NULL",  # NULLs only
     ],
 )
@@ -89,9 +90,10 @@ def test_every_chunk_equals_sqlite3_rows_cell_for_cell(db, sql):
 
 
 def test_the_arrow_path_reads_the_chunks_it_can_after_the_first(db):
-    used = _same(db, "SELECT v.id, v.i, v.r, v.n, v.t, v.b, v.ok, v.day, v.code FROM vals v", ["id"])
+    used = _same(db, "SELECT v.id, v.i, v.r, v.n, v.t, v.b, v.ok, v.day, v.at, v.at_tz, v.code FROM vals v", ["id"])
     assert used == [False, True, True, True, True]  # the first chunk: sqlite3's, under the statement timeout
-    assert not any(_same(db, "SELECT v.id, v.at FROM vals v", ["id"]))
+    assert _same(db, "SELECT v.id, v.at, v.at_tz FROM vals v", ["id"]) == [False, True, True, True, True]
+    assert not any(_same(db, "SELECT v.id, v.wide FROM vals v", ["id"]))  # 0.0000000001: rounded by the converter
     # a text key the next chunk binds back as it was read
     assert _same(db, "SELECT w.w, w.v FROM words w", ["w"], chunk_rows=10)[1:] == [True] * 4
 
@@ -116,6 +118,8 @@ def _mixed(db, tmp_path, column: str, value) -> None:
         ("ok", "true"),
         ("code", 42),
         ("b", "text in a blob column"),
+        ("at", "2024-03-01 12:00:00+02:00"),  # an offset: the converter's UTC
+        ("at_tz", "2024-03-01T12:00:00.1234567"),  # more digits than Arrow's parser takes
     ],
 )
 def test_mixed_storage_classes_read_as_sqlite3_reads_them(db, tmp_path, column, value):
@@ -132,6 +136,8 @@ def test_mixed_storage_classes_read_as_sqlite3_reads_them(db, tmp_path, column, 
         ("t", b"\xff", "utf-8"),
         ("ok", 2, "'ok'"),
         ("day", "2024-1-5", "'day'"),
+        ("at", "2024-02-30 10:00", "'at'"),
+        ("at", 1700000000, "'at'"),
     ],
 )
 def test_a_value_the_converter_refuses_fails_as_before(db, tmp_path, column, value, message):
