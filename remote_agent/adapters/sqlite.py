@@ -81,10 +81,13 @@ class _SqliteReader(Reader):
         key: Sequence[int] = (),
     ) -> pa.Table | None:
         # A statement of the ADBC connection: one read transaction of its own (sqlite_arrow.py).
-        arrow_conn = self._session.arrow_conn() if self._session is not None else None
-        if arrow_conn is None:
+        session = self._session
+        arrow_conn = session.arrow_conn() if session is not None else None
+        if session is None or arrow_conn is None:
             return None
+        started = time.monotonic()
         table = sqlite_arrow.read_table(arrow_conn, sql, params)
+        session.fetched(time.monotonic() - started)  # a slow one sends the next chunks back to sqlite3
         return None if table is None else sqlite_arrow.canonical(table, types, schema, key)
 
     def stream(
@@ -124,7 +127,7 @@ class _SqliteSession(Session):
         self._slowest_s: float | None = None
 
     def fetched(self, seconds: float) -> None:
-        """Count a sqlite3 fetch that took `seconds` (the Arrow reads' trial, `arrow_conn`)."""
+        """Count a fetch (sqlite3's or ADBC's) that took `seconds` (the Arrow reads' trial, `arrow_conn`)."""
         self._slowest_s = seconds if self._slowest_s is None else max(self._slowest_s, seconds)
 
     def arrow_conn(self) -> Any:
@@ -132,7 +135,8 @@ class _SqliteSession(Session):
 
         The driver cannot interrupt a statement: the first chunk of a scan is read through
         sqlite3, under the statement timeout, and the later ones, which walk the same plan
-        over as many rows, go to ADBC only if it took less than `ARROW_TRIAL_SHARE` of it.
+        over as many rows, go to ADBC only while no fetch of the session took more than
+        `ARROW_TRIAL_SHARE` of it.
         """
         if self._open_arrow is None or self._slowest_s is None:
             return None
