@@ -78,14 +78,21 @@ def connect(path: str) -> adbc.Connection:
     return conn
 
 
+#: Parameters the driver binds as sqlite3 does. Others differ (a datetime is bound with a
+#: 'T', where sqlite3's adapter writes a space) or fail: their chunk is sqlite3's.
+_BOUND_ALIKE = (int, float, str, bytes)
+
+
 def read_table(conn: adbc.Connection, sql: str, params: Sequence[Any] = ()) -> pa.Table | None:
     """All rows of one SELECT as the driver types them, in one batch; None if the driver fails (busy, mixed types)."""
+    if not all(isinstance(p, _BOUND_ALIKE) for p in params):
+        return None
     with conn.cursor() as cursor:
         try:
             cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(INFER_ROWS)})
             cursor.execute(sql, tuple(params) if params else None)
             return cursor.fetch_arrow_table()
-        except (adbc_driver_manager.Error, pa.ArrowException, ValueError):
+        except (adbc_driver_manager.Error, pa.ArrowException, ValueError, TypeError):  # a parameter it cannot bind too
             return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 
 import pyarrow as pa
@@ -162,6 +163,16 @@ def test_integer_text_keys_go_through_sqlite3(tmp_path):
         conn.executemany("INSERT INTO k VALUES (?, ?)", [(i if i % 3 else f"k{i:03d}", i) for i in range(40)])
     used = _same(path, "SELECT k.c, k.v FROM k k", ["c"], chunk_rows=7)
     assert used == [False] * 4 + [True] * 2  # 26 integers first, then the texts
+
+
+def test_parameters_the_driver_binds_otherwise_go_through_sqlite3(db):
+    conn = sqlite_adapter.sqlite_arrow.connect(str(db))
+    try:
+        read = sqlite_adapter.sqlite_arrow.read_table
+        assert read(conn, "SELECT quote(?) AS q, quote(?) AS b", [7, b"\x01"]).to_pylist() == [{"q": "7", "b": "X'01'"}]
+        assert read(conn, "SELECT ? AS at", [dt.datetime(2024, 3, 1, 12)]) is None  # 'T', where sqlite3 writes ' '
+    finally:
+        conn.close()
 
 
 def test_the_adbc_connection_is_read_only(db):
