@@ -175,7 +175,7 @@ def _walk(
         params += upper
         started = time.perf_counter()
         with session.read() as reader:
-            rows = None if arrow is None else reader.arrow(sql, params, types=types, schema=arrow.schema)
+            rows = None if arrow is None else reader.arrow(sql, params, types=types, schema=arrow.schema, key=positions)
             if rows is None:
                 rows = reader.rows(sql, params, limit=limit)
         read_s = time.perf_counter() - started

@@ -133,6 +133,13 @@ class AgentSettings(BaseSettings):
         default=False,
         description="read scan chunks straight into Arrow where the adapter can: PostgreSQL through ADBC",
     )
+    #: The C reader of adbc-driver-sqlite builds the Arrow columns of a chunk without a
+    #: Python object per value (adapters/sqlite_arrow.py); a chunk whose values it would not
+    #: read exactly as sqlite3 and the converters do is read through sqlite3 instead.
+    sqlite_arrow_reads: bool = Field(
+        default=True,
+        description="read SQLite scan chunks straight into Arrow through adbc-driver-sqlite; off: Python's sqlite3 rows",
+    )
     max_concurrent_extractions: int = Field(
         default=2, ge=1, description="extractions at once; more get 429 with Retry-After"
     )

@@ -22,6 +22,7 @@ class AgentState:
             settings.db_url,
             statement_timeout_s=settings.statement_timeout_s,
             arrow_reads=settings.arrow_reads,
+            sqlite_arrow_reads=settings.sqlite_arrow_reads,
             cache_dir=settings.cache_dir,
         )
         self.allow = parse_allow(settings.allow)

@@ -22,10 +22,16 @@ ADAPTERS: dict[str, type[Adapter]] = {
 
 
 def open_adapter(
-    url: str, *, statement_timeout_s: float, arrow_reads: bool = False, cache_dir: str | None = None
+    url: str,
+    *,
+    statement_timeout_s: float,
+    arrow_reads: bool = False,
+    sqlite_arrow_reads: bool = True,
+    cache_dir: str | None = None,
 ) -> Adapter:
-    """The adapter for `url`, chosen by its scheme (`arrow_reads`: see `Adapter.arrow_reads`;
-    `cache_dir`: where a directory of dumps keeps its conversions, files.py)."""
+    """The adapter for `url`, chosen by its scheme (`arrow_reads`: see `Adapter.arrow_reads`,
+    for a SQLite file `sqlite_arrow_reads`; `cache_dir`: where a directory of dumps keeps its
+    conversions, files.py)."""
     scheme = urlsplit(url).scheme.lower()
     try:
         cls = ADAPTERS[scheme]
@@ -35,6 +41,8 @@ def open_adapter(
         ) from None
     if cls is FileAdapter:
         return FileAdapter(url, statement_timeout_s=statement_timeout_s, cache_dir=cache_dir)
+    if cls is SqliteAdapter:
+        return SqliteAdapter(url, statement_timeout_s=statement_timeout_s, arrow_reads=sqlite_arrow_reads)
     return cls(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
 
 

@@ -38,12 +38,21 @@ class Reader(ABC):
         return list(itertools.chain.from_iterable(self.stream(sql, params, fetch_rows=limit + 1)))
 
     def arrow(
-        self, sql: str, params: Sequence[Any] = (), *, types: Sequence[LogicalType], schema: pa.Schema
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        types: Sequence[LogicalType],
+        schema: pa.Schema,
+        key: Sequence[int] = (),
     ) -> pa.Table | None:
         """The rows `rows()` would return, as canonical columns of `schema`, without a Python value each.
 
-        `types` are the columns' logical types. None (the default): the reader has no such
-        path, or some value needs the adapter's converter; read the rows with `rows()`.
+        `types` are the columns' logical types; `key` the positions of the key columns,
+        whose values in the last row a scan binds back as the next chunk's cursor
+        (`Adapter.rebind`), as it would the values `rows()` hands over. None (the default):
+        the reader has no such path, or some value needs the adapter's converter; read
+        the rows with `rows()`.
         The read may be a transaction of its own: use it for a read of one statement.
         """
         return None

@@ -22,6 +22,8 @@ _EXACT_UNITS = 2.0**50
 #: Powers of ten up to this one are exact in a float64.
 _MAX_EXACT_SCALE = 22
 _INT64_LIMIT = 2.0**63
+#: Day number of 0001-01-01: Arrow reads year 0 from text, Python's dates start at year 1.
+_FIRST_DAY = -719162
 
 
 def finish(type_: LogicalType, wire: pa.Array, arrow_type: pa.DataType) -> pa.Array | None:
@@ -102,3 +104,22 @@ def decimals_from_floats(wire: pa.Array, arrow_type: pa.Decimal128Type) -> pa.Ar
     if valid.all():
         return array
     return pc.if_else(pa.array(valid), array, pa.scalar(None, arrow_type))
+
+
+def dates_from_text(wire: pa.Array) -> pa.Array | None:
+    """ISO dates stored as text (SQLite) as date32, or None where one needs `date.fromisoformat`'s judgement.
+
+    Arrow's parser accepts exactly YYYY-MM-DD, which reads the same as date.fromisoformat;
+    any other form, and year 0 (which Python cannot hold), is left to the converter.
+
+    >>> dates_from_text(pa.array(["2024-02-29", None])).to_pylist()
+    [datetime.date(2024, 2, 29), None]
+    >>> dates_from_text(pa.array(["2024-2-29"])), dates_from_text(pa.array(["0000-01-01"]))
+    (None, None)
+    """
+    try:
+        days = wire.cast(pa.date32())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    low = pc.min(days.cast(pa.int32())).as_py()
+    return days if low is None or low >= _FIRST_DAY else None

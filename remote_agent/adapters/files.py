@@ -94,7 +94,13 @@ class _FileReader(Reader):
             yield rows
 
     def arrow(
-        self, sql: str, params: Sequence[Any] = (), *, types: Sequence[LogicalType], schema: pa.Schema
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        types: Sequence[LogicalType],
+        schema: pa.Schema,
+        key: Sequence[int] = (),
     ) -> pa.Table | None:
         with self._bounded():
             table = self.conn.sql(sql, params=list(params) or None).to_arrow_table()

@@ -180,7 +180,13 @@ class _MysqlReader(Reader):
         self.timeout_s = timeout_s
 
     def arrow(
-        self, sql: str, params: Sequence[Any] = (), *, types: Sequence[LogicalType], schema: pa.Schema
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        types: Sequence[LogicalType],
+        schema: pa.Schema,
+        key: Sequence[int] = (),
     ) -> pa.Table | None:
         # The same statement, its values left as the server's text and cast by Arrow
         # (mysql_arrow.py); the connection's converters are swapped for this one result.

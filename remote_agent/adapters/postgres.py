@@ -222,7 +222,13 @@ class _PostgresReader(Reader):
         self._arrow_conn = arrow_conn
 
     def arrow(
-        self, sql: str, params: Sequence[Any] = (), *, types: Sequence[LogicalType], schema: pa.Schema
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        types: Sequence[LogicalType],
+        schema: pa.Schema,
+        key: Sequence[int] = (),
     ) -> pa.Table | None:
         # Parameters are rendered as literals by psycopg (as its client-side cursors do):
         # the driver would type a str as text, where the server must infer the type.

@@ -7,12 +7,11 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from protocol import column_types
 from protocol.types import Column, arrow_schema
 from remote_agent.adapters.base import Adapter, ColumnInfo
-from remote_agent.adapters.columns import finish
+from remote_agent.adapters.columns import dates_from_text, finish
 from remote_agent.errors import SourceDataError, example_row
 
 
@@ -117,8 +116,6 @@ _CANONICAL_TYPES = {
     "bytes": {bytes, _NONE},
     "date": {dt.date, _NONE},
 }
-#: Day number of 0001-01-01: Arrow reads year 0 from text, Python's dates start at year 1.
-_FIRST_DAY = (dt.date(1, 1, 1) - dt.date(1970, 1, 1)).days
 
 
 def _whole_column(kind: str, values: list, arrow_type: pa.DataType) -> pa.Array | None:
@@ -138,9 +135,7 @@ def _whole_column(kind: str, values: list, arrow_type: pa.DataType) -> pa.Array 
         if present <= _CANONICAL_TYPES.get(kind, set()):
             return pa.array(values, arrow_type)
         if kind == "date" and present <= {str, _NONE}:
-            days = pa.array(values, pa.string()).cast(pa.date32())
-            low = pc.min(days.cast(pa.int32())).as_py()
-            return days if low is None or low >= _FIRST_DAY else None
+            return dates_from_text(pa.array(values, pa.string()))
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
     return None

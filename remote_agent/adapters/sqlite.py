@@ -15,6 +15,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from remote_agent.adapters import sqlite_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.errors import BadRequest, SourceUnavailable
@@ -59,10 +60,35 @@ def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+#: The share of the statement timeout a sqlite3 fetch may take for later chunks of the
+#: session to be read through ADBC, which no timeout bounds (`_SqliteSession.arrow_conn`).
+ARROW_TRIAL_SHARE = 0.25
+
+
 class _SqliteReader(Reader):
-    def __init__(self, conn: sqlite3.Connection, deadline_s: float):
+    def __init__(self, conn: sqlite3.Connection, deadline_s: float, session: _SqliteSession | None = None):
         self.conn = conn
         self.deadline_s = deadline_s
+        self._session = session
+
+    def arrow(
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        types: Sequence[LogicalType],
+        schema: pa.Schema,
+        key: Sequence[int] = (),
+    ) -> pa.Table | None:
+        # A statement of the ADBC connection: one read transaction of its own (sqlite_arrow.py).
+        session = self._session
+        arrow_conn = session.arrow_conn() if session is not None else None
+        if session is None or arrow_conn is None:
+            return None
+        started = time.monotonic()
+        table = sqlite_arrow.read_table(arrow_conn, sql, params)
+        session.fetched(time.monotonic() - started)  # a slow one sends the next chunks back to sqlite3
+        return None if table is None else sqlite_arrow.canonical(table, types, schema, key)
 
     def stream(
         self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
@@ -77,6 +103,8 @@ class _SqliteReader(Reader):
                 rows = cursor.fetchmany(fetch_rows)
                 if not rows:
                     return
+                if self._session is not None:
+                    self._session.fetched(time.monotonic() - started)
                 yield rows
                 started = time.monotonic()  # the bound is per fetch, not for the whole stream
         except sqlite3.OperationalError as exc:
@@ -90,9 +118,37 @@ class _SqliteReader(Reader):
 
 
 class _SqliteSession(Session):
-    def __init__(self, conn: sqlite3.Connection, deadline_s: float):
+    def __init__(self, conn: sqlite3.Connection, deadline_s: float, open_arrow: Callable[[], Any] | None = None):
         self.conn = conn
         self.deadline_s = deadline_s
+        self._open_arrow = open_arrow
+        self._arrow: Any = None
+        #: the longest sqlite3 fetch of the session so far (None: none yet)
+        self._slowest_s: float | None = None
+
+    def fetched(self, seconds: float) -> None:
+        """Count a fetch (sqlite3's or ADBC's) that took `seconds` (the Arrow reads' trial, `arrow_conn`)."""
+        self._slowest_s = seconds if self._slowest_s is None else max(self._slowest_s, seconds)
+
+    def arrow_conn(self) -> Any:
+        """The session's ADBC connection, once a sqlite3 fetch showed the reads quick; None: read through sqlite3.
+
+        The driver cannot interrupt a statement: the first chunk of a scan is read through
+        sqlite3, under the statement timeout, and the later ones, which walk the same plan
+        over as many rows, go to ADBC only while no fetch of the session took more than
+        `ARROW_TRIAL_SHARE` of it.
+        """
+        if self._open_arrow is None or self._slowest_s is None:
+            return None
+        if self._slowest_s > ARROW_TRIAL_SHARE * self.deadline_s:
+            return None
+        if self._arrow is None:
+            self._arrow = self._open_arrow()
+        return self._arrow
+
+    def close(self) -> None:
+        sqlite_arrow.close(self._arrow)
+        self._arrow = None
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Reader]:
@@ -100,7 +156,7 @@ class _SqliteSession(Session):
         # lock (writers wait to commit) until it ends.
         self.conn.execute("BEGIN")
         try:
-            yield _SqliteReader(self.conn, self.deadline_s)
+            yield _SqliteReader(self.conn, self.deadline_s, self)
         finally:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
@@ -115,6 +171,8 @@ class SqliteAdapter(Adapter):
     explain_prefix = "EXPLAIN QUERY PLAN"
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
+        """`arrow_reads`: read scan chunks through adbc-driver-sqlite straight into Arrow
+        (sqlite_arrow.py); the agent's `--sqlite-arrow-reads` setting, on by default."""
         super().__init__(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
         parts = urlsplit(url)
         # sqlite:///tmp/x.db and sqlite:////tmp/x.db both name /tmp/x.db: the path is absolute.
@@ -169,10 +227,15 @@ class SqliteAdapter(Adapter):
     @contextlib.contextmanager
     def session(self) -> Iterator[Session]:
         conn = self._connect()
+        session = _SqliteSession(conn, self.statement_timeout_s, self._connect_arrow if self.arrow_reads else None)
         try:
-            yield _SqliteSession(conn, self.statement_timeout_s)
+            yield session
         finally:
+            session.close()
             conn.close()
+
+    def _connect_arrow(self) -> Any:
+        return sqlite_arrow.connect(str(self.path))
 
     def can_lookup(self, key_types) -> bool:
         # Integers, text and blobs are stored as themselves; dates, decimals and the like

@@ -23,7 +23,7 @@ def test_every_flag_sets_its_setting():
             *("--statement-timeout-s", "1.5", "--chunk-rows", "10", "--target-chunk-s", "0.5"),
             *("--max-rows-per-s", "100", "--sketch-table-mib", "8", "--no-read-ahead", "--arrow-reads"),
             *("--max-concurrent-extractions", "3", "--max-body-bytes", "2048", "--log-level", "warning"),
-            *("--ssl-certfile", "agent.crt", "--ssl-keyfile", "agent.key"),
+            *("--ssl-certfile", "agent.crt", "--ssl-keyfile", "agent.key", "--no-sqlite-arrow-reads"),
         ]
     )
     assert settings.db_url == URL and settings.cache_dir == "/tmp/cache"
@@ -32,7 +32,7 @@ def test_every_flag_sets_its_setting():
     assert parse_allow(settings.allow) == {"students": None, "grades": {"sid", "course"}}
     assert (settings.statement_timeout_s, settings.chunk_rows) == (1.5, 10)
     assert (settings.target_chunk_s, settings.max_rows_per_s, settings.sketch_table_mib) == (0.5, 100.0, 8)
-    assert (settings.read_ahead, settings.arrow_reads) == (False, True)
+    assert (settings.read_ahead, settings.arrow_reads, settings.sqlite_arrow_reads) == (False, True, False)
     assert (settings.max_concurrent_extractions, settings.max_body_bytes) == (3, 2048)
     assert (settings.log_level, settings.ssl_certfile, settings.ssl_keyfile) == ("warning", "agent.crt", "agent.key")
 
@@ -40,7 +40,7 @@ def test_every_flag_sets_its_setting():
 def test_defaults_and_the_environment(monkeypatch):
     settings = AgentSettings.from_command_line(["--db-url", URL])
     assert (settings.host, settings.port, settings.allow, settings.token) == ("127.0.0.1", 8765, [], None)
-    assert (settings.read_ahead, settings.arrow_reads) == (True, False)
+    assert (settings.read_ahead, settings.arrow_reads, settings.sqlite_arrow_reads) == (True, False, True)
     monkeypatch.setenv("AGENT_DB_URL", URL)
     monkeypatch.setenv("AGENT_ALLOW", "students; grades:sid,course")
     monkeypatch.setenv("AGENT_PORT", "9001")
