@@ -22,10 +22,12 @@ shipped: the warehouse falls back to another strategy.
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -34,7 +36,6 @@ from protocol.types import Column, arrow_schema
 from protocol.wire import UID, key_values
 from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.dumps import quoted
-from remote_agent.adapters.files import FileAdapter
 from remote_agent.differential import DELETE, Change
 from remote_agent.differential.partitioned_hash import partitioned_hash
 from remote_agent.differential.sort_merge import sort_merge
@@ -42,6 +43,9 @@ from remote_agent.differential.window import window, window_blocks
 from remote_agent.errors import AgentError, UnsupportedQuery
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.timings import Timings
+
+if TYPE_CHECKING:  # imported by the adapters' registry for a file source only (it brings DuckDB)
+    from remote_agent.adapters.files import FileAdapter
 
 #: The records' hash column (not a column a site query can have: names starting "__" are reserved).
 HASH_COLUMN = "__ds_b"
@@ -113,7 +117,8 @@ def snapshot_diff_answer(
     (the same: nothing changed), check the current keys, ship the deleted keys as the
     differential finds them, then read and ship the current rows of the other changed keys.
     """
-    if not isinstance(adapter, FileAdapter):
+    files = sys.modules.get("remote_agent.adapters.files")  # not loaded: no adapter reads dump files
+    if files is None or not isinstance(adapter, files.FileAdapter):
         raise UnsupportedQuery(
             f"snapshot_diff compares dump files; this agent reads a {adapter.dialect} database: use another strategy"
         )
