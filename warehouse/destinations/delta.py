@@ -48,7 +48,14 @@ from deltalake.exceptions import TableNotFoundError
 from protocol.types import Column, arrow_schema
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS, default_table_uri
 from warehouse.destinations.base import CannotFollow
-from warehouse.destinations.delta_upkeep import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, configuration, maintain
+from warehouse.destinations.delta_rewrite import apply_by_rewrite, usable
+from warehouse.destinations.delta_upkeep import (
+    MAINTENANCE,
+    OPTIMIZE_EVERY,
+    SYNC_ID,
+    configuration,
+    maintain,
+)
 from warehouse.errors import WarehouseError
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, INSERT, OP
@@ -194,6 +201,9 @@ class DeltaDestination:
     def _apply_keyed(
         self, table: DeltaTable, schema: pa.Schema, key: list[str], changes: pa.Table, properties, evolve: bool
     ) -> None:
+        if not evolve and is_local(self.uri) and usable(key, schema):
+            if apply_by_rewrite(table, schema, changes, key[0], properties):
+                return
         on = " AND ".join(f"(t.{_quoted(k)} IS NOT DISTINCT FROM s.{_quoted(k)})" for k in key)
         values = {_quoted(n): f"s.{_quoted(n)}" for n in schema.names}
         deleting = f"s.{_quoted(OP)} = '{DELETE}'"
