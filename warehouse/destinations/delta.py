@@ -6,9 +6,11 @@ such commit back from the table's log, so the table itself says which sync it ho
 
 How a sync's delta is applied, in one commit:
 
-- keyed view: one MERGE on the key (null-safe equality): a delete line deletes the row, an
-  insert or update line upserts it. Only the files holding touched keys are rewritten (the
-  table's files are key ranges: delta_upkeep.py).
+- keyed view: the files the delta's keys fall in rewritten and committed as removes and
+  adds (delta_rewrite.py) where the key is one integer column and the columns did not
+  change; otherwise one MERGE on the key (null-safe equality): a delete line deletes the
+  row, an insert or update line upserts it. Either rewrites only the files holding touched
+  keys (the table's files are key ranges: delta_upkeep.py).
 - multiset view (rows repeated as often as they occur): a content whose occurrences only
   grow is appended. A content that loses n of its m occurrences is deleted whole by the
   MERGE, and its m - n remaining copies are inserted by the same MERGE (m is counted in the
