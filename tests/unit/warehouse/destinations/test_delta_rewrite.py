@@ -85,3 +85,23 @@ def test_a_key_of_two_columns_goes_through_the_merge(tmp_path):
     assert table.history(1)[0]["operation"] == "MERGE"
     rows = {(r["a"], r["b"]): r["v"] for r in table.to_pyarrow_table().to_pylist()}
     assert len(rows) == 49 and rows[(3, 3)] == "y" and (4, 4) not in rows
+
+
+def test_files_written_before_a_column_was_added(tmp_path):
+    uri = str(tmp_path / "t")
+    destination = DeltaDestination(uri)
+    load = [{OP: "insert", "k": k, "v": "x", "on": None} for k in range(100)]
+    destination.apply("load", 1, COLUMNS, ["k"], [pa.RecordBatch.from_pylist(load, schema=SCHEMA)], False)
+    wider = [*COLUMNS, Column("w", LogicalType("int"))]
+    schema = SCHEMA.append(pa.field("w", pa.int64()))
+    lines = [{OP: "insert", "k": 1000, "v": "y", "on": None, "w": 1}]  # MERGEd: a file of its own
+    destination.apply("s1", 2, wider, ["k"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
+    lines = [
+        {OP: "update", "k": 2, "v": "z", "on": None, "w": 2},
+        {OP: "delete", "k": 3, "v": None, "on": None, "w": None},
+    ]
+    destination.apply("s2", 3, wider, ["k"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
+    table = DeltaTable(uri)
+    assert table.history(1)[0]["operation"] != "MERGE"
+    rows = {r["k"]: (r["v"], r["w"]) for r in table.to_pyarrow_table().to_pylist()}
+    assert len(rows) == 100 and rows[1000] == ("y", 1) and rows[2] == ("z", 2) and rows[4] == ("x", None)
