@@ -389,7 +389,7 @@ def findings(out: dict) -> list[str]:
         f"{100 * (s['added_share'] - GOAL):.1f} points over"
     )
     follows = (
-        " — it follows the table more than the delta: its MERGE rewrites every file that holds a touched key"
+        " — it follows the table more than the delta: its commit rewrites every file that holds a touched key"
         if delta_x < lines_x / 2
         else ""
     )
@@ -397,7 +397,7 @@ def findings(out: dict) -> list[str]:
     peak_files = max((x["delta_table"]["files"] for x in syncs), default=0)
     recent = (
         f" A round of {s['recent_lines']:,} updates among the newest {100 * RECENT_KEYS:.0f} % of the keys: the "
-        f"Delta MERGE rewrote {s['recent_delta_rewritten']} of the table's files in {s['recent_delta_apply_s']} s, "
+        f"Delta apply rewrote {s['recent_delta_rewritten']} of the table's files in {s['recent_delta_apply_s']} s, "
         f"against {s['delta_rewritten']:.0f} of {s['delta_files_at_changes']:.0f} in {s['delta_apply_s']} s for "
         "the workload's changes, which fall on every key range."
         if "recent_lines" in s
