@@ -6,9 +6,11 @@ such commit back from the table's log, so the table itself says which sync it ho
 
 How a sync's delta is applied, in one commit:
 
-- keyed view: one MERGE on the key (null-safe equality): a delete line deletes the row, an
-  insert or update line upserts it. Only the files holding touched keys are rewritten (the
-  table's files are key ranges: delta_upkeep.py).
+- keyed view: the files the delta's keys fall in rewritten and committed as removes and
+  adds (delta_rewrite.py) where the key is one integer column and the columns did not
+  change; otherwise one MERGE on the key (null-safe equality): a delete line deletes the
+  row, an insert or update line upserts it. Either rewrites only the files holding touched
+  keys (the table's files are key ranges: delta_upkeep.py).
 - multiset view (rows repeated as often as they occur): a content whose occurrences only
   grow is appended. A content that loses n of its m occurrences is deleted whole by the
   MERGE, and its m - n remaining copies are inserted by the same MERGE (m is counted in the
@@ -48,7 +50,14 @@ from deltalake.exceptions import TableNotFoundError
 from protocol.types import Column, arrow_schema
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS, default_table_uri
 from warehouse.destinations.base import CannotFollow
-from warehouse.destinations.delta_upkeep import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, configuration, maintain
+from warehouse.destinations.delta_rewrite import apply_by_rewrite, usable
+from warehouse.destinations.delta_upkeep import (
+    MAINTENANCE,
+    OPTIMIZE_EVERY,
+    SYNC_ID,
+    configuration,
+    maintain,
+)
 from warehouse.errors import WarehouseError
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, INSERT, OP
@@ -194,6 +203,9 @@ class DeltaDestination:
     def _apply_keyed(
         self, table: DeltaTable, schema: pa.Schema, key: list[str], changes: pa.Table, properties, evolve: bool
     ) -> None:
+        if not evolve and is_local(self.uri) and usable(key, schema):
+            if apply_by_rewrite(table, schema, changes, key[0], properties):
+                return
         on = " AND ".join(f"(t.{_quoted(k)} IS NOT DISTINCT FROM s.{_quoted(k)})" for k in key)
         values = {_quoted(n): f"s.{_quoted(n)}" for n in schema.names}
         deleting = f"s.{_quoted(OP)} = '{DELETE}'"

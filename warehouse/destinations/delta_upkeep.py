@@ -3,8 +3,8 @@
 Layout: a keyed view's table is written in files of about TARGET_FILE_BYTES, each holding a
 range of keys (the rows sorted by the key when the table is written whole: the load, a
 rebuild, a widening rewrite; the table's `delta.targetFileSize` says the same size to every
-later MERGE). A MERGE reads the key range of the sync's delta and rewrites only the files
-whose keys fall in it: changes to recent rows (new keys, recently inserted rows changing)
+later write). A sync rewrites only the files its delta's keys fall in (delta_rewrite.py, or
+a MERGE pruned by the delta's key range): changes to recent rows (new keys, recently inserted rows changing)
 rewrite a file or two, not the table; changes spread over every key still rewrite every
 file, no worse than one big file (tests/benchmarks/publishing.py measures both). Sorting
 holds the rows written whole in memory (Arrow) once: the load and a rebuild need about the
