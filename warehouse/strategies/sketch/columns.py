@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
 
 from protocol import column_digests, frames
 from protocol.fingerprints import row_fingerprints, sketch_seeds
@@ -29,10 +28,10 @@ from warehouse.strategies.base import SEND_BATCH_ROWS, SiteContext, fetch_exchan
 _AT = "__ds_at"
 
 
-def updated_rows(ctx: SiteContext, stored: DataFrame, secret: int, summary: dict, digests: pa.Table) -> list[Path]:
+def updated_rows(ctx: SiteContext, stored: pa.Table, secret: int, summary: dict, digests: pa.Table) -> list[Path]:
     """The new rows of the updated keys in `digests` (the sketch answer's UPDATED_DIGESTS,
     `summary` its summary), filed in the site's staging: the rebuilt ones, and those
-    fetched whole."""
+    fetched whole. `stored`: the stored rows of (at least) those keys."""
     columns, key = ctx.site.columns, ctx.key_columns()
     _, row_seed = sketch_seeds(secret)
     keys = digests.select([c.name for c in key]).cast(pa.schema([ctx.rows_schema().field(c.name) for c in key]))
@@ -62,12 +61,11 @@ def updated_rows(ctx: SiteContext, stored: DataFrame, secret: int, summary: dict
     return [rebuilt_path, fetched_path]
 
 
-def _old_rows(ctx: SiteContext, stored: DataFrame, keys: pa.Table) -> tuple[pa.Table, np.ndarray]:
-    """The snapshot rows of `keys`, in their order (NULL where a key is not found), and
-    which were found (SiteContext.stored_rows: Arrow reads the fragment with the keys as a
-    filter on a local master)."""
+def _old_rows(ctx: SiteContext, stored: pa.Table, keys: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """The rows of `stored` (stored rows of a superset of `keys`) of `keys`, in their order
+    (NULL where a key is not found), and which were found."""
     names = [c.name for c in ctx.key_columns()]
-    rows = ctx.stored_rows(keys, stored).select([c.name for c in ctx.site.columns]).cast(ctx.rows_schema())
+    rows = stored.select([c.name for c in ctx.site.columns]).cast(ctx.rows_schema())
     # match on the key columns alone: a join carries every type as a key, not every type as a payload
     at = keys.append_column(_AT, pa.array(np.arange(keys.num_rows), pa.int64()))
     there = rows.select(names).append_column("__ds_row", pa.array(np.arange(rows.num_rows), pa.int64()))
