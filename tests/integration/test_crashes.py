@@ -53,7 +53,7 @@ class Warehouse:
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory, logs_dir, special_service):
     root = tmp_path_factory.mktemp("crashes")
-    people = People(root / "people.db", rows=15_000, seed=5)
+    people = People(root / "people.db", rows=6_000, seed=5)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir)
     w = Warehouse(special_service, people)
     w.api.add_source("crashy", agent.url)

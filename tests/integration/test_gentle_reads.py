@@ -42,10 +42,11 @@ def _renamed(views: dict, source_from: str, source_to: str, prefix: str) -> dict
     }
 
 
-#: Every PostgreSQL view but the second of the decimal key (auto: full_ship or sketch, both here).
-_POSTGRES_CHUNKY = _renamed(
-    {k: v for k, v in POSTGRES_VIEWS.items() if k != "pg_prices_auto"}, "pg", "chunky_pg", "chunky_"
-)
+#: The PostgreSQL views, renamed.
+_POSTGRES_CHUNKY = _renamed(POSTGRES_VIEWS, "pg", "chunky_pg", "chunky_")
+#: Synced in tiny chunks: each table once per strategy (auto is full_ship or sketch, both
+#: here); the ledger also in ranges, not twice through group_hash and sketch besides.
+_POSTGRES_CHUNKED = ["chunky_pg_accounts", "chunky_pg_ledger_auto", "chunky_pg_prices_sketch", "chunky_pg_daily_sketch"]
 #: One view per strategy, single and composite keys (a sync costs seconds of Spark); the
 #: group_hash view must have sent units (so lookups ran in chunks) and, on SQLite, scanned
 #: more than 20 chunks.
@@ -69,7 +70,7 @@ CHUNKY = {
     "postgres": Rounds(
         lambda db: PostgresLegacy(db.owner_url, seed=8),
         {
-            **_POSTGRES_CHUNKY,
+            **{k: _POSTGRES_CHUNKY[k] for k in _POSTGRES_CHUNKED},
             "chunky_ledger_ranges": with_strategy(_POSTGRES_CHUNKY["chunky_pg_ledger"], "range_checksum"),
         },
         "chunky_pg",
