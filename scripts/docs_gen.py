@@ -537,6 +537,20 @@ def _awaited_page(name: str, command: str) -> str:
     )
 
 
+def _goals_page() -> str:
+    """Where each measured goal stands, read from the results files as they are now."""
+    from tests.benchmarks import goals
+
+    return "\n".join(
+        [
+            GENERATED.format(source="tests/benchmarks/goals.py over tests/benchmarks/results/*.json"),
+            "# Where the goals stand",
+            "",
+            goals.markdown(goals.collect(RESULTS)),
+        ]
+    )
+
+
 def benchmark_pages() -> dict[str, str]:
     """Page name -> Markdown for every results file, plus the index."""
     pages: dict[str, str] = {}
@@ -554,6 +568,8 @@ def benchmark_pages() -> dict[str, str]:
             pages[f"{name}.md"] = _other_page(name, path, results, plots)
             machine = _machine(results.get("machine") or {}).split(",")[0]
             rows.append((name, results.get("date", NOT_RECORDED), machine, results.get("command", NOT_RECORDED)))
+    pages["goals.md"] = _goals_page()
+    rows.append(("goals", "at every `make docs`", "—", "`python -m tests.benchmarks.goals`"))
     for name, command in AWAITED.items():
         if f"{name}.md" not in pages:
             pages[f"{name}.md"] = _awaited_page(name, command)
