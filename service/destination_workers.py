@@ -21,9 +21,9 @@ Job = tuple[Key, Callable[[], None]]
 
 
 class DestinationWorkers:
-    """`per_kind` daemon threads for each kind; `done` is called after every job (it may submit again)."""
+    """`per_kind` daemon threads for each kind; `done(key)` is called after every job (it may submit again)."""
 
-    def __init__(self, per_kind: int, done: Callable[[], None]):
+    def __init__(self, per_kind: int, done: Callable[[Key], None]):
         self.per_kind = max(1, per_kind)
         self._done = done
         self._lock = threading.Lock()
@@ -73,4 +73,4 @@ class DestinationWorkers:
             finally:
                 with self._lock:
                     self._busy.discard(key)
-            self._done()
+            self._done(key)

@@ -77,11 +77,11 @@ class SyncRunner:
         engine: SparkEngine | None,
         metrics: ServiceMetrics | None = None,
         health: SourceHealth | None = None,
-        committed: Callable[[], None] | None = None,
+        committed: Callable[[str], None] | None = None,
     ):
         self.settings = settings
-        #: told after each sync that succeeded: the destinations may have something to apply
-        self.committed = committed or (lambda: None)
+        #: told the view's name after each sync that succeeded: its destinations may have something to apply
+        self.committed = committed or (lambda view: None)
         self.catalog = catalog
         self.engine = engine
         self.metrics = metrics or ServiceMetrics()
@@ -330,7 +330,7 @@ class SyncRunner:
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
             for source in sources:
                 self.health.report(source, None)  # every agent of the view answered
-            self.committed()
+            self.committed(view_name)
 
     def _failure(
         self, exc: Exception, view: str, sync_id: str, generation: int | None, stop: Cancellation

@@ -1,9 +1,10 @@
 """Publishing: each destination of a view is applied every sync that changed the view,
 exactly once and in order, after the view's commit and never blocking it.
 
-A background thread (Publisher) looks at every destination when woken (a sync committed,
-a view's destinations changed, a destination's worker finished) and hands each one that is
-behind and not waiting out a backoff to a worker (destination_workers.py: a few threads per
+A background thread (Publisher) looks at a view's destinations when woken for it (a sync
+of it committed, its destinations changed, a worker finished one of them), at every view's
+every IDLE_S and at start, and hands each one that is behind and not waiting out a backoff
+to a worker (destination_workers.py: a few threads per
 kind, never two on one destination), so the destinations of a view are applied at the same
 time and a slow PostgreSQL warehouse never delays a Delta table. For one destination of a
 view the worker asks the destination what it holds (`applied()`: read from the
@@ -26,6 +27,7 @@ MAX_BACKOFF_S), the other destinations going on meanwhile. Syncs are never faile
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -89,15 +91,29 @@ class Publisher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._backoff: dict[tuple[str, str], _Backoff] = {}
-        self._workers = DestinationWorkers(settings.publish_workers, self.wake)
+        self._workers = DestinationWorkers(settings.publish_workers, lambda key: self.wake(key[0]))
         self._thread = threading.Thread(target=self._loop, name="publisher", daemon=True)
+        # what the next round looks at: every view, or these; set by wake() from any thread
+        self._woken = threading.Lock()
+        self._everything = True
+        self._views: set[str] = set()
+        # the loop's own: when it next looks at every view, and at a view waiting out a backoff
+        self._full_at = 0.0
+        self._due_at: dict[str, float] = {}
 
     def start(self) -> None:
         self._thread.start()
         self.wake()
 
-    def wake(self) -> None:
-        """Look at every destination now (a sync committed, a view's destinations changed)."""
+    def wake(self, view: str | None = None) -> None:
+        """Look now at one view's destinations (a sync of it committed, its destinations
+        changed, a worker finished one), or at every view's (None). A round over one view
+        costs a few catalog reads however many views there are."""
+        with self._woken:
+            if view is None:
+                self._everything = True
+            else:
+                self._views.add(view)
         self._wake.set()
 
     def stop(self) -> None:
@@ -109,17 +125,43 @@ class Publisher:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
-            wait = IDLE_S
             try:
-                for view in self.catalog.views():
+                for view in self._round():
                     for spec in view.options.destinations:
                         if self._stop.is_set():
                             return
-                        wait = min(wait, self._dispatch(view.name, spec))
+                        due = self._dispatch(view.name, spec)
+                        if due < IDLE_S:  # waiting out a backoff: looked at again when it ends
+                            at = time.monotonic() + due
+                            self._due_at[view.name] = min(self._due_at.get(view.name, math.inf), at)
             except Exception:  # the thread outlives whatever went wrong: it looks again later
                 log.exception("publishing: a round over the views failed")
-                wait = BACKOFF_S
+                self._full_at = time.monotonic() + BACKOFF_S
+            now = time.monotonic()
+            wait = min([self._full_at - now, *(at - now for at in self._due_at.values())])
             self._wake.wait(max(wait, 0.05))
+
+    def _round(self) -> list[ViewRecord]:
+        """The views this round looks at: every view when woken for all or every IDLE_S (a
+        safety net), else those woken for and those whose backoff has ended."""
+        now = time.monotonic()
+        with self._woken:
+            everything, woken = self._everything, self._views
+            self._everything, self._views = False, set()
+        if everything or now >= self._full_at:
+            self._full_at = now + IDLE_S
+            self._due_at.clear()
+            return self.catalog.views()
+        due = {name for name, at in self._due_at.items() if at <= now}
+        for name in due:
+            del self._due_at[name]
+        views = []
+        for name in sorted(woken | due):
+            try:
+                views.append(self.catalog.view(name))
+            except NotFound:  # removed since
+                pass
+        return views
 
     def _dispatch(self, view: str, spec: DestinationSpec) -> float:
         """Hand one destination to a worker if it is behind and due; seconds until it is due.

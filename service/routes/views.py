@@ -81,7 +81,7 @@ def _stored(
     if scheduler is not None:
         scheduler.wake()
     if publisher is not None:
-        publisher.wake()
+        publisher.wake(row.name)
     return view_out(row, catalog, scheduler, settings.data_dir)
 
 

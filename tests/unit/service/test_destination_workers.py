@@ -11,7 +11,7 @@ from service.destination_workers import DestinationWorkers
 
 def test_kinds_run_side_by_side_and_a_destination_once_at_a_time():
     done = threading.Event()
-    workers = DestinationWorkers(2, done.set)
+    workers = DestinationWorkers(2, lambda key: done.set())
     release = threading.Event()
     delta_ran = threading.Event()
     try:
@@ -36,7 +36,7 @@ def test_kinds_run_side_by_side_and_a_destination_once_at_a_time():
 
 
 def test_a_failing_job_frees_its_destination():
-    workers = DestinationWorkers(1, lambda: None)
+    workers = DestinationWorkers(1, lambda key: None)
 
     def fails() -> None:
         raise RuntimeError("down")
