@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import ssl
 import threading
@@ -152,9 +153,34 @@ class _CountingBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
+#: TLS set-ups built so far, by `verify` (True, False, or a CA bundle's path with its mtime):
+#: loading a CA bundle costs tens of milliseconds of CPU, and a sync makes several clients.
+_TLS: dict[tuple[str | bool, float], ssl.SSLContext] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def _tls(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext | None:
+    """httpx's TLS set-up for `verify` (its CA bundle, its checks), built once per bundle
+    file version and shared: an SSLContext serves any number of connections."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    try:
+        key: tuple[str | bool, float] | None = (verify, os.stat(verify).st_mtime if isinstance(verify, str) else 0.0)
+    except OSError:  # httpx says what is wrong with the path
+        key = None
+    with _TLS_LOCK:
+        known = _TLS.get(key) if key is not None else None
+        if known is not None:
+            return known
+        context = httpx.HTTPTransport(verify=verify)._pool._ssl_context
+        if key is not None and context is not None:
+            _TLS[key] = context
+        return context
+
+
 def _counting_transport(backend: _CountingBackend, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
-    transport = httpx.HTTPTransport(verify=verify)
-    ssl_context = transport._pool._ssl_context  # keep httpx's TLS set-up (verify, CA bundle)
+    ssl_context = _tls(verify)  # keep httpx's TLS set-up (verify, CA bundle)
+    transport = httpx.HTTPTransport(verify=ssl_context if ssl_context is not None else verify)
     transport._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=4, network_backend=backend)
     return transport
 
