@@ -139,11 +139,18 @@ def start_service(data_dir: Path, log_dir: Path, *, port: int | None = None, env
     return Process(args, port=port, log=log_dir / f"service-{port}.log", startup_timeout_s=180, env=env)
 
 
+#: Seconds a client keeps an idle connection to the service (below uvicorn's 5 s keep-alive).
+KEEPALIVE_S = 2.0
+
+
 class Api:
     """A thin client of the service API for tests and scripts."""
 
     def __init__(self, url: str, timeout: float = 600.0, headers: dict | None = None):
-        self.http = httpx.Client(base_url=url, timeout=timeout, headers=headers)
+        # idle connections are dropped before uvicorn's keep-alive (5 s) closes them: a request
+        # sent on one the server is closing at that moment fails with a reset
+        limits = httpx.Limits(keepalive_expiry=KEEPALIVE_S)
+        self.http = httpx.Client(base_url=url, timeout=timeout, headers=headers, limits=limits)
 
     def add_source(self, name: str, url: str, token: str | None = None, *, check: bool = True) -> dict:
         r = self.http.post("/v1/sources", json={"name": name, "url": url, "token": token, "check": check})
