@@ -115,9 +115,10 @@ GOALS = [
         "sync ÷ floor, PostgreSQL, 10M rows",
         1.0,
         "×",
-        "scale/postgres-10m.json",
+        "10m-postgres.json",
         auto("students@postgres", "x_floor"),
-        "make bench-scale",
+        "python -m tests.benchmarks --10m --strategies auto --rounds 2 --source postgres --out "
+        "tests/benchmarks/results/10m-postgres.json",
         "as at 1M: every key is read through psycopg for the reconciliation",
     ),
     Goal(
