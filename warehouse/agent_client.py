@@ -159,28 +159,25 @@ _TLS: dict[tuple[str | bool, float], ssl.SSLContext] = {}
 _TLS_LOCK = threading.Lock()
 
 
-def _tls(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext | None:
-    """httpx's TLS set-up for `verify` (its CA bundle, its checks), built once per bundle
-    file version and shared: an SSLContext serves any number of connections."""
+def _tls(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext:
+    """httpx's TLS set-up for `verify` (the one HTTPTransport builds: its CA bundle, its
+    checks), built once per bundle file version and shared: an SSLContext serves any number
+    of connections."""
     if isinstance(verify, ssl.SSLContext):
         return verify
     try:
-        key: tuple[str | bool, float] | None = (verify, os.stat(verify).st_mtime if isinstance(verify, str) else 0.0)
+        key = (verify, os.stat(verify).st_mtime if isinstance(verify, str) else 0.0)
     except OSError:  # httpx says what is wrong with the path
-        key = None
+        return httpx.create_ssl_context(verify=verify)
     with _TLS_LOCK:
-        known = _TLS.get(key) if key is not None else None
-        if known is not None:
-            return known
-        context = httpx.HTTPTransport(verify=verify)._pool._ssl_context
-        if key is not None and context is not None:
-            _TLS[key] = context
-        return context
+        if key not in _TLS:
+            _TLS[key] = httpx.create_ssl_context(verify=verify)
+        return _TLS[key]
 
 
 def _counting_transport(backend: _CountingBackend, verify: ssl.SSLContext | str | bool) -> httpx.HTTPTransport:
-    ssl_context = _tls(verify)  # keep httpx's TLS set-up (verify, CA bundle)
-    transport = httpx.HTTPTransport(verify=ssl_context if ssl_context is not None else verify)
+    ssl_context = _tls(verify)
+    transport = httpx.HTTPTransport(verify=ssl_context)
     transport._pool = httpcore.ConnectionPool(ssl_context=ssl_context, max_connections=4, network_backend=backend)
     return transport
 
