@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.benchmarks import compare, small_syncs
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -35,28 +37,25 @@ class Goal:
 
 
 def auto(workload: str, figure: str) -> Callable[[dict], float | None]:
-    """A steady-state figure of the default strategy on one workload of a benchmark run.
-
-    >>> auto("students", "x_floor")({"summary": {"students": {"strategies": {"auto": {"x_floor": 2.5}}}}})
-    2.5
-    >>> auto("students@postgres", "x_floor")({"summary": {}}) is None
-    True
-    """
+    """A steady-state figure of the default strategy on one workload of a benchmark run, as
+    the before/after pages read it (compare.figures: "÷ floor", "× LB", "agent peak MiB")."""
 
     def read(results: dict) -> float | None:
-        s = (((results.get("summary") or {}).get(workload) or {}).get("strategies") or {}).get("auto") or {}
-        return s.get(figure)
+        return compare.figures(results).get((workload, "auto"), {}).get(figure)
 
     return read
 
 
-def mib(read: Callable[[dict], float | None]) -> Callable[[dict], float | None]:
-    """A figure in KiB as MiB.
+def first_and_quiet(workload: str, field: str) -> Callable[[dict], float | None]:
+    """A figure of the default strategy's small and first syncs (small_syncs.rows): its
+    first sync's bytes over full_ship's, or its no-change round's bodies both ways."""
 
-    >>> mib(lambda r: 2048)({})
-    2.0
-    """
-    return lambda results: None if (kb := read(results)) is None else kb / 1024
+    def read(results: dict) -> float | None:
+        row = next((r for r in small_syncs.rows(results) if (r["workload"], r["strategy"]) == (workload, "auto")), {})
+        value = row.get(field)
+        return sum(value) if isinstance(value, tuple) else value
+
+    return read
 
 
 def summary(figure: str) -> Callable[[dict], float | None]:
@@ -78,7 +77,7 @@ GOALS = [
         1.5,
         "×",
         "floors-1m-after.json",
-        auto("students", "x_floor"),
+        auto("students", "÷ floor"),
         "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3",
         f"{ARROW_FOLD}; the warehouse decodes the whole stored fragment to find scattered keys' old rows",
     ),
@@ -87,7 +86,7 @@ GOALS = [
         1.5,
         "×",
         "floors-1m-after.json",
-        auto("students@postgres", "x_floor"),
+        auto("students@postgres", "÷ floor"),
         "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3",
         "the key reconciliation reads every key through psycopg; an index-only COPY into Arrow "
         "(the agent's --arrow-reads path) with a vectorized fold is built but not yet consistent across chunks",
@@ -97,7 +96,7 @@ GOALS = [
         1.5,
         "×",
         "floors-1m-mariadb-after.json",
-        auto("students@mariadb", "x_floor"),
+        auto("students@mariadb", "÷ floor"),
         "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
         "--source mariadb",
         f"mysqlclient decodes every value in Python; {ARROW_FOLD}",
@@ -107,7 +106,7 @@ GOALS = [
         1.5,
         "×",
         "10m-auto-after.json",
-        auto("students", "x_floor"),
+        auto("students", "÷ floor"),
         "python -m tests.benchmarks --10m --strategies auto --rounds 2",
         f"{ARROW_FOLD}; the service's fragment rebuild grows with the table",
     ),
@@ -116,7 +115,7 @@ GOALS = [
         1.0,
         "×",
         "10m-postgres.json",
-        auto("students@postgres", "x_floor"),
+        auto("students@postgres", "÷ floor"),
         "python -m tests.benchmarks --10m --strategies auto --rounds 2 --source postgres --out "
         "tests/benchmarks/results/10m-postgres.json",
         "as at 1M: every key is read through psycopg for the reconciliation",
@@ -126,7 +125,7 @@ GOALS = [
         1.5,
         "×",
         "10m-mariadb.json",
-        auto("students@mariadb", "x_floor"),
+        auto("students@mariadb", "÷ floor"),
         "python -m tests.benchmarks --10m --strategies auto --rounds 2 --source mariadb --out "
         "tests/benchmarks/results/10m-mariadb.json",
         "as at 1M",
@@ -136,7 +135,7 @@ GOALS = [
         256,
         "MiB",
         "10m-auto-after.json",
-        mib(auto("students", "agent_peak_rss_kb")),
+        auto("students", "agent peak MiB"),
         "python -m tests.benchmarks --10m --strategies auto --rounds 2",
         "the first sync after the load holds the warehouse's wide sketch table three times over "
         "(its request body, decoded, and the agent's own as wide), beside some 100 MiB of imports "
@@ -147,7 +146,7 @@ GOALS = [
         1.2,
         "×",
         "floors-1m-after.json",
-        auto("students", "x_lower_bound"),
+        auto("students", "× LB"),
         "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3",
         "each updated row costs an IBLT cell and a round trip before its changed cells; one cell "
         "per update (a product of the column digests) would save the second exchange",
@@ -157,10 +156,7 @@ GOALS = [
         1024,
         "B",
         "small-syncs.json",
-        lambda r: sum(
-            ((r["workloads"]["students"]["strategies"]["auto"].get("no_change") or {}).get(k) or 0)
-            for k in ("body_bytes_to_agent", "body_bytes_from_agent")
-        ),
+        first_and_quiet("students", "no_change_body_bytes"),
         "python -m tests.benchmarks --workloads students,churn-50 --strategies full_ship,auto --rows 200000",
         "",
     ),
@@ -169,7 +165,7 @@ GOALS = [
         1.1,
         "×",
         "small-syncs.json",
-        lambda r: _first_over_full(r, "churn-50"),
+        first_and_quiet("churn-50", "over_full_ship"),
         "python -m tests.benchmarks --workloads students,churn-50 --strategies full_ship,auto --rows 200000",
         "",
     ),
@@ -184,13 +180,6 @@ GOALS = [
         "deletion vectors would avoid it but raise the table's protocol past what Spark's file list reads",
     ),
 ]
-
-
-def _first_over_full(results: dict, workload: str) -> float | None:
-    """The first sync after the load of `auto` over full_ship's, in bytes."""
-    strategies = results["workloads"][workload]["strategies"]
-    first = {n: next((r["bytes"] for r in s["rounds"] if r["round"] == 1), None) for n, s in strategies.items()}
-    return first["auto"] / first["full_ship"] if first.get("auto") and first.get("full_ship") else None
 
 
 def _date(results: dict) -> str | None:
