@@ -3,9 +3,10 @@
     python scripts/cpu_by_process.py [--every 0.5] -- make test
 
 Every `--every` seconds it reads each process's CPU time from /proc and adds what it used
-since the last look to its kind: the Spark JVMs, the services' Python, Spark's Python
-workers, the agents and their readers' fork servers, the database servers, pytest, the
-kernel's threads, other. A process that starts and ends between two looks is missed, so
+since the last look to its kind, named as the benchmarks' memory figures name processes
+(the module a Python runs with -m: service, remote_agent, pyspark.daemon; else the
+program: java, postgres, mariadbd, python for the pytest workers and fork servers), and
+the kernel's threads by their name. A process that starts and ends between two looks is missed, so
 the sum is a little under the machine's busy time, which is printed beside it (from
 /proc/stat). Linux only; for finding where a test suite or a benchmark spends its CPU.
 """
@@ -18,40 +19,29 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.benchmarks.machine import command_label  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
-#: (kind, words of the command line that say it), first match wins
-KINDS = [
-    ("pyspark worker", ("pyspark.daemon", "pyspark.worker")),
-    ("agent reader", ("remote_agent", "forkserver")),
-    ("agent", ("remote_agent",)),
-    ("service", ("-m service",)),
-    ("postgres", ("postgres",)),
-    ("mariadb", ("mariadbd",)),
-    ("pytest", ("pytest",)),
-]
 
 
 def kind(cmdline: str, comm: str) -> str:
-    """The kind of a process from its command line (NUL-separated) and its name.
+    """The kind of a process: the benchmarks' `command_label` of its command line
+    (NUL-separated: the module a Python runs with -m, else the program), or the name of a
+    kernel thread, which has none.
 
     >>> kind("/usr/lib/jvm/java-17/bin/java\\0-cp\\0spark", "java")
-    'spark jvm'
+    'java'
     >>> kind("python\\0-m\\0remote_agent\\0--db-url\\0x", "python")
-    'agent'
+    'remote_agent'
     >>> kind("", "kworker/1:0H-kblockd")
     'kernel: kworker'
     """
     if not cmdline:
         return "kernel: " + comm.split("/")[0]
-    words = cmdline.split("\0")
-    if os.path.basename(words[0]) == "java":
-        return "spark jvm"
-    text = " ".join(words)
-    for name, marks in KINDS:
-        if all(mark in text for mark in marks):
-            return name
-    return "other: " + os.path.basename(words[0])
+    return command_label([a for a in cmdline.split("\0") if a])
 
 
 def _cpu_s(pid: str) -> float | None:
