@@ -26,9 +26,10 @@ os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
 #: sets its own, like the standalone cluster's, replaces them): expressions and plans are
 #: evaluated as interpreted (Spark runs its own test suite both ways; results are the same)
 #: rather than compiled to Java for each new query shape, which the suite's hundreds of
-#: views over small tables pay for and never win back. Measured here, serially: the same
+#: views over small tables pay for and rarely win back. Measured here, serially: the same
 #: three modules took 93 CPU-seconds against 103 with code generation (the JVM's share is
-#: half). The benchmarks and the product keep Spark's defaults.
+#: half); over the whole suite the gain was within one run's noise. The benchmarks and the
+#: product keep Spark's defaults.
 TEST_SPARK_CONF = '{"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}'
 os.environ.setdefault("SERVICE_SPARK_CONF", TEST_SPARK_CONF)
 
