@@ -3,8 +3,8 @@ exactly once and in order, after the view's commit and never blocking it.
 
 A background thread (Publisher) looks at a view's destinations when woken for it (a sync
 of it committed, its destinations changed, a worker finished one of them), at every view's
-every IDLE_S and at start, and hands each one that is behind and not waiting out a backoff
-to a worker (destination_workers.py: a few threads per
+every IDLE_S and at start, and hands each one that is behind, not waiting out a backoff
+and not already caught up as far as it can be (below) to a worker (destination_workers.py: a few threads per
 kind, never two on one destination), so the destinations of a view are applied at the same
 time and a slow PostgreSQL warehouse never delays a Delta table. For one destination of a
 view the worker asks the destination what it holds (`applied()`: read from the
@@ -22,6 +22,12 @@ longer known, or when it cannot follow a change of the view's columns (CannotFol
 A destination that fails (down, refusing) keeps what it had: the error is recorded, the
 syncs wait, and it is tried again after a backoff (BACKOFF_S doubling up to
 MAX_BACKOFF_S), the other destinations going on meanwhile. Syncs are never failed by it.
+
+A destination is handed to a worker only when there is something to publish: a view with no
+succeeded sync has none, and a destination whose last turn ended without an error after
+starting from the view's newest succeeded sync has done all it can until the next one (its
+view's current version may be missing, say). Without that rule a worker's end woke the
+publisher, which handed the same destination over again: a thread turning for ever.
 """
 
 from __future__ import annotations
@@ -91,6 +97,8 @@ class Publisher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._backoff: dict[tuple[str, str], _Backoff] = {}
+        # per destination, the newest succeeded sync when its last turn without an error began
+        self._turned: dict[tuple[str, str], str] = {}
         self._workers = DestinationWorkers(settings.publish_workers, lambda key: self.wake(key[0]))
         self._thread = threading.Thread(target=self._loop, name="publisher", daemon=True)
         # what the next round looks at: every view, or these; set by wake() from any thread
@@ -176,16 +184,20 @@ class Publisher:
         due = backoff.next_try - time.monotonic()
         if due > 0:
             return due
-        applied, error = self.catalog.publication(view, key[1])
         last = self.catalog.last_succeeded(view)
-        if error is None and applied is not None and last is not None and applied == last.id:
-            return IDLE_S  # caught up as the catalog knows (it is never ahead of the destination)
-        self._workers.submit(spec.kind, key, lambda: self._turn(view, spec))
+        if last is None:
+            return IDLE_S  # nothing to publish yet: the view's first succeeded sync wakes it
+        applied, error = self.catalog.publication(view, key[1])
+        if error is None and (applied == last.id or self._turned.get(key) == last.id):
+            return IDLE_S  # caught up as the catalog knows, or as far as a turn could go
+        self._workers.submit(spec.kind, key, lambda: self._turn(view, spec, last.id))
         return IDLE_S
 
-    def _turn(self, view: str, spec: DestinationSpec) -> None:
-        """Catch one destination up (on a worker); a failure records its error and a backoff."""
+    def _turn(self, view: str, spec: DestinationSpec, newest: str) -> None:
+        """Catch one destination up (on a worker) with the syncs through `newest` at least;
+        a failure records its error and a backoff."""
         key = (view, place(spec))
+        self._turned.pop(key, None)
         backoff = self._backoff.setdefault(key, _Backoff())
         try:
             self.catch_up(view, spec)
@@ -200,6 +212,7 @@ class Publisher:
             self._gauge(view, spec, applied)
             return
         backoff.failures, backoff.next_try = 0, 0.0
+        self._turned[key] = newest
 
     def catch_up(self, view_name: str, spec: DestinationSpec) -> None:
         """Apply to one destination every succeeded sync of the view after the one it holds."""
@@ -231,7 +244,8 @@ class Publisher:
                 held = self._rebuild(destination, view, store, str(exc))
                 self._timed(view_name, spec, started)  # the attempt and the rebuild (a PostgreSQL load)
                 self.catalog.set_publication(view_name, name, held, None)
-                self.catch_up(view_name, spec)  # the syncs after the version it was rebuilt from
+                if held is not None:  # else the view has no version to build from: nothing to do
+                    self.catch_up(view_name, spec)  # the syncs after the version it was rebuilt from
                 return
             self._timed(view_name, spec, started)
             self.catalog.set_publication(view_name, name, held, None)
