@@ -6,7 +6,7 @@ Every `--every` seconds it reads each process's CPU time from /proc and adds wha
 since the last look to its kind, named as the benchmarks' memory figures name processes
 (the module a Python runs with -m: service, remote_agent, pyspark.daemon; else the
 program: java, postgres, mariadbd, python for the pytest workers and fork servers), and
-the kernel's threads by their name. A process that starts and ends between two looks is missed, so
+the kernel's threads by their name; then the processes that used the most, one by one (`--top`). A process that starts and ends between two looks is missed, so
 the sum is a little under the machine's busy time, which is printed beside it (from
 /proc/stat). Linux only; for finding where a test suite or a benchmark spends its CPU.
 """
@@ -74,6 +74,7 @@ def _busy_s() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--every", type=float, default=0.5, help="seconds between looks at /proc")
+    parser.add_argument("--top", type=int, default=10, help="processes listed one by one")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if k is not None and cpu is not None:
             seen[pid] = (k, cpu)
     used: collections.Counter[str] = collections.Counter()
+    by_process: collections.Counter[tuple[str, str]] = collections.Counter()
     busy0, started = _busy_s(), time.monotonic()
     proc = subprocess.Popen(command)
     while proc.poll() is None:
@@ -93,19 +95,21 @@ def main(argv: list[str] | None = None) -> int:
             cpu = _cpu_s(pid)
             if cpu is None:
                 continue
-            if pid in seen:
-                k, last = seen[pid]
-                used[k] += max(0.0, cpu - last)
-            elif (k := _kind_of(pid)) is not None:
-                used[k] += cpu
-            else:
+            k = _kind_of(pid)  # looked up again each time: a process may exec another program
+            if k is None:
                 continue
+            step = max(0.0, cpu - seen[pid][1]) if pid in seen else cpu
+            used[k] += step
+            by_process[pid, k] += step
             seen[pid] = (k, cpu)
     wall, busy = time.monotonic() - started, _busy_s() - busy0
     print(f"\n{wall:,.0f} s wall, {busy:,.0f} CPU-seconds busy ({busy / wall:.2f} cores on average)", file=sys.stderr)
     for k, seconds in used.most_common():
         if seconds >= 0.5:
             print(f"{seconds:10,.1f}  {seconds / busy:6.1%}  {k}", file=sys.stderr)
+    print(f"\nthe {args.top} processes that used the most:", file=sys.stderr)
+    for (pid, k), seconds in by_process.most_common(args.top):
+        print(f"{seconds:10,.1f}  {seconds / busy:6.1%}  pid {pid}  {k}", file=sys.stderr)
     return proc.returncode
 
 
