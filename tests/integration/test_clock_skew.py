@@ -11,6 +11,7 @@ every row read again at every sync (the read bound below would fail).
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import random
 import sqlite3
 import time
@@ -67,11 +68,20 @@ class SkewedSource:
             return {(r[0],): {"id": r[0], "grp": r[1], "v": r[2]} for r in c.execute(TRUTH_SQL)}
 
 
+def skewed_clock(skew_h: int) -> dict[str, str]:
+    """The environment that runs a process `skew_h` hours off the machine's clock: libfaketime
+    preloaded (Debian's faketime, installed when missing). Not the `faketime` wrapper, which
+    names a semaphore and a shared memory segment after its process id and leaves them behind
+    when the process is SIGKILLed: a later process given the same id failed to start."""
+    ensure_command("faketime", "faketime")
+    (library,) = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+    return {"LD_PRELOAD": library, "FAKETIME": f"{skew_h:+d}h"}
+
+
 @pytest.mark.parametrize("skew_h", [2, -2], ids=["source ahead", "source behind"])
 def test_the_watermark_is_the_sources_clock(api, tmp_path, logs_dir, skew_h):
-    faketime = ensure_command("faketime", "faketime")
     legacy = SkewedSource(tmp_path / "skewed.db", skew_h, seed=700 + skew_h)
-    agent = start_agent(f"sqlite:///{tmp_path / 'skewed.db'}", logs_dir, prefix=[faketime, "-f", f"{skew_h:+d}h"])
+    agent = start_agent(f"sqlite:///{tmp_path / 'skewed.db'}", logs_dir, env=skewed_clock(skew_h))
     src, name = f"skew{skew_h + 2}", f"skewed_{skew_h + 2}"
     try:
         api.add_source(src, agent.url)
