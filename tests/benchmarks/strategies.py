@@ -97,7 +97,10 @@ class ViewRunner:
         self.strategy = strategy
         self.view = view
         self.sql = sql
-        self.options = options or {}  # view settings of the workload (timestamps, delete_flags)
+        # view settings of the workload (timestamps, delete_flags); no destinations: publishing
+        # (a background Delta apply after each sync) would share the cores with the next sync,
+        # and the floor it is compared with publishes nothing (publishing.py measures it)
+        self.options = {"destinations": [], **(options or {})}
         self.definition: dict = {}
 
     def prepare(self) -> dict:
