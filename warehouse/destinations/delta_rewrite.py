@@ -141,7 +141,7 @@ def apply_by_rewrite(
     def rewritten(f: int, taken: np.ndarray) -> tuple[RemoveAction, list[AddAction]]:
         path, size = actions.column("path")[f].as_py(), actions.column("size_bytes")[f].as_py()
         held_file = pq.ParquetFile(str(root / path))
-        held = _in_schema(held_file, schema)
+        held = _in_schema(held_file, schema)  # read on this thread: the files are the parallel work
         encoded = dictionary_columns(held_file.metadata)
         kept = held.filter(pc.invert(pc.is_in(held.column(key), value_set=changed)))
         rows = pa.concat_tables([kept, upserts.take(pa.array(taken, pa.int64()))])
@@ -180,7 +180,7 @@ def _local_root(table: DeltaTable) -> Path:
 
 def _in_schema(file: pq.ParquetFile, schema: pa.Schema) -> pa.Table:
     """A file's rows in the table's columns: NULL in the columns added after it was written."""
-    rows = file.read(columns=[n for n in schema.names if n in file.schema_arrow.names])
+    rows = file.read(columns=[n for n in schema.names if n in file.schema_arrow.names], use_threads=False)
     arrays = [
         rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
         for f in schema
