@@ -76,18 +76,20 @@ GOALS = [
         "sync ÷ floor, SQLite, 1M rows",
         1.5,
         "×",
-        "floors-1m-after.json",
+        "floors-1m-now.json",
         auto("students", "÷ floor"),
-        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3",
+        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
+        "--out tests/benchmarks/results/floors-1m-now.json",
         f"{ARROW_FOLD}; the warehouse decodes the whole stored fragment to find scattered keys' old rows",
     ),
     Goal(
         "sync ÷ floor, PostgreSQL, 1M rows",
         1.5,
         "×",
-        "floors-1m-after.json",
+        "floors-1m-now.json",
         auto("students@postgres", "÷ floor"),
-        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3",
+        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
+        "--out tests/benchmarks/results/floors-1m-now.json",
         "the key reconciliation reads every key through psycopg; an index-only COPY into Arrow "
         "(the agent's --arrow-reads path) with a vectorized fold is built but not yet consistent across chunks",
     ),
@@ -95,10 +97,10 @@ GOALS = [
         "sync ÷ floor, MariaDB, 1M rows",
         1.5,
         "×",
-        "floors-1m-mariadb-after.json",
+        "floors-1m-mariadb-now.json",
         auto("students@mariadb", "÷ floor"),
         "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
-        "--source mariadb",
+        "--source mariadb --out tests/benchmarks/results/floors-1m-mariadb-now.json",
         f"mysqlclient decodes every value in Python; {ARROW_FOLD}",
     ),
     Goal(
@@ -145,9 +147,10 @@ GOALS = [
         "bytes ÷ row-level lower bound, students at 1M rows",
         1.2,
         "×",
-        "floors-1m-after.json",
+        "floors-1m-now.json",
         auto("students", "× LB"),
-        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3",
+        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
+        "--out tests/benchmarks/results/floors-1m-now.json",
         "each updated row costs an IBLT cell and a round trip before its changed cells; one cell "
         "per update (a product of the column digests) would save the second exchange",
     ),
