@@ -21,8 +21,12 @@ lines, each destination's apply (the service's `deltasieve_publish_seconds`, wha
 publisher measures around one apply: reading the stored delta, the commit, the Delta table's
 maintenance), the Delta commit's files rewritten, and the time from the view's commit (the
 sync record's `finished_at`, on this machine's clock) until each destination held it (the destinations are applied side by side, each by its own worker:
-the later of the two is when both hold it; polled every POLL_S). Publishing added ÷ sync
-time is that last figure over the sync's wall time; the goal of #37 is at most GOAL.
+the later of the two is when both hold it). When a destination held it is its own stamp: the
+Delta table's newest commit once it holds the sync (the sync's commit, or the upkeep after
+it, which the same turn of the worker writes), the PostgreSQL table's `applied_at` of the
+sync in `deltasieve_applied`. The service's API is polled every POLL_S only to learn that
+both are done (`until_noticed_s`: when the poll saw it, up to POLL_S later, beside). Publishing
+added ÷ sync time is the later stamp over the sync's wall time; the goal of #37 is at most GOAL.
 
 Then, the published view alone, small rounds (a twentieth of the rates) until the Delta table
 has been compacted (every OPTIMIZE_EVERY table versions) and a few syncs after: per sync, the
@@ -63,7 +67,7 @@ TABLE = f"{SCHEMA}.{STUDENTS.table}"
 #: The goal of #37: publishing adds at most this share to a sync's time.
 GOAL = 0.20
 #: How often the destinations' state is polled after a sync (seconds).
-POLL_S = 0.05
+POLL_S = 0.1
 #: The longest wait for the destinations to catch up after one sync.
 CATCH_UP_S = 900
 #: The large round's rates, as a multiple of the workload's; the small rounds' as a fraction.
@@ -118,6 +122,20 @@ def caught_up(api: Api, view: str, sync_id: str, since: float) -> dict[str, floa
         if time.monotonic() > deadline:
             raise AssertionError(f"the destinations did not catch up to {sync_id} in {CATCH_UP_S} s: {reached}")
         time.sleep(POLL_S)
+
+
+def held_at(uri: str, pg_url: str, sync_id: str) -> dict[str, float]:
+    """When each destination held `sync_id`, as a time.time(), by its own stamp: the Delta
+    table's newest commit from the sync's on, PostgreSQL's `applied_at` of it."""
+    commits = DeltaTable(uri).history(40)
+    (version,) = [int(c["version"]) for c in commits if c.get(SYNC_ID) == sync_id]
+    delta = max(int(c["timestamp"]) for c in commits if int(c["version"]) >= version) / 1000
+    with psycopg.connect(pg_url) as conn:
+        (postgres,) = conn.execute(
+            f"SELECT extract(epoch FROM applied_at) FROM {SCHEMA}.deltasieve_applied WHERE view = %s AND sync_id = %s",
+            (PUBLISHED, sync_id),
+        ).fetchone()
+    return {"delta": delta, "postgres": float(postgres)}
 
 
 def committed_at(sync: dict) -> float:
@@ -185,20 +203,23 @@ def postgres_size(url: str) -> dict:
     return {"rows": rows, "bytes": size}
 
 
-def one_sync(api: Api, view: str) -> tuple[dict, dict]:
+def one_sync(api: Api, view: str, pg_url: str) -> tuple[dict, dict]:
     """Sync the published view and wait for its destinations: (the sync, what publishing took)."""
     before = publish_seconds(api, view)
     sync = api.sync(view)
     summary = sync_summary(sync)
     if summary["status"] != "succeeded":
         raise AssertionError(f"sync of {view} failed: {sync}")
-    reached = caught_up(api, view, sync["id"], committed_at(sync))
+    since = committed_at(sync)
+    noticed = caught_up(api, view, sync["id"], since)
+    held = {kind: round(at - since, 3) for kind, at in held_at(destination_uri(api), pg_url, sync["id"]).items()}
     after = publish_seconds(api, view)
     applied = {kind: round(after.get(kind, 0.0) - before.get(kind, 0.0), 3) for kind in after}
-    added = max(reached.values())
+    added = max(held.values())
     return summary, {
         "apply_s": applied,
-        "until_applied_s": reached,
+        "until_applied_s": held,
+        "until_noticed_s": noticed,
         "delta_rewritten": rewritten(destination_uri(api), sync["id"]),
         "added_share": round(added / summary["seconds"], 3),
         **{f"{kind}_share": round(applied[kind] / summary["seconds"], 3) for kind in applied},
@@ -207,7 +228,7 @@ def one_sync(api: Api, view: str) -> tuple[dict, dict]:
 
 def round_entry(api: Api, number: int, kind: str, pg_url: str, changed: dict | None) -> dict:
     plain = sync_summary(api.sync(PLAIN))
-    published, publishing = one_sync(api, PUBLISHED)
+    published, publishing = one_sync(api, PUBLISHED, pg_url)
     uri = destination_uri(api)
     entry = {
         "round": number,
@@ -233,7 +254,7 @@ def destination_uri(api: Api) -> str:
     return found["delta"]["uri"]
 
 
-def many_syncs(api: Api, sim: Simulator, limit: int, deadline: float) -> list[dict]:
+def many_syncs(api: Api, sim: Simulator, pg_url: str, limit: int, deadline: float) -> list[dict]:
     """Small rounds on the published view until its Delta table's compaction was due, and a few after
     (at most `limit` of them, none begun after `deadline`, a time.monotonic())."""
     out: list[dict] = []
@@ -246,7 +267,7 @@ def many_syncs(api: Api, sim: Simulator, limit: int, deadline: float) -> list[di
             if time.monotonic() > deadline:
                 break
             sim.change()
-            summary, publishing = one_sync(api, PUBLISHED)
+            summary, publishing = one_sync(api, PUBLISHED, pg_url)
             files = delta_files(uri)
             out.append({"sync": i + 1, **summary, **publishing, "delta_table": files})
             print(f"sync {i + 1}: {summary['seconds']} s, apply {publishing['apply_s']}, table {files}", flush=True)
@@ -311,7 +332,7 @@ def run(args: argparse.Namespace) -> dict:
         updates = round(statistics.median(r["published"]["lines"] for r in out["rounds"] if r["kind"] == "change"))
         changed = recent_change(sim, updates)
         out["rounds"].append(round_entry(api, args.rounds + 2, "recent change", pg_url, changed))
-        out["syncs"] = many_syncs(api, sim, args.many_syncs, started + 60 * args.budget_min)
+        out["syncs"] = many_syncs(api, sim, pg_url, args.many_syncs, started + 60 * args.budget_min)
         out["check"] = check(api, sim.path, pg_url)
     finally:
         api.close()
