@@ -130,7 +130,8 @@ GOALS = [
         auto("students@mariadb", "÷ floor"),
         "python -m tests.benchmarks --10m --strategies auto --rounds 2 --source mariadb --out "
         "tests/benchmarks/results/10m-mariadb.json",
-        "as at 1M",
+        "as at 1M: the agent's read through mysqlclient's decoders is most of the sync (the floor "
+        "reads without them), then its hash and lookup phases",
     ),
     Goal(
         "agent peak RSS at 10M rows",
