@@ -197,7 +197,6 @@ class Publisher:
         """Catch one destination up (on a worker) with the syncs through `newest` at least;
         a failure records its error and a backoff."""
         key = (view, place(spec))
-        self._turned.pop(key, None)
         backoff = self._backoff.setdefault(key, _Backoff())
         try:
             self.catch_up(view, spec)
