@@ -6,9 +6,10 @@ Every `--every` seconds it reads each process's CPU time from /proc and adds wha
 since the last look to its kind, named as the benchmarks' memory figures name processes
 (the module a Python runs with -m: service, remote_agent, pyspark.daemon; else the
 program: java, postgres, mariadbd, python for the pytest workers and fork servers), and
-the kernel's threads by their name; then the processes that used the most, one by one (`--top`). A process that starts and ends between two looks is missed, so
-the sum is a little under the machine's busy time, which is printed beside it (from
-/proc/stat). Linux only; for finding where a test suite or a benchmark spends its CPU.
+the kernel's threads by their name; then the processes that used the most, one by one
+(`--top`). A process that starts and ends between two looks is missed, so the sum is a
+little under the machine's busy time, which is printed beside it (from /proc/stat). Linux
+only; for finding where a test suite or a benchmark spends its CPU.
 """
 
 from __future__ import annotations
@@ -85,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
         k, cpu = _kind_of(pid), _cpu_s(pid)
         if k is not None and cpu is not None:
             seen[pid] = (k, cpu)
-    used: collections.Counter[str] = collections.Counter()
     by_process: collections.Counter[tuple[str, str]] = collections.Counter()
     busy0, started = _busy_s(), time.monotonic()
     proc = subprocess.Popen(command)
@@ -98,11 +98,12 @@ def main(argv: list[str] | None = None) -> int:
             k = _kind_of(pid)  # looked up again each time: a process may exec another program
             if k is None:
                 continue
-            step = max(0.0, cpu - seen[pid][1]) if pid in seen else cpu
-            used[k] += step
-            by_process[pid, k] += step
+            by_process[pid, k] += max(0.0, cpu - seen[pid][1]) if pid in seen else cpu
             seen[pid] = (k, cpu)
     wall, busy = time.monotonic() - started, _busy_s() - busy0
+    used: collections.Counter[str] = collections.Counter()
+    for (_, k), seconds in by_process.items():
+        used[k] += seconds
     print(f"\n{wall:,.0f} s wall, {busy:,.0f} CPU-seconds busy ({busy / wall:.2f} cores on average)", file=sys.stderr)
     for k, seconds in used.most_common():
         if seconds >= 0.5:
