@@ -231,7 +231,7 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
         assert (view["timestamp_lag_s"], view["reconcile_every"]) == (1, RECONCILE_EVERY)
         # the load reads after the table's rows are older than the lag: else the first ranged
         # read starts before them and reads the whole table (as it must), which a quick machine did
-        time.sleep(1.5)
+        time.sleep(view["timestamp_lag_s"] + 0.5)
         before = legacy.truth(key)
         check_sync(api, name, key, {}, before, api.sync(name))
         check_sync(api, f"{name}_auto", key, {}, before, api.sync(f"{name}_auto"))
