@@ -124,11 +124,20 @@ def caught_up(api: Api, view: str, sync_id: str, since: float) -> dict[str, floa
         time.sleep(POLL_S)
 
 
-def held_at(uri: str, pg_url: str, sync_id: str) -> dict[str, float]:
-    """When each destination held `sync_id`, as a time.time(), by its own stamp: the Delta
-    table's newest commit from the sync's on, PostgreSQL's `applied_at` of it."""
-    commits = DeltaTable(uri).history(40)
+def sync_version(commits: list[dict], sync_id: str) -> int:
+    """The Delta table version whose commit carries `sync_id`, among `commits` (its history).
+
+    >>> sync_version([{"version": 4, "deltasieve.sync_id": "b"}, {"version": 3, "deltasieve.sync_id": "a"}], "a")
+    3
+    """
     (version,) = [int(c["version"]) for c in commits if c.get(SYNC_ID) == sync_id]
+    return version
+
+
+def held_at(commits: list[dict], pg_url: str, sync_id: str) -> dict[str, float]:
+    """When each destination held `sync_id`, as a time.time(), by its own stamp: the Delta
+    table's newest commit from the sync's on (`commits`: its history), PostgreSQL's `applied_at` of it."""
+    version = sync_version(commits, sync_id)
     delta = max(int(c["timestamp"]) for c in commits if int(c["version"]) >= version) / 1000
     with psycopg.connect(pg_url) as conn:
         (postgres,) = conn.execute(
@@ -167,16 +176,12 @@ def recent_change(sim: Simulator, updates: int) -> dict:
     return {"updated": len(chosen), "deleted": 0, "inserted": 0}
 
 
-def rewritten(uri: str, sync_id: str) -> dict:
-    """The Delta table's files the commit of `sync_id` removed and added, from the files of the
+def rewritten(uri: str, version: int) -> dict:
+    """The Delta table's files its commit `version` removed and added, from the files of the
     table before and after it (whatever wrote the commit: a MERGE, a rewrite of the touched files)."""
-    for commit in DeltaTable(uri).history(40):
-        if commit.get(SYNC_ID) == sync_id:
-            version = int(commit["version"])
-            after = set(DeltaTable(uri, version=version).file_uris())
-            before = set(DeltaTable(uri, version=version - 1).file_uris()) if version else set()
-            return {"removed": len(before - after), "added": len(after - before)}
-    return {}
+    after = set(DeltaTable(uri, version=version).file_uris())
+    before = set(DeltaTable(uri, version=version - 1).file_uris()) if version else set()
+    return {"removed": len(before - after), "added": len(after - before)}
 
 
 def delta_files(uri: str) -> dict:
@@ -203,8 +208,9 @@ def postgres_size(url: str) -> dict:
     return {"rows": rows, "bytes": size}
 
 
-def one_sync(api: Api, view: str, pg_url: str) -> tuple[dict, dict]:
-    """Sync the published view and wait for its destinations: (the sync, what publishing took)."""
+def one_sync(api: Api, view: str, uri: str, pg_url: str) -> tuple[dict, dict]:
+    """Sync the published view and wait for its destinations (the Delta table at `uri`, the
+    PostgreSQL warehouse at `pg_url`): (the sync, what publishing took)."""
     before = publish_seconds(api, view)
     sync = api.sync(view)
     summary = sync_summary(sync)
@@ -212,7 +218,8 @@ def one_sync(api: Api, view: str, pg_url: str) -> tuple[dict, dict]:
         raise AssertionError(f"sync of {view} failed: {sync}")
     since = committed_at(sync)
     noticed = caught_up(api, view, sync["id"], since)
-    held = {kind: round(at - since, 3) for kind, at in held_at(destination_uri(api), pg_url, sync["id"]).items()}
+    commits = DeltaTable(uri).history(40)
+    held = {kind: round(at - since, 3) for kind, at in held_at(commits, pg_url, sync["id"]).items()}
     after = publish_seconds(api, view)
     applied = {kind: round(after.get(kind, 0.0) - before.get(kind, 0.0), 3) for kind in after}
     added = max(held.values())
@@ -220,7 +227,7 @@ def one_sync(api: Api, view: str, pg_url: str) -> tuple[dict, dict]:
         "apply_s": applied,
         "until_applied_s": held,
         "until_noticed_s": noticed,
-        "delta_rewritten": rewritten(destination_uri(api), sync["id"]),
+        "delta_rewritten": rewritten(uri, sync_version(commits, sync["id"])),
         "added_share": round(added / summary["seconds"], 3),
         **{f"{kind}_share": round(applied[kind] / summary["seconds"], 3) for kind in applied},
     }
@@ -228,8 +235,8 @@ def one_sync(api: Api, view: str, pg_url: str) -> tuple[dict, dict]:
 
 def round_entry(api: Api, number: int, kind: str, pg_url: str, changed: dict | None) -> dict:
     plain = sync_summary(api.sync(PLAIN))
-    published, publishing = one_sync(api, PUBLISHED, pg_url)
     uri = destination_uri(api)
+    published, publishing = one_sync(api, PUBLISHED, uri, pg_url)
     entry = {
         "round": number,
         "kind": kind,
@@ -267,7 +274,7 @@ def many_syncs(api: Api, sim: Simulator, pg_url: str, limit: int, deadline: floa
             if time.monotonic() > deadline:
                 break
             sim.change()
-            summary, publishing = one_sync(api, PUBLISHED, pg_url)
+            summary, publishing = one_sync(api, PUBLISHED, uri, pg_url)
             files = delta_files(uri)
             out.append({"sync": i + 1, **summary, **publishing, "delta_table": files})
             print(f"sync {i + 1}: {summary['seconds']} s, apply {publishing['apply_s']}, table {files}", flush=True)
