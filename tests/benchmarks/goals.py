@@ -71,6 +71,14 @@ ARROW_FOLD = (
     "the agent's hash phase (the canonical encoding, Arrow's row join and the IBLT fold, "
     "in Python-driven Arrow calls: a compiled kernel's work) on top of its read"
 )
+#: The runs that measure several goals each.
+FLOORS_1M = (
+    "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
+    "--out tests/benchmarks/results/floors-1m-now.json"
+)
+SQLITE_10M = (
+    "python -m tests.benchmarks --10m --strategies auto --rounds 2 --out tests/benchmarks/results/10m-auto-now.json"
+)
 GOALS = [
     Goal(
         "sync ÷ floor, SQLite, 1M rows",
@@ -78,8 +86,7 @@ GOALS = [
         "×",
         "floors-1m-now.json",
         auto("students", "÷ floor"),
-        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
-        "--out tests/benchmarks/results/floors-1m-now.json",
+        FLOORS_1M,
         f"{ARROW_FOLD}; the warehouse decodes the whole stored fragment to find scattered keys' old rows",
     ),
     Goal(
@@ -88,8 +95,7 @@ GOALS = [
         "×",
         "floors-1m-now.json",
         auto("students@postgres", "÷ floor"),
-        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
-        "--out tests/benchmarks/results/floors-1m-now.json",
+        FLOORS_1M,
         "the key reconciliation reads every key through psycopg; an index-only COPY into Arrow "
         "(the agent's --arrow-reads path) with a vectorized fold is built but not yet consistent across chunks",
     ),
@@ -109,7 +115,7 @@ GOALS = [
         "×",
         "10m-auto-now.json",
         auto("students", "÷ floor"),
-        "python -m tests.benchmarks --10m --strategies auto --rounds 2 --out tests/benchmarks/results/10m-auto-now.json",
+        SQLITE_10M,
         f"{ARROW_FOLD}; the service's fragment rebuild grows with the table",
     ),
     Goal(
@@ -139,7 +145,7 @@ GOALS = [
         "MiB",
         "10m-auto-now.json",
         auto("students", "agent peak MiB"),
-        "python -m tests.benchmarks --10m --strategies auto --rounds 2 --out tests/benchmarks/results/10m-auto-now.json",
+        SQLITE_10M,
         "the steady sync peaks (in both 10M SQLite runs; the first sync after the load ships the table "
         "whole): the sketch exchange's tables, held several times over (the request body, decoded, and the "
         "agent's own), beside some 100 MiB of imports (docs/operations/memory.md)",
@@ -150,8 +156,7 @@ GOALS = [
         "×",
         "floors-1m-now.json",
         auto("students", "× LB"),
-        "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
-        "--out tests/benchmarks/results/floors-1m-now.json",
+        FLOORS_1M,
         "each updated row costs an IBLT cell and a round trip before its changed cells; one cell "
         "per update (a product of the column digests) would save the second exchange",
     ),
