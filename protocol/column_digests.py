@@ -10,8 +10,12 @@ whose digests collide (probability 2**-DIGEST_BITS) leaves a rebuilt row whose h
 (all but 2**-64 of the time, the sketch's own bound on a missed update): that row is
 fetched whole (docs/protocol.md).
 
-The digests are seeded with the sketch's row seed plus the column's position, so that
-crafted values cannot aim at a collision without the view's secret.
+The digests are seeded with the sketch's row seed, a salt the agent draws for the
+exchange and the column's position (`exchange_seed`): crafted values cannot aim at a
+collision without the view's secret, and a collision between two values lasts one
+exchange. With one seed per view, two values of a status column whose digests collided
+(odds of 1 in 256 per pair of values) would send every row that moves between them whole,
+on every sync of the view.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ from protocol.types import Column
 #: changed cell in 256 through to the row check (then its row is fetched whole); 4 bits
 #: would send 6 % of the updated rows twice, 16 would cost twice the bytes for nothing.
 DIGEST_BITS = 8
+#: Bits of the salt the agent draws per exchange (its summary's `digest_salt`): an integer
+#: every JSON reader holds exactly.
+SALT_BITS = 32
+#: An odd 64-bit multiplier spreading the salt over the seed's bits, so that no two salts
+#: give two columns the same seed.
+_SPREAD = 0x9E3779B97F4A7C15
 #: Name of the digests column in UPDATED_DIGESTS frames: fixed-size binary, a byte per column.
 DIGESTS = "__ds_digests"
 #: Name of the row hash (uint64, the sketch's row fingerprint) in UPDATED_DIGESTS frames.
@@ -38,6 +48,16 @@ CHECK = "__ds_row_hash"
 #: Name of the changed-columns bitmap in CHANGED_COLUMNS frames: ceil(columns / 8) bytes, most
 #: significant bit first (numpy.packbits).
 CHANGED = "__ds_changed"
+
+
+def exchange_seed(row_seed: int, salt: int) -> int:
+    """The digests' seed in one exchange: the sketch's row seed mixed with the exchange's salt
+    (0, the seed itself: what an agent that draws no salt uses).
+
+    >>> exchange_seed(7, 0), exchange_seed(7, 1) != exchange_seed(7, 2)
+    (7, True)
+    """
+    return (row_seed ^ (salt * _SPREAD)) % 2**64
 
 
 def column_digests(

@@ -2,11 +2,12 @@
 
 A row whose key is on both sides of the peeled difference was updated: instead of the
 whole row the agent sends its key, a digest per column and its 64-bit row hash
-(UPDATED_DIGESTS, see protocol/column_digests.py), and holds the row with its
-reconciliation under the session id its summary names. The warehouse answers with a
-bitmap of the columns to send per row (POST /v1/sketch/cells, CHANGED_COLUMNS), in the
-order the rows came; the agent sends the rows that ask for a cell, in order, with
-those cells and every other cell NULL (CELLS), and forgets the session. New rows (a key only the source holds) still go whole (ROWS).
+(UPDATED_DIGESTS, see protocol/column_digests.py; the digests salted afresh for the
+exchange), and holds the row with its reconciliation under the session id its summary
+names. The warehouse answers with a bitmap of the columns to send per row (POST
+/v1/sketch/cells, CHANGED_COLUMNS), in the order the rows came; the agent sends the rows
+that ask for a cell, in order, with those cells and every other cell NULL (CELLS), and
+forgets the session. New rows (a key only the source holds) still go whole (ROWS).
 
 Memory: the updated rows, as read by the lookup, until the cells request or the session's
 expiry: bounded by the change, not by the table.
@@ -14,6 +15,7 @@ expiry: bounded by the change, not by the table.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 
 import numpy as np
@@ -37,6 +39,9 @@ class UpdatedRows:
         self.key = key
         self.columns = columns
         _, self.row_seed = sketch_seeds(seed)
+        # a fresh salt per exchange: two values whose digests collide do so in this exchange only
+        self.salt = secrets.randbits(column_digests.SALT_BITS)
+        self.digest_seed = column_digests.exchange_seed(self.row_seed, self.salt)
         self.kept: list[pa.RecordBatch] = []
 
     @property
@@ -58,7 +63,7 @@ class UpdatedRows:
         keys = keys.append_column(
             column_digests.DIGESTS,
             column_digests.digests_array(
-                column_digests.column_digests(rows, self.columns, self.row_seed, self.digest_bits)
+                column_digests.column_digests(rows, self.columns, self.digest_seed, self.digest_bits)
             ),
         )
         keys = keys.append_column(
@@ -68,7 +73,7 @@ class UpdatedRows:
 
     def summary(self) -> dict:
         """What the sketch answer's summary says of the updated rows."""
-        return {"updated_rows": self.rows, "digest_bits": self.digest_bits}
+        return {"updated_rows": self.rows, "digest_bits": self.digest_bits, "digest_salt": self.salt}
 
 
 def cells_answer(updated: UpdatedRows, bitmaps: list[pa.RecordBatch]) -> Iterator[bytes]:

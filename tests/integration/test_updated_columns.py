@@ -177,9 +177,11 @@ def test_updates_say_exactly_which_columns_changed(api, source, logs_dir):
 def _shipped_as_cells(m: dict, name: str, cells: str, collide: str, updates: int, changed: int) -> None:
     """The sketch views' updated rows came as their changed cells, or (digests colliding) whole."""
     if name == cells:
-        # a cell per changed column of each rebuilt row; a row whose digests collided came whole
+        # a cell per changed column of each rebuilt row; a row whose digests collided came
+        # whole. One collision between two values sends every row that moves between them in
+        # that exchange (the five all-change rows share their age and city): not most rows.
         got, whole = m["cells_received"], m["cells_fallback_rows"]
-        assert got <= changed <= got + len(VALUES) * whole and whole <= 3, m
+        assert got <= changed <= got + len(VALUES) * whole and whole <= updates // 2, m
     elif name == collide:
         assert m["cells_received"] == 0 and m["cells_fallback_rows"] == updates, m
 

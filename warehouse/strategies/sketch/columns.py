@@ -6,7 +6,8 @@ warehouse reads those keys' old rows from the snapshot, compares their column di
 asks the agent (POST /v1/sketch/cells, the session of the sketch answer) for the cells
 whose digest differs; a key it cannot find asks for every cell. It rebuilds each new row
 from the old one and those cells, and keeps it when its row hash is the agent's; a row
-whose digests collided (one changed cell in 256) does not hash right and is fetched whole
+whose digests collided (one changed cell in 256, in this exchange only: the agent salts
+them afresh each time) does not hash right and is fetched whole
 (/v1/fetch), as are all of them if the agent no longer holds the session (410).
 """
 
@@ -36,8 +37,10 @@ def updated_rows(ctx: SiteContext, stored: pa.Table, secret: int, summary: dict,
     _, row_seed = sketch_seeds(secret)
     keys = digests.select([c.name for c in key]).cast(pa.schema([ctx.rows_schema().field(c.name) for c in key]))
     old, found = _old_rows(ctx, stored, keys)
+    digest_seed = column_digests.exchange_seed(row_seed, summary.get("digest_salt", 0))
+    bits = summary.get("digest_bits", column_digests.DIGEST_BITS)
     changed = column_digests.digests_matrix(digests.column(column_digests.DIGESTS), len(columns)) != (
-        column_digests.column_digests(old, columns, row_seed, summary.get("digest_bits", column_digests.DIGEST_BITS))
+        column_digests.column_digests(old, columns, digest_seed, bits)
     )
     changed[~found] = True  # no old row to rebuild from: every cell
     rebuilt_path, fetched_path = ctx.staging / "sketch-rebuilt.parquet", ctx.staging / "sketch-fetched.parquet"

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from protocol import column_digests, frames
 from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from protocol.iblt import Iblt
-from protocol.models import PROTOCOL_VERSION, SiteSpec, SketchCellsControl, SketchControl
+from protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec, SketchCellsControl, SketchControl
 from protocol.types import Column, LogicalType
 from protocol.wire import KEY_FP
 from remote_agent.app import create_app
@@ -129,25 +129,27 @@ def _answer(response, client=None, key_type: str = "int", old: dict | None = Non
     assert summary is not None
     if digests:
         assert client is not None and old is not None and summary["updated_rows"] == sum(map(len, digests))
-        rows.extend(_cells(client, key_type, old, pa.Table.from_batches(digests), summary["session"]))
+        rows.extend(_cells(client, key_type, old, pa.Table.from_batches(digests), summary))
     return summary, rows, deleted
 
 
-def _cells(client, key_type: str, old: dict, digests: pa.Table, session: str) -> list[dict]:
+def _cells(client, key_type: str, old: dict, digests: pa.Table, summary: dict) -> list[dict]:
     """The updated rows, rebuilt from `old` and the cells whose digests differ (as sketch/columns.py)."""
     columns = _columns(key_type)
     schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in columns])
     keys = digests.column("k").to_pylist()
     before = pa.table({"k": keys, "v": [old[k] for k in keys]}, schema=schema)
     _, row_seed = sketch_seeds(SECRET)
+    digest_seed = column_digests.exchange_seed(row_seed, summary["digest_salt"])
     changed = column_digests.digests_matrix(digests.column(column_digests.DIGESTS), 2) != (
-        column_digests.column_digests(before, columns, row_seed)
+        column_digests.column_digests(before, columns, digest_seed)
     )
-    assert not changed[:, 0].any() and changed[:, 1].sum() >= len(keys) - 3  # a digest in 256 may collide
+    # a digest in 256 collides (their salt is drawn per exchange): those rows are fetched whole
+    assert not changed[:, 0].any() and changed[:, 1].sum() >= len(keys) // 2
     control = SketchCellsControl(
         site=SiteSpec(sql="SELECT t.k, t.v FROM t", key=["k"], columns=[c.to_json() for c in columns]),
         seed=SECRET,
-        session=session,
+        session=summary["session"],
     )
     bitmaps = pa.record_batch([column_digests.bitmap_array(changed)], names=[column_digests.CHANGED])
     content = frames.json_frame(frames.CONTROL, control.model_dump()) + frames.arrow_frame(
@@ -158,13 +160,28 @@ def _cells(client, key_type: str, old: dict, digests: pa.Table, session: str) ->
     got = [f.batch() for f in frames.read_frames([response.content]) if f.kind == frames.CELLS]
     cells = pa.Table.from_batches(got).cast(schema).to_pylist()
     asked = changed.any(axis=1)
-    rebuilt = []
+    rebuilt, collided = [], []
     for i, k in enumerate(keys):
         v = cells.pop(0)["v"] if asked[i] else old[k]
         right = row_fingerprints(pa.table({"k": [k], "v": [v]}, schema=schema), columns, row_seed)
         assert (right == digests.column(column_digests.CHECK).to_numpy()[i]).all() == bool(asked[i])
-        rebuilt.append({"k": k, "v": v} if asked[i] else {"k": k, "v": "fetched whole"})
-    return rebuilt
+        if asked[i]:
+            rebuilt.append({"k": k, "v": v})
+        else:  # its digests collided: fetched whole, as the warehouse does
+            collided.append(k)
+    return rebuilt + (_fetch(client, control.site, schema, collided) if collided else [])
+
+
+def _fetch(client, site: SiteSpec, schema: pa.Schema, keys: list) -> list[dict]:
+    """The current rows of `keys` (POST /v1/fetch)."""
+    content = frames.json_frame(frames.CONTROL, FetchControl(site=site).model_dump()) + frames.arrow_frame(
+        frames.FETCH_KEYS, pa.record_batch([pa.array(keys, schema.field("k").type)], names=["k"])
+    )
+    response = client.post("/v1/fetch", content=content, headers={"Content-Type": frames.MEDIA_TYPE})
+    assert response.status_code == 200, response.text
+    return [
+        row for f in frames.read_frames([response.content]) if f.kind == frames.ROWS for row in f.batch().to_pylist()
+    ]
 
 
 def test_a_probe_that_does_not_peel_keeps_the_table_for_a_wider_stage(setup):
@@ -196,6 +213,22 @@ def test_a_warehouse_of_protocol_3_gets_updated_rows_whole(setup):
     summary, rows, _ = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, protocol=3))
     assert summary["complete"] and "updated_rows" not in summary and "session" not in summary, summary
     assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
+
+
+def test_each_exchange_salts_its_digests_afresh(setup):
+    """Two exchanges of the same change draw two salts, so that values whose digests
+    collided in one exchange most likely do not in the next."""
+    client, key_type, old, _ = setup
+    answers = []
+    for _ in range(2):
+        response = _post(client, key_type, old, width=16 * 20, widest=16 * 20)
+        got = list(frames.read_frames([response.content]))
+        digests = pa.Table.from_batches([f.batch() for f in got if f.kind == frames.UPDATED_DIGESTS])
+        summary = next(f.json() for f in got if f.kind == frames.SUMMARY)
+        answers.append((summary["digest_salt"], digests.sort_by("k").column(column_digests.DIGESTS).to_pylist()))
+    (salt, digests), (other_salt, other_digests) = answers
+    assert salt != other_salt and len(digests) == 100
+    assert digests != other_digests  # one seed would give the same 200 bytes
 
 
 def test_no_change_peels_at_the_probe(setup):
