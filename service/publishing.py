@@ -52,7 +52,7 @@ from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
 from service.settings import ServiceSettings
 from warehouse import faults
-from warehouse.destinations import CannotFollow, Destination, open_destination, public
+from warehouse.destinations import CannotFollow, Destination, delta_file_cache, open_destination, public
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, INSERT, OP, UPDATE
 from warehouse.reading.rows import view_batches
@@ -100,6 +100,7 @@ class Publisher:
         # per destination, the newest succeeded sync when its last turn without an error began
         self._turned: dict[tuple[str, str], str] = {}
         self._workers = DestinationWorkers(settings.publish_workers, lambda key: self.wake(key[0]))
+        delta_file_cache.CACHE.resize(settings.delta_cache_mib * 2**20)
         self._thread = threading.Thread(target=self._loop, name="publisher", daemon=True)
         # what the next round looks at: every view, or these; set by wake() from any thread
         self._woken = threading.Lock()

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from service import retention, source_health
 from warehouse import options as sync_defaults
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS
+from warehouse.destinations.delta_file_cache import DEFAULT_BUDGET_BYTES
 from warehouse.spark import check_master
 from warehouse.strategies.sketch import prep as sketch_prep
 
@@ -137,6 +138,13 @@ class ServiceSettings(BaseSettings):
         ge=1,
         description="versions of each Delta table whose files are kept (time travel to them works): older files are "
         "vacuumed at each compaction, so a table's disk is at most about this many versions' worth of its files",
+    )
+    delta_cache_mib: int = Field(
+        default=DEFAULT_BUDGET_BYTES // 2**20,
+        ge=0,
+        description="MiB of memory holding the rows of the Delta files the service last wrote, so that the next "
+        "sync's rewrite of a file takes them instead of reading it back (a million students-like rows take about "
+        "170 MiB; 0 reads every file): the time saved is a third of a scattered apply",
     )
     source_check_interval_s: float = Field(
         default=source_health.DEFAULT_INTERVAL_S,

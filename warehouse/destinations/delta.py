@@ -37,6 +37,7 @@ version=v)` of the commit carrying it) works while its files are kept.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -50,7 +51,8 @@ from deltalake.exceptions import TableNotFoundError
 from protocol.types import Column, arrow_schema
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS, default_table_uri
 from warehouse.destinations.base import CannotFollow
-from warehouse.destinations.delta_rewrite import apply_by_rewrite, usable
+from warehouse.destinations.delta_file_cache import CACHE, FileCache
+from warehouse.destinations.delta_rewrite import apply_by_rewrite, file_key, local_dir, usable
 from warehouse.destinations.delta_upkeep import (
     MAINTENANCE,
     OPTIMIZE_EVERY,
@@ -93,11 +95,16 @@ class DeltaDestination:
     kind = "delta"
 
     def __init__(
-        self, uri: str, storage_options: dict[str, str] | None = None, keep_versions: int = DEFAULT_KEEP_VERSIONS
+        self,
+        uri: str,
+        storage_options: dict[str, str] | None = None,
+        keep_versions: int = DEFAULT_KEEP_VERSIONS,
+        cache: FileCache = CACHE,
     ):
         self.uri = uri
         self.storage_options = storage_options
         self.keep_versions = keep_versions
+        self.cache = cache
 
     def describe(self) -> dict:
         return {"kind": self.kind, "uri": self.uri}
@@ -145,6 +152,7 @@ class DeltaDestination:
 
     def _overwrite(self, data, properties: CommitProperties) -> None:
         self._check_place()
+        self._forget_files()
         write_deltalake(
             self.uri,
             data,
@@ -204,7 +212,7 @@ class DeltaDestination:
         self, table: DeltaTable, schema: pa.Schema, key: list[str], changes: pa.Table, properties, evolve: bool
     ) -> None:
         if not evolve and is_local(self.uri) and usable(key, schema):
-            if apply_by_rewrite(table, schema, changes, key[0], properties):
+            if apply_by_rewrite(table, schema, changes, key[0], properties, self.cache):
                 return
         on = " AND ".join(f"(t.{_quoted(k)} IS NOT DISTINCT FROM s.{_quoted(k)})" for k in key)
         values = {_quoted(n): f"s.{_quoted(n)}" for n in schema.names}
@@ -259,8 +267,13 @@ class DeltaDestination:
     def maintain(self, before: int, key: list[str]) -> None:
         """The upkeep due after an apply from table version `before` (delta_upkeep.py)."""
         table = self._table()
-        if table is not None:
-            maintain(table, before, key, self.keep_versions)
+        if table is not None and maintain(table, before, key, self.keep_versions):
+            self._forget_files()  # compacted: every current file is new
+
+    def _forget_files(self) -> None:
+        """Let go of the rows the cache holds of this table's files (all of them replaced)."""
+        if is_local(self.uri):
+            self.cache.forget(os.path.join(file_key(local_dir(self.uri), ""), ""))  # the directory, with its /
 
 
 def _merge(table: DeltaTable, source: pa.Table, on: str, properties: CommitProperties, evolve: bool):

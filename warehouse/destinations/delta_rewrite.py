@@ -5,7 +5,8 @@ log says the key range of every file (its min/max statistics; the files are key 
 delta_upkeep.py). So no join is needed to find the rows to change: a file is touched when a
 changed key falls in its range (it may hold that key), or when it is the file a new row goes
 to (the one whose range starts at or below the row's key: ranges stay apart). Each touched
-file is read with pyarrow, its changed keys dropped, its new rows added, and written back as
+file is read with pyarrow (or taken from the rows its own last rewrite kept in memory:
+delta_file_cache.py), its changed keys dropped, its new rows added, and written back as
 one file (its rows in no particular order: its key range is what readers and the next sync
 prune by), or, once it outgrew the table's target size (`delta.targetFileSize`) by half, sorted by
 the key and cut in files of that size; the removes and the adds
@@ -41,6 +42,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
+from warehouse.destinations.delta_file_cache import CACHE, FileCache
 from warehouse.destinations.delta_upkeep import FILE_SIZE_PROPERTY, TARGET_FILE_BYTES
 from warehouse.names import DELETE, OP
 
@@ -110,10 +112,12 @@ def apply_by_rewrite(
     changes: pa.Table,
     key: str,
     properties: CommitProperties,
+    cache: FileCache = CACHE,
 ) -> bool:
     """Apply a keyed delta (`OP` and the view's columns `schema`, those of the table) by
     rewriting the files it touches, in one commit; False (nothing done) when the table is
-    not one this can write (see `plain_files`) or its statistics do not allow it."""
+    not one this can write (see `plain_files`) or its statistics do not allow it. The rows
+    of the files it writes are kept in `cache`, and taken from it when it rewrites them."""
     if not plain_files(table):
         return False
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -140,17 +144,21 @@ def apply_by_rewrite(
 
     def rewritten(f: int, taken: np.ndarray) -> tuple[RemoveAction, list[AddAction]]:
         path, size = actions.column("path")[f].as_py(), actions.column("size_bytes")[f].as_py()
-        held_file = pq.ParquetFile(str(root / path))
-        held = _in_schema(held_file, schema)  # read on this thread: the files are the parallel work
-        encoded = dictionary_columns(held_file.metadata)
+        kept_rows = cache.take(file_key(root, path))
+        if kept_rows is None:
+            held_file = pq.ParquetFile(str(root / path))
+            held = _in_schema(held_file, schema)  # read on this thread: the files are the parallel work
+            encoded = dictionary_columns(held_file.metadata)
+        else:
+            held, encoded = _conformed(kept_rows.rows, schema), kept_rows.encoded
         kept = held.filter(pc.invert(pc.is_in(held.column(key), value_set=changed)))
         rows = pa.concat_tables([kept, upserts.take(pa.array(taken, pa.int64()))])
         per_file = max(1, int(target_bytes * max(held.num_rows, 1) / max(size, 1)))
         if rows.num_rows <= per_file * SPLIT_AT:  # still one file: its rows in no particular order
-            return RemoveAction(path, True, now, size), [_written(root, rows, now, encoded)]
+            return RemoveAction(path, True, now, size), [_written(root, rows, now, encoded, cache)]
         rows = rows.sort_by(key)  # split into key ranges
         parts = [rows.slice(at, per_file) for at in range(0, rows.num_rows, per_file)]
-        return RemoveAction(path, True, now, size), [_written(root, part, now, encoded) for part in parts]
+        return RemoveAction(path, True, now, size), [_written(root, part, now, encoded, cache) for part in parts]
 
     with ThreadPoolExecutor(THREADS) as pool:  # pyarrow reads and writes without the GIL
         done = list(pool.map(rewritten, plan.files, plan.rows))
@@ -174,13 +182,31 @@ def plain_files(table: DeltaTable) -> bool:
 
 
 def _local_root(table: DeltaTable) -> Path:
-    uri = table.table_uri
+    return local_dir(table.table_uri)
+
+
+def local_dir(uri: str) -> Path:
+    """The directory of a local table's URI (a path, or file://)."""
     return Path(unquote(urlparse(uri).path) if uri.startswith("file:") else uri)
+
+
+def file_key(root: Path, path: str) -> str:
+    """The name a file of the table at `root` is kept under in the cache: its real path."""
+    return os.path.realpath(root / path)
 
 
 def _in_schema(file: pq.ParquetFile, schema: pa.Schema) -> pa.Table:
     """A file's rows in the table's columns: NULL in the columns added after it was written."""
-    rows = file.read(columns=[n for n in schema.names if n in file.schema_arrow.names], use_threads=False)
+    names = [n for n in schema.names if n in file.schema_arrow.names]
+    return _conformed(file.read(columns=names, use_threads=False), schema)
+
+
+def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`rows` in the table's columns and types: NULL in the columns added after they were written.
+
+    >>> _conformed(pa.table({"k": [1], "gone": [2]}), pa.schema([("k", pa.int64()), ("v", pa.string())])).to_pylist()
+    [{'k': 1, 'v': None}]
+    """
     arrays = [
         rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
         for f in schema
@@ -201,13 +227,14 @@ def dictionary_columns(footer: pq.FileMetaData) -> list[str]:
     return [name for name, size in sizes.items() if size / values <= DICTIONARY_BYTES]
 
 
-def _written(root: Path, rows: pa.Table, now: int, encoded: list[str]) -> AddAction:
+def _written(root: Path, rows: pa.Table, now: int, encoded: list[str], cache: FileCache) -> AddAction:
     """`rows` written as a new Parquet file of the table (`encoded`: the columns to
-    dictionary-encode); its add action."""
+    dictionary-encode), kept in `cache`; its add action."""
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     footers: list[pq.FileMetaData] = []
     pq.write_table(rows, str(root / name), compression=COMPRESSION, use_dictionary=encoded, metadata_collector=footers)
     size = (root / name).stat().st_size
+    cache.put(file_key(root, name), rows, encoded)
     return AddAction(name, size, {}, now, True, json.dumps(stats(rows, footers[0])))
 
 

@@ -59,18 +59,21 @@ def due(before: int, after: int, every: int) -> bool:
     return before >= 0 and after // every > before // every
 
 
-def maintain(table: DeltaTable, before: int, key: list[str], keep_versions: int) -> None:
-    """The upkeep an apply that moved the table from version `before` on is due for."""
+def maintain(table: DeltaTable, before: int, key: list[str], keep_versions: int) -> bool:
+    """The upkeep an apply that moved the table from version `before` on is due for;
+    whether it compacted the table (every current file written again)."""
     if table.metadata().configuration.get(FILE_SIZE_PROPERTY) is None:  # a table written before the layout
         table.alter.set_table_properties(configuration(), commit_properties=_marked("layout"))
     after = table.version()
-    if due(before, after, OPTIMIZE_EVERY):
+    compacted = due(before, after, OPTIMIZE_EVERY)
+    if compacted:
         if key:
             table.optimize.z_order(key, target_size=TARGET_FILE_BYTES, commit_properties=_marked("compact"))
         else:
             table.optimize.compact(target_size=TARGET_FILE_BYTES, commit_properties=_marked("compact"))
     if due(before, after, keep_versions):
         vacuum(table, keep_versions)
+    return compacted
 
 
 def vacuum(table: DeltaTable, keep_versions: int) -> list[str]:
