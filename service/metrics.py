@@ -16,9 +16,12 @@ import threading
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
+
 
 from service.catalog import Catalog
 from service.records import ViewRecord
+from warehouse.destinations.delta_file_cache import CACHE, FileCache
 
 STATUSES = ("succeeded", "failed")
 #: What starts a sync (the sync record's trigger).
@@ -116,6 +119,13 @@ class ServiceMetrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.delta_cache = Gauge(
+            "deltasieve_delta_cache_bytes",
+            "Bytes of rows of Delta files held in memory for their next rewrite (SERVICE_DELTA_CACHE_MIB)",
+            registry=r,
+        )
+        self.delta_cache.set_function(lambda: CACHE.held_bytes)
+        r.register(_CacheFiles(CACHE))
         self._published: dict[str, set[str]] = {}
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
@@ -228,6 +238,25 @@ class ServiceMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _CacheFiles:
+    """deltasieve_delta_cache_files_total: the Delta files a rewrite took from memory or read
+    from disk, counted by the process's cache (a collector: the cache keeps the counts)."""
+
+    def __init__(self, cache: FileCache):
+        self.cache = cache
+
+    def collect(self):
+        family = CounterMetricFamily(
+            "deltasieve_delta_cache_files",
+            "Delta files rewritten, by where their rows came from: kept in memory, or read from disk "
+            "(more reads than kept while syncs rewrite the same files: the cache is too small)",
+            labels=["source"],
+        )
+        family.add_metric(["kept"], self.cache.hits)
+        family.add_metric(["read"], self.cache.misses)
+        yield family
 
 
 def _unix(timestamp: str) -> float:
