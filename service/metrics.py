@@ -18,7 +18,6 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
-
 from service.catalog import Catalog
 from service.records import ViewRecord
 from warehouse.destinations.delta_file_cache import CACHE, FileCache
