@@ -9,6 +9,8 @@ ship when it ended in the group-hash exchange. Two rules bound it:
 - under auto with no observation behind the statistics (`Sketch._guessing`: a view that
   asks for sketch itself keeps its exchange as sized), the stages sent before the change is known
   (the probe and the main stage) may cost at most RISK of shipping the site query whole;
+- after the probe, or a stage, fails in such a sync, the next is the widest the agent's
+  table allows within that budget (`affordable_width`), narrower than asked if need be;
 - after a stage fails, the next goes only if it is worth it: when the failed difference
   still had empty cells, its size is known (`differences_seen`) and the next stage goes
   if its table and the rows it brings back cost less than shipping the site query whole;
@@ -52,6 +54,32 @@ def capped_width(main: int, first: int, stored: int, full_bytes: float) -> int:
     budget = RISK * full_bytes - (stage_bytes(first) if first < main else 0)
     fits = [d for d in sketches.divisors(stored) if d <= main and stage_bytes(d) <= budget]
     return max(fits, default=1)
+
+
+def affordable_width(width: int, last: int, widest: int, sunk: int, full_bytes: float) -> int:
+    """The stage to send after one `last` wide failed, in a sync with nothing observed,
+    when the next stage asked for (`width`, a divisor of the agent's table `widest`) would
+    take the tables sent past RISK of `full_bytes` with `sunk` bytes sent already: the
+    widest divisor of `widest` wider than `last` that stays within it, else `width`.
+
+    The agent's table is often narrower than the warehouse asked (its memory budget), and
+    the main stage need not divide it: at 10M rows a main stage of 430,080 cells a
+    sub-table against the agent's 645,120 rounded the next stage up to 645,120, 39 MB
+    against a budget of 34 MB, and the sync shipped the table whole (410 MiB) where a stage
+    of 322,560 (16 MB) peels a change of several percent.
+
+    >>> affordable_width(645_120, 1, 645_120, 71, 430e6)
+    322560
+    >>> affordable_width(630, 1, 1260, 71, 1e9)  # within budget already
+    630
+    >>> affordable_width(645_120, 322_560, 645_120, 16_000_000, 430e6)  # nothing wider fits
+    645120
+    """
+    room = RISK * full_bytes - sunk
+    if stage_bytes(width) <= room:
+        return width
+    fits = [d for d in sketches.divisors(widest) if last < d < width and stage_bytes(d) <= room]
+    return max(fits, default=width)
 
 
 def worth_another_stage(

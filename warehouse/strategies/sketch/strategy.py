@@ -165,6 +165,8 @@ class Sketch(Strategy):
             if wider is None:  # the agent's table cannot resolve it either
                 return self._fall_back(FullShip if self._guessing() else GroupHash).exchange()
             seen = differences_seen(width, empty)
+            if self._guessing() and not math.isfinite(seen):  # only a lower bound: the widest affordable
+                wider = budget.affordable_width(wider, width, self.widest, m.sketch_bytes, est.full_bytes)
             if self.ships_whole and not budget.worth_another_stage(
                 wider, seen, m.sketch_bytes, est.full_bytes, est.cost.tuple_bytes, not self._guessing()
             ):
