@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -158,20 +159,14 @@ class Sketch(Strategy):
             self.widest = min(self.widest, summary.get("width") or self.widest)
             if width >= main:
                 m.peel_failed = True
-            session = summary.get("session")
-            empty = summary.get("empty_cells", 0)
-            wider = next_width(width, empty, main, self.widest) if session else None
             est = self.snapshot.statistics
-            if wider is None:  # the agent's table cannot resolve it either
-                return self._fall_back(FullShip if self._guessing() else GroupHash).exchange()
-            seen = differences_seen(width, empty)
-            if self._guessing() and not math.isfinite(seen):  # only a lower bound: the widest affordable
-                wider = budget.affordable_width(wider, width, self.widest, m.sketch_bytes, est.full_bytes)
-            if self.ships_whole and not budget.worth_another_stage(
-                wider, seen, m.sketch_bytes, est.full_bytes, est.cost.tuple_bytes, not self._guessing()
-            ):
-                return self._fall_back(FullShip).exchange()
-            width = wider
+            following: int | type[Strategy] = FullShip if self._guessing() else GroupHash
+            if summary.get("session"):  # the agent kept its table for a wider stage
+                stage = Stage(width, summary.get("empty_cells", 0), main, self.widest, m.sketch_bytes)
+                following = stage.following(est, self._guessing(), self.ships_whole)
+            if not isinstance(following, int):
+                return self._fall_back(following).exchange()
+            width, session = following, summary["session"]
         m.differences_found = summary.get("differences", 0)
         paths, touched = [returned_path], None
         if self.digests:  # protocol 4: the updated rows came as column digests
@@ -355,6 +350,49 @@ class Sketch(Strategy):
             + rows_back * estimate.cost.tuple_bytes
             + estimate.deletes * DELETED_KEY_BYTES
         )
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage that failed to peel: `width` wide, its difference `empty` cells empty, in an
+    exchange whose main stage is `main` wide, the agent's table `widest`, `sunk` bytes of
+    tables sent so far."""
+
+    width: int
+    empty: int
+    main: int
+    widest: int
+    sunk: int
+
+    def following(self, est: SiteEstimate, guessing: bool, ships_whole: bool = True) -> int | type[Strategy]:
+        """The width of the next stage, or the exchange the site falls back to: group_hash
+        when no stage the agent's table allows can peel (full_ship for a sync that guessed,
+        `Sketch._guessing`), full_ship when the next stage is not worth it (budget.py).
+
+        The first sync after a 10M-row load: the main stage (430,080 cells a sub-table)
+        does not divide the agent's memory-capped table (645,120); the stage after the
+        probe is the widest that stays within the budget of a guess:
+
+        >>> from warehouse.planning.cost_model import CostModel
+        >>> est = SiteEstimate(9_500_000, 0.05, 0.0, CostModel(45.36, 4.0, 17.66), 64, observed=False)
+        >>> Stage(1, 0, 430_080, 645_120, 71).following(est, guessing=True)
+        322560
+        >>> Stage(1, 0, 430_080, 645_120, 71).following(est, guessing=False)  # sized from observations
+        645120
+        >>> Stage(322_560, 0, 430_080, 645_120, 16_000_071).following(est, guessing=True).name
+        'full_ship'
+        """
+        wider = next_width(self.width, self.empty, self.main, self.widest)
+        if wider is None:  # the agent's table cannot resolve it either
+            return FullShip if guessing else GroupHash
+        seen = differences_seen(self.width, self.empty)
+        if guessing and not math.isfinite(seen):  # only a lower bound: the widest affordable
+            wider = budget.affordable_width(wider, self.width, self.widest, self.sunk, est.full_bytes)
+        if ships_whole and not budget.worth_another_stage(
+            wider, seen, self.sunk, est.full_bytes, est.cost.tuple_bytes, not guessing
+        ):
+            return FullShip
+        return wider
 
 
 def next_width(width: int, empty_cells: int, main: int, widest: int) -> int | None:
