@@ -143,6 +143,7 @@ def test_updates_say_exactly_which_columns_changed(api, source, logs_dir):
             api.add_view(name, f"SELECT {', '.join(COLUMNS)} FROM {at}.people", strategy=strategy)
         before: dict = {name: {} for name in views}
         seen = {"flip": 0, "all": 0}
+        as_cells = {cells: 0, collide: 0}  # rounds whose updated rows went the changed-cells way
         for rnd in range(ROUNDS + 1):
             if rnd:
                 legacy.change()
@@ -162,10 +163,15 @@ def test_updates_say_exactly_which_columns_changed(api, source, logs_dir):
                 if rnd:
                     assert counts is not None and set(counts) == set(VALUES), sync["metrics"]
                     assert sum(counts.values()) == sum(len(line["changed"]) for line in updates)
-                    _shipped_as_cells(sync["metrics"], name, cells, collide, len(updates), sum(counts.values()))
+                    if name in as_cells and not sync["metrics"].get("fallback"):
+                        _shipped_as_cells(sync["metrics"], name, cells, collide, len(updates), sum(counts.values()))
+                        as_cells[name] += 1
                 else:
                     assert counts is None, counts  # a load updates nothing
                 before[name] = truth
+        # a sketch fails to peel about one sync in a hundred by design, and then ships whole
+        # (`fallback` in its metrics): at most one round of each view may have
+        assert min(as_cells.values()) >= ROUNDS - 1, as_cells
         # every round flipped 5 keys and changed every column of 5 others, in every view
         assert seen == {"flip": len(views) * ROUNDS * len(FLIPPING), "all": len(views) * ROUNDS * len(ALL_CHANGE)}, seen
         _feed_says_the_same(api, next(iter(views)))
