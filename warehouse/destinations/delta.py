@@ -37,7 +37,6 @@ version=v)` of the commit carrying it) works while its files are kept.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -273,7 +272,7 @@ class DeltaDestination:
     def _forget_files(self) -> None:
         """Let go of the rows the cache holds of this table's files (all of them replaced)."""
         if is_local(self.uri):
-            self.cache.forget(os.path.join(file_key(local_dir(self.uri), ""), ""))  # the directory, with its /
+            self.cache.forget(file_key(local_dir(self.uri), ""))
 
 
 def _merge(table: DeltaTable, source: pa.Table, on: str, properties: CommitProperties, evolve: bool):

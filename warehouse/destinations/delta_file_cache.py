@@ -16,6 +16,7 @@ the cache changes how fast a rewrite is, never what it writes.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -83,8 +84,15 @@ class FileCache:
                 self.hits += 1
             return held
 
-    def forget(self, prefix: str) -> None:
-        """Let go of every file whose path starts with `prefix` (a table written whole)."""
+    def forget(self, directory: str) -> None:
+        """Let go of every file under `directory` (a table written whole or compacted).
+
+        >>> cache = FileCache()
+        >>> cache.put("/t/a.parquet", pa.table({"k": [1]}), []); cache.put("/t2/a.parquet", pa.table({"k": [1]}), [])
+        >>> cache.forget("/t"); cache.take("/t/a.parquet") is None, cache.take("/t2/a.parquet") is not None
+        (True, True)
+        """
+        prefix = os.path.join(directory, "")
         with self._lock:
             for path in [p for p in self._held if p.startswith(prefix)]:
                 self._pop(path)

@@ -137,7 +137,7 @@ def apply_by_rewrite(
     )
     if not plan.files:
         return False
-    root = _local_root(table)
+    root = local_dir(table.table_uri)
     target_bytes = int(table.metadata().configuration.get(FILE_SIZE_PROPERTY, TARGET_FILE_BYTES))
     changed = pc.unique(changes.column(key).combine_chunks())
     now = int(time.time() * 1000)
@@ -179,10 +179,6 @@ def plain_files(table: DeltaTable) -> bool:
     if metadata.partition_columns:
         return False
     return not any(name.startswith("delta.constraints.") for name in metadata.configuration)
-
-
-def _local_root(table: DeltaTable) -> Path:
-    return local_dir(table.table_uri)
 
 
 def local_dir(uri: str) -> Path:
