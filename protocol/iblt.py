@@ -263,6 +263,39 @@ class Iblt:
         self.normalize()
         return self
 
+    def subtract_folded(self, wider: Iblt) -> Iblt:
+        """`self.subtract(wider.shrink(self.width))`, written over self (returns self) and
+        without the shrunk copy: a wide table meets a narrower one with no third table in
+        memory. `self.width` must divide `wider.width`.
+
+        >>> big, sent = Iblt(3 * 8, seed=1), Iblt(3 * 2, seed=1)
+        >>> big.add(np.array([1, 2], dtype=np.uint64), np.array([5, 6], dtype=np.uint64))
+        >>> sent.add(np.array([2, 3], dtype=np.uint64), np.array([6, 7], dtype=np.uint64))
+        >>> expected = sent.subtract(big.shrink(2))
+        >>> got = sent.subtract_folded(big)
+        >>> got is sent, all(bool((getattr(got, n) == getattr(expected, n)).all()) for n in ("count",) + _SUMS)
+        (True, True)
+        """
+        if not isinstance(wider, Iblt) or (self.hashes, self.seed, self.compact) != (
+            wider.hashes,
+            wider.seed,
+            wider.compact,
+        ):
+            raise ValueError(f"tables differ in hashes, seed or layout: {self!r} and {wider!r}")
+        if wider.width % self.width:
+            raise ValueError(f"a table {self.width} cells wide cannot fold one {wider.width} wide: the width must divide it")
+        blocks = (self.hashes, wider.width // self.width, self.width)
+        mine = self.count.reshape(self.hashes, self.width)  # views: the results land in self
+        for b in range(blocks[1]):
+            np.subtract(mine, wider.count.reshape(blocks)[:, b, :], out=mine)
+        for name in _SUMS:
+            mine = getattr(self, name).reshape(self.hashes, self.width)
+            theirs = getattr(wider, name).reshape(blocks)
+            for b in range(blocks[1]):
+                np.bitwise_xor(mine, theirs[:, b, :], out=mine)
+        self.normalize()
+        return self
+
     def copy(self) -> Iblt:
         """An independent copy."""
         out = Iblt(self.cells, self.hashes, self.seed, compact=self.compact)

@@ -60,13 +60,15 @@ def lookup_rows(
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
         per_statement = min(LOOKUP_CHUNK, chunk_rows)
+        statements: dict[int, str] = {}  # rendered once per number of keys: every chunk but the last has as many
         for start in range(0, len(keys), per_statement):
             chunk = keys[start : start + per_statement]
             params: list[Any] = []
             for k in chunk:
                 params.extend(k if isinstance(k, tuple) else (k,))
+            sql = statements.get(len(chunk)) or statements.setdefault(len(chunk), query.lookup_sql(len(chunk)))
             with session.read() as reader:  # a key matches one row at most: the read is bounded
-                rows = reader.rows(query.lookup_sql(len(chunk)), [adapter.bind(v) for v in params], limit=len(chunk))
+                rows = reader.rows(sql, [adapter.bind(v) for v in params], limit=len(chunk))
             if rows:
                 batch = converter.batch(rows, query.key)
                 if not adapter.exact_lookups:  # the database may match keys Python tells apart
@@ -88,3 +90,4 @@ def lookup_rows(
         mask = [k in wanted for k in key_values(batch, query.key)]
         if any(mask):
             yield batch.filter(pa.array(mask))
+

@@ -161,20 +161,29 @@ class Reconciliation:
     def peel(self, sent: Iblt) -> tuple[Peeled, int]:
         """The pairs only one side holds (plus: the warehouse, minus: the source), and the
         number of empty cells of the difference before peeling (how the warehouse gauges
-        the number of differences when the peel fails)."""
+        the number of differences when the peel fails). The difference is written over
+        `sent`, or over the agent's table when the two are as wide: neither is of use after."""
         if sent.hashes != self.table.hashes or sent.seed != self.seed or not sent.compact:
             raise BadRequest(f"the sketch table {sent!r} does not match this exchange's (seed, hashes, compact)")
         if self.table.width % sent.width:
             raise BadRequest(
                 f"the sketch table is {sent.width} cells wide, which does not divide this exchange's width {self.table.width}"
             )
-        # The difference is written over the shrunk copy, or over the table itself when it
-        # is as wide as the sent one (no later stage can then use it): never a third table.
-        mine = self.table if self.table.width == sent.width else self.table.shrink(sent.width)
-        difference = mine.subtract_from(sent)
+        # The difference is written over the sent table (the agent's own, wider one stays
+        # for a later stage), or over the agent's table when it is as wide as the sent
+        # one (no later stage can then use it): never a third table.
+        if self.table.width == sent.width:
+            difference = self.table.subtract_from(sent)
+        else:
+            difference = sent.subtract_folded(self.table)
         empty = difference.empty_cells()
         self.touched = time.monotonic()
         return difference.peel(in_place=True), empty
+
+    def forget_table(self) -> None:
+        """Let go of the table: after a complete peel no later stage reads it (a session
+        kept for the cells request then serves no sketch stage)."""
+        self.table = Iblt(self.table.hashes, self.table.hashes, self.seed, compact=True)
 
     def key_table(self, fingerprints: np.ndarray) -> pa.Table:
         """The keys with these fingerprints (of rows the source holds), each beside its
@@ -281,7 +290,7 @@ def sketch_answer(
     pacer = Pacer(chunk_rows, scan.pacing)
 
     def answer() -> Iterator[bytes]:
-        nonlocal rec
+        nonlocal rec, sent
         started = time.monotonic()
         if rec is None:
             built = width if table_bytes is None else table_width(width, sent.width, sent.hashes, table_bytes)
@@ -302,13 +311,16 @@ def sketch_answer(
                 "width": rec.table.width,  # the agent's own table: no later stage may be wider
                 "pacing": pacer.report(),  # of this stage's scan (none when a kept table serves it)
             }
+            narrower = sent.width < rec.table.width
+            sent = None  # the peel wrote over it: its memory is the lookups' now
             if not peeled.complete:
-                if sent.width < rec.table.width:  # a wider stage may follow: keep the table
+                if narrower:  # a wider stage may follow: keep the table
                     summary["session"] = kept.keep(rec)
                     keep = True
                 summary.update(elapsed_s=round(time.monotonic() - started, 4), timings=timings.to_json())
                 yield frames.json_frame(frames.SUMMARY, summary)
                 return
+            rec.forget_table()  # the difference is whole: no later stage will need the table
             updated = None
             if digest_bits is not None:  # a key on both sides was updated
                 both = np.intersect1d(peeled.minus_keys, peeled.plus_keys)
