@@ -26,22 +26,16 @@ import operator
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
 from protocol.scatter import Scatter
 
 FORMAT_VERSION = 1
-"""Version of the Arrow layout written by `Iblt.to_arrow`; bumped when the layout or the hashing changes."""
-
-MAX_ABS_COUNT = 2**62
-"""Largest count magnitude accepted from the wire: subtracting two such tables cannot overflow int64."""
+"""Version of the Arrow layout (iblt_arrow.py) and of the hashing; bumped when either changes."""
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
-_META = {"version": b"iblt.version", "cells": b"iblt.cells", "hashes": b"iblt.hashes", "seed": b"iblt.seed"}
-_COMPACT = b"iblt.compact"
 #: A compact table's counts are kept modulo this, its checksums to 32 bits.
 COMPACT_COUNT_MODULUS = 4
 #: Pairs folded in one go: the grouping by cell (scatter.py) holds about 40 bytes a pair
@@ -49,7 +43,8 @@ COMPACT_COUNT_MODULUS = 4
 #: a large add (the warehouse's, of a whole delta) goes in parts.
 FOLD_PAIRS = 1 << 18
 _CHECK32 = np.uint64(0xFFFFFFFF)
-_SUMS = ("key_sum", "hash_sum", "check_sum")
+#: The three sums of a cell, by attribute (and Arrow column) name.
+SUMS = ("key_sum", "hash_sum", "check_sum")
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
@@ -137,10 +132,14 @@ class Iblt:
         self.compact = bool(compact)
         self.width = -(-cells // hashes)
         self.cells = self.width * hashes
-        self.count = np.zeros(self.cells, dtype=np.int64)
-        self.key_sum = np.zeros(self.cells, dtype=np.uint64)
-        self.hash_sum = np.zeros(self.cells, dtype=np.uint64)
-        self.check_sum = np.zeros(self.cells, dtype=np.uint64)
+        # A compact table holds its counts modulo 4 and its checksums to 32 bits, so it
+        # keeps them in a byte and in 32 bits: 21 bytes a cell, not 32 (the agent holds
+        # its own table and the warehouse's at once). Its counts wrap modulo 256, a
+        # multiple of 4, between normalizations.
+        self.count: np.ndarray = np.zeros(self.cells, dtype=np.uint8 if self.compact else np.int64)
+        self.key_sum: np.ndarray = np.zeros(self.cells, dtype=np.uint64)
+        self.hash_sum: np.ndarray = np.zeros(self.cells, dtype=np.uint64)
+        self.check_sum: np.ndarray = np.zeros(self.cells, dtype=np.uint32 if self.compact else np.uint64)
         # one salt per sub-table, then the checksum's: all derived from the seed alone
         self._salts = np.array([_mix_int(seed * _GOLDEN + i + 1) for i in range(hashes + 1)], dtype=np.uint64)
 
@@ -153,7 +152,6 @@ class Iblt:
         made with `normalize=False`)."""
         if self.compact:
             np.remainder(self.count, COMPACT_COUNT_MODULUS, out=self.count)
-            np.bitwise_and(self.check_sum, _CHECK32, out=self.check_sum)
 
     def to_compact(self) -> Iblt:
         """A compact copy (counts modulo 4, 32-bit checksums): the form a table is sent in.
@@ -164,9 +162,11 @@ class Iblt:
         >>> c, bool(((c.count >= 0) & (c.count < 4)).all()), int(c.check_sum.max()) < 2**32
         (Iblt(cells=6, hashes=3, seed=3, compact=True), True, True)
         """
-        out = self.copy()
-        out.compact = True
-        out.normalize()
+        out = Iblt(self.cells, self.hashes, self.seed, compact=True)
+        out.count[:] = np.remainder(self.count, COMPACT_COUNT_MODULUS)
+        out.key_sum[:] = self.key_sum
+        out.hash_sum[:] = self.hash_sum
+        out.check_sum[:] = self.check_sum & _CHECK32
         return out
 
     def _cells(self, keys: np.ndarray, hashes: np.ndarray) -> np.ndarray:
@@ -188,9 +188,10 @@ class Iblt:
         grouped = Scatter(cells, self.cells)
         touched = grouped.cells
         if np.ndim(signs):
-            self.count[touched] += grouped.sum(np.asarray(signs, np.int64))
+            moved = grouped.sum(np.asarray(signs, np.int64))
         else:
-            self.count[touched] += int(signs) * grouped.counts()
+            moved = int(signs) * grouped.counts()
+        self.count[touched] += moved.astype(self.count.dtype, copy=False)  # a compact table's wraps (see __init__)
         self.key_sum[touched] ^= grouped.xor(keys)
         self.hash_sum[touched] ^= grouped.xor(hashes)
         self.check_sum[touched] ^= grouped.xor(self._checksums(keys, hashes))
@@ -239,7 +240,7 @@ class Iblt:
         self._check_same_shape(other)
         out = self.copy()
         out.count -= other.count
-        for name in _SUMS:
+        for name in SUMS:
             getattr(out, name)[:] ^= getattr(other, name)
         out.normalize()
         return out
@@ -258,7 +259,7 @@ class Iblt:
         """
         self._check_same_shape(other)
         np.subtract(other.count, self.count, out=self.count)
-        for name in _SUMS:
+        for name in SUMS:
             np.bitwise_xor(getattr(other, name), getattr(self, name), out=getattr(self, name))
         self.normalize()
         return self
@@ -273,7 +274,7 @@ class Iblt:
         >>> sent.add(np.array([2, 3], dtype=np.uint64), np.array([6, 7], dtype=np.uint64))
         >>> expected = sent.subtract(big.shrink(2))
         >>> got = sent.subtract_folded(big)
-        >>> got is sent, all(bool((getattr(got, n) == getattr(expected, n)).all()) for n in ("count",) + _SUMS)
+        >>> got is sent, all(bool((getattr(got, n) == getattr(expected, n)).all()) for n in ("count",) + SUMS)
         (True, True)
         """
         if not isinstance(wider, Iblt) or (self.hashes, self.seed, self.compact) != (
@@ -283,12 +284,14 @@ class Iblt:
         ):
             raise ValueError(f"tables differ in hashes, seed or layout: {self!r} and {wider!r}")
         if wider.width % self.width:
-            raise ValueError(f"a table {self.width} cells wide cannot fold one {wider.width} wide: the width must divide it")
+            raise ValueError(
+                f"a table {self.width} cells wide cannot fold one {wider.width} wide: the width must divide it"
+            )
         blocks = (self.hashes, wider.width // self.width, self.width)
         mine = self.count.reshape(self.hashes, self.width)  # views: the results land in self
         for b in range(blocks[1]):
             np.subtract(mine, wider.count.reshape(blocks)[:, b, :], out=mine)
-        for name in _SUMS:
+        for name in SUMS:
             mine = getattr(self, name).reshape(self.hashes, self.width)
             theirs = getattr(wider, name).reshape(blocks)
             for b in range(blocks[1]):
@@ -300,7 +303,7 @@ class Iblt:
         """An independent copy."""
         out = Iblt(self.cells, self.hashes, self.seed, compact=self.compact)
         out.count[:] = self.count
-        for name in _SUMS:
+        for name in SUMS:
             getattr(out, name)[:] = getattr(self, name)
         return out
 
@@ -324,7 +327,7 @@ class Iblt:
             raise ValueError(f"cannot shrink a table {self.width} cells wide to {width}: the width must divide it")
         out = Iblt(width * self.hashes, self.hashes, self.seed, compact=self.compact)
         shape = (self.hashes, self.width // width, width)
-        out.count = self.count.reshape(shape).sum(axis=1).reshape(-1)
+        out.count = self.count.reshape(shape).sum(axis=1, dtype=self.count.dtype).reshape(-1)  # wraps: see __init__
         for name in ("key_sum", "hash_sum", "check_sum"):
             setattr(out, name, np.bitwise_xor.reduce(getattr(self, name).reshape(shape), axis=1).reshape(-1))
         out.normalize()
@@ -431,89 +434,6 @@ class Iblt:
         keys, hashes, signs = keys[order], hashes[order], signs[order]
         plus = signs == 1
         return Peeled(keys[plus], hashes[plus], keys[~plus], hashes[~plus], complete=sound and t.is_empty())
-
-    def to_arrow(self) -> pa.RecordBatch:
-        """The table as an Arrow record batch, one row per cell, parameters in the schema metadata.
-
-        A compact table's counts are uint8 and its checksums uint32.
-
-        >>> t = Iblt(3, hashes=3, seed=9)
-        >>> b = t.to_arrow()
-        >>> b.schema.field("count").type, b.num_rows, b.schema.metadata[b"iblt.seed"]
-        (DataType(int32), 3, b'9')
-        >>> Iblt.from_arrow(b), Iblt.from_arrow(t.to_compact().to_arrow()).compact
-        (Iblt(cells=3, hashes=3, seed=9), True)
-        """
-        if self.compact:
-            count = pa.array(self.count.astype(np.uint8))
-            check = pa.array(self.check_sum.astype(np.uint32))
-        else:
-            small = self.count.size == 0 or (int(self.count.min()) >= -(2**31) and int(self.count.max()) < 2**31)
-            count = pa.array(self.count.astype(np.int32) if small else self.count)
-            check = pa.array(self.check_sum)
-        metadata = {
-            _META["version"]: str(FORMAT_VERSION),
-            _META["cells"]: str(self.cells),
-            _META["hashes"]: str(self.hashes),
-            _META["seed"]: str(self.seed),
-        }
-        if self.compact:
-            metadata[_COMPACT] = "1"
-        return pa.record_batch(
-            [count, pa.array(self.key_sum), pa.array(self.hash_sum), check],
-            names=["count", *_SUMS],
-            metadata=metadata,
-        )
-
-    @classmethod
-    def from_arrow(cls, batch: pa.RecordBatch) -> Iblt:
-        """The table written by `to_arrow`; raises ValueError on anything else."""
-        metadata = batch.schema.metadata or {}
-        params = {}
-        for name, field in _META.items():
-            raw = metadata.get(field)
-            if raw is None:
-                raise ValueError(f"IBLT batch lacks the {field.decode()} metadata")
-            try:
-                params[name] = int(raw.decode("ascii"))
-            except (UnicodeDecodeError, ValueError):
-                raise ValueError(f"IBLT metadata {field.decode()} is not an integer: {raw!r}") from None
-        if params["version"] != FORMAT_VERSION:
-            raise ValueError(
-                f"unknown IBLT format version {params['version']} (this side reads version {FORMAT_VERSION})"
-            )
-        compact = metadata.get(_COMPACT) == b"1"
-        cells, hashes = params["cells"], params["hashes"]
-        if hashes < 1 or cells < 1 or cells % hashes:
-            raise ValueError(f"IBLT metadata says {cells} cells in {hashes} sub-tables: not a positive multiple")
-        if batch.schema.names != ["count", *_SUMS]:
-            raise ValueError(f"IBLT batch has columns {batch.schema.names}, expected {['count', *_SUMS]}")
-        if batch.num_rows != cells:
-            raise ValueError(f"IBLT batch has {batch.num_rows} rows but its metadata says {cells} cells")
-        for column, name in zip(batch.columns, batch.schema.names):
-            if column.null_count:
-                raise ValueError(f"IBLT column {name} has nulls")
-        want = {
-            "count": (pa.uint8(),) if compact else (pa.int32(), pa.int64()),
-            "key_sum": (pa.uint64(),),
-            "hash_sum": (pa.uint64(),),
-            "check_sum": (pa.uint32(),) if compact else (pa.uint64(),),
-        }
-        for name, types in want.items():
-            if batch.column(name).type not in types:
-                layout = " (compact table)" if compact else ""
-                raise ValueError(
-                    f"IBLT column {name} is {batch.column(name).type}, expected {' or '.join(map(str, types))}{layout}"
-                )
-        count = batch.column(0).to_numpy().astype(np.int64)
-        if ((count > MAX_ABS_COUNT) | (count < -MAX_ABS_COUNT)).any():
-            raise ValueError(f"IBLT counts out of range: magnitude above {MAX_ABS_COUNT}")
-        table = cls(cells, hashes, params["seed"], compact=compact)
-        table.count[:] = count
-        for name in _SUMS:
-            getattr(table, name)[:] = batch.column(name).to_numpy().astype(np.uint64)
-        table.normalize()
-        return table
 
 
 def _distinct(keys: np.ndarray, hashes: np.ndarray, signs: np.ndarray):

@@ -15,7 +15,8 @@ PROTOCOL_VERSION = 4
 #: Versions an agent answers (deps.version_mismatch).
 SUPPORTED_PROTOCOLS = frozenset({3, 4})
 #: Widest table (cells per sub-table) an agent builds for a sketch exchange: 2**21 cells in
-#: each of three sub-tables take 192 MiB; the widest a fragment of 23 million rows stores.
+#: each of three sub-tables take 126 MiB at an agent (21 bytes a cell); the widest a
+#: fragment of 23 million rows stores.
 MAX_SKETCH_WIDTH = 2**21
 
 

@@ -20,9 +20,10 @@ DEFAULT_PORT = 8765
 #: ~1.4 KB a students row) few. Measured on SQLite, students: 50,000 held 58 MiB more
 #: in the reader process than 10,000, for no faster scan.
 DEFAULT_CHUNK_ROWS = 10_000
-#: MiB for the agent's own table in a sketch exchange: 64 MiB hold 2M cells, 16 times the
-#: main stage the statistics size for ~90,000 differing pairs.
-DEFAULT_SKETCH_TABLE_MIB = 64
+#: MiB for the agent's own table in a sketch exchange: 42 MiB hold 2M cells (21 bytes
+#: each: protocol/iblt.py's compact layout), 16 times the main stage the statistics size
+#: for ~90,000 differing pairs.
+DEFAULT_SKETCH_TABLE_MIB = 42
 
 
 @dataclass(frozen=True)

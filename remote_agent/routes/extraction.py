@@ -15,8 +15,7 @@ import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from protocol import frames, iblt_bytes
-from protocol.iblt import Iblt
+from protocol import frames, iblt_arrow, iblt_bytes
 from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.wire import HASH, UID, key_values
@@ -149,7 +148,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
         if sent.kind == frames.SKETCH_CELLS:
             table = iblt_bytes.from_bytes(sent.payload, control.seed)
         else:
-            table = Iblt.from_arrow(_batch(sent))
+            table = iblt_arrow.from_arrow(_batch(sent))
     except ValueError as exc:
         raise BadRequest(f"bad sketch table: {exc}") from None
     if table.seed != control.seed:

@@ -90,4 +90,3 @@ def lookup_rows(
         mask = [k in wanted for k in key_values(batch, query.key)]
         if any(mask):
             yield batch.filter(pa.array(mask))
-

@@ -19,7 +19,7 @@ warehouse's and peels what is left:
   first stage makes a sync with no change cost almost nothing; the second is sized by the
   statistics.
 
-Memory: the agent's table (32 bytes a cell in memory, `A` cells per sub-table: a small
+Memory: the agent's table (21 bytes a cell in memory, `A` cells per sub-table: a small
 multiple of what the statistics expect), one batch of rows, and the fingerprints of up to
 FOLD_ROWS rows waiting to be folded in. A key of one integer column
 is its own fingerprint, so the keys of the rows to send come straight out of the peel. Any
@@ -62,8 +62,9 @@ from remote_agent.strategies.fetch import lookup_rows
 from remote_agent.strategies.sketch_columns import UpdatedRows
 from remote_agent.timings import Timings
 
-#: Bytes of one cell of the agent's table in memory (four 64-bit sums).
-CELL_MEMORY = 32
+#: Bytes of one cell of the agent's table in memory (compact: a count byte, two 64-bit
+#: sums, a 32-bit checksum).
+CELL_MEMORY = 21
 
 
 def table_width(asked: int, sent: int, hashes: int, budget_bytes: int) -> int:
@@ -312,7 +313,7 @@ def sketch_answer(
                 "pacing": pacer.report(),  # of this stage's scan (none when a kept table serves it)
             }
             narrower = sent.width < rec.table.width
-            sent = None  # the peel wrote over it: its memory is the lookups' now
+            del sent  # the peel wrote over it: its memory is the lookups' now
             if not peeled.complete:
                 if narrower:  # a wider stage may follow: keep the table
                     summary["session"] = kept.keep(rec)

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import iblt
-from protocol.iblt import FORMAT_VERSION, MAX_ABS_COUNT, Iblt, _pair_hash
+from protocol.iblt import FORMAT_VERSION, Iblt, _pair_hash
+from protocol.iblt_arrow import MAX_ABS_COUNT, from_arrow, to_arrow
 from protocol.iblt_sizing import cells_for
 
 U64 = st.integers(0, 2**64 - 1)
@@ -200,9 +201,9 @@ def test_arrow_round_trip(big):
     t = table(as_set(*rng.integers(0, 2**64, (2, 50), dtype=np.uint64)), 90, seed=2**64 - 1)
     if big:
         t.count[0] = -(2**40)
-    batch = t.to_arrow()
+    batch = to_arrow(t)
     assert batch.schema.field("count").type == (pa.int64() if big else pa.int32())
-    back = Iblt.from_arrow(batch)
+    back = from_arrow(batch)
     assert (back.cells, back.hashes, back.seed) == (t.cells, t.hashes, t.seed)
     assert all(np.array_equal(getattr(back, n), getattr(t, n)) for n in ("count", "key_sum", "hash_sum", "check_sum"))
     assert back.count.dtype == np.int64
@@ -216,7 +217,7 @@ def _with(batch, metadata=None, **columns):
     return pa.record_batch(arrays, names=names, metadata={k: v for k, v in meta.items() if v is not None})
 
 
-GOOD = Iblt(6).to_arrow()
+GOOD = to_arrow(Iblt(6))
 
 
 @pytest.mark.parametrize(
@@ -239,7 +240,7 @@ GOOD = Iblt(6).to_arrow()
 )
 def test_from_arrow_rejects_what_to_arrow_would_not_write(batch, message):
     with pytest.raises(ValueError, match=message):
-        Iblt.from_arrow(batch)
+        from_arrow(batch)
 
 
 def test_cells_for_grows_with_the_expected_difference_its_spread_and_the_confidence():
@@ -285,7 +286,7 @@ def test_a_compact_table_peels_to_the_same_differences(sides, seed):
     side's pairs folded in with sign -1 (its own table subtracted, as the agent does)."""
     a, b = sides
     cells = cells_for(len(a ^ b), 0)
-    sent = Iblt.from_arrow(table(a, cells, seed).to_compact().to_arrow())
+    sent = from_arrow(to_arrow(table(a, cells, seed).to_compact()))
     theirs = table(b, cells, seed).to_compact()
     peeled = sent.subtract(theirs).peel()
     if peeled.complete:
@@ -323,7 +324,7 @@ def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
     rng = np.random.default_rng(1)
     t = Iblt(30_000, seed=5)
     t.add(rng.integers(0, 2**63, 200_000).astype(np.uint64), rng.integers(0, 2**63, 200_000).astype(np.uint64))
-    full, compact = (len(frames.arrow_frame(frames.SKETCH, x.to_arrow())) for x in (t, t.to_compact()))
+    full, compact = (len(frames.arrow_frame(frames.SKETCH, to_arrow(x))) for x in (t, t.to_compact()))
     assert full / t.cells > 24 and compact / t.cells < 20.5, (full / t.cells, compact / t.cells)
 
 
@@ -358,6 +359,50 @@ def test_small_batches_fold_as_one_large_batch(compact):
     for name in ("count", "key_sum", "hash_sum", "check_sum"):
         assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
     assert set(whole.subtract(Iblt(3_000, 3, 11, compact=compact)).peel().plus_keys) <= set(keys.tolist())
+
+
+def test_a_compact_table_holds_21_bytes_a_cell_and_counts_past_a_byte_modulo_4():
+    """In memory a compact count is a byte that wraps: 900 pairs in 3 cells, never
+    normalized on the way, give the full table's counts modulo 4."""
+    rng = np.random.default_rng(9)
+    keys = rng.integers(0, 2**63, size=900, dtype=np.uint64)
+    hashes = rng.integers(0, 2**63, size=900, dtype=np.uint64)
+    full, compact = Iblt(3, 3, 4), Iblt(3, 3, 4, compact=True)
+    full.add(keys, hashes)
+    full.add(keys[:50], hashes[:50], sign=-1)
+    for start in range(0, 900, 100):
+        compact.add(keys[start : start + 100], hashes[start : start + 100], normalize=False)
+    compact.add(keys[:50], hashes[:50], sign=-1, normalize=False)
+    compact.normalize()
+    assert int(full.count.max()) > 255
+    expected = full.to_compact()
+    for name in ("count", "key_sum", "hash_sum", "check_sum"):
+        assert np.array_equal(getattr(compact, name), getattr(expected, name)), name
+    big = Iblt(30_000, 3, 4, compact=True)
+    assert sum(a.nbytes for a in (big.count, big.key_sum, big.hash_sum, big.check_sum)) == 21 * big.cells
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(two_sides(), st.integers(0, 2**64 - 1), st.sampled_from([1, 2, 5]), st.booleans())
+def test_subtract_folded_is_the_difference_with_the_shrunk_table(sides, seed, ratio, compact):
+    """The agent's difference against its wider table: the same cells as subtracting the
+    shrunk table, in the narrower table's own arrays, the wider table untouched."""
+    a, b = sides
+    cells = cells_for(len(a ^ b), 0)
+    width = -(-cells // 3)
+    sent, mine = table(a, 3 * width, seed), table(b, 3 * width * ratio, seed)
+    if compact:
+        sent, mine = sent.to_compact(), mine.to_compact()
+    expected, before = sent.subtract(mine.shrink(width)), mine.copy()
+    arrays = [sent.count, sent.key_sum, sent.hash_sum, sent.check_sum]
+    got = sent.subtract_folded(mine)
+    assert got is sent and all(x is y for x, y in zip(arrays, [got.count, got.key_sum, got.hash_sum, got.check_sum]))
+    for name in ("count", "key_sum", "hash_sum", "check_sum"):
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+        assert np.array_equal(getattr(mine, name), getattr(before, name)), name
+    if ratio > 1:
+        with pytest.raises(ValueError, match="must divide"):
+            mine.subtract_folded(sent)
 
 
 @pytest.mark.parametrize("pairs", [300, 3_000], ids=["peels", "too-many"])

@@ -27,6 +27,7 @@ import pyarrow.ipc as ipc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from protocol import iblt_arrow
 from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from protocol.iblt import Iblt
 from protocol.types import Column
@@ -132,7 +133,7 @@ class SiteSketch:
         return key_fingerprints(batch, key, key_seed), row_fingerprints(batch, columns, row_seed)
 
     def save(self, directory: Path) -> None:
-        batch = self.table.to_arrow()
+        batch = iblt_arrow.to_arrow(self.table)
         meta = dict(batch.schema.metadata or {})
         meta[b"sketch.syncs"] = str(self.syncs).encode()
         if self.built_for is not None:
@@ -155,7 +156,7 @@ class SiteSketch:
         built_for = None
         if b"sketch.version" in meta:
             built_for = (int(meta[b"sketch.version"]), meta.get(b"sketch.sync_id", b"").decode())
-        return cls(Iblt.from_arrow(batch), syncs, built_for)
+        return cls(iblt_arrow.from_arrow(batch), syncs, built_for)
 
     @staticmethod
     def peek(directory: Path) -> tuple[int, int] | None:

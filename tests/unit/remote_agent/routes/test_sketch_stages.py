@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
-from protocol import column_digests, frames
+from protocol import column_digests, frames, iblt_arrow
 from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from protocol.iblt import Iblt
 from protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec, SketchCellsControl, SketchControl
@@ -103,7 +103,7 @@ def _post(
     table = _table(key_type, old, width)
     table = table.to_compact() if compact else table
     content = frames.json_frame(frames.CONTROL, control.model_dump()) + frames.arrow_frame(
-        frames.SKETCH, table.to_arrow()
+        frames.SKETCH, iblt_arrow.to_arrow(table)
     )
     return client.post("/v1/sketch", content=content, headers={"Content-Type": frames.MEDIA_TYPE})
 
@@ -303,8 +303,8 @@ def test_kept_reconciliations_are_bounded_and_taken_once():
 
 
 def test_an_agent_short_of_memory_builds_a_narrower_table_and_says_so(tmp_path):
-    """1 MiB holds 32,768 cells: asked for 3 x 16 x 1,024, the agent builds 3 x 16 x 512, names
-    that width, and refuses a later stage wider than what it holds."""
+    """1 MiB holds 49,932 cells (21 bytes each): asked for 3 x 16 x 2,048, the agent builds
+    3 x 16 x 1,024, names that width, and refuses a later stage wider than what it holds."""
     key_type = "int"
     old, new = _source(key_type)
     db = tmp_path / "t.db"
@@ -312,13 +312,13 @@ def test_an_agent_short_of_memory_builds_a_narrower_table_and_says_so(tmp_path):
         c.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
         c.executemany("INSERT INTO t VALUES (?, ?)", list(new.items()))
     with TestClient(create_app(AgentSettings(db_url=f"sqlite:///{db}", sketch_table_mib=1))) as client:
-        first, rows, _ = _answer(_post(client, key_type, old, width=16, widest=16 * 1_024))
-        assert not first["complete"] and first["width"] == 16 * 512, first
-        wider = _post(client, key_type, old, width=16 * 1_024, widest=16 * 1_024, session=first["session"])
+        first, rows, _ = _answer(_post(client, key_type, old, width=16, widest=16 * 2_048))
+        assert not first["complete"] and first["width"] == 16 * 1_024, first
+        wider = _post(client, key_type, old, width=16 * 2_048, widest=16 * 2_048, session=first["session"])
         assert wider.status_code == 400 and "does not divide" in wider.text
-        first, _, _ = _answer(_post(client, key_type, old, width=16, widest=16 * 1_024))
+        first, _, _ = _answer(_post(client, key_type, old, width=16, widest=16 * 2_048))
         second, rows, deleted = _answer(
-            _post(client, key_type, old, width=16 * 32, widest=16 * 1_024, session=first["session"]),
+            _post(client, key_type, old, width=16 * 32, widest=16 * 2_048, session=first["session"]),
             client,
             key_type,
             old,
