@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from remote_agent.settings import AgentSettings, parse_allow
@@ -77,3 +80,23 @@ def test_help_lists_every_flag_with_its_default_once(capsys):
     flags = [f"--{name.replace('_', '-')}" for name in AgentSettings.model_fields]
     assert [f for f in flags if f not in shown] == []
     assert "--no-read-ahead" in shown and "(default: 8765)" in shown and shown.count("8765") == 1
+
+
+ALLOCATOR_PROBE = """
+import sys
+from remote_agent.__main__ import main
+code = main(["--db-url", "sqlite:////nonexistent/legacy.db"])  # loads the app, then fails on the missing file
+import pyarrow
+print(code, pyarrow.default_memory_pool().backend_name)
+"""
+
+
+@pytest.mark.parametrize("asked, backend", [(None, "system"), ("jemalloc", "jemalloc")])
+def test_the_agent_process_allocates_with_malloc_unless_told_otherwise(asked, backend, monkeypatch):
+    """`python -m remote_agent` picks pyarrow's allocator before pyarrow loads (an import of
+    it first would leave mimalloc in place); ARROW_DEFAULT_MEMORY_POOL set by the user wins."""
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    if asked:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", asked)
+    done = subprocess.run([sys.executable, "-c", ALLOCATOR_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", backend], done.stderr
