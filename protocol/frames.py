@@ -169,24 +169,53 @@ def delta_decode(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def read_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
-    """Parse frames from a stream of byte chunks of any size."""
-    buffer = bytearray()
+    """Parse frames from a stream of byte chunks of any size.
+
+    Each payload is copied once, out of the chunk it lies in (or, for a frame that spans
+    chunks, out of the bytes kept from them): a request body of one large frame is held
+    twice at most, not four or five times.
+
+    >>> body = frame(b"j", b'{"a":1}') + frame(b"b", b"xyz")
+    >>> [(f.kind, f.payload) for f in read_frames([body[:5], body[5:20], body[20:]])]
+    [(b'j', b'{"a":1}'), (b'b', b'xyz')]
+    >>> list(read_frames([body[:-1]]))
+    Traceback (most recent call last):
+    ...
+    protocol.frames.FrameError: body ends inside a frame (15 stray bytes)
+    """
+    buffer = bytearray()  # the bytes of a frame begun in an earlier chunk
     for chunk in chunks:
-        buffer.extend(chunk)
-        while len(buffer) >= _HEADER.size:
-            kind, length, checksum = _HEADER.unpack_from(buffer)
-            if length > MAX_FRAME_BYTES:
-                raise FrameError(f"frame length {length} exceeds the {MAX_FRAME_BYTES}-byte limit")
-            end = _HEADER.size + length
-            if len(buffer) < end:
-                break
-            payload = bytes(buffer[_HEADER.size : end])
-            if xxhash.xxh3_64_intdigest(payload) != checksum:
-                raise FrameError(f"frame {kind!r} of {length} bytes fails its checksum (damaged in transit?)")
-            yield Frame(kind, payload)
-            del buffer[:end]
+        if buffer:
+            buffer.extend(chunk)
+        source = buffer if buffer else chunk
+        with memoryview(source) as view:
+            at = 0
+            while (found := _frame_at(view, at)) is not None:
+                yield found[0]
+                at = found[1]
+            rest = b"" if source is buffer else view[at:].tobytes()
+        if source is buffer:
+            del buffer[:at]
+        else:
+            buffer.extend(rest)
     if buffer:
         raise FrameError(f"body ends inside a frame ({len(buffer)} stray bytes)")
+
+
+def _frame_at(view: memoryview, at: int) -> tuple[Frame, int] | None:
+    """The frame that starts at `at` in `view` and where it ends; None if `view` ends before it does."""
+    if len(view) - at < _HEADER.size:
+        return None
+    kind, length, checksum = _HEADER.unpack_from(view, at)
+    if length > MAX_FRAME_BYTES:
+        raise FrameError(f"frame length {length} exceeds the {MAX_FRAME_BYTES}-byte limit")
+    end = at + _HEADER.size + length
+    if len(view) < end:
+        return None
+    payload = view[at + _HEADER.size : end].tobytes()
+    if xxhash.xxh3_64_intdigest(payload) != checksum:
+        raise FrameError(f"frame {kind!r} of {length} bytes fails its checksum (damaged in transit?)")
+    return Frame(kind, payload), end
 
 
 async def aread_frames(chunks) -> list[Frame]:
@@ -194,4 +223,4 @@ async def aread_frames(chunks) -> list[Frame]:
     buffer = bytearray()
     async for chunk in chunks:
         buffer.extend(chunk)
-    return list(read_frames([bytes(buffer)]))
+    return list(read_frames([buffer]))

@@ -18,7 +18,7 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from protocol.iblt import COMPACT_COUNT_MODULUS, Iblt
+from protocol.iblt import Iblt
 
 #: The forms of the body after the header (a new layout takes a new number).
 PLAIN, ZSTD = 1, 2
@@ -88,7 +88,7 @@ def from_bytes(data: bytes, seed: int) -> Iblt:
     if hashes < 1 or cells < 1 or cells % hashes:
         raise ValueError(f"a binary IBLT of {cells} cells in {hashes} sub-tables: not a positive multiple")
     size = table_bytes(cells) - _HEADER.size
-    body = data[_HEADER.size :]
+    body = memoryview(data)[_HEADER.size :]  # no copy: the arrays below are filled from it
     if form == ZSTD:
         try:
             body = _ZSTD.decompress(body, decompressed_size=size, asbytes=True)
@@ -100,10 +100,11 @@ def from_bytes(data: bytes, seed: int) -> Iblt:
     at = packed.size
     counts = np.stack([(packed >> shift) & 3 for shift in (0, 2, 4, 6)], axis=1).reshape(-1)[:cells]
     table = Iblt(cells, hashes, seed, compact=True)
-    table.count[:] = counts.astype(np.int64) % COMPACT_COUNT_MODULUS
+    table.count[:] = counts  # two bits each: within the compact range already
+    # Straight into the table's arrays, which cast on assignment: no array of a cell's size between.
     planes = np.frombuffer(body, np.uint8, 8 * cells, at).reshape(8, cells)
-    table.key_sum[:] = np.ascontiguousarray(planes.T).view("<u8").reshape(-1).astype(np.uint64)
+    table.key_sum[:] = np.ascontiguousarray(planes.T).view("<u8").reshape(-1)
     at += 8 * cells
-    table.hash_sum[:] = np.frombuffer(body, "<u8", cells, at).astype(np.uint64)
-    table.check_sum[:] = np.frombuffer(body, "<u4", cells, at + 8 * cells).astype(np.uint64)
+    table.hash_sum[:] = np.frombuffer(body, "<u8", cells, at)
+    table.check_sum[:] = np.frombuffer(body, "<u4", cells, at + 8 * cells)
     return table

@@ -77,7 +77,7 @@ async def read_frames(request: Request, state: StateDep) -> list[frames.Frame]:
         if len(body) > limit:
             raise TooLarge(limit)
     try:
-        parsed = list(frames.read_frames([bytes(body)]))
+        parsed = list(frames.read_frames([body]))  # payloads copied out of the body once
     except frames.FrameError as exc:
         raise BadRequest(f"malformed body: {exc}") from None
     if not parsed or parsed[0].kind != frames.CONTROL:

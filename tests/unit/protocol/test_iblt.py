@@ -342,6 +342,22 @@ def test_an_add_larger_than_fold_pairs_goes_in_parts_to_the_same_table(compact, 
 
 
 @pytest.mark.parametrize("compact", [False, True])
+def test_a_peel_that_takes_its_pairs_out_in_parts_finds_the_same_difference(compact, monkeypatch):
+    rng = np.random.default_rng(12)
+    keys = rng.integers(0, 2**63, size=600, dtype=np.uint64)
+    hashes = rng.integers(0, 2**63, size=600, dtype=np.uint64)
+    sent, mine = Iblt(1_500, 3, 3, compact=compact), Iblt(1_500, 3, 3, compact=compact)
+    sent.add(keys[:500], hashes[:500])
+    mine.add(keys[100:], hashes[100:])
+    whole = mine.subtract(sent).peel()
+    monkeypatch.setattr(iblt, "PEEL_FOLD_PAIRS", 7)
+    parts = mine.subtract(sent).peel()
+    assert whole.complete and parts.complete and whole.plus_keys.size == 100 and whole.minus_keys.size == 100
+    for name in ("plus_keys", "plus_hashes", "minus_keys", "minus_hashes"):
+        assert np.array_equal(getattr(whole, name), getattr(parts, name)), name
+
+
+@pytest.mark.parametrize("compact", [False, True])
 def test_small_batches_fold_as_one_large_batch(compact):
     """Many small batches, counts left unnormalized until the end, fold into the same table
     as one large batch."""
