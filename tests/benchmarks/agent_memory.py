@@ -63,6 +63,26 @@ def request(n: int) -> bytes:
     )
 
 
+def start_agent(db: Path, code: Path) -> tuple[subprocess.Popen, int]:
+    """`python -m remote_agent` of checkout `code` on the SQLite file `db`, answering its
+    health check, and its port."""
+    port = free_port()
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "remote_agent", "--db-url", f"sqlite:///{db.resolve()}", "--port", str(port)],
+        cwd=code,
+        env={**os.environ, "PYTHONPATH": str(code)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(300):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return agent, port
+
+
 def peak_rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM"):
@@ -81,22 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         if not db.exists():
             make_db(db, args.keys)
         body = request(args.keys)
-        port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(args.code)}
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "remote_agent", "--db-url", f"sqlite:///{db.resolve()}", "--port", str(port)],
-            cwd=args.code,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        agent, port = start_agent(db, args.code)
         try:
-            for _ in range(300):
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
             idle = peak_rss_kib(agent.pid)
             started = time.monotonic()
             answer = httpx.post(

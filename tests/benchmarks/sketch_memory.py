@@ -18,12 +18,9 @@ sends a wider main stage, sized from the prior: `--width 322560 --wider 2`.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -41,8 +38,8 @@ from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.sitequery import validate_site_query
 from remote_agent.timings import Timings
-from tests.benchmarks.agent_memory import peak_rss_kib
-from workloads.harness import ROOT, free_port
+from tests.benchmarks.agent_memory import peak_rss_kib, start_agent
+from workloads.harness import ROOT
 from workloads.students import COLUMNS, StudentsSource, make_student
 
 SECRET = 987_654_321
@@ -115,14 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         packed = iblt_bytes.to_bytes(table.to_compact())
         return frames.json_frame(frames.CONTROL, control.model_dump()) + frames.frame(frames.SKETCH_CELLS, packed)
 
-    port = free_port()
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "remote_agent", "--db-url", f"sqlite:///{changed.resolve()}", "--port", str(port)],
-        cwd=args.code,
-        env={**os.environ, "PYTHONPATH": str(args.code)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    agent, port = start_agent(changed, args.code)
     samples: list[int] = []
     done = threading.Event()
 
@@ -132,12 +122,6 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.05)
 
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         print(f"agent idle: {rss_kib(agent.pid) / 1024:.0f} MiB RSS")
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()

@@ -31,6 +31,12 @@ def table(pairs, cells, seed=0):
     return t
 
 
+def random_pairs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`n` random (key, row hash) pairs."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 2**63, size=n, dtype=np.uint64), rng.integers(0, 2**63, size=n, dtype=np.uint64)
+
+
 def as_set(keys, hashes):
     return set(zip(keys.tolist(), hashes.tolist()))
 
@@ -330,9 +336,7 @@ def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
 
 @pytest.mark.parametrize("compact", [False, True])
 def test_an_add_larger_than_fold_pairs_goes_in_parts_to_the_same_table(compact, monkeypatch):
-    rng = np.random.default_rng(6)
-    keys = rng.integers(0, 2**63, size=1_000, dtype=np.uint64)
-    hashes = rng.integers(0, 2**63, size=1_000, dtype=np.uint64)
+    keys, hashes = random_pairs(1_000, seed=6)
     whole, parts = Iblt(600, 3, 2, compact=compact), Iblt(600, 3, 2, compact=compact)
     whole.add(keys, hashes)
     monkeypatch.setattr(iblt, "FOLD_PAIRS", 64)
@@ -343,9 +347,7 @@ def test_an_add_larger_than_fold_pairs_goes_in_parts_to_the_same_table(compact, 
 
 @pytest.mark.parametrize("compact", [False, True])
 def test_a_peel_that_takes_its_pairs_out_in_parts_finds_the_same_difference(compact, monkeypatch):
-    rng = np.random.default_rng(12)
-    keys = rng.integers(0, 2**63, size=600, dtype=np.uint64)
-    hashes = rng.integers(0, 2**63, size=600, dtype=np.uint64)
+    keys, hashes = random_pairs(600, seed=12)
     sent, mine = Iblt(1_500, 3, 3, compact=compact), Iblt(1_500, 3, 3, compact=compact)
     sent.add(keys[:500], hashes[:500])
     mine.add(keys[100:], hashes[100:])
@@ -361,9 +363,7 @@ def test_a_peel_that_takes_its_pairs_out_in_parts_finds_the_same_difference(comp
 def test_small_batches_fold_as_one_large_batch(compact):
     """Many small batches, counts left unnormalized until the end, fold into the same table
     as one large batch."""
-    rng = np.random.default_rng(5)
-    keys = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
-    hashes = rng.integers(0, 2**63, size=4_000, dtype=np.uint64)
+    keys, hashes = random_pairs(4_000, seed=5)
     whole, pieces = Iblt(3_000, 3, 11, compact=compact), Iblt(3_000, 3, 11, compact=compact)
     whole.add(keys, hashes)
     whole.add(keys[:500], hashes[:500], sign=-1)
@@ -380,9 +380,7 @@ def test_small_batches_fold_as_one_large_batch(compact):
 def test_a_compact_table_holds_21_bytes_a_cell_and_counts_past_a_byte_modulo_4():
     """In memory a compact count is a byte that wraps: 900 pairs in 3 cells, never
     normalized on the way, give the full table's counts modulo 4."""
-    rng = np.random.default_rng(9)
-    keys = rng.integers(0, 2**63, size=900, dtype=np.uint64)
-    hashes = rng.integers(0, 2**63, size=900, dtype=np.uint64)
+    keys, hashes = random_pairs(900, seed=9)
     full, compact = Iblt(3, 3, 4), Iblt(3, 3, 4, compact=True)
     full.add(keys, hashes)
     full.add(keys[:50], hashes[:50], sign=-1)
