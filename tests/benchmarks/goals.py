@@ -77,7 +77,7 @@ FLOORS_1M = (
     "--out tests/benchmarks/results/floors-1m-now.json"
 )
 SQLITE_10M = (
-    "python -m tests.benchmarks --10m --strategies auto --rounds 2 --out tests/benchmarks/results/10m-auto-now.json"
+    "python -m tests.benchmarks --10m --strategies auto --rounds 2 --out tests/benchmarks/results/10m-memory.json"
 )
 GOALS = [
     Goal(
@@ -113,7 +113,7 @@ GOALS = [
         "sync ÷ floor, SQLite, 10M rows",
         1.5,
         "×",
-        "10m-auto-now.json",
+        "10m-memory.json",
         auto("students", "÷ floor"),
         SQLITE_10M,
         f"{ARROW_FOLD}; the service's fragment rebuild grows with the table",
@@ -143,14 +143,10 @@ GOALS = [
         "agent peak RSS at 10M rows",
         256,
         "MiB",
-        "10m-first-sync.json",
+        "10m-memory.json",
         auto("students", "agent peak MiB"),
-        "python -m tests.benchmarks --10m --strategies auto --rounds 1 --out "
-        "tests/benchmarks/results/10m-first-sync.json",
-        "the first sync after the load peaks highest (396 MiB; the steady sync 386 MiB, 10m-auto-now.json), "
-        "since it exchanges a sketch instead of shipping the table whole: the sketch exchange's tables, held "
-        "several times over (the request body, decoded, and the agent's own, 645,120 cells a sub-table at "
-        "the first sync), beside some 100 MiB of imports (docs/operations/memory.md)",
+        SQLITE_10M,
+        "",
     ),
     Goal(
         "bytes ÷ row-level lower bound, students at 1M rows",
