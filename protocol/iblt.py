@@ -292,14 +292,14 @@ class Iblt:
                 f"a table {self.width} cells wide cannot fold one {wider.width} wide: the width must divide it"
             )
         blocks = (self.hashes, wider.width // self.width, self.width)
+        # One array at a time, each folded to this table's size (a sum or XOR over the
+        # blocks in one call, however many there are: a probe one cell wide has as many
+        # blocks as the wider table has cells), written into this table's own array.
         mine = self.count.reshape(self.hashes, self.width)  # views: the results land in self
-        for b in range(blocks[1]):
-            np.subtract(mine, wider.count.reshape(blocks)[:, b, :], out=mine)
+        np.subtract(mine, wider.count.reshape(blocks).sum(axis=1, dtype=mine.dtype), out=mine)
         for name in SUMS:
             mine = getattr(self, name).reshape(self.hashes, self.width)
-            theirs = getattr(wider, name).reshape(blocks)
-            for b in range(blocks[1]):
-                np.bitwise_xor(mine, theirs[:, b, :], out=mine)
+            np.bitwise_xor(mine, np.bitwise_xor.reduce(getattr(wider, name).reshape(blocks), axis=1), out=mine)
         self.normalize()
         return self
 
