@@ -103,10 +103,10 @@ GOALS = [
         "sync ÷ floor, MariaDB, 1M rows",
         1.5,
         "×",
-        "floors-1m-mariadb-now.json",
+        "floors-1m-mariadb-after-memory.json",
         auto("students@mariadb", "÷ floor"),
         "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
-        "--source mariadb --out tests/benchmarks/results/floors-1m-mariadb-now.json",
+        "--source mariadb --out tests/benchmarks/results/floors-1m-mariadb-after-memory.json",
         f"mysqlclient decodes every value in Python; {ARROW_FOLD}",
     ),
     Goal(
