@@ -122,10 +122,10 @@ GOALS = [
         "sync ÷ floor, PostgreSQL, 10M rows",
         1.0,
         "×",
-        "10m-postgres.json",
+        "10m-postgres-after-memory.json",
         auto("students@postgres", "÷ floor"),
         "python -m tests.benchmarks --10m --strategies auto --rounds 2 --source postgres --out "
-        "tests/benchmarks/results/10m-postgres.json",
+        "tests/benchmarks/results/10m-postgres-after-memory.json",
         "as at 1M: every key is read through psycopg for the reconciliation",
     ),
     Goal(
