@@ -193,11 +193,10 @@ def read_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
             while (found := _frame_at(view, at)) is not None:
                 yield found[0]
                 at = found[1]
-            rest = b"" if source is buffer else view[at:].tobytes()
+            if source is not buffer:
+                buffer += view[at:]  # the start of a frame the next chunks end
         if source is buffer:
             del buffer[:at]
-        else:
-            buffer.extend(rest)
     if buffer:
         raise FrameError(f"body ends inside a frame ({len(buffer)} stray bytes)")
 

@@ -249,25 +249,6 @@ class Iblt:
         out.normalize()
         return out
 
-    def subtract_from(self, other: Iblt) -> Iblt:
-        """`other.subtract(self)`, written over self instead of a new table (returns self):
-        a caller that drops self after needs one table fewer in memory.
-
-        >>> a, b = Iblt(12), Iblt(12)
-        >>> a.add(np.array([5, 6], dtype=np.uint64), np.array([50, 60], dtype=np.uint64))
-        >>> b.add(np.array([5], dtype=np.uint64), np.array([50], dtype=np.uint64))
-        >>> expected = a.subtract(b)
-        >>> got = b.subtract_from(a)
-        >>> got is b, bool((got.count == expected.count).all() and (got.key_sum == expected.key_sum).all())
-        (True, True)
-        """
-        self._check_same_shape(other)
-        np.subtract(other.count, self.count, out=self.count)
-        for name in SUMS:
-            np.bitwise_xor(getattr(other, name), getattr(self, name), out=getattr(self, name))
-        self.normalize()
-        return self
-
     def subtract_folded(self, wider: Iblt) -> Iblt:
         """`self.subtract(wider.shrink(self.width))`, written over self (returns self) and
         without the shrunk copy: a wide table meets a narrower one with no third table in
@@ -287,19 +268,11 @@ class Iblt:
             wider.compact,
         ):
             raise ValueError(f"tables differ in hashes, seed or layout: {self!r} and {wider!r}")
-        if wider.width % self.width:
-            raise ValueError(
-                f"a table {self.width} cells wide cannot fold one {wider.width} wide: the width must divide it"
-            )
-        blocks = (self.hashes, wider.width // self.width, self.width)
-        # One array at a time, each folded to this table's size (a sum or XOR over the
-        # blocks in one call, however many there are: a probe one cell wide has as many
-        # blocks as the wider table has cells), written into this table's own array.
-        mine = self.count.reshape(self.hashes, self.width)  # views: the results land in self
-        np.subtract(mine, wider.count.reshape(blocks).sum(axis=1, dtype=mine.dtype), out=mine)
+        # One array at a time, folded to this width (a temporary of one array of this
+        # table's size), then written into this table's own array.
+        np.subtract(self.count, wider._folded("count", self.width), out=self.count)
         for name in SUMS:
-            mine = getattr(self, name).reshape(self.hashes, self.width)
-            np.bitwise_xor(mine, np.bitwise_xor.reduce(getattr(wider, name).reshape(blocks), axis=1), out=mine)
+            np.bitwise_xor(getattr(self, name), wider._folded(name, self.width), out=getattr(self, name))
         self.normalize()
         return self
 
@@ -326,16 +299,21 @@ class Iblt:
         >>> bool((folded.count == small.count).all() and (folded.check_sum == small.check_sum).all())
         True
         """
-        width = operator.index(width)
-        if width < 1 or self.width % width:
-            raise ValueError(f"cannot shrink a table {self.width} cells wide to {width}: the width must divide it")
-        out = Iblt(width * self.hashes, self.hashes, self.seed, compact=self.compact)
-        shape = (self.hashes, self.width // width, width)
-        out.count = self.count.reshape(shape).sum(axis=1, dtype=self.count.dtype).reshape(-1)  # wraps: see __init__
-        for name in ("key_sum", "hash_sum", "check_sum"):
-            setattr(out, name, np.bitwise_xor.reduce(getattr(self, name).reshape(shape), axis=1).reshape(-1))
+        out = Iblt(operator.index(width) * self.hashes, self.hashes, self.seed, compact=self.compact)
+        for name in ("count", *SUMS):
+            setattr(out, name, self._folded(name, out.width))
         out.normalize()
         return out
+
+    def _folded(self, name: str, width: int) -> np.ndarray:
+        """Array `name` at `width` cells per sub-table: the cells a narrower width maps onto
+        one summed (counts, wrapping as a compact table's do) or XORed (sums)."""
+        if width < 1 or self.width % width:
+            raise ValueError(f"cannot fold a table {self.width} cells wide to {width}: the width must divide it")
+        blocks = getattr(self, name).reshape(self.hashes, self.width // width, width)
+        if name == "count":
+            return blocks.sum(axis=1, dtype=blocks.dtype).reshape(-1)
+        return np.bitwise_xor.reduce(blocks, axis=1).reshape(-1)
 
     def is_empty(self) -> bool:
         """True iff every count and every sum is zero (as after adding and removing the same pairs).

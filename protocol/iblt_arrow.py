@@ -96,6 +96,6 @@ def from_arrow(batch: pa.RecordBatch) -> Iblt:
     table = Iblt(cells, hashes, params["seed"], compact=compact)
     table.count[:] = count
     for name in SUMS:
-        getattr(table, name)[:] = batch.column(name).to_numpy().astype(np.uint64)
+        getattr(table, name)[:] = batch.column(name).to_numpy()  # cast on assignment
     table.normalize()
     return table

@@ -15,8 +15,8 @@ from remote_agent import without_dataframes
 #: pyarrow's allocator in the agent and its readers (which inherit the environment): C's
 #: malloc, whose freed memory freed_memory.release() hands back. pyarrow's default, mimalloc,
 #: keeps freed pages for itself: a sketch stage answering 150,000 changed rows of 1M
-#: students took the agent 110-120 MiB above its idle size with it, 75-85 MiB with malloc,
-#: as fast. An ARROW_DEFAULT_MEMORY_POOL set by the user wins. Read once, before pyarrow is
+#: students took the agent 116-122 MiB above its idle size with it, 85-87 MiB with malloc,
+#: as fast (tests/benchmarks/sketch_memory.py). An ARROW_DEFAULT_MEMORY_POOL set by the user wins. Read once, before pyarrow is
 #: first imported.
 ALLOCATOR = "system"
 

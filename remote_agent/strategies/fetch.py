@@ -66,7 +66,9 @@ def lookup_rows(
             params: list[Any] = []
             for k in chunk:
                 params.extend(k if isinstance(k, tuple) else (k,))
-            sql = statements.get(len(chunk)) or statements.setdefault(len(chunk), query.lookup_sql(len(chunk)))
+            if len(chunk) not in statements:
+                statements[len(chunk)] = query.lookup_sql(len(chunk))
+            sql = statements[len(chunk)]
             with session.read() as reader:  # a key matches one row at most: the read is bounded
                 rows = reader.rows(sql, [adapter.bind(v) for v in params], limit=len(chunk))
             if rows:

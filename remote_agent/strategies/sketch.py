@@ -165,20 +165,16 @@ class Reconciliation:
         """The pairs only one side holds (plus: the warehouse, minus: the source), and the
         number of empty cells of the difference before peeling (how the warehouse gauges
         the number of differences when the peel fails). The difference is written over
-        `sent`, or over the agent's table when the two are as wide: neither is of use after."""
+        `sent`, which is of no use after."""
         if sent.hashes != self.table.hashes or sent.seed != self.seed or not sent.compact:
             raise BadRequest(f"the sketch table {sent!r} does not match this exchange's (seed, hashes, compact)")
         if self.table.width % sent.width:
             raise BadRequest(
                 f"the sketch table is {sent.width} cells wide, which does not divide this exchange's width {self.table.width}"
             )
-        # The difference is written over the sent table (the agent's own, wider one stays
-        # for a later stage), or over the agent's table when it is as wide as the sent
-        # one (no later stage can then use it): never a third table.
-        if self.table.width == sent.width:
-            difference = self.table.subtract_from(sent)
-        else:
-            difference = sent.subtract_folded(self.table)
+        # The difference is written over the sent table, the agent's own (maybe wider)
+        # one left whole for a later stage: never a third table.
+        difference = sent.subtract_folded(self.table)
         empty = difference.empty_cells()
         self.touched = time.monotonic()
         return difference.peel(in_place=True), empty

@@ -303,27 +303,6 @@ def test_a_compact_table_peels_to_the_same_differences(sides, seed):
         assert as_set(peeled.minus_keys, peeled.minus_hashes) <= b - a
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
-@given(two_sides(), st.integers(0, 2**64 - 1), st.booleans())
-def test_subtract_from_writes_the_difference_over_the_table(sides, seed, compact):
-    """The agent's difference without a new table: the same cells as `subtract`, in the
-    subtrahend's own arrays, the minuend untouched."""
-    a, b = sides
-    cells = cells_for(len(a ^ b), 0)
-    sent, mine = table(a, cells, seed), table(b, cells, seed)
-    if compact:
-        sent, mine = sent.to_compact(), mine.to_compact()
-    expected, before = sent.subtract(mine), sent.copy()
-    arrays_of_mine = [mine.count, mine.key_sum, mine.hash_sum, mine.check_sum]
-    got = mine.subtract_from(sent)
-    assert got is mine and all(
-        x is y for x, y in zip(arrays_of_mine, [got.count, got.key_sum, got.hash_sum, got.check_sum])
-    )
-    for name in ("count", "key_sum", "hash_sum", "check_sum"):
-        assert np.array_equal(getattr(got, name), getattr(expected, name))
-        assert np.array_equal(getattr(sent, name), getattr(before, name))
-
-
 def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
     from protocol import frames
 
