@@ -28,6 +28,7 @@ from protocol import frames
 from protocol.encoding import carry_limbs, limbs_to_bytes, row_hash_limbs
 from protocol.models import ExtractControl, SiteSpec
 from protocol.types import Column, LogicalType
+from tests.benchmarks import machine
 from workloads.harness import ROOT, free_port
 
 UNIT_SIZE = 8
@@ -83,13 +84,6 @@ def start_agent(db: Path, code: Path) -> tuple[subprocess.Popen, int]:
     return agent, port
 
 
-def peak_rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc status")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--keys", type=int, default=1_000_000)
@@ -103,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         body = request(args.keys)
         agent, port = start_agent(db, args.code)
         try:
-            idle = peak_rss_kib(agent.pid)
+            idle = machine.peak_rss_kb(agent.pid)
             started = time.monotonic()
             answer = httpx.post(
                 f"http://127.0.0.1:{port}/v1/extract",
@@ -113,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             summary = [f.json() for f in frames.read_frames([answer.content]) if f.kind == frames.SUMMARY][0]
             took = time.monotonic() - started
-            after = peak_rss_kib(agent.pid)
+            after = machine.peak_rss_kb(agent.pid)
         finally:
             agent.terminate()
             agent.wait()

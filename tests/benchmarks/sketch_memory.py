@@ -38,7 +38,8 @@ from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter
 from remote_agent.sitequery import validate_site_query
 from remote_agent.timings import Timings
-from tests.benchmarks.agent_memory import peak_rss_kib, start_agent
+from tests.benchmarks import machine
+from tests.benchmarks.agent_memory import start_agent
 from workloads.harness import ROOT
 from workloads.students import COLUMNS, StudentsSource, make_student
 
@@ -118,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def sample() -> None:
         while not done.is_set():
-            samples.append(rss_kib(agent.pid))
+            samples.append(machine.rss_kb(agent.pid) or 0)
             time.sleep(0.05)
 
     try:
-        print(f"agent idle: {rss_kib(agent.pid) / 1024:.0f} MiB RSS")
+        print(f"agent idle: {machine.rss_kb(agent.pid) / 1024:.0f} MiB RSS")
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         session = None
@@ -141,21 +142,14 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{stage}: {time.monotonic() - started:.1f} s, complete {summary['complete']}, "
                 f"rows sent {summary.get('rows_sent', 0):,}, updated {summary.get('updated_rows', 0):,}; "
-                f"peak {peak / 1024:.0f} MiB RSS, after {rss_kib(agent.pid) / 1024:.0f} MiB"
+                f"peak {peak / 1024:.0f} MiB RSS, after {machine.rss_kb(agent.pid) / 1024:.0f} MiB"
             )
-        print(f"agent peak RSS (VmHWM): {peak_rss_kib(agent.pid) / 1024:.0f} MiB")
+        print(f"agent peak RSS (VmHWM): {machine.peak_rss_kb(agent.pid) / 1024:.0f} MiB")
     finally:
         done.set()
         agent.terminate()
         agent.wait()
     return 0
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc status")
 
 
 if __name__ == "__main__":
