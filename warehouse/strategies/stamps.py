@@ -326,11 +326,16 @@ def ranged_sql(
 
 
 def keys_sql(site: SiteQuery) -> str:
-    """The site query projected on its key columns (the key reconciliation's read).
+    """The site query projected on its key columns, in the key's order (the key reconciliation's read).
+
+    The agent checks a request's columns in order against those it reads, and the key's
+    order is the primary key's, which need not be the order of the table's columns.
 
     >>> keys_sql(SiteQuery("s", 'SELECT "p"."id" AS "id", "p"."n" AS "n" FROM "people" AS "p"', [], ["id"]))
     'SELECT "p"."id" AS "id" FROM "people" AS "p"'
+    >>> keys_sql(SiteQuery("s", 'SELECT "t"."a" AS "a", "t"."b" AS "b", "t"."c" AS "c" FROM "t" AS "t"', [], ["c", "a"]))
+    'SELECT "t"."c" AS "c", "t"."a" AS "a" FROM "t" AS "t"'
     """
     tree = site.parse()
-    keep = [e for e in tree.expressions if e.alias_or_name in site.key]
-    return site.render(tree.select(*keep, append=False))
+    selected = {e.alias_or_name: e for e in tree.expressions}
+    return site.render(tree.select(*(selected[k] for k in site.key), append=False))
