@@ -227,6 +227,10 @@ class ColumnOut(BaseModel):
     read_as: str | None = None
 
 
+#: What a relation an agent exposes is at the source (TableOut.kind).
+TableKind = Literal["table", "partition", "view", "materialized view"]
+
+
 class TableOut(BaseModel):
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
     name: str
@@ -240,6 +244,19 @@ class TableOut(BaseModel):
         exclude_if=lambda v: v is None,
         description="the schema (PostgreSQL) or database (MySQL) of a table outside the connection's default one, "
         "whose name is then schema.table; left out in the default one",
+    )
+    #: left out for a table, so that the answer for tables is as it was
+    kind: TableKind = Field(
+        default="table",
+        exclude_if=lambda v: v == "table",
+        description="what the relation is at the source: a table (the default, left out), a partition of another "
+        "table, a view or a materialized view; a mirror makes views of tables only",
+    )
+    parent: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="the table (as the agent names it) whose reads hold this one's rows: the root of a partitioned "
+        "table, or the table this one inherits from; left out when none",
     )
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from protocol.models import ColumnOut, SchemaOut, TableOut
+from protocol.models import ColumnOut, SchemaOut, TableKind, TableOut
 from protocol.types import LogicalType
 
 
@@ -44,6 +44,31 @@ class TableInfo:
     unique_keys: tuple[tuple[str, ...], ...] = field(default=())
     #: the schema (database) of a table outside the default one; None in the default one
     schema: str | None = None
+    #: what the relation is at the source (TABLE_KINDS); a mirror makes views of tables only
+    kind: TableKind = "table"
+    #: the table whose reads hold this one's rows (a partition's root, an inheriting table's
+    #: parent), as the agent names it; None when there is none
+    parent: str | None = None
+
+    @property
+    def mirrored_with(self) -> str | None:
+        """Why a mirror of every table makes no view of this one, or None when it makes one.
+
+        >>> TableInfo("pay_2024_01", (), (), kind="partition", parent="pay").mirrored_with
+        'partition of pay: its rows are read through the view of pay'
+        >>> TableInfo("t", (), ()).mirrored_with is None
+        True
+        """
+        if self.kind == "partition":
+            return f"partition of {self.parent}: its rows are read through the view of {self.parent}"
+        if self.parent is not None:
+            return f"inherits from {self.parent}: its rows are read through the view of {self.parent}"
+        if self.kind != "table":
+            return (
+                f"a {self.kind} of the source, not a table: a view of it is made only when asked for, by name in "
+                "the mirror's tables or as a view over it"
+            )
+        return None
 
     @property
     def path(self) -> tuple[str, ...]:
@@ -112,6 +137,8 @@ class SourceSchema:
                 tuple(t.get("primary_key") or ()),
                 tuple(tuple(u) for u in t.get("unique_keys") or ()),
                 t.get("schema"),
+                t.get("kind") or "table",
+                t.get("parent"),
             )
         return cls(data["dialect"], tables)
 
@@ -135,6 +162,8 @@ def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
                 primary_key=list(t.primary_key),
                 unique_keys=[list(u) for u in t.unique_keys],
                 schema=t.schema,
+                kind=t.kind,
+                parent=t.parent,
             )
             for t in tables
         ],

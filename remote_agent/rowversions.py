@@ -1,4 +1,4 @@
-"""The row_version strategy's predicate: rows a PostgreSQL source wrote since a snapshot.
+"""The row_version strategy's predicate, rows a PostgreSQL source wrote since a snapshot, and that snapshot.
 
 PostgreSQL stamps every row version with the 32-bit id of the transaction that wrote it,
 the system column `xmin`, which a SELECT-only role may read. The warehouse sends the xmin
@@ -15,6 +15,9 @@ reconciliation otherwise.
 from __future__ import annotations
 
 from sqlglot import exp
+
+from remote_agent.adapters.base import Session
+from remote_agent.errors import Forbidden
 
 #: Size of PostgreSQL's 32-bit transaction id space.
 XID_SPACE = 2**32
@@ -64,3 +67,49 @@ def is_candidate(row_xmin: int, since_xmin: int, xmax_now: int) -> bool:
     False
     """
     return (row_xmin - since_xmin % XID_SPACE + XID_SPACE) % XID_SPACE < xmax_now - since_xmin
+
+
+# The current snapshot (xid8 values as text: they have no cast to a number), the cluster's
+# identity (pg_control_system() is callable by any role on PostgreSQL 15) and the WAL
+# position at or after every commit the snapshot saw: evaluated after the statement took
+# the snapshot, a primary's insert position (a standby refuses pg_current_wal_insert_lsn()),
+# or on a standby the end of what it received, at or after what it replayed (a standby
+# makes a commit visible just before it advances its replayed position). WAL positions as
+# bytes, text: pg_lsn has no cast to a number.
+_SNAPSHOT_SQL = """
+SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
+       ARRAY(SELECT x::text FROM pg_snapshot_xip(s) AS x ORDER BY 1), {identity}, {wal}
+FROM pg_current_snapshot() AS s
+"""
+_IDENTITY_SQL = "(SELECT system_identifier::text FROM pg_control_system())"
+_WAL_SQL = (
+    "((CASE WHEN pg_is_in_recovery() THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"
+    " ELSE pg_current_wal_insert_lsn() END) - '0/0'::pg_lsn)::text"
+)
+# On a standby, what it has replayed, read before the snapshot's transaction: replay goes on
+# meanwhile, so this is a lower bound of what the snapshot sees. NULL on a primary.
+_REPLAYED_SQL = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::text WHERE pg_is_in_recovery()"
+
+
+def current_snapshot(session: Session) -> dict:
+    """The snapshot a PostgreSQL read taken now sees, the server's identity and its WAL
+    positions (`Adapter.source_snapshot`)."""
+
+    try:
+        with session.read() as reader:
+            replayed = reader.rows(_REPLAYED_SQL, limit=1)
+        with session.read() as reader:
+            row = reader.rows(_SNAPSHOT_SQL.format(identity=_IDENTITY_SQL, wal=_WAL_SQL), limit=1)[0]
+    except Forbidden:  # a server that revoked pg_control_system() or a WAL function: nothing to compare
+        replayed = []
+        with session.read() as reader:
+            row = reader.rows(_SNAPSHOT_SQL.format(identity="NULL::text", wal="NULL::text"), limit=1)[0]
+    xmin, xmax, xip, identity, wal = row
+    return {
+        "xmin": int(xmin),
+        "xmax": int(xmax),
+        "xip": [int(x) for x in xip],
+        "system_identifier": identity,
+        "wal_lsn": None if wal is None else int(wal),
+        "replayed_lsn": int(replayed[0][0]) if replayed and replayed[0][0] is not None else None,
+    }

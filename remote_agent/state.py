@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from protocol.models import SiteSpec
 from protocol.siterefs import SiteRefs
@@ -26,9 +27,12 @@ class AgentState:
             cache_dir=settings.cache_dir,
         )
         self.allow = parse_allow(settings.allow)
-        #: the other schemas --allow names tables of; SQLite and dump files have none (a
-        #: rule with a dot names a table whose own name has one, as it always did)
-        self.schemas = named_schemas(self.allow) if self.adapter.schemas else []
+        #: the other schemas --allow names tables of, or None without --allow: every schema
+        #: the login can read; SQLite and dump files have none (a rule with a dot names a
+        #: table whose own name has one, as it always did)
+        self.schemas: list[str] | None = (
+            (named_schemas(self.allow) if self.allow else None) if self.adapter.schemas else []
+        )
         self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
         #: Sketch exchanges between stages: a few per extraction slot.
         self.reconciliations = Reconciliations(limit=2 * settings.max_concurrent_extractions)
@@ -43,12 +47,11 @@ class AgentState:
             if not allowed:
                 continue
             if cols is not None:
-                table = TableInfo(
-                    table.name,
-                    tuple(c for c in table.columns if c.name in cols),
-                    table.primary_key if set(table.primary_key) <= cols else (),
-                    tuple(u for u in table.unique_keys if set(u) <= cols),
-                    table.schema,
+                table = replace(
+                    table,
+                    columns=tuple(c for c in table.columns if c.name in cols),
+                    primary_key=table.primary_key if set(table.primary_key) <= cols else (),
+                    unique_keys=tuple(u for u in table.unique_keys if set(u) <= cols),
                 )
             tables[table.name] = table
         return tables

@@ -116,6 +116,74 @@ def mirrored_tables(schema: SourceSchema, asked: Sequence[str] | None) -> list[s
     return list(found)
 
 
+def set_aside(
+    schema: SourceSchema, tables: Sequence[str], asked: Sequence[str] | None
+) -> tuple[list[str], list[Skipped]]:
+    """Of `tables`, those the mirror makes views of, and those it passes over with the reason.
+
+    A mirror of every table (`asked` None) makes no view of a partition or an inheriting
+    table, whose rows the view of its root holds already, nor of a source's view or
+    materialized view; one that names such a relation makes its view.
+
+    >>> from protocol.schema import TableInfo
+    >>> s = SourceSchema("postgres", {"pay": TableInfo("pay", (), ()), "pay_1": TableInfo("pay_1", (), (), kind="partition", parent="pay")})
+    >>> kept, aside = set_aside(s, ["pay", "pay_1"], None)
+    >>> kept, [a.reason.split(":")[0] for a in aside]
+    (['pay'], ['partition of pay'])
+    >>> set_aside(s, ["pay_1"], ["pay_1"])[0]
+    ['pay_1']
+    """
+    if asked is not None:
+        return list(tables), []
+    kept, aside = [], []
+    for table in tables:
+        reason = schema.tables[table].mirrored_with
+        if reason is None:
+            kept.append(table)
+        else:
+            aside.append(Skipped(table, reason))
+    return kept, aside
+
+
+def excluded_columns(schema: SourceSchema, tables: Sequence[str], exclude: Sequence[str]) -> dict[str, list[str]]:
+    """The columns each of `tables` leaves out, by a mirror's `exclude_columns`: `table.column`
+    (the table as the agent names it) for one table's column, a bare `column` for that column of
+    every table that has it.
+
+    Raises:
+        Unprocessable: an entry that names no column of the tables mirrored.
+
+    >>> from protocol.schema import ColumnInfo, TableInfo
+    >>> from protocol.types import LogicalType
+    >>> col = lambda n: ColumnInfo(n, LogicalType("int"), True, "integer")
+    >>> s = SourceSchema("pg", {"a": TableInfo("a", (col("id"), col("ssn")), ()), "erp.b": TableInfo("erp.b", (col("id"), col("geom")), (), schema="erp")})
+    >>> excluded_columns(s, ["a", "erp.b"], ["ssn", "erp.b.geom"])
+    {'a': ['ssn'], 'erp.b': ['geom']}
+    """
+    out: dict[str, list[str]] = {table: [] for table in tables}
+    unknown = []
+    for entry in exclude:
+        table, _, column = entry.rpartition(".")
+        if table:
+            hit = table in out and schema.tables[table].column(column) is not None
+            if hit:
+                out[table].append(column)
+        else:
+            holders = [t for t in tables if schema.tables[t].column(column) is not None]
+            for t in holders:
+                out[t].append(column)
+            hit = bool(holders)
+        if not hit:
+            unknown.append(entry)
+    if unknown:
+        raise Unprocessable(
+            f"exclude_columns names {', '.join(map(repr, unknown))}, no column of the tables mirrored: write "
+            "table.column (the table as GET /v1/sources/{name}/tables names it) or a bare column name for that "
+            "column of every table"
+        )
+    return {table: columns for table, columns in out.items() if columns}
+
+
 def table_views(catalog: Catalog) -> dict[str, ViewDef]:
     """Every view's definition, by name."""
     return {v.name: ViewDef.from_json(v.definition) for v in catalog.views()}

@@ -138,11 +138,21 @@ TABLE_HELP = (
 )
 
 
+#: Most columns a table view or a mirror may leave out (exclude_columns).
+MAX_EXCLUDED_COLUMNS = 1_000
+
+
 class ViewSource(BaseModel):
     """What a view is: its SQL, or the table it is every column of (exactly one of the two)."""
 
     sql: str | None = Field(default=None, min_length=1, max_length=100_000, description=SQL_HELP)
     table: str | None = Field(default=None, min_length=3, max_length=400, description=TABLE_HELP)
+    exclude_columns: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None,
+        max_length=MAX_EXCLUDED_COLUMNS,
+        description="a table view's columns to leave out (one the tool cannot read, or one the warehouse should not "
+        "hold); not a key column; only with table",
+    )
 
     @model_validator(mode="after")
     def _one_of_sql_and_table(self):
@@ -151,6 +161,11 @@ class ViewSource(BaseModel):
             raise ValueError(
                 f'give exactly one of "sql" (the view\'s SELECT) and "table" (a table view: source.table, every '
                 f"column of it); {problem}"
+            )
+        if self.exclude_columns and self.table is None:
+            raise ValueError(
+                '"exclude_columns" leaves columns out of a table view (one given as "table"); a view given as SQL '
+                "selects the columns it wants"
             )
         return self
 
@@ -331,6 +346,7 @@ class ViewOut(BaseModel):
         default=None,
         description="a table view's table, source.table as its agent names it; null for a view given as SQL",
     )
+    exclude_columns: list[str] = Field(default=[], description="the columns of a table view's table it leaves out")
     columns: list[str]
     column_types: dict[str, str]
     key: list[str]

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from protocol.models import TableOut
 from service.models import (
     DESTINATIONS_HELP,
+    MAX_EXCLUDED_COLUMNS,
     NAME_PATTERN,
     SCHEDULE_HELP,
     SCHEMA_POLICY_HELP,
@@ -98,6 +99,13 @@ class MirrorIn(BaseModel):
         max_length=MAX_MIRROR_TABLES,
         description="the tables to mirror, as GET /v1/sources/{name}/tables names them (schema.table outside the "
         "default schema); left out or null: every table the agent exposes",
+    )
+    exclude_columns: list[Annotated[str, Field(min_length=1, max_length=400)]] = Field(
+        default=[],
+        max_length=MAX_EXCLUDED_COLUMNS,
+        description="columns the views leave out (one the tool cannot read, or one the warehouse should not hold): "
+        "table.column for one table's, a bare column name for that column of every table; not a key column (its "
+        "table is then skipped with the reason)",
     )
     schedule: ScheduleIn | None = Field(
         default=None,

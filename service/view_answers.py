@@ -23,6 +23,7 @@ def view_out(
         name=row.name,
         sql=row.sql,
         table=d.table,
+        exclude_columns=list(d.exclude_columns),
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,

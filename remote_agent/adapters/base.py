@@ -102,11 +102,12 @@ class Adapter(ABC):
     schemas: bool = False
 
     @abstractmethod
-    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
-        """Every table the read-only connection can read, with columns, types and keys.
+    def describe(self, schemas: Sequence[str] | None = ()) -> list[TableInfo]:
+        """Every table (and view) the read-only connection can read, with columns, types and keys.
 
         Those of the connection's default schema by their names; with `schemas` (an adapter
-        whose `schemas` is True), also every readable table of those, named schema.table.
+        whose `schemas` is True), also every readable table of those, named schema.table;
+        with None, of every schema the connection can read but the system's.
         """
 
     @abstractmethod

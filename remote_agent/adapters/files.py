@@ -159,7 +159,7 @@ class FileAdapter(Adapter):
         #: table -> dump file name, fixed by `pinned`; None: the newest at each connection
         self.pins: dict[str, str] | None = None
 
-    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
+    def describe(self, schemas: Sequence[str] | None = ()) -> list[TableInfo]:
         return [layout.info() for layout in self.dir.layouts().values()]
 
     def pinned(self, dumps: dict[str, str] | None) -> FileAdapter:

@@ -35,6 +35,7 @@ from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
+from protocol.models import TableKind
 from protocol.types import MAX_DECIMAL_PRECISION, LogicalType
 from remote_agent.adapters import mysql_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
@@ -68,6 +69,9 @@ _DATES = {"date", "datetime", "timestamp"}
 #: `utf8_bytes` of a column `x`: text in utf8mb4 whatever the column's character set, then its bytes.
 _UTF8_BYTES = sqlglot.parse_one("CAST(CAST(x AS CHAR CHARACTER SET utf8mb4) AS BINARY)", read="mysql")
 _WIDTH = re.compile(r"\((\d+)(?:,(\d+))?\)")
+
+#: The server's own databases, never described as the source's.
+_SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 
 #: Server errors that mean "this role may not do that".
 _DENIED = {1142, 1143, 1044, 1045}  # table, column, database, login
@@ -322,21 +326,30 @@ class MysqlAdapter(Adapter):
 
     schemas = True
 
-    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
+    def describe(self, schemas: Sequence[str] | None = ()) -> list[TableInfo]:
         conn = self._connect()
         try:
             cursor = conn.cursor()
             cursor.execute("SELECT DATABASE()")
             default = cursor.fetchone()[0]
+            if schemas is None:  # every database the login can see (information_schema shows no other)
+                cursor.execute(
+                    "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN (%s, %s, %s, %s)",
+                    _SYSTEM_DATABASES,
+                )
+                schemas = sorted(name for (name,) in cursor.fetchall() if name != default)
             # the URL's database, then the other databases --allow names (tables named database.table)
             wanted = list(dict.fromkeys([default, *schemas]))
             where = f"TABLE_SCHEMA IN ({', '.join(['%s'] * len(wanted))})"
             cursor.execute(
-                f"SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE {where} "
-                "AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') ORDER BY TABLE_SCHEMA, TABLE_NAME",
+                f"SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE {where} "
+                "AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED', 'VIEW') ORDER BY TABLE_SCHEMA, TABLE_NAME",
                 wanted,
             )
-            names = [(schema, table) for schema, table in cursor.fetchall()]
+            kinds: dict[tuple[str, str], TableKind] = {
+                (schema, table): "view" if kind == "VIEW" else "table" for schema, table, kind in cursor.fetchall()
+            }
+            names = list(kinds)
             cursor.execute(
                 "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE "
                 f"FROM information_schema.COLUMNS WHERE {where} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
@@ -377,6 +390,7 @@ class MysqlAdapter(Adapter):
                     primary.get((s, t), ()),
                     tuple(uniques[s, t]),
                     qualifier,
+                    kinds[s, t],
                 )
                 for s, t, qualifier in named
             ]

@@ -20,12 +20,13 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
+from protocol.models import TableKind
 from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
 from remote_agent.adapters import postgres_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
-from remote_agent.rowversions import changed_since_condition
+from remote_agent.rowversions import changed_since_condition, current_snapshot
 
 #: Selected instead of a column whose type has no logical counterpart (uuid, json, arrays...).
 CAST_TO_TEXT = "CAST({col} AS TEXT)"
@@ -50,6 +51,9 @@ _SESSION_SETTINGS = {
     "extra_float_digits": "1",  # shortest exact text for floats (a lower value would round)
     "bytea_output": "hex",
 }
+
+#: pg_class.relkind of the relations `describe` lists, as TableInfo.kind names them.
+_RELATION_KINDS: dict[str, TableKind] = {"r": "table", "p": "table", "v": "view", "m": "materialized view"}
 
 _INTEGERS = {"smallint", "integer", "bigint"}
 _FLOATS = {"real", "double precision"}
@@ -131,42 +135,35 @@ def psycopg_placeholders(sql: str) -> str:
     return "".join("%%" if ch == "%" and i not in placeholders else ch for i, ch in enumerate(sql))
 
 
-# The current snapshot (xid8 values as text: they have no cast to a number), the cluster's
-# identity (pg_control_system() is callable by any role on PostgreSQL 15) and the WAL
-# position at or after every commit the snapshot saw: evaluated after the statement took
-# the snapshot, a primary's insert position (a standby refuses pg_current_wal_insert_lsn()),
-# or on a standby the end of what it received, at or after what it replayed (a standby
-# makes a commit visible just before it advances its replayed position). WAL positions as
-# bytes, text: pg_lsn has no cast to a number.
-_SNAPSHOT_SQL = """
-SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
-       ARRAY(SELECT x::text FROM pg_snapshot_xip(s) AS x ORDER BY 1), {identity}, {wal}
-FROM pg_current_snapshot() AS s
-"""
-_IDENTITY_SQL = "(SELECT system_identifier::text FROM pg_control_system())"
-_WAL_SQL = (
-    "((CASE WHEN pg_is_in_recovery() THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())"
-    " ELSE pg_current_wal_insert_lsn() END) - '0/0'::pg_lsn)::text"
-)
-# On a standby, what it has replayed, read before the snapshot's transaction: replay goes on
-# meanwhile, so this is a lower bound of what the snapshot sees. NULL on a primary.
-_REPLAYED_SQL = "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::text WHERE pg_is_in_recovery()"
-
+# Every relation the login may read in a schema it may use, the system's left out: tables,
+# partitioned tables, views and materialized views. One of a search-path schema that an
+# unqualified name resolves to is named as it is; one of another schema (`schema_list`'s,
+# or every other with `all_schemas`) as schema.table, so that one of a search-path schema
+# that --allow also names comes twice, once each way. `parent`: a partition's root, or the
+# table an inheriting one inherits from first, named the same way (NULL when unreadable).
 _TABLES_SQL = """
-SELECT c.oid, c.relname, NULL::text
-FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p')
-  AND n.nspname = ANY (pg_catalog.current_schemas(false))
-  AND pg_catalog.pg_table_is_visible(c.oid)  -- the one an unqualified name resolves to
-  AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
-UNION ALL
-SELECT c.oid, n.nspname || '.' || c.relname, n.nspname
-FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p')
-  AND n.nspname = ANY (%s::text[])  -- the other schemas --allow names, each table as schema.table
-  AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+WITH rel AS (
+    SELECT c.oid, c.relname, n.nspname, c.relkind,
+           n.nspname = ANY (pg_catalog.current_schemas(false)) AND pg_catalog.pg_table_is_visible(c.oid) AS bare,
+           CASE WHEN c.relispartition THEN pg_catalog.pg_partition_root(c.oid)
+                ELSE (SELECT i.inhparent FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid
+                      ORDER BY i.inhseqno LIMIT 1) END AS parent,
+           c.relispartition
+    FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p', 'v', 'm')
+      AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_(toast|temp_|toast_temp_)'
+      AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')
+      AND pg_catalog.has_table_privilege(c.oid, 'SELECT')
+), named AS (
+    SELECT oid, relname AS name, NULL::text AS schema, relkind, parent, relispartition FROM rel WHERE bare
+  UNION ALL
+    SELECT oid, nspname || '.' || relname, nspname, relkind, parent, relispartition FROM rel
+    WHERE nspname = ANY (%(schema_list)s::text[]) OR (%(all_schemas)s AND NOT bare)
+)
+SELECT named.oid, named.name, named.schema, named.relkind, named.relispartition,
+       (SELECT CASE WHEN p.bare THEN p.relname ELSE p.nspname || '.' || p.relname END FROM rel p WHERE p.oid = named.parent)
+FROM named
 ORDER BY 2
 """
 
@@ -368,15 +365,16 @@ class PostgresAdapter(Adapter):
 
     schemas = True
 
-    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
+    def describe(self, schemas: Sequence[str] | None = ()) -> list[TableInfo]:
         conn = self._connect()
         try:
             # a table of a search-path schema that --allow also names as schema.table comes twice: same oid
-            tables = conn.execute(_TABLES_SQL, (list(schemas),)).fetchall()
-            oids = list(dict.fromkeys(oid for oid, _, _ in tables))
+            asked = {"schema_list": list(schemas or ()), "all_schemas": schemas is None}
+            tables = conn.execute(_TABLES_SQL, asked).fetchall()
+            oids = list(dict.fromkeys(oid for oid, *_ in tables))
             columns: dict[int, list[ColumnInfo]] = {oid: [] for oid in oids}
             table_names: dict[int, list[str]] = {oid: [] for oid in oids}
-            for oid, name, _ in tables:
+            for oid, name, *_ in tables:
                 table_names[oid].append(name)
             bytewise: set[str] = set()
             for oid, name, declared, nullable, base, byte_order in conn.execute(_COLUMNS_SQL, (oids,)):
@@ -393,8 +391,16 @@ class PostgresAdapter(Adapter):
                 else:
                     uniques[oid].append(tuple(names))
             return [
-                TableInfo(name, tuple(columns[oid]), primary.get(oid, ()), tuple(uniques[oid]), schema)
-                for oid, name, schema in tables
+                TableInfo(
+                    name,
+                    tuple(columns[oid]),
+                    primary.get(oid, ()),
+                    tuple(uniques[oid]),
+                    schema,
+                    "partition" if is_partition else _RELATION_KINDS[relkind],
+                    parent,
+                )
+                for oid, name, schema, relkind, is_partition, parent in tables
             ]
         except psycopg.OperationalError as exc:
             raise SourceUnavailable(
@@ -430,24 +436,7 @@ class PostgresAdapter(Adapter):
             return [row[0] for row in cursor.fetchall()]
 
     def source_snapshot(self, session: Session) -> dict:
-        try:
-            with session.read() as reader:
-                replayed = reader.rows(_REPLAYED_SQL, limit=1)
-            with session.read() as reader:
-                row = reader.rows(_SNAPSHOT_SQL.format(identity=_IDENTITY_SQL, wal=_WAL_SQL), limit=1)[0]
-        except Forbidden:  # a server that revoked pg_control_system() or a WAL function: nothing to compare
-            replayed = []
-            with session.read() as reader:
-                row = reader.rows(_SNAPSHOT_SQL.format(identity="NULL::text", wal="NULL::text"), limit=1)[0]
-        xmin, xmax, xip, identity, wal = row
-        return {
-            "xmin": int(xmin),
-            "xmax": int(xmax),
-            "xip": [int(x) for x in xip],
-            "system_identifier": identity,
-            "wal_lsn": None if wal is None else int(wal),
-            "replayed_lsn": int(replayed[0][0]) if replayed and replayed[0][0] is not None else None,
-        }
+        return current_snapshot(session)
 
     def changed_since_condition(self, alias: str, since_xmin: int) -> Any:
         return changed_since_condition(alias, since_xmin)

@@ -196,17 +196,17 @@ class SqliteAdapter(Adapter):
             raise SourceUnavailable(f"cannot open SQLite database {self.path}: {exc}") from None
         return conn
 
-    def describe(self, schemas: Sequence[str] = ()) -> list[TableInfo]:
+    def describe(self, schemas: Sequence[str] | None = ()) -> list[TableInfo]:
         conn = self._connect()
         try:
-            names = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-                )
-            ]
+            kinds = dict(
+                conn.execute(
+                    "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
+                    "ORDER BY name"
+                ).fetchall()
+            )
             tables = []
-            for name in names:
+            for name, kind in kinds.items():
                 info = conn.execute(f"PRAGMA table_info({_quote_ident(name)})").fetchall()
                 columns = tuple(
                     ColumnInfo(r[1], logical_type(r[2] or ""), nullable=not r[3] and not r[5], declared=r[2] or "")
@@ -219,7 +219,7 @@ class SqliteAdapter(Adapter):
                         cols = tuple(r[2] for r in conn.execute(f"PRAGMA index_info({_quote_ident(idx[1])})"))
                         if cols and all(c is not None for c in cols):
                             uniques.append(cols)
-                tables.append(TableInfo(name, columns, pk, tuple(uniques)))
+                tables.append(TableInfo(name, columns, pk, tuple(uniques), kind=kind))
             return tables
         finally:
             conn.close()

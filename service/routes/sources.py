@@ -171,11 +171,23 @@ def mirror_source(
     once; with a schedule the scheduler syncs the new views, as many at a time as it runs syncs."""
     source = catalog.source(name)
     schemas = {name: _schema(name, source.url, source.token, settings, hint="")}
-    tables = mirroring.mirrored_tables(schemas[name], body.tables)
+    tables, aside = mirroring.set_aside(
+        schemas[name], mirroring.mirrored_tables(schemas[name], body.tables), body.tables
+    )
 
-    def define(table: str):
+    excluded = mirroring.excluded_columns(schemas[name], tables, body.exclude_columns)
+
+    def define(written: str):
         return define_table_view(
-            table, schemas, catalog, settings, body.strategy, body.schedule, body.on_schema_change, body.destinations
+            written,
+            schemas,
+            catalog,
+            settings,
+            body.strategy,
+            body.schedule,
+            body.on_schema_change,
+            body.destinations,
+            excluded.get(written.partition(".")[2]),
         )
 
     done = mirroring.mirror(name, tables, mirroring.table_views(catalog), catalog, define)
@@ -184,5 +196,5 @@ def mirror_source(
     return MirrorOut(
         created=[MirroredOut(**vars(m)) for m in done.created],
         existing=[MirroredOut(**vars(m)) for m in done.existing],
-        skipped=[MirrorSkippedOut(**vars(s)) for s in done.skipped],
+        skipped=[MirrorSkippedOut(**vars(s)) for s in aside + done.skipped],
     )

@@ -171,10 +171,11 @@ def define_table_view(
     schedule: ScheduleIn | None,
     on_schema_change: str,
     destinations: list[DestinationIn],
+    exclude_columns: list[str] | None = None,
 ) -> tuple[ViewDef, ViewOptions]:
     """A table view's checked definition and options, bound against `schemas` already fetched
     (a mirror binds all its views against one fetch); 422 for a table no view can keep."""
-    view = ViewSource(table=table)
+    view = ViewSource(table=table, exclude_columns=exclude_columns)
     definition, options = _analyze(
         view, catalog, settings, strategy, StampSettings(), None, 0, schedule, None, on_schema_change, schemas
     )
@@ -184,7 +185,7 @@ def define_table_view(
 def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
     """The view's definition bound to `schemas` (ViewDefinitionError if it cannot be maintained)."""
     if view.table is not None:
-        return analyze_table_view(view.table, schemas)
+        return analyze_table_view(view.table, schemas, view.exclude_columns or (), strict=True)
     return analyze_view(_sql(view), schemas)
 
 

@@ -268,3 +268,98 @@ def test_cli_mirror(api, service, sqlite_source, first):
     assert json.loads(as_json.stdout)["existing"] == [{"table": "events", "view": f"{SOURCE}_events", "key": []}]
     bad = deltasieve("source", "mirror", SOURCE, "--tables", "nope", url=service.url)
     assert bad.returncode != 0 and "nope" in bad.stderr, bad.stderr
+
+
+ROOTS_SCHEMA = """
+CREATE TABLE pay (payment_date date NOT NULL, amount numeric(8,2), payment_id integer NOT NULL,
+                  PRIMARY KEY (payment_id, payment_date)) PARTITION BY RANGE (payment_date);
+CREATE TABLE pay_2024_01 PARTITION OF pay FOR VALUES FROM ('2024-01-01') TO ('2024-02-01');
+CREATE TABLE pay_2024_02 PARTITION OF pay FOR VALUES FROM ('2024-02-01') TO ('2024-03-01');
+CREATE TABLE log (id integer PRIMARY KEY, msg text);
+CREATE TABLE log_archived (archived_on date) INHERITS (log);
+CREATE TABLE people (c integer NOT NULL, a integer NOT NULL, ssn text, b text NOT NULL, PRIMARY KEY (b, c, a));
+CREATE VIEW big_pay AS SELECT payment_id, amount FROM pay WHERE amount > 50;
+CREATE MATERIALIZED VIEW pay_total AS SELECT sum(amount) AS total FROM pay;
+CREATE SCHEMA hr;
+CREATE TABLE hr.staff (id integer PRIMARY KEY, name text);
+GRANT USAGE ON SCHEMA hr TO reader;
+GRANT SELECT ON ALL TABLES IN SCHEMA public, hr TO reader;
+"""
+
+
+def _truths(url: str) -> dict[str, dict]:
+    """Each mirrored view's rows straight from the source, keyed as its view is."""
+    with psycopg.connect(url) as c:
+        pay = [
+            {"payment_date": d.isoformat(), "amount": str(a), "payment_id": i}
+            for d, a, i in c.execute("SELECT payment_date, amount, payment_id FROM pay")
+        ]
+        people = [{"c": c_, "a": a, "b": b} for c_, a, b in c.execute("SELECT c, a, b FROM people")]
+        log = [{"id": i, "msg": m} for i, m in c.execute("SELECT id, msg FROM log")]
+    return {
+        "mroot_pay": keyed(pay, ["payment_id", "payment_date"]),
+        "mroot_people": keyed(people, ["b", "c", "a"]),
+        "mroot_log": keyed(log, ["id"]),
+    }
+
+
+def test_postgres_mirror_of_every_schema_makes_one_view_per_root_table(api, logs_dir, postgres_server):
+    """Without --allow the agent exposes every schema; the mirror passes over partitions, an
+    inheriting table, views and a materialized view, and leaves out the column it is told to.
+    The views keyed in another order than their columns stay exact while rows change and move
+    between partitions."""
+    db = postgres_server.create_database("mirror_roots")
+    with psycopg.connect(db.owner_url, autocommit=True) as c:
+        c.execute(ROOTS_SCHEMA)
+        c.execute("INSERT INTO pay SELECT date '2024-01-01' + (i % 50), i, i FROM generate_series(1, 300) i")
+        c.execute("INSERT INTO people SELECT i % 7, i, 'ssn' || i, 'b' || (i % 5) FROM generate_series(1, 200) i")
+        c.execute("INSERT INTO log VALUES (1, 'one'), (2, 'two')")
+        c.execute("INSERT INTO log_archived VALUES (3, 'three', '2024-01-01')")
+    agent = start_agent(db.reader_url, logs_dir)
+    try:
+        api.add_source("mroot", agent.url)
+        done = mirror(api, "mroot", exclude_columns=["ssn"])
+        created = {m["table"]: m["key"] for m in done["created"]}
+        assert created == {
+            "hr.staff": ["id"],
+            "log": ["id"],
+            "pay": ["payment_id", "payment_date"],
+            "people": ["b", "c", "a"],
+        }, done
+        skipped = {s["table"]: s["reason"] for s in done["skipped"]}
+        assert set(skipped) == {"pay_2024_01", "pay_2024_02", "log_archived", "big_pay", "pay_total"}, done
+        assert skipped["pay_2024_01"].startswith("partition of pay") and skipped["log_archived"].startswith(
+            "inherits from log"
+        )
+        assert "a view of the source" in skipped["big_pay"] and "materialized view" in skipped["pay_total"]
+        assert api.http.get("/v1/views/mroot_people").json()["exclude_columns"] == ["ssn"]
+        # a partition or a view named by the mirror gets its view
+        named = mirror(api, "mroot", tables=["pay_2024_02", "big_pay"])
+        assert [m["view"] for m in named["created"]] == ["mroot_pay_2024_02", "mroot_big_pay"], named
+        r = api.http.post("/v1/views", json={"name": "mroot_bad", "table": "mroot.people", "exclude_columns": ["a"]})
+        assert r.status_code == 422 and "key" in r.json()["detail"], r.text
+        r = api.http.post("/v1/sources/mroot/mirror", json={"exclude_columns": ["people.nope"]})
+        assert r.status_code == 422 and "people.nope" in r.json()["detail"], r.text
+        before = {view: {} for view in _truths(db.owner_url)}
+        for round_ in range(3):
+            if round_:
+                with psycopg.connect(db.owner_url, autocommit=True) as c:
+                    # moves across the partitions' bound, updates, deletes, inserts
+                    c.execute(
+                        f"UPDATE pay SET payment_date = date '2024-02-15' + {round_} WHERE payment_id % 23 = {round_}"
+                    )
+                    c.execute(f"UPDATE pay SET amount = amount + 1 WHERE payment_id % 17 = {round_}")
+                    c.execute(f"DELETE FROM pay WHERE payment_id % 29 = {round_}")
+                    c.execute(f"INSERT INTO pay VALUES (date '2024-01-20', 5, {1000 + round_})")
+                    c.execute(f"UPDATE people SET ssn = ssn || 'x' WHERE a % 11 = {round_}")
+                    c.execute(f"DELETE FROM people WHERE a % 13 = {round_}")
+                    c.execute(f"INSERT INTO people VALUES (1, {500 + round_}, 'n', 'new')")
+                    c.execute(f"UPDATE log SET msg = msg || '!' WHERE id = {round_}")
+            truths = _truths(db.owner_url)
+            for view, truth in truths.items():
+                check_sync(
+                    api, view, api.http.get(f"/v1/views/{view}").json()["key"], before[view], truth, api.sync(view)
+                )
+            before = truths
+    finally:
+        agent.stop()

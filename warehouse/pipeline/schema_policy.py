@@ -145,7 +145,7 @@ class PolicedSync:
         view, its columns read as its column_types ask."""
         view = self.run.view
         if view.table is not None:
-            return analyze_table_view(view.table, schemas)
+            return analyze_table_view(view.table, schemas, view.exclude_columns)
         asked = read_types.resolve(self.column_types, self.sql, schemas)
         if not asked:
             return analyze_view(self.sql, schemas)

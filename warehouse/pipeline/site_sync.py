@@ -120,6 +120,8 @@ class SiteRun:
     sample: pa.Table | None = None
     #: the site is a table view's: a column added to or dropped from its table is news (table_follow.py)
     follows_table: bool = False
+    #: the columns of its table a table view leaves out (its exclude_columns): never news
+    excluded: tuple[str, ...] = ()
     #: the sync's stop request: checked at each step, and it closes the agent client
     cancellation: Cancellation = field(default_factory=Cancellation)
 
@@ -171,7 +173,7 @@ class SiteRun:
             self.columns, noticed = source_columns.observe(self.client, self.site, kept)
             self.metrics.schema_changes = noticed or None
             if self.follows_table and self.columns is not None:
-                table_follow.check(self.site, self.columns)
+                table_follow.check(self.site, self.columns, self.excluded)
         finally:
             self.client.close()
             for name, value in self.traffic().items():

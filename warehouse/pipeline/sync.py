@@ -219,6 +219,7 @@ class SyncRun:
                 self.sketches,
                 self._cost_sample,
                 follows_table=self.view.table is not None,
+                excluded=self.view.exclude_columns,
                 cancellation=self.cancellation,
             )
             with self._lock:

@@ -12,6 +12,8 @@ dropped is also met earlier, as the agent's refusal of a site query naming it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from protocol.types import Column
 from warehouse.errors import TableChanged
 from warehouse.pipeline.source_columns import Seen
@@ -21,26 +23,28 @@ from warehouse.viewdef import SiteQuery, ViewDef
 ADDED, DROPPED = "added", "dropped"
 
 
-def moved(site: SiteQuery, seen: Seen) -> tuple[list[str], list[str]]:
-    """The columns of the site's one table that the site query lacks, and those it reads
-    that the table no longer has (the table itself gone: nothing, the agent refuses that).
+def moved(site: SiteQuery, seen: Seen, excluded: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The columns of the site's one table that the site query lacks (but those the view
+    leaves out, `excluded`), and those it reads that the table no longer has (the table
+    itself gone: nothing, the agent refuses that).
 
     >>> from protocol.types import LogicalType
     >>> site = SiteQuery("s", 'SELECT "id", "note" FROM "orders"', [Column("id", LogicalType("int")), Column("note", LogicalType("text"))], ["id"])
-    >>> moved(site, Seen("f", {"orders": {"id": ["int", "integer", False], "memo": ["text", "text", True]}}))
-    (['memo'], ['note'])
+    >>> seen = Seen("f", {"orders": {"id": ["int", "integer", False], "memo": ["text", "text", True]}})
+    >>> moved(site, seen), moved(site, seen, ["memo"])
+    ((['memo'], ['note']), ([], ['note']))
     """
     tables = site.tables()
     now = seen.tables.get(tables[0]) if len(tables) == 1 else None
     if now is None:
         return [], []
     read = [c.name for c in site.columns if not c.name.startswith("__")]
-    return [c for c in now if c not in read], [c for c in read if c not in now]
+    return [c for c in now if c not in read and c not in excluded], [c for c in read if c not in now]
 
 
-def check(site: SiteQuery, seen: Seen) -> None:
-    """Raise TableChanged when a table view's site no longer reads every column of its table."""
-    added, dropped = moved(site, seen)
+def check(site: SiteQuery, seen: Seen, excluded: Sequence[str] = ()) -> None:
+    """Raise TableChanged when a table view's site no longer reads every column of its table but `excluded`."""
+    added, dropped = moved(site, seen, excluded)
     if added or dropped:
         parts = [f"{', '.join(added)} added" if added else "", f"{', '.join(dropped)} dropped" if dropped else ""]
         raise TableChanged(

@@ -155,6 +155,8 @@ class ViewDef:
     #: schema) as its agent names it: the view is every column of it (table_views.py); None
     #: for a view given as SQL
     table: str | None = None
+    #: the columns of a table view's table it leaves out (its `exclude_columns`)
+    exclude_columns: tuple[str, ...] = ()
 
     @property
     def count_column(self) -> str | None:
@@ -186,6 +188,8 @@ class ViewDef:
             data["multiset"] = {"count": self.multiset["count"], "nulls": dict(self.multiset["nulls"])}
         if self.table is not None:  # a key older readers leave alone: they see the view's SQL
             data["table"] = self.table
+        if self.exclude_columns:
+            data["exclude_columns"] = list(self.exclude_columns)
         return data
 
     def _format(self) -> int:
@@ -208,6 +212,7 @@ class ViewDef:
             list(data.get("left_sites", [])),
             data.get("multiset"),
             data.get("table"),
+            tuple(data.get("exclude_columns") or ()),
         )
 
 

@@ -9,7 +9,7 @@ columns change can compute the view's new definition the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from sqlglot import exp
@@ -95,13 +95,54 @@ def keyed_as_view(table: TableInfo) -> TableInfo:
     return replace(table, unique_keys=(key,) if key else ())
 
 
-def analyze_table_view(written: str, schemas: Mapping[str, SourceSchema]) -> ViewDef:
+def without_columns(table: TableInfo, exclude: Sequence[str], *, strict: bool) -> TableInfo:
+    """`table` without the columns `exclude` names (`exclude_columns`: a column the tool cannot
+    read, or one the warehouse should not hold). `strict`: a name the table lacks is refused
+    (a view being defined); otherwise it is passed over (a column since dropped at the source).
+
+    >>> from protocol.schema import ColumnInfo
+    >>> from protocol.types import LogicalType
+    >>> t = TableInfo("t", tuple(ColumnInfo(n, LogicalType("int"), False, "integer") for n in ("id", "a", "b")), ("id",))
+    >>> [c.name for c in without_columns(t, ["b", "gone"], strict=False).columns]
+    ['id', 'a']
+    >>> without_columns(t, ["id"], strict=False)
+    Traceback (most recent call last):
+    ...
+    warehouse.viewdef.model.ViewDefinitionError: exclude_columns names 'id', a column of the key ['id'] of table 't': a view keeps its key's columns; leave it out of exclude_columns
+    """
+    if not exclude:
+        return table
+    names = {c.name for c in table.columns}
+    unknown = [name for name in exclude if name not in names]
+    if strict and unknown:
+        raise ViewDefinitionError(
+            f"exclude_columns names {', '.join(map(repr, unknown))}, which table {table.name!r} does not have (its "
+            f"columns: {', '.join(sorted(names))})"
+        )
+    key = table_view_key(table)
+    held = [name for name in exclude if name in key]
+    if held:
+        raise ViewDefinitionError(
+            f"exclude_columns names {', '.join(map(repr, held))}, a column of the key {list(key)} of table "
+            f"{table.name!r}: a view keeps its key's columns; leave it out of exclude_columns"
+        )
+    left = tuple(c for c in table.columns if c.name not in exclude)
+    if not left:
+        raise ViewDefinitionError(f"exclude_columns leaves no column of table {table.name!r}: a view needs one")
+    return replace(table, columns=left, unique_keys=tuple(u for u in table.unique_keys if not set(u) & set(exclude)))
+
+
+def analyze_table_view(
+    written: str, schemas: Mapping[str, SourceSchema], exclude: Sequence[str] = (), *, strict: bool = False
+) -> ViewDef:
     """The definition of the view of every column of the table `written` (source.table or
-    source.schema.table), with its `table` as `source.table` exactly as the agent names it.
+    source.schema.table) but those `exclude` names, with its `table` as `source.table` exactly
+    as the agent names it (`strict`: see `without_columns`).
 
     Raises:
         UnknownSourceError: the source is not in `schemas`.
-        ViewDefinitionError: the source exposes no such table (the message names --allow).
+        ViewDefinitionError: the source exposes no such table (the message names --allow), or
+            `exclude` names a key column.
     """
     written_source = table_source(written)
     source = sitenames.pick_name(written_source, schemas, ViewDefinitionError, "source")
@@ -112,6 +153,7 @@ def analyze_table_view(written: str, schemas: Mapping[str, SourceSchema]) -> Vie
     name = sitenames.pick_name(wanted, schema.tables, ViewDefinitionError, f"table of source {source!r}")
     if name is None:
         raise ViewDefinitionError(missing_table_message(source, schema, wanted))
-    table = schema.tables[name]
+    table = without_columns(schema.tables[name], exclude, strict=strict)
     keyed = {**schemas, source: replace(schema, tables={**schema.tables, name: keyed_as_view(table)})}
-    return replace(analyze_view(table_view_sql(source, table), keyed), table=f"{source}.{name}")
+    definition = analyze_view(table_view_sql(source, table), keyed)
+    return replace(definition, table=f"{source}.{name}", exclude_columns=tuple(exclude))

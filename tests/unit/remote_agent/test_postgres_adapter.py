@@ -150,8 +150,19 @@ def test_logical_type(declared, kind, read_as):
 
 
 def test_describe_lists_readable_tables_only(tables):
-    # Views are left out, partitioned tables and their partitions are in; `secret` is not granted.
-    assert sorted(tables) == ["big", "dropped_col", "everything", "measures", "measures_2024", "pairs"]
+    # Tables, partitioned tables, their partitions and views are in; `secret` is not granted.
+    assert sorted(tables) == [
+        "big",
+        "dropped_col",
+        "everything",
+        "everything_view",
+        "measures",
+        "measures_2024",
+        "pairs",
+    ]
+    kinds = {name: (t.kind, t.parent) for name, t in tables.items() if t.kind != "table"}
+    assert kinds == {"everything_view": ("view", None), "measures_2024": ("partition", "measures")}
+    assert tables["measures"].parent is None
 
 
 def test_describe_columns_and_types(tables):
