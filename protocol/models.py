@@ -280,6 +280,10 @@ class SchemaChangeOut(BaseModel):
     new: str | None
 
 
+#: ErrorOut.code of a read the database refused (the agent's SourceRefused, the warehouse's SourceError).
+SOURCE_ERROR = "source_error"
+
+
 class ErrorOut(BaseModel):
     """The body of every error answer: what went wrong and what to fix.
 
@@ -288,8 +292,13 @@ class ErrorOut(BaseModel):
 
     detail: str
     code: str | None = Field(
-        default=None, description="what kind of error, for programs: schema_changed (409; `changes` lists them)"
+        default=None,
+        description="what kind of error, for programs: schema_changed (409; `changes` lists them); source_error (the "
+        "database refused the read: `table`, `column` and `source_message` say where and what)",
     )
     changes: list[SchemaChangeOut] | None = Field(
         default=None, description="schema_changed: the site query's columns whose type changed or that are gone"
     )
+    table: str | None = Field(default=None, description="source_error: the table of the refused read, when known")
+    column: str | None = Field(default=None, description="source_error: the column the database named, when it did")
+    source_message: str | None = Field(default=None, description="source_error: the database's own message")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from protocol.models import SOURCE_ERROR
+
 
 class AgentError(Exception):
     """Root of the agent's errors. `status` is the HTTP status the API answers with."""
@@ -59,6 +61,71 @@ class SchemaChanged(SourceDataError):
 
     def fields(self) -> dict:
         return {"code": self.code, "changes": self.changes}
+
+
+class SourceRefused(AgentError):
+    """The database refused a statement of the read: a value or type it cannot cast, a privilege
+    the agent's role lacks, SQL it does not take; any error of the read but a lost connection or
+    a timeout (SourceUnavailable). A retry meets the same refusal: the view or the source must change.
+
+    `table` and `column` say where, when the database or the agent can tell (`located`);
+    `source_message` is the database's own words.
+    """
+
+    status = 424
+    code = SOURCE_ERROR
+
+    def __init__(
+        self, source_message: str, *, engine: str = "the database", table: str | None = None, column: str | None = None
+    ):
+        self.source_message = source_message
+        self.engine = engine
+        self.table = table
+        self.column = column
+        self.tables: tuple[str, ...] = (table,) if table else ()
+        super().__init__(self._told())
+
+    def _told(self) -> str:
+        where = ""
+        if self.tables:
+            where = f" of table {self.tables[0]!r}" if len(self.tables) == 1 else f" of tables {list(self.tables)!r}"
+        if self.column:
+            where += f", column {self.column!r}"
+        return f"{self.engine} refused the read{where}: {self.source_message}"
+
+    def located(self, tables: tuple[str, ...]) -> SourceRefused:
+        """Say which tables the refused read reads, when the database did not name its table."""
+        if not self.table and tables:
+            self.tables = tuple(dict.fromkeys(tables))
+            self.table = tables[0] if len(self.tables) == 1 else None
+            self.message = self._told()
+            self.args = (self.message,)
+        return self
+
+    def fields(self) -> dict:
+        return {"code": self.code, "table": self.table, "column": self.column, "source_message": self.source_message}
+
+    def __reduce__(self):  # pickled by a reader process (readahead.py): rebuilt with its fields
+        return (_rebuilt, (type(self), self.__dict__.copy()))
+
+
+def _rebuilt(cls: type[SourceRefused], state: dict) -> SourceRefused:
+    exc = cls.__new__(cls)
+    exc.__dict__.update(state)
+    exc.args = (state["message"],)
+    return exc
+
+
+class SourceDenied(SourceRefused, Forbidden):
+    """The database refused the read for want of a privilege (a table or column the role may not SELECT)."""
+
+    status = 403
+
+
+class SourceValueRefused(SourceRefused, SourceDataError):
+    """The database could not give a value of the read (a cast or an output that fails on the data)."""
+
+    status = 409
 
 
 class SourceUnavailable(AgentError):

@@ -408,7 +408,9 @@ class SyncOut(BaseModel):
         "and the ways out); cancelled (DELETE /v1/views/{name}/syncs/{id} stopped it; the view is unchanged); "
         "interrupted (the service stopped or died before it finished); agent_unreachable (an agent could not be "
         "reached or broke its answer off, after the retries); agent_refused (an agent did not take the source's "
-        "token); engine_lost (the warehouse's Spark engine died under it and was restarted); "
+        "token); source_error (the source's database refused the read: a value or type it cannot cast, a privilege, "
+        "SQL it does not take; `error` names the table, the column when known, the database's message and the ways "
+        "out; not retried); engine_lost (the warehouse's Spark engine died under it and was restarted); "
         "null for other failures and for syncs that did not fail",
     )
     queued_s: float | None = Field(

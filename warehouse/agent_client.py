@@ -17,12 +17,12 @@ import httpx
 from pydantic import ValidationError
 
 from protocol import frames
-from protocol.models import ColumnSampleOut, ColumnSampleRequest
+from protocol.models import SOURCE_ERROR, ColumnSampleOut, ColumnSampleRequest
 from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
 from warehouse.cancellation import Cancellation
-from warehouse.errors import AgentBusy, AgentRejected, AgentUnavailable, Cancelled, ProtocolError
+from warehouse.errors import AgentBusy, AgentRejected, AgentUnavailable, Cancelled, ProtocolError, SourceError
 
 #: Seconds to wait for a connection to the agent.
 CONNECT_TIMEOUT_S = 10.0
@@ -316,15 +316,7 @@ class AgentClient:
                         raise ProtocolError("the agent sent frames after its summary")
                     frame.decode()
                     if frame.kind == frames.ERROR:
-                        info = frame.json()
-                        if info.get("transient"):
-                            raise AgentUnavailable(f"agent at {self.url}: {info.get('detail')}")
-                        raise AgentRejected(
-                            f"agent at {self.url}: {info.get('detail')}",
-                            info.get("status"),
-                            info.get("code"),
-                            info.get("changes"),
-                        )
+                        raise _failed_midway(self.url, frame.json())
                     if frame.kind == frames.SUMMARY:
                         finished = True
                     yield frame
@@ -412,6 +404,20 @@ def _transport_failure(url: str, exc: httpx.TransportError, what: str) -> Except
     return AgentUnavailable(f"agent at {url} {what}: {type(exc).__name__}: {exc}")
 
 
+def _failed_midway(url: str, info: dict) -> Exception:
+    """The error an answer's error frame tells (the status line had gone out already)."""
+    message = f"agent at {url}: {info.get('detail')}"
+    if info.get("code") == SOURCE_ERROR:
+        return _source_error(message, info)
+    if info.get("transient"):
+        return AgentUnavailable(message)
+    return AgentRejected(message, info.get("status"), info.get("code"), info.get("changes"))
+
+
+def _source_error(message: str, body: dict) -> SourceError:
+    return SourceError(message, body.get("table"), body.get("column"), body.get("source_message"))
+
+
 def _rejection(response: httpx.Response) -> Exception:
     try:
         body = response.json()
@@ -419,6 +425,8 @@ def _rejection(response: httpx.Response) -> Exception:
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
         body, detail = {}, response.text[:500]
     message = f"agent answered {response.status_code}: {detail}"
+    if isinstance(body, dict) and body.get("code") == SOURCE_ERROR:
+        return _source_error(message, body)
     if response.status_code == 429:
         return AgentBusy(message)
     if response.status_code in (502, 503, 504):

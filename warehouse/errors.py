@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from protocol.models import SOURCE_ERROR
+
 
 class WarehouseError(Exception):
     """Root of the warehouse's errors."""
@@ -40,6 +42,25 @@ class AgentRejected(WarehouseError):
         self.changes = changes or []
         if status == 401:  # the agent does not take the source's token
             self.code = "agent_refused"
+
+
+class SourceError(WarehouseError):
+    """The source's database refused a read of the sync (a value or type it cannot cast, a
+    privilege the agent's role lacks, SQL it does not take): a retry meets the same refusal.
+
+    `table`, `column` and `source_message` are the agent's (protocol.models.ErrorOut): where,
+    when known, and the database's own words.
+    """
+
+    code = SOURCE_ERROR
+
+    def __init__(
+        self, message: str, table: str | None = None, column: str | None = None, source_message: str | None = None
+    ):
+        super().__init__(message)
+        self.table = table
+        self.column = column
+        self.source_message = source_message
 
 
 class SourceDataError(WarehouseError):

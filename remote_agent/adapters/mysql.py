@@ -40,7 +40,7 @@ from protocol.types import MAX_DECIMAL_PRECISION, LogicalType
 from remote_agent.adapters import mysql_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
-from remote_agent.errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
+from remote_agent.errors import BadRequest, SourceDenied, SourceRefused, SourceUnavailable, SourceValueRefused
 
 try:  # the `mysql` extra: an agent for SQLite, PostgreSQL or dump files does without it
     import MySQLdb
@@ -78,6 +78,14 @@ _DENIED = {1142, 1143, 1044, 1045}  # table, column, database, login
 #: A statement the server stopped at its time limit: MariaDB's 1969 (max_statement_time),
 #: MySQL's 3024 (max_execution_time).
 _TIMED_OUT = {1969, 3024}
+#: The client library's own errors (CR_*: no connection, the server gone away, a lost
+#: connection mid-query), [low, high).
+CLIENT_ERRORS = (2000, 3000)
+#: Server errors of a connection or a statement ended from outside, which a later read may
+#: pass: too many connections (1040), shutdown (1053), aborted connection (1152), network
+#: reads and writes (1158-1161), a lock wait or deadlock (1205, 1213), a killed query or
+#: connection (1317, 1927), MySQL's idle disconnect (4031).
+_LOST = {1040, 1053, 1152, 1158, 1159, 1160, 1161, 1205, 1213, 1317, 1927, 4031}
 
 
 def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | None]:
@@ -159,23 +167,24 @@ def utf8_bytes(ref: exp.Expression) -> exp.Expression:
 
 @contextlib.contextmanager
 def driver_errors(timeout_s: float) -> Iterator[None]:
-    """The driver's errors as the agent's: a timeout or a lost connection, a refusal, a bad value."""
+    """The driver's errors as the agent's, told by the server's error number: a timeout or a
+    lost connection (a later read may pass), or a refusal of the statement that a retry meets
+    again: a privilege, a value or type it cannot cast (1366, 4078...), SQL it does not take."""
     try:
         yield
-    except MySQLdb.OperationalError as exc:
-        code = exc.args[0] if exc.args else None
-        if code in _TIMED_OUT:
+    except MySQLdb.Error as exc:
+        number = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        text = str(exc.args[-1]) if exc.args else str(exc)
+        if number in _TIMED_OUT:
             raise SourceUnavailable(f"MySQL/MariaDB statement exceeded the {timeout_s:g} s statement timeout") from None
-        if code in _DENIED:
-            raise Forbidden(f"MySQL/MariaDB refused the read: {exc.args[-1]}") from None
-        raise SourceUnavailable(f"MySQL/MariaDB connection failed during a read: {exc.args[-1]}") from None
-    except MySQLdb.ProgrammingError as exc:
-        code = exc.args[0] if exc.args else None
-        if code in _DENIED:
-            raise Forbidden(f"MySQL/MariaDB refused the read: {exc.args[-1]}") from None
-        raise
-    except MySQLdb.DataError as exc:
-        raise SourceDataError(f"MySQL/MariaDB value cannot be read: {exc.args[-1]}") from None
+        if number is None or number in _LOST or CLIENT_ERRORS[0] <= number < CLIENT_ERRORS[1]:
+            raise SourceUnavailable(f"MySQL/MariaDB connection failed during a read: {text}") from None
+        kind = SourceRefused
+        if number in _DENIED:
+            kind = SourceDenied
+        elif isinstance(exc, MySQLdb.DataError):
+            kind = SourceValueRefused
+        raise kind(f"{text} (error {number})", engine="MySQL/MariaDB") from None
 
 
 class _MysqlReader(Reader):

@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 import pyarrow as pa
-from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
@@ -22,10 +21,10 @@ from sqlglot.tokens import TokenType
 
 from protocol.models import TableKind
 from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
-from remote_agent.adapters import postgres_arrow
+from remote_agent.adapters import postgres_arrow, postgres_errors
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
-from remote_agent.errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
+from remote_agent.errors import BadRequest, SourceUnavailable
 from remote_agent.rowversions import changed_since_condition, current_snapshot
 
 #: Selected instead of a column whose type has no logical counterpart (uuid, json, arrays...).
@@ -251,24 +250,22 @@ class _PostgresReader(Reader):
                     yield rows
                 if len(rows) < fetch_rows:  # a short fetch is the last: spare the empty one
                     return
-        except pg_errors.QueryCanceled as exc:
-            if "timeout" in str(exc):
-                raise SourceUnavailable(
-                    f"PostgreSQL statement exceeded the {self.timeout_s:g} s statement timeout"
-                ) from None
-            raise SourceUnavailable(f"PostgreSQL statement was cancelled: {exc}") from None
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
             if RECOVERY_CONFLICT in str(exc):
                 raise SourceUnavailable(
                     f"the PostgreSQL standby cancelled the read to replay its primary's changes ({exc}); a later "
                     "read may pass: hot_standby_feedback = on or a longer max_standby_streaming_delay on the "
                     "standby make it rarer"
                 ) from None
-            raise SourceUnavailable(f"PostgreSQL connection failed during a read: {exc}") from None
-        except pg_errors.InsufficientPrivilege as exc:
-            raise Forbidden(f"PostgreSQL refused the read: {exc}") from None
-        except psycopg.DataError as exc:  # e.g. a date of 'infinity', which Python cannot hold
-            raise SourceDataError(f"PostgreSQL value cannot be read: {exc}") from None
+            raise postgres_errors.read_error(
+                exc.sqlstate,
+                str(exc).strip(),
+                self.timeout_s,
+                link_failed=isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError),
+                value_failed=isinstance(exc, psycopg.DataError),
+                table=exc.diag.table_name,
+                column=exc.diag.column_name,
+            ) from None
         finally:
             with contextlib.suppress(psycopg.Error):
                 cursor.close()

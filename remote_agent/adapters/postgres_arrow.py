@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 from adbc_driver_postgresql import StatementOptions
 
 from protocol.types import LogicalType
-from remote_agent.errors import Forbidden, SourceDataError, SourceUnavailable
+from remote_agent.adapters import postgres_errors
+from remote_agent.errors import SourceUnavailable
 
 #: How every Arrow read begins its transaction, as the psycopg connection's own reads do.
 BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
@@ -76,20 +77,14 @@ def read_table(conn: adbc.Connection, sql: str, timeout_s: float) -> pa.Table:
 
 
 def _error(exc: adbc_driver_manager.Error, timeout_s: float) -> Exception:
-    """The agent's error for a driver error, as the psycopg reader maps them."""
-    state = getattr(exc, "sqlstate", None) or ""
-    message = str(exc).strip()
-    if state == "57014":
-        if "timeout" in message:
-            return SourceUnavailable(f"PostgreSQL statement exceeded the {timeout_s:g} s statement timeout")
-        return SourceUnavailable(f"PostgreSQL statement was cancelled: {message}")
-    if state == "42501":
-        return Forbidden(f"PostgreSQL refused the read: {message}")
-    if state.startswith("22"):
-        return SourceDataError(f"PostgreSQL value cannot be read: {message}")
-    if state.startswith("08") or isinstance(exc, adbc_driver_manager.OperationalError):
-        return SourceUnavailable(f"PostgreSQL connection failed during a read: {message}")
-    return exc
+    """The agent's error for a driver error, as the psycopg reader maps them (postgres_errors.py)."""
+    return postgres_errors.read_error(
+        getattr(exc, "sqlstate", None) or None,
+        str(exc).strip(),
+        timeout_s,
+        link_failed=isinstance(exc, adbc_driver_manager.OperationalError),
+        value_failed=isinstance(exc, adbc_driver_manager.DataError),
+    )
 
 
 def canonical(table: pa.Table, types: Sequence[LogicalType], schema: pa.Schema) -> pa.Table | None:

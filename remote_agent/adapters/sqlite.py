@@ -18,7 +18,7 @@ from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, Logical
 from remote_agent.adapters import sqlite_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
-from remote_agent.errors import BadRequest, SourceUnavailable
+from remote_agent.errors import AgentError, BadRequest, SourceRefused, SourceUnavailable
 
 _DECIMAL_ARGS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 
@@ -65,6 +65,32 @@ def _quote_ident(name: str) -> str:
 ARROW_TRIAL_SHARE = 0.25
 
 
+#: Primary result codes a later read may pass: the file busy or locked by a writer, an I/O
+#: error, no memory, a file that cannot be opened (moved or replaced under the agent).
+TRANSIENT_CODES = frozenset(
+    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_CANTOPEN}
+)
+
+
+def read_error(exc: sqlite3.Error, deadline_s: float) -> AgentError:
+    """The agent's error for a failed statement of a read, told by SQLite's result code.
+
+    >>> c = sqlite3.connect(":memory:")
+    >>> try:
+    ...     c.execute("SELECT nope FROM sqlite_master")
+    ... except sqlite3.Error as exc:
+    ...     print(read_error(exc, 1).message)
+    SQLite refused the read: no such column: nope
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if code is not None else None  # an extended code's low byte is its primary code
+    if primary == sqlite3.SQLITE_INTERRUPT:  # the progress handler stopped it (`stream`)
+        return SourceUnavailable(f"SQLite statement exceeded the {deadline_s:g} s timeout")
+    if primary in TRANSIENT_CODES:
+        return SourceUnavailable(f"SQLite could not finish the read: {exc}")
+    return SourceRefused(str(exc), engine="SQLite")
+
+
 class _SqliteReader(Reader):
     def __init__(self, conn: sqlite3.Connection, deadline_s: float, session: _SqliteSession | None = None):
         self.conn = conn
@@ -107,10 +133,8 @@ class _SqliteReader(Reader):
                     self._session.fetched(time.monotonic() - started)
                 yield rows
                 started = time.monotonic()  # the bound is per fetch, not for the whole stream
-        except sqlite3.OperationalError as exc:
-            if "interrupted" in str(exc):
-                raise SourceUnavailable(f"SQLite statement exceeded the {self.deadline_s:g} s timeout") from None
-            raise
+        except sqlite3.Error as exc:
+            raise read_error(exc, self.deadline_s) from None
         finally:
             if cursor is not None:
                 cursor.close()  # a statement left open would keep the read transaction alive

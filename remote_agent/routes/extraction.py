@@ -31,7 +31,7 @@ from remote_agent.deps import (
     SnapshotDiffRequest,
     StateDep,
 )
-from remote_agent.errors import AgentError, BadRequest, Busy
+from remote_agent.errors import AgentError, BadRequest, Busy, SourceRefused
 from remote_agent.routes.responses import EXTRACTION_ERRORS, FRAMES_ANSWER, FRAMES_BODY, error_responses
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.state import AgentState
@@ -268,6 +268,8 @@ def _stream(
         try:
             yield from work
         except AgentError as exc:
+            if isinstance(exc, SourceRefused):  # the database may not have said which table
+                exc.located(query.tables)
             log.warning("extraction failed: %s", exc.message)
             yield frames.json_frame(
                 frames.ERROR, {"detail": exc.message, "status": exc.status, "transient": exc.transient, **exc.fields()}

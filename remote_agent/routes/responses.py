@@ -13,16 +13,19 @@ RETRY_AFTER_S = 5
 ERROR_STATUSES = {
     400: "malformed request: bad frames, control message, key or unit set; or a control message of another protocol version",
     401: "missing or wrong bearer token",
-    403: "the site query names a table or column this agent does not expose",
+    403: "the site query names a table or column this agent does not expose, or the database refused the read for want of a privilege (code source_error)",
     409: "the source's data breaks an assumption (NULL or duplicate key), or its schema changed since the view was registered (code schema_changed, the changed columns in changes)",
     410: "the sketch session named is no longer held by the agent (expired or dropped): start the exchange again",
     413: "the request body exceeds the agent's limit (AGENT_MAX_BODY_BYTES)",
     422: "the site query is not a SELECT-project-join the agent will run",
+    424: "the database refused a statement of the read (code source_error: a value or type it cannot cast, SQL it "
+    "does not take; a privilege it lacks answers 403 and an unreadable value 409 with the same code); table, column "
+    "and source_message say where and what; a retry meets the same refusal",
     429: "the agent already runs its maximum of extractions; retry after Retry-After seconds",
     503: "the legacy database cannot be reached or timed out; retry later",
 }
 #: Error statuses of the extraction endpoints (those that read a body and a site query).
-EXTRACTION_ERRORS = (400, 401, 403, 409, 413, 422, 429, 503)
+EXTRACTION_ERRORS = (400, 401, 403, 409, 413, 422, 424, 429, 503)
 #: Request body of the extraction endpoints, for the OpenAPI document.
 FRAMES_BODY = {
     "requestBody": {

@@ -112,7 +112,7 @@ def _analyze(
         asked_schemas = schemas
         if asked:  # bound again, with the asked columns' types
             asked_schemas = read_types.asked_schemas(schemas, asked)
-            definition = read_types.with_read_from(_bind(view, asked_schemas), asked)
+            definition = read_types.with_read_from(_bind(view, asked_schemas), asked, stamps.timestamps)
         stamps = check_settings(stamps, definition, asked_schemas, strategy)
         match = check_match(match, definition)
         _check_samples(asked, catalog, settings)  # the agents last, once everything else is right

@@ -157,6 +157,44 @@ def test_text_timestamps_under_the_timestamp_strategy(api, source, logs_dir):
         agent.stop()
 
 
+def test_a_text_stamp_the_view_does_not_select(api, tmp_path, logs_dir):
+    """The stamp column is the timestamp strategy's alone: column_types reads it as a timestamp
+    although the view leaves it out, and the ranged reads find every change by it."""
+    legacy = TextStamps(tmp_path / "unselected.db", seed=4711)
+    agent = start_agent(f"sqlite:///{legacy.path}", logs_dir)
+    name, columns = "coltypes_unselected", ["order_id", "customer", "amount"]
+    try:
+        api.add_source("coltypes_un", agent.url)
+        view = api.add_view(
+            name,
+            "SELECT o.order_id, o.customer, o.amount FROM coltypes_un.orders o",
+            strategy="timestamp",
+            timestamps={"orders": "updated_at"},
+            column_types=COLUMN_TYPES,
+            timestamp_lag_s=LAG_S,
+            reconcile_every=1000,  # ranged reads only: every change must be found by its stamp
+        )
+        assert view["columns"] == columns and view["source_column_types"] == COLUMN_TYPES, view
+
+        def truth() -> dict:
+            return {k: {c: row[c] for c in columns} for k, row in legacy.truth().items()}
+
+        before = truth()
+        time.sleep(LAG_S + 0.5)
+        check_sync(api, name, view["key"], {}, before, api.sync(name))
+        for _ in range(ROUNDS):
+            stamped = legacy.change()
+            time.sleep(LAG_S + 0.5)
+            after = truth()
+            sync = api.sync(name)
+            check_sync(api, name, view["key"], before, after, sync)
+            report = site_metrics(sync)["timestamp"]
+            assert report["rows_read"] == stamped, f"the ranged read read other rows than the changed ones: {report}"
+            before = after
+    finally:
+        agent.stop()
+
+
 @pytest.fixture(scope="module")
 def two_sources(api, tmp_path_factory, logs_dir):
     """Two SQLite sources that both have a table `orders`; one of its stamps is not ISO 8601."""

@@ -183,3 +183,44 @@ def test_duplicate_key_and_changed_type_on_postgres(api, postgres, logs_dir):
     finally:
         if agent is not None:
             agent.stop()
+
+
+def test_a_read_the_database_refuses_fails_once_with_source_error(api, postgres, logs_dir):
+    """A row-level security policy whose check raises for a row: the database refuses every read
+    that reaches the row. The sync ends failed with source_error, says which table, what the
+    database said and the way out, is not retried, and the next sync after the repair is exact."""
+    server = postgres
+    agent = None
+    try:
+        with psycopg.connect(server.owner_url, autocommit=True) as c:
+            c.execute("CREATE TABLE ledger (id bigint PRIMARY KEY, note text NOT NULL)")
+            c.execute("INSERT INTO ledger SELECT g, 'entry ' || g FROM generate_series(1, 300) g")
+            c.execute(
+                "CREATE FUNCTION ledger_readable(note text) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN "
+                "IF note = 'sealed' THEN RAISE EXCEPTION 'ledger entry sealed by its auditor'; END IF; "
+                "RETURN true; END $$"
+            )
+            c.execute("ALTER TABLE ledger ENABLE ROW LEVEL SECURITY")
+            c.execute("CREATE POLICY reads ON ledger FOR SELECT USING (ledger_readable(note))")
+            c.execute("GRANT SELECT ON ledger TO reader")
+        agent = start_agent(server.reader_url, logs_dir)
+        api.add_source("pgrefuses", agent.url)
+        api.add_view("pgrefuses_v", "SELECT l.id, l.note FROM pgrefuses.ledger l")
+        assert api.sync("pgrefuses_v")["status"] == "succeeded"
+        with psycopg.connect(server.owner_url, autocommit=True) as c:
+            c.execute("UPDATE ledger SET note = 'sealed' WHERE id = 7")
+            c.execute("UPDATE ledger SET note = 'changed' WHERE id = 8")
+        sync = fails_and_applies_nothing(
+            api, "pgrefuses_v", ["id"], ["'ledger'", "sealed by its auditor", "exclude_columns", "column_types"]
+        )
+        assert sync["error_code"] == "source_error", sync
+        assert sync["metrics"]["retries"] == 0 and len(sync["metrics"]["attempts"]) == 1, sync["metrics"]
+        with psycopg.connect(server.owner_url, autocommit=True) as c:
+            c.execute("UPDATE ledger SET note = 'unsealed' WHERE id = 7")
+        before = keyed(api.rows("pgrefuses_v"), ["id"])
+        truth = {(i,): {"id": i, "note": f"entry {i}"} for i in range(1, 301)}
+        truth[(7,)], truth[(8,)] = {"id": 7, "note": "unsealed"}, {"id": 8, "note": "changed"}
+        check_sync(api, "pgrefuses_v", ["id"], before, truth, api.sync("pgrefuses_v"))
+    finally:
+        if agent is not None:
+            agent.stop()

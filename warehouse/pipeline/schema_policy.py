@@ -149,7 +149,9 @@ class PolicedSync:
         asked = read_types.resolve(self.column_types, self.sql, schemas)
         if not asked:
             return analyze_view(self.sql, schemas)
-        return read_types.with_read_from(analyze_view(self.sql, read_types.asked_schemas(schemas, asked)), asked)
+        return read_types.with_read_from(
+            analyze_view(self.sql, read_types.asked_schemas(schemas, asked)), asked, self.stamps.timestamps
+        )
 
     def _followed(self, met: WarehouseError, new: ViewDef, moved: list[dict]) -> SyncMetrics:
         """A table view takes its table's columns added and dropped (and any widening with

@@ -118,10 +118,10 @@ class SiteRun:
     #: view): the cost model is measured on it, a uniform sample at hand, rather than on
     #: the first rows of the fragment (kept from when it was written, or read by Spark)
     sample: pa.Table | None = None
-    #: the site is a table view's: a column added to or dropped from its table is news (table_follow.py)
-    follows_table: bool = False
-    #: the columns of its table a table view leaves out (its exclude_columns): never news
-    excluded: tuple[str, ...] = ()
+    #: the site is a table view's: a column added to or dropped from its table is news
+    #: (table_follow.py), but for those the view leaves out (its exclude_columns, held
+    #: here); None: the site is not a table view's
+    follows_table: tuple[str, ...] | None = None
     #: the sync's stop request: checked at each step, and it closes the agent client
     cancellation: Cancellation = field(default_factory=Cancellation)
 
@@ -172,8 +172,8 @@ class SiteRun:
             kept = source_columns.load(self.current.site_dir(self.index) if self.current is not None else None)
             self.columns, noticed = source_columns.observe(self.client, self.site, kept)
             self.metrics.schema_changes = noticed or None
-            if self.follows_table and self.columns is not None:
-                table_follow.check(self.site, self.columns, self.excluded)
+            if self.follows_table is not None and self.columns is not None:
+                table_follow.check(self.site, self.columns, self.follows_table)
         finally:
             self.client.close()
             for name, value in self.traffic().items():

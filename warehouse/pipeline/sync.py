@@ -218,8 +218,7 @@ class SyncRun:
                 self.progress,
                 self.sketches,
                 self._cost_sample,
-                follows_table=self.view.table is not None,
-                excluded=self.view.exclude_columns,
+                follows_table=self.view.exclude_columns if self.view.table is not None else None,
                 cancellation=self.cancellation,
             )
             with self._lock:

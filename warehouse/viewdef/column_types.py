@@ -120,12 +120,30 @@ def _reads(site_sql: str, dialect: str | None) -> dict[str, tuple[str, str]]:
     return out
 
 
-def with_read_from(definition: ViewDef, asked: list[AskedType]) -> ViewDef:
+def stamp_column(a: AskedType, timestamps: Mapping[str, str]) -> bool:
+    """Whether an asked column is the timestamp column (`timestamps`: {TABLE: COLUMN}, TABLE
+    written `table` or `source.table`) of its table.
+
+    >>> a = AskedType("people.at", "s", "people", "at", LogicalType("text"), LogicalType("timestamp"))
+    >>> stamp_column(a, {"s.people": "at"}), stamp_column(a, {"people": "AT"}), stamp_column(a, {"other": "at"})
+    (True, True, False)
+    """
+    return any(
+        column.casefold() == a.column.casefold()
+        and table.casefold() in (a.table.casefold(), f"{a.source}.{a.table}".casefold())
+        for table, column in timestamps.items()
+    )
+
+
+def with_read_from(definition: ViewDef, asked: list[AskedType], timestamps: Mapping[str, str] | None = None) -> ViewDef:
     """The definition whose site queries name the columns their agents read as asked.
 
+    A column the view does not select may be asked a type only as its table's timestamp
+    (`timestamps`, the view's setting): the timestamp strategy compares it in its reads.
+
     Raises:
-        ViewDefinitionError: an asked column the view does not select (its values would be
-            compared unread), one of a key, or a view over tables without a key.
+        ViewDefinitionError: an asked column the view neither selects (its values would be
+            compared unread) nor uses as a timestamp, one of a key, or a view over tables without a key.
     """
     if not asked:
         return definition
@@ -151,10 +169,11 @@ def with_read_from(definition: ViewDef, asked: list[AskedType]) -> ViewDef:
             read_from[out] = str(a.declared)
             used.add(a.given)
         sites.append(replace(site, read_from=read_from))
-    unread = [a.given for a in asked if a.given not in used]
+    unread = [a.given for a in asked if a.given not in used and not stamp_column(a, timestamps or {})]
     if unread:
         raise ViewDefinitionError(
             f"column_types: the view does not select {', '.join(map(repr, unread))}; select the column, so that every "
-            "read of the source parses its values (a value that does not parse then fails the sync)"
+            "read of the source parses its values (a value that does not parse then fails the sync), or name it "
+            "as its table's timestamp (timestamps)"
         )
     return replace(definition, sites=sites)
