@@ -336,6 +336,11 @@ def test_postgres_mirror_of_every_schema_makes_one_view_per_root_table(api, logs
         # a partition or a view named by the mirror gets its view
         named = mirror(api, "mroot", tables=["pay_2024_02", "big_pay"])
         assert [m["view"] for m in named["created"]] == ["mroot_pay_2024_02", "mroot_big_pay"], named
+        sync = api.sync("mroot_big_pay")  # a source's view, keyless: a multiset view
+        assert sync["status"] == "succeeded", sync["error"]
+        with psycopg.connect(db.owner_url) as c:
+            want = Counter((i, str(a)) for i, a in c.execute("SELECT payment_id, amount FROM big_pay"))
+        assert Counter((r["payment_id"], r["amount"]) for r in api.rows("mroot_big_pay")) == want
         r = api.http.post("/v1/views", json={"name": "mroot_bad", "table": "mroot.people", "exclude_columns": ["a"]})
         assert r.status_code == 422 and "key" in r.json()["detail"], r.text
         r = api.http.post("/v1/sources/mroot/mirror", json={"exclude_columns": ["people.nope"]})
