@@ -18,7 +18,8 @@ The family's traps and what the adapter makes of them:
 - `DATETIME` as a timestamp without zone, `TIMESTAMP` as an instant (read in UTC);
 - zero dates ('0000-00-00', or a zero month or day) read as NULL, as the driver reads
   them (and as common change-capture tools do): such columns are described nullable;
-- `TIME`, `JSON`, spatial and other types as their text.
+- spatial types as extended WKB bytes (`GEOMETRY_AS_EWKB`);
+- `TIME`, `JSON` and other types as their text.
 """
 
 from __future__ import annotations
@@ -59,12 +60,33 @@ SQL_MODE = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTIO
 CAST_TO_TEXT = "CAST({col} AS CHAR)"
 #: BIT(n) as the unsigned number it holds (the driver hands over its bytes).
 BIT_AS_NUMBER = "CAST({col} AS UNSIGNED)"
+#: A spatial value as extended WKB, the form PostGIS's ST_AsEWKB writes: the server's
+#: (little-endian) WKB as is when the SRID is 0; otherwise with the 0x20000000 flag set in
+#: its type word (bytes 2-5, the flag in the last of them) and the SRID, 4 bytes
+#: little-endian, after it. A cast to text, which the server refuses for these types, is
+#: what the agent did before.
+GEOMETRY_AS_EWKB = (
+    "CASE WHEN ST_SRID({col}) = 0 THEN ST_AsWKB({col}) "
+    "ELSE CONCAT(SUBSTR(ST_AsWKB({col}), 1, 4), CHAR(ASCII(SUBSTR(ST_AsWKB({col}), 5, 1)) | 32), "
+    "REVERSE(UNHEX(LPAD(HEX(ST_SRID({col})), 8, '0'))), SUBSTR(ST_AsWKB({col}), 6)) END"
+)
 
 _INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 _FLOATS = {"float", "double", "real", "double precision"}
 _DATES = {"date", "datetime", "timestamp"}
+_SPATIAL = {
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+    "geomcollection",
+}
 #: `utf8_bytes` of a column `x`: text in utf8mb4 whatever the column's character set, then its bytes.
 _UTF8_BYTES = sqlglot.parse_one("CAST(CAST(x AS CHAR CHARACTER SET utf8mb4) AS BINARY)", read="mysql")
 _WIDTH = re.compile(r"\((\d+)(?:,(\d+))?\)")
@@ -82,9 +104,10 @@ def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | N
     >>> for d, c in [("int", "int(11)"), ("tinyint", "tinyint(1)"), ("bigint", "bigint(20) unsigned"),
     ...              ("decimal", "decimal(10,2)"), ("decimal", "decimal(65,30)"), ("bit", "bit(1)"),
     ...              ("bit", "bit(12)"), ("datetime", "datetime(6)"), ("timestamp", "timestamp"),
-    ...              ("enum", "enum('a','b')"), ("time", "time"), ("longblob", "longblob")]:
+    ...              ("enum", "enum('a','b')"), ("time", "time"), ("longblob", "longblob"),
+    ...              ("point", "point"), ("polygon", "polygon"), ("geometry", "geometry")]:
     ...     kind, read_as = logical_type(d, c)
-    ...     print(f"{c:20} {kind!s:15} {read_as}")
+    ...     print(f"{c:20} {kind!s:15} {'EWKB' if read_as == GEOMETRY_AS_EWKB else read_as}")
     int(11)              int             None
     tinyint(1)           int             None
     bigint(20) unsigned  decimal(20,0)   None
@@ -97,6 +120,9 @@ def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | N
     enum('a','b')        text            None
     time                 text            CAST({col} AS CHAR)
     longblob             bytes           None
+    point                bytes           EWKB
+    polygon              bytes           EWKB
+    geometry             bytes           EWKB
     """
     d, c = data_type.lower(), column_type.lower()
     width = _WIDTH.search(c)
@@ -127,6 +153,8 @@ def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | N
         return LogicalType("timestamp"), None
     if d == "timestamp":
         return LogicalType("timestamptz"), None
+    if d in _SPATIAL:
+        return LogicalType("bytes"), GEOMETRY_AS_EWKB
     return LogicalType("text"), CAST_TO_TEXT
 
 
