@@ -63,13 +63,18 @@ BIT_AS_NUMBER = "CAST({col} AS UNSIGNED)"
 #: A spatial value as extended WKB, the form PostGIS's ST_AsEWKB writes: the server's
 #: (little-endian) WKB as is when the SRID is 0; otherwise with the 0x20000000 flag set in
 #: its type word (bytes 2-5, the flag in the last of them) and the SRID, 4 bytes
-#: little-endian, after it. A cast to text, which the server refuses for these types, is
-#: what the agent did before.
-GEOMETRY_AS_EWKB = (
-    "CASE WHEN ST_SRID({col}) = 0 THEN ST_AsWKB({col}) "
-    "ELSE CONCAT(SUBSTR(ST_AsWKB({col}), 1, 4), CHAR(ASCII(SUBSTR(ST_AsWKB({col}), 5, 1)) | 32), "
-    "REVERSE(UNHEX(LPAD(HEX(ST_SRID({col})), 8, '0'))), SUBSTR(ST_AsWKB({col}), 6)) END"
+#: little-endian, after it. `{wkb}` stands for the column's WKB. (A cast to text, which
+#: the server refuses for these types, is what the agent did before.)
+_EWKB = (
+    "CASE WHEN ST_SRID({col}) = 0 THEN {wkb} "
+    "ELSE CONCAT(SUBSTR({wkb}, 1, 4), CHAR(ASCII(SUBSTR({wkb}, 5, 1)) | 32), "
+    "REVERSE(UNHEX(LPAD(HEX(ST_SRID({col})), 8, '0'))), SUBSTR({wkb}, 6)) END"
 )
+#: MariaDB's WKB is x then y whatever the SRID.
+GEOMETRY_AS_EWKB = _EWKB.replace("{wkb}", "ST_AsWKB({col})")
+#: MySQL 8 writes a geographic SRID's points latitude first unless told otherwise; PostGIS
+#: and the readers of EWKB take x = longitude. (Not tested here: no MySQL 8 server.)
+MYSQL8_GEOMETRY_AS_EWKB = _EWKB.replace("{wkb}", "ST_AsWKB({col}, 'axis-order=long-lat')")
 
 _INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
@@ -98,8 +103,10 @@ _DENIED = {1142, 1143, 1044, 1045}  # table, column, database, login
 _TIMED_OUT = {1969, 3024}
 
 
-def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | None]:
+def logical_type(data_type: str, column_type: str, mariadb: bool = True) -> tuple[LogicalType, str | None]:
     """Map information_schema's DATA_TYPE and COLUMN_TYPE to a logical type and a `read_as` template.
+
+    `mariadb`: the server is MariaDB, not MySQL (their spatial functions differ).
 
     >>> for d, c in [("int", "int(11)"), ("tinyint", "tinyint(1)"), ("bigint", "bigint(20) unsigned"),
     ...              ("decimal", "decimal(10,2)"), ("decimal", "decimal(65,30)"), ("bit", "bit(1)"),
@@ -123,6 +130,8 @@ def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | N
     point                bytes           EWKB
     polygon              bytes           EWKB
     geometry             bytes           EWKB
+    >>> logical_type("point", "point", mariadb=False)[1] == MYSQL8_GEOMETRY_AS_EWKB
+    True
     """
     d, c = data_type.lower(), column_type.lower()
     width = _WIDTH.search(c)
@@ -154,7 +163,7 @@ def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | N
     if d == "timestamp":
         return LogicalType("timestamptz"), None
     if d in _SPATIAL:
-        return LogicalType("bytes"), GEOMETRY_AS_EWKB
+        return LogicalType("bytes"), GEOMETRY_AS_EWKB if mariadb else MYSQL8_GEOMETRY_AS_EWKB
     return LogicalType("text"), CAST_TO_TEXT
 
 
@@ -374,7 +383,7 @@ class MysqlAdapter(Adapter):
             for schema, table, name, data_type, column_type, nullable in cursor.fetchall():
                 if (schema, table) not in columns:
                     continue
-                type_, read_as = logical_type(data_type, column_type)
+                type_, read_as = logical_type(data_type, column_type, mariadb=self._mariadb is not False)
                 # a zero date reads as NULL, whatever the column's NOT NULL says
                 may_be_null = nullable == "YES" or data_type.lower() in _DATES
                 columns[schema, table].append(ColumnInfo(name, type_, may_be_null, column_type, read_as))
