@@ -36,6 +36,7 @@ from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
+from protocol import sitesql
 from protocol.types import MAX_DECIMAL_PRECISION, LogicalType
 from remote_agent.adapters import mysql_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
@@ -75,6 +76,7 @@ GEOMETRY_AS_EWKB = _EWKB.replace("{wkb}", "ST_AsWKB({col})")
 #: MySQL 8 writes a geographic SRID's points latitude first unless told otherwise; PostGIS
 #: and the readers of EWKB take x = longitude. (Not tested here: no MySQL 8 server.)
 MYSQL8_GEOMETRY_AS_EWKB = _EWKB.replace("{wkb}", "ST_AsWKB({col}, 'axis-order=long-lat')")
+_EWKB_FORMS = (GEOMETRY_AS_EWKB, MYSQL8_GEOMETRY_AS_EWKB)
 
 _INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
@@ -227,7 +229,8 @@ class _MysqlReader(Reader):
     ) -> pa.Table | None:
         # The same statement, its values left as the server's text and cast by Arrow
         # (mysql_arrow.py); the connection's converters are swapped for this one result.
-        query = self.conn.cursor().mogrify(format_placeholders(sql), tuple(params)) if params else sql
+        # As bytes: a bound binary value (a cursor's EWKB, say) need not be UTF-8 (mogrify's str would be).
+        query = format_placeholders(sql).encode() % tuple(map(self.conn.literal, params)) if params else sql
         saved = self.conn.converter
         self.conn.converter = mysql_arrow.raw_converter(saved)
         try:
@@ -442,6 +445,9 @@ class MysqlAdapter(Adapter):
     def key_order(self, column: ColumnInfo, ref: exp.Expression, unique: bool) -> exp.Expression:
         # A collation may hold 'a', 'A', 'á' and 'a ' equal; where two rows could hold such
         # values, order by the bytes, which tell them apart as Python does (no index helps).
+        if column.read_as in _EWKB_FORMS and isinstance(ref, exp.Column):
+            # a spatial column is compared with the EWKB read, which its stored form is not
+            return sitesql.wrap_read_as(column.read_as, ref, self.dialect)
         if unique or column.type.kind != "text" or column.read_as:
             return ref
         return utf8_bytes(ref)

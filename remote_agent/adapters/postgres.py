@@ -19,11 +19,12 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
+from protocol import sitesql
 from protocol.types import LogicalType
 from remote_agent.adapters import postgres_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
-from remote_agent.adapters.postgres_types import TYPMOD, logical_type
+from remote_agent.adapters.postgres_types import BOUND_BACK, TYPMOD, logical_type
 from remote_agent.errors import BadRequest, Forbidden, SourceDataError, SourceUnavailable
 from remote_agent.rowversions import changed_since_condition
 
@@ -402,6 +403,17 @@ class PostgresAdapter(Adapter):
         if isinstance(value, float):
             return repr(value)
         return value
+
+    def key_order(self, column: ColumnInfo, ref: exp.Expression, unique: bool) -> exp.Expression:
+        # A key column read through read_as is compared with what was read: the cursor binds
+        # it back. A text the server casts back to an equal value (a numeric's, an inet's) may
+        # be compared as stored, by the column's index, where no two rows can hold values the
+        # server holds equal but whose texts differ (1.5 and 1.50): `unique`. Any other (JSON
+        # text, EWKB; such a column of a multiset) is ordered, cut and grouped as it is read,
+        # and distinct texts are distinct to the server as to Python.
+        if column.read_as is None or not isinstance(ref, exp.Column) or (unique and column.read_as in BOUND_BACK):
+            return ref
+        return sitesql.wrap_read_as(column.read_as, ref, self.dialect)
 
     def range_key(self, column: ColumnInfo, ref: exp.Expression, origin: str) -> exp.Expression | None:
         # Integers, dates, timestamps (timestamptz by instant, as Python compares aware

@@ -32,6 +32,8 @@ _READ_AS = {
     "geometry": ("bytes", GEOMETRY_AS_EWKB),
     "geography": ("bytes", GEOGRAPHY_AS_EWKB),
 }
+#: Forms whose text the server casts back to a value equal to the stored one (`key_order`).
+BOUND_BACK = frozenset({CAST_TO_TEXT, *_OUTPUT_TEXT.values()})
 #: pg_type.typtype of a composite type (a table's row type or CREATE TYPE ... AS (...)).
 COMPOSITE = "c"
 

@@ -19,6 +19,10 @@ SCHEMA = [
     "(1, ST_GeomFromText('POINT(1 2)'), ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))'),"
     " ST_GeomFromText('LINESTRING(0 0,1 1)', 4326), ST_GeomFromText('POINT(3 4)', 4326)),"
     "(2, NULL, ST_GeomFromText('POLYGON((0 0,2 0,0 2,0 0))', 4326), ST_GeomFromText('POINT(-1.5 0)'), NULL)",
+    # no key: a multiset, its rows ordered, cut and grouped by what is read
+    "CREATE TABLE bag (g GEOMETRY NOT NULL, n INT NOT NULL)",
+    "INSERT INTO bag VALUES (ST_GeomFromText('POINT(1 2)'), 1), (ST_GeomFromText('POINT(3 4)', 4326), 1),"
+    " (ST_GeomFromText('POINT(1 2)'), 1), (ST_GeomFromText('POINT(1 2)', 4326), 1), (ST_GeomFromText('POINT(1 2)'), 2)",
 ]
 
 #: Doubles as WKB writes them (little-endian).
@@ -38,8 +42,19 @@ POLYGON_4326 = bytes.fromhex(
 )
 #: LINESTRING(0 0,1 1), SRID 4326.
 LINE_4326 = bytes.fromhex("0102000020" + "e6100000" + "02000000" + D[0] + D[0] + D[1] + D[1])
+#: POINT(1 2), SRID 4326: the same point as POINT_0 in another system, another value.
+POINT_1_2_4326 = bytes.fromhex("0101000020" + "e6100000" + D[1] + D[2])
 #: POINT(-1.5 0), SRID 0.
 POINT_NEG = bytes.fromhex("0101000000" + D[-1.5] + D[0])
+
+
+def _scan(adapter: MysqlAdapter, sql: str, key: list[str]) -> pa.Table:
+    """The site query's rows as the agent reads them, a row a chunk."""
+    query = validate_site_query(sql, key, {t.name: t for t in adapter.describe()}, "mysql", adapter.key_order)
+    converter = RowConverter(adapter, query.columns, query.where())
+    with adapter.session() as session:
+        scanned = chunks.batches(adapter, session, query, converter, chunk_rows=1, batch_rows=100, timings=Timings())
+        return pa.Table.from_batches(list(scanned), converter.schema)
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +80,19 @@ def test_spatial_columns_are_described_as_bytes_read_as_ewkb(server):
 @pytest.mark.parametrize("arrow", [False, True], ids=["rows", "arrow"])
 def test_spatial_values_read_as_the_ewkb_postgis_writes(server, arrow):
     adapter = MysqlAdapter(server.reader_url, statement_timeout_s=5, arrow_reads=arrow)
-    query = validate_site_query(
-        "SELECT x.id, x.p, x.pg, x.g, x.p4 FROM places x", ["id"], {t.name: t for t in adapter.describe()}, "mysql"
-    )
-    converter = RowConverter(adapter, query.columns, query.where())
-    with adapter.session() as session:
-        scanned = chunks.batches(adapter, session, query, converter, chunk_rows=1, batch_rows=100, timings=Timings())
-        table = pa.Table.from_batches(list(scanned), converter.schema)
+    table = _scan(adapter, "SELECT x.id, x.p, x.pg, x.g, x.p4 FROM places x", ["id"])
     assert table.column("id").to_pylist() == [1, 2]
     assert table.column("p").to_pylist() == [POINT_0, None]  # a NULL geometry stays NULL
     assert table.column("pg").to_pylist() == [POLYGON_0, POLYGON_4326]
     assert table.column("g").to_pylist() == [LINE_4326, POINT_NEG]
     assert table.column("p4").to_pylist() == [POINT_4326, None]
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["rows", "arrow"])
+def test_a_multiset_over_a_spatial_column_is_walked_by_its_ewkb(server, arrow):
+    adapter = MysqlAdapter(server.reader_url, statement_timeout_s=5, arrow_reads=arrow)
+    grouped = 'SELECT b.g AS g, b.n AS n, COUNT(*) AS "__ds_count" FROM bag b GROUP BY b.g, b.n'
+    table = _scan(adapter, grouped, ["g", "n"])
+    assert sorted(zip(*(table.column(c).to_pylist() for c in ("g", "n", "__ds_count")))) == sorted(
+        [(POINT_0, 1, 2), (POINT_4326, 1, 1), (POINT_1_2_4326, 1, 1), (POINT_0, 2, 1)]
+    )

@@ -39,6 +39,11 @@ INSERT INTO edges VALUES
     (3, 'Infinity', '-Infinity', NULL, NULL, NULL, '2001:db8::1', '2001:db8::/32', NULL, NULL, NULL),
     (4, '-Infinity', NULL, NULL, '{"x\\"y"}', '{{{1}}}', '::ffff:10.0.0.1/64', NULL, NULL, ROW(-1, 'x"y'), 'k=>"v,w"'),
     (5, 1.50, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+CREATE TABLE keyed_by_array (tags text[] PRIMARY KEY, v integer);
+INSERT INTO keyed_by_array VALUES ('{b}', 1), ('{a,NULL}', 2), ('{}', 3), ('{"c,d"}', 4), ('{a}', 5);
+CREATE TABLE bag (n numeric, p pair);  -- no key: a multiset of values the server holds equal (1.5, 1.50)
+INSERT INTO bag VALUES (1.5, ROW(1, 'a')), (1.50, ROW(1, 'a')), (1.50, ROW(1, 'a')), (1.5, ROW(2, 'b')),
+    ('NaN', ROW(1, 'a')), (2, ROW(NULL, NULL));
 """
 
 #: What each row reads as: the exact value, column by column.
@@ -63,12 +68,12 @@ def server(postgres) -> PostgresDatabase:
 
 
 def _scan(adapter: PostgresAdapter, sql: str, key: list[str], *, arrow: bool) -> pa.Table:
-    query = validate_site_query(sql, key, {t.name: t for t in adapter.describe()}, "postgres")
+    query = validate_site_query(sql, key, {t.name: t for t in adapter.describe()}, "postgres", adapter.key_order)
     converter = RowConverter(adapter, query.columns)
     with adapter.session() as session:
         if not arrow:
             session._open_arrow = None  # psycopg's rows and RowConverter
-        scanned = chunks.batches(adapter, session, query, converter, chunk_rows=2, batch_rows=100, timings=Timings())
+        scanned = chunks.batches(adapter, session, query, converter, chunk_rows=1, batch_rows=100, timings=Timings())
         return pa.Table.from_batches(list(scanned), converter.schema)
 
 
@@ -109,6 +114,35 @@ def test_a_key_read_through_read_as_is_looked_up_and_scanned_by_its_text(server)
     with adapter.read() as reader:
         rows = reader.rows(query.lookup_sql(2), ["10.0.1.1", "10.0.0.0/8"], limit=2)
     assert sorted(rows) == [("10.0.0.0/8", 2), ("10.0.1.1", 1)]
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["psycopg", "adbc"])
+def test_a_key_read_as_json_is_walked_chunk_by_chunk_by_what_was_read(server, arrow):
+    # the cursor binds back the JSON text, which the stored text[] could not be compared with
+    adapter = PostgresAdapter(server.reader_url, statement_timeout_s=5, arrow_reads=arrow)
+    table = _scan(adapter, "SELECT k.tags, k.v FROM keyed_by_array k", ["tags"], arrow=arrow)
+    assert sorted(zip(table.column("tags").to_pylist(), table.column("v").to_pylist())) == [
+        ('["a",null]', 2),
+        ('["a"]', 5),
+        ('["b"]', 1),
+        ('["c,d"]', 4),
+        ("[]", 3),
+    ]
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["psycopg", "adbc"])
+def test_a_multiset_tells_apart_the_texts_the_server_holds_equal(server, arrow):
+    adapter = PostgresAdapter(server.reader_url, statement_timeout_s=5, arrow_reads=arrow)
+    grouped = 'SELECT b.n AS n, b.p AS p, COUNT(*) AS "__ds_count" FROM bag b GROUP BY b.n, b.p'
+    table = _scan(adapter, grouped, ["n", "p"], arrow=arrow)
+    rows = zip(table.column("n").to_pylist(), table.column("p").to_pylist(), table.column("__ds_count").to_pylist())
+    assert sorted(rows) == [
+        ("1.5", '{"a":1,"b":"a"}', 1),
+        ("1.5", '{"a":2,"b":"b"}', 1),
+        ("1.50", '{"a":1,"b":"a"}', 2),
+        ("2", '{"a":null,"b":null}', 1),
+        ("NaN", '{"a":1,"b":"a"}', 1),
+    ]
 
 
 # -- PostGIS ------------------------------------------------------------------------------

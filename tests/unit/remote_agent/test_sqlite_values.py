@@ -19,7 +19,7 @@ from remote_agent.timings import Timings
 
 def _scan(path, sql: str, *, arrow: bool) -> pa.Table:
     adapter = SqliteAdapter(f"sqlite:///{path}", statement_timeout_s=5, arrow_reads=arrow)
-    query = validate_site_query(sql, ["id"], {t.name: t for t in adapter.describe()}, "sqlite")
+    query = validate_site_query(sql, ["id"], {t.name: t for t in adapter.describe()}, "sqlite", adapter.key_order)
     converter = RowConverter(adapter, query.columns, query.where())
     with adapter.session() as session:
         scanned = chunks.batches(adapter, session, query, converter, chunk_rows=2, batch_rows=100, timings=Timings())
