@@ -14,7 +14,8 @@ import pyarrow as pa
 
 #: Widest decimal Spark can store; unconstrained source numerics are read with this shape.
 MAX_DECIMAL_PRECISION = 38
-#: Scale used for a source decimal declared without one (PostgreSQL `numeric`, SQLite `NUMERIC`).
+#: Scale used for a SQLite `NUMERIC`/`DECIMAL` declared without one: a value with more fractional
+#: digits is refused by name, never rounded (PostgreSQL's unconstrained numeric is read as its text).
 DEFAULT_DECIMAL_SCALE = 10
 
 _KINDS = ("int", "float", "decimal", "text", "bytes", "bool", "date", "timestamp", "timestamptz")

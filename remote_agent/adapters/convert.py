@@ -43,6 +43,23 @@ _WIDE = Context(prec=80)
 
 
 def decimal_converter(type_: LogicalType) -> Callable[[Any], Decimal]:
+    """The converter of a decimal column: the value at the column's scale, exactly, or ValueError.
+
+    A float is read as its shortest text (SQLite keeps decimals as REAL); a value with more
+    fractional digits than the scale, or too many integer digits, is refused, never rounded.
+
+    >>> convert = decimal_converter(LogicalType.parse("decimal(38,10)"))
+    >>> convert(1.5), convert(10**27), convert("-0.0000000001")
+    (Decimal('1.5000000000'), Decimal('1000000000000000000000000000.0000000000'), Decimal('-1E-10'))
+    >>> convert(0.123456789012345)
+    Traceback (most recent call last):
+    ...
+    ValueError: decimal 0.123456789012345 has more than 10 fractional digits: decimal(38,10) would round it
+    >>> convert(1.2345678901234568e28)
+    Traceback (most recent call last):
+    ...
+    ValueError: decimal 1.2345678901234568e+28 does not fit decimal(38,10)
+    """
     quantum = Decimal(1).scaleb(-type_.scale)
     limit = Decimal(10).scaleb(type_.precision - type_.scale - 1)  # exact, no context rounding
 
@@ -60,10 +77,12 @@ def decimal_converter(type_: LogicalType) -> Callable[[Any], Decimal]:
             raise ValueError(f"not a decimal: {v!r}")
         if not d.is_finite():
             raise ValueError(f"decimal {v!r} is not finite")
-        d = d.quantize(quantum, context=_WIDE)
-        if d.copy_abs() >= limit:  # copy_abs: abs() would round to the context's 28 digits
+        q = d.quantize(quantum, context=_WIDE)
+        if q != d:  # a value is delivered exactly or refused, never rounded to the scale
+            raise ValueError(f"decimal {v!r} has more than {type_.scale} fractional digits: {type_} would round it")
+        if q.copy_abs() >= limit:  # copy_abs: abs() would round to the context's 28 digits
             raise ValueError(f"decimal {v!r} does not fit {type_}")
-        return d
+        return q
 
     return convert
 

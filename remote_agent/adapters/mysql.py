@@ -18,7 +18,8 @@ The family's traps and what the adapter makes of them:
 - `DATETIME` as a timestamp without zone, `TIMESTAMP` as an instant (read in UTC);
 - zero dates ('0000-00-00', or a zero month or day) read as NULL, as the driver reads
   them (and as common change-capture tools do): such columns are described nullable;
-- `TIME`, `JSON`, spatial and other types as their text.
+- spatial types as extended WKB bytes (`GEOMETRY_AS_EWKB`);
+- `TIME`, `JSON` and other types as their text.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
+from protocol import sitesql
 from protocol.models import TableKind
 from protocol.types import MAX_DECIMAL_PRECISION, LogicalType
 from remote_agent.adapters import mysql_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
-from remote_agent.errors import BadRequest, SourceDenied, SourceRefused, SourceUnavailable, SourceValueRefused
+from remote_agent.adapters.mysql_errors import driver_errors
+from remote_agent.errors import BadRequest, SourceUnavailable
 
 try:  # the `mysql` extra: an agent for SQLite, PostgreSQL or dump files does without it
     import MySQLdb
@@ -60,12 +63,39 @@ SQL_MODE = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTIO
 CAST_TO_TEXT = "CAST({col} AS CHAR)"
 #: BIT(n) as the unsigned number it holds (the driver hands over its bytes).
 BIT_AS_NUMBER = "CAST({col} AS UNSIGNED)"
+#: A spatial value as extended WKB, the form PostGIS's ST_AsEWKB writes: the server's
+#: (little-endian) WKB as is when the SRID is 0; otherwise with the 0x20000000 flag set in
+#: its type word (bytes 2-5, the flag in the last of them) and the SRID, 4 bytes
+#: little-endian, after it. `{wkb}` stands for the column's WKB. (A cast to text, which
+#: the server refuses for these types, is what the agent did before.)
+_EWKB = (
+    "CASE WHEN ST_SRID({col}) = 0 THEN {wkb} "
+    "ELSE CONCAT(SUBSTR({wkb}, 1, 4), CHAR(ASCII(SUBSTR({wkb}, 5, 1)) | 32), "
+    "REVERSE(UNHEX(LPAD(HEX(ST_SRID({col})), 8, '0'))), SUBSTR({wkb}, 6)) END"
+)
+#: MariaDB's WKB is x then y whatever the SRID.
+GEOMETRY_AS_EWKB = _EWKB.replace("{wkb}", "ST_AsWKB({col})")
+#: MySQL 8 writes a geographic SRID's points latitude first unless told otherwise; PostGIS
+#: and the readers of EWKB take x = longitude. (Not tested here: no MySQL 8 server.)
+MYSQL8_GEOMETRY_AS_EWKB = _EWKB.replace("{wkb}", "ST_AsWKB({col}, 'axis-order=long-lat')")
+_EWKB_FORMS = (GEOMETRY_AS_EWKB, MYSQL8_GEOMETRY_AS_EWKB)
 
 _INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
 _BYTES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 _FLOATS = {"float", "double", "real", "double precision"}
 _DATES = {"date", "datetime", "timestamp"}
+_SPATIAL = {
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+    "geomcollection",
+}
 #: `utf8_bytes` of a column `x`: text in utf8mb4 whatever the column's character set, then its bytes.
 _UTF8_BYTES = sqlglot.parse_one("CAST(CAST(x AS CHAR CHARACTER SET utf8mb4) AS BINARY)", read="mysql")
 _WIDTH = re.compile(r"\((\d+)(?:,(\d+))?\)")
@@ -73,30 +103,19 @@ _WIDTH = re.compile(r"\((\d+)(?:,(\d+))?\)")
 #: The server's own databases, never described as the source's.
 _SYSTEM_DATABASES = ("mysql", "information_schema", "performance_schema", "sys")
 
-#: Server errors that mean "this role may not do that".
-_DENIED = {1142, 1143, 1044, 1045}  # table, column, database, login
-#: A statement the server stopped at its time limit: MariaDB's 1969 (max_statement_time),
-#: MySQL's 3024 (max_execution_time).
-_TIMED_OUT = {1969, 3024}
-#: The client library's own errors (CR_*: no connection, the server gone away, a lost
-#: connection mid-query), [low, high).
-CLIENT_ERRORS = (2000, 3000)
-#: Server errors of a connection or a statement ended from outside, which a later read may
-#: pass: too many connections (1040), shutdown (1053), aborted connection (1152), network
-#: reads and writes (1158-1161), a lock wait or deadlock (1205, 1213), a killed query or
-#: connection (1317, 1927), MySQL's idle disconnect (4031).
-_LOST = {1040, 1053, 1152, 1158, 1159, 1160, 1161, 1205, 1213, 1317, 1927, 4031}
 
-
-def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | None]:
+def logical_type(data_type: str, column_type: str, mariadb: bool = True) -> tuple[LogicalType, str | None]:
     """Map information_schema's DATA_TYPE and COLUMN_TYPE to a logical type and a `read_as` template.
+
+    `mariadb`: the server is MariaDB, not MySQL (their spatial functions differ).
 
     >>> for d, c in [("int", "int(11)"), ("tinyint", "tinyint(1)"), ("bigint", "bigint(20) unsigned"),
     ...              ("decimal", "decimal(10,2)"), ("decimal", "decimal(65,30)"), ("bit", "bit(1)"),
     ...              ("bit", "bit(12)"), ("datetime", "datetime(6)"), ("timestamp", "timestamp"),
-    ...              ("enum", "enum('a','b')"), ("time", "time"), ("longblob", "longblob")]:
+    ...              ("enum", "enum('a','b')"), ("time", "time"), ("longblob", "longblob"),
+    ...              ("point", "point"), ("polygon", "polygon"), ("geometry", "geometry")]:
     ...     kind, read_as = logical_type(d, c)
-    ...     print(f"{c:20} {kind!s:15} {read_as}")
+    ...     print(f"{c:20} {kind!s:15} {'EWKB' if read_as == GEOMETRY_AS_EWKB else read_as}")
     int(11)              int             None
     tinyint(1)           int             None
     bigint(20) unsigned  decimal(20,0)   None
@@ -109,6 +128,11 @@ def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | N
     enum('a','b')        text            None
     time                 text            CAST({col} AS CHAR)
     longblob             bytes           None
+    point                bytes           EWKB
+    polygon              bytes           EWKB
+    geometry             bytes           EWKB
+    >>> logical_type("point", "point", mariadb=False)[1] == MYSQL8_GEOMETRY_AS_EWKB
+    True
     """
     d, c = data_type.lower(), column_type.lower()
     width = _WIDTH.search(c)
@@ -139,6 +163,8 @@ def logical_type(data_type: str, column_type: str) -> tuple[LogicalType, str | N
         return LogicalType("timestamp"), None
     if d == "timestamp":
         return LogicalType("timestamptz"), None
+    if d in _SPATIAL:
+        return LogicalType("bytes"), GEOMETRY_AS_EWKB if mariadb else MYSQL8_GEOMETRY_AS_EWKB
     return LogicalType("text"), CAST_TO_TEXT
 
 
@@ -165,28 +191,6 @@ def utf8_bytes(ref: exp.Expression) -> exp.Expression:
     return tree
 
 
-@contextlib.contextmanager
-def driver_errors(timeout_s: float) -> Iterator[None]:
-    """The driver's errors as the agent's, told by the server's error number: a timeout or a
-    lost connection (a later read may pass), or a refusal of the statement that a retry meets
-    again: a privilege, a value or type it cannot cast (1366, 4078...), SQL it does not take."""
-    try:
-        yield
-    except MySQLdb.Error as exc:
-        number = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-        text = str(exc.args[-1]) if exc.args else str(exc)
-        if number in _TIMED_OUT:
-            raise SourceUnavailable(f"MySQL/MariaDB statement exceeded the {timeout_s:g} s statement timeout") from None
-        if number is None or number in _LOST or CLIENT_ERRORS[0] <= number < CLIENT_ERRORS[1]:
-            raise SourceUnavailable(f"MySQL/MariaDB connection failed during a read: {text}") from None
-        kind = SourceRefused
-        if number in _DENIED:
-            kind = SourceDenied
-        elif isinstance(exc, MySQLdb.DataError):
-            kind = SourceValueRefused
-        raise kind(f"{text} (error {number})", engine="MySQL/MariaDB") from None
-
-
 class _MysqlReader(Reader):
     def __init__(self, conn: Any, timeout_s: float):
         self.conn = conn
@@ -203,7 +207,8 @@ class _MysqlReader(Reader):
     ) -> pa.Table | None:
         # The same statement, its values left as the server's text and cast by Arrow
         # (mysql_arrow.py); the connection's converters are swapped for this one result.
-        query = self.conn.cursor().mogrify(format_placeholders(sql), tuple(params)) if params else sql
+        # As bytes: a bound binary value (a cursor's EWKB, say) need not be UTF-8 (mogrify's str would be).
+        query = format_placeholders(sql).encode() % tuple(map(self.conn.literal, params)) if params else sql
         saved = self.conn.converter
         self.conn.converter = mysql_arrow.raw_converter(saved)
         try:
@@ -368,7 +373,7 @@ class MysqlAdapter(Adapter):
             for schema, table, name, data_type, column_type, nullable in cursor.fetchall():
                 if (schema, table) not in columns:
                     continue
-                type_, read_as = logical_type(data_type, column_type)
+                type_, read_as = logical_type(data_type, column_type, mariadb=self._mariadb is not False)
                 # a zero date reads as NULL, whatever the column's NOT NULL says
                 may_be_null = nullable == "YES" or data_type.lower() in _DATES
                 columns[schema, table].append(ColumnInfo(name, type_, may_be_null, column_type, read_as))
@@ -428,6 +433,9 @@ class MysqlAdapter(Adapter):
     def key_order(self, column: ColumnInfo, ref: exp.Expression, unique: bool) -> exp.Expression:
         # A collation may hold 'a', 'A', 'á' and 'a ' equal; where two rows could hold such
         # values, order by the bytes, which tell them apart as Python does (no index helps).
+        if column.read_as in _EWKB_FORMS and isinstance(ref, exp.Column):
+            # a spatial column is compared with the EWKB read, which its stored form is not
+            return sitesql.wrap_read_as(column.read_as, ref, self.dialect)
         if unique or column.type.kind != "text" or column.read_as:
             return ref
         return utf8_bytes(ref)

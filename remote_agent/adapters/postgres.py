@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -19,16 +18,15 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
+from protocol import sitesql
 from protocol.models import TableKind
-from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from protocol.types import LogicalType
 from remote_agent.adapters import postgres_arrow, postgres_errors
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
+from remote_agent.adapters.postgres_types import BOUND_BACK, TYPMOD, logical_type
 from remote_agent.errors import BadRequest, SourceUnavailable
 from remote_agent.rowversions import changed_since_condition, current_snapshot
-
-#: Selected instead of a column whose type has no logical counterpart (uuid, json, arrays...).
-CAST_TO_TEXT = "CAST({col} AS TEXT)"
 
 #: Seconds to wait for a TCP connection when the URL sets no `connect_timeout`; libpq
 #: would otherwise wait for the operating system's timeout (minutes) on a silent host.
@@ -53,67 +51,10 @@ _SESSION_SETTINGS = {
 
 #: pg_class.relkind of the relations `describe` lists, as TableInfo.kind names them.
 _RELATION_KINDS: dict[str, TableKind] = {"r": "table", "p": "table", "v": "view", "m": "materialized view"}
-
-_INTEGERS = {"smallint", "integer", "bigint"}
-_FLOATS = {"real", "double precision"}
-_TEXTS = {"text", "character varying", "varchar", "character", "char", "bpchar", "name", "citext"}
-_SIMPLE = {"bytea": "bytes", "boolean": "bool", "date": "date"}
-_NUMERIC = re.compile(r"^numeric(?:\((-?\d+)(?:,(-?\d+))?\))?$")
-_TIMESTAMP = re.compile(r"^timestamp(?:\(\d+\))? with(out)? time zone$")
-_TYPMOD = re.compile(r"\(\s*\d+\s*\)")
 #: Logical types whose PostgreSQL order is Python's order of their values (`range_key`).
 _ORDERED_AS_PYTHON = {"int", "date", "timestamp", "timestamptz", "bytes"}
 #: Declared text types that COLLATE "C" compares byte-wise.
 _BYTEWISE_TEXT = {"text", "character varying", "varchar"}
-
-
-def logical_type(declared: str) -> tuple[LogicalType, str | None]:
-    """Map a type as `format_type()` spells it to a logical type and a `read_as` template.
-
-    `read_as` is None when the column is read as is, else SQL with `{col}` standing for
-    the quoted column (types without a logical counterpart are read as their text form).
-
-    >>> for t in ("bigint", "numeric(10,2)", "numeric", "numeric(5,-2)", "numeric(50,4)",
-    ...           "character varying(20)", "timestamp(3) with time zone", "uuid", "integer[]"):
-    ...     kind, read_as = logical_type(t)
-    ...     print(f"{t:28} {kind!s:15} {read_as}")
-    bigint                       int             None
-    numeric(10,2)                decimal(10,2)   None
-    numeric                      decimal(38,10)  None
-    numeric(5,-2)                decimal(7,0)    None
-    numeric(50,4)                text            CAST({col} AS TEXT)
-    character varying(20)        text            None
-    timestamp(3) with time zone  timestamptz     None
-    uuid                         text            CAST({col} AS TEXT)
-    integer[]                    text            CAST({col} AS TEXT)
-    """
-    t = declared.strip().lower()
-    if t.endswith("]"):  # arrays, whatever the element type
-        return LogicalType("text"), CAST_TO_TEXT
-    base = _TYPMOD.sub("", t).split(".")[-1].strip('"')  # `public.citext` -> `citext`
-    if base in _INTEGERS:
-        return LogicalType("int"), None
-    if base in _FLOATS:
-        return LogicalType("float"), None
-    if base in _TEXTS:
-        return LogicalType("text"), None
-    if base in _SIMPLE:
-        return LogicalType(_SIMPLE[base]), None
-    match = _TIMESTAMP.match(t)
-    if match:
-        return LogicalType("timestamp" if match.group(1) else "timestamptz"), None
-    match = _NUMERIC.match(t.replace(" ", ""))
-    if match:
-        if match.group(1) is None:
-            return LogicalType("decimal", MAX_DECIMAL_PRECISION, DEFAULT_DECIMAL_SCALE), None
-        precision, scale = int(match.group(1)), int(match.group(2) or 0)
-        # Since PostgreSQL 15 the scale may be negative (rounding left of the point) or
-        # exceed the precision (only digits right of the point): count both kinds of digits.
-        digits = max(precision - scale, 0) + max(scale, 0)
-        if digits <= MAX_DECIMAL_PRECISION:
-            return LogicalType("decimal", digits, max(scale, 0)), None
-        return LogicalType("text"), CAST_TO_TEXT  # too wide for Spark: exact text instead
-    return LogicalType("text"), CAST_TO_TEXT
 
 
 def psycopg_placeholders(sql: str) -> str:
@@ -169,7 +110,8 @@ ORDER BY 2
 # A domain column is mapped by the type at the bottom of its chain of domains (psycopg
 # receives values of that type), while `declared` keeps the domain's own name. The last
 # column says whether the column's collation compares byte by byte: "C" or "POSIX", or the
-# database's default where that is a libc C or POSIX locale (`range_key`).
+# database's default where that is a libc C or POSIX locale (`range_key`). The last but one
+# is the kind of that bottom type (pg_type.typtype: "c" for a composite, `logical_type`).
 _COLUMNS_SQL = """
 WITH RECURSIVE domain_base(oid, base, typmod, depth) AS (
     SELECT t.oid, t.typbasetype, t.typtypmod, 0 FROM pg_catalog.pg_type t WHERE t.typtype = 'd'
@@ -182,6 +124,7 @@ SELECT a.attrelid, a.attname,
        pg_catalog.format_type(a.atttypid, a.atttypmod),
        NOT a.attnotnull,
        pg_catalog.format_type(b.base, b.typmod),
+       ty.typtype,
        COALESCE(co.collname IN ('C', 'POSIX') OR (co.oid = 100 AND (
            SELECT db.datcollate IN ('C', 'POSIX') AND COALESCE(pg_catalog.to_jsonb(db) ->> 'datlocprovider', 'c') = 'c'
            FROM pg_catalog.pg_database db WHERE db.datname = pg_catalog.current_database())), false)
@@ -189,6 +132,7 @@ FROM pg_catalog.pg_attribute a
 LEFT JOIN LATERAL (
     SELECT d.base, d.typmod FROM domain_base d WHERE d.oid = a.atttypid ORDER BY d.depth DESC LIMIT 1
 ) b ON true
+JOIN pg_catalog.pg_type ty ON ty.oid = COALESCE(b.base, a.atttypid)
 LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
 WHERE a.attrelid = ANY (%s) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attrelid, a.attnum
@@ -374,8 +318,8 @@ class PostgresAdapter(Adapter):
             for oid, name, *_ in tables:
                 table_names[oid].append(name)
             bytewise: set[str] = set()
-            for oid, name, declared, nullable, base, byte_order in conn.execute(_COLUMNS_SQL, (oids,)):
-                type_, read_as = logical_type(base or declared)
+            for oid, name, declared, nullable, base, typtype, byte_order in conn.execute(_COLUMNS_SQL, (oids,)):
+                type_, read_as = logical_type(base or declared, typtype)
                 columns[oid].append(ColumnInfo(name, type_, nullable=nullable, declared=declared, read_as=read_as))
                 if byte_order:
                     bytewise.update(f"{table}.{name}" for table in table_names[oid])
@@ -445,6 +389,17 @@ class PostgresAdapter(Adapter):
             return repr(value)
         return value
 
+    def key_order(self, column: ColumnInfo, ref: exp.Expression, unique: bool) -> exp.Expression:
+        # A key column read through read_as is compared with what was read: the cursor binds
+        # it back. A text the server casts back to an equal value (a numeric's, an inet's) may
+        # be compared as stored, by the column's index, where no two rows can hold values the
+        # server holds equal but whose texts differ (1.5 and 1.50): `unique`. Any other (JSON
+        # text, EWKB; such a column of a multiset) is ordered, cut and grouped as it is read,
+        # and distinct texts are distinct to the server as to Python.
+        if column.read_as is None or not isinstance(ref, exp.Column) or (unique and column.read_as in BOUND_BACK):
+            return ref
+        return sitesql.wrap_read_as(column.read_as, ref, self.dialect)
+
     def range_key(self, column: ColumnInfo, ref: exp.Expression, origin: str) -> exp.Expression | None:
         # Integers, dates, timestamps (timestamptz by instant, as Python compares aware
         # datetimes) and bytea (byte-wise) sort as Python sorts their values. text and
@@ -462,7 +417,7 @@ class PostgresAdapter(Adapter):
         kind = column.type.kind
         if kind in _ORDERED_AS_PYTHON:
             return ref
-        if kind == "text" and _TYPMOD.sub("", column.declared.strip().lower()) in _BYTEWISE_TEXT:
+        if kind == "text" and TYPMOD.sub("", column.declared.strip().lower()) in _BYTEWISE_TEXT:
             if origin in self._bytewise:
                 return ref
             return exp.Collate(this=ref, expression=exp.Identifier(this="C", quoted=True))

@@ -445,6 +445,8 @@ def _widens(held: pa.DataType, new: pa.DataType) -> bool:
 
     >>> _widens(pa.decimal128(5, 2), pa.decimal128(9, 3)), _widens(pa.decimal128(5, 2), pa.decimal128(5, 3))
     (True, False)
+    >>> _widens(pa.decimal128(38, 10), pa.string()), _widens(pa.string(), pa.decimal128(38, 10))
+    (True, False)
     """
     if pa.types.is_decimal(held) and pa.types.is_decimal(new):
         return new.scale >= held.scale and new.precision - new.scale >= held.precision - held.scale
@@ -454,7 +456,8 @@ def _widens(held: pa.DataType, new: pa.DataType) -> bool:
         return new.bit_width >= held.bit_width
     if pa.types.is_date(held) and pa.types.is_timestamp(new):
         return new.tz is None
-    return False
+    # every decimal has an exact text (viewdef/widening.py)
+    return pa.types.is_decimal(held) and new in (pa.string(), pa.large_string(), pa.string_view())
 
 
 def is_local(uri: str) -> bool:

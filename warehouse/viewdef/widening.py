@@ -12,14 +12,18 @@ Lossless widenings of the logical types (protocol/types.py):
   at least as many fraction digits (s' >= s): PostgreSQL numeric(14,2) to numeric(16,4);
 - int (64 bits, at most 19 digits) to decimal(p,s) with p-s >= 19;
 - decimal(p,0) with p <= 18 to int: every such value is below 2^63;
-- date to timestamp: a date is the timestamp of its midnight, and two dates stay apart.
+- date to timestamp: a date is the timestamp of its midnight, and two dates stay apart;
+- decimal(p,s) to text: every decimal has an exact text (PostgreSQL's unconstrained
+  numeric, once read as decimal(38,10), is now read as the text PostgreSQL prints). The
+  stored values become their text at the old scale (1.5000000000); the sync that takes the
+  widening then reads the source's text (1.5) and updates the rows whose text differs.
 
 Changes a source makes that keep the logical type (int to bigint, real to double
 precision, varchar(n) to text or to a longer varchar) are not changes here at all: the
 view's types and its stored values are already those. Nullability is not part of a
 logical type, so a dropped NOT NULL is not seen either. Everything else (decimal to float,
 float to decimal, int to float past 2^53, text to anything, timestamp to timestamptz,
-whose meaning depends on a time zone) is refused.
+whose meaning depends on a time zone, int to text) is refused.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ def widens(old: LogicalType, new: LogicalType) -> bool:
     (True, False, False)
     >>> widens(t("date"), t("timestamp")), widens(t("timestamp"), t("timestamptz")), widens(t("int"), t("float"))
     (True, False, False)
+    >>> widens(t("decimal(38,10)"), t("text")), widens(t("text"), t("decimal(38,10)")), widens(t("float"), t("text"))
+    (True, False, False)
     """
     if old == new:
         return True
@@ -60,7 +66,7 @@ def widens(old: LogicalType, new: LogicalType) -> bool:
         return new.precision - new.scale >= INT64_DIGITS
     if (old.kind, new.kind) == ("decimal", "int"):
         return old.scale == 0 and old.precision <= INT64_SAFE_PRECISION
-    return (old.kind, new.kind) == ("date", "timestamp")
+    return (old.kind, new.kind) in (("date", "timestamp"), ("decimal", "text"))
 
 
 @dataclass(frozen=True)

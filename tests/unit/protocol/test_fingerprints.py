@@ -115,7 +115,7 @@ def test_sqlite_date_and_integer_key_with_the_date_stored_as_text(tmp_path):
 @pytest.mark.parametrize("type_", ["decimal(19,4)", "decimal(12,4)", "decimal(38,10)"])
 def test_postgres_decimal_key(type_):
     """numeric(19,4) is wider than an int64 (value by value on both sides); numeric(12,4)
-    takes the Arrow path; an unconstrained numeric is read as decimal(38,10)."""
+    takes the Arrow path; numeric(38,10) is the widest decimal (an unconstrained numeric is text)."""
     key = _key(("price", type_))
     values = PG_PRICES if type_ != "decimal(12,4)" else [v for v in PG_PRICES if abs(v) < 10**8]
     adapter = PostgresAdapter("postgresql://reader@localhost/legacy", statement_timeout_s=5)

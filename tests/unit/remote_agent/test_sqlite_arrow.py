@@ -82,7 +82,7 @@ def _same(path, sql: str, key: list[str], **kwargs) -> list[bool]:
     "sql",
     [
         "SELECT v.id, v.i, v.r, v.n, v.t, v.b, v.ok, v.day, v.at, v.at_tz, v.code FROM vals v",
-        "SELECT v.id, v.wide FROM vals v",  # rounded to scale 10 by the converter
+        "SELECT v.id, v.wide FROM vals v",  # 0.0000000001: the converter's call, exact at scale 10
         "SELECT v.id, v.loose FROM vals v",  # every storage class in one column
         "SELECT v.id, v.at, v.at_tz FROM vals v",
         "SELECT v.id, v.t FROM vals v WHERE v.t IS NULL",  # NULLs only
@@ -96,7 +96,7 @@ def test_the_arrow_path_reads_the_chunks_it_can_after_the_first(db):
     used = _same(db, "SELECT v.id, v.i, v.r, v.n, v.t, v.b, v.ok, v.day, v.at, v.at_tz, v.code FROM vals v", ["id"])
     assert used == [False, True, True, True, True]  # the first chunk: sqlite3's, under the statement timeout
     assert _same(db, "SELECT v.id, v.at, v.at_tz FROM vals v", ["id"]) == [False, True, True, True, True]
-    assert not any(_same(db, "SELECT v.id, v.wide FROM vals v", ["id"]))  # 0.0000000001: rounded by the converter
+    assert not any(_same(db, "SELECT v.id, v.wide FROM vals v", ["id"]))  # 0.0000000001: the converter's call
     # a text key the next chunk binds back as it was read
     assert _same(db, "SELECT w.w, w.v FROM words w", ["w"], chunk_rows=10)[1:] == [True] * 4
 

@@ -177,3 +177,24 @@ def test_a_directory_of_other_files_is_never_written_to(tmp_path):
     with pytest.raises(DestinationRefused):
         destination.applied()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["precious.txt"]
+
+
+def test_a_decimal_column_widened_to_text_is_rewritten_in_place(tmp_path):
+    # PostgreSQL's unconstrained numeric, once decimal(38,10), now read as the text PostgreSQL prints
+    uri = str(tmp_path / "t")
+    destination = DeltaDestination(uri)
+    old = [Column("k", LogicalType("int")), Column("n", LogicalType("decimal", 38, 10))]
+    schema = pa.schema([pa.field(OP, pa.string()), *(pa.field(c.name, c.type.arrow()) for c in old)])
+    rows = [{OP: "insert", "k": 1, "n": Decimal("1.5")}, {OP: "insert", "k": 2, "n": Decimal("2")}]
+    destination.apply("s1", 1, old, ["k"], [pa.RecordBatch.from_pylist(rows, schema=schema)], False)
+    new = [old[0], Column("n", LogicalType("text"))]
+    text = pa.schema([pa.field(OP, pa.string()), *(pa.field(c.name, c.type.arrow()) for c in new)])
+    line = [{OP: "update", "k": 1, "n": "NaN"}]
+    destination.apply("s2", 2, new, ["k"], [pa.RecordBatch.from_pylist(line, schema=text)], False)
+    table = DeltaTable(uri)
+    assert table.schema().to_arrow().field("n").type in (pa.string(), pa.large_string(), pa.string_view())
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "n": "NaN"},
+        {"k": 2, "n": "2.0000000000"},  # its exact text at the old scale, until the sync that updates it
+    ]
+    assert _carried(uri) == ["s1", "s2"]

@@ -40,3 +40,14 @@ def test_the_copy_is_cast_and_the_current_version_keeps_its_files(tmp_path):
     # the current version is as it was: the rewritten file replaced its link, not its bytes
     assert pq.read_table(current.fragment(0)).equals(rows)
     assert (current.site_dir(0) / "sketch" / "sketch.arrow").exists()
+
+
+def test_a_decimal_widened_to_text_keeps_each_value_as_its_exact_text(tmp_path):
+    current = Version(1, "s1", tmp_path / "versions" / "1")
+    amounts = pa.array(
+        [decimal.Decimal("12345678901234567890.1234567890"), decimal.Decimal("1.5"), None], pa.decimal128(38, 10)
+    )
+    write_part(pa.table({"id": [1, 2, 3], "amount": amounts}), current.fragment(0))
+    copy = widened_copy(current, tmp_path / "staging" / "s2.widened", {0: {"amount": pa.string()}}, {})
+    texts = pq.read_table(copy.fragment(0)).column("amount").to_pylist()
+    assert texts == ["12345678901234567890.1234567890", "1.5000000000", None]

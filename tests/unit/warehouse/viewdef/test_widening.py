@@ -61,3 +61,22 @@ def test_another_shape_is_no_widening():
     assert type_changes(_view("text"), _view("text", "int")) is None
     old, new = _view("text"), _view("text")
     assert type_changes(old, ViewDef(new.sql, new.columns, ["c0"], new.sites)) is None
+
+
+@pytest.mark.parametrize("old", DECIMALS, ids=str)
+def test_a_decimal_widens_to_text_and_its_text_reads_back_as_the_same_decimal(old):
+    # PostgreSQL's unconstrained numeric, once decimal(38,10), is now read as its text
+    assert widens(old, LogicalType("text"))
+    assert not widens(LogicalType("text"), old)
+    values = pa.array(_extremes(old), old.arrow())
+    texts = pc.cast(values, pa.string()).to_pylist()  # what the widened copy stores (store/widened.py)
+    assert [decimal.Decimal(t) for t in texts] == values.to_pylist()
+
+
+def test_an_existing_decimal_38_10_column_seen_as_text_is_a_widening_taken_in_place():
+    changes = type_changes(_view("decimal(38,10)", "int"), _view("text", "int"))
+    assert changes is not None and [(c.column, str(c.new), c.widened) for c in changes] == [
+        ("c0", "text", True),
+        ("c0", "text", True),
+    ]
+    assert not any(c.widened for c in type_changes(_view("int"), _view("text")) or [])
