@@ -455,6 +455,8 @@ def type_matrix_page() -> str:
                 if row.pending
                 else "delivered"
             )
+            if row.gap:
+                status += f" ({row.gap})"
             if row.extension:
                 status += f" (needs the {row.extension} extension)"
             notes = f"{status}. {row.note}" if row.note else status
