@@ -7,7 +7,9 @@ From the code and the exported API documents, into docs/reference/:
 - cli.md: every command of the `deltasieve` click group, walked from the top-level group;
 - settings.md: every setting of the service and of the agent, from their settings classes
   (field, environment variable, default, description), and each process's --help;
-- row-encoding.md: openapi/row-encoding.md, and its test vectors copied beside it.
+- row-encoding.md: openapi/row-encoding.md, and its test vectors copied beside it;
+- type-matrix.md: per source engine, every type of workloads/type_matrix.py, how the
+  adapters read it and the warehouse stores and publishes it, and its edge values.
 
 From tests/benchmarks/results/*.json, into docs/benchmarks/results/: one page per results
 file, its tables rendered from the JSON (never typed by hand), dated, with the machine and
@@ -21,6 +23,7 @@ Run from anywhere: `.venv/bin/python scripts/docs_gen.py [--docs DIR]`.
 from __future__ import annotations
 
 import argparse
+import html
 import inspect
 import json
 import re
@@ -354,6 +357,111 @@ def row_encoding_page() -> str:
     return GENERATED.format(source="openapi/row-encoding.md") + (ROOT / "openapi" / "row-encoding.md").read_text()
 
 
+# -- type matrix --------------------------------------------------------------------------
+
+TYPE_MATRIX_INTRO = """\
+# Type matrix
+
+Every column type of SQLite, PostgreSQL and MySQL/MariaDB that deltasieve reads, what it
+becomes on the way, and what its edge values become. A value is delivered exactly, or the
+sync fails with an error that names the table, the column, the row's key and the value:
+nothing is rounded, cut or replaced silently.
+
+How a type is read, stored and published is computed from the code when this page is
+built: the agent's adapters map the declared type to a logical type (and, where the type
+has no counterpart, to the SQL that reads its text form: *read as*); the logical type fixes
+the Spark type of the warehouse, the Delta Lake type of the published table and the type
+of a PostgreSQL destination's column. The edge values and what the service's
+`GET /v1/views/{view}/rows` gives for them come from `workloads/type_matrix.py`, which
+`tests/integration/test_type_matrix.py` checks row by row, through real databases: the
+view's rows, each sync's delta, the change feed, the Delta table and a PostgreSQL
+destination all hold the value shown, after a load and after an update.
+
+In JSON (rows, deltas, the change feed) integers and floats are numbers, exact decimals
+strings, dates and timestamps ISO 8601 strings, bytes base64 strings, NULL null. A float
+that is not finite has no JSON number: it is the string `"NaN"`, `"Infinity"` or
+`"-Infinity"`; in Parquet, the Delta table and a PostgreSQL destination it is the float
+itself. Timestamps with a time zone are instants, shown in UTC.
+
+The *status* says whether a row is delivered as shown, is shown as it will be once a
+change under way lands, or is refused on purpose (with the reason; the value column then
+shows how the error names the value).
+"""
+
+
+def _read_as(row) -> tuple[str, str | None]:
+    """The logical type and `read_as` SQL the row's engine adapter gives its declared type."""
+    from remote_agent.adapters import mysql, postgres, sqlite
+
+    declared = row.maps_as or row.declared
+    if row.engine == "sqlite":
+        return str(sqlite.logical_type(declared)), None
+    if row.engine == "postgres":
+        kind, read_as = postgres.logical_type(declared)
+        return str(kind), read_as
+    data_type = re.match(r"[a-z]+", declared.lower())
+    kind, read_as = mysql.logical_type(data_type.group(0) if data_type else "", declared.lower())
+    return str(kind), read_as
+
+
+def code(text: str) -> str:
+    """`text` as inline code safe in a table cell, every character kept (spaces too, which a
+    code span in a cell would collapse).
+
+    >>> code('"ab  |{x}"')
+    '<code>&quot;ab&nbsp;&nbsp;&#124;&#123;x&#125;&quot;</code>'
+    """
+    escaped = html.escape(text).replace(" ", "&nbsp;").replace("|", "&#124;")
+    return "<code>" + escaped.replace("{", "&#123;").replace("}", "&#125;") + "</code>"
+
+
+def _edge_cell(row) -> str:
+    parts = []
+    for i, edge in enumerate(row.edges):
+        if i in row.shown:
+            parts.append(f"{cell(edge.what)}: {cell(row.shown[i])}")
+            continue
+        if row.refused:
+            value = f"refused, the error shows {code(str(edge.json))}"
+        else:
+            value = code(json.dumps(edge.json, ensure_ascii=False))
+        parts.append(f"{cell(edge.what)}: {code(edge.sql)} → {value}")
+    return "<br>".join(parts)
+
+
+def type_matrix_page() -> str:
+    from protocol.types import LogicalType
+    from warehouse.destinations.delta import delta_type
+    from warehouse.destinations.postgres_copy import pg_type
+    from workloads.type_matrix import ENGINES, rows
+
+    titles = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mariadb": "MySQL and MariaDB"}
+    lines = [GENERATED.format(source="workloads/type_matrix.py and the adapters' type mappings"), TYPE_MATRIX_INTRO]
+    for engine in ENGINES:
+        lines += [
+            f"## {titles[engine]}",
+            "",
+            "| family | declared type | read as | Spark | Delta | PostgreSQL destination | edge values → JSON | status |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in rows(engine):
+            logical, read_as = _read_as(row)
+            kind = LogicalType.parse(logical)
+            read = f"`{logical}`" + (f" as `{read_as}`" if read_as else "")
+            status = f"refused: {row.refused}" if row.refused else "delivered"
+            if row.gap:
+                status += f" ({row.gap})"
+            if row.extension:
+                status += f" (needs the {row.extension} extension)"
+            notes = f"{status}. {row.note}" if row.note else status
+            lines.append(
+                f"| {row.family} | `{row.declared or '(none)'}` | {cell(read)} | `{kind.spark_ddl()}` | "
+                f"`{delta_type(kind)}` | `{pg_type(kind)}` | {_edge_cell(row)} | {cell(notes)} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
 # -- benchmarks ---------------------------------------------------------------------------
 
 NOT_RECORDED = "not recorded"
@@ -602,6 +710,7 @@ def reference_pages(with_help: bool = True) -> dict[str, str]:
         "cli.md": cli_page(),
         "settings.md": settings_page(with_help),
         "row-encoding.md": row_encoding_page(),
+        "type-matrix.md": type_matrix_page(),
     }
 
 

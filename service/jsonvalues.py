@@ -22,6 +22,8 @@ def to_json_value(value):
 
     >>> to_json_value(Decimal("1.50")), to_json_value(b"\\x00\\xff"), to_json_value(float("nan"))
     ('1.50', 'AP8=', 'NaN')
+    >>> to_json_value(Decimal("-1E-10")), to_json_value(Decimal("0E-10")), to_json_value(Decimal("1E+3"))
+    ('-0.0000000001', '0.0000000000', '1000')
     """
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -29,8 +31,8 @@ def to_json_value(value):
         if math.isfinite(value):
             return value
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, Decimal):
-        return str(value)
+    if isinstance(value, Decimal):  # positional always: str() would give 1E-10 for a tiny one
+        return format(value, "f")
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return value.isoformat()
     if isinstance(value, (bytes, bytearray, memoryview)):

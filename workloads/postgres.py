@@ -24,6 +24,8 @@ from pathlib import Path
 
 import psycopg
 
+from workloads.debian import ensure_file
+
 #: Where Debian's postgresql-NN packages put the server binaries.
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 #: Seconds allowed for initdb, start and stop; a healthy start takes one or two.
@@ -326,3 +328,12 @@ def _create_roles(socket_dir: Path, port: int, owner_password: str, reader_passw
         conn.execute("SET log_statement = 'none'")  # keep the passwords out of the statement log
         conn.execute(f"ALTER ROLE owner PASSWORD '{owner_password}'")
         conn.execute(f"CREATE ROLE reader LOGIN PASSWORD '{reader_password}'")
+
+
+def ensure_postgis() -> Path:
+    """PostGIS for the server binaries `start_postgres` uses (Debian's postgresql-<major>-postgis-3,
+    installed when missing): the control file `CREATE EXTENSION postgis` reads."""
+    major = _find_bindir().parent.name
+    return ensure_file(
+        Path(f"/usr/share/postgresql/{major}/extension/postgis.control"), f"postgresql-{major}-postgis-3"
+    )

@@ -30,6 +30,27 @@ def reference(docs_gen) -> dict[str, str]:
     return docs_gen.reference_pages(with_help=False)
 
 
+def test_every_row_of_the_type_matrix_is_on_its_page(docs_gen, reference):
+    from workloads.type_matrix import ENGINES, ROWS
+
+    page = reference["type-matrix.md"]
+    sections = re.split(r"^## ", page, flags=re.M)[1:]
+    assert len(sections) == len(ENGINES)
+    for engine, section in zip(ENGINES, sections):
+        lines = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if line.startswith("| ")}
+        for row in (r for r in ROWS if r.engine == engine):
+            assert row.family in lines, f"{row.id} is not on the page"
+            line = lines[row.family]
+            assert f"`{row.declared or '(none)'}`" in line, row.id
+            for i, edge in enumerate(row.edges):
+                assert edge.what in line, f"{row.id}: edge {edge.what!r} is not on the page"
+                if i not in row.shown:
+                    shown = str(edge.json) if row.refused else json.dumps(edge.json, ensure_ascii=False)
+                    assert docs_gen.code(shown) in line, f"{row.id}: edge {edge.what!r}'s value is not on the page"
+            status = "refused" if row.refused else "delivered"
+            assert line.rstrip(" |").split(" | ")[-1].startswith(status), f"{row.id}: its status is not {status}"
+
+
 def headings(page: str) -> set[str]:
     return {line[3:].strip() for line in page.splitlines() if line.startswith("## ")}
 

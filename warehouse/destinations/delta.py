@@ -37,6 +37,7 @@ version=v)` of the commit carrying it) works while its files are kept.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -44,10 +45,10 @@ from urllib.parse import urlparse
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from protocol.types import Column, arrow_schema
+from protocol.types import Column, LogicalType, arrow_schema
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS, default_table_uri
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.delta_file_cache import CACHE, FileCache
@@ -77,6 +78,16 @@ REBUILD = "deltasieve.rebuild"
 #: at most upkeep commits (delta_upkeep.py): a layout, a compaction, a vacuum's two.
 HISTORY_LOOKBACK = 16
 _SIDE = "__ds_side"
+
+
+def delta_type(t: LogicalType) -> str:
+    """The Delta Lake type of a column of logical type `t`: delta-rs' name for the Arrow type written.
+
+    >>> [delta_type(LogicalType.parse(s)) for s in ("int", "decimal(38,10)", "timestamp", "timestamptz")]
+    ['long', 'decimal(38,10)', 'timestamp_ntz', 'timestamp']
+    """
+    (field,) = Schema.from_arrow(arrow_schema([Column("c", t)])).fields
+    return str(json.loads(field.to_json())["type"])
 
 
 def _quoted(name: str) -> str:

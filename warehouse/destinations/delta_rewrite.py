@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import time
 import uuid
@@ -231,19 +232,24 @@ def _written(root: Path, rows: pa.Table, now: int, encoded: list[str], cache: Fi
     pq.write_table(rows, str(root / name), compression=COMPRESSION, use_dictionary=encoded, metadata_collector=footers)
     size = (root / name).stat().st_size
     cache.put(file_key(root, name), rows, encoded)
-    return AddAction(name, size, {}, now, True, json.dumps(stats(rows, footers[0])))
+    return AddAction(name, size, {}, now, True, json.dumps(stats(rows, footers[0]), allow_nan=False))
 
 
 def stats(rows: pa.Table, footer: pq.FileMetaData) -> dict:
     """A file's Delta statistics, from the Parquet footer its writer made: row count, NULL
     counts, min/max of the columns readers prune by (integers, dates, strings, floats
-    without NaN: Parquet leaves NaN out of a float's min/max, which Delta readers do not).
+    without NaN: Parquet leaves NaN out of a float's min/max, which Delta readers do not;
+    nor ±Infinity, which JSON cannot write and Delta readers then cannot read).
 
     >>> rows = pa.table({"k": [3, 1], "s": ["b", None], "d": [dt.date(2020, 1, 2), None], "f": [1.0, float("nan")]})
     >>> footers = []
     >>> pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footers)
     >>> stats(rows, footers[0])
     {'numRecords': 2, 'minValues': {'k': 1, 's': 'b', 'd': '2020-01-02'}, 'maxValues': {'k': 3, 's': 'b', 'd': '2020-01-02'}, 'nullCount': {'k': 0, 's': 1, 'd': 1, 'f': 0}}
+    >>> rows = pa.table({"f": [1.0, float("inf")]})
+    >>> pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footers)
+    >>> stats(rows, footers[-1])
+    {'numRecords': 2, 'minValues': {}, 'maxValues': {}, 'nullCount': {'f': 0}}
     """
     lows: dict = {}
     highs: dict = {}
@@ -264,6 +270,8 @@ def stats(rows: pa.Table, footer: pq.FileMetaData) -> dict:
         if not ranged or not bounds or len(bounds) < len(found):
             continue
         low, high = min(s.min for s in bounds), max(s.max for s in bounds)
+        if isinstance(low, float) and not (math.isfinite(low) and math.isfinite(high)):
+            continue
         if isinstance(low, dt.date):
             low, high = low.isoformat(), high.isoformat()
         lows[field.name], highs[field.name] = low, high

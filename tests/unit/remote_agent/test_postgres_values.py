@@ -7,8 +7,6 @@ compared with the exact value of the form docs/sources/postgresql.md promises.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import psycopg
 import pyarrow as pa
 import pytest
@@ -20,7 +18,6 @@ from remote_agent.adapters.rows import RowConverter
 from remote_agent.sitequery import validate_site_query
 from remote_agent.timings import Timings
 from workloads import postgres as pg_server
-from workloads.debian import ensure_file
 from workloads.postgres import PostgresDatabase
 
 SCHEMA = """
@@ -156,8 +153,7 @@ POINT_0 = bytes.fromhex("0101000000" + "000000000000f03f" + "0000000000000040")
 @pytest.fixture(scope="module")
 def postgis(server) -> PostgresDatabase:
     """The module's database with PostGIS (Debian's postgresql-<major>-postgis-3, installed when missing)."""
-    major = pg_server._find_bindir().parent.name
-    ensure_file(Path(f"/usr/share/postgresql/{major}/extension/postgis.control"), f"postgresql-{major}-postgis-3")
+    pg_server.ensure_postgis()
     with psycopg.connect(server.owner_url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION postgis")
         conn.execute(
