@@ -228,7 +228,7 @@ def check_mirror(done: dict, source: str, keys: dict, views: dict, partitions: l
     for table, m in created.items():
         assert m["view"] == f"{source}_{table.replace('.', '_')}", m
         assert m["key"] == keys[table], f"{table}: key {m['key']} instead of {keys[table]}"
-    assert sorted(skipped) == sorted([*partitions, *views]), skipped
+    assert sorted(skipped) == sorted([*partitions, *views]), f"skipped {skipped}, created {sorted(created)}"
     for partition in partitions:
         assert "partition of payment" in skipped[partition], (partition, skipped[partition])
     for view, kind in views.items():
