@@ -65,6 +65,20 @@ class MariadbServer:
             conn.close()
         return self.database(name)
 
+    def sole_reader(self, name: str) -> str:
+        """The URL of a login of its own that may SELECT in database `name` and nowhere else
+        (`reader` may read every database the server made): what an agent without --allow
+        is given to expose that database only."""
+        user, password = f"r_{name}"[:80], secrets.token_hex(12)
+        conn = self.admin()
+        try:
+            cur = conn.cursor()
+            cur.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'")
+            cur.execute(f"GRANT SELECT ON `{name}`.* TO '{user}'@'%'")
+        finally:
+            conn.close()
+        return f"mysql://{user}:{password}@{self.host}:{self.port}/{name}"
+
     def database(self, name: str) -> MariadbDatabase:
         return MariadbDatabase(
             name=name,

@@ -737,7 +737,11 @@ def mariadb_day_of_business(conn, rng: random.Random) -> None:
         (rng.randrange(17),),
     )
     cur.execute("UPDATE region SET tax_rate = tax_rate + 0.0125, name = CONCAT(name, ' ✓') WHERE region_code = 'NO'")
-    cur.execute("UPDATE store SET site = ST_GeomFromText('POINT(5 60)', 4326), name = 'Moved 🚚' WHERE store_id = 3")
+    # the first store left (a day may have deleted any), moved somewhere new each day
+    cur.execute(
+        "UPDATE store SET site = ST_GeomFromText(%s, 4326), name = %s ORDER BY store_id LIMIT 1",
+        (f"POINT({rng.randrange(1, 80)} {rng.randrange(1, 80)})", f"Moved 🚚 {rng.randrange(10_000)}"),
+    )
     cur.execute("UPDATE payment SET amount = amount + 0.01, method = 'cash' WHERE payment_id % 13 = 5")
     cur.execute(
         "UPDATE payment SET payment_date = payment_date + INTERVAL 31 DAY WHERE payment_id %% 11 = %s",
