@@ -449,8 +449,6 @@ def type_matrix_page() -> str:
             kind = LogicalType.parse(logical)
             read = f"`{logical}`" + (f" as `{read_as}`" if read_as else "")
             status = f"refused: {row.refused}" if row.refused else "delivered"
-            if row.gap:
-                status += f" ({row.gap})"
             if row.extension:
                 status += f" (needs the {row.extension} extension)"
             notes = f"{status}. {row.note}" if row.note else status

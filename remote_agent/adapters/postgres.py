@@ -195,6 +195,10 @@ class _PostgresReader(Reader):
                 if len(rows) < fetch_rows:  # a short fetch is the last: spare the empty one
                     return
         except psycopg.Error as exc:
+            if isinstance(exc, psycopg.DataError) and exc.sqlstate is None and cursor.description:
+                named = postgres_errors.unholdable(self.conn, query, args, cursor.description)
+                if named is not None:
+                    raise named from None
             if RECOVERY_CONFLICT in str(exc):
                 raise SourceUnavailable(
                     f"the PostgreSQL standby cancelled the read to replay its primary's changes ({exc}); a later "

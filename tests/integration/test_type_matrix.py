@@ -292,11 +292,9 @@ def _check_refused(row: Row, sync: dict) -> None:
     assert sync["status"] == "failed", f"{row.id} was delivered, not refused: {sync}"
     error = sync["error"]
     assert row.edges[0].json in error, f"the error does not name the value: {error}"
-    if row.gap:
-        pytest.xfail(row.gap)
     assert f"refused_{row.family}" in error, f"the error does not name the table: {error}"
     assert repr(row.column) in error, f"the error does not name the column: {error}"
-    assert "{'k': 0}" in error, f"the error does not name the key: {error}"
+    assert "'k': 0" in error, f"the error does not name the key: {error}"
 
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in ROWS])
