@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from service.auth import ApiKeyGate
+from service.auth import ApiKeyGate, check_limits
 from service.catalog import Catalog
 from service.errors import ServiceError
 from service.jobs import SyncRunner
@@ -18,7 +18,7 @@ from service.metrics import ServiceMetrics
 from service.publishing import Publisher
 from service.readers import Readers
 from service.retention import RetentionTask
-from service.routes import changes, health, metrics, sources, syncs, ui, views
+from service.routes import changes, health, keys, metrics, sources, syncs, ui, views
 from service.scheduler import Scheduler
 from service.settings import ServiceSettings
 from service.source_health import OK, SourceChecker, SourceHealth
@@ -94,6 +94,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         version="0.1.0",
         description="Keeps warehouse views in step with read-only legacy databases.",
         lifespan=lifespan,
+        dependencies=[Depends(check_limits)],  # every route, one added later too
     )
     app.state.settings = settings
 
@@ -111,10 +112,12 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         errors = [_validation_item(e) for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    for module in (health, metrics, sources, views, syncs, changes, ui):
+    for module in (health, metrics, sources, views, syncs, changes, keys, ui):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(ApiKeyGate, key=settings.api_key)  # outermost: no key, no further work
+    app.add_middleware(
+        ApiKeyGate, key=settings.api_key, metrics_open=settings.metrics_open
+    )  # outermost: no key, no further work
     return app
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from service.catalog_migrations import MIGRATIONS, SCHEMA_VERSION
 from service.errors import Conflict, Gone, NotFound
+from service.keys import KeyTable
 from service.records import SourceRecord, SyncRecord, ViewRecord
 from warehouse.view_options import ViewOptions
 
@@ -35,6 +36,7 @@ class Catalog:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._lock = threading.RLock()
         self._migrate()
+        self.keys = KeyTable(self._conn, self._lock)
 
     def _migrate(self) -> None:
         with self._lock:

@@ -4,7 +4,7 @@ user_version how far it has come, and opening it runs the ones it lacks, in orde
 from __future__ import annotations
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -80,5 +80,17 @@ MIGRATIONS: dict[int, str] = {
     # service stopped is queued again at the next start with what it was asked (service/jobs.py)
     8: """
     ALTER TABLE syncs ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
+    """,
+    # API keys made through POST /v1/keys (service/keys.py): the key's SHA-256 only, never the key;
+    # `views` and `sources` are JSON lists of names the key is limited to (NULL: not limited)
+    9: """
+    CREATE TABLE api_keys (
+        name TEXT PRIMARY KEY,
+        digest TEXT NOT NULL UNIQUE,
+        scope TEXT NOT NULL,
+        views TEXT,
+        sources TEXT,
+        created_at TEXT NOT NULL
+    );
     """,
 }

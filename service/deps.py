@@ -12,6 +12,7 @@ from service.catalog import Catalog
 from service.deltaformat import FORMAT_HELP, Format
 from service.errors import Unauthorized
 from service.jobs import SyncRunner
+from service.keys import Grant
 from service.metrics import ServiceMetrics
 from service.publishing import Publisher
 from service.readers import Readers
@@ -59,14 +60,22 @@ def get_spark(request: Request) -> SparkSession:
 
 
 def require_api_key(request: Request) -> None:
-    """Mutating calls need the API key when one is configured (X-API-Key or Bearer).
+    """Mutating calls need a key when SERVICE_API_KEY is configured (X-API-Key or Bearer).
 
-    The app's ApiKeyGate already refuses such calls; this marks the routes that need the
-    key and holds for an app mounted without the middleware.
+    The app's ApiKeyGate checks every call, with its scope; this marks the routes that change
+    something and holds for an app mounted without the middleware (which then knows only
+    SERVICE_API_KEY). A request the gate let through carries its key's name.
     """
+    if getattr(request.state, "key_name", None) is not None:
+        return
     key = request.app.state.settings.api_key
     if key is not None and not key_matches(key, request.headers):
         raise Unauthorized(WRONG_KEY)
+
+
+def get_grant(request: Request) -> Grant | None:
+    """What the request's key allows (None: no key is configured, the service is open)."""
+    return getattr(request.state, "grant", None)
 
 
 SettingsDep = Annotated[ServiceSettings, Depends(get_settings)]
@@ -79,6 +88,7 @@ PublisherDep = Annotated[Publisher | None, Depends(get_publisher)]
 SchedulerDep = Annotated[Scheduler | None, Depends(get_scheduler)]
 SparkDep = Annotated[SparkSession, Depends(get_spark)]
 ApiKey = Annotated[None, Depends(require_api_key)]
+GrantDep = Annotated[Grant | None, Depends(get_grant)]
 FormatQuery = Annotated[Format, Query(alias="format", description=FORMAT_HELP)]
 WithBeforeQuery = Annotated[
     bool,

@@ -33,6 +33,12 @@ class Unauthorized(ServiceError):
     status = 401
 
 
+class Forbidden(ServiceError):
+    """A valid key whose scope or view and source limits do not cover the call."""
+
+    status = 403
+
+
 class Gone(ServiceError):
     """What was asked for existed but is no longer kept."""
 

@@ -453,6 +453,7 @@ class ErrorOut(BaseModel):
 #: What each error status of the API means, for the OpenAPI document.
 ERROR_STATUSES = {
     401: "missing or wrong API key (when the service has one: X-API-Key or Authorization: Bearer)",
+    403: "the key's scope or its view and source limits do not cover the call",
     404: "no such source, view or sync",
     409: "conflicts with the current state (exists already, not loaded yet, a sync under way, sync not succeeded)",
     410: "what was asked for is no longer kept (a sync's delta); detail says what to do instead",

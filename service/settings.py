@@ -48,7 +48,11 @@ class ServiceSettings(BaseSettings):
         description="syncs at once that read one source (a sync takes a slot on each source its view reads); keep it within the agent's AGENT_MAX_CONCURRENT_EXTRACTIONS",
     )
     api_key: SecretStr | None = Field(
-        default=None, description="when set, required (X-API-Key or Bearer) on every mutating call"
+        default=None,
+        description="the admin key: when set (or once a key is made with POST /v1/keys), every call but GET /health needs a key (X-API-Key or Bearer)",
+    )
+    metrics_open: bool = Field(
+        default=False, description="serve GET /metrics without a key (a Prometheus scraper inside a trusted network)"
     )
     hash_bits: Literal[64, 128] = Field(
         default=sync_defaults.DEFAULT_HASH_BITS, description="width of the group hashes in bits (64 or 128)"

@@ -1,5 +1,6 @@
-"""GET /metrics: the service's Prometheus metrics (metrics.py). Open like every read of the
-service: SERVICE_API_KEY guards only the calls that change something."""
+"""GET /metrics: the service's Prometheus metrics (metrics.py). Once a key is configured it
+needs one (a key without view or source limits: it names every view), unless
+SERVICE_METRICS_OPEN=true opens it to a scraper (auth.py)."""
 
 from fastapi import APIRouter
 from fastapi.responses import Response

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response, status
 from protocol.models import TableOut
 from protocol.schema import SourceSchema
 from service import mirroring
-from service.deps import ApiKey, CatalogDep, HealthDep, MetricsDep, SchedulerDep, SettingsDep
+from service.deps import ApiKey, CatalogDep, GrantDep, HealthDep, MetricsDep, SchedulerDep, SettingsDep
 from service.errors import Conflict, DependencyFailed, NotFound
 from service.models import error_responses
 from service.records import SourceRecord
@@ -92,9 +92,9 @@ def create_source(
 
 
 @router.get("", response_model=list[SourceOut], operation_id="list_sources")
-def list_sources(catalog: CatalogDep, health: HealthDep) -> list[SourceOut]:
-    """Every source, with its health (how its agent answered the last contact)."""
-    return [_out(r, health) for r in catalog.sources()]
+def list_sources(catalog: CatalogDep, health: HealthDep, grant: GrantDep) -> list[SourceOut]:
+    """Every source (a limited key: those it may reach), with its health (how its agent answered the last contact)."""
+    return [_out(r, health) for r in catalog.sources() if grant is None or grant.may_see_source(r.name)]
 
 
 @router.get("/{name}", response_model=SourceOut, operation_id="get_source", responses=error_responses(404, 422))

@@ -1,6 +1,7 @@
 """GET /ui: the dashboard, a static page (service/ui/) that reads the REST API from the browser.
 
-Open like every read of the service. The page needs no build step and loads nothing from
+Open even when the service has keys (auth.py): the page asks for a key when the API
+answers 401 and keeps it in the tab's sessionStorage. The page needs no build step and loads nothing from
 elsewhere: its script draws the plots itself (inline SVG), so it works offline.
 """
 

@@ -12,6 +12,7 @@ from service.deps import (
     ApiKey,
     CatalogDep,
     FormatQuery,
+    GrantDep,
     MetricsDep,
     PublisherDep,
     SchedulerDep,
@@ -376,8 +377,13 @@ def delete_view(name: str, catalog: CatalogDep, settings: SettingsDep, metrics: 
 
 
 @router.get("", response_model=list[ViewOut], operation_id="list_views")
-def list_views(catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep) -> list[ViewOut]:
-    return [view_out(r, catalog, scheduler, settings.data_dir) for r in catalog.views()]
+def list_views(catalog: CatalogDep, settings: SettingsDep, scheduler: SchedulerDep, grant: GrantDep) -> list[ViewOut]:
+    """Every view (a limited key: those it may reach)."""
+    return [
+        view_out(r, catalog, scheduler, settings.data_dir)
+        for r in catalog.views()
+        if grant is None or grant.may_see_view(r.name, {site["source"] for site in r.definition.get("sites", [])})
+    ]
 
 
 @router.get("/{name}", response_model=ViewOut, operation_id="get_view", responses=error_responses(404, 422))
