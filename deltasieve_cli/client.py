@@ -58,7 +58,7 @@ class Client:
             except ValueError:
                 detail = response.text.strip() or response.reason_phrase
             if response.status_code == 401:
-                detail += " (give the service's API key with --api-key or DELTASIEVE_API_KEY)"
+                detail += " (give a key of the service with --api-key or DELTASIEVE_API_KEY)"
             raise ServiceError(response.status_code, detail, response.request.method, response.request.url.path)
         return response
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from deltasieve_cli import data, sources, syncs, views
+from deltasieve_cli import data, keys, sources, syncs, views
 from deltasieve_cli.commands import CONTEXT, State
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -41,7 +41,7 @@ or NDJSON for streams (rows, delta, changes, watch); without it, tables for peop
     "--api-key",
     envvar="DELTASIEVE_API_KEY",
     show_envvar=True,
-    help="Sent as X-API-Key (a service with SERVICE_API_KEY needs it on every change).",
+    help="Sent as X-API-Key (a service with keys needs one on every call).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine output for any command (as its own --json).")
 @click.version_option(package_name="deltasieve", prog_name="deltasieve")
@@ -63,6 +63,7 @@ for _command in (
     data.delta,
     data.changes,
     data.rows_,
+    keys.key,
 ):
     cli.add_command(_command)
 

@@ -91,8 +91,21 @@ function badge(status, text) {
   return el("span", { class: `badge ${status}`, "data-status": status }, text ?? status);
 }
 
+// The API key the person gave, on every call (the service may need one even to read).
+function keyHeaders(extra) {
+  return state.apiKey ? { ...extra, "X-API-Key": state.apiKey } : { ...extra };
+}
+
+// A 401 asks for a key: the form shows, and the page reads again once one is given.
+function askForKey(why) {
+  document.getElementById("key-form").hidden = false;
+  document.getElementById("key-why").textContent = why;
+  document.getElementById("action-message").textContent = state.apiKey ? "that API key was refused" : "";
+}
+
 async function getJson(path) {
-  const r = await fetch(BASE + path, { headers: { Accept: "application/json" } });
+  const r = await fetch(BASE + path, { headers: keyHeaders({ Accept: "application/json" }) });
+  if (r.status === 401) askForKey("This service needs an API key to show its views:");
   if (!r.ok) throw new Error(`GET ${path}: ${r.status} ${await r.text()}`);
   return r.json();
 }
@@ -526,12 +539,10 @@ function renderSyncTable(all, firstOk) {
 
 async function startSync(view) {
   const message = document.getElementById("action-message");
-  const headers = state.apiKey ? { "X-API-Key": state.apiKey } : {};
-  const r = await fetch(`${BASE}/v1/views/${encodeURIComponent(view)}/syncs`, { method: "POST", headers });
+  const r = await fetch(`${BASE}/v1/views/${encodeURIComponent(view)}/syncs`, { method: "POST", headers: keyHeaders({}) });
   if (r.status === 401) {
     state.pendingSync = view;
-    document.getElementById("key-form").hidden = false;
-    message.textContent = state.apiKey ? "that API key was refused" : "";
+    askForKey("This service needs an API key (scope sync or admin) to start a sync:");
     return;
   }
   const body = await r.json().catch(() => ({}));
@@ -546,9 +557,12 @@ async function startSync(view) {
 document.getElementById("key-form").addEventListener("submit", (event) => {
   event.preventDefault();
   state.apiKey = document.getElementById("api-key").value;
-  sessionStorage.setItem("deltasieve-api-key", state.apiKey);
+  sessionStorage.setItem("deltasieve-api-key", state.apiKey); // this tab only: gone when it closes
   document.getElementById("key-form").hidden = true;
-  if (state.pendingSync) startSync(state.pendingSync);
+  const pending = state.pendingSync;
+  state.pendingSync = null;
+  if (pending) startSync(pending);
+  else refresh();
 });
 
 window.addEventListener("hashchange", () => {

@@ -1,5 +1,5 @@
 """The service's doors, against one service process started with an API key, a CA bundle
-and a short agent read timeout: the API key on mutating calls, hidden source tokens, the
+and a short agent read timeout: the API key on every call (scopes: test_api_keys.py), hidden source tokens, the
 body size limit, syncs from an agent over HTTPS with a self-signed certificate, and clear
 4xx answers when the certificate is not trusted or an agent never answers."""
 
@@ -148,8 +148,9 @@ def test_every_mutating_endpoint_needs_the_api_key(secure, tmp_path):
             r = httpx.request(method, secure.url + path, headers=headers, json={})
             assert r.status_code != 401 and r.status_code < 500, (method, path, headers, r.text)
     for method, path in ops:
-        if method not in MUTATING:  # reading stays open
-            assert httpx.request(method, secure.url + path).status_code != 401, (method, path)
+        if method not in MUTATING and path not in ("/health", "/ui"):  # reading needs the key too
+            r = httpx.request(method, secure.url + path)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (method, path, r.status_code)
 
 
 def test_the_right_key_works_as_x_api_key_or_bearer(secure, tls_agent):
@@ -158,7 +159,7 @@ def test_the_right_key_works_as_x_api_key_or_bearer(secure, tls_agent):
         r = httpx.post(f"{secure.url}/v1/sources", json=body, headers=headers)
         assert r.status_code == 201, r.text
     assert httpx.post(f"{secure.url}/v1/sources", json={"name": "keyless", "url": tls_agent.url}).status_code == 401
-    names = {s["name"] for s in httpx.get(f"{secure.url}/v1/sources").json()}
+    names = {s["name"] for s in httpx.get(f"{secure.url}/v1/sources", headers={"X-API-Key": API_KEY}).json()}
     assert {"by_header", "by_bearer"} <= names and "keyless" not in names
 
 

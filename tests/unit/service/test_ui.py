@@ -1,4 +1,4 @@
-"""GET /ui: the dashboard's files, open to reads when the service has an API key (no Spark)."""
+"""GET /ui: the dashboard's files, served without a key when the service has one (no Spark)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ def test_the_page_and_its_assets_are_served_without_the_key(tmp_path):
             assert f"/ui/{asset}" in page.text
             r = client.get(f"/ui/{asset}")
             assert r.status_code == 200 and r.text == (UI_DIR / asset).read_text()
-        # what the page reads is open too; what it starts needs the key
-        assert client.get("/v1/views").status_code == 200
+        # what the page reads and starts needs the key: the page asks for it on a 401
+        assert client.get("/v1/views").status_code == 401
+        assert client.get("/v1/views", headers={"X-API-Key": "k3y"}).status_code == 200
         assert client.post("/v1/views/x/syncs").status_code == 401
         assert client.get("/ui/secrets.txt").status_code == 404
         assert client.get("/ui/%2E%2E%2Fapp.py").status_code == 404
