@@ -1,4 +1,4 @@
-"""`deltasieve key`: the service's API keys (an admin key manages them)."""
+"""`deltasieve key` and `deltasieve audit`: the service's API keys and its audit log (both for an admin key)."""
 
 from __future__ import annotations
 
@@ -80,3 +80,17 @@ def key_revoke(client: Client, out: Output, name: str) -> None:
     """Revoke key NAME: the service refuses it from the next call on."""
     client.delete(f"/v1/keys/{name}")
     out.json({"revoked": name}) if out.as_json else out.note(f"key {name} revoked")
+
+
+AUDIT_COLUMNS = ["at", "key_name", "method", "route", "status", "rows"]
+
+
+@command(None, "audit")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Entries to show.")
+def audit(client: Client, out: Output, limit: int) -> None:
+    """The audit log (an admin key): who changed or read what, when, newest first."""
+    entries = client.get("/v1/audit", limit=limit)
+    if out.as_json:
+        return out.json(entries)
+    shown = [{**e, "at": short_time(e["at"]), "key_name": e["key_name"] or "-"} for e in entries]
+    out.show(rows(AUDIT_COLUMNS, shown, title="audit log", whole=("route",)))

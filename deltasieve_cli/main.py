@@ -64,6 +64,7 @@ for _command in (
     data.changes,
     data.rows_,
     keys.key,
+    keys.audit,
 ):
     cli.add_command(_command)
 

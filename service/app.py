@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from service.audit import AuditTrail
 from service.auth import ApiKeyGate, check_limits
 from service.catalog import Catalog
 from service.errors import ServiceError
@@ -18,7 +19,7 @@ from service.metrics import ServiceMetrics
 from service.publishing import Publisher
 from service.readers import Readers
 from service.retention import RetentionTask
-from service.routes import changes, health, keys, metrics, sources, syncs, ui, views
+from service.routes import audit, changes, health, keys, metrics, sources, syncs, ui, views
 from service.scheduler import Scheduler
 from service.settings import ServiceSettings
 from service.source_health import OK, SourceChecker, SourceHealth
@@ -112,12 +113,12 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         errors = [_validation_item(e) for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    for module in (health, metrics, sources, views, syncs, changes, keys, ui):
+    for module in (health, metrics, sources, views, syncs, changes, keys, audit, ui):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(
-        ApiKeyGate, key=settings.api_key, metrics_open=settings.metrics_open
-    )  # outermost: no key, no further work
+    # no key, no further work: the gate runs before the body is read
+    app.add_middleware(ApiKeyGate, key=settings.api_key, metrics_open=settings.metrics_open)
+    app.add_middleware(AuditTrail, file=settings.audit_file)  # outermost: refused calls are recorded too
     return app
 
 

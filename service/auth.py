@@ -99,10 +99,10 @@ class ApiKeyGate:
         grant = self._authenticate(Headers(scope=scope), catalog)
         if grant is None:
             return await _refuse(send, 401, WRONG_KEY)
+        state["key_name"] = grant.name  # known from here on, also to the audit log of a refused call
         needed = needed_scope(scope["method"], scope["path"])
         if not grant.allows(needed):
             return await _refuse(send, 403, f"key {grant.name!r} has scope {grant.scope!r}; this call needs {needed!r}")
-        state["key_name"] = grant.name
         state["grant"] = grant
         await self.app(scope, receive, send)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from service.audit import AuditTable
 from service.catalog_migrations import MIGRATIONS, SCHEMA_VERSION
 from service.errors import Conflict, Gone, NotFound
 from service.keys import KeyTable
@@ -37,6 +38,7 @@ class Catalog:
         self._lock = threading.RLock()
         self._migrate()
         self.keys = KeyTable(self._conn, self._lock)
+        self.audit = AuditTable(self._conn, self._lock)
 
     def _migrate(self) -> None:
         with self._lock:

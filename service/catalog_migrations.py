@@ -4,7 +4,7 @@ user_version how far it has come, and opening it runs the ones it lacks, in orde
 from __future__ import annotations
 
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -92,5 +92,20 @@ MIGRATIONS: dict[int, str] = {
         sources TEXT,
         created_at TEXT NOT NULL
     );
+    """,
+    # the audit log (service/audit.py): who changed or read what, when; the key's name, never the key
+    10: """
+    CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        key_name TEXT,
+        method TEXT NOT NULL,
+        route TEXT NOT NULL,
+        view TEXT,
+        source TEXT,
+        status INTEGER NOT NULL,
+        rows INTEGER
+    );
+    CREATE INDEX audit_by_time ON audit(at);
     """,
 }

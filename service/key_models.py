@@ -44,3 +44,18 @@ class KeyOut(BaseModel):
 
 class KeyCreated(KeyOut):
     key: str = Field(description="the key, shown this once: the service keeps only its SHA-256")
+
+
+class AuditEntryOut(BaseModel):
+    """One call in the audit log."""
+
+    at: str = Field(description="when the answer was sent (UTC, ISO 8601)")
+    key_name: str | None = Field(
+        description='the key\'s name ("admin": SERVICE_API_KEY; null: no key configured, or none valid)'
+    )
+    method: str
+    route: str = Field(description="the path called")
+    view: str | None
+    source: str | None
+    status: int
+    rows: int | None = Field(description="lines of an NDJSON answer (rows, delta or feed lines); null when not known")

@@ -171,6 +171,8 @@ class RetentionTask(Periodic):
             total += forget(self.catalog, store, self.readers, view.name, ids)
             store.sweep_removed(self.catalog.buried(view.name))
             self.catalog.prune_tombstones(view.name, TOMBSTONES_KEPT)
+        # the audit log follows the policy of sync records (service/audit.py)
+        self.catalog.audit.prune(self.keep.seconds, self.keep.count, now)
         if total:
             log.info("retention removed %d sync(s) (policy %s)", total, self.keep)
         return total

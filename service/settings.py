@@ -51,6 +51,10 @@ class ServiceSettings(BaseSettings):
         default=None,
         description="the admin key: when set (or once a key is made with POST /v1/keys), every call but GET /health needs a key (X-API-Key or Bearer)",
     )
+    audit_file: Path | None = Field(
+        default=None,
+        description="also append the audit log (GET /v1/audit) to this file, one JSON object per line",
+    )
     metrics_open: bool = Field(
         default=False, description="serve GET /metrics without a key (a Prometheus scraper inside a trusted network)"
     )

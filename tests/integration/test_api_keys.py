@@ -41,7 +41,8 @@ def keyed(tmp_path_factory, logs_dir):
     c.close()
     agent = start_agent(f"sqlite:///{db}", logs_dir, token=AGENT_TOKEN)
     data_dir = tmp_path_factory.mktemp("keys-warehouse")
-    proc = start_service(data_dir, logs_dir, env={"SERVICE_API_KEY": ADMIN_KEY})
+    audit_file = tmp_path_factory.mktemp("keys-audit") / "audit.jsonl"
+    proc = start_service(data_dir, logs_dir, env={"SERVICE_API_KEY": ADMIN_KEY, "SERVICE_AUDIT_FILE": str(audit_file)})
     admin = Api(proc.url, headers={"X-API-Key": ADMIN_KEY})
     admin.add_source(SOURCE, agent.url, AGENT_TOKEN)
     admin.add_view(VIEW, f"SELECT p.id, p.name, p.city FROM {SOURCE}.people p", sample_size=10)
@@ -60,7 +61,14 @@ def keyed(tmp_path_factory, logs_dir):
         r = admin.http.post("/v1/keys", json=body)
         assert r.status_code == 201, r.text
         keys[caller] = r.json()["key"]
-    yield {"proc": proc, "admin": admin, "keys": keys, "sync_id": second["id"], "data_dir": data_dir}
+    yield {
+        "proc": proc,
+        "admin": admin,
+        "keys": keys,
+        "sync_id": second["id"],
+        "data_dir": data_dir,
+        "audit_file": audit_file,
+    }
     admin.close()
     proc.stop()
     agent.stop()
@@ -225,3 +233,31 @@ def test_the_cli_makes_lists_and_revokes_keys(keyed):
     ok(deltasieve("key", "revoke", "cli_k", url=url, env=admin_env))
     failed(deltasieve("view", "list", url=url, env=mine), 1, "401")
     failed(deltasieve("key", "list", url=url), 1, "401", "DELTASIEVE_API_KEY")
+
+
+def test_the_audit_log_names_who_read_and_changed_what(keyed):
+    admin, url, keys = keyed["admin"], keyed["proc"].url, keyed["keys"]
+    rows = httpx.get(f"{url}/v1/views/{VIEW}/rows", headers={"X-API-Key": keys["read"]})
+    assert rows.status_code == 200
+    refused = httpx.post(f"{url}/v1/views/{VIEW}/syncs", headers={"X-API-Key": keys["read"]})
+    assert refused.status_code == 403
+    httpx.get(f"{url}/v1/views/{VIEW}", headers={"X-API-Key": keys["read"]})  # a description: not data, not logged
+    newest = admin.http.get("/v1/audit", params={"limit": 2}).json()
+    assert [(e["key_name"], e["method"], e["route"], e["view"], e["status"]) for e in newest] == [
+        ("k_read", "POST", f"/v1/views/{VIEW}/syncs", VIEW, 403),
+        ("k_read", "GET", f"/v1/views/{VIEW}/rows", VIEW, 200),
+    ]
+    assert newest[1]["rows"] == len(rows.text.splitlines()) == 50
+    everything = admin.http.get("/v1/audit", params={"limit": 10_000})
+    assert any(e["route"] == "/v1/keys" and e["key_name"] == "admin" and e["status"] == 201 for e in everything.json())
+    assert not any(k in everything.text for k in keys.values() if k)
+    # the same entries, as JSON lines in SERVICE_AUDIT_FILE
+    lines = [json.loads(line) for line in keyed["audit_file"].read_text().splitlines()]
+    assert lines[-2:] == newest[::-1]
+    assert not any(k in keyed["audit_file"].read_text() for k in keys.values() if k)
+    # only an admin key reads it
+    assert httpx.get(f"{url}/v1/audit", headers={"X-API-Key": keys["sync"]}).status_code == 403
+    shown = json.loads(
+        ok(deltasieve("audit", "--limit", "1", "--json", url=url, env={"DELTASIEVE_API_KEY": ADMIN_KEY})).stdout
+    )
+    assert shown == newest[:1]  # reading the log is neither a change nor a read of data: not logged
