@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service import retention, source_health
+from service.secrets import Secrets
 from warehouse import options as sync_defaults
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS
 from warehouse.destinations.delta_file_cache import DEFAULT_BUDGET_BYTES
@@ -49,6 +50,13 @@ class ServiceSettings(BaseSettings):
     )
     api_key: SecretStr | None = Field(
         default=None, description="when set, required (X-API-Key or Bearer) on every mutating call"
+    )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="the Fernet key (32 url-safe base64 bytes) literal secrets are stored encrypted under: a "
+        "source's token, a destination URL's password; without it only env:NAME and file:/PATH references are "
+        'taken. Make one with `python -c "from cryptography.fernet import Fernet; '
+        'print(Fernet.generate_key().decode())"`',
     )
     hash_bits: Literal[64, 128] = Field(
         default=sync_defaults.DEFAULT_HASH_BITS, description="width of the group hashes in bits (64 or 128)"
@@ -153,7 +161,7 @@ class ServiceSettings(BaseSettings):
     )
     log_level: str = "info"
 
-    @field_validator("api_key", mode="before")
+    @field_validator("api_key", "secret_key", mode="before")
     @classmethod
     def _empty_is_none(cls, value):
         return None if value in ("", None) else value
@@ -163,6 +171,17 @@ class ServiceSettings(BaseSettings):
     def _keep_policy(cls, value: str) -> str:
         retention.Keep.parse(value)
         return value.strip()
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            Secrets(value.get_secret_value())  # refused at start, not at the first secret
+        return value
+
+    def secrets(self) -> Secrets:
+        """What seals secrets for the catalog and reveals them for use (service/secrets.py)."""
+        return Secrets(self.secret_key.get_secret_value() if self.secret_key else None)
 
     def keep_policy(self) -> retention.Keep:
         """The retention policy keep_deltas says."""
