@@ -6,7 +6,7 @@ import ssl
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service import retention, source_health
@@ -109,6 +109,14 @@ class ServiceSettings(BaseSettings):
         description="seconds a sync waits for the background build of its sketch table before it cancels it and builds the table itself",
     )
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
+    agent_client_cert: Path | None = Field(
+        default=None,
+        description="mutual TLS: the certificate (PEM) the service presents to https:// agents started with "
+        "--ssl-ca-certs; with SERVICE_AGENT_CLIENT_KEY",
+    )
+    agent_client_key: Path | None = Field(
+        default=None, description="the private key (PEM) of SERVICE_AGENT_CLIENT_CERT"
+    )
     #: Largest request body accepted; the biggest legitimate one is a view of 100,000 characters.
     max_body_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="largest request body in bytes; larger gets 413"
@@ -198,8 +206,18 @@ class ServiceSettings(BaseSettings):
         # an environment variable arrives as text, which a Literal of ints never equals
         return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
+    @model_validator(mode="after")
+    def _client_pair(self):
+        if (self.agent_client_cert is None) != (self.agent_client_key is None):
+            raise ValueError("SERVICE_AGENT_CLIENT_CERT and SERVICE_AGENT_CLIENT_KEY go together")
+        return self
+
     def agent_verify(self) -> ssl.SSLContext | bool:
-        """How to check an https:// agent's certificate: the CA bundle if set, else the system's CAs."""
-        if self.agent_ca_bundle:
-            return ssl.create_default_context(cafile=str(self.agent_ca_bundle))
+        """How to check an https:// agent's certificate: the CA bundle if set, else the system's CAs;
+        with a client certificate, the context also presents it (mutual TLS)."""
+        if self.agent_ca_bundle or self.agent_client_cert:
+            context = ssl.create_default_context(cafile=str(self.agent_ca_bundle) if self.agent_ca_bundle else None)
+            if self.agent_client_cert and self.agent_client_key:
+                context.load_cert_chain(str(self.agent_client_cert), str(self.agent_client_key))
+            return context
         return True

@@ -107,8 +107,11 @@ def start_agent(
     env: dict | None = None,
     prefix: list[str] | None = None,
     tls: tuple[Path, Path] | None = None,
+    mutual: tuple[Path, Path] | None = None,
 ) -> Process:
-    """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by the readiness check."""
+    """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by
+    the readiness check; `mutual` = (a self-signed client certificate, its key) makes the agent
+    require client certificates signed by it (--ssl-ca-certs), the readiness check presenting it."""
     port = port or free_port()
     args = ["-m", "remote_agent", "--db-url", db_url, "--host", host, "--port", str(port), "--log-level", "warning"]
     if token:
@@ -119,6 +122,9 @@ def start_agent(
     if tls:
         args += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
         scheme, verify = "https", ssl.create_default_context(cafile=str(tls[0]))
+        if mutual:
+            args += ["--ssl-ca-certs", str(mutual[0])]
+            verify.load_cert_chain(str(mutual[0]), str(mutual[1]))
     args += extra or []
     return Process(
         args,
