@@ -1,4 +1,4 @@
-"""`python -m remote_agent --db-url URL [--host H] [--port P] [--token T] [--allow TABLE]... [--ssl-certfile CERT --ssl-keyfile KEY]`
+"""`python -m remote_agent --db-url URL [--host H] [--port P] [--token T] [--allow TABLE]... [--ssl-certfile CERT --ssl-keyfile KEY [--ssl-ca-certs CA]]`
 
 The flags are the settings' fields (settings.py); `--help` lists them all.
 """
@@ -6,6 +6,7 @@ The flags are the settings' fields (settings.py); `--help` lists them all.
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 
 import uvicorn
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         log_level=settings.log_level.lower(),
         ssl_certfile=settings.ssl_certfile,
         ssl_keyfile=settings.ssl_keyfile,
+        # with a CA, a client without a certificate it signed fails the TLS handshake
+        ssl_ca_certs=settings.ssl_ca_certs,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if settings.ssl_ca_certs else ssl.CERT_NONE,
     )
     return 0
 

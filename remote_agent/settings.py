@@ -45,6 +45,7 @@ METAVARS = {
     "--allow": "[SCHEMA.]TABLE[:COL,...]",
     "--ssl-certfile": "CERT",
     "--ssl-keyfile": "KEY",
+    "--ssl-ca-certs": "CA",
 }
 
 
@@ -150,6 +151,11 @@ class AgentSettings(BaseSettings):
     )
     ssl_certfile: str | None = Field(default=None, description="serve HTTPS with this PEM certificate (chain)")
     ssl_keyfile: str | None = Field(default=None, description="PEM private key of --ssl-certfile")
+    ssl_ca_certs: str | None = Field(
+        default=None,
+        description="mutual TLS: require every client to present a certificate signed by one of these CA "
+        "certificates (PEM); needs --ssl-certfile",
+    )
     log_level: str = Field(default="info", description="uvicorn log level")
 
     @classmethod
@@ -168,6 +174,8 @@ class AgentSettings(BaseSettings):
             source.root_parser.error(str(exc))
         if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
             source.root_parser.error("--ssl-certfile and --ssl-keyfile go together")
+        if settings.ssl_ca_certs and not settings.ssl_certfile:
+            source.root_parser.error("--ssl-ca-certs asks clients for certificates over HTTPS: give --ssl-certfile too")
         return settings
 
     def pacing(self) -> Pacing:

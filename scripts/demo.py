@@ -38,6 +38,8 @@ JOIN_SQL = (
     "WHERE s.active = 1 AND e.term >= '2025'"
 )
 TOKEN = "demo-token"
+#: The service's environment variable the sources' token is read from (docs/operations/security.md).
+TOKEN_VARIABLE = "DEMO_AGENT_TOKEN"
 #: The service's port with --serve: the `deltasieve` command's default URL points there.
 SERVE_PORT = 8000
 
@@ -193,12 +195,15 @@ def main() -> int:
             agents.append(start_agent(f"sqlite:///{registry_db}", args.dir, token=TOKEN, allow=["enrolments"]))
             print(f"agent   up at {agents[1].url} (enrolments; read-only, token required)", flush=True)
         print("service starting (Spark takes a few seconds) ...", flush=True)
-        service = start_service(args.dir / "warehouse", args.dir, port=serve_port() if args.serve else None)
+        # the service reads the agents' token from its environment: the catalog keeps only "env:DEMO_AGENT_TOKEN"
+        service = start_service(
+            args.dir / "warehouse", args.dir, port=serve_port() if args.serve else None, env={TOKEN_VARIABLE: TOKEN}
+        )
         print(f"service up at {service.url}", flush=True)
         api = Api(service.url)
-        api.add_source("campus", agents[0].url, TOKEN)
+        api.add_source("campus", agents[0].url, f"env:{TOKEN_VARIABLE}")
         if args.scenario == "two-sources":
-            api.add_source("registry", agents[1].url, TOKEN)
+            api.add_source("registry", agents[1].url, f"env:{TOKEN_VARIABLE}")
             name, sql = "current_enrolments", JOIN_SQL
             truth = lambda: join_truth(db, registry_db)  # noqa: E731
         else:

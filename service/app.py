@@ -36,6 +36,11 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
     async def lifespan(app: FastAPI):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         app.state.catalog = Catalog(settings.data_dir / "catalog.db")
+        secrets = settings.secrets()
+        if secrets.has_key:  # secrets a catalog from before kept in clear are encrypted now
+            sealed = app.state.catalog.rewrite_secrets(secrets.sealed_again, secrets.destination_sealed_again)
+            if sealed:
+                log.info("secrets encrypted under SERVICE_SECRET_KEY: %s", ", ".join(sealed))
         upgraded = app.state.catalog.upgrade_definitions(upgrade_definition)
         if upgraded:
             log.info("view definitions rewritten in the current format: %s", ", ".join(upgraded))
@@ -70,7 +75,11 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         if engine:  # an app built without Spark (the OpenAPI export) contacts no agent
             background.append(
                 SourceChecker(
-                    app.state.catalog, app.state.health, settings.agent_verify(), settings.source_check_interval_s
+                    app.state.catalog,
+                    app.state.health,
+                    settings.agent_verify(),
+                    settings.secrets(),
+                    settings.source_check_interval_s,
                 )
             )
         for task in background:

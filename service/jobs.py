@@ -27,6 +27,7 @@ from service.errors import Conflict
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
 from service.redefinitions import redefine_within
+from service.secrets import source_token
 from service.settings import ServiceSettings
 from service.slots import Waiting, startable
 from service.source_health import SourceHealth, failed_agent
@@ -263,11 +264,12 @@ class SyncRunner:
         return SyncOptions.from_settings(self.settings, strategy=options.strategy, verify=verify, view_options=options)
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
-        verify = self.settings.agent_verify()
+        verify, secrets = self.settings.agent_verify(), self.settings.secrets()
         out = {}
         for site in definition.sites:
             source = self.catalog.source(site.source)
-            out[site.source] = Endpoint(source.name, source.url, source.token, verify)
+            token = source_token(secrets, source.name, source.token)  # SecretUnavailable fails the sync
+            out[site.source] = Endpoint(source.name, source.url, token, verify)
         return out
 
     def _run(self, view_name: str, sync_id: str, verify: bool, trigger: str, stop: Cancellation) -> None:

@@ -196,8 +196,10 @@ class DestinationIn(BaseModel):
     url: str | None = Field(
         default=None,
         max_length=2000,
-        pattern=r"^postgres(ql)?://",
-        description="postgres: the warehouse's postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (the password is never shown back)",
+        pattern=r"^(postgres(ql)?://|env:[A-Za-z_][A-Za-z0-9_]*$|file:/)",
+        description="postgres: the warehouse's postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (a password is stored "
+        "encrypted under SERVICE_SECRET_KEY, refused without it, and never shown back), or env:NAME or file:/PATH "
+        "naming where the service reads that URL each time it connects",
     )
     table: str | None = Field(
         default=None, pattern=PG_TABLE_PATTERN, description="postgres: the table, SCHEMA.TABLE (created if missing)"

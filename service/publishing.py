@@ -50,6 +50,7 @@ from service.errors import Gone, NotFound
 from service.jsonvalues import BATCH_ROWS
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
+from service.secrets import Secrets
 from service.settings import ServiceSettings
 from warehouse import faults
 from warehouse.destinations import CannotFollow, Destination, delta_file_cache, open_destination, public
@@ -79,6 +80,18 @@ def place(spec: DestinationSpec) -> str:
         return f"delta {spec.uri or ''}".rstrip()
     url = spec.url or ""
     return f"postgres {url.rsplit('@', 1)[-1]} {spec.table}"
+
+
+def usable(spec: DestinationSpec, secrets: Secrets, what: str) -> DestinationSpec:
+    """`spec` with its URL as the destination connects with it: a reference read now, a sealed
+    URL decrypted (SecretUnavailable, naming the reference, when it cannot be had).
+
+    >>> usable(DestinationSpec(kind="delta", uri="/t/v"), Secrets(None), "v").uri
+    '/t/v'
+    """
+    if spec.url is None:
+        return spec
+    return spec.model_copy(update={"url": secrets.reveal(spec.sealed or spec.url, what), "sealed": None})
 
 
 @dataclass
@@ -219,7 +232,12 @@ class Publisher:
         name = place(spec)
         view = self.catalog.view(view_name)
         store = ViewStore(self.settings.data_dir, view_name)
-        destination = open_destination(spec, self.settings.data_dir, view_name, self.settings.delta_keep_versions)
+        destination = open_destination(
+            usable(spec, self.settings.secrets(), f"view {view_name!r}'s destination {name}"),
+            self.settings.data_dir,
+            view_name,
+            self.settings.delta_keep_versions,
+        )
         held = destination.applied()
         try:
             syncs = self.catalog.succeeded_after(view_name, held)

@@ -6,10 +6,11 @@ import ssl
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service import retention, source_health
+from service.secrets import Secrets
 from warehouse import options as sync_defaults
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS
 from warehouse.destinations.delta_file_cache import DEFAULT_BUDGET_BYTES
@@ -57,6 +58,13 @@ class ServiceSettings(BaseSettings):
     )
     metrics_open: bool = Field(
         default=False, description="serve GET /metrics without a key (a Prometheus scraper inside a trusted network)"
+    )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="the Fernet key (32 url-safe base64 bytes) literal secrets are stored encrypted under: a "
+        "source's token, a destination URL's password; without it only env:NAME and file:/PATH references are "
+        'taken. Make one with `python -c "from cryptography.fernet import Fernet; '
+        'print(Fernet.generate_key().decode())"`',
     )
     hash_bits: Literal[64, 128] = Field(
         default=sync_defaults.DEFAULT_HASH_BITS, description="width of the group hashes in bits (64 or 128)"
@@ -109,6 +117,14 @@ class ServiceSettings(BaseSettings):
         description="seconds a sync waits for the background build of its sketch table before it cancels it and builds the table itself",
     )
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
+    agent_client_cert: Path | None = Field(
+        default=None,
+        description="mutual TLS: the certificate (PEM) the service presents to https:// agents started with "
+        "--ssl-ca-certs; with SERVICE_AGENT_CLIENT_KEY",
+    )
+    agent_client_key: Path | None = Field(
+        default=None, description="the private key (PEM) of SERVICE_AGENT_CLIENT_CERT"
+    )
     #: Largest request body accepted; the biggest legitimate one is a view of 100,000 characters.
     max_body_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="largest request body in bytes; larger gets 413"
@@ -161,7 +177,7 @@ class ServiceSettings(BaseSettings):
     )
     log_level: str = "info"
 
-    @field_validator("api_key", mode="before")
+    @field_validator("api_key", "secret_key", mode="before")
     @classmethod
     def _empty_is_none(cls, value):
         return None if value in ("", None) else value
@@ -171,6 +187,17 @@ class ServiceSettings(BaseSettings):
     def _keep_policy(cls, value: str) -> str:
         retention.Keep.parse(value)
         return value.strip()
+
+    @field_validator("secret_key")
+    @classmethod
+    def _fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            Secrets(value.get_secret_value())  # refused at start, not at the first secret
+        return value
+
+    def secrets(self) -> Secrets:
+        """What seals secrets for the catalog and reveals them for use (service/secrets.py)."""
+        return Secrets(self.secret_key.get_secret_value() if self.secret_key else None)
 
     def keep_policy(self) -> retention.Keep:
         """The retention policy keep_deltas says."""
@@ -187,8 +214,18 @@ class ServiceSettings(BaseSettings):
         # an environment variable arrives as text, which a Literal of ints never equals
         return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
+    @model_validator(mode="after")
+    def _client_pair(self):
+        if (self.agent_client_cert is None) != (self.agent_client_key is None):
+            raise ValueError("SERVICE_AGENT_CLIENT_CERT and SERVICE_AGENT_CLIENT_KEY go together")
+        return self
+
     def agent_verify(self) -> ssl.SSLContext | bool:
-        """How to check an https:// agent's certificate: the CA bundle if set, else the system's CAs."""
-        if self.agent_ca_bundle:
-            return ssl.create_default_context(cafile=str(self.agent_ca_bundle))
+        """How to check an https:// agent's certificate: the CA bundle if set, else the system's CAs;
+        with a client certificate, the context also presents it (mutual TLS)."""
+        if self.agent_ca_bundle or self.agent_client_cert:
+            context = ssl.create_default_context(cafile=str(self.agent_ca_bundle) if self.agent_ca_bundle else None)
+            if self.agent_client_cert and self.agent_client_key:
+                context.load_cert_chain(str(self.agent_client_cert), str(self.agent_client_key))
+            return context
         return True

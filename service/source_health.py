@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from service.catalog import Catalog, now
 from service.periodic import Periodic
 from service.records import SourceRecord
+from service.secrets import Secrets, source_token
 from warehouse.agent_client import AgentClient
 from warehouse.errors import AgentRejected, AgentUnavailable, SchemaUnavailable, WarehouseError
 
@@ -101,11 +102,12 @@ class SourceHealth:
         with self._lock:
             self._health.pop(source, None)
 
-    def check(self, source: SourceRecord, verify) -> Health:
+    def check(self, source: SourceRecord, verify, secrets: Secrets) -> Health:
         """Ask the source's agent for its schema now, with the source's token; its health."""
         try:
+            token = source_token(secrets, source.name, source.token)
             with AgentClient(
-                source.url, source.token, verify=verify, read_timeout_s=CHECK_TIMEOUT_S, deadline_s=CHECK_TIMEOUT_S
+                source.url, token, verify=verify, read_timeout_s=CHECK_TIMEOUT_S, deadline_s=CHECK_TIMEOUT_S
             ) as client:
                 client.schema()
         except WarehouseError as exc:
@@ -116,15 +118,16 @@ class SourceHealth:
 class SourceChecker(Periodic):
     """Checks every source's agent every `interval_s` seconds, the first time at start."""
 
-    def __init__(self, catalog: Catalog, health: SourceHealth, verify, interval_s: float):
+    def __init__(self, catalog: Catalog, health: SourceHealth, verify, secrets: Secrets, interval_s: float):
         super().__init__("source-check", interval_s, self.check_all, at_start=True)
         self.catalog = catalog
         self.health = health
         self.verify = verify
+        self.secrets = secrets
 
     def check_all(self) -> None:
         """One round: each source's agent, one after the other."""
         for source in self.catalog.sources():
             if self.stopping:
                 return
-            self.health.check(source, self.verify)
+            self.health.check(source, self.verify, self.secrets)

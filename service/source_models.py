@@ -23,6 +23,10 @@ from warehouse.view_options import DEFAULT_SCHEMA_POLICY, DEFAULT_STRATEGY, Sche
 
 #: What a bearer token may hold: it travels in an HTTP header.
 TOKEN_PATTERN = r"^[!-~]+$"
+TOKEN_HELP = (
+    "the agent's bearer token (visible ASCII): env:NAME or file:/PATH, read by the service each time it is used, "
+    "or the token itself, stored encrypted under SERVICE_SECRET_KEY (refused without it)"
+)
 CHECK_HELP = (
     "ask the agent for its schema before storing the source: an agent that does not answer or refuses the "
     "token is a 424 with the reason and nothing is stored (false: store it unchecked)"
@@ -33,9 +37,7 @@ class SourceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=NAME_PATTERN, description="letters, digits and _, as used in view SQL (source.table)")
     url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$", max_length=2000, description="the agent's base URL")
-    token: str | None = Field(
-        default=None, max_length=4096, pattern=TOKEN_PATTERN, description="bearer token of the agent (visible ASCII)"
-    )
+    token: str | None = Field(default=None, max_length=4096, pattern=TOKEN_PATTERN, description=TOKEN_HELP)
     check: bool = Field(default=True, description=CHECK_HELP)
 
 
@@ -50,7 +52,7 @@ class SourcePatch(BaseModel):
         default=None,
         max_length=4096,
         pattern=TOKEN_PATTERN,
-        description="the agent's new bearer token (visible ASCII); null removes it, left out keeps it",
+        description=f"{TOKEN_HELP}; null removes it, left out keeps it",
     )
     check: bool = Field(default=True, description=CHECK_HELP)
 
@@ -78,6 +80,10 @@ class SourceOut(BaseModel):
     name: str
     url: str
     has_token: bool
+    token_reference: str | None = Field(
+        default=None,
+        description="where the token is read from (env:NAME or file:/PATH); null for a literal token or none",
+    )
     created_at: str
     health: SourceHealthOut | None = Field(
         default=None,

@@ -33,6 +33,12 @@ os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_OPTIONS)
 TEST_SPARK_CONF = '{"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}'
 os.environ.setdefault("SERVICE_SPARK_CONF", TEST_SPARK_CONF)
 
+#: The services the suite starts and builds in-process store literal tokens and destination
+#: passwords encrypted under this key (a test that needs a service without one sets it empty).
+from workloads.harness import HARNESS_SECRET_KEY  # noqa: E402
+
+os.environ.setdefault("SERVICE_SECRET_KEY", HARNESS_SECRET_KEY)
+
 from tests.support.sources import ENGINES, SourceDatabase, database_name  # noqa: E402
 from tests.support.special import SpecialService  # noqa: E402
 from workloads.harness import Api, start_service  # noqa: E402

@@ -119,3 +119,11 @@ class DestinationError(WarehouseError):
     def __init__(self, message: str, transient: bool = False):
         super().__init__(message)
         self.transient = transient
+
+
+class SecretUnavailable(WarehouseError):
+    """A secret the catalog refers to cannot be had: its environment variable is not set, its
+    file cannot be read, or the key that encrypted it is not the service's. Terminal: the
+    operator fixes the environment."""
+
+    code = "secret_unavailable"

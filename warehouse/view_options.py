@@ -108,8 +108,12 @@ class DestinationSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     kind: Literal["delta", "postgres"]
     uri: str | None = None
+    #: A PostgreSQL URL without password, an env:NAME or file:/PATH reference to one, or
+    #: the URL with its password masked when `sealed` holds the whole of it encrypted.
     url: str | None = None
     table: str | None = None
+    #: The URL with its password, encrypted (service/secrets.py); None when `url` is all of it.
+    sealed: str | None = None
 
 
 class ViewOptions(BaseModel):

@@ -107,8 +107,11 @@ def start_agent(
     env: dict | None = None,
     prefix: list[str] | None = None,
     tls: tuple[Path, Path] | None = None,
+    mutual: tuple[Path, Path] | None = None,
 ) -> Process:
-    """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by the readiness check."""
+    """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by
+    the readiness check; `mutual` = (a self-signed client certificate, its key) makes the agent
+    require client certificates signed by it (--ssl-ca-certs), the readiness check presenting it."""
     port = port or free_port()
     args = ["-m", "remote_agent", "--db-url", db_url, "--host", host, "--port", str(port), "--log-level", "warning"]
     if token:
@@ -119,6 +122,9 @@ def start_agent(
     if tls:
         args += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
         scheme, verify = "https", ssl.create_default_context(cafile=str(tls[0]))
+        if mutual:
+            args += ["--ssl-ca-certs", str(mutual[0])]
+            verify.load_cert_chain(str(mutual[0]), str(mutual[1]))
     args += extra or []
     return Process(
         args,
@@ -133,8 +139,19 @@ def start_agent(
     )
 
 
+#: The SERVICE_SECRET_KEY of the services the tests and benchmarks start, unless the caller's
+#: environment or `env` has one: they register agents with literal tokens, which a service
+#: stores only encrypted (service/secrets.py). Fixed, so a service started again on the same
+#: data dir reads what the one before stored; a key for throw-away data only, never a real one.
+HARNESS_SECRET_KEY = "_TMHTksy6-XLJ7emX5el2MfOU20JVf8TkBcs9XkDMh4="
+
+
 def start_service(data_dir: Path, log_dir: Path, *, port: int | None = None, env: dict | None = None) -> Process:
+    """The service on `data_dir`; `env` adds to the caller's environment ("SERVICE_SECRET_KEY": ""
+    starts it without a key)."""
     port = port or free_port()
+    if "SERVICE_SECRET_KEY" not in os.environ:
+        env = {"SERVICE_SECRET_KEY": HARNESS_SECRET_KEY, **(env or {})}
     args = ["-m", "service", "--port", str(port), "--data-dir", str(data_dir), "--log-level", "warning"]
     return Process(args, port=port, log=log_dir / f"service-{port}.log", startup_timeout_s=180, env=env)
 

@@ -10,10 +10,11 @@ from protocol.models import TableOut
 from protocol.schema import SourceSchema
 from service import mirroring
 from service.deps import ApiKey, CatalogDep, GrantDep, HealthDep, MetricsDep, SchedulerDep, SettingsDep
-from service.errors import Conflict, DependencyFailed, NotFound
+from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.models import error_responses
 from service.records import SourceRecord
 from service.routes.views import define_table_view
+from service.secrets import SecretRefused, Secrets, agent_token, shown, source_token
 from service.settings import ServiceSettings
 from service.source_health import SourceHealth
 from service.source_models import (
@@ -27,7 +28,7 @@ from service.source_models import (
     SourcePatch,
     SourceTablesOut,
 )
-from warehouse.errors import SchemaUnavailable
+from warehouse.errors import SchemaUnavailable, SecretUnavailable
 from warehouse.pipeline.source_schemas import fetch_schemas
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
@@ -43,6 +44,7 @@ def _out(row: SourceRecord, health: SourceHealth) -> SourceOut:
         name=row.name,
         url=row.url,
         has_token=bool(row.token),
+        token_reference=shown(row.token),
         created_at=row.created_at,
         health=SourceHealthOut(**dataclasses.asdict(known)) if known is not None else None,
     )
@@ -67,6 +69,18 @@ def _schema(
         raise DependencyFailed(f"{exc.message}{hint}") from None
 
 
+def _given(name: str, token: str | None, secrets: Secrets, check: bool) -> tuple[str | None, str | None]:
+    """A token a request gives: as the catalog stores it, and (with check) as the agent takes it;
+    422 for a literal without SERVICE_SECRET_KEY or a reference that does not resolve."""
+    if token is None:
+        return None, None
+    try:
+        stored = secrets.seal(token, f"the token of source {name!r}")
+        return stored, source_token(secrets, name, stored) if check else None
+    except (SecretRefused, SecretUnavailable) as exc:
+        raise Unprocessable(str(exc)) from None
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -78,14 +92,15 @@ def create_source(
     body: SourceIn, catalog: CatalogDep, settings: SettingsDep, health: HealthDep, _: ApiKey
 ) -> SourceOut:
     url = body.url.rstrip("/")
+    stored, token = _given(body.name, body.token, settings.secrets(), body.check)
     if body.check:
         try:
             catalog.source(body.name)
         except NotFound:
-            _schema(body.name, url, body.token, settings)
+            _schema(body.name, url, token, settings)
         else:
             raise Conflict(f"source {body.name!r} already exists")
-    row = catalog.add_source(body.name, url, body.token)
+    row = catalog.add_source(body.name, url, stored)
     if body.check:
         health.report(row.name, None)  # its agent just answered
     return _out(row, health)
@@ -115,10 +130,14 @@ def update_source(
     """Change a source's agent URL or token (a rotated token, a moved agent); its views keep everything."""
     current = catalog.source(name)
     url = body.url.rstrip("/") if body.url is not None else current.url
-    token = body.token if "token" in body.model_fields_set else current.token
+    secrets = settings.secrets()
+    if "token" in body.model_fields_set:
+        stored, token = _given(name, body.token, secrets, body.check)
+    else:
+        stored, token = current.token, agent_token(current, settings.secrets()) if body.check else None
     if body.check:
         _schema(name, url, token, settings)
-    row = catalog.update_source(name, url, token)
+    row = catalog.update_source(name, url, stored)
     if body.check:
         health.report(name, None)
     else:  # another agent or token: what the last contact said no longer holds
@@ -149,7 +168,7 @@ def delete_source(name: str, catalog: CatalogDep, health: HealthDep, metrics: Me
 def get_source_tables(name: str, catalog: CatalogDep, settings: SettingsDep) -> SourceTablesOut:
     """The tables the source's agent exposes, with their columns, types and keys, asked of it now."""
     source = catalog.source(name)
-    schema = _schema(name, source.url, source.token, settings)
+    schema = _schema(name, source.url, agent_token(source, settings.secrets()), settings)
     tables = [TableOut.model_validate(t) for t in schema.to_json()["tables"]]
     return SourceTablesOut(source=name, dialect=schema.dialect, tables=tables)
 
@@ -170,7 +189,7 @@ def mirror_source(
     or whose name another view holds, is skipped with the reason. The agent is asked for its schema
     once; with a schedule the scheduler syncs the new views, as many at a time as it runs syncs."""
     source = catalog.source(name)
-    schemas = {name: _schema(name, source.url, source.token, settings, hint="")}
+    schemas = {name: _schema(name, source.url, agent_token(source, settings.secrets()), settings, hint="")}
     tables, aside = mirroring.set_aside(
         schemas[name], mirroring.mirrored_tables(schemas[name], body.tables), body.tables
     )

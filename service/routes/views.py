@@ -35,6 +35,7 @@ from service.publishing import Publisher
 from service.records import ViewRecord
 from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, follows_of, rows_definition
 from service.scheduler import Scheduler
+from service.secrets import SecretRefused, agent_token
 from service.settings import ServiceSettings
 from service.view_answers import view_out
 from warehouse.errors import SchemaUnavailable
@@ -86,9 +87,23 @@ def _stored(
     return view_out(row, catalog, scheduler, settings.data_dir)
 
 
-def _published(destinations: list[DestinationIn]) -> list[dict]:
-    """The destinations a request gives, as the view's options hold them."""
-    return [d.model_dump(mode="json", exclude_none=True) for d in destinations]
+def _published(destinations: list[DestinationIn], settings: ServiceSettings) -> list[dict]:
+    """The destinations a request gives, as the view's options hold them: a URL's password
+    encrypted (422 without SERVICE_SECRET_KEY), a reference as given."""
+    secrets, out = settings.secrets(), []
+    for d in destinations:
+        spec = d.model_dump(mode="json", exclude_none=True)
+        if d.url is not None:
+            from warehouse.destinations.postgres import masked  # the kind's module: installed (DestinationIn)
+
+            try:
+                spec["url"], sealed = secrets.seal_url(d.url, masked(d.url), f"the url of destination {d.table}")
+            except SecretRefused as exc:
+                raise Unprocessable(str(exc)) from None
+            if sealed is not None:
+                spec["sealed"] = sealed
+        out.append(spec)
+    return out
 
 
 def _analyze(
@@ -141,7 +156,7 @@ def _define(view: ViewSource, catalog: Catalog, settings: ServiceSettings) -> tu
                 raise Unprocessable(
                     f"source {name!r} is not registered; register it with POST /v1/sources first (registered: {[s.name for s in catalog.sources()]})"
                 ) from None
-            yield name, source.url, source.token
+            yield name, source.url, agent_token(source, settings.secrets())
 
     try:
         schemas = fetch_schemas(
@@ -180,7 +195,7 @@ def define_table_view(
     definition, options = _analyze(
         view, catalog, settings, strategy, StampSettings(), None, 0, schedule, None, on_schema_change, schemas
     )
-    return definition, options.published(_published(destinations))
+    return definition, options.published(_published(destinations, settings))
 
 
 def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
@@ -192,7 +207,8 @@ def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
 
 def _check_samples(asked: list[read_types.AskedType], catalog: Catalog, settings: ServiceSettings) -> None:
     """Read a sample of each column of column_types at its agent (422 for a value that does not read, 424)."""
-    agents = {s: (catalog.source(s).url, catalog.source(s).token) for s in {a.source for a in asked}}
+    sources = [catalog.source(s) for s in {a.source for a in asked}]
+    agents = {s.name: (s.url, agent_token(s, settings.secrets())) for s in sources}
     try:
         check_column_samples(
             asked,
@@ -257,7 +273,7 @@ def create_view(
         body.column_types,
         body.on_schema_change,
     )
-    options = options.published(_published(body.destinations))
+    options = options.published(_published(body.destinations, settings))
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
     return _stored(row, catalog, scheduler, settings, publisher)
 
@@ -312,7 +328,7 @@ def redefine_view(
         body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy
     )
     if body.destinations is not None:
-        options = options.published(_published(body.destinations))
+        options = options.published(_published(body.destinations, settings))
     elif "destinations" in current_options.stored():
         options = options.published(current_options.destinations)
     sql = _stored_sql(body, definition)
@@ -359,7 +375,7 @@ def change_view_settings(
     if body.on_schema_change is not None:
         options = options.policed(body.on_schema_change)
     if body.destinations is not None:
-        options = options.published(_published(body.destinations))
+        options = options.published(_published(body.destinations, settings))
     return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)
 
 

@@ -9,6 +9,7 @@ import random
 import re
 import socket
 import sqlite3
+import ssl
 
 import httpx
 import pytest
@@ -70,7 +71,8 @@ class Legacy:
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tls")
-    return self_signed(root, "agent"), self_signed(root, "impostor")
+    # the agent's, one it is not trusted with, and the service's client certificate (mutual TLS)
+    return self_signed(root, "agent"), self_signed(root, "impostor"), self_signed(root, "service", ("deltasieve",))
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +94,9 @@ def secure(tmp_path_factory, logs_dir, certs):
     env = {
         "SERVICE_API_KEY": API_KEY,
         "SERVICE_AGENT_CA_BUNDLE": str(certs[0].certfile),
+        # presented to an agent that asks for it (--ssl-ca-certs); the others do not look
+        "SERVICE_AGENT_CLIENT_CERT": str(certs[2].certfile),
+        "SERVICE_AGENT_CLIENT_KEY": str(certs[2].keyfile),
         "SERVICE_AGENT_READ_TIMEOUT_S": str(READ_TIMEOUT_S),
         "SERVICE_AGENT_RETRIES": "0",
     }
@@ -219,6 +224,34 @@ def test_a_certificate_changed_to_an_untrusted_one_fails_the_sync_clearly(
         assert "certificate" in sync["error"] and "SERVICE_AGENT_CA_BUNDLE" in sync["error"], sync["error"]
     finally:
         swapped.stop()
+
+
+def test_an_agent_that_requires_client_certificates_takes_only_the_service_s(keyed_api, legacy, certs, logs_dir):
+    """Mutual TLS: the agent's --ssl-ca-certs is the service's client certificate (its own CA)."""
+    agent, impostor, client = certs
+    mutual = start_agent(
+        f"sqlite:///{legacy.path}",
+        logs_dir,
+        token=AGENT_TOKEN,
+        tls=(agent.certfile, agent.keyfile),
+        mutual=(client.certfile, client.keyfile),
+    )
+    try:
+        for presented in (None, (str(impostor.certfile), str(impostor.keyfile))):
+            context = ssl.create_default_context(cafile=str(agent.certfile))
+            if presented is not None:
+                context.load_cert_chain(*presented)
+            with pytest.raises(httpx.TransportError):  # the handshake, or the first read after it, fails
+                httpx.get(f"{mutual.url}/health", verify=context, timeout=10).raise_for_status()
+        keyed_api.add_source("mtls", mutual.url, AGENT_TOKEN)  # checked: the agent answered the service
+        keyed_api.add_view("mtls_people", "SELECT p.id, p.name FROM mtls.people p", destinations=[])
+        sync = keyed_api.sync("mtls_people")
+        assert sync["status"] == "succeeded", sync
+        with sqlite3.connect(legacy.path) as c:
+            expected = c.execute("SELECT count(*) FROM people").fetchone()[0]
+        assert len(keyed_api.rows("mtls_people")) == expected > 0
+    finally:
+        mutual.stop()
 
 
 # --- limits --------------------------------------------------------------------------------
