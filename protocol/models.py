@@ -239,7 +239,7 @@ class ColumnOut(BaseModel):
     nullable: bool
     declared: str
     read_as: str | None = None
-    policy: Literal["hash"] | None = Field(
+    policy: str | None = Field(
         default=None,
         description="the agent hashes every value of this column it reads (its --hash): the column is text, "
         "HMAC-SHA-256 hex digests (docs/operations/security.md)",

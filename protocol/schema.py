@@ -162,7 +162,11 @@ def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
                 name=t.name,
                 columns=[
                     ColumnOut(
-                        name=c.name, type=str(c.type), nullable=c.nullable, declared=c.declared, read_as=c.read_as,
+                        name=c.name,
+                        type=str(c.type),
+                        nullable=c.nullable,
+                        declared=c.declared,
+                        read_as=c.read_as,
                         policy=c.policy,
                     )
                     for c in t.columns

@@ -181,12 +181,16 @@ def with_policies(query: ValidatedQuery, site: SiteSpec, key: bytes | None) -> V
         i = names.index(name)
         c = columns[i]
         if c.read_from is not None:
-            raise UnsupportedQuery(f"column {name!r} is read as another type (column_types): it cannot also be {policy}ed")
+            raise UnsupportedQuery(
+                f"column {name!r} is read as another type (column_types): it cannot also be {policy}ed"
+            )
         if c.policy == "hash":  # the agent's own --hash: no view lifts it
             continue
         if policy == "mask":
             if c.type.kind != "text":
-                raise UnsupportedQuery(f"column {name!r} is {c.type}: only a text column can be masked; hash it instead")
+                raise UnsupportedQuery(
+                    f"column {name!r} is {c.type}: only a text column can be masked; hash it instead"
+                )
             columns[i] = replace(c, policy="mask")
         else:
             columns[i] = replace(c, type=TEXT, policy="hash", policy_from=c.type)

@@ -104,7 +104,7 @@ class AgentSettings(BaseSettings):
     )
     hash_key: SecretStr | None = Field(
         default=None,
-        description="the secret keying the HMAC-SHA-256 of hashed columns (--hash and views' \"hash\" policies); "
+        description='the secret keying the HMAC-SHA-256 of hashed columns (--hash and views\' "hash" policies); '
         "without it, a request to hash is refused (422, hash_key_missing)",
     )
     #: The legacy database comes first.

@@ -373,7 +373,13 @@ def _selected(item: sitesql.SelectItem, read: _Tables, dialect: str) -> _Output:
         stored = ref
         nullable = False
     column = ColumnInfo(
-        out, source.type, nullable, source.declared, source.read_as, policy=source.policy, policy_from=source.policy_from
+        out,
+        source.type,
+        nullable,
+        source.declared,
+        source.read_as,
+        policy=source.policy,
+        policy_from=source.policy_from,
     )
     return _Output(item, column, ref, stored, origin, (position, name), (use.alias, name))
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from protocol.models import SiteSpec
 from protocol.siterefs import SiteRefs
-from remote_agent.adapters import Adapter, TableInfo, open_adapter
 from remote_agent import policies
+from remote_agent.adapters import Adapter, TableInfo, open_adapter
 from remote_agent.column_types import read_as_asked
 from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
 from remote_agent.sitequery import ValidatedQuery, validate_site_query

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 from operator import itemgetter
+from typing import Any
 
 import pyarrow as pa
 

@@ -10,7 +10,7 @@ from protocol.models import TableOut
 from protocol.schema import SourceSchema
 from service import mirroring
 from service.deps import ApiKey, CatalogDep, HealthDep, MetricsDep, SchedulerDep, SettingsDep
-from service.errors import Conflict, DependencyFailed, NotFound
+from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.models import error_responses
 from service.records import SourceRecord
 from service.routes.views import define_table_view
@@ -29,6 +29,8 @@ from service.source_models import (
 )
 from warehouse.errors import SchemaUnavailable
 from warehouse.pipeline.source_schemas import fetch_schemas
+from warehouse.viewdef import ViewDefinitionError
+from warehouse.viewdef.policies import NONE, Policies, table_policies
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
 
@@ -176,6 +178,10 @@ def mirror_source(
     )
 
     excluded = mirroring.excluded_columns(schemas[name], tables, body.exclude_columns)
+    try:
+        policies = table_policies(Policies(dict(body.columns or {}), dict(body.row_filter or {})), name, tables)
+    except ViewDefinitionError as exc:
+        raise Unprocessable(exc.detail) from None
 
     def define(written: str):
         return define_table_view(
@@ -188,6 +194,7 @@ def mirror_source(
             body.on_schema_change,
             body.destinations,
             excluded.get(written.partition(".")[2]),
+            policies.get(written.partition(".")[2], NONE),
         )
 
     done = mirroring.mirror(name, tables, mirroring.table_views(catalog), catalog, define)

@@ -54,6 +54,7 @@ from warehouse.viewdef import (
     table_source,
 )
 from warehouse.viewdef import column_types as read_types
+from warehouse.viewdef.policies import NONE, Policies, bind_policed
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -102,6 +103,7 @@ def _analyze(
     column_types: dict[str, str] | None = None,
     on_schema_change: str = DEFAULT_SCHEMA_POLICY,
     schemas: dict[str, SourceSchema] | None = None,
+    policies: Policies = NONE,
 ) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options (bound
     against `schemas` when given, else against the schemas its sources' agents give now)."""
@@ -113,6 +115,8 @@ def _analyze(
         if asked:  # bound again, with the asked columns' types
             asked_schemas = read_types.asked_schemas(schemas, asked)
             definition = read_types.with_read_from(_bind(view, asked_schemas), asked, stamps.timestamps)
+        if policies:  # bound again, to the schemas as the policies leave them (viewdef/policies.py)
+            definition = bind_policed(_binder(view, asked, stamps), schemas, policies)
         stamps = check_settings(stamps, definition, asked_schemas, strategy)
         match = check_match(match, definition)
         _check_samples(asked, catalog, settings)  # the agents last, once everything else is right
@@ -123,6 +127,19 @@ def _analyze(
     )
     # delete flags are compared as their sources store them, whatever column_types ask
     return apply_delete_flags(definition, stamps, schemas), options
+
+
+def _binder(view: ViewSource, asked: list[read_types.AskedType], stamps: StampSettings):
+    """How the view binds to a set of schemas, its column_types applied."""
+
+    def bind(schemas):
+        if not asked:
+            return _bind(view, schemas)
+        return read_types.with_read_from(
+            _bind(view, read_types.asked_schemas(schemas, asked)), asked, stamps.timestamps
+        )
+
+    return bind
 
 
 def _define(view: ViewSource, catalog: Catalog, settings: ServiceSettings) -> tuple[ViewDef, dict[str, SourceSchema]]:
@@ -172,12 +189,14 @@ def define_table_view(
     on_schema_change: str,
     destinations: list[DestinationIn],
     exclude_columns: list[str] | None = None,
+    policies: Policies = NONE,
 ) -> tuple[ViewDef, ViewOptions]:
     """A table view's checked definition and options, bound against `schemas` already fetched
     (a mirror binds all its views against one fetch); 422 for a table no view can keep."""
     view = ViewSource(table=table, exclude_columns=exclude_columns)
+    stamps = StampSettings()
     definition, options = _analyze(
-        view, catalog, settings, strategy, StampSettings(), None, 0, schedule, None, on_schema_change, schemas
+        view, catalog, settings, strategy, stamps, None, 0, schedule, None, on_schema_change, schemas, policies
     )
     return definition, options.published(_published(destinations))
 
@@ -255,6 +274,7 @@ def create_view(
         body.schedule,
         body.column_types,
         body.on_schema_change,
+        policies=Policies.given(body.columns, body.row_filter),
     )
     options = options.published(_published(body.destinations))
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
@@ -307,8 +327,10 @@ def redefine_view(
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
     policy = body.on_schema_change or current_options.on_schema_change
     column_types = body.column_types if body.column_types is not None else current_options.column_types
+    held = Policies.from_json(ViewDef.from_json(current.definition).policies)
+    policies = Policies.given(body.columns, body.row_filter, held)
     definition, options = _analyze(
-        body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy
+        body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy, policies=policies
     )
     if body.destinations is not None:
         options = options.published(_published(body.destinations))
