@@ -252,3 +252,26 @@ def test_a_sql_view_with_policies_and_an_agent_without_key(api, sqlite_people):
     sync = api.sync("polq_nokey_v")
     assert sync["status"] == "failed" and sync["error_code"] == "hash_key_missing", sync
     assert "AGENT_HASH_KEY" in sync["error"]
+
+
+def test_a_mirror_takes_its_tables_policies_and_a_put_keeps_them(api, sqlite_people):
+    r = api.http.post(
+        "/v1/sources/polq/mirror",
+        json={"tables": ["people"], "columns": {"people.ssn": "hash", "people.secret": "block"}},
+    )
+    assert r.status_code == 200 and [v["view"] for v in r.json()["created"]] == ["polq_people"], r.text
+    mirrored = api.http.get("/v1/views/polq_people").json()
+    assert "secret" not in mirrored["columns"] and mirrored["policies"]["columns"] == {
+        "people.ssn": "hash",
+        "people.secret": "block",
+    }
+    r = api.http.post("/v1/sources/polq/mirror", json={"columns": {"nope.x": "hash"}})
+    assert r.status_code == 422 and "nope.x" in r.text, r.text
+
+    r = api.http.post(
+        "/v1/views",
+        json={"name": "polq_put", "sql": "SELECT p.id, p.ssn FROM polq.people p"} | {"columns": {"people.ssn": "hash"}},
+    )
+    assert r.status_code == 201, r.text
+    r = api.http.put("/v1/views/polq_put", json={"sql": "SELECT p.id, p.ssn, p.age FROM polq.people p"})
+    assert r.status_code == 200 and r.json()["policies"]["columns"] == {"people.ssn": "hash"}, r.text
