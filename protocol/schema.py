@@ -155,7 +155,7 @@ class SourceSchema:
 
 def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
     """The body of the agent's GET /v1/schema for `tables`."""
-    return SchemaOut(
+    body = SchemaOut(
         dialect=dialect,
         tables=[
             TableOut(
@@ -180,6 +180,11 @@ def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
             for t in tables
         ],
     ).model_dump()
+    for table in body["tables"]:  # a column without a policy as an older agent gave it
+        for column in table["columns"]:
+            if column.get("policy") is None:
+                column.pop("policy", None)
+    return body
 
 
 #: The header of an agent's extraction answer that holds the fingerprint of the columns of
