@@ -49,12 +49,26 @@ class SiteSpec(BaseModel):
         "field ignores it and refuses the request (409: the column's type differs from the one registered)",
     )
 
+    policies: dict[str, Literal["hash", "mask"]] | None = Field(
+        default=None,
+        description="the view's column policies on output columns (output column -> policy), applied by the agent "
+        "to each value it reads: `hash` (HMAC-SHA-256 under the agent's AGENT_HASH_KEY, hex text; `columns` gives "
+        "the column as text) or `mask` (text: all but the last four characters replaced by '*'). An agent without "
+        "AGENT_HASH_KEY refuses a hash (422, code hash_key_missing); a key column cannot have one (422)",
+    )
+    blocked: list[str] | None = Field(
+        default=None,
+        description="columns the view blocks, as `table.column` of the agent's names: the agent reads the request "
+        "as if it did not expose them, so a query that names one is refused (403)",
+    )
+
     @model_serializer(mode="wrap")
     def _without_read_from(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """Leave `read_from` out when no column has one: a request as an older warehouse sent it."""
+        """Leave `read_from`, `policies` and `blocked` out when unused: a request as an older warehouse sent it."""
         data = handler(self)
-        if data.get("read_from") is None:
-            data.pop("read_from", None)
+        for name in ("read_from", "policies", "blocked"):
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
 
 
@@ -225,6 +239,11 @@ class ColumnOut(BaseModel):
     nullable: bool
     declared: str
     read_as: str | None = None
+    policy: str | None = Field(
+        default=None,
+        description="the agent hashes every value of this column it reads (its --hash): the column is text, "
+        "HMAC-SHA-256 hex digests (docs/operations/security.md)",
+    )
 
 
 #: What a relation an agent exposes is at the source (TableOut.kind).
@@ -282,6 +301,8 @@ class SchemaChangeOut(BaseModel):
 
 #: ErrorOut.code of a read the database refused (the agent's SourceRefused, the warehouse's SourceError).
 SOURCE_ERROR = "source_error"
+#: The error code of an agent asked to hash a column without AGENT_HASH_KEY (ErrorOut.code).
+HASH_KEY_MISSING = "hash_key_missing"
 
 
 class ErrorOut(BaseModel):

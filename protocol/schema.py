@@ -26,6 +26,12 @@ class ColumnInfo:
     #: The type the source declares, when a view reads the column as `type` instead
     #: (its `column_types`, protocol/column_types.py); None: read as declared. Never on the wire.
     read_from: LogicalType | None = None
+    #: A column policy the agent applies to each value it reads (protocol/policies.py):
+    #: "hash" or "mask"; None: the value as read. On the wire for the agent's own --hash.
+    policy: str | None = None
+    #: The type a hashed column's values are read as before they are hashed (its `type`
+    #: is then text); None otherwise. Never on the wire.
+    policy_from: LogicalType | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,7 @@ class SourceSchema:
                     bool(c.get("nullable", True)),
                     c.get("declared", ""),
                     c.get("read_as"),
+                    policy=c.get("policy"),
                 )
                 for c in t["columns"]
             )
@@ -148,14 +155,19 @@ class SourceSchema:
 
 def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
     """The body of the agent's GET /v1/schema for `tables`."""
-    return SchemaOut(
+    body = SchemaOut(
         dialect=dialect,
         tables=[
             TableOut(
                 name=t.name,
                 columns=[
                     ColumnOut(
-                        name=c.name, type=str(c.type), nullable=c.nullable, declared=c.declared, read_as=c.read_as
+                        name=c.name,
+                        type=str(c.type),
+                        nullable=c.nullable,
+                        declared=c.declared,
+                        read_as=c.read_as,
+                        policy=c.policy,
                     )
                     for c in t.columns
                 ],
@@ -168,6 +180,11 @@ def schema_to_json(dialect: str, tables: list[TableInfo]) -> dict:
             for t in tables
         ],
     ).model_dump()
+    for table in body["tables"]:  # a column without a policy as an older agent gave it
+        for column in table["columns"]:
+            if column.get("policy") is None:
+                column.pop("policy", None)
+    return body
 
 
 #: The header of an agent's extraction answer that holds the fingerprint of the columns of

@@ -146,8 +146,10 @@ def _walk(
     nullable = not query.intervals and any(c.nullable for c in query.columns if c.name in query.key)
 
     types = [c.type for c in query.columns]
-    if any(c.read_from is not None for c in query.columns):
-        arrow = None  # a column read as a stronger type than declared is read by its strict converter
+    if any(c.read_from is not None or c.policy is not None for c in query.columns):
+        # a column read as a stronger type than declared is read by its strict converter, a
+        # hashed or masked one is transformed value by value (policies.py)
+        arrow = None
     upper = list(stop) if stop is not None else []
 
     def key_of(rows: list[tuple] | pa.Table, i: int) -> tuple:

@@ -121,6 +121,10 @@ def sample_column(adapter: Adapter, tables: Mapping[str, TableInfo], request: Co
     info = table.column(request.column)
     if info is None:
         raise Forbidden(f"column {request.column!r} of table {request.table!r} is not exposed by this agent")
+    if info.policy is not None:
+        raise UnsupportedQuery(
+            f"column {request.table}.{request.column} is {info.policy}ed by this agent (--hash): it is read as text"
+        )
     declared = _logical(request.read_from, "read_from")
     asked = _logical(request.type, "type")
     _pair(declared, asked)

@@ -153,7 +153,7 @@ def _read(
         sending.send_bytes(head + bytes(payload))
 
     try:
-        converter = RowConverter(adapter, query.columns, query.where())
+        converter = RowConverter(adapter, query.columns, query.where(), hash_key=query.hash_key)
         with adapter.session() as session:
             scanned = chunks.batches(
                 adapter,

@@ -31,7 +31,7 @@ def resumed(
         return None
     names = [c.name for c in query.columns]
     columns = [query.columns[names.index(k)] for k in query.key]
-    if any(c.read_as is not None or c.read_from is not None for c in columns):
+    if any(c.read_as is not None or c.read_from is not None or c.policy is not None for c in columns):
         return None
     if not resumable_key([c.type.kind for c in columns], after):
         return None

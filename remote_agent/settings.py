@@ -43,6 +43,8 @@ METAVARS = {
     "--port": "P",
     "--token": "T",
     "--allow": "[SCHEMA.]TABLE[:COL,...]",
+    "--hash": "[SCHEMA.]TABLE.COLUMN",
+    "--block": "[SCHEMA.]TABLE.COLUMN",
     "--ssl-certfile": "CERT",
     "--ssl-keyfile": "KEY",
     "--ssl-ca-certs": "CA",
@@ -91,6 +93,20 @@ class AgentSettings(BaseSettings):
         description="expose only these tables, as TABLE or TABLE:COL1,COL2 (repeatable; env: ';'-separated); "
         "none exposes every readable table of the default schema. On PostgreSQL and MySQL/MariaDB, SCHEMA.TABLE "
         "exposes a table of another schema (database) and SCHEMA.* all of its tables, named SCHEMA.TABLE",
+    )
+    hash: Annotated[list[str], NoDecode] = Field(
+        default=[],
+        description="always hash this column (TABLE.COLUMN, repeatable; env: ';'-separated): exposed as text, "
+        "each value read replaced by its HMAC-SHA-256 under --hash-key, whatever a view asks; needs --hash-key",
+    )
+    block: Annotated[list[str], NoDecode] = Field(
+        default=[],
+        description="never expose this column (TABLE.COLUMN, repeatable; env: ';'-separated): no view can read it",
+    )
+    hash_key: SecretStr | None = Field(
+        default=None,
+        description='the secret keying the HMAC-SHA-256 of hashed columns (--hash and views\' "hash" policies); '
+        "without it, a request to hash is refused (422, hash_key_missing)",
     )
     #: The legacy database comes first.
     statement_timeout_s: float = Field(default=300.0, description="cancel a statement after this many seconds")
@@ -172,6 +188,8 @@ class AgentSettings(BaseSettings):
             settings = cls(_cli_settings_source=source(args=sys.argv[1:] if argv is None else list(argv)))  # type: ignore[call-arg]
         except ValidationError as exc:
             source.root_parser.error(str(exc))
+        if settings.hash and not settings.hash_key:
+            source.root_parser.error("--hash needs --hash-key (AGENT_HASH_KEY): the secret the hash is keyed with")
         if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
             source.root_parser.error("--ssl-certfile and --ssl-keyfile go together")
         if settings.ssl_ca_certs and not settings.ssl_certfile:
@@ -185,14 +203,14 @@ class AgentSettings(BaseSettings):
         """How answers read the site query, as these settings say."""
         return ScanSettings(self.chunk_rows, self.read_ahead, self.pacing())
 
-    @field_validator("allow", mode="before")
+    @field_validator("allow", "hash", "block", mode="before")
     @classmethod
     def _split_allow(cls, value):
         if isinstance(value, str):
             return [part.strip() for part in value.split(";") if part.strip()]
         return value
 
-    @field_validator("token", mode="before")
+    @field_validator("token", "hash_key", mode="before")
     @classmethod
     def _empty_token_is_none(cls, value):
         return None if value in ("", None) else value
@@ -212,8 +230,9 @@ def _parse_flags(parser: argparse.ArgumentParser, args: Sequence[str]) -> argpar
     The command line's own list syntax would cut TABLE:COL1,COL2 at its commas.
     """
     parsed = parser.parse_args(args)
-    if isinstance(getattr(parsed, "allow", None), list):
-        parsed.allow = ";".join(parsed.allow)
+    for name in ("allow", "hash", "block"):
+        if isinstance(getattr(parsed, name, None), list):
+            setattr(parsed, name, ";".join(getattr(parsed, name)))
     return parsed
 
 

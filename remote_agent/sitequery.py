@@ -68,6 +68,8 @@ class ValidatedQuery:
     #: The fingerprint of the columns of the tables it reads (protocol.schema.columns_fingerprint),
     #: which each extraction answer names: the warehouse tells a change of those it does not read.
     fingerprint: str = ""
+    #: What its hashed columns are keyed with (AGENT_HASH_KEY, policies.py); None when none is.
+    hash_key: bytes | None = field(repr=False, compare=False, default=None)
 
     def within(
         self, intervals: Sequence[tuple[tuple | None, tuple | None]], ordered: Sequence[exp.Expression]
@@ -370,7 +372,15 @@ def _selected(item: sitesql.SelectItem, read: _Tables, dialect: str) -> _Output:
         ref = exp.Coalesce(this=ref, expressions=[item.filler.copy()])
         stored = ref
         nullable = False
-    column = ColumnInfo(out, source.type, nullable, source.declared, source.read_as)
+    column = ColumnInfo(
+        out,
+        source.type,
+        nullable,
+        source.declared,
+        source.read_as,
+        policy=source.policy,
+        policy_from=source.policy_from,
+    )
     return _Output(item, column, ref, stored, origin, (position, name), (use.alias, name))
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from protocol.models import SiteSpec
 from protocol.siterefs import SiteRefs
+from remote_agent import policies
 from remote_agent.adapters import Adapter, TableInfo, open_adapter
 from remote_agent.column_types import read_as_asked
 from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
@@ -27,6 +28,11 @@ class AgentState:
             cache_dir=settings.cache_dir,
         )
         self.allow = parse_allow(settings.allow)
+        #: The agent's own column policies (--hash, --block): no view lifts them (policies.py).
+        self.hash_columns = policies.parse_columns(settings.hash, "--hash")
+        self.block_columns = policies.parse_columns(settings.block, "--block")
+        #: What hashed columns are keyed with (AGENT_HASH_KEY); None: hashing is refused.
+        self.hash_key = policies.encoded_key(settings.hash_key.get_secret_value() if settings.hash_key else None)
         #: the other schemas --allow names tables of, or None without --allow: every schema
         #: the login can read; SQLite and dump files have none (a rule with a dot names a
         #: table whose own name has one, as it always did)
@@ -53,7 +59,7 @@ class AgentState:
                     primary_key=table.primary_key if set(table.primary_key) <= cols else (),
                     unique_keys=tuple(u for u in table.unique_keys if set(u) <= cols),
                 )
-            tables[table.name] = table
+            tables[table.name] = policies.exposed_table(table, self.hash_columns, self.block_columns)
         return tables
 
     def adapter_for(self, site: SiteSpec) -> Adapter:
@@ -62,6 +68,8 @@ class AgentState:
         return self.adapter.pinned(site.dumps)
 
     def site_query(self, site: SiteSpec) -> ValidatedQuery:
-        """The warehouse's site query, checked against what this agent exposes."""
-        query = validate_site_query(site.sql, site.key, self.exposed(), self.adapter.dialect, self.adapter.key_order)
-        return read_as_asked(self.adapter, query, site)
+        """The warehouse's site query, checked against what this agent exposes less what the view
+        blocks, its columns carrying the policies the agent applies as it reads (policies.py)."""
+        exposed = policies.without_blocked(self.exposed(), site.blocked)
+        query = validate_site_query(site.sql, site.key, exposed, self.adapter.dialect, self.adapter.key_order)
+        return policies.with_policies(read_as_asked(self.adapter, query, site), site, self.hash_key)

@@ -140,6 +140,21 @@ TABLE_HELP = (
 
 #: Most columns a table view or a mirror may leave out (exclude_columns).
 MAX_EXCLUDED_COLUMNS = 1_000
+#: Most column policies and row filters of one view or mirror.
+MAX_POLICIES = 1_000
+POLICY_COLUMNS_HELP = (
+    'column policies the agent applies inside the read: {"table.column" (or "source.table.column"): "block" | '
+    '"hash" | "mask"}. block: never read (a table view leaves it out; a view given as SQL may not read it); hash: '
+    "HMAC-SHA-256 under the agent's AGENT_HASH_KEY, as 64 hex characters (a text column; deterministic, so joins "
+    'on it hold); mask: a text column\'s last four characters kept, the others replaced by "*". Not on a key column. '
+    "In a PUT, left out: kept"
+)
+ROW_FILTER_HELP = (
+    'rows the agent reads at all, per table: {"table" (or "source.table"): "predicate"}, a predicate in the grammar '
+    "of a view's WHERE on that table's columns; the agent adds it to the source query, so other rows never leave "
+    "the source. In a PUT, left out: kept"
+)
+PolicyName = Literal["block", "hash", "mask"]
 
 
 class ViewSource(BaseModel):
@@ -153,6 +168,12 @@ class ViewSource(BaseModel):
         description="a table view's columns to leave out (one the tool cannot read, or one the warehouse should not "
         "hold); not a key column; only with table",
     )
+    columns: dict[Annotated[str, Field(min_length=3, max_length=400)], PolicyName] | None = Field(
+        default=None, max_length=MAX_POLICIES, description=POLICY_COLUMNS_HELP
+    )
+    row_filter: (
+        dict[Annotated[str, Field(min_length=1, max_length=400)], Annotated[str, Field(max_length=10_000)]] | None
+    ) = Field(default=None, max_length=MAX_POLICIES, description=ROW_FILTER_HELP)
 
     @model_validator(mode="after")
     def _one_of_sql_and_table(self):
@@ -349,6 +370,10 @@ class ViewOut(BaseModel):
         description="a table view's table, source.table as its agent names it; null for a view given as SQL",
     )
     exclude_columns: list[str] = Field(default=[], description="the columns of a table view's table it leaves out")
+    policies: dict = Field(
+        default={},
+        description='the view\'s column policies as given: {"columns": {...}, "row_filter": {...}} (empty: none)',
+    )
     columns: list[str]
     column_types: dict[str, str]
     key: list[str]

@@ -17,12 +17,13 @@ once a key is set (the service does so at start).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from service.errors import DependencyFailed
+from service.errors import DependencyFailed, Unprocessable
+from service.models import DestinationIn
 from service.records import SourceRecord
 from warehouse.errors import SecretUnavailable
 
@@ -192,3 +193,22 @@ def agent_token(source: SourceRecord, secrets: Secrets) -> str | None:
         raise DependencyFailed(
             f"{exc.message}; fix it, or give the source another token (PATCH /v1/sources/{source.name})"
         ) from None
+
+
+def stored_destinations(destinations: Sequence[DestinationIn], secrets: Secrets) -> list[dict]:
+    """The destinations a request gives, as the view's options hold them: a URL's password
+    encrypted (422 without SERVICE_SECRET_KEY), a reference as given."""
+    out = []
+    for d in destinations:
+        spec = d.model_dump(mode="json", exclude_none=True)
+        if d.url is not None:
+            from warehouse.destinations.postgres import masked  # the kind's module: installed (DestinationIn)
+
+            try:
+                spec["url"], sealed = secrets.seal_url(d.url, masked(d.url), f"the url of destination {d.table}")
+            except SecretRefused as exc:
+                raise Unprocessable(str(exc)) from None
+            if sealed is not None:
+                spec["sealed"] = sealed
+        out.append(spec)
+    return out

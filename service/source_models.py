@@ -10,11 +10,15 @@ from protocol.models import TableOut
 from service.models import (
     DESTINATIONS_HELP,
     MAX_EXCLUDED_COLUMNS,
+    MAX_POLICIES,
     NAME_PATTERN,
+    POLICY_COLUMNS_HELP,
+    ROW_FILTER_HELP,
     SCHEDULE_HELP,
     SCHEMA_POLICY_HELP,
     STRATEGY_HELP,
     Destinations,
+    PolicyName,
     ScheduleIn,
     Strategy,
     default_destinations,
@@ -113,6 +117,14 @@ class MirrorIn(BaseModel):
         "table.column for one table's, a bare column name for that column of every table; not a key column (its "
         "table is then skipped with the reason)",
     )
+    columns: dict[Annotated[str, Field(min_length=3, max_length=400)], PolicyName] | None = Field(
+        default=None,
+        max_length=MAX_POLICIES,
+        description=f"{POLICY_COLUMNS_HELP}; each view made takes those of its table",
+    )
+    row_filter: (
+        dict[Annotated[str, Field(min_length=1, max_length=400)], Annotated[str, Field(max_length=10_000)]] | None
+    ) = Field(default=None, max_length=MAX_POLICIES, description=f"{ROW_FILTER_HELP}; each view made takes its table's")
     schedule: ScheduleIn | None = Field(
         default=None,
         description=f"{SCHEDULE_HELP}. Given, the scheduler syncs each new view at once (as many at a time as the "

@@ -24,6 +24,7 @@ def view_out(
         sql=row.sql,
         table=d.table,
         exclude_columns=list(d.exclude_columns),
+        policies=d.policies or {},
         columns=[c.name for c in d.columns],
         column_types={c.name: str(c.type) for c in d.columns},
         key=d.key,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.models import SOURCE_ERROR
+from protocol.models import HASH_KEY_MISSING, SOURCE_ERROR
 
 
 class WarehouseError(Exception):
@@ -42,6 +42,8 @@ class AgentRejected(WarehouseError):
         self.changes = changes or []
         if status == 401:  # the agent does not take the source's token
             self.code = "agent_refused"
+        elif code == HASH_KEY_MISSING:  # a view hashes a column, and its agent has no key to hash with
+            self.code = code
 
 
 class SourceError(WarehouseError):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from operator import itemgetter
+from typing import Any
 
 import pyarrow as pa
 
 from protocol import column_types
 from protocol.types import Column, arrow_schema
+from remote_agent import policies
 from remote_agent.adapters.base import Adapter, ColumnInfo
 from remote_agent.adapters.columns import dates_from_text, finish
 from remote_agent.errors import SourceDataError, example_row
@@ -26,16 +29,22 @@ class RowConverter:
     column by column, and value by value where needed.
     """
 
-    def __init__(self, adapter: Adapter, columns: Sequence[ColumnInfo], where: str = "the site query"):
+    def __init__(
+        self,
+        adapter: Adapter,
+        columns: Sequence[ColumnInfo],
+        where: str = "the site query",
+        *,
+        hash_key: bytes | None = None,
+    ):
+        """`hash_key`: what a hashed column (`ColumnInfo.policy`) is keyed with (remote_agent/policies.py)."""
         self.columns = list(columns)
-        # a column read as a stronger type than declared (a view's column_types) is read strictly
-        self.converters = [
-            adapter.converter(c) if c.read_from is None else column_types.converter(c.read_from, c.type)
-            for c in columns
-        ]
+        # a column read as a stronger type than declared (a view's column_types) is read strictly;
+        # a hashed or masked one (a column policy) is read as its type, then transformed
+        self.converters = [_converter(adapter, c, hash_key) for c in columns]
         self.schema = arrow_schema([Column(c.name, c.type) for c in columns])
         self.where = where
-        wire = [adapter.wire_type(c) if c.read_from is None else None for c in columns]
+        wire = [adapter.wire_type(c) if c.read_from is None and c.policy is None else None for c in columns]
         self._wired = [i for i, t in enumerate(wire) if t is not None]
         self._wire = pa.struct([(str(i), wire[i]) for i in self._wired]) if self._wired else None
         # the wired columns of a row as a tuple, when not all of them are
@@ -67,7 +76,8 @@ class RowConverter:
         """Column `i`, built by Arrow if its values are canonical already, else value by value."""
         column, convert, arrow_type = self.columns[i], self.converters[i], self.schema.field(i).type
         raw = [row[i] for row in rows]
-        fast = _whole_column(column.type.kind, raw, arrow_type) if column.read_from is None else None
+        plain = column.read_from is None and column.policy is None
+        fast = _whole_column(column.type.kind, raw, arrow_type) if plain else None
         if fast is not None:
             return fast
         values = []
@@ -76,7 +86,10 @@ class RowConverter:
                 values.append(convert(value))
             except (ValueError, TypeError, ArithmeticError) as exc:
                 example = {k: row[self._pos(k)] for k in key}
-                whole = example_row({c.name: v for c, v in zip(self.columns, row)})
+                # never the raw value of a hashed or masked column, not even in an error
+                whole = example_row({c.name: policies.redacted(c, v) for c, v in zip(self.columns, row)})
+                if column.policy is not None:
+                    value = policies.redacted(column, value)
                 asked = (
                     ""
                     if column.read_from is None
@@ -91,6 +104,18 @@ class RowConverter:
 
     def _pos(self, name: str) -> int:
         return next(i for i, c in enumerate(self.columns) if c.name == name)
+
+
+def _converter(adapter: Adapter, column: ColumnInfo, hash_key: bytes | None) -> Callable[[Any], Any]:
+    """The function making a raw value of `column` its canonical value, its policy applied."""
+    if column.read_from is not None:
+        return column_types.converter(column.read_from, column.type)
+    if column.policy is None:
+        return adapter.converter(column)
+    read = adapter.converter(replace(column, type=column.policy_from or column.type, policy=None, policy_from=None))
+    apply = policies.transform(column, hash_key)
+    assert apply is not None
+    return lambda value: apply(read(value))
 
 
 def _picker(positions: list[int]) -> Callable[[tuple], tuple]:

@@ -98,7 +98,7 @@ class Extraction:
         self.batch_rows = batch_rows
         self.chunk_rows = scan.chunk_rows
         self.read_ahead = scan.read_ahead
-        self.converter = RowConverter(adapter, query.columns, query.where())
+        self.converter = RowConverter(adapter, query.columns, query.where(), hash_key=query.hash_key)
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
         self.stats: dict[str, Any] = {
             "rows_scanned": 0,

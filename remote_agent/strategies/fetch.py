@@ -24,7 +24,9 @@ def fetch_rows(
     adapter: Adapter, query: ValidatedQuery, keys: list, *, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS
 ) -> Iterator[bytes]:
     """The answer of /v1/fetch: ROWS frames with the current rows for `keys`, then a summary."""
-    converter = RowConverter(adapter, query.columns, query.where())  # now, before the answer's first byte
+    converter = RowConverter(
+        adapter, query.columns, query.where(), hash_key=query.hash_key
+    )  # now, before the answer's first byte
     timings = Timings()
 
     def answer() -> Iterator[bytes]:

@@ -132,7 +132,7 @@ def range_scan(
 
     def answer() -> Iterator[bytes]:
         started = time.monotonic()
-        converter = RowConverter(adapter, query.columns, query.where())
+        converter = RowConverter(adapter, query.columns, query.where(), hash_key=query.hash_key)
         sums = _RangeSums(ranges, [Column(c.name, c.type) for c in query.columns], seed, bits)
         shipment = _Shipment(batch_rows)
         scanned = 0

@@ -272,7 +272,7 @@ def sketch_answer(
     site query into a new one `width` cells wide per sub-table, or narrower to stay within
     `table_bytes`: see `table_width`).
     """
-    converter = RowConverter(adapter, query.columns, query.where())
+    converter = RowConverter(adapter, query.columns, query.where(), hash_key=query.hash_key)
     if rec is None and width % sent.width:
         raise BadRequest(
             f"the sketch table is {sent.width} cells wide, which does not divide the width {width} asked for"

@@ -30,6 +30,8 @@ from service.source_models import (
 )
 from warehouse.errors import SchemaUnavailable, SecretUnavailable
 from warehouse.pipeline.source_schemas import fetch_schemas
+from warehouse.viewdef import ViewDefinitionError
+from warehouse.viewdef.policies import NONE, Policies, table_policies
 
 router = APIRouter(prefix="/v1/sources", tags=["sources"])
 
@@ -195,6 +197,10 @@ def mirror_source(
     )
 
     excluded = mirroring.excluded_columns(schemas[name], tables, body.exclude_columns)
+    try:
+        policies = table_policies(Policies(dict(body.columns or {}), dict(body.row_filter or {})), name, tables)
+    except ViewDefinitionError as exc:
+        raise Unprocessable(exc.detail) from None
 
     def define(written: str):
         return define_table_view(
@@ -207,6 +213,7 @@ def mirror_source(
             body.on_schema_change,
             body.destinations,
             excluded.get(written.partition(".")[2]),
+            policies.get(written.partition(".")[2], NONE),
         )
 
     done = mirroring.mirror(name, tables, mirroring.table_views(catalog), catalog, define)

@@ -35,7 +35,7 @@ from service.publishing import Publisher
 from service.records import ViewRecord
 from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, follows_of, rows_definition
 from service.scheduler import Scheduler
-from service.secrets import SecretRefused, agent_token
+from service.secrets import agent_token, stored_destinations
 from service.settings import ServiceSettings
 from service.view_answers import view_out
 from warehouse.errors import SchemaUnavailable
@@ -56,6 +56,7 @@ from warehouse.viewdef import (
     table_source,
 )
 from warehouse.viewdef import column_types as read_types
+from warehouse.viewdef.policies import NONE, Policies, bind_policed
 
 router = APIRouter(prefix="/v1/views", tags=["views"])
 
@@ -87,25 +88,6 @@ def _stored(
     return view_out(row, catalog, scheduler, settings.data_dir)
 
 
-def _published(destinations: list[DestinationIn], settings: ServiceSettings) -> list[dict]:
-    """The destinations a request gives, as the view's options hold them: a URL's password
-    encrypted (422 without SERVICE_SECRET_KEY), a reference as given."""
-    secrets, out = settings.secrets(), []
-    for d in destinations:
-        spec = d.model_dump(mode="json", exclude_none=True)
-        if d.url is not None:
-            from warehouse.destinations.postgres import masked  # the kind's module: installed (DestinationIn)
-
-            try:
-                spec["url"], sealed = secrets.seal_url(d.url, masked(d.url), f"the url of destination {d.table}")
-            except SecretRefused as exc:
-                raise Unprocessable(str(exc)) from None
-            if sealed is not None:
-                spec["sealed"] = sealed
-        out.append(spec)
-    return out
-
-
 def _analyze(
     view: ViewSource,
     catalog: Catalog,
@@ -118,6 +100,7 @@ def _analyze(
     column_types: dict[str, str] | None = None,
     on_schema_change: str = DEFAULT_SCHEMA_POLICY,
     schemas: dict[str, SourceSchema] | None = None,
+    policies: Policies = NONE,
 ) -> tuple[ViewDef, ViewOptions]:
     """The checked definition with its delete flags applied, and the view's options (bound
     against `schemas` when given, else against the schemas its sources' agents give now)."""
@@ -129,6 +112,8 @@ def _analyze(
         if asked:  # bound again, with the asked columns' types
             asked_schemas = read_types.asked_schemas(schemas, asked)
             definition = read_types.with_read_from(_bind(view, asked_schemas), asked, stamps.timestamps)
+        if policies:  # bound again, to the schemas as the policies leave them (viewdef/policies.py)
+            definition = bind_policed(_binder(view, asked, stamps), schemas, policies)
         stamps = check_settings(stamps, definition, asked_schemas, strategy)
         match = check_match(match, definition)
         _check_samples(asked, catalog, settings)  # the agents last, once everything else is right
@@ -139,6 +124,19 @@ def _analyze(
     )
     # delete flags are compared as their sources store them, whatever column_types ask
     return apply_delete_flags(definition, stamps, schemas), options
+
+
+def _binder(view: ViewSource, asked: list[read_types.AskedType], stamps: StampSettings):
+    """How the view binds to a set of schemas, its column_types applied."""
+
+    def bind(schemas):
+        if not asked:
+            return _bind(view, schemas)
+        return read_types.with_read_from(
+            _bind(view, read_types.asked_schemas(schemas, asked)), asked, stamps.timestamps
+        )
+
+    return bind
 
 
 def _define(view: ViewSource, catalog: Catalog, settings: ServiceSettings) -> tuple[ViewDef, dict[str, SourceSchema]]:
@@ -188,14 +186,16 @@ def define_table_view(
     on_schema_change: str,
     destinations: list[DestinationIn],
     exclude_columns: list[str] | None = None,
+    policies: Policies = NONE,
 ) -> tuple[ViewDef, ViewOptions]:
     """A table view's checked definition and options, bound against `schemas` already fetched
     (a mirror binds all its views against one fetch); 422 for a table no view can keep."""
     view = ViewSource(table=table, exclude_columns=exclude_columns)
+    stamps = StampSettings()
     definition, options = _analyze(
-        view, catalog, settings, strategy, StampSettings(), None, 0, schedule, None, on_schema_change, schemas
+        view, catalog, settings, strategy, stamps, None, 0, schedule, None, on_schema_change, schemas, policies
     )
-    return definition, options.published(_published(destinations, settings))
+    return definition, options.published(stored_destinations(destinations, settings.secrets()))
 
 
 def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
@@ -272,8 +272,9 @@ def create_view(
         body.schedule,
         body.column_types,
         body.on_schema_change,
+        policies=Policies.given(body.columns, body.row_filter),
     )
-    options = options.published(_published(body.destinations, settings))
+    options = options.published(stored_destinations(body.destinations, settings.secrets()))
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
     return _stored(row, catalog, scheduler, settings, publisher)
 
@@ -324,11 +325,13 @@ def redefine_view(
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
     policy = body.on_schema_change or current_options.on_schema_change
     column_types = body.column_types if body.column_types is not None else current_options.column_types
+    held = Policies.from_json(ViewDef.from_json(current.definition).policies)
+    policies = Policies.given(body.columns, body.row_filter, held)
     definition, options = _analyze(
-        body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy
+        body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy, policies=policies
     )
     if body.destinations is not None:
-        options = options.published(_published(body.destinations, settings))
+        options = options.published(stored_destinations(body.destinations, settings.secrets()))
     elif "destinations" in current_options.stored():
         options = options.published(current_options.destinations)
     sql = _stored_sql(body, definition)
@@ -375,7 +378,7 @@ def change_view_settings(
     if body.on_schema_change is not None:
         options = options.policed(body.on_schema_change)
     if body.destinations is not None:
-        options = options.published(_published(body.destinations, settings))
+        options = options.published(stored_destinations(body.destinations, settings.secrets()))
     return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)
 
 

@@ -14,7 +14,7 @@ table, column, old and new type and the ways out. The view keeps its last versio
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import pyarrow as pa
@@ -34,6 +34,7 @@ from warehouse.store.widened import widened_copy
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_table_view, analyze_view
 from warehouse.viewdef import column_types as read_types
+from warehouse.viewdef.policies import Policies, bind_policed
 from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes, widens
 
 #: How an agent that predates error codes words a schema change (remote_agent/strategies/checks.py).
@@ -144,13 +145,19 @@ class PolicedSync:
         """The view bound to `schemas` as it was when stored: its table's columns for a table
         view, its columns read as its column_types ask."""
         view = self.run.view
+        return bind_policed(self._binder(schemas), schemas, Policies.from_json(view.policies))
+
+    def _binder(self, schemas: dict[str, SourceSchema]) -> Callable[[Mapping[str, SourceSchema]], ViewDef]:
+        """How the view binds to a set of schemas (its policies' or the sources' own)."""
+        view = self.run.view
         if view.table is not None:
-            return analyze_table_view(view.table, schemas, view.exclude_columns)
+            table, exclude = view.table, view.exclude_columns
+            return lambda s: analyze_table_view(table, s, exclude)
         asked = read_types.resolve(self.column_types, self.sql, schemas)
         if not asked:
-            return analyze_view(self.sql, schemas)
-        return read_types.with_read_from(
-            analyze_view(self.sql, read_types.asked_schemas(schemas, asked)), asked, self.stamps.timestamps
+            return lambda s: analyze_view(self.sql, s)
+        return lambda s: read_types.with_read_from(
+            analyze_view(self.sql, read_types.asked_schemas(s, asked)), asked, self.stamps.timestamps
         )
 
     def _followed(self, met: WarehouseError, new: ViewDef, moved: list[dict]) -> SyncMetrics:

@@ -218,7 +218,7 @@ class SyncRun:
                 self.progress,
                 self.sketches,
                 self._cost_sample,
-                follows_table=self.view.exclude_columns if self.view.table is not None else None,
+                follows_table=self.view.left_out if self.view.table is not None else None,
                 cancellation=self.cancellation,
             )
             with self._lock:

@@ -223,6 +223,8 @@ class SiteContext:
             columns=site_columns(self.site.columns),
             dumps=self.dumps,
             read_from=self.site.read_from or None,
+            policies=self.site.policies or None,  # type: ignore[arg-type]
+            blocked=self.site.blocked or None,
         )
 
     def key_columns(self) -> list[Column]:

@@ -185,8 +185,15 @@ class ChangedRows(Strategy):
         columns = columns if columns is not None else site.columns
         names = {c.name for c in columns}
         read_from = {k: v for k, v in site.read_from.items() if k in names}
+        policies = {k: v for k, v in site.policies.items() if k in names}
         return SiteSpec(
-            sql=sql, key=site.key, columns=site_columns(columns), dumps=self.ctx.dumps, read_from=read_from or None
+            sql=sql,
+            key=site.key,
+            columns=site_columns(columns),
+            dumps=self.ctx.dumps,
+            read_from=read_from or None,
+            policies=policies or None,  # type: ignore[arg-type]
+            blocked=site.blocked or None,
         )
 
     def exchange(self) -> Answer:

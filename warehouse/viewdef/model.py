@@ -52,6 +52,11 @@ class SiteQuery:
     #: Output columns the agent reads as a stronger type than their source declares (the
     #: view's column_types, viewdef/column_types.py): output column -> the declared type.
     read_from: dict[str, str] = field(default_factory=dict)
+    #: Output columns the agent hashes or masks as it reads them (the view's column policies,
+    #: viewdef/policies.py): output column -> "hash" | "mask".
+    policies: dict[str, str] = field(default_factory=dict)
+    #: Columns of its tables the view blocks, "table.column": the agent reads as if it did not expose them.
+    blocked: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         data: dict = {
@@ -64,6 +69,10 @@ class SiteQuery:
             data["dialect"] = self.dialect
         if self.read_from:
             data["read_from"] = dict(self.read_from)
+        if self.policies:
+            data["policies"] = dict(self.policies)
+        if self.blocked:
+            data["blocked"] = list(self.blocked)
         return data
 
     def parse(self) -> exp.Select:
@@ -125,6 +134,8 @@ class SiteQuery:
             list(data["key"]),
             data.get("dialect"),
             dict(data.get("read_from") or {}),
+            dict(data.get("policies") or {}),
+            list(data.get("blocked") or []),
         )
 
 
@@ -157,6 +168,15 @@ class ViewDef:
     table: str | None = None
     #: the columns of a table view's table it leaves out (its `exclude_columns`)
     exclude_columns: tuple[str, ...] = ()
+    #: the view's column policies as given ({"columns": {...}, "row_filter": {...}},
+    #: viewdef/policies.py); None without any
+    policies: dict | None = None
+
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        """The columns of a table view's table it does not read: its exclude_columns and those its policies block."""
+        blocked = [b.rpartition(".")[2] for s in self.sites for b in s.blocked]
+        return self.exclude_columns + tuple(b for b in blocked if b not in self.exclude_columns)
 
     @property
     def count_column(self) -> str | None:
@@ -190,6 +210,8 @@ class ViewDef:
             data["table"] = self.table
         if self.exclude_columns:
             data["exclude_columns"] = list(self.exclude_columns)
+        if self.policies:
+            data["policies"] = self.policies
         return data
 
     def _format(self) -> int:
@@ -213,6 +235,7 @@ class ViewDef:
             data.get("multiset"),
             data.get("table"),
             tuple(data.get("exclude_columns") or ()),
+            data.get("policies"),
         )
 
 
