@@ -261,3 +261,26 @@ def test_the_audit_log_names_who_read_and_changed_what(keyed):
         ok(deltasieve("audit", "--limit", "1", "--json", url=url, env={"DELTASIEVE_API_KEY": ADMIN_KEY})).stdout
     )
     assert shown == newest[:1]  # reading the log is neither a change nor a read of data: not logged
+
+
+def test_the_dashboard_asks_for_a_key_and_keeps_it_in_the_session(keyed, tmp_path):
+    """In a real Chromium: the page loads without a key, shows the key form on the 401, lists the
+    views once a key is given, and keeps the key in sessionStorage only (never localStorage)."""
+    from selenium.webdriver.common.by import By
+
+    from tests.integration.test_dashboard import wait_for
+    from workloads.browser import start_chromium
+
+    driver = start_chromium(tmp_path / "chromium-profile")
+    try:
+        driver.get(f"{keyed['proc'].url}/ui")
+        form = wait_for("the key form", lambda: driver.find_element(By.ID, "key-form").is_displayed())
+        assert form and not driver.find_elements(By.CSS_SELECTOR, "#views tr[data-view]")
+        driver.find_element(By.ID, "api-key").send_keys(keyed["keys"]["read"])
+        driver.find_element(By.ID, "key-retry").click()
+        rows = wait_for("the views", lambda: driver.find_elements(By.CSS_SELECTOR, "#views tr[data-view]"))
+        assert VIEW in {r.get_attribute("data-view") for r in rows}
+        assert driver.execute_script("return sessionStorage.getItem('deltasieve-api-key')") == keyed["keys"]["read"]
+        assert driver.execute_script("return Object.keys(localStorage).length") == 0
+    finally:
+        driver.quit()
