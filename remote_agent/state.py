@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from dataclasses import replace
-
-import sqlglot
-import sqlglot.errors
-from sqlglot import exp
 
 from protocol.models import SiteSpec
 from protocol.siterefs import SiteRefs
@@ -50,13 +45,10 @@ class AgentState:
         #: The site queries last sent in full, by reference (protocol/siterefs.py).
         self.site_refs = SiteRefs()
 
-    def exposed(self, within: Sequence[str] | None = None) -> dict[str, TableInfo]:
-        """The tables (and columns) this agent lets the warehouse read; `within` (the schemas a
-        site query names): only the default schema's and these, which is all a query's check
-        needs, where without --allow the agent would describe every schema at each request."""
-        schemas = list(within) if within is not None and self.schemas is None else self.schemas
+    def exposed(self) -> dict[str, TableInfo]:
+        """The tables (and columns) this agent lets the warehouse read."""
         tables = {}
-        for table in self.adapter.describe(schemas):
+        for table in self.adapter.describe(self.schemas):
             allowed, cols = allowed_rule(self.allow, table.name, table.schema) if self.allow else (True, None)
             if not allowed:
                 continue
@@ -78,21 +70,6 @@ class AgentState:
     def site_query(self, site: SiteSpec) -> ValidatedQuery:
         """The warehouse's site query, checked against what this agent exposes less what the view
         blocks, its columns carrying the policies the agent applies as it reads (policies.py)."""
-        exposed = policies.without_blocked(self.exposed(schemas_named(site.sql, self.adapter.dialect)), site.blocked)
+        exposed = policies.without_blocked(self.exposed(), site.blocked)
         query = validate_site_query(site.sql, site.key, exposed, self.adapter.dialect, self.adapter.key_order)
         return policies.with_policies(read_as_asked(self.adapter, query, site), site, self.hash_key)
-
-
-def schemas_named(sql: str, dialect: str) -> list[str]:
-    """The schemas (databases) a site query names tables of, as `schema.table`.
-
-    >>> schemas_named('SELECT "o"."id" FROM "erp"."orders" AS "o" JOIN "t" ON TRUE', "postgres")
-    ['erp']
-    >>> schemas_named("not sql at all (", "postgres")  # the query's own check says what is wrong
-    []
-    """
-    try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-    except sqlglot.errors.SqlglotError:
-        return []
-    return sorted({t.db for t in tree.find_all(exp.Table) if t.db})
