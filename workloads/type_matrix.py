@@ -48,7 +48,7 @@ class Row:
     edges: tuple[Edge, ...]
     #: Statements run once before the table is created (extensions, CREATE TYPE ...).
     setup: tuple[str, ...] = ()
-    #: The extension the row needs; where the server lacks it the test skips the row.
+    #: The extension the row needs (the test installs PostGIS when missing; the others ship with PostgreSQL).
     extension: str | None = None
     refused: str | None = None
     note: str = ""

@@ -66,7 +66,6 @@ class Table:
 class EngineRun:
     delivered: Table
     refused: dict[str, dict]  # family -> the failed sync
-    missing: set[str]  # extensions the server lacks
 
 
 def _value(row: Row, k: int, turn: int) -> Any:
@@ -99,13 +98,6 @@ class Source:
         cursor = self.conn.cursor()
         cursor.execute(statement)
         cursor.close()
-
-    def missing_extensions(self, rows: tuple[Row, ...]) -> set[str]:
-        wanted = {row.extension for row in rows if row.extension}
-        if self.engine != "postgres" or not wanted:
-            return set()
-        available = {name for (name,) in self.conn.execute("SELECT name FROM pg_available_extensions")}
-        return wanted - available
 
     def create(self, table: str, rows: tuple[Row, ...], size: int) -> None:
         columns = ", ".join(f"{row.column} {row.declared}" for row in rows)
@@ -233,13 +225,11 @@ def engines(request, warehouse, logs_dir, tmp_path_factory):
         rows = tuple(row for row in ROWS if row.engine == engine)
         if engine == "postgres":  # the geometry row is tested wherever PostgreSQL is
             ensure_postgis()
-        missing = source.missing_extensions(rows)
-        usable = tuple(row for row in rows if row.extension not in missing)
-        for statement in dict.fromkeys(s for row in usable for s in row.setup):
+        for statement in dict.fromkeys(s for row in rows for s in row.setup):
             source.run(statement)
-        delivered = tuple(row for row in usable if not row.refused)
-        refused = tuple(row for row in usable if row.refused)
-        result = EngineRun(Table(delivered, _size(delivered)), {}, missing)
+        delivered = tuple(row for row in rows if not row.refused)
+        refused = tuple(row for row in rows if row.refused)
+        result = EngineRun(Table(delivered, _size(delivered)), {})
         for row in refused:
             source.create(f"refused_{row.family}", (row,), len(row.edges))
         agent = start_agent(source.reader_url, logs_dir)
@@ -300,8 +290,6 @@ def _check_refused(row: Row, sync: dict) -> None:
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in ROWS])
 def test_type_matrix(row: Row, engines):
     run = engines(row.engine)
-    if row.extension in run.missing:
-        pytest.skip(f"the PostgreSQL server has no {row.extension} extension")
     if row.refused:
         _check_refused(row, run.refused[row.family])
     else:
