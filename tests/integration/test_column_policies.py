@@ -1,13 +1,15 @@
-"""Column policies applied by the agent inside the read, on SQLite and PostgreSQL, real processes.
+"""Column policies applied by the agent inside the read, on SQLite, PostgreSQL and MariaDB, real processes.
 
 A table view of `people` hashes `ssn`, masks `card`, blocks `secret` and keeps only adults
 (a row filter); its agent hashes `name` by its own --hash (the view asks to mask it: the
 agent's policy wins) and blocks `note` by --block. Synced over rounds of random changes, the
 view is exact and minimal against an oracle that applies the same policies here (HMAC-SHA-256
-under the same key). The agent's answer to the view's own site request carries no raw value
-of a hashed or masked column, while the same request without policies does (so the check
-can fail); PostgreSQL's statement log shows that neither blocked column was ever read.
-Caller mistakes are 422s; an agent without a hash key fails the sync with hash_key_missing.
+under the same key). The service reaches the agent through a wiretap: every exchange of
+those syncs, decoded as the two ends decode it, carries no raw value of a hashed or masked
+column, while a view of the same table without policies, through the same tap, does (so the
+check can fail). PostgreSQL's statement log and MariaDB's general log show that neither
+blocked column was ever read. Caller mistakes are 422s; an agent without a hash key fails
+the sync with hash_key_missing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import random
+import re
 import sqlite3
 from urllib.parse import urlparse
 
@@ -24,9 +27,13 @@ import pytest
 
 from protocol import frames
 from protocol.models import ExtractControl, SiteSpec
-from tests.integration.test_security_postgres import agent_statements
+from tests.integration.test_security_mariadb import agent_statements as mariadb_statements
+from tests.integration.test_security_postgres import agent_statements as postgres_statements
 from tests.support.oracle import check_sync, keyed
+from tests.support.sources import SourceDatabase
+from tests.support.wiretap import Wiretap, carried_strings
 from workloads.harness import start_agent
+from workloads.mariadb import connect as mariadb_connect
 
 pytestmark = pytest.mark.integration
 
@@ -116,33 +123,48 @@ class People:
         return {v for row in self.rows() for v in row[1:4] if isinstance(v, str) and len(v) > 4}
 
 
-def agent_answer(url: str, site: SiteSpec) -> list[dict]:
-    """Every row of the site query as the agent answers a full extraction of it, decoded."""
-    body = frames.json_frame(frames.CONTROL, ExtractControl(site=site, seed=7).model_dump())
-    r = httpx.post(f"{url}/v1/extract", content=body, headers={"Content-Type": frames.MEDIA_TYPE}, timeout=60)
-    assert r.status_code == 200, r.text
-    got = list(frames.read_frames([r.content]))
-    assert got[-1].kind == frames.SUMMARY, got[-1].json()
-    return [row for f in got if f.kind == frames.UNGROUPED_ROWS for row in f.batch().to_pylist()]
-
-
-@pytest.mark.engines("sqlite", "postgres")
-def test_policies_hold_over_rounds(api, logs_dir, source, request):
+def connector(source: SourceDatabase):
+    """The legacy application's connection maker and placeholder on the source's engine."""
     if source.engine == "sqlite":
-        people = People(lambda: sqlite3.connect(source.owner_url), "?", seed=48)
-    else:
-        people = People(lambda: psycopg.connect(source.owner_url), "%s", seed=49)
+        return (lambda: sqlite3.connect(source.owner_url)), "?"
+    if source.engine == "postgres":
+        return (lambda: psycopg.connect(source.owner_url)), "%s"
+    return (lambda: mariadb_connect(source.owner_url)), "%s"
+
+
+def agent_login(source: SourceDatabase, request) -> str:
+    """The agent's login: on MariaDB one of its own that reads this database only, so that
+    the agent exposes its tables alone and the general log tells its statements apart."""
+    if source.engine == "mariadb":
+        return request.getfixturevalue("mariadb_server").sole_reader(urlparse(source.owner_url).path.lstrip("/"))
+    return source.reader_url
+
+
+def statements_run(source: SourceDatabase, login: str, request) -> list[str] | None:
+    """What the agent's login ran, from the database's own statement log (SQLite keeps none)."""
+    if source.engine == "postgres":
+        database = urlparse(source.owner_url).path.lstrip("/")
+        return postgres_statements(request.getfixturevalue("postgres_server").logfile, "reader", database)
+    if source.engine == "mariadb":
+        return mariadb_statements(request.getfixturevalue("mariadb_server").general_log, urlparse(login).username)
+    return None
+
+
+@pytest.mark.engines("sqlite", "postgres", "mariadb")
+def test_policies_hold_over_rounds_and_on_the_wire(api, logs_dir, source, request):
+    connect, ph = connector(source)
+    people = People(connect, ph, seed={"sqlite": 48, "postgres": 49, "mariadb": 50}[source.engine])
+    if source.engine == "postgres":
         with psycopg.connect(source.owner_url, autocommit=True) as c:
             c.execute("GRANT SELECT ON people TO reader")
+    login = agent_login(source, request)
     name = f"pol_{source.engine}"
     agent = start_agent(
-        source.reader_url,
-        logs_dir,
-        extra=["--hash", "people.name", "--block", "people.note"],
-        env={"AGENT_HASH_KEY": HASH_KEY},
+        login, logs_dir, extra=["--hash", "people.name", "--block", "people.note"], env={"AGENT_HASH_KEY": HASH_KEY}
     )
+    tap = Wiretap("127.0.0.1", agent.port)
     try:
-        api.add_source(name, agent.url)
+        api.add_source(name, tap.url)
         exposed = {c["name"]: c for c in api.http.get(f"/v1/sources/{name}/tables").json()["tables"][0]["columns"]}
         assert "note" not in exposed and exposed["name"]["type"] == "text" and exposed["name"]["policy"] == "hash"
 
@@ -153,41 +175,53 @@ def test_policies_hold_over_rounds(api, logs_dir, source, request):
         made = r.json()
         assert made["columns"] == VIEW_COLUMNS and made["key"] == ["id"]
         assert made["policies"] == {"columns": COLUMNS, "row_filter": ROW_FILTER}
-        assert '"age" >= 18' in made["sites"][0]["sql"] and "secret" not in made["sites"][0]["sql"]
+        q = "`" if source.engine == "mariadb" else '"'  # how the site query quotes names
+        assert f"{q}age{q} >= 18" in made["sites"][0]["sql"] and "secret" not in made["sites"][0]["sql"]
 
         before: dict = {}
+        raw: set[str] = set()  # every value of a hashed or masked column the source ever held
         for _ in range(ROUNDS):
             truth = people.truth()
+            raw |= people.raw_values()
             check_sync(api, view, ["id"], before, truth, api.sync(view))
             before = truth
             people.change()
 
-        # what crosses the link: the view's own site request, and the same without its policies
-        site = made["sites"][0]
-        spec = SiteSpec.model_validate({"sql": site["sql"], "key": site["key"], "columns": site["columns"]})
-        raw = people.raw_values()
-        policed = agent_answer(agent.url, spec.model_copy(update={"policies": {"ssn": "hash", "card": "mask"}}))
-        carried = {v for row in policed for v in row.values() if isinstance(v, str)}
-        assert policed and not raw & carried, sorted(raw & carried)[:3]
-        assert all(len(row["ssn"]) == 64 for row in policed)
-        unpoliced = agent_answer(agent.url, spec)  # ssn and card are text at the source too
-        assert raw & {v for row in unpoliced for v in row.values() if isinstance(v, str)}  # ssn and card, raw
-        assert all(len(row["name"]) == 64 for row in unpoliced if row["name"] is not None)  # --hash holds anyway
+        statements = statements_run(source, login, request)
+        if statements is not None:  # the database's own log: neither blocked column was ever read
+            assert any(re.search(r"\bssn\b", s) for s in statements), statements[:5]
+            assert not [s for s in statements if re.search(r"\b(secret|note)\b", s)]
+
+        # what crossed the link during those syncs, both ways, decoded as the two ends decode it
+        policed = tap.exchanges()
+        assert any(e.target == "/v1/extract" for e in policed), [e.target for e in policed]
+        carried = carried_strings(policed)
+        assert not raw & carried, sorted(raw & carried)[:3]
+        assert {hmac_hex(v) for v in raw} & carried  # the hashes did cross: the tap saw the rows
+        # the same table in a view without policies, through the same tap: ssn and card cross
+        # raw (so the check above can fail), while the agent's own --hash holds on name
+        since = len(tap.connections)
+        r = api.http.post("/v1/views", json={"name": f"{name}_open", "table": f"{name}.people"})
+        assert r.status_code == 201, r.text
+        assert api.sync(f"{name}_open")["status"] == "succeeded"
+        opened = carried_strings(tap.exchanges(since))
+        names = {row[1] for row in people.rows() if row[1]}
+        assert raw & opened and not names & opened, sorted(names & opened)[:3]
+        asked, answered = tap.bytes_each_way()
+        assert answered > asked > 0
 
         # the agent refuses a request that reads a column its view blocks
+        site = made["sites"][0]
+        spec = SiteSpec.model_validate({"sql": site["sql"], "key": site["key"], "columns": site["columns"]})
         blocked = spec.model_copy(
-            update={"sql": site["sql"].replace('"age"', '"secret"', 1), "blocked": ["people.secret"]}
+            update={"sql": site["sql"].replace(f"{q}age{q}", f"{q}secret{q}", 1), "blocked": ["people.secret"]}
         )
         body_bytes = frames.json_frame(frames.CONTROL, ExtractControl(site=blocked, seed=7).model_dump())
         r = httpx.post(f"{agent.url}/v1/extract", content=body_bytes, headers={"Content-Type": frames.MEDIA_TYPE})
         assert r.status_code == 403, r.text
 
-        if source.engine == "postgres":
-            logfile = request.getfixturevalue("postgres_server").logfile
-            statements = agent_statements(logfile, "reader", urlparse(source.reader_url).path.lstrip("/"))
-            assert any('"ssn"' in s for s in statements), statements[:5]
-            assert not [s for s in statements if '"secret"' in s or '"note"' in s]
     finally:
+        tap.close()
         agent.stop()
 
 
