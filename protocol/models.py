@@ -299,23 +299,18 @@ class SchemaChangeOut(BaseModel):
     new: str | None
 
 
-#: ErrorOut.code of a read the database refused (the agent's SourceRefused, the warehouse's SourceError).
-SOURCE_ERROR = "source_error"
-#: The error code of an agent asked to hash a column without AGENT_HASH_KEY (ErrorOut.code).
-HASH_KEY_MISSING = "hash_key_missing"
-
-
 class ErrorOut(BaseModel):
     """The body of every error answer: what went wrong and what to fix.
 
-    Agents before `code` existed answer `detail` alone; a warehouse reads the others when given.
+    `code` says what kind of error it is; the warehouse acts on it, never on `detail`'s words.
     """
 
     detail: str
     code: str | None = Field(
         default=None,
-        description="what kind of error, for programs: schema_changed (409; `changes` lists them); source_error (the "
-        "database refused the read: `table`, `column` and `source_message` say where and what)",
+        description="what kind of error, for programs (protocol/error_codes.py; every error answer carries one): "
+        "schema_changed (409; `changes` lists them); source_error (the database refused the read: `table`, "
+        "`column` and `source_message` say where and what); unknown_site, busy, forbidden, unsupported_query, ...",
     )
     changes: list[SchemaChangeOut] | None = Field(
         default=None, description="schema_changed: the site query's columns whose type changed or that are gone"

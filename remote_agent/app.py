@@ -5,8 +5,11 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from protocol import error_codes
 from remote_agent import readahead
 from remote_agent.deps import TooLarge, Unauthorized
 from remote_agent.errors import AgentError, Busy
@@ -40,12 +43,22 @@ def create_app(settings: AgentSettings) -> FastAPI:
     @app.exception_handler(Unauthorized)
     async def _unauthorized(request: Request, exc: Unauthorized):
         return JSONResponse(
-            {"detail": "missing or wrong bearer token"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+            {"detail": "missing or wrong bearer token", "code": error_codes.UNAUTHORIZED},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
         )
 
     @app.exception_handler(TooLarge)
     async def _too_large(request: Request, exc: TooLarge):
-        return JSONResponse({"detail": f"request body exceeds {exc.limit} bytes"}, status_code=413)
+        return JSONResponse(
+            {"detail": f"request body exceeds {exc.limit} bytes", "code": error_codes.BODY_TOO_LARGE}, status_code=413
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        return JSONResponse(
+            {"detail": jsonable_encoder(exc.errors()), "code": error_codes.INVALID_REQUEST}, status_code=422
+        )
 
     for module in (health, schema, extraction):
         app.include_router(module.router)

@@ -19,7 +19,7 @@ from protocol import column_types
 from protocol.models import BadValue, ColumnSampleOut, ColumnSampleRequest, SiteSpec
 from protocol.types import LogicalType
 from remote_agent.adapters.base import Adapter, TableInfo
-from remote_agent.errors import BadRequest, Forbidden, SourceDataError, UnsupportedQuery
+from remote_agent.errors import BadRequest, Forbidden, SchemaChanged, SourceDataError, UnsupportedQuery, changed_column
 from remote_agent.sitequery import ValidatedQuery, validate_site_query
 
 
@@ -55,7 +55,7 @@ def read_as_asked(adapter: Adapter, query: ValidatedQuery, site: SiteSpec) -> Va
     Raises:
         BadRequest: `read_from` names no output column, or a key column (400).
         UnsupportedQuery: a pair protocol/column_types.py does not allow, or an agent on dump files (422).
-        SourceDataError: the source no longer declares the column as the request says (409).
+        SchemaChanged: the source no longer declares the column as the request says (409, code schema_changed).
     """
     if not site.read_from:
         return query
@@ -73,10 +73,11 @@ def read_as_asked(adapter: Adapter, query: ValidatedQuery, site: SiteSpec) -> Va
         wanted = _logical(asked[name], f"the type of {name!r}")
         _pair(declared, wanted)
         if columns[i].type != declared:
-            raise SourceDataError(
+            raise SchemaChanged(
                 f"the source schema of {query.where()} changed since the view was registered: column {name!r} "
                 f"({query.origins[i]}) is {columns[i].type} at the source, but the view reads it from {declared}. "
-                "Redefine the view (PUT its definition again) to match the new schema"
+                "Redefine the view to match the new schema",
+                [changed_column(query.origins[i], name, str(declared), str(columns[i].type))],
             )
         columns[i] = replace(columns[i], type=wanted, read_from=declared)
     return replace(query, columns=columns)

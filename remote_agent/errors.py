@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.models import SOURCE_ERROR
+from protocol import error_codes
 
 
 class AgentError(Exception):
@@ -10,8 +10,8 @@ class AgentError(Exception):
 
     status = 400
     transient = False
-    #: What kind of error, for programs (ErrorOut.code); None: told by its status alone.
-    code: str | None = None
+    #: What kind of error, for programs (ErrorOut.code): one of protocol/error_codes.py.
+    code: str = error_codes.BAD_REQUEST
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -19,7 +19,7 @@ class AgentError(Exception):
 
     def fields(self) -> dict:
         """What the error answer holds besides `detail`: its code and what goes with it."""
-        return {"code": self.code} if self.code else {}
+        return {"code": self.code}
 
 
 class BadRequest(AgentError):
@@ -32,18 +32,21 @@ class Forbidden(AgentError):
     """The site query touches a table or column this agent does not expose."""
 
     status = 403
+    code = error_codes.FORBIDDEN
 
 
 class UnsupportedQuery(AgentError):
     """The site query is not a plain SELECT-project-join the agent will run."""
 
     status = 422
+    code = error_codes.UNSUPPORTED_QUERY
 
 
 class SourceDataError(AgentError):
     """The source's data breaks an assumption (duplicate or NULL key, unreadable value)."""
 
     status = 409
+    code = error_codes.SOURCE_DATA
 
 
 class SchemaChanged(SourceDataError):
@@ -53,7 +56,7 @@ class SchemaChanged(SourceDataError):
     the warehouse reads them to tell or to take the change (protocol.models.SchemaChangeOut).
     """
 
-    code = "schema_changed"
+    code = error_codes.SCHEMA_CHANGED
 
     def __init__(self, message: str, changes: list[dict]):
         super().__init__(message)
@@ -73,7 +76,7 @@ class SourceRefused(AgentError):
     """
 
     status = 424
-    code = SOURCE_ERROR
+    code = error_codes.SOURCE_ERROR
 
     def __init__(
         self, source_message: str, *, engine: str = "the database", table: str | None = None, column: str | None = None
@@ -120,12 +123,14 @@ class SourceDenied(SourceRefused, Forbidden):
     """The database refused the read for want of a privilege (a table or column the role may not SELECT)."""
 
     status = 403
+    code = error_codes.SOURCE_ERROR
 
 
 class SourceValueRefused(SourceRefused, SourceDataError):
     """The database could not give a value of the read (a cast or an output that fails on the data)."""
 
     status = 409
+    code = error_codes.SOURCE_ERROR
 
 
 class SourceUnavailable(AgentError):
@@ -133,6 +138,7 @@ class SourceUnavailable(AgentError):
 
     status = 503
     transient = True
+    code = error_codes.SOURCE_UNAVAILABLE
 
 
 class ReaderLost(AgentError):
@@ -140,6 +146,7 @@ class ReaderLost(AgentError):
 
     status = 503
     transient = True
+    code = error_codes.READER_LOST
 
 
 class UnknownSite(AgentError):
@@ -147,13 +154,14 @@ class UnknownSite(AgentError):
     the warehouse sends it again in full."""
 
     status = 409
-    code = "unknown_site"
+    code = error_codes.UNKNOWN_SITE
 
 
 class Gone(AgentError):
     """A sketch session the agent no longer holds (expired, dropped, or the agent restarted)."""
 
     status = 410
+    code = error_codes.SESSION_GONE
 
 
 class Busy(AgentError):
@@ -161,6 +169,19 @@ class Busy(AgentError):
 
     status = 429
     transient = True
+    code = error_codes.BUSY
+
+
+def changed_column(origin: str | None, name: str, old: str, new: str | None) -> dict:
+    """One changed column as SchemaChanged lists it; `origin` is "table.column" (None: unknown).
+
+    >>> changed_column("orders.amount", "amount", "decimal(14,2)", "decimal(16,4)")
+    {'table': 'orders', 'column': 'amount', 'old': 'decimal(14,2)', 'new': 'decimal(16,4)'}
+    >>> changed_column(None, "who", "text", None)["table"] is None
+    True
+    """
+    table, _, column = origin.rpartition(".") if origin else ("", "", name)
+    return {"table": table or None, "column": column, "old": old, "new": new}
 
 
 #: Characters of one value quoted in an error message's example row.

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from protocol.models import HASH_KEY_MISSING, SiteSpec
+from protocol.error_codes import HASH_KEY_MISSING
+from protocol.models import SiteSpec
 from protocol.schema import ColumnInfo, TableInfo
 from protocol.types import LogicalType
 from remote_agent.errors import UnsupportedQuery

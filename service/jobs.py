@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from service import eta
+from service import eta, remedies
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
 from service.errors import Conflict
@@ -31,7 +31,6 @@ from service.secrets import source_token
 from service.settings import ServiceSettings
 from service.slots import Waiting, startable
 from service.source_health import SourceHealth, failed_agent
-from warehouse import cancellation
 from warehouse.cancellation import Cancellation
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
@@ -214,7 +213,7 @@ class SyncRunner:
                     sync_id,
                     status="failed",
                     finished_at=now(),
-                    error=cancellation.MESSAGE.format(view=view, id=sync_id),
+                    error=remedies.CANCELLED.format(view=view, id=sync_id),
                     error_code="cancelled",
                 )
                 self.metrics.cancelled(view)
@@ -343,10 +342,10 @@ class SyncRunner:
                 log.info("sync %s of view %s: interrupted by the service's stop", sync_id, view)
                 return INTERRUPTED, "interrupted"
             log.info("sync %s of view %s: cancelled (%s)", sync_id, view, type(exc).__name__)
-            return cancellation.MESSAGE.format(view=view, id=sync_id), "cancelled"
+            return remedies.CANCELLED.format(view=view, id=sync_id), "cancelled"
         lost = self._engine_lost(generation)
         if isinstance(exc, WarehouseError):
-            error = ENGINE_LOST if lost else exc.message
+            error = ENGINE_LOST if lost else remedies.worded(exc, view)
             log.warning("sync %s of view %s failed: %s", sync_id, view, error)
             return error, "engine_lost" if lost else exc.code
         log.error("sync %s of view %s failed:\n%s", sync_id, view, traceback.format_exc())

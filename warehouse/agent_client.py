@@ -17,7 +17,8 @@ import httpx
 from pydantic import ValidationError
 
 from protocol import frames
-from protocol.models import SOURCE_ERROR, ColumnSampleOut, ColumnSampleRequest
+from protocol.error_codes import SOURCE_ERROR
+from protocol.models import ColumnSampleOut, ColumnSampleRequest
 from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref

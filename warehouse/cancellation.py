@@ -16,8 +16,6 @@ from warehouse.errors import Cancelled
 
 log = logging.getLogger("warehouse.cancellation")
 
-MESSAGE = "cancelled (DELETE /v1/views/{view}/syncs/{id}); the view is unchanged"
-
 
 class Cancellation:
     """One sync's stop request; thread-safe.

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from protocol.models import HASH_KEY_MISSING, SOURCE_ERROR
+from enum import StrEnum
+
+from protocol.error_codes import HASH_KEY_MISSING, SOURCE_ERROR
+
+
+class Remedy(StrEnum):
+    """A way out of a failure that goes through the service's API. The warehouse names it and
+    says it in words; the service adds how, in its own terms (service/remedies.py)."""
+
+    #: Change the view's definition to fit the source as it is now.
+    REDEFINE = "redefine"
+    #: Let the view take lossless widenings of its columns' types.
+    EVOLVE = "evolve"
 
 
 class WarehouseError(Exception):
@@ -11,6 +23,8 @@ class WarehouseError(Exception):
     transient = False
     #: What kind of failure, for programs (the sync record's error_code); None: not told apart.
     code: str | None = None
+    #: The ways out the service adds to the message, in its own terms.
+    remedies: tuple[Remedy, ...] = ()
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -110,7 +124,7 @@ class SchemaUnavailable(WarehouseError):
 
 
 class Cancelled(WarehouseError):
-    """The sync was cancelled (DELETE /v1/views/{name}/syncs/{id}) before it committed."""
+    """The sync was cancelled (the service was asked to stop it) before it committed."""
 
     code = "cancelled"
 

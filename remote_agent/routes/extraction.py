@@ -15,7 +15,7 @@ import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from protocol import frames, iblt_arrow, iblt_bytes
+from protocol import error_codes, frames, iblt_arrow, iblt_bytes
 from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.wire import HASH, UID, key_values
@@ -277,7 +277,13 @@ def _stream(
         except Exception as exc:  # the status line is gone: report in-band
             log.exception("extraction failed")
             yield frames.json_frame(
-                frames.ERROR, {"detail": f"agent error: {type(exc).__name__}: {exc}", "status": 500, "transient": False}
+                frames.ERROR,
+                {
+                    "detail": f"agent error: {type(exc).__name__}: {exc}",
+                    "status": 500,
+                    "transient": False,
+                    "code": error_codes.INTERNAL,
+                },
             )
         finally:
             state.slots.release()

@@ -7,7 +7,7 @@ import pyarrow as pa
 from protocol.models import SiteColumn
 from protocol.types import Column
 from protocol.wire import HASH
-from remote_agent.errors import BadRequest, SchemaChanged, SourceDataError, example_row
+from remote_agent.errors import BadRequest, SchemaChanged, SourceDataError, changed_column, example_row
 from remote_agent.sitequery import ValidatedQuery
 
 
@@ -34,33 +34,21 @@ def check_columns(query: ValidatedQuery, expected: list[SiteColumn]) -> None:
         name = w["name"]
         if name not in have:
             problems.append(f"column {name!r} is gone")
-            changes.append(_change(None, name, w["type"], None))
+            changes.append(changed_column(None, name, w["type"], None))
         elif have[name] != w["type"]:
             origin = origins.get(name, name)
             problems.append(
                 f"column {name!r} ({origin}) is {have[name]} at the source but was {w['type']} when the view was registered"
             )
-            changes.append(_change(origin, name, w["type"], have[name]))
+            changes.append(changed_column(origin, name, w["type"], have[name]))
     problems += [f"column {g['name']!r} is new" for g in got if g["name"] not in {w["name"] for w in want}]
     if not problems:
         problems.append(f"the columns are now {[g['name'] for g in got]} instead of {[w['name'] for w in want]}")
     raise SchemaChanged(
         f"the source schema of {query.where()} changed since the view was registered: {'; '.join(problems)}. "
-        "Restore the column at the source, or redefine the view to match the new schema (PUT its definition again)",
+        "Restore the column at the source, or redefine the view to match the new schema",
         changes,
     )
-
-
-def _change(origin: str | None, name: str, old: str, new: str | None) -> dict:
-    """One changed column as SchemaChanged lists it; `origin` is "table.column" (None: unknown).
-
-    >>> _change("orders.amount", "amount", "decimal(14,2)", "decimal(16,4)")
-    {'table': 'orders', 'column': 'amount', 'old': 'decimal(14,2)', 'new': 'decimal(16,4)'}
-    >>> _change(None, "who", "text", None)["table"] is None
-    True
-    """
-    table, _, column = origin.rpartition(".") if origin else ("", "", name)
-    return {"table": table or None, "column": column, "old": old, "new": new}
 
 
 def duplicate_key(k, query: ValidatedQuery, batch: pa.RecordBatch, keys: list) -> SourceDataError:

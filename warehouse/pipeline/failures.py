@@ -7,45 +7,55 @@ many attempts a transient failure was given.
 
 from __future__ import annotations
 
-from warehouse.errors import AgentRejected, SourceError, WarehouseError
-
-#: Agent refusals of a site query it accepted at registration: a table or column is gone
-#: or no longer exposed (403), or no longer fits the site-query grammar (422).
-SCHEMA_DRIFT_STATUSES = (403, 422)
-#: How the agent ends a schema change's message (remote_agent/strategies/checks.py).
-REDEFINE_AT_AGENT = "(PUT its definition again)"
+from protocol.error_codes import SCHEMA_CHANGED, SCHEMA_DRIFT
+from warehouse.errors import AgentRejected, Remedy, SourceError, WarehouseError
 
 
-def told(exc: WarehouseError, source: str, view: str, attempts: int, retries: int) -> str:
-    """The message of `exc`, the last failure of `source`'s extraction for `view` after `attempts`.
+def drifted(exc: WarehouseError) -> bool:
+    """Whether the agent refuses a site query it accepted when the view was registered, for a
+    reason that says the source's schema (or the agent's --allow list) changed since: told
+    by the agent's code, never by its words.
 
-    >>> told(AgentRejected("column 'x' is gone; redefine the view (PUT its definition again)"), "crm", "v", 1, 3)
-    "column 'x' is gone; redefine the view (PUT /v1/views/v)"
-    >>> told(AgentRejected("no table 'orders'", 422), "crm", "v", 1, 3).endswith("redefine the view (PUT /v1/views/v)")
+    >>> drifted(AgentRejected("...", 409, "schema_changed")), drifted(AgentRejected("...", 403, "forbidden"))
+    (True, True)
+    >>> drifted(AgentRejected("...", 422, "hash_key_missing")), drifted(AgentRejected("...", 409, "source_data"))
+    (False, False)
+    """
+    return isinstance(exc, AgentRejected) and exc.agent_code in SCHEMA_DRIFT
+
+
+def told(exc: WarehouseError, source: str, attempts: int, retries: int) -> str:
+    """The message of `exc`, the last failure of `source`'s extraction after `attempts`; sets
+    the remedies the service adds to it.
+
+    >>> e = AgentRejected("column 'x' is gone; redefine the view to match the new schema", 409, "schema_changed")
+    >>> told(e, "crm", 1, 3), e.remedies
+    ("column 'x' is gone; redefine the view to match the new schema", (<Remedy.REDEFINE: 'redefine'>,))
+    >>> told(AgentRejected("no table 'orders'", 422, "unsupported_query"), "crm", 1, 3).endswith("or redefine the view")
     True
-    >>> told(SourceError("PostgreSQL refused the read of table 't': permission denied"), "crm", "v", 1, 3)[:60]
+    >>> told(SourceError("PostgreSQL refused the read of table 't': permission denied"), "crm", 1, 3)[:60]
     "source 'crm': PostgreSQL refused the read of table 't': perm"
     """
     message = exc.message
     if isinstance(exc, SourceError):
-        message = f"source {source!r}: {message}. {source_way_out(view)}"
-    elif isinstance(exc, AgentRejected) and exc.status in SCHEMA_DRIFT_STATUSES:
+        message = f"source {source!r}: {message}. {SOURCE_WAY_OUT}"
+        exc.remedies = (Remedy.REDEFINE,)
+    elif isinstance(exc, AgentRejected) and exc.agent_code == SCHEMA_CHANGED:
+        exc.remedies = (Remedy.REDEFINE,)
+    elif drifted(exc):
         message = (
             f"source {source!r}: {message}. The agent accepted this site query when the view was registered: "
-            f"the source schema (or the agent's --allow list) changed since; restore it, or redefine the view "
-            f"(PUT /v1/views/{view})"
+            f"the source schema (or the agent's --allow list) changed since; restore it, or redefine the view"
         )
-    elif isinstance(exc, AgentRejected) and message.endswith(REDEFINE_AT_AGENT):
-        message = message.removesuffix(REDEFINE_AT_AGENT) + f"(PUT /v1/views/{view})"
+        exc.remedies = (Remedy.REDEFINE,)
     if exc.transient:
         message = f"{message} (gave up after {attempts} attempt(s); SERVICE_AGENT_RETRIES={retries})"
     return message
 
 
-def source_way_out(view: str) -> str:
-    """What to do when the source's database refuses a read of `view` (a retry meets the same refusal)."""
-    return (
-        "The database refuses this read, so the sync was not retried: leave the column out of the view (its SQL, "
-        f'PUT /v1/views/{view}; "exclude_columns" on a table view or a mirror), read it as another type '
-        '("column_types"), or have the source grant the agent\'s role what it lacks'
-    )
+#: What to do when the source's database refuses a read (a retry meets the same refusal).
+SOURCE_WAY_OUT = (
+    "The database refuses this read, so the sync was not retried: leave the column out of the view (its SQL, "
+    'or "exclude_columns" on a table view or a mirror), read it as another type ("column_types"), or have the '
+    "source grant the agent's role what it lacks"
+)

@@ -22,11 +22,11 @@ import pyarrow as pa
 from protocol.schema import SourceSchema
 from protocol.types import LogicalType
 from warehouse.agent_client import ByteCounter
-from warehouse.errors import AgentRejected, SchemaChanged, TableChanged, WarehouseError
+from warehouse.errors import AgentRejected, Remedy, SchemaChanged, TableChanged, WarehouseError
 from warehouse.metrics import SyncMetrics
 from warehouse.multisets import combinations
 from warehouse.pipeline import table_follow
-from warehouse.pipeline.failures import SCHEMA_DRIFT_STATUSES
+from warehouse.pipeline.failures import drifted
 from warehouse.pipeline.source_schemas import fetch_schemas
 from warehouse.pipeline.sync import SyncRun
 from warehouse.store.versions import Version
@@ -37,25 +37,22 @@ from warehouse.viewdef import column_types as read_types
 from warehouse.viewdef.policies import Policies, bind_policed
 from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes, widens
 
-#: How an agent that predates error codes words a schema change (remote_agent/strategies/checks.py).
-AGENT_SCHEMA_PROSE = "changed since the view was registered"
 #: The action a sync record lists for a change that failed the sync.
 REFUSED = "refused"
 
 
 def met_schema_change(exc: WarehouseError) -> bool:
-    """Whether a site's failure is its agent saying the source schema no longer fits the site query.
+    """Whether a site's failure is its agent saying the source schema no longer fits the site
+    query: told by the agent's error code (protocol/error_codes.py).
 
     >>> met_schema_change(AgentRejected("agent answered 409: ...", 409, "schema_changed"))
     True
-    >>> met_schema_change(AgentRejected("no table 'orders'", 422)), met_schema_change(AgentRejected("duplicate key", 409))
-    (True, False)
+    >>> met_schema_change(AgentRejected("no table 'orders'", 422, "unsupported_query"))
+    True
+    >>> met_schema_change(AgentRejected("duplicate key", 409, "source_data"))
+    False
     """
-    if not isinstance(exc, AgentRejected):
-        return False
-    if exc.agent_code == SchemaChanged.code or exc.status in SCHEMA_DRIFT_STATUSES:
-        return True
-    return exc.status == 409 and AGENT_SCHEMA_PROSE in exc.message
+    return drifted(exc)
 
 
 #: Stores a table view's new definition (SQL, definition) from inside its sync, which then
@@ -199,18 +196,20 @@ class PolicedSync:
         run.metrics.schema_changes = records or None
         listed = "; ".join(_told(r) for r in records)
         what = f"{listed}. The sync does not take it: {reason}" if listed else reason
-        outs = [
-            "restore the column at the source (then sync again)",
-            f"or redefine the view to match the new schema (PUT /v1/views/{view})",
-        ]
+        outs = ["restore the column at the source (then sync again)", "or redefine the view to match the new schema"]
+        remedies = [Remedy.REDEFINE]
         if self.policy != "evolve" and records and widening:
             outs.append(
-                f'or, every change being a lossless widening, let the view take it: PATCH /v1/views/{view} with {{"on_schema_change": "evolve"}}, then sync again'
+                'or, every change being a lossless widening, let the view take it (on_schema_change "evolve"), '
+                "then sync again"
             )
-        return SchemaChanged(
+            remedies.append(Remedy.EVOLVE)
+        refused = SchemaChanged(
             f"the source schema changed under view {view!r}: {what}. The view keeps serving its last version. "
             f"Ways out: {'; '.join(outs)}"
         )
+        refused.remedies = tuple(remedies)
+        return refused
 
 
 def _count(run: SyncRun, counters: list[ByteCounter]) -> None:

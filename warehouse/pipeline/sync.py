@@ -241,7 +241,7 @@ class SyncRun:
                         )
                     )
                 if not exc.transient or attempt == self.options.agent_retries:
-                    exc.message = told(exc, site.source, self.view_name, attempt + 1, self.options.agent_retries)
+                    exc.message = told(exc, site.source, attempt + 1, self.options.agent_retries)
                     raise
                 self.metrics.retries += 1
                 pause = self.options.agent_retry_backoff_s * 2**attempt

@@ -75,7 +75,7 @@ def missing_table_message(source: str, schema: SourceSchema, table: str) -> str:
     hint = (
         f"the agent may not expose it: an agent started with --allow exposes only the tables it names, and a table "
         f"outside the connection's default schema (PostgreSQL schema, MySQL database) only when --allow names it as "
-        f"schema.table; restart the agent with --allow {table} (GET /v1/sources/{source}/tables lists what it exposes)"
+        f"schema.table; restart the agent with --allow {table} (the source's list of tables shows what it exposes)"
     )
     if schema.dialect == "sqlite":
         hint += "; a SQLite agent reads the tables of its one database file (attached databases are not read)"

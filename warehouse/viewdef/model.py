@@ -33,7 +33,7 @@ class UnknownSourceError(ViewDefinitionError):
 
     def __init__(self, source: str):
         super().__init__(
-            f"source {source!r} is not registered: register it with POST /v1/sources, then write its tables as {source}.table"
+            f"source {source!r} is not registered: register it as a source first, then write its tables as {source}.table"
         )
         self.source = source
 

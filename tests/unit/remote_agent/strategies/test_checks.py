@@ -32,8 +32,10 @@ def test_a_changed_column_type_is_named_with_its_table():
     assert (
         "table 'customers'" in message
         and "'who' (customers.name) is text at the source but was int" in message
-        and "PUT" in message
+        and "redefine the view" in message
     )
+    assert caught.value.code == "schema_changed"
+    assert caught.value.changes == [{"table": "customers", "column": "name", "old": "int", "new": "text"}]
 
 
 def test_a_vanished_or_new_column_is_named():

@@ -35,10 +35,11 @@ def test_the_definition_a_widening_sync_committed_is_adopted_once_and_only_over_
     assert adopted_definition(widened, old) is None  # an ordinary sync's version
 
 
-def test_a_schema_change_is_the_agents_code_a_refused_table_or_column_or_the_older_agents_words():
+def test_a_schema_change_is_told_by_the_agents_code_never_by_its_words():
     assert met_schema_change(AgentRejected("...", 409, "schema_changed", []))
-    assert met_schema_change(AgentRejected("not exposed", 403))
-    older = "agent answered 409: the source schema of table 't' changed since the view was registered: ..."
-    assert met_schema_change(AgentRejected(older, 409))
-    assert not met_schema_change(AgentRejected("key 3 occurs more than once", 409))
+    assert met_schema_change(AgentRejected("not exposed", 403, "forbidden"))
+    assert met_schema_change(AgentRejected("no column 'x'", 422, "unsupported_query"))
+    words = "agent answered 409: the source schema of table 't' changed since the view was registered: ..."
+    assert not met_schema_change(AgentRejected(words, 409, "source_data"))
+    assert not met_schema_change(AgentRejected("AGENT_HASH_KEY is not set", 422, "hash_key_missing"))
     assert not met_schema_change(AgentUnavailable("timed out"))

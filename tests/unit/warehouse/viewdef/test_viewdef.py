@@ -705,7 +705,7 @@ def test_view_json_without_assembly_loads():
 def test_unknown_source_among_several():
     with pytest.raises(UnknownSourceError) as info:
         analyze("SELECT e.id, x.id AS xid FROM crm.employees e JOIN nope.staff x ON x.id = e.id")
-    assert info.value.detail.startswith("source 'nope' is not registered: register it with POST /v1/sources")
+    assert info.value.detail.startswith("source 'nope' is not registered: register it as a source first")
 
 
 def test_left_join_across_sources_pads_in_the_warehouse():
