@@ -37,7 +37,8 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # ruff, configured in pyproject.toml: lint, and check that the code is formatted; mypy over
-# the product packages; no product module in an import circle or over 500 lines
+# the product packages; scripts/check_layout.py: no product module in an import circle, no two
+# test modules of one name, and a report of the longest modules and functions (not a limit)
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -1,10 +1,14 @@
-"""Check the product packages' layout: no module imports in a circle, none is over 500 lines;
-and no two test modules share a basename (pytest then refuses to collect the whole suite).
+"""Check the product packages' layout: no module imports in a circle, and no two test modules
+share a basename (pytest then refuses to collect the whole suite); report their sizes.
 
 An import counts wherever it stands (at the top, inside a function, under TYPE_CHECKING):
 each is a dependency a reader must hold in mind. `from package import module` depends on
 that module, not on the package's own `__init__`. Run by `make lint`; exits 1 and lists
 what it found otherwise.
+
+Size is reported, not enforced: the longest modules and the longest functions (found with
+`ast`) are printed on every run, so that a long file prompts a split by concern where there
+is one, and no split is made only to get under a number.
 
     python scripts/check_layout.py [--rooms]   # --rooms also prints the subpackage graph
 """
@@ -17,8 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("protocol", "remote_agent", "warehouse", "service", "deltasieve_cli")
-#: Longest module a reader should have to hold at once (STYLE.md: split when a file needs a table of contents).
-MAX_LINES = 500
+#: How many of the longest modules, and of the longest functions, the report lists.
+REPORTED = 10
 
 
 def module_name(path: Path) -> str:
@@ -133,19 +137,79 @@ def same_basenames(tests: Path) -> list[list[Path]]:
     return [group for _, group in sorted(groups.items()) if len(group) > 1]
 
 
+def function_lengths(module: str, source: str) -> dict[str, int]:
+    """The length in lines of every function in `source` (from its `def` to its last line,
+    decorators left out), named `module:qualified.name`; a method and a nested function are
+    named through what encloses them.
+
+    >>> source = '''
+    ... def f():
+    ...     def g():
+    ...         return 1
+    ...     return g
+    ... class C:
+    ...     async def m(self):
+    ...         pass
+    ... '''
+    >>> function_lengths("pkg.mod", source)
+    {'pkg.mod:f': 4, 'pkg.mod:f.g': 2, 'pkg.mod:C.m': 2}
+    """
+    found: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = prefix + child.name
+                found[f"{module}:{name}"] = (child.end_lineno or child.lineno) - child.lineno + 1
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return found
+
+
+def longest(lengths: dict[str, int], count: int = REPORTED) -> list[tuple[str, int]]:
+    """The `count` longest entries of `lengths`, longest first (a tie in name order).
+
+    >>> longest({"a": 3, "b": 9, "c": 3, "d": 1}, 3)
+    [('b', 9), ('a', 3), ('c', 3)]
+    """
+    return sorted(lengths.items(), key=lambda item: (-item[1], item[0]))[:count]
+
+
+def size_report(module_lines: dict[str, int], function_lines: dict[str, int]) -> list[str]:
+    r"""The report's lines: the longest modules, then the longest functions, with their lengths.
+
+    >>> print("\n".join(size_report({"p.big": 620, "p.small": 40}, {"p.big:run": 88})))
+    longest modules (lines):
+        620  p.big
+         40  p.small
+    longest functions (lines):
+         88  p.big:run
+    """
+    lines = ["longest modules (lines):"]
+    lines += [f"{length:>7}  {name}" for name, length in longest(module_lines)]
+    lines.append("longest functions (lines):")
+    lines += [f"{length:>7}  {name}" for name, length in longest(function_lines)]
+    return lines
+
+
 def main() -> int:
     known = modules()
     graph = {name: imports(name, path, known) for name, path in known.items()}
     problems = [f"import circle: {' <-> '.join(c)}" for c in circles(graph)]
-    for path in known.values():
-        lines = len(path.read_text().splitlines())
-        if lines > MAX_LINES:
-            problems.append(f"{path.relative_to(ROOT)} has {lines} lines (at most {MAX_LINES})")
+    sources = {name: path.read_text() for name, path in known.items()}
+    module_lines = {name: len(source.splitlines()) for name, source in sources.items()}
+    function_lines = {f: n for name, source in sources.items() for f, n in function_lengths(name, source).items()}
     for group in same_basenames(ROOT / "tests"):
         problems.append(f"test modules of one name: {', '.join(str(p.relative_to(ROOT)) for p in group)}")
     if "--rooms" in sys.argv:
         for name, targets in sorted(rooms(graph).items()):
             print(f"{name} -> {', '.join(sorted(targets)) or '-'}")
+    print("\n".join(size_report(module_lines, function_lines)))
     for problem in problems:
         print(problem, file=sys.stderr)
     print(f"{len(known)} modules, {sum(map(len, graph.values()))} imports between them, {len(problems)} problems")

@@ -1,7 +1,7 @@
 """The documentation site stays true: its generated reference pages name every CLI command,
 every setting of both processes and every API route; every strategy has its page; the
-README stays short and its links lead somewhere. (`make docs` builds the site itself,
-strictly; this checks what a build cannot.)"""
+README stays short, its links lead somewhere and its Layout names every top-level folder.
+(`make docs` builds the site itself, strictly; this checks what a build cannot.)"""
 
 from __future__ import annotations
 
@@ -130,3 +130,18 @@ def test_the_readme_is_short_and_its_links_lead_somewhere():
         if "://" in target or target.startswith("mailto:"):
             continue
         assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
+
+
+def test_the_readme_layout_names_every_top_level_folder():
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```")[1]
+    listed = {line.split()[0] for line in block.splitlines() if line.strip()}
+    # folders the .gitignore ignores by name (data/, site/, caches) are not part of the layout
+    ignored = {line.strip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if line.endswith("/")}
+    folders = {p.name + "/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} - {
+        n + "/" for n in ignored
+    }
+    assert folders - listed == set(), (
+        "top-level folders missing from the README's Layout (a scratch folder: ignore it in .gitignore)"
+    )
+    assert listed - folders == set(), "the README's Layout names folders that do not exist"
