@@ -11,11 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service import retention, source_health
 from service.secrets import Secrets
+from warehouse import defaults as warehouse_defaults
 from warehouse import options as sync_defaults
-from warehouse.destinations import DEFAULT_KEEP_VERSIONS
-from warehouse.destinations.delta_file_cache import DEFAULT_BUDGET_BYTES
-from warehouse.spark import check_master
-from warehouse.strategies.sketch import prep as sketch_prep
+from warehouse.spark_master import check_master
 
 DEFAULT_PORT = 8000
 
@@ -87,12 +85,12 @@ class ServiceSettings(BaseSettings):
         default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism"
     )
     agent_read_timeout_s: float = Field(
-        default=sync_defaults.READ_TIMEOUT_S,
+        default=warehouse_defaults.READ_TIMEOUT_S,
         gt=0,
         description="seconds without a byte from an agent before a call fails",
     )
     agent_deadline_s: float = Field(
-        default=sync_defaults.DEADLINE_S, gt=0, description="seconds one call to an agent may take in all"
+        default=warehouse_defaults.DEADLINE_S, gt=0, description="seconds one call to an agent may take in all"
     )
     agent_retries: int = Field(
         default=sync_defaults.DEFAULT_AGENT_RETRIES,
@@ -112,7 +110,7 @@ class ServiceSettings(BaseSettings):
         description="syncs a sketch table's secret serves before a new one is drawn and the table rebuilt",
     )
     sketch_prepare_wait_s: float = Field(
-        default=sketch_prep.DEFAULT_WAIT_S,
+        default=warehouse_defaults.SKETCH_PREPARE_WAIT_S,
         ge=0,
         description="seconds a sync waits for the background build of its sketch table before it cancels it and builds the table itself",
     )
@@ -158,13 +156,13 @@ class ServiceSettings(BaseSettings):
         "destination: a view's destinations are applied side by side, and a slow warehouse holds only its own kind",
     )
     delta_keep_versions: int = Field(
-        default=DEFAULT_KEEP_VERSIONS,
+        default=warehouse_defaults.DEFAULT_KEEP_VERSIONS,
         ge=1,
         description="versions of each Delta table whose files are kept (time travel to them works): older files are "
         "vacuumed at each compaction, so a table's disk is at most about this many versions' worth of its files",
     )
     delta_cache_mib: int = Field(
-        default=DEFAULT_BUDGET_BYTES // 2**20,
+        default=warehouse_defaults.DELTA_CACHE_BYTES // 2**20,
         ge=0,
         description="MiB of memory holding the rows of the Delta files the service last wrote, so that the next "
         "sync's rewrite of a file takes them instead of reading it back (a million students-like rows take about "
