@@ -9,13 +9,18 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service import retention, source_health
+from service import retention_policy
 from service.secrets import Secrets
 from warehouse import defaults as warehouse_defaults
 from warehouse import options as sync_defaults
 from warehouse.spark_master import check_master
 
+# Every default and validator comes from a module that loads no engine (no Spark, Arrow,
+# pandas or database driver): tests/unit/service/test_settings_imports.py.
+
 DEFAULT_PORT = 8000
+#: Seconds between two checks of every agent (source_health.py): slow, a check costs the agent a schema read.
+SOURCE_CHECK_INTERVAL_S = 300.0
 
 
 class ServiceSettings(BaseSettings):
@@ -138,13 +143,13 @@ class ServiceSettings(BaseSettings):
         description="run the views' scheduled syncs; false (e.g. for maintenance) leaves schedules stored but runs none",
     )
     keep_deltas: str = Field(
-        default=retention.DEFAULT_KEEP,
+        default=retention_policy.DEFAULT_KEEP,
         description="retention of each view's syncs (records and deltas): a duration (30d, 12h, 45m, 90s, 2w) keeps "
         "the syncs that finished within it, a count (1000) the newest syncs; never removed: the current version's "
         "sync and later ones, the newest record; a removed sync answers 410",
     )
     retention_interval_s: float = Field(
-        default=retention.DEFAULT_INTERVAL_S,
+        default=retention_policy.DEFAULT_INTERVAL_S,
         gt=0,
         description="seconds between two rounds of removing what keep_deltas lets go",
     )
@@ -169,7 +174,7 @@ class ServiceSettings(BaseSettings):
         "170 MiB; 0 reads every file): a scattered apply takes about a quarter less time",
     )
     source_check_interval_s: float = Field(
-        default=source_health.DEFAULT_INTERVAL_S,
+        default=SOURCE_CHECK_INTERVAL_S,
         gt=0,
         description="seconds between two checks of each source's agent (reachable, token taken): a source's health",
     )
@@ -183,7 +188,7 @@ class ServiceSettings(BaseSettings):
     @field_validator("keep_deltas")
     @classmethod
     def _keep_policy(cls, value: str) -> str:
-        retention.Keep.parse(value)
+        retention_policy.Keep.parse(value)
         return value.strip()
 
     @field_validator("secret_key")
@@ -197,9 +202,9 @@ class ServiceSettings(BaseSettings):
         """What seals secrets for the catalog and reveals them for use (service/secrets.py)."""
         return Secrets(self.secret_key.get_secret_value() if self.secret_key else None)
 
-    def keep_policy(self) -> retention.Keep:
+    def keep_policy(self) -> retention_policy.Keep:
         """The retention policy keep_deltas says."""
-        return retention.Keep.parse(self.keep_deltas)
+        return retention_policy.Keep.parse(self.keep_deltas)
 
     @field_validator("spark_master")
     @classmethod

@@ -1,7 +1,8 @@
-"""Reading the settings loads no engine: `import remote_agent.settings` brings in neither Spark
-nor Arrow, pandas, Delta or a database driver.
+"""Reading the settings loads no engine: `import service.settings` (and the agent's) brings in
+neither Spark nor Arrow, pandas, Delta or a database driver.
 
-Its defaults live in leaf modules (protocol/defaults.py), so that a command's --help, the
+Their defaults and validators live in leaf modules (protocol/defaults.py, warehouse/defaults.py,
+warehouse/spark_master.py, service/retention_policy.py), so that a command's --help, the
 documentation generator and a settings check start in a fraction of a second.
 """
 
@@ -28,7 +29,7 @@ def loaded_by(module: str) -> list[str]:
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("module", ["remote_agent.settings"])
+@pytest.mark.parametrize("module", ["service.settings", "remote_agent.settings"])
 def test_importing_the_settings_loads_no_engine(module):
     loaded = loaded_by(module)
     assert module in loaded
