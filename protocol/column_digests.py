@@ -28,13 +28,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from protocol.defaults import DIGEST_BITS
 from protocol.encoding import encode_rows
 from protocol.types import Column
 
-#: Bits of one column's digest: 8 cost a byte per column per updated row, and let one
-#: changed cell in 256 through to the row check (then its row is fetched whole); 4 bits
-#: would send 6 % of the updated rows twice, 16 would cost twice the bytes for nothing.
-DIGEST_BITS = 8
 #: Bits of the salt the agent draws per exchange (its summary's `digest_salt`): an integer
 #: every JSON reader holds exactly.
 SALT_BITS = 32

@@ -15,17 +15,16 @@ from dataclasses import dataclass
 from decimal import Context, Decimal
 from functools import lru_cache
 from itertools import repeat
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from protocol.defaults import DEFAULT_HASH_BITS
 from protocol.types import Column, LogicalType
 
-#: Group hashes default to 128 bits; 64 is allowed where a smaller hash is worth the risk.
-DEFAULT_HASH_BITS: Final = 128
 SUPPORTED_HASH_BITS = (64, 128)
 
 _NULL = b"\x00"

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from protocol.encoding import DEFAULT_HASH_BITS
+from protocol.defaults import DEFAULT_HASH_BITS
 
 #: 4: a peeled sketch sends updated rows as column digests, then only their changed cells
 #: (POST /v1/sketch/cells); an agent of version 4 still answers requests of version 3 as

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, CliSettingsSource, NoDecode, SettingsConfigDict
 
-from protocol.column_digests import DIGEST_BITS
+from protocol.defaults import DIGEST_BITS
 from remote_agent.pacing import Pacing
 
 DEFAULT_PORT = 8765

@@ -1,7 +1,7 @@
 """Retention: which of a view's syncs, deltas and stored versions to forget, and forgetting them.
 
 Every sync leaves a record in the catalog and a delta under `deltas/<sync>/`; a view synced
-every minute adds half a million of each a year. The policy (SERVICE_KEEP_DELTAS) keeps either
+every minute adds half a million of each a year. The policy (SERVICE_KEEP_DELTAS, retention_policy.py) keeps either
 the syncs of the last while (`30d`, `12h`, `45m`) or the newest N syncs of each view (`1000`),
 and a background task removes the rest: the record (a tombstone of it stays, so that the
 change feed and the sync endpoints answer 410 for it, and 404 only for ids the view never
@@ -20,63 +20,26 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from service.catalog import Catalog
 from service.periodic import Periodic
 from service.readers import Readers
 from service.records import SyncRecord
+from service.retention_policy import Keep
 from warehouse.store.versions import ViewStore
 
 log = logging.getLogger("service.retention")
 
-#: The policy when SERVICE_KEEP_DELTAS is not set: a month of syncs.
-DEFAULT_KEEP = "30d"
-#: Seconds between two rounds of the background task: removal is cheap and never urgent.
-DEFAULT_INTERVAL_S = 3600.0
 #: Tombstones kept per view (the newest): enough to answer 410 for a week of removed syncs of a
 #: view synced every minute, bounded so the catalog stays bounded too; an id removed longer
 #: ago is a 404 whose message names the possibility.
 TOMBSTONES_KEPT = 10_000
-#: Seconds of each unit a duration may be given in.
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 FINISHED = ("succeeded", "failed")
 
 #: The oldest sync still needed of each view (its record and every later sync are kept), e.g.
 #: the applied sync of a view's most lagging destination. The hook the destinations wire in.
 NeededSyncs = Callable[[], Mapping[str, str]]
-
-
-@dataclass(frozen=True)
-class Keep:
-    """A retention policy: keep the syncs of the last `seconds`, or the newest `count`."""
-
-    seconds: float | None = None
-    count: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Keep:
-        """The policy a SERVICE_KEEP_DELTAS value says; ValueError when it says none.
-
-        >>> Keep.parse("30d"), Keep.parse("12h"), Keep.parse("1000")
-        (Keep(seconds=2592000, count=None), Keep(seconds=43200, count=None), Keep(seconds=None, count=1000))
-        >>> Keep.parse(" 90 m ").seconds
-        5400
-        >>> Keep.parse("0")
-        Traceback (most recent call last):
-        ...
-        ValueError: SERVICE_KEEP_DELTAS must be a duration like 30d, 12h, 45m, 90s, 2w or a count of syncs like 1000 (at least 1), not '0'
-        """
-        match = re.fullmatch(r"\s*(\d+)\s*([smhdw]?)\s*", text.lower())
-        if match is None or int(match.group(1)) < 1:
-            raise ValueError(
-                "SERVICE_KEEP_DELTAS must be a duration like 30d, 12h, 45m, 90s, 2w or a count of syncs "
-                f"like 1000 (at least 1), not {text!r}"
-            )
-        number, unit = int(match.group(1)), match.group(2)
-        return cls(seconds=number * UNITS[unit]) if unit else cls(count=number)
 
 
 def removable(

@@ -19,13 +19,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.fernet import Fernet, InvalidToken
 
 from service.errors import DependencyFailed, Unprocessable
-from service.models import DestinationIn
 from service.records import SourceRecord
 from warehouse.errors import SecretUnavailable
+
+if TYPE_CHECKING:  # the request models load the strategies (Spark): the settings build a Secrets without them
+    from service.models import DestinationIn
 
 #: The prefix of a literal stored encrypted.
 SEALED = "fernet:"

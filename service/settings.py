@@ -9,15 +9,18 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service import retention, source_health
+from service import retention_policy
 from service.secrets import Secrets
+from warehouse import defaults as warehouse_defaults
 from warehouse import options as sync_defaults
-from warehouse.destinations import DEFAULT_KEEP_VERSIONS
-from warehouse.destinations.delta_file_cache import DEFAULT_BUDGET_BYTES
-from warehouse.spark import check_master
-from warehouse.strategies.sketch import prep as sketch_prep
+from warehouse.spark_master import check_master
+
+# Every default and validator comes from a module that loads no engine (no Spark, Arrow,
+# pandas or database driver): tests/unit/service/test_settings_imports.py.
 
 DEFAULT_PORT = 8000
+#: Seconds between two checks of every agent (source_health.py): slow, a check costs the agent a schema read.
+SOURCE_CHECK_INTERVAL_S = 300.0
 
 
 class ServiceSettings(BaseSettings):
@@ -87,12 +90,12 @@ class ServiceSettings(BaseSettings):
         default=0, ge=0, description="partitions for group planning; 0 = Spark's default parallelism"
     )
     agent_read_timeout_s: float = Field(
-        default=sync_defaults.READ_TIMEOUT_S,
+        default=warehouse_defaults.READ_TIMEOUT_S,
         gt=0,
         description="seconds without a byte from an agent before a call fails",
     )
     agent_deadline_s: float = Field(
-        default=sync_defaults.DEADLINE_S, gt=0, description="seconds one call to an agent may take in all"
+        default=warehouse_defaults.DEADLINE_S, gt=0, description="seconds one call to an agent may take in all"
     )
     agent_retries: int = Field(
         default=sync_defaults.DEFAULT_AGENT_RETRIES,
@@ -112,7 +115,7 @@ class ServiceSettings(BaseSettings):
         description="syncs a sketch table's secret serves before a new one is drawn and the table rebuilt",
     )
     sketch_prepare_wait_s: float = Field(
-        default=sketch_prep.DEFAULT_WAIT_S,
+        default=warehouse_defaults.SKETCH_PREPARE_WAIT_S,
         ge=0,
         description="seconds a sync waits for the background build of its sketch table before it cancels it and builds the table itself",
     )
@@ -140,13 +143,13 @@ class ServiceSettings(BaseSettings):
         description="run the views' scheduled syncs; false (e.g. for maintenance) leaves schedules stored but runs none",
     )
     keep_deltas: str = Field(
-        default=retention.DEFAULT_KEEP,
+        default=retention_policy.DEFAULT_KEEP,
         description="retention of each view's syncs (records and deltas): a duration (30d, 12h, 45m, 90s, 2w) keeps "
         "the syncs that finished within it, a count (1000) the newest syncs; never removed: the current version's "
         "sync and later ones, the newest record; a removed sync answers 410",
     )
     retention_interval_s: float = Field(
-        default=retention.DEFAULT_INTERVAL_S,
+        default=retention_policy.DEFAULT_INTERVAL_S,
         gt=0,
         description="seconds between two rounds of removing what keep_deltas lets go",
     )
@@ -158,20 +161,20 @@ class ServiceSettings(BaseSettings):
         "destination: a view's destinations are applied side by side, and a slow warehouse holds only its own kind",
     )
     delta_keep_versions: int = Field(
-        default=DEFAULT_KEEP_VERSIONS,
+        default=warehouse_defaults.DEFAULT_KEEP_VERSIONS,
         ge=1,
         description="versions of each Delta table whose files are kept (time travel to them works): older files are "
         "vacuumed at each compaction, so a table's disk is at most about this many versions' worth of its files",
     )
     delta_cache_mib: int = Field(
-        default=DEFAULT_BUDGET_BYTES // 2**20,
+        default=warehouse_defaults.DELTA_CACHE_BYTES // 2**20,
         ge=0,
         description="MiB of memory holding the rows of the Delta files the service last wrote, so that the next "
         "sync's rewrite of a file takes them instead of reading it back (a million students-like rows take about "
         "170 MiB; 0 reads every file): a scattered apply takes about a quarter less time",
     )
     source_check_interval_s: float = Field(
-        default=source_health.DEFAULT_INTERVAL_S,
+        default=SOURCE_CHECK_INTERVAL_S,
         gt=0,
         description="seconds between two checks of each source's agent (reachable, token taken): a source's health",
     )
@@ -185,7 +188,7 @@ class ServiceSettings(BaseSettings):
     @field_validator("keep_deltas")
     @classmethod
     def _keep_policy(cls, value: str) -> str:
-        retention.Keep.parse(value)
+        retention_policy.Keep.parse(value)
         return value.strip()
 
     @field_validator("secret_key")
@@ -199,9 +202,9 @@ class ServiceSettings(BaseSettings):
         """What seals secrets for the catalog and reveals them for use (service/secrets.py)."""
         return Secrets(self.secret_key.get_secret_value() if self.secret_key else None)
 
-    def keep_policy(self) -> retention.Keep:
+    def keep_policy(self) -> retention_policy.Keep:
         """The retention policy keep_deltas says."""
-        return retention.Keep.parse(self.keep_deltas)
+        return retention_policy.Keep.parse(self.keep_deltas)
 
     @field_validator("spark_master")
     @classmethod

@@ -24,8 +24,6 @@ from warehouse.errors import AgentRejected, AgentUnavailable, SchemaUnavailable,
 
 log = logging.getLogger("service.sources")
 
-#: Seconds between two checks of every agent: slow, a check costs the agent a schema read.
-DEFAULT_INTERVAL_S = 300.0
 #: Longest a check waits for an agent (seconds).
 CHECK_TIMEOUT_S = 15.0
 OK, UNREACHABLE, REFUSED = "ok", "unreachable", "refused"

@@ -8,5 +8,6 @@ sample/     a view's random sample
 planning/   cost model, group selection and the statistics summaries
 store/      versions, layers, formats and sinks on disk
 viewdef/    view definitions: binding, keys, decomposition into site queries
-and at the bottom, shared by all: columns.py, errors.py, faults.py, null_keys.py, spark.py.
+and at the bottom, shared by all: columns.py, errors.py, faults.py, null_keys.py, spark.py; and
+defaults.py, spark_master.py, options.py: what the service's settings read, loading no engine.
 """

@@ -23,15 +23,11 @@ from protocol.resume import RESUMED_HEADER
 from protocol.schema import FINGERPRINT_HEADER
 from protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
 from warehouse.cancellation import Cancellation
+from warehouse.defaults import DEADLINE_S, READ_TIMEOUT_S
 from warehouse.errors import AgentBusy, AgentRejected, AgentUnavailable, Cancelled, ProtocolError, SourceError
 
 #: Seconds to wait for a connection to the agent.
 CONNECT_TIMEOUT_S = 10.0
-#: Seconds without a byte from the agent before the call is abandoned (the agent scans the
-#: whole site query before it can answer about changed groups).
-READ_TIMEOUT_S = 600.0
-#: Seconds one call may take in all, however steadily the agent trickles bytes.
-DEADLINE_S = 6 * 3600.0
 
 
 @dataclass

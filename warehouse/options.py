@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-# Re-exported: the service's settings take every sync default from this module.
-from protocol.encoding import DEFAULT_HASH_BITS  # noqa: F401
-from warehouse.agent_client import DEADLINE_S, READ_TIMEOUT_S  # noqa: F401
-from warehouse.planning.cost_model import DEFAULT_GROUPING  # noqa: F401
+# The service's settings take the sync defaults from this module: it loads no engine (no Spark,
+# Arrow or httpx), so that reading the settings loads none either.
+from protocol.defaults import DEFAULT_HASH_BITS
+from warehouse.defaults import DEADLINE_S, READ_TIMEOUT_S
+from warehouse.planning.cost_model import DEFAULT_GROUPING
 from warehouse.view_options import DEFAULT_STRATEGY, ViewOptions
 
 #: "site": Beta prior at the site's observed update rate; "paper": updates seen over syncs seen, as Lu, Liu

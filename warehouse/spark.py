@@ -22,33 +22,6 @@ from pyspark.sql import SparkSession
 LOCAL_PARTITIONS_PER_CORE = 2
 
 
-#: The forms of master URL Spark takes (spark:// may list several masters, for standby ones).
-MASTER_URL = re.compile(
-    r"local(\[(\*|\d+)(,\d+)?\])?"
-    r"|local-cluster\[\d+,\d+,\d+\]"
-    r"|spark://([\w.-]+|\[[0-9a-fA-F:]+\]):\d+(,([\w.-]+|\[[0-9a-fA-F:]+\]):\d+)*"
-    r"|yarn"
-    r"|k8s://\S+"
-)
-
-
-def check_master(master: str) -> str:
-    """`master` when Spark can take it as a master URL; else a ValueError naming the forms it takes.
-
-    >>> check_master("local[*]"), check_master("spark://10.0.0.5:7077,10.0.0.6:7077")
-    ('local[*]', 'spark://10.0.0.5:7077,10.0.0.6:7077')
-    >>> check_master("10.0.0.5:7077")
-    Traceback (most recent call last):
-    ...
-    ValueError: '10.0.0.5:7077' is not a Spark master URL: use local[*], local[N], spark://HOST:PORT (a standalone cluster), yarn or k8s://...
-    """
-    if not MASTER_URL.fullmatch(master):
-        raise ValueError(
-            f"{master!r} is not a Spark master URL: use local[*], local[N], spark://HOST:PORT (a standalone cluster), yarn or k8s://..."
-        )
-    return master
-
-
 def local_cores(master: str) -> int | None:
     """Cores of a local master (local, local[4], local[*], local[4,2]); None for a cluster.
 

@@ -14,6 +14,7 @@ import importlib.util
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from warehouse.defaults import DEFAULT_KEEP_VERSIONS
 from warehouse.destinations.base import CannotFollow, Destination
 from warehouse.view_options import DestinationSpec
 
@@ -27,10 +28,6 @@ __all__ = [
     "open_destination",
     "public",
 ]
-
-#: Versions of a Delta table whose files vacuum keeps (SERVICE_DELTA_KEEP_VERSIONS): time travel
-#: a few syncs back, and a disk of at most about this many tables' worth (delta_upkeep.py).
-DEFAULT_KEEP_VERSIONS = 10
 
 #: kind -> the module implementing it
 KINDS = {"delta": "warehouse.destinations.delta", "postgres": "warehouse.destinations.postgres"}

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-#: Bytes of rows held by default: a million rows of a students-like view (about 170 MiB of
-#: Arrow) fit, a larger view's recently written files are held as far as they fit.
-DEFAULT_BUDGET_BYTES = 256 * 2**20
+from warehouse.defaults import DELTA_CACHE_BYTES
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ class FileCache:
     (True, 8, 0)
     """
 
-    def __init__(self, budget_bytes: int = DEFAULT_BUDGET_BYTES):
+    def __init__(self, budget_bytes: int = DELTA_CACHE_BYTES):
         self.budget_bytes = budget_bytes
         self._held: OrderedDict[str, Held] = OrderedDict()
         self._bytes = 0

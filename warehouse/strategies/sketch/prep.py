@@ -39,6 +39,7 @@ from pyspark.sql import SparkSession
 
 from protocol.types import Column
 from warehouse import faults
+from warehouse.defaults import SKETCH_PREPARE_WAIT_S
 from warehouse.planning import update_counts
 from warehouse.store import layers
 from warehouse.store.versions import TMP_MARK, Version, fsync_dir, fsync_file
@@ -51,10 +52,6 @@ log = logging.getLogger("warehouse.strategies.sketch.prep")
 POOL = "sketch-prepare"
 #: Where a prepared table is published, in the version's site directory.
 PREPARED = "sketch-prepared"
-#: Longest a sync waits for a running build before it cancels it and builds the table
-#: itself (SERVICE_SKETCH_PREPARE_WAIT_S): several times what a build of 10M rows takes
-#: here (23 s), so only a build that hangs is given up.
-DEFAULT_WAIT_S = 120.0
 #: The fault point (faults.py) inside a build: the table is written, not yet published.
 #: Not among faults.POINTS, which a sync reaches.
 BUILT = "sketch_prepared_written"
@@ -156,7 +153,7 @@ class _Job:
 class Preparations:
     """The service's background builds of sketch tables, one at a time (see the module)."""
 
-    def __init__(self, wait_s: float = DEFAULT_WAIT_S):
+    def __init__(self, wait_s: float = SKETCH_PREPARE_WAIT_S):
         self.wait_s = wait_s
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="sketch-prepare")
         self._jobs: dict[tuple[str, int], _Job] = {}
