@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -136,12 +137,8 @@ def test_the_readme_layout_names_every_top_level_folder():
     text = (ROOT / "README.md").read_text()
     block = text.split("## Layout", 1)[1].split("```")[1]
     listed = {line.split()[0] for line in block.splitlines() if line.strip()}
-    # folders the .gitignore ignores by name (data/, site/, caches) are not part of the layout
-    ignored = {line.strip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if line.endswith("/")}
-    folders = {p.name + "/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} - {
-        n + "/" for n in ignored
-    }
-    assert folders - listed == set(), (
-        "top-level folders missing from the README's Layout (a scratch folder: ignore it in .gitignore)"
-    )
+    # the folders the repository holds: what git tracks (data/, site/, caches and egg-info are not)
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    folders = {path.split("/", 1)[0] + "/" for path in tracked.splitlines() if "/" in path and not path.startswith(".")}
+    assert folders - listed == set(), "top-level folders missing from the README's Layout"
     assert listed - folders == set(), "the README's Layout names folders that do not exist"
