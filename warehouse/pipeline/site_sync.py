@@ -35,6 +35,7 @@ from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.options import SyncOptions
 from warehouse.pipeline import source_columns, table_follow
+from warehouse.pipeline.phases import timed_phase
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
@@ -188,12 +189,13 @@ class SiteRun:
 
     def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
         """Run one step, reporting that it started and recording its wall time under its name."""
-        self.cancellation.check()
-        self.progress({"phase": step, "site": self.index, **self.traffic()})
-        t0 = time.monotonic()
-        out = run(*args)
-        self.metrics.phases[step] = round(time.monotonic() - t0, 3)
-        return out
+
+        def announce() -> None:
+            self.progress({"phase": step, "site": self.index, **self.traffic()})
+
+        return timed_phase(
+            step, run, args, check=self.cancellation.check, announce=announce, phases=self.metrics.phases
+        )
 
     def traffic(self) -> dict:
         c = self.client.counter
@@ -264,8 +266,8 @@ class SiteRun:
         """The snapshot a strategy plans from, with update statistics and the deletion statistics' prediction for this sync;
         and the deletion statistics' rows, which the next version keeps."""
         totals = update_counts.totals(omega)
-        self.metrics.rows_before = totals["n"]
-        observed = (totals["obs"] or 0, totals["upd"] or 0)
+        self.metrics.rows_before = totals.tuples
+        observed = (totals.observations, totals.updates)
         rows = read_deletions(current, self.index)
         history = tuple((r["tno"], r["dno"]) for r in rows)
         inserts = [r["ino"] for r in rows if r["ino"] is not None and r["tno"]]  # not the load
@@ -459,7 +461,7 @@ class SiteRun:
     # -- helpers -----------------------------------------------------------------------
     def _estimate(
         self,
-        totals: dict,
+        totals: update_counts.UpdateTotals,
         observed: tuple[int, int],
         history: tuple[tuple[int, int], ...],
         cost: CostModel,
@@ -471,8 +473,7 @@ class SiteRun:
         prior = planning.site_prior(obs, upd, self.options.default_prior)
         if self.options.prior_mode == "paper":
             prior = 1.0  # updates seen / syncs seen = (updates seen - 1 + 1) / syncs seen
-        updates = (totals["a"] or 0.0) + prior * (totals["b"] or 0.0)
-        squares = (totals["c"] or 0.0) + 2 * prior * (totals["e"] or 0.0) + prior * prior * (totals["f"] or 0.0)
+        updates, squares = totals.expected_updates(prior)
         n = self.metrics.rows_before
         p_delete = planning.deletion_probability(history)
         return SiteEstimate(

@@ -41,6 +41,7 @@ from warehouse.names import DELETE, INSERT, OP, UPDATE, spark_schema
 from warehouse.options import SyncOptions
 from warehouse.pipeline import redefine, verify
 from warehouse.pipeline.failures import told
+from warehouse.pipeline.phases import timed_phase
 from warehouse.pipeline.site_sync import Endpoint, SiteRun
 from warehouse.reading import rows as view_rows
 from warehouse.sample import view_sample
@@ -135,12 +136,13 @@ class SyncRun:
 
     def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
         """Run one step, reporting that it started and recording its wall time under its name."""
-        self.cancellation.check()
-        self.progress({"phase": step, **self._traffic()})
-        t0 = time.monotonic()
-        out = run(*args)
-        self.metrics.phases[step] = round(time.monotonic() - t0, 3)
-        return out
+
+        def announce() -> None:
+            self.progress({"phase": step, **self._traffic()})
+
+        return timed_phase(
+            step, run, args, check=self.cancellation.check, announce=announce, phases=self.metrics.phases
+        )
 
     def _traffic(self) -> dict:
         """Bytes and calls so far, failed attempts included."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,29 +31,59 @@ FILE = "omega.parquet"
 SCHEMA = pa.schema([pa.field("tno", pa.int64()), pa.field("uno", pa.int64()), pa.field("count", pa.int64())])
 
 
-def totals(hist: Histogram) -> dict:
-    """The sums the planner reads (site_sync._estimate) over the tuples of the histogram.
+@dataclass(frozen=True)
+class UpdateTotals:
+    """The sums the planner reads (site_sync._estimate) over the tuples of a histogram.
 
-    With t a tuple's syncs seen and u its updates seen minus its entry (so that u / t is
-    its update probability with no prior): tuples `n`, observations `obs` = Σ(t − 1),
-    updates `upd` = Σ u, and a = Σ u/t, b = Σ 1/t, c = Σ u²/t², e = Σ u/t², f = Σ 1/t².
+    With t a tuple's syncs seen and u its updates seen minus its entry, u / t is its update
+    probability with no prior, and (u + prior) / t with one: the planner's expected updates
+    are Σ u/t + prior · Σ 1/t, and their spread needs the squares of the same terms.
+    """
+
+    #: Tuples.
+    tuples: int = 0
+    #: Observations after each tuple's entry: Σ (t − 1).
+    observations: int = 0
+    #: Updates seen after each tuple's entry: Σ u.
+    updates: int = 0
+    #: Σ u/t.
+    rates: float = 0.0
+    #: Σ 1/t.
+    weights: float = 0.0
+    #: Σ u²/t².
+    rates_squared: float = 0.0
+    #: Σ u/t².
+    rates_by_weights: float = 0.0
+    #: Σ 1/t².
+    weights_squared: float = 0.0
+
+    def expected_updates(self, prior: float) -> tuple[float, float]:
+        """Σ P(update) over the tuples, and Σ P(update)², each tuple's P = (u + prior) / t.
+
+        >>> totals(Counter({(1, 1): 3, (2, 2): 1})).expected_updates(1.0)
+        (4.0, 4.0)
+        """
+        mean = self.rates + prior * self.weights
+        squares = self.rates_squared + 2 * prior * self.rates_by_weights + prior * prior * self.weights_squared
+        return mean, squares
+
+
+def totals(hist: Histogram) -> UpdateTotals:
+    """The planner's sums over the tuples of `hist` (UpdateTotals).
 
     >>> t = totals(Counter({(1, 1): 3, (2, 2): 1}))
-    >>> t["n"], t["obs"], t["upd"], t["a"], t["b"], t["f"]
+    >>> t.tuples, t.observations, t.updates, t.rates, t.weights, t.weights_squared
     (4, 1, 1, 0.5, 3.5, 3.25)
     """
-    out = dict.fromkeys(("n", "obs", "upd"), 0) | dict.fromkeys(("a", "b", "c", "e", "f"), 0.0)
+    counts = [0, 0, 0]  # tuples, observations, updates
+    moments = [0.0] * 5  # Σ u/t, Σ 1/t, Σ u²/t², Σ u/t², Σ 1/t²
     for (syncs_seen, updates_seen), count in hist.items():
         u, t = updates_seen - 1, float(syncs_seen)
-        out["n"] += count
-        out["obs"] += count * (syncs_seen - 1)
-        out["upd"] += count * u
-        out["a"] += count * u / t
-        out["b"] += count / t
-        out["c"] += count * u * u / (t * t)
-        out["e"] += count * u / (t * t)
-        out["f"] += count / (t * t)
-    return out
+        for i, whole in enumerate((1, syncs_seen - 1, u)):
+            counts[i] += count * whole
+        for i, term in enumerate((u / t, 1 / t, u * u / (t * t), u / (t * t), 1 / (t * t))):
+            moments[i] += count * term
+    return UpdateTotals(*counts, *moments)
 
 
 def advanced(hist: Histogram, left: Iterable[tuple[int, int]], arrived: Iterable[tuple[int, int]]) -> Histogram:

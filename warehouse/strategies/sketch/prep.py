@@ -71,7 +71,7 @@ def key_columns(site: SiteQuery) -> list[Column]:
 def fragment_rows(version: Version, site: int) -> int | None:
     """Rows of a site's fragment as the next sync's statistics count them (the update-statistics histogram)."""
     hist = update_counts.load(version.site_dir(site))
-    return None if hist is None else update_counts.totals(hist)["n"]
+    return None if hist is None else update_counts.totals(hist).tuples
 
 
 def needs_table(version: Version, site: int, rotation: int) -> bool:
