@@ -63,7 +63,7 @@ from warehouse.strategies.cheapest import choose
 from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.key_reconciliation import Beside, add_agent_time, cheapest, key_costs
 from warehouse.strategies.sketch import keys as key_sketch
-from warehouse.strategies.sketch import tables as sketches
+from warehouse.strategies.sketch import tables as sketch_tables
 from warehouse.strategies.sketch.keys import source_of
 
 #: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
@@ -160,7 +160,7 @@ class ChangedRows(Strategy):
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full: Strategy | None = None
         #: the table of the snapshot's keys, when a key sketch used one
-        self.key_table: sketches.SiteSketch | None = None
+        self.key_table: sketch_tables.SiteSketch | None = None
         self.report: dict = {"reconciled": False, "rows_missed": None}
         setattr(ctx.metrics, self.REPORT, self.report)
         if self.state is None:

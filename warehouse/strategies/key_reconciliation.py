@@ -36,7 +36,7 @@ from warehouse.names import spark_schema
 from warehouse.strategies.base import SiteContext, SiteEstimate, Snapshot, extract_exchange
 from warehouse.strategies.range_checksum import INITIAL_RANGES, RangeChecksum
 from warehouse.strategies.sketch import keys as key_sketch
-from warehouse.strategies.sketch import tables as sketches
+from warehouse.strategies.sketch import tables as sketch_tables
 from warehouse.strategies.stamps import keys_sql
 from warehouse.viewdef import SiteQuery
 
@@ -82,7 +82,7 @@ class KeysFound:
     agent_seconds: float = 0.0
     agent_timings: dict[str, float] | None = None
     #: the table of the snapshot's keys a key sketch used (staged with the sync's delta)
-    key_table: sketches.SiteSketch | None = None
+    key_table: sketch_tables.SiteSketch | None = None
 
 
 def reconcile(ctx: SiteContext, snapshot: Snapshot, method: str) -> KeysFound:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from protocol import iblt_bytes
-from warehouse.strategies.sketch import tables as sketches
+from warehouse.strategies.sketch import tables as sketch_tables
 
 #: Share of full_ship's bytes that the stages of a sync with no observation behind it may
 #: spend before the change is known (then it either peels or ships whole): the first sync
@@ -41,7 +41,7 @@ def stage_bytes(width: int) -> int:
     >>> stage_bytes(1), stage_bytes(100)
     (67, 6081)
     """
-    return iblt_bytes.table_bytes(width * sketches.HASHES)
+    return iblt_bytes.table_bytes(width * sketch_tables.HASHES)
 
 
 def capped_width(main: int, first: int, stored: int, full_bytes: float) -> int:
@@ -52,7 +52,7 @@ def capped_width(main: int, first: int, stored: int, full_bytes: float) -> int:
     (630, 252)
     """
     budget = RISK * full_bytes - (stage_bytes(first) if first < main else 0)
-    fits = [d for d in sketches.divisors(stored) if d <= main and stage_bytes(d) <= budget]
+    fits = [d for d in sketch_tables.divisors(stored) if d <= main and stage_bytes(d) <= budget]
     return max(fits, default=1)
 
 
@@ -78,7 +78,7 @@ def affordable_width(width: int, last: int, widest: int, sunk: int, full_bytes: 
     room = RISK * full_bytes - sunk
     if stage_bytes(width) <= room:
         return width
-    fits = [d for d in sketches.divisors(widest) if last < d < width and stage_bytes(d) <= room]
+    fits = [d for d in sketch_tables.divisors(widest) if last < d < width and stage_bytes(d) <= room]
     return max(fits, default=width)
 
 

@@ -34,7 +34,7 @@ from warehouse.names import spark_schema
 from warehouse.planning.cost_model import CostModel
 from warehouse.store.versions import Version
 from warehouse.strategies.base import Built, SiteContext, SiteEstimate, Snapshot, Strategy
-from warehouse.strategies.sketch import tables as sketches
+from warehouse.strategies.sketch import tables as sketch_tables
 from warehouse.strategies.sketch.strategy import Sketch
 from warehouse.viewdef import SiteQuery
 
@@ -112,17 +112,17 @@ class KeySketch(Sketch):
         self.kept_in, self.site_index = kept_in, site
         self.table_kept = False
 
-    def _new_table(self) -> sketches.SiteSketch:
+    def _new_table(self) -> sketch_tables.SiteSketch:
         ctx = self.ctx
         rows = self.snapshot.statistics.rows
-        kept = sketches.SiteSketch.load(table_dir(self.kept_in, self.site_index)) if self.kept_in else None
-        if kept is not None and not sketches.needs_new_table(
+        kept = sketch_tables.SiteSketch.load(table_dir(self.kept_in, self.site_index)) if self.kept_in else None
+        if kept is not None and not sketch_tables.needs_new_table(
             kept.syncs, kept.table.width, rows, ctx.options.sketch_seed_rotation
         ):
             self.table_kept = True
             return kept
         t0 = time.monotonic()
-        table = sketches.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
+        table = sketch_tables.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
         ctx.metrics.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
@@ -160,10 +160,12 @@ def build_table(ctx: SiteContext, staged: Version, rows: int) -> None:
     built from its key columns on the executors."""
     key = ctx.key_columns()
     frame = ctx.spark.read.schema(spark_schema(key)).parquet(str(staged.fragment(ctx.index)))
-    sketches.build(frame, key, key, rows).save(table_dir(staged, ctx.index))
+    sketch_tables.build(frame, key, key, rows).save(table_dir(staged, ctx.index))
 
 
-def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Version, result: ClassifiedTuples) -> bool:
+def stage_table(
+    ctx: SiteContext, used: sketch_tables.SiteSketch | None, staged: Version, result: ClassifiedTuples
+) -> bool:
     """Stage the table of the new fragment's keys: the current fragment's (`used` by this
     sync, else the one the current version keeps) less the keys this sync's delta deleted,
     plus those it inserted (updates leave the keys as they are). Nothing is staged when
@@ -174,7 +176,7 @@ def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Vers
     the agent reported.
     """
     if used is None and ctx.current is not None:
-        used = sketches.SiteSketch.load(table_dir(ctx.current, ctx.index))
+        used = sketch_tables.SiteSketch.load(table_dir(ctx.current, ctx.index))
     if used is None:
         return False
     key = ctx.key_columns()
@@ -183,5 +185,5 @@ def stage_table(ctx: SiteContext, used: sketches.SiteSketch | None, staged: Vers
     table = used.table.copy()
     table.add(*used.pairs(deleted, key, key), sign=-1)
     table.add(*used.pairs(inserted, key, key))
-    sketches.SiteSketch(table, used.syncs + 1).save(table_dir(staged, ctx.index))
+    sketch_tables.SiteSketch(table, used.syncs + 1).save(table_dir(staged, ctx.index))
     return True

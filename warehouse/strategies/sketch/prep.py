@@ -1,6 +1,6 @@
 """Sketch tables built in the background after a commit, so that no sync builds one inline.
 
-A sketch sync needs its fragment's table (sketches.py). Most syncs keep it up to date in
+A sketch sync needs its fragment's table (sketch_tables.py). Most syncs keep it up to date in
 O(changes), but after some commits the next sync would have to build one from the whole
 fragment: after a load, after a fragment written by another strategy (auto, a fall-back,
 an audit), when the table's secret is due for rotation, or when the fragment outgrew it.
@@ -43,7 +43,7 @@ from warehouse.defaults import SKETCH_PREPARE_WAIT_S
 from warehouse.planning import update_counts
 from warehouse.store import layers
 from warehouse.store.versions import TMP_MARK, Version, fsync_dir, fsync_file
-from warehouse.strategies.sketch import tables as sketches
+from warehouse.strategies.sketch import tables as sketch_tables
 from warehouse.viewdef import SiteQuery
 
 log = logging.getLogger("warehouse.strategies.sketch.prep")
@@ -76,7 +76,7 @@ def fragment_rows(version: Version, site: int) -> int | None:
 
 def needs_table(version: Version, site: int, rotation: int) -> bool:
     """Whether the next sketch sync of `site` after `version` would build a table: none is
-    stored or prepared, or the stored one cannot serve (sketches.needs_new_table). A
+    stored or prepared, or the stored one cannot serve (sketch_tables.needs_new_table). A
     prepared table of another version (a build for a view since redefined, which published
     into the new version's directory) is removed: it would stand in the way of this one."""
     rows = fragment_rows(version, site)
@@ -86,32 +86,32 @@ def needs_table(version: Version, site: int, rotation: int) -> bool:
         if load_prepared(version, site, rows) is not None:
             return False
         shutil.rmtree(prepared_dir(version, site), ignore_errors=True)
-    state = sketches.SiteSketch.peek(sketches.sketch_dir(version, site))
-    return state is None or sketches.needs_new_table(*state, rows, rotation)
+    state = sketch_tables.SiteSketch.peek(sketch_tables.sketch_dir(version, site))
+    return state is None or sketch_tables.needs_new_table(*state, rows, rotation)
 
 
-def load_prepared(version: Version, site: int, rows: int) -> sketches.SiteSketch | None:
+def load_prepared(version: Version, site: int, rows: int) -> sketch_tables.SiteSketch | None:
     """The table prepared for `site` of exactly `version`, or None: absent, built for another
     version (a number reused after a crash, a redefined view), or unreadable."""
     try:
-        table = sketches.SiteSketch.load(prepared_dir(version, site))
+        table = sketch_tables.SiteSketch.load(prepared_dir(version, site))
     except (OSError, ValueError, KeyError) as exc:
         log.warning("ignoring the prepared sketch table of %s site %d: %s", version.path, site, exc)
         return None
     if table is None or table.built_for != (version.number, version.sync_id):
         return None
-    if table.syncs or table.table.width != sketches.stored_width(rows):
+    if table.syncs or table.table.width != sketch_tables.stored_width(rows):
         return None  # not what the sync would build itself
     return table
 
 
-def build(spark: SparkSession, version: Version, site: int, query: SiteQuery, rows: int) -> sketches.SiteSketch:
+def build(spark: SparkSession, version: Version, site: int, query: SiteQuery, rows: int) -> sketch_tables.SiteSketch:
     """A new table of a site's fragment in `version`, with a new secret, on the executors."""
     frame = layers.frame(spark, version, site, query.columns, query.key)
-    return sketches.build(frame, query.columns, key_columns(query), rows)
+    return sketch_tables.build(frame, query.columns, key_columns(query), rows)
 
 
-def publish(table: sketches.SiteSketch, version: Version, site: int) -> Path:
+def publish(table: sketch_tables.SiteSketch, version: Version, site: int) -> Path:
     """Write `table` as the one prepared for `site` of `version`: to a temporary directory,
     renamed into place once whole. A version removed meanwhile is not created again."""
     site_dir = version.site_dir(site)
@@ -120,7 +120,7 @@ def publish(table: sketches.SiteSketch, version: Version, site: int) -> Path:
     try:
         table.built_for = (version.number, version.sync_id)
         table.save(tmp)
-        fsync_file(tmp / sketches.FILE)
+        fsync_file(tmp / sketch_tables.FILE)
         faults.checkpoint(BUILT)
         os.rename(tmp, prepared_dir(version, site))  # fails if one is there already
         fsync_dir(site_dir)
@@ -176,7 +176,7 @@ class Preparations:
             queued.append(i)
         return queued
 
-    def take(self, version: Version, site: int, rows: int) -> tuple[sketches.SiteSketch | None, float]:
+    def take(self, version: Version, site: int, rows: int) -> tuple[sketch_tables.SiteSketch | None, float]:
         """The table prepared for `site` of `version` (None: the caller builds it) and the
         seconds spent waiting for its build."""
         with self._lock:

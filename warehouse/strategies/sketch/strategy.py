@@ -1,6 +1,6 @@
 """sketch: set reconciliation of (key fingerprint, row hash) pairs with an IBLT, O(differences).
 
-plan: the fragment's table (sketches.py; when missing or due for a new seed, the one built in
+plan: the fragment's table (sketch_tables.py; when missing or due for a new seed, the one built in
 the background after the last commit, sketch_prep.py, or else one built now on the
 executors) is shrunk, for each stage of the exchange, to a width that divides it. The
 statistics size the main stage: cells for the expected number of differing pairs (two per
@@ -50,7 +50,7 @@ from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.group_hash.strategy import GroupHash
 from warehouse.strategies.sketch import budget, columns
 from warehouse.strategies.sketch import prep as sketch_prep
-from warehouse.strategies.sketch import tables as sketches
+from warehouse.strategies.sketch import tables as sketch_tables
 
 #: Share of syncs allowed to fail to peel at the stage the statistics size.
 PEEL_FAILURE = 0.01
@@ -72,7 +72,7 @@ SURPRISE_SHARE = 0.05
 DELETED_KEY_BYTES = 8
 
 
-def differences_seen(width: int, empty_cells: int, hashes: int = sketches.HASHES) -> float:
+def differences_seen(width: int, empty_cells: int, hashes: int = sketch_tables.HASHES) -> float:
     """How many differing pairs fill a difference table of `hashes` sub-tables `width` wide
     to leave `empty_cells` empty: each pair takes one cell per sub-table, so a cell stays
     empty with probability exp(-pairs / width). Infinite when none is empty.
@@ -94,25 +94,29 @@ class Sketch(Strategy):
         ctx = self.ctx
         est = self.snapshot.statistics
         m = ctx.metrics
-        stored = sketches.SiteSketch.load(sketches.sketch_dir(ctx.current, ctx.index)) if ctx.current else None
-        if stored is None or sketches.needs_new_table(
+        stored = (
+            sketch_tables.SiteSketch.load(sketch_tables.sketch_dir(ctx.current, ctx.index)) if ctx.current else None
+        )
+        if stored is None or sketch_tables.needs_new_table(
             stored.syncs, stored.table.width, est.rows, ctx.options.sketch_seed_rotation
         ):
             stored = self._new_table()
             m.sketch_rebuilt = True
         self.stored = stored
         m.differences_expected = round(est.differences, 1)
-        cells = cells_for(est.differences, est.differences_variance, PEEL_FAILURE, sketches.HASHES)
+        cells = cells_for(est.differences, est.differences_variance, PEEL_FAILURE, sketch_tables.HASHES)
         self.fallback: Strategy | None = None
-        self.main = sketches.sent_width(cells, stored.table.width)
+        self.main = sketch_tables.sent_width(cells, stored.table.width)
         if self.main is None:  # more differences expected than the stored table can resolve
             self._fall_back(GroupHash)
             return
         if self._guessing():  # what a failure may cost stays within budget.RISK of a full ship
             self.main = budget.capped_width(self.main, PROBE_WIDTH, stored.table.width, est.full_bytes)
-        floor = math.ceil(cells_for(SURPRISE_SHARE * est.rows, 0.0, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES)
+        floor = math.ceil(
+            cells_for(SURPRISE_SHARE * est.rows, 0.0, PEEL_FAILURE, sketch_tables.HASHES) / sketch_tables.HASHES
+        )
         self.widest = agent_width(self.main, stored.table.width, floor)
-        probe = sketches.divisor_at_least(PROBE_WIDTH, self.widest)
+        probe = sketch_tables.divisor_at_least(PROBE_WIDTH, self.widest)
         self.first = probe if probe is not None and 4 * probe <= self.main else self.main
 
     def _guessing(self) -> bool:
@@ -122,7 +126,7 @@ class Sketch(Strategy):
         observed = self.snapshot.statistics.observed
         return not observed and self.ships_whole and self.ctx.options.strategy == "auto"
 
-    def _new_table(self) -> sketches.SiteSketch:
+    def _new_table(self) -> sketch_tables.SiteSketch:
         """The table prepared after the last commit (sketch_prep.py), else one built now."""
         ctx, m = self.ctx, self.ctx.metrics
         rows = self.snapshot.statistics.rows
@@ -134,7 +138,7 @@ class Sketch(Strategy):
         m.sketch_prepared = table is not None
         if table is None:
             t0 = time.monotonic()
-            table = sketches.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
+            table = sketch_tables.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
             m.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
@@ -290,7 +294,7 @@ class Sketch(Strategy):
         table = self.stored.table.copy()
         table.add(*self._old_pairs(built.touched_rows), sign=-1)
         table.add(*self.stored.pairs(self.returned, columns, key))
-        sketches.SiteSketch(table, self.stored.syncs + 1).save(sketches.sketch_dir(staged, ctx.index))
+        sketch_tables.SiteSketch(table, self.stored.syncs + 1).save(sketch_tables.sketch_dir(staged, ctx.index))
 
     def _old_pairs(self, touched_rows: pa.Table | None) -> tuple[np.ndarray, np.ndarray]:
         """The pairs of the snapshot rows whose key came back or was deleted: from the rows
@@ -338,15 +342,15 @@ class Sketch(Strategy):
         >>> 0 < Sketch.expected_bytes(est) < 0.1 * est.full_bytes
         True
         """
-        cells = cells_for(estimate.differences, estimate.differences_variance, PEEL_FAILURE, sketches.HASHES)
-        width = sketches.sent_width(cells, sketches.stored_width(estimate.rows))
+        cells = cells_for(estimate.differences, estimate.differences_variance, PEEL_FAILURE, sketch_tables.HASHES)
+        width = sketch_tables.sent_width(cells, sketch_tables.stored_width(estimate.rows))
         if width is None:
             return float("inf")
-        probe = iblt_bytes.table_bytes(PROBE_WIDTH * sketches.HASHES) if width >= 4 * PROBE_WIDTH else 0
+        probe = iblt_bytes.table_bytes(PROBE_WIDTH * sketch_tables.HASHES) if width >= 4 * PROBE_WIDTH else 0
         rows_back = estimate.updates + estimate.inserts
         return (
             probe
-            + iblt_bytes.table_bytes(width * sketches.HASHES)
+            + iblt_bytes.table_bytes(width * sketch_tables.HASHES)
             + rows_back * estimate.cost.tuple_bytes
             + estimate.deletes * DELETED_KEY_BYTES
         )
@@ -411,9 +415,9 @@ def next_width(width: int, empty_cells: int, main: int, widest: int) -> int | No
     want = main if width < main else 2 * width
     seen = differences_seen(width, empty_cells)
     if not math.isfinite(seen):
-        seen = width * math.log(sketches.HASHES * width)
-    want = max(want, math.ceil(cells_for(seen, seen, PEEL_FAILURE, sketches.HASHES) / sketches.HASHES))
-    return sketches.divisor_at_least(want, widest) if width < widest else None
+        seen = width * math.log(sketch_tables.HASHES * width)
+    want = max(want, math.ceil(cells_for(seen, seen, PEEL_FAILURE, sketch_tables.HASHES) / sketch_tables.HASHES))
+    return sketch_tables.divisor_at_least(want, widest) if width < widest else None
 
 
 def agent_width(main: int, stored: int, floor: int = 0) -> int:
@@ -426,6 +430,6 @@ def agent_width(main: int, stored: int, floor: int = 0) -> int:
     >>> agent_width(14, 1260, floor=600)  # the statistics expect few differences; more may come
     630
     """
-    fits = [d for d in sketches.divisors(stored) if d % main == 0 and d <= max(main, MAX_SKETCH_WIDTH)]
+    fits = [d for d in sketch_tables.divisors(stored) if d % main == 0 and d <= max(main, MAX_SKETCH_WIDTH)]
     wide = [d for d in fits if d >= max(HEADROOM * main, floor)]
     return min(wide) if wide else max(fits)

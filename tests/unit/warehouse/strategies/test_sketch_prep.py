@@ -21,7 +21,7 @@ from warehouse.spark import build_session
 from warehouse.store import layers
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.sketch import prep as sketch_prep
-from warehouse.strategies.sketch import tables as sketches
+from warehouse.strategies.sketch import tables as sketch_tables
 from warehouse.viewdef import SiteQuery
 
 QUERY = SiteQuery(
@@ -60,7 +60,7 @@ def commit(store: ViewStore, sync_id: str, number: int, rows: int = ROWS):
     return version
 
 
-def same_table(a: sketches.SiteSketch, b: sketches.SiteSketch) -> bool:
+def same_table(a: sketch_tables.SiteSketch, b: sketch_tables.SiteSketch) -> bool:
     return a.secret == b.secret and all(
         np.array_equal(getattr(a.table, n), getattr(b.table, n)) for n in ("count", "key_sum", "hash_sum", "check_sum")
     )
@@ -78,8 +78,8 @@ def test_the_table_prepared_in_the_background_is_the_one_built_inline(spark, tmp
     assert prepared is not None and waited >= 0
     assert prepared.built_for == (1, "s1") and prepared.syncs == 0
     frame = layers.frame(spark, version, 0, QUERY.columns, QUERY.key)
-    inline = sketches.build(frame, QUERY.columns, sketch_prep.key_columns(QUERY), ROWS, secret=prepared.secret)
-    assert prepared.table.width == inline.table.width == sketches.stored_width(ROWS)
+    inline = sketch_tables.build(frame, QUERY.columns, sketch_prep.key_columns(QUERY), ROWS, secret=prepared.secret)
+    assert prepared.table.width == inline.table.width == sketch_tables.stored_width(ROWS)
     assert same_table(prepared, inline)
     # it holds every row's pair: less those pairs, the table is empty
     batch = pq.read_table(version.fragment(0)).select(["k", "v"])
@@ -108,8 +108,8 @@ def test_a_prepared_table_of_another_version_or_size_or_half_written_is_ignored(
     # the same number written by another sync (a version rewritten after a crash, a redefined view)
     assert sketch_prep.load_prepared(Version(1, "s9", first.path), 0, ROWS) is None
     assert sketch_prep.load_prepared(first, 0, 40 * ROWS) is None, "narrower than a build for that many rows"
-    data = (made / sketches.FILE).read_bytes()
-    (made / sketches.FILE).write_bytes(data[: len(data) // 2])
+    data = (made / sketch_tables.FILE).read_bytes()
+    (made / sketch_tables.FILE).write_bytes(data[: len(data) // 2])
     assert sketch_prep.load_prepared(first, 0, ROWS) is None
 
 
@@ -145,11 +145,11 @@ def test_tables_are_prepared_where_the_next_sync_would_build_one(tmp_path):
     store = ViewStore(tmp_path, "v")
     version = commit(store, "s1", 1)
     assert sketch_prep.needs_table(version, 0, rotation=3)  # none stored
-    stored = sketches.SiteSketch(Iblt(3 * sketches.stored_width(ROWS), sketches.HASHES, 7), syncs=2)
-    stored.save(sketches.sketch_dir(version, 0))
+    stored = sketch_tables.SiteSketch(Iblt(3 * sketch_tables.stored_width(ROWS), sketch_tables.HASHES, 7), syncs=2)
+    stored.save(sketch_tables.sketch_dir(version, 0))
     assert not sketch_prep.needs_table(version, 0, rotation=3)
     stored.syncs = 3
-    stored.save(sketches.sketch_dir(version, 0))
+    stored.save(sketch_tables.sketch_dir(version, 0))
     assert sketch_prep.needs_table(version, 0, rotation=3)  # its secret is due
 
 
@@ -158,6 +158,6 @@ def test_cleanup_removes_what_a_killed_build_left(tmp_path):
     version = commit(store, "s1", 1)
     partial = version.site_dir(0) / f"{sketch_prep.PREPARED}.tmp-0badf00d"
     partial.mkdir()
-    (partial / sketches.FILE).write_bytes(b"half")
+    (partial / sketch_tables.FILE).write_bytes(b"half")
     assert store.cleanup() == [partial]
     assert store.current() == version and version.fragment(0).exists()
