@@ -59,7 +59,7 @@ class TouchedDelta:
         """Nothing to release (DeltaResult's persisted frames have no Arrow counterpart)."""
 
 
-def omega_schema(columns: list[Column]) -> pa.Schema:
+def stored_schema(columns: list[Column]) -> pa.Schema:
     """Arrow schema of stored rows: the site columns and the update statistics (TNO, UNO)."""
     return arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
 
@@ -83,7 +83,7 @@ def classify(
     agent's rows, `deleted` the keys it reported gone, `before` the fragment's size."""
     schema = arrow_schema(columns)
     values = [c.name for c in columns if c.name not in key]
-    old = old.select(omega_schema(columns).names).cast(omega_schema(columns))
+    old = old.select(stored_schema(columns).names).cast(stored_schema(columns))
     returned = returned.select(schema.names).cast(schema)
     gone = _marked(
         deleted.select(key).cast(pa.schema([schema.field(k) for k in key])).group_by(key).aggregate([]), _GONE
@@ -125,7 +125,7 @@ def classify(
     return TouchedDelta(
         changed,
         delta,
-        left.cast(omega_schema(columns)),
+        left.cast(stored_schema(columns)),
         counts[INSERT],
         counts[UPDATE],
         counts[DELETE],

@@ -222,7 +222,7 @@ def carry_statistics(spark: SparkSession, stored: Version, staged: Version, old:
         rows.write.parquet(str(written))
         shutil.rmtree(staged.fragment(i))
         os.replace(written, staged.fragment(i))
-        carried_rows = spark.read.schema(layers.omega_ddl(now.columns)).parquet(str(staged.fragment(i)))
+        carried_rows = spark.read.schema(layers.stored_ddl(now.columns)).parquet(str(staged.fragment(i)))
         update_counts.save(update_counts.of_frame(carried_rows), staged.site_dir(i))
         shutil.rmtree(staged.deletions(i), ignore_errors=True)
         if stored.deletions(i).exists():

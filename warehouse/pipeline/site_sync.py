@@ -29,7 +29,7 @@ from warehouse import faults
 from warehouse.agent_client import AgentClient
 from warehouse.cancellation import Cancellation
 from warehouse.deltas.site_delta import DeltaResult, build_delta, check_unique
-from warehouse.deltas.touched_delta import TouchedDelta, classify, omega_schema
+from warehouse.deltas.touched_delta import TouchedDelta, classify, stored_schema
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
@@ -87,7 +87,7 @@ class Planned:
     strategy: Strategy
     snapshot: Snapshot
     current_layers: layers.Layers | None = None  # the current version's overlay (None: its fragment is whole)
-    omega: update_counts.Histogram | None = None  # the current version's update-statistics histogram
+    update_hist: update_counts.Histogram | None = None  # the current version's update-statistics histogram
     #: deletion statistics rows of the current version, read once while planning (none before the load).
     deletion_rows: tuple[tuple, ...] = ()
 
@@ -220,13 +220,13 @@ class SiteRun:
             strategy = STRATEGIES[self.options.strategy].create_load(self.ctx, snapshot) or LOAD(self.ctx, snapshot)
             planned = Planned(strategy, snapshot)
         else:
-            omega = update_counts.load(self.current.site_dir(self.index))
-            if omega is None:  # a version written before the histogram was kept
-                omega = update_counts.of_frame(projected.frame)
-            snapshot, deletion_rows = self._statistics(projected.frame, cost, omega, self.current)
+            hist = update_counts.load(self.current.site_dir(self.index))
+            if hist is None:  # a version written before the histogram was kept
+                hist = update_counts.of_frame(projected.frame)
+            snapshot, deletion_rows = self._statistics(projected.frame, cost, hist, self.current)
             self.metrics.expected_bytes = expected_bytes(snapshot.statistics, self.ctx)
             strategy = STRATEGIES[self.options.strategy].create(self.ctx, snapshot)
-            planned = Planned(strategy, snapshot, projected.current_layers, omega, deletion_rows)
+            planned = Planned(strategy, snapshot, projected.current_layers, hist, deletion_rows)
         strategy.plan()
         return planned
 
@@ -261,11 +261,11 @@ class SiteRun:
         return cost
 
     def _statistics(
-        self, frame: DataFrame, cost: CostModel, omega: update_counts.Histogram, current: Version
+        self, frame: DataFrame, cost: CostModel, hist: update_counts.Histogram, current: Version
     ) -> tuple[Snapshot, tuple[tuple, ...]]:
         """The snapshot a strategy plans from, with update statistics and the deletion statistics' prediction for this sync;
         and the deletion statistics' rows, which the next version keeps."""
-        totals = update_counts.totals(omega)
+        totals = update_counts.totals(hist)
         self.metrics.rows_before = totals.tuples
         observed = (totals.observations, totals.updates)
         rows = read_deletions(current, self.index)
@@ -363,17 +363,19 @@ class SiteRun:
         """The whole-fragment build in Arrow: every stored row is a touched one. Untouched
         keys are unchanged when the strategy vouches for them, else gone (a full read)."""
         key, i = self.site.key, self.index
-        omega = omega_schema(self.site.columns)
+        stored = stored_schema(self.site.columns)
         returned, deleted = answer_tables
         key_schema = deleted.schema
-        old = layers.table(self.current, i, self.site.columns, key) if self.current is not None else omega.empty_table()
+        old = (
+            layers.table(self.current, i, self.site.columns, key) if self.current is not None else stored.empty_table()
+        )
         if self.current is not None and build is FragmentBuild.UNTOUCHED_GONE:
             unseen = old.select(key).join(returned.select(key), key, join_type="left anti")
             deleted = pa.concat_tables([deleted, unseen.cast(key_schema)])
         result = classify(old, returned, deleted, self.site.columns, key, self.metrics.rows_before or 0)
-        kept = old.join(result.left.select(key).cast(key_schema), key, join_type="left anti").select(omega.names)
+        kept = old.join(result.left.select(key).cast(key_schema), key, join_type="left anti").select(stored.names)
         kept = kept.set_column(kept.schema.get_field_index(TNO), TNO, pc.add(kept.column(TNO), 1))
-        fragment = pa.concat_tables([kept, result.changed.drop_columns([OP]).cast(omega)])
+        fragment = pa.concat_tables([kept, result.changed.drop_columns([OP]).cast(stored)])
         site_dir = staged.site_dir(i)
         layers.write_part(fragment, staged.fragment(i))
         # a whole fragment is a base without an overlay: its sizes, measured here, serve until it is rewritten
@@ -389,7 +391,7 @@ class SiteRun:
         snapshot = (
             planned.snapshot.frame
             if planned.snapshot.frame is not None
-            else self.spark.createDataFrame([], layers.omega_ddl(self.site.columns))
+            else self.spark.createDataFrame([], layers.stored_ddl(self.site.columns))
         )
         result = build_delta(
             snapshot,
@@ -424,16 +426,16 @@ class SiteRun:
         grown overlay (and the offset of syncs seen one further). None, with nothing staged, when the
         overlay would pass its share of the base: the fragment is then written whole."""
         key, i = self.site.key, self.index
-        assert self.current is not None and planned.omega is not None, "an overlay grows on a current version"
+        assert self.current is not None and planned.update_hist is not None, "an overlay grows on a current version"
         key_schema = deleted.schema
         result = classify(touched_rows, returned, deleted, self.site.columns, key, self.metrics.rows_before)
         current = self._current_layers(planned)
         offset = current.tno_offset + 1
-        omega = omega_schema(self.site.columns)
+        stored = stored_schema(self.site.columns)
         now = result.changed.drop_columns([OP])
         now = now.set_column(now.schema.get_field_index(TNO), TNO, pc.subtract(now.column(TNO), offset))
         site_dir = staged.site_dir(i)
-        upserts, removed = layers.grown(self.current.site_dir(i), current, omega, key_schema, result.left, now)
+        upserts, removed = layers.grown(self.current.site_dir(i), current, stored, key_schema, result.left, now)
         grown = layers.Layers(
             current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(planned.snapshot.cost)
         )
@@ -443,10 +445,10 @@ class SiteRun:
         layers.link_files(self.current.fragment(i), staged.fragment(i))
         layers.write_overlay(site_dir, upserts, removed, grown)
         self.metrics.overlay_rows = upserts.num_rows + removed.num_rows
-        omega_next = update_counts.advanced(
-            planned.omega, update_counts.pairs(result.left), update_counts.pairs(result.changed)
+        hist_next = update_counts.advanced(
+            planned.update_hist, update_counts.pairs(result.left), update_counts.pairs(result.changed)
         )
-        update_counts.save(omega_next, site_dir)
+        update_counts.save(hist_next, site_dir)
         return result
 
     def _stage_common(self, staged: Version, planned: Planned, built: Built) -> None:

@@ -84,14 +84,14 @@ def whole(rows: int) -> Layers:
     return Layers(rows, 0, 0, 0)
 
 
-def omega_ddl(columns: list[Column]) -> str:
+def stored_ddl(columns: list[Column]) -> str:
     """Spark DDL of a fragment: the site columns and the update statistics (TNO, UNO)."""
     return spark_schema(columns) + f", {TNO} bigint, {UNO} bigint"
 
 
 def frame(spark: SparkSession, version: Version, site: int, columns: list[Column], key: list[str]) -> DataFrame:
     """The fragment with its update statistics (syncs seen counted up to `version`), overlay applied."""
-    schema = omega_ddl(columns)
+    schema = stored_ddl(columns)
     names = [c.name for c in columns]
     site_dir = version.site_dir(site)
     base = spark.read.schema(schema).parquet(str(version.fragment(site))).select(*names, TNO, UNO)

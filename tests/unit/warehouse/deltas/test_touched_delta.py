@@ -10,7 +10,7 @@ import pytest
 
 from protocol.types import Column, LogicalType, arrow_schema
 from warehouse.deltas.site_delta import build_delta
-from warehouse.deltas.touched_delta import check_unique, classify, omega_schema
+from warehouse.deltas.touched_delta import check_unique, classify, stored_schema
 from warehouse.errors import SourceDataError
 from warehouse.names import CHANGED, OP, TNO, UNO
 from warehouse.spark import build_session
@@ -69,8 +69,8 @@ def test_touched_tuples_classify_as_the_whole_snapshot_does(spark, seed):
 
     touched_keys = {r[0] for r in returned} | set(deleted)
     old = pa.Table.from_pylist(
-        [dict(zip(omega_schema(COLUMNS).names, r, strict=True)) for r in snapshot if r[0] in touched_keys],
-        schema=omega_schema(COLUMNS),
+        [dict(zip(stored_schema(COLUMNS).names, r, strict=True)) for r in snapshot if r[0] in touched_keys],
+        schema=stored_schema(COLUMNS),
     )
     rows = pa.Table.from_pylist(
         [dict(zip(arrow_schema(COLUMNS).names, r, strict=True)) for r in returned], schema=arrow_schema(COLUMNS)
