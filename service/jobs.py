@@ -326,7 +326,7 @@ class SyncRunner:
             self._failed(view_name, sync_id, error, run, t0, code)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
-            applied = run.run.view.to_json() if run is not None else view.definition
+            applied = run.last_run.view.to_json() if run is not None else view.definition
             self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
             for source in sources:
@@ -357,7 +357,7 @@ class SyncRunner:
         self, view: str, sync_id: str, error: str, run: PolicedSync | None, t0: float, code: str | None = None
     ) -> None:
         """Record a failed sync with what it measured before it failed, and its error's code."""
-        metrics = run.run.metrics.to_json() if run else {}
+        metrics = run.last_run.metrics.to_json() if run else {}
         self.catalog.update_sync(
             sync_id, status="failed", finished_at=now(), error=error, error_code=code, progress=None, metrics=metrics
         )

@@ -61,7 +61,7 @@ Follow = Callable[[str, ViewDef], None]
 
 
 class PolicedSync:
-    """One sync of a view under its schema policy; `run` is the SyncRun that ran last (its
+    """One sync of a view under its schema policy; `last_run` is the SyncRun that ran last (its
     metrics are the sync's, also when it failed). `follow`: how a table view takes its
     table's new columns (None: it cannot, the change is refused)."""
 
@@ -75,7 +75,7 @@ class PolicedSync:
         column_types: dict[str, str] | None = None,
         follow: Follow | None = None,
     ):
-        self.run = run
+        self.last_run = run
         self.sql = sql
         self.policy = policy
         self.stamps = stamps
@@ -85,12 +85,12 @@ class PolicedSync:
 
     def __call__(self) -> SyncMetrics:
         try:
-            return self.run.run()
+            return self.last_run.run()
         except WarehouseError as exc:
             if not (met_schema_change(exc) or isinstance(exc, TableChanged)):
                 raise
             met = exc
-        old = self.run.view
+        old = self.last_run.view
         new = self._rebound(met)
         moved = table_follow.records(old, new) if old.table is not None else []
         if moved:
@@ -115,7 +115,7 @@ class PolicedSync:
     def _rebound(self, met: WarehouseError) -> ViewDef:
         """The view's SQL bound again against its sources' current schemas (SchemaChanged when
         it no longer binds: a table or column gone, no longer exposed, or of a type it cannot be)."""
-        run = self.run
+        run = self.last_run
         endpoints = [(e.name, e.url, e.token) for e in run.endpoints.values()]
         verify = next(iter(run.endpoints.values())).verify
         options = run.options
@@ -141,12 +141,12 @@ class PolicedSync:
     def _bound(self, schemas: dict[str, SourceSchema]) -> ViewDef:
         """The view bound to `schemas` as it was when stored: its table's columns for a table
         view, its columns read as its column_types ask."""
-        view = self.run.view
+        view = self.last_run.view
         return bind_policed(self._binder(schemas), schemas, Policies.from_json(view.policies))
 
     def _binder(self, schemas: dict[str, SourceSchema]) -> Callable[[Mapping[str, SourceSchema]], ViewDef]:
         """How the view binds to a set of schemas (its policies' or the sources' own)."""
-        view = self.run.view
+        view = self.last_run.view
         if view.table is not None:
             table, exclude = view.table, view.exclude_columns
             return lambda s: analyze_table_view(table, s, exclude)
@@ -160,7 +160,7 @@ class PolicedSync:
     def _followed(self, met: WarehouseError, new: ViewDef, moved: list[dict]) -> SyncMetrics:
         """A table view takes its table's columns added and dropped (and any widening with
         them): redefined within this sync, which then applies the redefinition."""
-        first = self.run
+        first = self.last_run
         was = {c.name: c.type for c in first.view.columns}
         changes = [TypeChange(0, c.name, was[c.name], c.type) for c in new.columns if was.get(c.name, c.type) != c.type]
         narrowed = [c for c in changes if not c.widened]
@@ -173,26 +173,26 @@ class PolicedSync:
             )
             raise self._refused(met, refused, reason)
         self.follow(new.sql, new)
-        self.run = replace(first, view=new, follows=first.view)
-        self.run.metrics.attempts = list(first.metrics.attempts)  # the stopped attempt's bytes count
-        self.run.metrics.schema_changes = moved + _records(first.view, changes, WIDENED)
-        return self.run.run()
+        self.last_run = replace(first, view=new, follows=first.view)
+        self.last_run.metrics.attempts = list(first.metrics.attempts)  # the stopped attempt's bytes count
+        self.last_run.metrics.schema_changes = moved + _records(first.view, changes, WIDENED)
+        return self.last_run.run()
 
     def _widened(self, new: ViewDef, changes: list[TypeChange]) -> SyncMetrics:
         """Run the sync again with definition `new`, from the current version widened to it."""
-        first = self.run
+        first = self.last_run
         current = first.store.current()
         base = _widened_base(first, current, new, changes) if current is not None else None
         meta = {"definition": new.to_json(), "definition_before": first.view.to_json()}
-        self.run = replace(first, view=new, base=base, meta=meta)
-        self.run.metrics.attempts = list(first.metrics.attempts)  # the refused attempt's bytes count
-        self.run.metrics.schema_changes = _records(first.view, changes, WIDENED)
-        return self.run.run()
+        self.last_run = replace(first, view=new, base=base, meta=meta)
+        self.last_run.metrics.attempts = list(first.metrics.attempts)  # the refused attempt's bytes count
+        self.last_run.metrics.schema_changes = _records(first.view, changes, WIDENED)
+        return self.last_run.run()
 
     def _refused(self, met: WarehouseError, records: list[dict], reason: str, widening: bool = False) -> SchemaChanged:
         """The failure of a sync that meets changes it does not take (`records`, as schema_changes;
         `widening`: every one of them is a lossless widening)."""
-        view, run = self.run.view_name, self.run
+        view, run = self.last_run.view_name, self.last_run
         run.metrics.schema_changes = records or None
         listed = "; ".join(_told(r) for r in records)
         what = f"{listed}. The sync does not take it: {reason}" if listed else reason
