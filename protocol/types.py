@@ -102,6 +102,23 @@ class Column:
         return cls(data["name"], LogicalType.parse(data["type"]))
 
 
+def key_columns(columns: list[Column], key: list[str]) -> list[Column]:
+    """The columns of `key`, in the key's order (which need not be the columns').
+
+    >>> cols = [Column("a", LogicalType("int")), Column("b", LogicalType("text")), Column("c", LogicalType("int"))]
+    >>> [c.name for c in key_columns(cols, ["c", "a"])]
+    ['c', 'a']
+    >>> key_columns(cols, ["x"])
+    Traceback (most recent call last):
+    KeyError: "key column 'x' is not among the columns ['a', 'b', 'c']"
+    """
+    by_name = {c.name: c for c in columns}
+    missing = [k for k in key if k not in by_name]
+    if missing:
+        raise KeyError(f"key column {missing[0]!r} is not among the columns {list(by_name)}")
+    return [by_name[k] for k in key]
+
+
 def arrow_schema(columns: list[Column]) -> pa.Schema:
     """Arrow schema for rows with these columns (all nullable)."""
     return pa.schema([pa.field(c.name, c.type.arrow()) for c in columns])

@@ -54,7 +54,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from protocol.types import arrow_schema
+from protocol.types import arrow_schema, key_columns
 from warehouse import null_keys
 from warehouse.deltas import equi_join
 from warehouse.deltas.changed_columns import CHANGED_TYPE, arrow_changed, same_values
@@ -292,16 +292,15 @@ class JoinDelta:
     def _rejoined(self, rows: pa.Table, held: pa.Table) -> DataFrame:
         """On Spark: the view rows, as they are now, of the inner tuples `held` (by
         `inner_key`): the inner sites reduced to the rows `rows` hold, the left ones whole."""
-        by_name = {c.name: c for c in self.view.columns}
         tables = []
         for j, (site, fragment) in enumerate(zip(self.view.sites, self.fragments, strict=True)):
             if j in self.view.left_sites:
                 tables.append(fragment)
                 continue
             keys = rows.select(site.key).group_by(site.key).aggregate([]).select(site.key)
-            keys = self._frame(keys, [by_name[k] for k in site.key], f"held-{j}")
+            keys = self._frame(keys, key_columns(self.view.columns, site.key), f"held-{j}")
             tables.append(fragment.join(F.broadcast(keys), site.key, "left_semi"))
-        inner = self._frame(held, [by_name[k] for k in self.inner_key], "held-inner")
+        inner = self._frame(held, key_columns(self.view.columns, self.inner_key), "held-inner")
         return self.join(tables, "r").join(F.broadcast(inner), self.inner_key, "left_semi")
 
     def _frame(self, rows: pa.Table, columns: list, name: str) -> DataFrame:

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from protocol.types import Column, arrow_schema
+from protocol.types import Column, arrow_schema, key_columns
 from warehouse import null_keys
 from warehouse.names import TNO, UNO, spark_schema
 from warehouse.store.versions import Version
@@ -126,8 +126,7 @@ def _overlaid(
 ) -> DataFrame:
     """`base` without the overlay's removed keys, plus its upserts (stored with schema `ddl`)."""
     if layers.removed_rows:
-        by_name = {c.name: c for c in columns}
-        removed = spark.read.schema(spark_schema([by_name[k] for k in key])).parquet(str(overlay / "removed"))
+        removed = spark.read.schema(spark_schema(key_columns(columns, key))).parquet(str(overlay / "removed"))
         base = without_keys(base, removed, key)
     if layers.upsert_rows:
         base = base.unionByName(spark.read.schema(ddl).parquet(str(overlay / "upserts")).select(*base.columns))

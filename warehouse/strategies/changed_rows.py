@@ -242,7 +242,7 @@ class ChangedRows(Strategy):
         inserted after the keys were read (they run side by side): the next sync finds it.
         """
         ctx, key = self.ctx, self.ctx.site.key
-        key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
+        key_schema = ctx.key_schema()
         rows = pq.read_table(ranged.returned[0]).cast(ctx.rows_schema())
         read_keys = rows.select(key)
         t0 = time.monotonic()

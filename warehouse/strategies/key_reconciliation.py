@@ -164,7 +164,7 @@ def _change_to(ctx: SiteContext, snapshot: Snapshot, present: DataFrame) -> tupl
     key = ctx.site.key
     check_unique(present, key, key_sketch.source_of(ctx))
     known = snapshot.stored.select(*key)
-    key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
+    key_schema = ctx.key_schema()
     new = present.join(known, key, "left_anti").toArrow().select(key).cast(key_schema)
     gone = known.join(present, key, "left_anti").toArrow().select(key).cast(key_schema)
     return new, gone

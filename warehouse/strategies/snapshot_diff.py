@@ -178,7 +178,7 @@ class SnapshotDiff(ChangedRows):
         and returned is not deleted; the stored rows of every key touched are read once,
         and the delta compares the returned rows with them (equal rows give nothing)."""
         ctx, key = self.ctx, self.ctx.site.key
-        key_schema = pa.schema([ctx.rows_schema().field(k) for k in key])
+        key_schema = ctx.key_schema()
         rows = pq.read_table(answer.returned[0]).cast(ctx.rows_schema())
         check_unique_arrow(rows.select(key), key, source_of(ctx))
         deleted = pq.read_table(answer.deleted).select(key).cast(key_schema)

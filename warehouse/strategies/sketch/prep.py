@@ -37,6 +37,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from protocol import types
 from protocol.types import Column
 from warehouse import faults
 from warehouse.defaults import SKETCH_PREPARE_WAIT_S
@@ -64,8 +65,7 @@ def prepared_dir(version: Version, site: int) -> Path:
 
 
 def key_columns(site: SiteQuery) -> list[Column]:
-    by_name = {c.name: c for c in site.columns}
-    return [by_name[k] for k in site.key]
+    return types.key_columns(site.columns, site.key)
 
 
 def fragment_rows(version: Version, site: int) -> int | None:
