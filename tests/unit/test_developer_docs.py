@@ -55,6 +55,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "docs/concepts/how-a-sync-works.md": (),
     "docs/development/architecture.md": (),
     "docs/development/tests.md": (),
+    "docs/development/one-sync.md": (),
 }
 SUFFIXES = (".py", ".md", ".json", ".yml", ".yaml", ".toml", ".sh", ".html", ".js", ".css")
 PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*/?")
