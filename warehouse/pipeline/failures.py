@@ -7,11 +7,13 @@ many attempts a transient failure was given.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from protocol.error_codes import SCHEMA_CHANGED, SCHEMA_DRIFT
 from warehouse.errors import AgentRejected, Remedy, SourceError, WarehouseError
 
 
-def drifted(exc: WarehouseError) -> bool:
+def drifted(exc: WarehouseError) -> TypeGuard[AgentRejected]:
     """Whether the agent refuses a site query it accepted when the view was registered, for a
     reason that says the source's schema (or the agent's --allow list) changed since: told
     by the agent's code, never by its words.
@@ -39,14 +41,12 @@ def told(exc: WarehouseError, source: str, attempts: int, retries: int) -> str:
     message = exc.message
     if isinstance(exc, SourceError):
         message = f"source {source!r}: {message}. {SOURCE_WAY_OUT}"
-        exc.remedies = (Remedy.REDEFINE,)
-    elif isinstance(exc, AgentRejected) and exc.agent_code == SCHEMA_CHANGED:
-        exc.remedies = (Remedy.REDEFINE,)
-    elif drifted(exc):
+    elif drifted(exc) and exc.agent_code != SCHEMA_CHANGED:  # a schema change words its own way out
         message = (
             f"source {source!r}: {message}. The agent accepted this site query when the view was registered: "
             f"the source schema (or the agent's --allow list) changed since; restore it, or redefine the view"
         )
+    if isinstance(exc, SourceError) or drifted(exc):
         exc.remedies = (Remedy.REDEFINE,)
     if exc.transient:
         message = f"{message} (gave up after {attempts} attempt(s); SERVICE_AGENT_RETRIES={retries})"

@@ -41,20 +41,6 @@ from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes, widens
 REFUSED = "refused"
 
 
-def met_schema_change(exc: WarehouseError) -> bool:
-    """Whether a site's failure is its agent saying the source schema no longer fits the site
-    query: told by the agent's error code (protocol/error_codes.py).
-
-    >>> met_schema_change(AgentRejected("agent answered 409: ...", 409, "schema_changed"))
-    True
-    >>> met_schema_change(AgentRejected("no table 'orders'", 422, "unsupported_query"))
-    True
-    >>> met_schema_change(AgentRejected("duplicate key", 409, "source_data"))
-    False
-    """
-    return drifted(exc)
-
-
 #: Stores a table view's new definition (SQL, definition) from inside its sync, which then
 #: applies it as a redefinition (service/redefinitions.py redefine_within).
 Follow = Callable[[str, ViewDef], None]
@@ -87,7 +73,7 @@ class PolicedSync:
         try:
             return self.last_run.run()
         except WarehouseError as exc:
-            if not (met_schema_change(exc) or isinstance(exc, TableChanged)):
+            if not (drifted(exc) or isinstance(exc, TableChanged)):
                 raise
             met = exc
         old = self.last_run.view

@@ -7,7 +7,8 @@ import json
 from protocol.types import Column, LogicalType
 from warehouse.errors import AgentRejected, AgentUnavailable
 from warehouse.formats import STORAGE_FORMAT
-from warehouse.pipeline.schema_policy import adopted_definition, met_schema_change
+from warehouse.pipeline.failures import drifted
+from warehouse.pipeline.schema_policy import adopted_definition
 from warehouse.store.versions import Version
 from warehouse.viewdef import SiteQuery, ViewDef
 
@@ -36,10 +37,10 @@ def test_the_definition_a_widening_sync_committed_is_adopted_once_and_only_over_
 
 
 def test_a_schema_change_is_told_by_the_agents_code_never_by_its_words():
-    assert met_schema_change(AgentRejected("...", 409, "schema_changed", []))
-    assert met_schema_change(AgentRejected("not exposed", 403, "forbidden"))
-    assert met_schema_change(AgentRejected("no column 'x'", 422, "unsupported_query"))
+    assert drifted(AgentRejected("...", 409, "schema_changed", []))
+    assert drifted(AgentRejected("not exposed", 403, "forbidden"))
+    assert drifted(AgentRejected("no column 'x'", 422, "unsupported_query"))
     words = "agent answered 409: the source schema of table 't' changed since the view was registered: ..."
-    assert not met_schema_change(AgentRejected(words, 409, "source_data"))
-    assert not met_schema_change(AgentRejected("AGENT_HASH_KEY is not set", 422, "hash_key_missing"))
-    assert not met_schema_change(AgentUnavailable("timed out"))
+    assert not drifted(AgentRejected(words, 409, "source_data"))
+    assert not drifted(AgentRejected("AGENT_HASH_KEY is not set", 422, "hash_key_missing"))
+    assert not drifted(AgentUnavailable("timed out"))
