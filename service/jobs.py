@@ -35,7 +35,7 @@ from warehouse.cancellation import Cancellation
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
 from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
-from warehouse.pipeline.sync import Endpoint, SyncRun
+from warehouse.pipeline.sync import Endpoint, SyncContext, SyncRun
 from warehouse.spark import executor_import_error
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.sketch.prep import Preparations
@@ -292,19 +292,11 @@ class SyncRunner:
             spark.sparkContext.setJobGroup(sync_id, f"sync {sync_id} of view {view_name}", interruptOnCancel=True)
             stop.on_request(lambda: spark.sparkContext.cancelJobGroup(sync_id))
             store = self.store(view_name)
-            sync = SyncRun(
-                spark,
-                store,
-                view_name,
-                definition,
-                self._endpoints(definition),
-                sync_id,
-                self._options(view, verify),
-                progress,
-                self.sketches,
-                ViewDef.from_json(view.applied) if view.applied is not None else None,
-                cancellation=stop,
-            )
+            endpoints = self._endpoints(definition)
+            sync_options = self._options(view, verify)
+            ctx = SyncContext(spark, store, view_name, sync_id, endpoints, sync_options, progress, self.sketches, stop)
+            follows = ViewDef.from_json(view.applied) if view.applied is not None else None
+            sync = SyncRun(ctx, definition, follows=follows)
             options = view.options
 
             def follow(sql: str, definition: ViewDef) -> None:  # a table view takes its table's columns

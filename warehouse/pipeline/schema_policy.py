@@ -102,9 +102,9 @@ class PolicedSync:
         """The view's SQL bound again against its sources' current schemas (SchemaChanged when
         it no longer binds: a table or column gone, no longer exposed, or of a type it cannot be)."""
         run = self.last_run
-        endpoints = [(e.name, e.url, e.token) for e in run.endpoints.values()]
-        verify = next(iter(run.endpoints.values())).verify
-        options = run.options
+        endpoints = [(e.name, e.url, e.token) for e in run.ctx.endpoints.values()]
+        verify = next(iter(run.ctx.endpoints.values())).verify
+        options = run.ctx.options
         counters: list[ByteCounter] = []
         try:
             schemas = fetch_schemas(
@@ -159,26 +159,25 @@ class PolicedSync:
             )
             raise self._refused(met, refused, reason)
         self.follow(new.sql, new)
-        self.last_run = replace(first, view=new, follows=first.view)
-        self.last_run.metrics.attempts = list(first.metrics.attempts)  # the stopped attempt's bytes count
+        self.last_run = replace(first, ctx=first.ctx.afresh(), view=new, follows=first.view)
         self.last_run.metrics.schema_changes = moved + _records(first.view, changes, WIDENED)
         return self.last_run.run()
 
     def _widened(self, new: ViewDef, changes: list[TypeChange]) -> SyncMetrics:
         """Run the sync again with definition `new`, from the current version widened to it."""
         first = self.last_run
-        current = first.store.current()
+        current = first.ctx.store.current()
         base = _widened_base(first, current, new, changes) if current is not None else None
         meta = {"definition": new.to_json(), "definition_before": first.view.to_json()}
-        self.last_run = replace(first, view=new, base=base, meta=meta)
-        self.last_run.metrics.attempts = list(first.metrics.attempts)  # the refused attempt's bytes count
+        # run afresh, keeping the refused attempt, whose bytes count
+        self.last_run = replace(first, ctx=first.ctx.afresh(), view=new, base=base, meta=meta)
         self.last_run.metrics.schema_changes = _records(first.view, changes, WIDENED)
         return self.last_run.run()
 
     def _refused(self, met: WarehouseError, records: list[dict], reason: str, widening: bool = False) -> SchemaChanged:
         """The failure of a sync that meets changes it does not take (`records`, as schema_changes;
         `widening`: every one of them is a lossless widening)."""
-        view, run = self.last_run.view_name, self.last_run
+        view, run = self.last_run.ctx.view_name, self.last_run
         run.metrics.schema_changes = records or None
         listed = "; ".join(_told(r) for r in records)
         what = f"{listed}. The sync does not take it: {reason}" if listed else reason
@@ -217,7 +216,7 @@ def _widened_base(run: SyncRun, current: Version, new: ViewDef, changes: list[Ty
             sites.setdefault(c.site, {})[c.column] = c.new.arrow()
     was, now = (combinations.stored_view(v) if v.multiset and v.assembly else v for v in (run.view, new))
     stored = {n.name: n.type.arrow() for o, n in zip(was.columns, now.columns, strict=True) if o.type != n.type}
-    return widened_copy(current, run.store.widening(run.sync_id), sites, stored)
+    return widened_copy(current, run.ctx.store.widening(run.ctx.sync_id), sites, stored)
 
 
 def _records(view: ViewDef, changes: list[TypeChange], action: str) -> list[dict]:

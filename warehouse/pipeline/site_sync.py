@@ -11,10 +11,9 @@ and stages the next fragment with its update and deletion statistics. A view ove
 from __future__ import annotations
 
 import math
-import ssl
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,19 +21,18 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from protocol.types import arrow_schema
 from warehouse import faults
 from warehouse.agent_client import AgentClient
-from warehouse.cancellation import Cancellation
 from warehouse.deltas.site_delta import DeltaResult, build_delta, check_unique
 from warehouse.deltas.touched_delta import TouchedDelta, classify, stored_schema
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
-from warehouse.options import SyncOptions
 from warehouse.pipeline import source_columns, table_follow
+from warehouse.pipeline.context import SyncContext
 from warehouse.pipeline.phases import timed_phase
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
@@ -46,7 +44,6 @@ from warehouse.store.read_so_far import ReadSoFar
 from warehouse.store.versions import Version
 from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
 from warehouse.strategies.base import Answer, Built, FragmentBuild
-from warehouse.strategies.sketch.prep import Preparations
 from warehouse.viewdef import SiteQuery
 
 #: A fragment whose old and new rows together number at most this is compared and written
@@ -55,16 +52,6 @@ from warehouse.viewdef import SiteQuery
 DRIVER_BUILD_ROWS = 250_000
 
 T = TypeVar("T")
-
-
-@dataclass
-class Endpoint:
-    """Where a source's agent answers."""
-
-    name: str
-    url: str
-    token: str | None = None
-    verify: ssl.SSLContext | str | bool = True
 
 
 def _utcnow() -> str:
@@ -104,17 +91,12 @@ class Extracted:
 class SiteRun:
     """Extraction and fragment maintenance of one site query within a sync."""
 
-    spark: SparkSession
+    sync: SyncContext
     index: int
     site: SiteQuery
-    endpoint: Endpoint
     staging: Path
-    seed: int
+    #: the version the site syncs from (None: a load)
     current: Version | None
-    view_name: str
-    options: SyncOptions = field(default_factory=SyncOptions)
-    progress: Callable[[dict], None] = lambda info: None
-    sketches: Preparations | None = None
     #: the view's random sample (view_sample.py) when its rows are the site's (a one-site
     #: view): the cost model is measured on it, a uniform sample at hand, rather than on
     #: the first rows of the fragment (kept from when it was written, or read by Spark)
@@ -123,16 +105,18 @@ class SiteRun:
     #: (table_follow.py), but for those the view leaves out (its exclude_columns, held
     #: here); None: the site is not a table view's
     follows_table: tuple[str, ...] | None = None
-    #: the sync's stop request: checked at each step, and it closes the agent client
-    cancellation: Cancellation = field(default_factory=Cancellation)
 
     def __post_init__(self) -> None:
+        sync = self.sync
+        self.spark, self.options, self.progress = sync.spark, sync.options, sync.progress
+        self.cancellation = sync.cancellation  # checked at each step, and it closes the agent client
         self.metrics = SiteMetrics(source=self.site.source)
         self.staging.mkdir(parents=True, exist_ok=True)
+        endpoint = sync.endpoints[self.site.source]
         self.client = AgentClient(
-            self.endpoint.url,
-            self.endpoint.token,
-            verify=self.endpoint.verify,
+            endpoint.url,
+            endpoint.token,
+            verify=endpoint.verify,
             read_timeout_s=self.options.agent_read_timeout_s,
             deadline_s=self.options.agent_deadline_s,
             cancellation=self.cancellation,
@@ -143,13 +127,13 @@ class SiteRun:
             self.site,
             self.client,
             self.staging,
-            self.seed,
+            sync.seed,
             self.current,
             self.options,
             self.metrics,
             self.progress,
             self.traffic,
-            sketches=self.sketches,
+            sketches=sync.sketches,
             resume=ReadSoFar.beside(self.staging),  # what the sync's failed attempts at this site kept
         )
         #: what extract gave, once it has run (build_fragment reads it)
@@ -287,7 +271,7 @@ class SiteRun:
         assert self.extracted is not None, "build_fragment follows extract"
         planned, answer = self.extracted.planned, self.extracted.answer
         build = planned.strategy.fragment_build()
-        what = f"{self.site.where()} at source {self.site.source!r} (site query of view {self.view_name!r})"
+        what = f"{self.site.where()} at source {self.site.source!r} (site query of view {self.sync.view_name!r})"
         m = self.metrics
         t0 = time.monotonic()
         touched_rows = answer.touched_rows
