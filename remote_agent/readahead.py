@@ -41,6 +41,7 @@ from remote_agent.adapters.base import Adapter, Session
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import AgentError, ReaderLost
 from remote_agent.pacing import Pacer
+from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.timings import Timings
 
@@ -67,23 +68,25 @@ def batches(
     adapter: Adapter,
     query: ValidatedQuery,
     converter: RowConverter,
+    scan: ScanSettings,
     *,
-    chunk_rows: int,
     batch_rows: int,
     timings: Timings,
-    read_ahead: bool,
     session: Session | None = None,
     pacer: Pacer | None = None,
 ) -> Generator[pa.RecordBatch, None, None]:
-    """`chunks.batches`, read in a reader process when `read_ahead`, which opens a
-    connection of its own; else read here, on `session` or on a new one.
+    """`chunks.batches` in chunks of `scan.chunk_rows`, read in a reader process when
+    `scan.read_ahead`, which opens a connection of its own; else read here, on `session` or
+    on a new one.
 
     The reader's seconds reading and converting go to `timings.read_s` and `convert_s`
     (they overlap the answer's own phases); the answer's thread waiting for a batch goes
-    to `wait_s`. `pacer` paces the chunks (pacing.py); a reader process paces with a copy
-    and hands its state back at the end, so `pacer.report()` describes the scan either way.
+    to `wait_s`. `pacer` paces the chunks (pacing.py; `scan.pacer()` builds the one of its
+    settings); a reader process paces with a copy and hands its state back at the end, so
+    `pacer.report()` describes the scan either way.
     """
-    if not read_ahead:
+    chunk_rows = scan.chunk_rows
+    if not scan.read_ahead:
         with contextlib.nullcontext(session) if session is not None else adapter.session() as here:
             yield from chunks.batches(
                 adapter,

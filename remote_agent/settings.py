@@ -12,7 +12,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, CliSettingsSource, NoDecode, SettingsConfigDict
 
 from protocol.defaults import DIGEST_BITS
-from remote_agent.pacing import Pacing
+from remote_agent.pacing import Pacer, Pacing
 
 DEFAULT_PORT = 8765
 #: Rows per chunk: large enough that a chunk costs little more than its rows, small
@@ -33,6 +33,29 @@ class ScanSettings:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     read_ahead: bool = False
     pacing: Pacing = field(default_factory=Pacing)
+
+    def pacer(self) -> Pacer:
+        """A new pacer of one scan under these settings (pacing.py).
+
+        >>> ScanSettings(chunk_rows=500).pacer().next_rows()
+        500
+        """
+        return Pacer(self.chunk_rows, self.pacing)
+
+
+@dataclass(frozen=True)
+class SketchSettings:
+    """What the agent's settings say of a sketch exchange (strategies/sketch.py).
+
+    `table_bytes` bounds the agent's own table (None: as wide as asked); `digest_bits`
+    sends updated rows as column digests of that many bits (protocol 4; None: whole);
+    `spill_dir` holds the spilled keys (None: the system's temp dir).
+    """
+
+    scan: ScanSettings = field(default_factory=ScanSettings)
+    table_bytes: int | None = None
+    digest_bits: int | None = None
+    spill_dir: str | None = None
 
 
 #: Placeholders the command line's help shows for values that are not a plain word.
@@ -202,6 +225,11 @@ class AgentSettings(BaseSettings):
     def scan(self) -> ScanSettings:
         """How answers read the site query, as these settings say."""
         return ScanSettings(self.chunk_rows, self.read_ahead, self.pacing())
+
+    def sketch(self, *, digests: bool) -> SketchSettings:
+        """How answers of /v1/sketch read and build, as these settings say; `digests`: the
+        request's protocol sends updated rows as column digests (4 and later)."""
+        return SketchSettings(self.scan(), self.sketch_table_mib * 2**20, self.sketch_digest_bits if digests else None)
 
     @field_validator("allow", "hash", "block", mode="before")
     @classmethod

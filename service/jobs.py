@@ -259,8 +259,7 @@ class SyncRunner:
         self.sketches.shutdown()
 
     def _options(self, view: ViewRecord, verify: bool) -> SyncOptions:
-        options = view.options
-        return SyncOptions.from_settings(self.settings, strategy=options.strategy, verify=verify, view_options=options)
+        return self.settings.sync_options(view.options, verify=verify)
 
     def _endpoints(self, definition: ViewDef) -> dict[str, Endpoint]:
         verify, secrets = self.settings.agent_verify(), self.settings.secrets()

@@ -15,6 +15,7 @@ from warehouse.view_options import (
     DEFAULT_SCHEMA_POLICY,
     DEFAULT_STRATEGY,
     SchemaPolicy,
+    SnapshotDiffSettings,
 )
 
 #: The longest name of a source or a view.
@@ -52,16 +53,9 @@ RECONCILE_HELP = "the timestamp and row_version strategies reconcile the view in
 SNAPSHOT_DIFF_HELP = "strategy snapshot_diff (and auto on dump sources): the differential algorithm the agent runs over the previous and the current dump — window (Labio and Garcia-Molina's window algorithm: one pass in file order with two aging buffers of aging_rows records; records moved further come as useless delete+insert pairs, which the warehouse folds), sort_merge or partitioned_hash (exact whatever the order, spilling to disk)"
 
 
-class SnapshotDiffIn(BaseModel):
+class SnapshotDiffIn(SnapshotDiffSettings):
+    # the settings as the view stores them (warehouse/view_options.py): the same fields, defaults and bounds
     model_config = ConfigDict(extra="forbid")
-    algorithm: Literal["window", "sort_merge", "partitioned_hash"] = "window"
-    aging_rows: int = Field(
-        default=100_000,
-        ge=1,
-        le=100_000_000,
-        description="records each aging buffer holds (sort_merge: per sorted run)",
-    )
-    block_rows: int = Field(default=1024, ge=1, le=1_000_000, description="records the window reads at a time")
 
 
 #: Longest timestamp_lag_s accepted: a day.

@@ -13,7 +13,9 @@ from service import retention_policy
 from service.secrets import Secrets
 from warehouse import defaults as warehouse_defaults
 from warehouse import options as sync_defaults
+from warehouse.options import SyncOptions
 from warehouse.spark_master import check_master
+from warehouse.view_options import ViewOptions
 
 # Every default and validator comes from a module that loads no engine (no Spark, Arrow,
 # pandas or database driver): tests/unit/service/test_settings_imports.py.
@@ -197,6 +199,30 @@ class ServiceSettings(BaseSettings):
         if value is not None:
             Secrets(value.get_secret_value())  # refused at start, not at the first secret
         return value
+
+    def sync_options(self, view: ViewOptions, *, verify: bool = False) -> SyncOptions:
+        """The options of one sync of a view with these options: its strategy, and the sync
+        settings of the service (`verify`: also read every site query in full, audit mode).
+
+        >>> options = ServiceSettings(hash_bits=64).sync_options(ViewOptions(strategy="sketch"), verify=True)
+        >>> options.strategy, options.hash_bits, options.verify
+        ('sketch', 64, True)
+        """
+        return SyncOptions(
+            strategy=view.strategy,
+            hash_bits=self.hash_bits,
+            prior_mode=self.prior_mode,
+            default_prior=self.default_prior,
+            plan_partitions=self.plan_partitions,
+            grouping=self.grouping,
+            agent_read_timeout_s=self.agent_read_timeout_s,
+            agent_deadline_s=self.agent_deadline_s,
+            agent_retries=self.agent_retries,
+            agent_retry_backoff_s=self.agent_retry_backoff_s,
+            sketch_seed_rotation=self.sketch_seed_rotation,
+            verify=verify,
+            view_options=view,
+        )
 
     def secrets(self) -> Secrets:
         """What seals secrets for the catalog and reveals them for use (service/secrets.py)."""

@@ -34,7 +34,7 @@ def view_out(
         ],
         strategy=options.strategy,
         **options.stamps.to_options(),
-        match=options.match,
+        match=options.match.model_dump() if options.match is not None else None,
         source_column_types=options.column_types,
         sample_size=options.sample_size,
         on_schema_change=options.on_schema_change,

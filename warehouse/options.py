@@ -1,9 +1,10 @@
-"""Options of one sync, with their defaults defined once (the service's settings use them)."""
+"""Options of one sync, with their defaults defined once (the service's settings use them and
+build a sync's options: `ServiceSettings.sync_options`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Final
 
 # The service's settings take the sync defaults from this module: it loads no engine (no Spark,
 # Arrow or httpx), so that reading the settings loads none either.
@@ -50,16 +51,3 @@ class SyncOptions:
     verify: bool = False
     #: The view's stored options (the timestamp strategy reads its settings from them).
     view_options: ViewOptions = field(default_factory=ViewOptions)
-
-    @classmethod
-    def from_settings(cls, settings: Any, **given: Any) -> SyncOptions:
-        """The options of a sync: `given`, and every other field the settings have by the same name.
-
-        >>> from types import SimpleNamespace
-        >>> SyncOptions.from_settings(SimpleNamespace(hash_bits=128, port=8000), verify=True).hash_bits
-        128
-        """
-        named = {
-            f.name: getattr(settings, f.name) for f in fields(cls) if f.name not in given and hasattr(settings, f.name)
-        }
-        return cls(**named, **given)

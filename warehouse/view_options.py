@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 #: The strategy of a new view that names none.
 DEFAULT_STRATEGY = "auto"
@@ -32,6 +32,47 @@ SchemaPolicy = Literal["evolve", "freeze"]
 DEFAULT_SCHEMA_POLICY: SchemaPolicy = "evolve"
 
 
+#: The differential algorithms of strategy snapshot_diff (remote_agent/strategies/snapshot_diff.py).
+SnapshotDiffAlgorithm = Literal["window", "sort_merge", "partitioned_hash"]
+
+
+class SnapshotDiffSettings(BaseModel):
+    """Strategy snapshot_diff's settings (auto's too, on dump sources), as a view gives them.
+
+    The defaults: the window algorithm of Labio and Garcia-Molina's snapshot-differential
+    paper, its two aging buffers of 100,000 records each (a key and a 64-bit hash apiece: a
+    few MiB). Stored with the keys given (`ViewOptions.stored`).
+
+    >>> SnapshotDiffSettings().algorithm, SnapshotDiffSettings(algorithm="sort_merge").model_dump(exclude_unset=True)
+    ('window', {'algorithm': 'sort_merge'})
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    algorithm: SnapshotDiffAlgorithm = "window"
+    aging_rows: int = Field(
+        default=100_000,
+        ge=1,
+        le=100_000_000,
+        description="records each aging buffer holds (sort_merge: per sorted run)",
+    )
+    block_rows: int = Field(default=1024, ge=1, le=1_000_000, description="records the window reads at a time")
+
+
+class MatchSettings(BaseModel):
+    """How a multiset view pairs vanished and appeared rows into updates (multisets/matching.py):
+    along `order_by`, each epsilon column within its epsilon. Checked against the view by
+    `matching.check_match`.
+
+    >>> MatchSettings(order_by="at", epsilon={"at": 2, "v": 0.5}).model_dump()
+    {'order_by': 'at', 'epsilon': {'at': 2, 'v': 0.5}}
+    """
+
+    model_config = ConfigDict(frozen=True)
+    order_by: str
+    #: int or float: a stored epsilon is stored back as it was written
+    epsilon: dict[str, int | float]
+
+
 @dataclass(frozen=True)
 class StampSettings:
     """A view's timestamp settings as stored in its options (tables written `source.table`)."""
@@ -47,8 +88,8 @@ class StampSettings:
     #: The view's sources on PostgreSQL, found when it is defined: auto may read their row
     #: versions (strategy row_version) there.
     versioned: tuple[str, ...] = ()
-    #: The strategy snapshot_diff's settings (algorithm, aging_rows, block_rows: stamps.DIFF_DEFAULTS).
-    diff: dict = field(default_factory=dict)
+    #: The strategy snapshot_diff's settings.
+    diff: SnapshotDiffSettings = field(default_factory=SnapshotDiffSettings)
     #: The view's sources on directories of dump files, found when it is defined: auto may
     #: compare their dumps there (strategy snapshot_diff).
     dumped: tuple[str, ...] = ()
@@ -66,7 +107,7 @@ class StampSettings:
             "reconcile_every": self.reconcile_every,
             "timestamps_not_null": list(self.not_null),
             "row_version_sources": list(self.versioned),
-            "snapshot_diff": dict(self.diff),
+            "snapshot_diff": self.diff.model_dump(exclude_unset=True),
             "dump_sources": list(self.dumped),
         }
 
@@ -77,17 +118,7 @@ class StampSettings:
         >>> StampSettings.from_options({"strategy": "auto"}).reconcile_every
         24
         """
-        return cls(
-            dict(options.get("timestamps") or {}),
-            dict(options.get("delete_flags") or {}),
-            float(options.get("timestamp_lag_s", DEFAULT_LAG_S)),
-            int(options.get("reconcile_every", DEFAULT_RECONCILE_EVERY)),
-            tuple(options.get("timestamps_not_null") or ()),
-            tuple(options.get("row_version_sources") or ()),
-            dict(options.get("snapshot_diff") or {}),
-            tuple(options.get("dump_sources") or ()),
-            tuple(options.get("timestamps_text") or ()),
-        )
+        return ViewOptions.model_validate(options).stamps
 
 
 class Schedule(BaseModel):
@@ -129,14 +160,14 @@ class ViewOptions(BaseModel):
     reconcile_every: int = DEFAULT_RECONCILE_EVERY
     timestamps_not_null: list[str] = []
     row_version_sources: list[str] = []
-    snapshot_diff: dict[str, Any] = {}
+    snapshot_diff: SnapshotDiffSettings = SnapshotDiffSettings()
     dump_sources: list[str] = []
     timestamps_text: list[str] = []
     #: Columns read as a stronger type than their source declares, as the view gave them
     #: ({"table.column" or "source.table.column": logical type}; viewdef/column_types.py).
     column_types: dict[str, str] = {}
     #: A multiset view's pairing of vanished and appeared rows (multisets/matching.py), if any.
-    match: dict[str, Any] | None = None
+    match: MatchSettings | None = None
     #: Rows of the random sample the view keeps (0: none).
     sample_size: int = 0
     schedule: Schedule | None = None
@@ -151,7 +182,7 @@ class ViewOptions(BaseModel):
         cls,
         strategy: str,
         stamps: StampSettings,
-        match: dict[str, Any] | None = None,
+        match: MatchSettings | None = None,
         sample_size: int = 0,
         schedule: Schedule | dict | None = None,
         column_types: dict[str, str] | None = None,
@@ -164,20 +195,32 @@ class ViewOptions(BaseModel):
         10
         >>> "match" in ViewOptions.of("auto", StampSettings()).stored()
         False
+        >>> ViewOptions.of("auto", StampSettings(), MatchSettings(order_by="at", epsilon={"at": 1})).stored()["match"]
+        {'order_by': 'at', 'epsilon': {'at': 1}}
         >>> ViewOptions.of("auto", StampSettings(), on_schema_change="freeze").on_schema_change
         'freeze'
         """
         given: dict[str, Any] = {"strategy": strategy, **stamps.to_options()}
         if match:
-            given["match"] = match
+            given["match"] = match.model_dump()
         if column_types:
             given["column_types"] = dict(column_types)
         return cls.model_validate(given).sized(sample_size).scheduled(schedule).policed(on_schema_change)
 
     @cached_property
     def stamps(self) -> StampSettings:
-        """The timestamp, delete-flag and snapshot_diff settings, parsed once."""
-        return StampSettings.from_options(self.model_dump())
+        """The timestamp, delete-flag and snapshot_diff settings, as one value."""
+        return StampSettings(
+            dict(self.timestamps),
+            dict(self.delete_flags),
+            self.timestamp_lag_s,
+            self.reconcile_every,
+            tuple(self.timestamps_not_null),
+            tuple(self.row_version_sources),
+            self.snapshot_diff,
+            tuple(self.dump_sources),
+            tuple(self.timestamps_text),
+        )
 
     def stored(self) -> dict[str, Any]:
         """The options as the catalog stores them (JSON): the keys they were given with.

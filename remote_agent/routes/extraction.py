@@ -40,7 +40,7 @@ from remote_agent.strategies.extraction import Extraction
 from remote_agent.strategies.fetch import fetch_rows
 from remote_agent.strategies.group_hash import UnitIndex
 from remote_agent.strategies.range_checksum import range_scan, range_set
-from remote_agent.strategies.sketch import sketch_answer
+from remote_agent.strategies.sketch import SketchStage, sketch_answer
 from remote_agent.strategies.sketch_columns import cells_answer
 from remote_agent.strategies.snapshot_diff import snapshot_diff_answer
 from remote_agent.strategies.tuple_hash import TupleIndex
@@ -121,9 +121,7 @@ async def ranges(state: StateDep, _: Authorized, parsed: Frames, control: Ranges
             seed=control.seed,
             bits=control.hash_bits,
             batch_rows=control.batch_rows,
-            chunk_rows=state.settings.chunk_rows,
-            read_ahead=state.settings.read_ahead,
-            pacing=state.settings.pacing(),
+            scan=state.settings.scan(),
         ),
     )
 
@@ -170,14 +168,10 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 state.adapter_for(control.site),
                 query,
                 table,
+                SketchStage(control.seed, control.width or table.width, control.batch_rows),
                 rec=rec,
-                seed=control.seed,
-                width=control.width or table.width,
                 kept=kept,
-                batch_rows=control.batch_rows,
-                scan=state.settings.scan(),
-                table_bytes=state.settings.sketch_table_mib * 2**20,
-                digest_bits=state.settings.sketch_digest_bits if control.protocol >= 4 else None,
+                settings=state.settings.sketch(digests=control.protocol >= 4),
             ),
         )
     except BaseException:
@@ -228,7 +222,7 @@ async def fetch(state: StateDep, _: Authorized, parsed: Frames, control: FetchRe
             query,
             keys,
             batch_rows=control.batch_rows,
-            chunk_rows=state.settings.chunk_rows,
+            scan=state.settings.scan(),
         ),
     )
 

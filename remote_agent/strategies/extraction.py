@@ -35,7 +35,6 @@ from remote_agent import readahead
 from remote_agent.adapters.base import Adapter, Session
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import SourceDataError
-from remote_agent.pacing import Pacer
 from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.strategies.checks import check_columns, duplicate_key, key_columns
@@ -96,8 +95,7 @@ class Extraction:
         self.seed = seed
         self.bits = bits
         self.batch_rows = batch_rows
-        self.chunk_rows = scan.chunk_rows
-        self.read_ahead = scan.read_ahead
+        self.scan = scan
         self.converter = RowConverter(adapter, query.columns, query.where(), hash_key=query.hash_key)
         self.hash_columns = [Column(c.name, c.type) for c in query.columns]
         self.stats: dict[str, Any] = {
@@ -109,7 +107,7 @@ class Extraction:
             "tuple_hashes": len(self.tuples.keys),
         }
         self.timings = Timings()
-        self.pacer = Pacer(scan.chunk_rows, scan.pacing)
+        self.pacer = scan.pacer()
 
     def run(self) -> Iterator[bytes]:
         """The answer's frames, the summary last."""
@@ -150,10 +148,9 @@ class Extraction:
             self.adapter,
             self.query,
             self.converter,
-            chunk_rows=self.chunk_rows,
+            self.scan,
             batch_rows=self.batch_rows,
             timings=timings,
-            read_ahead=self.read_ahead,
             session=session,
             pacer=self.pacer,
         )
@@ -268,7 +265,7 @@ class Extraction:
         keys = key_values(units.keys.keys(wanted), [c.name for c in units.key])
         sent = 0
         looked_up = lookup_rows(
-            self.adapter, session, self.query, self.converter, keys, self.batch_rows, self.chunk_rows
+            self.adapter, session, self.query, self.converter, keys, self.batch_rows, self.scan.chunk_rows
         )
         for batch in self.timings.timed("lookup_s", looked_up):
             sent += batch.num_rows

@@ -13,6 +13,7 @@ from protocol.wire import key_values
 from remote_agent import chunks
 from remote_agent.adapters.base import Adapter, Session
 from remote_agent.adapters.rows import RowConverter
+from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.timings import Timings
 
@@ -21,9 +22,13 @@ LOOKUP_CHUNK = 500
 
 
 def fetch_rows(
-    adapter: Adapter, query: ValidatedQuery, keys: list, *, batch_rows: int, chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS
+    adapter: Adapter, query: ValidatedQuery, keys: list, *, batch_rows: int, scan: ScanSettings | None = None
 ) -> Iterator[bytes]:
-    """The answer of /v1/fetch: ROWS frames with the current rows for `keys`, then a summary."""
+    """The answer of /v1/fetch: ROWS frames with the current rows for `keys`, then a summary.
+
+    At most `scan.chunk_rows` keys per statement (`lookup_rows`); lookups are not paced.
+    """
+    scan = scan or ScanSettings()
     converter = RowConverter(
         adapter, query.columns, query.where(), hash_key=query.hash_key
     )  # now, before the answer's first byte
@@ -33,7 +38,7 @@ def fetch_rows(
         started = time.monotonic()
         sent = 0
         with adapter.session() as session:
-            looked_up = lookup_rows(adapter, session, query, converter, keys, batch_rows, chunk_rows)
+            looked_up = lookup_rows(adapter, session, query, converter, keys, batch_rows, scan.chunk_rows)
             for batch in timings.timed("lookup_s", looked_up):
                 sent += batch.num_rows
                 yield frames.arrow_frame(frames.ROWS, batch)

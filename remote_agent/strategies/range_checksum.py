@@ -29,11 +29,11 @@ from protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashe
 from protocol.ranges import RangeSet, RangesOverlap
 from protocol.types import Column
 from protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
-from remote_agent import chunks, key_intervals, readahead
+from remote_agent import key_intervals, readahead
 from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import BadRequest
-from remote_agent.pacing import Pacer, Pacing
+from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.timings import Timings
 
@@ -121,13 +121,12 @@ def range_scan(
     seed: int,
     bits: int,
     batch_rows: int,
-    chunk_rows: int = chunks.DEFAULT_CHUNK_ROWS,
-    read_ahead: bool = False,
-    pacing: Pacing | None = None,
+    scan: ScanSettings | None = None,
 ) -> Iterator[bytes]:
     """Read the ranges once (in chunks, see chunks.py; paced, see pacing.py); ship rows of ranges marked ship; report the other ranges that differ."""
+    scan = scan or ScanSettings()
     timings = Timings()
-    pacer = Pacer(chunk_rows, pacing or Pacing())
+    pacer = scan.pacer()
     read, reading = ranged_query(adapter, query, ranges)
 
     def answer() -> Iterator[bytes]:
@@ -136,18 +135,9 @@ def range_scan(
         sums = _RangeSums(ranges, [Column(c.name, c.type) for c in query.columns], seed, bits)
         shipment = _Shipment(batch_rows)
         scanned = 0
-        scan = readahead.batches(
-            adapter,
-            read,
-            converter,
-            chunk_rows=chunk_rows,
-            batch_rows=batch_rows,
-            timings=timings,
-            read_ahead=read_ahead,
-            pacer=pacer,
-        )
-        with contextlib.closing(scan):
-            for batch in scan:
+        batches = readahead.batches(adapter, read, converter, scan, batch_rows=batch_rows, timings=timings, pacer=pacer)
+        with contextlib.closing(batches):
+            for batch in batches:
                 scanned += batch.num_rows
                 with timings.phase("hash_s"):
                     to_ship = sums.add(batch, [ranges.locate(k) for k in key_values(batch, query.key)])

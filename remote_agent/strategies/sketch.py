@@ -38,6 +38,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,7 @@ from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import BadRequest, Gone
 from remote_agent.pacing import Pacer
-from remote_agent.settings import ScanSettings
+from remote_agent.settings import ScanSettings, SketchSettings
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.strategies.checks import key_columns
 from remote_agent.strategies.fetch import lookup_rows
@@ -119,23 +120,15 @@ class Reconciliation:
         self,
         adapter: Adapter,
         converter: RowConverter,
+        scan: ScanSettings,
         batch_rows: int,
-        chunk_rows: int,
         timings: Timings,
-        read_ahead: bool = False,
         pacer: Pacer | None = None,
     ) -> None:
         """Read the site query once and fold every row's pair into the table."""
         key_seed, row_seed = sketch_seeds(self.seed)
         scanned = readahead.batches(
-            adapter,
-            self.query,
-            converter,
-            chunk_rows=chunk_rows,
-            batch_rows=batch_rows,
-            timings=timings,
-            read_ahead=read_ahead,
-            pacer=pacer,
+            adapter, self.query, converter, scan, batch_rows=batch_rows, timings=timings, pacer=pacer
         )
         waiting: list[tuple[np.ndarray, np.ndarray]] = []
         with contextlib.closing(scanned):
@@ -248,30 +241,37 @@ class Reconciliations:
             self._kept.pop(session).close()
 
 
+@dataclass(frozen=True)
+class SketchStage:
+    """What a sketch request asks besides its table: the exchange's seed, the width of the
+    agent's table it asks for (per sub-table), and rows per ROWS frame."""
+
+    seed: int
+    width: int
+    batch_rows: int
+
+
 def sketch_answer(
     adapter: Adapter,
     query: ValidatedQuery,
     sent: Iblt,
+    stage: SketchStage,
     *,
     rec: Reconciliation | None,
-    seed: int,
-    width: int,
     kept: Reconciliations,
-    batch_rows: int,
-    scan: ScanSettings | None = None,
-    spill_dir: str | None = None,
-    table_bytes: int | None = None,
-    digest_bits: int | None = None,
+    settings: SketchSettings | None = None,
 ) -> Iterator[bytes]:
     """The answer of /v1/sketch, as frames; see the module docstring.
 
-    With `digest_bits` (protocol 4), updated rows go as column digests of that many bits and
-    are held for the cells request (sketch_columns.py); None: whole, as in protocol 3.
+    With `settings.digest_bits` (protocol 4), updated rows go as column digests of that many
+    bits and are held for the cells request (sketch_columns.py); None: whole, as in protocol 3.
 
     `rec` is the kept reconciliation of a later stage, None on the first (which reads the
-    site query into a new one `width` cells wide per sub-table, or narrower to stay within
-    `table_bytes`: see `table_width`).
+    site query into a new one `stage.width` cells wide per sub-table, or narrower to stay
+    within `settings.table_bytes`: see `table_width`).
     """
+    settings = settings or SketchSettings()
+    seed, width, batch_rows = stage.seed, stage.width, stage.batch_rows
     converter = RowConverter(adapter, query.columns, query.where(), hash_key=query.hash_key)
     if rec is None and width % sent.width:
         raise BadRequest(
@@ -284,18 +284,17 @@ def sketch_answer(
         )
 
     timings = Timings()
-    scan = scan or ScanSettings()
-    chunk_rows = scan.chunk_rows
-    pacer = Pacer(chunk_rows, scan.pacing)
+    scan, table_bytes, digest_bits = settings.scan, settings.table_bytes, settings.digest_bits
+    pacer = scan.pacer()
 
     def answer() -> Iterator[bytes]:
         nonlocal rec, sent
         started = time.monotonic()
         if rec is None:
             built = width if table_bytes is None else table_width(width, sent.width, sent.hashes, table_bytes)
-            rec = Reconciliation(query, seed, built, sent.hashes, spill_dir)
+            rec = Reconciliation(query, seed, built, sent.hashes, settings.spill_dir)
             try:
-                rec.scan(adapter, converter, batch_rows, chunk_rows, timings, scan.read_ahead, pacer)
+                rec.scan(adapter, converter, scan, batch_rows, timings, pacer)
             except BaseException:
                 rec.close()
                 raise
@@ -334,7 +333,7 @@ def sketch_answer(
                 return kept.keep(rec)
 
             yield from _rows_and_deletes(
-                adapter, rec, converter, peeled, summary, batch_rows, chunk_rows, started, timings, updated, hold
+                adapter, rec, converter, peeled, summary, batch_rows, scan.chunk_rows, started, timings, updated, hold
             )
         finally:
             if not keep:

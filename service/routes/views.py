@@ -23,7 +23,9 @@ from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.jsonvalues import BATCH_ROWS, ndjson_lines
 from service.models import (
     DestinationIn,
+    MatchIn,
     ScheduleIn,
+    SnapshotDiffIn,
     ViewIn,
     ViewOut,
     ViewRedefine,
@@ -46,7 +48,7 @@ from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
-from warehouse.view_options import DEFAULT_SCHEMA_POLICY, Schedule, ViewOptions
+from warehouse.view_options import DEFAULT_SCHEMA_POLICY, MatchSettings, Schedule, SnapshotDiffSettings, ViewOptions
 from warehouse.viewdef import (
     ViewDef,
     ViewDefinitionError,
@@ -64,6 +66,16 @@ router = APIRouter(prefix="/v1/views", tags=["views"])
 def _schedule(schedule: ScheduleIn | Schedule | None) -> Schedule | None:
     """The schedule a request gives, as the view's options hold it."""
     return Schedule(every_s=schedule.every_s) if schedule is not None else None
+
+
+def _diff(given: SnapshotDiffIn) -> SnapshotDiffSettings:
+    """The snapshot_diff settings a request gives, stored whole (the defaults too, as GET shows them)."""
+    return SnapshotDiffSettings.model_validate(given.model_dump())
+
+
+def _match(given: MatchIn | None) -> MatchSettings | None:
+    """The `match` a request gives, as the view's options hold it (checked against the view by check_match)."""
+    return MatchSettings.model_validate(given.model_dump()) if given is not None else None
 
 
 def _unsized(options: ViewOptions) -> dict:
@@ -94,7 +106,7 @@ def _analyze(
     settings: ServiceSettings,
     strategy: str,
     stamps: StampSettings,
-    match: dict | None = None,
+    match: MatchSettings | None = None,
     sample_size: int = 0,
     schedule: ScheduleIn | Schedule | None = None,
     column_types: dict[str, str] | None = None,
@@ -258,9 +270,9 @@ def create_view(
         body.delete_flags,
         body.timestamp_lag_s,
         body.reconcile_every,
-        diff=body.snapshot_diff.model_dump(),
+        diff=_diff(body.snapshot_diff),
     )
-    match = body.match.model_dump() if body.match is not None else None
+    match = _match(body.match)
     definition, options = _analyze(
         body,
         catalog,
@@ -318,9 +330,9 @@ def redefine_view(
         body.delete_flags if body.delete_flags is not None else kept.delete_flags,
         body.timestamp_lag_s if body.timestamp_lag_s is not None else kept.lag_s,
         body.reconcile_every if body.reconcile_every is not None else kept.reconcile_every,
-        diff=body.snapshot_diff.model_dump() if body.snapshot_diff is not None else kept.diff,
+        diff=_diff(body.snapshot_diff) if body.snapshot_diff is not None else kept.diff,
     )
-    match = body.match.model_dump() if body.match is not None else current_options.match
+    match = _match(body.match) if body.match is not None else current_options.match
     sample_size = body.sample_size if body.sample_size is not None else current_options.sample_size
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
     policy = body.on_schema_change or current_options.on_schema_change

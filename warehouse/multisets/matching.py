@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 
@@ -42,6 +41,7 @@ import pyarrow.parquet as pq
 from warehouse.multisets import multiset
 from warehouse.multisets.bestmatch import Stats, bestmatch_join
 from warehouse.names import DELETE, INSERT, OP, UPDATE
+from warehouse.view_options import MatchSettings
 from warehouse.viewdef import ViewDef, ViewDefinitionError
 
 #: Column types a `match` can measure distances on.
@@ -52,7 +52,7 @@ MATCH_HELP = (
 )
 
 
-def check_match(match: Mapping | None, view: ViewDef) -> dict | None:
+def check_match(match: MatchSettings | None, view: ViewDef) -> MatchSettings | None:
     """The view's `match` as stored (epsilon columns in name order), after checking it.
 
     Raises:
@@ -60,9 +60,9 @@ def check_match(match: Mapping | None, view: ViewDef) -> dict | None:
 
     >>> from warehouse.multisets.multiset import _cols
     >>> v = ViewDef("", _cols("at int", "v float", "s text"), [], [], multiset={"count": "c", "nulls": {}})
-    >>> check_match({"order_by": "at", "epsilon": {"v": 0.5, "at": 2}}, v)
-    {'order_by': 'at', 'epsilon': {'at': 2, 'v': 0.5}}
-    >>> check_match({"order_by": "s", "epsilon": {"s": 1}}, v)  # doctest: +ELLIPSIS
+    >>> check_match(MatchSettings(order_by="at", epsilon={"v": 0.5, "at": 2}), v)
+    MatchSettings(order_by='at', epsilon={'at': 2, 'v': 0.5})
+    >>> check_match(MatchSettings(order_by="s", epsilon={"s": 1}), v)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     warehouse.viewdef.model.ViewDefinitionError: match: column 's' is of type text, not a number; ...
@@ -74,8 +74,8 @@ def check_match(match: Mapping | None, view: ViewDef) -> dict | None:
             "match pairs rows of a view over tables without a key; this view is keyed, so its delta "
             "already has updates by key: leave match out"
         )
-    order_by, epsilon = match.get("order_by"), match.get("epsilon")
-    if not isinstance(order_by, str) or not isinstance(epsilon, Mapping) or not epsilon:
+    order_by, epsilon = match.order_by, match.epsilon
+    if not epsilon:
         raise ViewDefinitionError(f"match needs order_by and a non-empty epsilon: {MATCH_HELP}")
     types = {c.name: c.type for c in view.columns}
     for name in [order_by, *epsilon]:
@@ -90,16 +90,16 @@ def check_match(match: Mapping | None, view: ViewDef) -> dict | None:
             raise ViewDefinitionError(f"match: the epsilon of {name!r} is {eps!r}; {MATCH_HELP}")
     if order_by not in epsilon:
         raise ViewDefinitionError(f"match: order_by {order_by!r} has no epsilon; {MATCH_HELP}")
-    return {"order_by": order_by, "epsilon": {name: epsilon[name] for name in sorted(epsilon)}}
+    return MatchSettings(order_by=order_by, epsilon={name: epsilon[name] for name in sorted(epsilon)})
 
 
-def dimensions(match: Mapping) -> list[str]:
+def dimensions(match: MatchSettings) -> list[str]:
     """The epsilon columns, `order_by` first, the others in name order.
 
-    >>> dimensions({"order_by": "t", "epsilon": {"z": 1, "a": 2, "t": 0}})
+    >>> dimensions(MatchSettings(order_by="t", epsilon={"z": 1, "a": 2, "t": 0}))
     ['t', 'a', 'z']
     """
-    return [match["order_by"], *sorted(c for c in match["epsilon"] if c != match["order_by"])]
+    return [match.order_by, *sorted(c for c in match.epsilon if c != match.order_by)]
 
 
 def _measurable(value) -> bool:
@@ -120,12 +120,12 @@ def _order(value) -> tuple:
     return (2, value)
 
 
-def pair(vanished: list[dict], appeared: list[dict], match: Mapping, stats: Stats | None = None):
+def pair(vanished: list[dict], appeared: list[dict], match: MatchSettings, stats: Stats | None = None):
     """Pair vanished and appeared occurrences into updates (the rule of the module's docstring).
 
     Returns (pairs as (old, new), unpaired vanished, unpaired appeared).
 
-    >>> m = {"order_by": "t", "epsilon": {"t": 2, "v": 1}}
+    >>> m = MatchSettings(order_by="t", epsilon={"t": 2, "v": 1})
     >>> old = [{"t": 1, "v": 5}, {"t": 10, "v": 0}, {"t": 1, "v": 5}]
     >>> new = [{"t": 2, "v": 5}, {"t": 3, "v": 5}, {"t": 20, "v": 0}]
     >>> pairs, gone, came = pair(old, new, m)
@@ -135,7 +135,7 @@ def pair(vanished: list[dict], appeared: list[dict], match: Mapping, stats: Stat
     ([{'t': 10, 'v': 0}, {'t': 1, 'v': 5}], [{'t': 3, 'v': 5}, {'t': 20, 'v': 0}])
     """
     dims = dimensions(match)
-    eps = tuple(match["epsilon"][d] for d in dims)
+    eps = tuple(match.epsilon[d] for d in dims)
     names = list(vanished[0] if vanished else appeared[0] if appeared else [])
     rest = [n for n in names if n not in dims]
 
@@ -176,7 +176,7 @@ def pair(vanished: list[dict], appeared: list[dict], match: Mapping, stats: Stat
     return pairs, gone, came
 
 
-def pair_delta(path: Path, view: ViewDef, match: Mapping) -> tuple[tuple[int, int, int], dict]:
+def pair_delta(path: Path, view: ViewDef, match: MatchSettings) -> tuple[tuple[int, int, int], dict]:
     """Rewrite the multiset delta staged in `path` with the matched pairs as updates.
 
     Returns (occurrences inserted, pairs, occurrences deleted) and the `match` metrics.

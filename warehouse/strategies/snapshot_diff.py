@@ -39,7 +39,7 @@ from warehouse.errors import ProtocolError
 from warehouse.store.sinks import Sink
 from warehouse.strategies.base import ROWS_ONLY, Answer, Asks, SiteContext, SiteEstimate, add_timings
 from warehouse.strategies.changed_rows import ChangedRows, KeptState, source_of
-from warehouse.strategies.stamps import DIFF_DEFAULTS
+from warehouse.view_options import SnapshotDiffSettings
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "snapshot_diff.json"
@@ -75,21 +75,22 @@ def _dumps(answer: Answer) -> dict:
     return reported
 
 
-def advice(diff: dict, useless_pairs: int, records: int) -> str | None:
+def advice(diff: SnapshotDiffSettings, useless_pairs: int, records: int) -> str | None:
     """What to change when the window's buffers were too small for the rows a dump moved:
     past USELESS_SHARE of the records as useless pairs, the window has collapsed (the moved
     rows kept its buffers full, and nearly every later record came out unmatched).
 
-    >>> advice({"algorithm": "window", "aging_rows": 1000}, 400_000, 1_000_000)[:60]
+    >>> window = SnapshotDiffSettings(algorithm="window", aging_rows=1000)
+    >>> advice(window, 400_000, 1_000_000)[:60]
     'the window shipped 400,000 useless delete+insert pairs (of 1'
-    >>> advice({"algorithm": "window", "aging_rows": 1000}, 10, 1_000_000) is None
+    >>> advice(window, 10, 1_000_000) is None
     True
     """
-    if diff.get("algorithm") != "window" or useless_pairs <= USELESS_SHARE * records:
+    if diff.algorithm != "window" or useless_pairs <= USELESS_SHARE * records:
         return None
     return (
         f"the window shipped {useless_pairs:,} useless delete+insert pairs (of {records:,} records): its aging "
-        f"buffers of {int(diff['aging_rows']):,} records hold fewer than the rows this dump moved; redefine the "
+        f"buffers of {diff.aging_rows:,} records hold fewer than the rows this dump moved; redefine the "
         "view with a larger snapshot_diff.aging_rows, or algorithm sort_merge when the dumps are not written in a "
         "stable order"
     )
@@ -112,12 +113,11 @@ class SnapshotDiff(ChangedRows):
 
     def plan(self) -> None:
         ctx = self.ctx
-        settings = ctx.options.view_options.stamps
-        self.diff = {**DIFF_DEFAULTS, **settings.diff}
+        self.diff = ctx.options.view_options.snapshot_diff
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full = None
         self.key_table = None
-        self.report: dict = {"reconciled": False, "algorithm": self.diff["algorithm"]}
+        self.report: dict = {"reconciled": False, "algorithm": self.diff.algorithm}
         setattr(ctx.metrics, self.REPORT, self.report)
         # no periodic reconciliation: comparing whole dumps misses nothing a full one would find
 
@@ -128,9 +128,9 @@ class SnapshotDiff(ChangedRows):
         control = SnapshotDiffControl(
             site=self.spec(ctx.site.sql),
             previous=previous,
-            algorithm=self.diff["algorithm"],
-            aging_rows=int(self.diff["aging_rows"]),
-            block_rows=int(self.diff["block_rows"]),
+            algorithm=self.diff.algorithm,
+            aging_rows=self.diff.aging_rows,
+            block_rows=self.diff.block_rows,
             batch_rows=ctx.options.batch_rows,
         )
         body = [frames.json_frame(frames.CONTROL, control.model_dump())]

@@ -24,10 +24,6 @@ from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
 
 #: Logical types a timestamp column may have.
 STAMP_TYPES = ("timestamp", "timestamptz")
-#: Strategy snapshot_diff's settings when the view gives none: the window algorithm
-#: of Labio and Garcia-Molina's snapshot-differential paper,
-#: its two aging buffers of 100,000 records each (a key and a 64-bit hash apiece: a few MiB).
-DIFF_DEFAULTS = {"algorithm": "window", "aging_rows": 100_000, "block_rows": 1024}
 #: The dialect (as the agents' schemas name it) of an agent on a directory of dump files.
 DUMP_DIALECT = "duckdb"
 #: The text form of a watermark: what the agents' clocks answer and the literal compared.

@@ -14,7 +14,7 @@ from remote_agent import readahead
 from remote_agent.adapters import open_adapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.pacing import MIN_CHUNK_ROWS, Pacer, Pacing
-from remote_agent.settings import AgentSettings
+from remote_agent.settings import AgentSettings, ScanSettings
 from remote_agent.sitequery import validate_site_query
 from remote_agent.timings import Timings
 
@@ -41,10 +41,9 @@ def _scan(adapter, pacer: Pacer | None, *, read_ahead: bool, timings: Timings) -
         adapter,
         query,
         RowConverter(adapter, query.columns, query.where()),
-        chunk_rows=50_000,
+        ScanSettings(chunk_rows=50_000, read_ahead=read_ahead),
         batch_rows=512,
         timings=timings,
-        read_ahead=read_ahead,
         pacer=pacer,
     )
     return pa.Table.from_batches(list(batches))

@@ -15,6 +15,7 @@ from remote_agent import readahead
 from remote_agent.adapters import open_adapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import ReaderLost, SourceDataError, SourceUnavailable
+from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import validate_site_query
 from remote_agent.timings import Timings
 
@@ -31,10 +32,9 @@ def _batches(adapter, query, *, read_ahead: bool, chunk_rows: int = 300, batch_r
         adapter,
         query,
         RowConverter(adapter, query.columns, query.where()),
-        chunk_rows=chunk_rows,
+        ScanSettings(chunk_rows=chunk_rows, read_ahead=read_ahead),
         batch_rows=batch_rows,
         timings=timings,
-        read_ahead=read_ahead,
     )
 
 

@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from warehouse.view_options import STORED_VIEW_STRATEGY, Schedule, StampSettings, ViewOptions
+from warehouse.view_options import (
+    STORED_VIEW_STRATEGY,
+    MatchSettings,
+    Schedule,
+    SnapshotDiffSettings,
+    StampSettings,
+    ViewOptions,
+)
 
 #: Options as versions of the service stored them: before the timestamp settings, and today's.
 STORED = [
@@ -52,7 +59,7 @@ def test_new_options_hold_every_stamp_setting_and_only_the_optional_ones_given()
     stamps = StampSettings({"s.a": "at"})
     plain = ViewOptions.of("auto", stamps).stored()
     assert plain == {"strategy": "auto", **stamps.to_options()}
-    full = ViewOptions.of("auto", stamps, {"order_by": "at", "epsilon": {"at": 1}}, 10, Schedule(every_s=5))
+    full = ViewOptions.of("auto", stamps, MatchSettings(order_by="at", epsilon={"at": 1}), 10, Schedule(every_s=5))
     assert full.stored() == {
         **plain,
         "match": {"order_by": "at", "epsilon": {"at": 1}},
@@ -79,3 +86,24 @@ def test_a_view_stored_before_the_schema_policy_evolves_and_is_stored_unchanged(
     assert frozen.policed("evolve").stored() == {"strategy": "sketch", "sample_size": 5}
     with pytest.raises(ValueError, match="on_schema_change"):
         ViewOptions.model_validate({"strategy": "sketch", "on_schema_change": "ignore"})
+
+
+def test_the_snapshot_diff_and_match_settings_are_typed_and_store_back_as_given():
+    options = ViewOptions.model_validate(STORED[-1])
+    assert options.snapshot_diff == SnapshotDiffSettings(algorithm="window", aging_rows=100_000, block_rows=1024)
+    assert options.stamps.diff is options.snapshot_diff
+    assert options.match == MatchSettings(order_by="at", epsilon={"at": 2})
+    assert json.dumps(options.stored()["match"]) == '{"order_by": "at", "epsilon": {"at": 2}}'  # not 2.0
+    partial = {"strategy": "snapshot_diff", "snapshot_diff": {"algorithm": "sort_merge"}}
+    options = ViewOptions.model_validate(partial)
+    assert (options.snapshot_diff.algorithm, options.snapshot_diff.aging_rows) == ("sort_merge", 100_000)
+    assert options.stored() == partial
+    assert ViewOptions.of("snapshot_diff", options.stamps).stored()["snapshot_diff"] == {"algorithm": "sort_merge"}
+
+
+@pytest.mark.parametrize(
+    "diff", [{"algorithm": "bubble"}, {"aging_rows": 0}, {"block_rows": "many"}, {"window": 3}], ids=str
+)
+def test_snapshot_diff_settings_out_of_their_bounds_are_refused(diff):
+    with pytest.raises(ValueError, match="snapshot_diff"):
+        ViewOptions.model_validate({"strategy": "snapshot_diff", "snapshot_diff": diff})

@@ -20,6 +20,7 @@ from protocol.ranges import RangeSet
 from protocol.wire import COUNT, RID, key_values
 from remote_agent import key_intervals
 from remote_agent.adapters import open_adapter
+from remote_agent.settings import ScanSettings
 from remote_agent.sitequery import validate_site_query
 from remote_agent.strategies.range_checksum import range_scan
 from tests.support.collations import STEMS, VARIANTS, language_collation
@@ -35,7 +36,7 @@ def _query(adapter, sql: str, key: list[str]):
 
 def _answer(adapter, query, ranges: RangeSet, chunk_rows: int):
     counts, shipped, summary = {}, [], None
-    body = range_scan(adapter, query, ranges, seed=3, bits=128, batch_rows=50, chunk_rows=chunk_rows)
+    body = range_scan(adapter, query, ranges, seed=3, bits=128, batch_rows=50, scan=ScanSettings(chunk_rows=chunk_rows))
     for f in frames.read_frames(body):
         if f.kind == frames.RANGE_SUMS:
             counts.update(zip(f.batch().column(RID).to_pylist(), f.batch().column(COUNT).to_pylist()))
