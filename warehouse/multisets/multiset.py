@@ -131,9 +131,7 @@ def write_lines(changes: Path, old_counts, view: ViewDef, target: Path, batch_ro
     if not dataset.files:  # Spark writes no file for an empty delta
         pq.write_table(out_schema.empty_table(), target / "part-0.zstd.parquet", compression="zstd")
         return 0, 0
-    updated = dataset.to_table(columns=site.key, filter=ds.field(OP) == UPDATE).cast(
-        pa.schema([schema.field(k) for k in site.key])
-    )
+    updated = dataset.to_table(columns=site.key, filter=ds.field(OP) == UPDATE).cast(site.key_schema())
     old = old_counts(updated) if updated.num_rows else pa.schema([*updated.schema, schema.field(COUNT)]).empty_table()
     inserted = deleted = 0
     with pq.ParquetWriter(target / "part-0.zstd.parquet", out_schema, compression="zstd") as writer:

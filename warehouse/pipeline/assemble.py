@@ -192,7 +192,7 @@ class _Assembly:
             inserted, updated, deleted = total(INSERT), 0, total(DELETE)
         layers.write_part(delta, changed)
         schema = arrow_schema(view.columns)
-        key_schema = pa.schema([schema.field(k) for k in view.key])
+        key_schema = view.key_schema()
         now = delta.filter(pc.is_in(ops, pa.array([INSERT, UPDATE]))).select(schema.names)
         replaced = delta.filter(pc.is_in(ops, pa.array([UPDATE, DELETE]))).select(key_schema.names)
         overlay = current.view_overlay()

@@ -25,8 +25,8 @@ from warehouse.agent_client import ByteCounter
 from warehouse.errors import AgentRejected, Remedy, SchemaChanged, TableChanged, WarehouseError
 from warehouse.metrics import SyncMetrics
 from warehouse.multisets import combinations
-from warehouse.pipeline import table_follow
 from warehouse.pipeline.failures import drifted
+from warehouse.pipeline.schema_decision import REFUSED, Decision, decide
 from warehouse.pipeline.source_schemas import fetch_schemas
 from warehouse.pipeline.sync import SyncRun
 from warehouse.store.versions import Version
@@ -35,11 +35,7 @@ from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check
 from warehouse.viewdef import ViewDef, ViewDefinitionError, analyze_table_view, analyze_view
 from warehouse.viewdef import column_types as read_types
 from warehouse.viewdef.policies import Policies, bind_policed
-from warehouse.viewdef.widening import WIDENED, TypeChange, type_changes, widens
-
-#: The action a sync record lists for a change that failed the sync.
-REFUSED = "refused"
-
+from warehouse.viewdef.widening import TypeChange, widens
 
 #: Stores a table view's new definition (SQL, definition) from inside its sync, which then
 #: applies it as a redefinition (service/redefinitions.py redefine_within).
@@ -78,25 +74,27 @@ class PolicedSync:
             met = exc
         old = self.last_run.view
         new = self._rebound(met)
-        moved = table_follow.records(old, new) if old.table is not None else []
-        if moved:
-            return self._followed(met, new, moved)
-        changes = type_changes(old, new)
-        if changes is None:
-            raise self._refused(
-                met, _agent_records(met), "the view no longer binds to the same columns, keys and site queries"
-            )
-        if not changes:  # the agent's refusal is not about types the view was bound with: told as it was
+        decision = decide(old, new, self.policy, can_follow=self.follow is not None)
+        if decision.action == "unrelated":  # the agent's refusal is not about the view's columns: told as it was
             raise met
-        widening = all(c.widened for c in changes)
-        if self.policy == "evolve" and widening:
-            return self._widened(new, changes)
-        reason = (
-            f"the view's on_schema_change is {self.policy}, which takes no change"
-            if self.policy != "evolve"
-            else "only lossless widenings are taken in place (on_schema_change evolve)"
-        )
-        raise self._refused(met, _records(old, changes, REFUSED), reason, widening)
+        if decision.action == "refuse":
+            # a view that no longer binds the same way lists what the agent listed
+            records = list(decision.records) if decision.records or decision.changes else _agent_records(met)
+            raise self._refused(met, records, decision.reason, decision.widening)
+        if decision.action == "follow":
+            assert self.follow is not None, "decide follows only where the view can"
+            self.follow(new.sql, new)  # redefined within this sync, which then applies the redefinition
+            return self._again(replace(self.last_run, view=new, follows=old), decision)
+        current = self.last_run.ctx.store.current()
+        base = _widened_base(self.last_run, current, new, list(decision.changes)) if current is not None else None
+        meta = {"definition": new.to_json(), "definition_before": old.to_json()}
+        return self._again(replace(self.last_run, view=new, base=base, meta=meta), decision)
+
+    def _again(self, run: SyncRun, decision: Decision) -> SyncMetrics:
+        """Run `run` afresh, keeping the stopped attempt, whose bytes count, and the changes taken."""
+        self.last_run = replace(run, ctx=run.ctx.afresh())
+        self.last_run.metrics.schema_changes = list(decision.records)
+        return self.last_run.run()
 
     def _rebound(self, met: WarehouseError) -> ViewDef:
         """The view's SQL bound again against its sources' current schemas (SchemaChanged when
@@ -143,37 +141,6 @@ class PolicedSync:
             analyze_view(self.sql, read_types.asked_schemas(s, asked)), asked, self.stamps.timestamps
         )
 
-    def _followed(self, met: WarehouseError, new: ViewDef, moved: list[dict]) -> SyncMetrics:
-        """A table view takes its table's columns added and dropped (and any widening with
-        them): redefined within this sync, which then applies the redefinition."""
-        first = self.last_run
-        was = {c.name: c.type for c in first.view.columns}
-        changes = [TypeChange(0, c.name, was[c.name], c.type) for c in new.columns if was.get(c.name, c.type) != c.type]
-        narrowed = [c for c in changes if not c.widened]
-        if self.policy != "evolve" or self.follow is None or narrowed:
-            refused = [{**r, "action": REFUSED} for r in moved] + _records(first.view, narrowed, REFUSED)
-            reason = (
-                f"the view's on_schema_change is {self.policy}, which takes no change"
-                if self.policy != "evolve"
-                else "only columns added or dropped and lossless widenings are taken (on_schema_change evolve)"
-            )
-            raise self._refused(met, refused, reason)
-        self.follow(new.sql, new)
-        self.last_run = replace(first, ctx=first.ctx.afresh(), view=new, follows=first.view)
-        self.last_run.metrics.schema_changes = moved + _records(first.view, changes, WIDENED)
-        return self.last_run.run()
-
-    def _widened(self, new: ViewDef, changes: list[TypeChange]) -> SyncMetrics:
-        """Run the sync again with definition `new`, from the current version widened to it."""
-        first = self.last_run
-        current = first.ctx.store.current()
-        base = _widened_base(first, current, new, changes) if current is not None else None
-        meta = {"definition": new.to_json(), "definition_before": first.view.to_json()}
-        # run afresh, keeping the refused attempt, whose bytes count
-        self.last_run = replace(first, ctx=first.ctx.afresh(), view=new, base=base, meta=meta)
-        self.last_run.metrics.schema_changes = _records(first.view, changes, WIDENED)
-        return self.last_run.run()
-
     def _refused(self, met: WarehouseError, records: list[dict], reason: str, widening: bool = False) -> SchemaChanged:
         """The failure of a sync that meets changes it does not take (`records`, as schema_changes;
         `widening`: every one of them is a lossless widening)."""
@@ -217,26 +184,6 @@ def _widened_base(run: SyncRun, current: Version, new: ViewDef, changes: list[Ty
     was, now = (combinations.stored_view(v) if v.multiset and v.assembly else v for v in (run.view, new))
     stored = {n.name: n.type.arrow() for o, n in zip(was.columns, now.columns, strict=True) if o.type != n.type}
     return widened_copy(current, run.ctx.store.widening(run.ctx.sync_id), sites, stored)
-
-
-def _records(view: ViewDef, changes: list[TypeChange], action: str) -> list[dict]:
-    """The sync record's schema_changes: one per changed column of a site query, in source terms."""
-    out = []
-    for c in changes:
-        if c.site is None:
-            continue
-        site = view.sites[c.site]
-        table, _, column = site.origin(c.column).rpartition(".")
-        out.append(
-            {
-                "table": f"{site.source}.{table}" if table else site.source,
-                "column": column,
-                "old": str(c.old),
-                "new": str(c.new),
-                "action": action,
-            }
-        )
-    return out
 
 
 def _gone(view: ViewDef, schemas: dict[str, SourceSchema]) -> list[dict]:

@@ -323,7 +323,7 @@ class SiteRun:
             or [rows_schema.empty_table()]
         )
         check_unique_arrow(returned, key, what)
-        key_schema = pa.schema([rows_schema.field(k) for k in key])
+        key_schema = self.site.key_schema()
         if answer.deleted is None:
             return returned, key_schema.empty_table()
         return returned, pq.read_table(answer.deleted).select(key).cast(key_schema)

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 from protocol import frames
 from protocol.models import ChangedSince, ExtractControl, FetchControl, SiteColumn, SiteSpec
-from protocol.types import Column, arrow_schema, key_columns
+from protocol.types import Column, arrow_schema
 from protocol.wire import COUNT, HASH, UID
 from warehouse import faults
 from warehouse.agent_client import AgentClient
@@ -228,14 +228,14 @@ class SiteContext:
         )
 
     def key_columns(self) -> list[Column]:
-        return key_columns(self.site.columns, self.site.key)
+        return self.site.key_columns()
 
     def rows_schema(self) -> pa.Schema:
         return arrow_schema(self.site.columns)
 
     def key_schema(self) -> pa.Schema:
         """The Arrow schema of the site's key columns, in key order."""
-        return arrow_schema(self.key_columns())
+        return self.site.key_schema()
 
     def deleted_schema(self) -> pa.Schema:
         return pa.schema([pa.field(UID, pa.int64()), *arrow_schema(self.key_columns())])

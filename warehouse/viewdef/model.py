@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from protocol import sitesql
 from protocol.grouped import COUNT_COLUMN
-from protocol.types import Column
+from protocol.types import Column, arrow_schema, key_columns
 from warehouse.errors import FormatError
 from warehouse.formats import (
     DEFINITION_FORMAT,
@@ -38,8 +39,30 @@ class UnknownSourceError(ViewDefinitionError):
         self.source = source
 
 
+class Keyed:
+    """Rows with a key: its columns, found by name once here, in the key's order.
+
+    >>> from protocol.types import LogicalType
+    >>> cols = [Column("a", LogicalType("int")), Column("b", LogicalType("text"))]
+    >>> site = SiteQuery("src", "SELECT a, b FROM t", cols, ["b", "a"])
+    >>> [c.name for c in site.key_columns()], site.key_schema().names
+    (['b', 'a'], ['b', 'a'])
+    """
+
+    columns: list[Column]
+    key: list[str]
+
+    def key_columns(self) -> list[Column]:
+        """The key's columns, in the key's order (KeyError for a key column not among them)."""
+        return key_columns(self.columns, self.key)
+
+    def key_schema(self) -> pa.Schema:
+        """The Arrow schema of the key's columns, in the key's order."""
+        return arrow_schema(self.key_columns())
+
+
 @dataclass(frozen=True)
-class SiteQuery:
+class SiteQuery(Keyed):
     """The part of a view evaluated at one source, as SQL in the source's dialect."""
 
     source: str
@@ -140,7 +163,7 @@ class SiteQuery:
 
 
 @dataclass(frozen=True)
-class ViewDef:
+class ViewDef(Keyed):
     """A checked view: its SQL, typed output columns, key, and one site query per site.
 
     `assembly` is None when the view has one site (the site query computes the view).

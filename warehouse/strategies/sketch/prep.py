@@ -37,8 +37,6 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from protocol import types
-from protocol.types import Column
 from warehouse import faults
 from warehouse.defaults import SKETCH_PREPARE_WAIT_S
 from warehouse.planning import update_counts
@@ -62,10 +60,6 @@ QUEUED, RUNNING, TAKEN = "queued", "running", "taken"
 
 def prepared_dir(version: Version, site: int) -> Path:
     return version.site_dir(site) / PREPARED
-
-
-def key_columns(site: SiteQuery) -> list[Column]:
-    return types.key_columns(site.columns, site.key)
 
 
 def fragment_rows(version: Version, site: int) -> int | None:
@@ -108,7 +102,7 @@ def load_prepared(version: Version, site: int, rows: int) -> sketch_tables.SiteS
 def build(spark: SparkSession, version: Version, site: int, query: SiteQuery, rows: int) -> sketch_tables.SiteSketch:
     """A new table of a site's fragment in `version`, with a new secret, on the executors."""
     frame = layers.frame(spark, version, site, query.columns, query.key)
-    return sketch_tables.build(frame, query.columns, key_columns(query), rows)
+    return sketch_tables.build(frame, query.columns, query.key_columns(), rows)
 
 
 def publish(table: sketch_tables.SiteSketch, version: Version, site: int) -> Path:

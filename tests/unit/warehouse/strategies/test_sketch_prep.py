@@ -78,13 +78,13 @@ def test_the_table_prepared_in_the_background_is_the_one_built_inline(spark, tmp
     assert prepared is not None and waited >= 0
     assert prepared.built_for == (1, "s1") and prepared.syncs == 0
     frame = layers.frame(spark, version, 0, QUERY.columns, QUERY.key)
-    inline = sketch_tables.build(frame, QUERY.columns, sketch_prep.key_columns(QUERY), ROWS, secret=prepared.secret)
+    inline = sketch_tables.build(frame, QUERY.columns, QUERY.key_columns(), ROWS, secret=prepared.secret)
     assert prepared.table.width == inline.table.width == sketch_tables.stored_width(ROWS)
     assert same_table(prepared, inline)
     # it holds every row's pair: less those pairs, the table is empty
     batch = pq.read_table(version.fragment(0)).select(["k", "v"])
     table = prepared.table.copy()
-    table.add(*prepared.pairs(batch, QUERY.columns, sketch_prep.key_columns(QUERY)), sign=-1)
+    table.add(*prepared.pairs(batch, QUERY.columns, QUERY.key_columns()), sign=-1)
     assert not table.count.any() and not table.key_sum.any() and not table.check_sum.any()
     # the version now has what its next sync needs: nothing more is queued
     assert not sketch_prep.needs_table(version, 0, rotation=100)
