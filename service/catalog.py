@@ -237,22 +237,6 @@ class Catalog:
                 == 1
             )
 
-    def upgrade_definitions(self, upgrade: Callable[[dict], dict | None]) -> list[str]:
-        """Store `upgrade(definition)` for every view it gives a new definition for; their names.
-
-        Run at start, before any sync, to rewrite definitions stored in an older format.
-        """
-        upgraded = []
-        with self._lock, self._transaction():
-            for row in self._conn.execute("SELECT name, definition FROM views ORDER BY name").fetchall():
-                definition = upgrade(json.loads(row["definition"]))
-                if definition is not None:
-                    self._conn.execute(
-                        "UPDATE views SET definition = ? WHERE name = ?", (json.dumps(definition), row["name"])
-                    )
-                    upgraded.append(row["name"])
-        return upgraded
-
     def busy_sync(self, view: str) -> SyncRecord | None:
         """The view's sync that is queued or running, if any."""
         row = self._conn.execute(
