@@ -24,7 +24,6 @@ from service.scheduler import Scheduler
 from service.settings import ServiceSettings
 from service.source_health import OK, SourceChecker, SourceHealth
 from warehouse.errors import FormatError
-from warehouse.viewdef import upgrade_definition
 
 log = logging.getLogger("service")
 
@@ -41,9 +40,6 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
             sealed = app.state.catalog.rewrite_secrets(secrets.sealed_again, secrets.destination_sealed_again)
             if sealed:
                 log.info("secrets encrypted under SERVICE_SECRET_KEY: %s", ", ".join(sealed))
-        upgraded = app.state.catalog.upgrade_definitions(upgrade_definition)
-        if upgraded:
-            log.info("view definitions rewritten in the current format: %s", ", ".join(upgraded))
         engine = None
         if start_spark:
             from service.engine import SparkEngine
@@ -114,7 +110,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
 
     @app.exception_handler(FormatError)
     async def _format_error(request: Request, exc: FormatError):
-        # State written by a newer deltasieve: the request is fine, this installation is too old for it.
+        # State stored in another format (formats.py): the request is fine, the state is not this deltasieve's.
         return JSONResponse({"detail": exc.message}, status_code=409)
 
     @app.exception_handler(RequestValidationError)

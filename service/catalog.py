@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from service.audit import AuditTable
-from service.catalog_migrations import MIGRATIONS, SCHEMA_VERSION
+from service.catalog_migrations import BASELINE, MIGRATIONS, SCHEMA_VERSION
 from service.errors import Conflict, Gone, NotFound
 from service.keys import KeyTable
 from service.records import SourceRecord, SyncRecord, ViewRecord
+from warehouse.errors import FormatError
 from warehouse.view_options import ViewOptions
 
 ACTIVE = ("queued", "running")
@@ -31,6 +32,7 @@ class Catalog:
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
@@ -38,14 +40,34 @@ class Catalog:
         # deleted or overwritten data is zeroed: a secret sealed in place leaves no copy in a free page
         self._conn.execute("PRAGMA secure_delete=ON")
         self._lock = threading.RLock()
-        self._migrate()
+        try:
+            self._migrate()
+        except FormatError:
+            self._conn.close()
+            raise
         self.keys = KeyTable(self._conn, self._lock)
         self.audit = AuditTable(self._conn, self._lock)
 
     def _migrate(self) -> None:
+        """Bring the file to SCHEMA_VERSION: a new one from BASELINE; refused (FormatError) if
+        of a version before BASELINE (catalog_migrations.py) or after SCHEMA_VERSION."""
         with self._lock:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            for target in range(version + 1, SCHEMA_VERSION + 1):
+            if version != 0 and not BASELINE <= version <= SCHEMA_VERSION:
+                hint = (
+                    "upgrade deltasieve to read it"
+                    if version > SCHEMA_VERSION
+                    else "create it again (see Upgrading in the operations docs)"
+                )
+                reads = (
+                    f"version {BASELINE}" if BASELINE == SCHEMA_VERSION else f"versions {BASELINE} to {SCHEMA_VERSION}"
+                )
+                raise FormatError(
+                    f"the catalog {self.path} is of version {version}, and this deltasieve reads {reads}: {hint}",
+                    version,
+                    SCHEMA_VERSION,
+                )
+            for target in range(max(version + 1, BASELINE), SCHEMA_VERSION + 1):
                 self._conn.execute("BEGIN")
                 for statement in _statements(MIGRATIONS[target]):
                     self._conn.execute(statement)
@@ -236,22 +258,6 @@ class Catalog:
                 ).rowcount
                 == 1
             )
-
-    def upgrade_definitions(self, upgrade: Callable[[dict], dict | None]) -> list[str]:
-        """Store `upgrade(definition)` for every view it gives a new definition for; their names.
-
-        Run at start, before any sync, to rewrite definitions stored in an older format.
-        """
-        upgraded = []
-        with self._lock, self._transaction():
-            for row in self._conn.execute("SELECT name, definition FROM views ORDER BY name").fetchall():
-                definition = upgrade(json.loads(row["definition"]))
-                if definition is not None:
-                    self._conn.execute(
-                        "UPDATE views SET definition = ? WHERE name = ?", (json.dumps(definition), row["name"])
-                    )
-                    upgraded.append(row["name"])
-        return upgraded
 
     def busy_sync(self, view: str) -> SyncRecord | None:
         """The view's sync that is queued or running, if any."""

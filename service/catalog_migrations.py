@@ -1,26 +1,41 @@
 """The catalog's tables, as the migrations that make them: each catalog file says in its
-user_version how far it has come, and opening it runs the ones it lacks, in order."""
+user_version how far it has come, and opening it runs the ones it lacks, in order.
+
+BASELINE makes the tables of deltasieve 0.1.0 in one step (a new catalog file starts
+there); a later change of the tables adds the migration BASELINE + 1, and so on. A
+catalog file of a version below BASELINE (other than 0: a new file) was written while
+deltasieve was developed, before 0.1.0, and is refused.
+"""
 
 from __future__ import annotations
 
+#: The catalog version of deltasieve 0.1.0: its tables, made by MIGRATIONS[BASELINE].
+BASELINE = 10
 #: Bump with a migration in MIGRATIONS when the catalog's tables change.
 SCHEMA_VERSION = 10
 
 MIGRATIONS: dict[int, str] = {
-    1: """
+    BASELINE: """
     CREATE TABLE sources (
         name TEXT PRIMARY KEY,
         url TEXT NOT NULL,
         token TEXT,
         created_at TEXT NOT NULL
     );
+    -- applied: a redefinition stored and not yet applied: the definition the stored rows
+    -- still follow (NULL: they follow `definition`). The view's next sync applies it
     CREATE TABLE views (
         name TEXT PRIMARY KEY,
         sql TEXT NOT NULL,
         definition TEXT NOT NULL,
         options TEXT NOT NULL,
-        created_at TEXT NOT NULL
+        created_at TEXT NOT NULL,
+        applied TEXT
     );
+    -- trigger: what started a sync ("api", "schedule", "redefine"). error_code: what kind
+    -- of failure a failed sync had, for programs. queued_s: seconds the sync waited in the
+    -- queue (NULL for one that never ran). verify: whether it compares every row
+    -- (?verify=true), so that a sync still queued at a stop is queued again as asked
     CREATE TABLE syncs (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         id TEXT NOT NULL UNIQUE,
@@ -31,30 +46,15 @@ MIGRATIONS: dict[int, str] = {
         started_at TEXT,
         finished_at TEXT,
         metrics TEXT NOT NULL DEFAULT '{}',
-        progress TEXT
+        progress TEXT,
+        trigger TEXT NOT NULL DEFAULT 'api',
+        error_code TEXT,
+        queued_s REAL,
+        verify INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX syncs_by_view ON syncs(view, seq);
-    """,
-    # what started a sync: "api" (POST .../syncs; every sync before this version) or "schedule"
-    2: """
-    ALTER TABLE syncs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'api';
-    """,
-    # a redefinition stored and not yet applied: the definition the stored rows still follow
-    # (NULL: they follow `definition`); the view's next sync applies it (trigger "redefine")
-    3: """
-    ALTER TABLE views ADD COLUMN applied TEXT;
-    """,
-    # what kind of failure a failed sync had, for programs ("schema_changed"); NULL before this version
-    4: """
-    ALTER TABLE syncs ADD COLUMN error_code TEXT;
-    """,
-    # seconds a sync waited in the queue before it ran; NULL before this version and for a sync that never ran
-    5: """
-    ALTER TABLE syncs ADD COLUMN queued_s REAL;
-    """,
-    # tombstones of the syncs retention removed (service/retention.py): enough to answer 410,
-    # not 404, for them, and to order a position among the syncs kept
-    6: """
+    -- tombstones of the syncs retention removed (service/retention.py): enough to answer 410,
+    -- not 404, for them, and to order a position among the syncs kept
     CREATE TABLE removed_syncs (
         view TEXT NOT NULL,
         id TEXT NOT NULL,
@@ -63,10 +63,8 @@ MIGRATIONS: dict[int, str] = {
         removed_at TEXT NOT NULL,
         PRIMARY KEY (view, id)
     );
-    """,
-    # how far each destination of a view has caught up (service/publishing.py): the latest sync
-    # whose changes it holds, moved on by syncs with no change too, and the last failure
-    7: """
+    -- how far each destination of a view has caught up (service/publishing.py): the latest sync
+    -- whose changes it holds, moved on by syncs with no change too, and the last failure
     CREATE TABLE publications (
         view TEXT NOT NULL,
         destination TEXT NOT NULL,
@@ -75,15 +73,8 @@ MIGRATIONS: dict[int, str] = {
         updated_at TEXT NOT NULL,
         PRIMARY KEY (view, destination)
     );
-    """,
-    # whether a queued sync compares every row (?verify=true): a sync still queued when the
-    # service stopped is queued again at the next start with what it was asked (service/jobs.py)
-    8: """
-    ALTER TABLE syncs ADD COLUMN verify INTEGER NOT NULL DEFAULT 0;
-    """,
-    # API keys made through POST /v1/keys (service/keys.py): the key's SHA-256 only, never the key;
-    # `views` and `sources` are JSON lists of names the key is limited to (NULL: not limited)
-    9: """
+    -- API keys made through POST /v1/keys (service/keys.py): the key's SHA-256 only, never the key.
+    -- `views` and `sources` are JSON lists of names the key is limited to (NULL: not limited)
     CREATE TABLE api_keys (
         name TEXT PRIMARY KEY,
         digest TEXT NOT NULL UNIQUE,
@@ -92,9 +83,7 @@ MIGRATIONS: dict[int, str] = {
         sources TEXT,
         created_at TEXT NOT NULL
     );
-    """,
-    # the audit log (service/audit.py): who changed or read what, when; the key's name, never the key
-    10: """
+    -- the audit log (service/audit.py): who changed or read what, when. The key's name, never the key
     CREATE TABLE audit (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         at TEXT NOT NULL,

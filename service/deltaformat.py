@@ -3,8 +3,8 @@
 A delta line in NDJSON is `{"sync"?, "op", "count"?, "row", "changed"?, "old"?,
 "before"?}`: `sync` on the change feed only; `count` where a multiset line stands for more
 than one occurrence; `changed` on updates: the names of the columns whose value the update
-changed, in the view's column order (NULL to a value and back count; left out on deltas
-stored before it was kept); `old` on a matched update of a multiset view; `before` on
+changed, in the view's column order (NULL to a value and back count; left out where the
+delta does not keep it); `old` on a matched update of a multiset view; `before` on
 updates when asked for (null where it cannot be known). In Parquet the same fields are
 columns: `sync` (feed), `op`, `count` (multiset views: every line's count), `row` (a struct
 of the view's columns), `changed` (a list of strings), `old` (multiset views with

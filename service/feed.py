@@ -6,7 +6,7 @@ Every batch is normalized: `OP`, the view's columns cast to their logical types,
 for a multiset view, `OLD` (a struct: the old row of a matched update of a multiset view
 with `match`, as stored), on the answers served `CHANGED` (a list: the columns an update
 changed, as the delta stores it, deltas/changed_columns.py; of a multiset's matched update
-from its old row; null on other lines and on deltas stored before it was kept) and, with
+from its old row; null on other lines and where the delta does not keep it) and, with
 `with_before`, `BEFORE` (a struct: the row an update replaced, null on other lines).
 
 Where the old row of an update comes from: a keyed view's delta stores only the new row.
@@ -69,7 +69,7 @@ class Shape:
     @classmethod
     def of(cls, view: ViewRecord, with_before: bool, changed: bool = False) -> Shape:
         """The shape of the deltas of a view as the catalog holds it."""
-        return cls(ViewDef.from_json(view.definition), view.options.match is not None, with_before, changed)
+        return cls(ViewDef.of_view(view.name, view.definition), view.options.match is not None, with_before, changed)
 
     @property
     def names(self) -> list[str]:
@@ -136,7 +136,7 @@ def delta_batches(path: Path, shape: Shape, batch_rows: int) -> Iterator[pa.Reco
 def _changed(shape: Shape, arrays: list[pa.Array], stored: pa.Array | None) -> pa.Array:
     """The columns each update of a normalized batch (its `arrays` so far) changed: as
     stored; of a multiset's matched update, its old row (OLD, last) against the new one;
-    null where a delta stored before CHANGED was kept does not say."""
+    null where a delta that does not keep CHANGED does not say."""
     if stored is not None:
         return stored.cast(CHANGED_TYPE)
     if not shape.matched:

@@ -186,7 +186,7 @@ def excluded_columns(schema: SourceSchema, tables: Sequence[str], exclude: Seque
 
 def table_views(catalog: Catalog) -> dict[str, ViewDef]:
     """Every view's definition, by name."""
-    return {v.name: ViewDef.from_json(v.definition) for v in catalog.views()}
+    return {v.name: ViewDef.of_view(v.name, v.definition) for v in catalog.views()}
 
 
 def mirror(
@@ -207,7 +207,7 @@ def mirror(
                 done.skipped.append(Skipped(table, str(exc.detail)))
                 continue
             except Conflict:  # a request running at once (another mirror) took the name since `views` was read
-                holder = ViewDef.from_json(catalog.view(name).definition)
+                holder = ViewDef.of_view(name, catalog.view(name).definition)
             else:
                 known[name] = definition
                 done.created.append(Mirrored(table, name, list(definition.key)))

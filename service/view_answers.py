@@ -17,7 +17,7 @@ def view_out(
 ) -> ViewOut:
     """The view as the API shows it; with the catalog, its next scheduled run (when `scheduler`
     runs) and, with the data directory too, its destinations and how far they have caught up."""
-    d = ViewDef.from_json(row.definition)
+    d = ViewDef.of_view(row.name, row.definition)
     options = row.options
     return ViewOut(
         name=row.name,

@@ -110,7 +110,16 @@ class StorageError(WarehouseError):
 
 
 class FormatError(StorageError):
-    """Stored state is in a format this deltasieve does not read (written by a newer one)."""
+    """Stored state is in a format this deltasieve does not read: written by another
+    deltasieve, newer or from before 0.1.0 (formats.py). `found` is the format number the
+    data names (None: none), `expected` the one this deltasieve reads."""
+
+    code = "stored_format"
+
+    def __init__(self, message: str, found: object = None, expected: int | None = None):
+        super().__init__(message)
+        self.found = found
+        self.expected = expected
 
 
 class SchemaUnavailable(WarehouseError):

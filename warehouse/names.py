@@ -14,7 +14,7 @@ OP = "__op"
 #: Operations of a delta line; KEEP marks a row that stays as it was.
 INSERT, UPDATE, DELETE, KEEP = "insert", "update", "delete", "keep"
 #: A stored delta's list of the columns each update changed (deltas/changed_columns.py);
-#: null on inserts and deletes, absent from deltas stored before it was kept.
+#: null on inserts and deletes, absent from a delta that does not keep it (a multiset view's).
 CHANGED = "__ds_changed"
 
 

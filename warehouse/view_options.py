@@ -2,8 +2,7 @@
 
 Validated once where they are made (the service's view routes) or read back (the catalog);
 the sync and its strategies read their attributes. Stored as the JSON of `stored()`: the
-keys given when the options were made, so options stored by an older version, which lack
-some, load and store again unchanged.
+keys given when the options were made, so that options load and store again unchanged.
 """
 
 from __future__ import annotations
@@ -16,9 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 #: The strategy of a new view that names none.
 DEFAULT_STRATEGY = "auto"
-#: The strategy of a stored view whose options name none. Every view has been stored with
-#: its strategy; one without would date from when the default was group_hash, and keeps it.
-STORED_VIEW_STRATEGY = "group_hash"
 
 #: Seconds subtracted from the watermark before each read: a row stamped just before the
 #: watermark by a transaction that committed after it is still read.
@@ -27,7 +23,7 @@ DEFAULT_LAG_S = 5.0
 DEFAULT_RECONCILE_EVERY = 24
 #: What a sync does when a column the view reads changed at its source: "evolve" takes a
 #: lossless widening in place (viewdef/widening.py) and fails on anything else; "freeze"
-#: fails on every change. A view stored before the option existed evolves.
+#: fails on every change. The default is not stored (ViewOptions.policed).
 SchemaPolicy = Literal["evolve", "freeze"]
 DEFAULT_SCHEMA_POLICY: SchemaPolicy = "evolve"
 
@@ -113,7 +109,7 @@ class StampSettings:
 
     @classmethod
     def from_options(cls, options: dict) -> StampSettings:
-        """The settings of a stored view (one stored before they existed has none).
+        """The settings of a stored view (options without them: the defaults).
 
         >>> StampSettings.from_options({"strategy": "auto"}).reconcile_every
         24
@@ -153,7 +149,8 @@ class ViewOptions(BaseModel):
     # frozen: built once, then shared by the routes, the runner and the strategies;
     # extra keys (none today) are kept, so storing again never loses what was stored
     model_config = ConfigDict(frozen=True, extra="allow")
-    strategy: str = STORED_VIEW_STRATEGY
+    #: Every view is stored with its strategy (DEFAULT_STRATEGY when it was defined without one).
+    strategy: str
     timestamps: dict[str, str] = {}
     delete_flags: dict[str, str] = {}
     timestamp_lag_s: float = DEFAULT_LAG_S
@@ -173,8 +170,8 @@ class ViewOptions(BaseModel):
     schedule: Schedule | None = None
     #: What a sync does when a column the view reads changed at its source (SchemaPolicy).
     on_schema_change: SchemaPolicy = DEFAULT_SCHEMA_POLICY
-    #: Where the view is published after each sync that changed it; a view stored before
-    #: destinations existed has none until it is given some.
+    #: Where the view is published after each sync that changed it; a view stored without
+    #: destinations has none until it is given some.
     destinations: list[DestinationSpec] = []
 
     @classmethod
@@ -239,8 +236,7 @@ class ViewOptions(BaseModel):
         return self._with("schedule", schedule)
 
     def policed(self, on_schema_change: str) -> ViewOptions:
-        """These options with schema policy `on_schema_change` (the default is not stored, so
-        that options stored before the policy existed store again unchanged).
+        """These options with schema policy `on_schema_change` (the default is not stored).
 
         >>> ViewOptions.model_validate({"strategy": "sketch"}).policed("evolve").stored()
         {'strategy': 'sketch'}

@@ -337,7 +337,7 @@ def redefine_view(
     schedule = body.schedule if "schedule" in body.model_fields_set else current_options.schedule
     policy = body.on_schema_change or current_options.on_schema_change
     column_types = body.column_types if body.column_types is not None else current_options.column_types
-    held = Policies.from_json(ViewDef.from_json(current.definition).policies)
+    held = Policies.from_json(ViewDef.of_view(current.name, current.definition).policies)
     policies = Policies.given(body.columns, body.row_filter, held)
     definition, options = _analyze(
         body, catalog, settings, strategy, stamps, match, sample_size, schedule, column_types, policy, policies=policies
@@ -354,7 +354,9 @@ def redefine_view(
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)  # rows stay
     store = ViewStore(settings.data_dir, name)
-    if bool(definition.multiset) != bool(ViewDef.from_json(current.definition).multiset):  # another delta format
+    if bool(definition.multiset) != bool(
+        ViewDef.of_view(current.name, current.definition).multiset
+    ):  # another delta format
         row = catalog.replace_view(name, sql, definition.to_json(), options, store.drop)
     else:
         follows = follows_of(current, store.current())

@@ -3,8 +3,8 @@
 Each extraction answer names a fingerprint of those columns (protocol/schema.py
 FINGERPRINT_HEADER: 36 bytes). A site keeps the columns it last saw, with their
 fingerprint, in FILE in its directory of each version. When an answer names the kept
-fingerprint, nothing more is asked. When it names another (or none is kept yet: the load,
-or a view synced before this existed), the sync asks the agent for those tables alone
+fingerprint, nothing more is asked. When it names another (or none is kept yet, as at the load),
+the sync asks the agent for those tables alone
 (GET /v1/schema?table=...) and lists what changed that the view's own columns do not
 show — a column the view does not read added or dropped, a declared type or nullability
 changed under the same logical type (integer to bigint) — in the sync record's

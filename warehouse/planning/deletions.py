@@ -13,8 +13,8 @@ from warehouse.store.versions import Version
 
 #: The column that names the sync a row of statistics belongs to.
 SYNC_COLUMN = "__sync"
-#: Deletion statistics per sync: tuples before (tno), deleted (dno), inserted (ino; absent,
-#: so NULL, in versions written before it was kept). The column names are a stored format.
+#: Deletion statistics per sync: tuples before (tno), deleted (dno), inserted (ino). The
+#: column names are part of the storage format (formats.STORAGE_FORMAT).
 DELETIONS_SCHEMA = pa.schema(
     [(SYNC_COLUMN, pa.string()), ("tno", pa.int64()), ("dno", pa.int64()), ("ino", pa.int64())]
 )
@@ -24,7 +24,4 @@ def read_deletions(version: Version | None, site: int) -> list[dict]:
     """Deletion statistics rows of a site of `version`, oldest first (a small file, read on the driver)."""
     if version is None or not version.deletions(site).exists():
         return []
-    table = pq.read_table(version.deletions(site))
-    if "ino" not in table.column_names:  # written before inserts were counted
-        table = table.append_column("ino", pa.nulls(table.num_rows, pa.int64()))
-    return table.select(DELETIONS_SCHEMA.names).to_pylist()
+    return pq.read_table(version.deletions(site), columns=DELETIONS_SCHEMA.names).to_pylist()

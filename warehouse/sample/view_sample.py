@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from protocol.types import arrow_schema
 from warehouse import null_keys
-from warehouse.formats import read_format
+from warehouse.formats import check_format
 from warehouse.multisets import combinations, multiset
 from warehouse.multisets.multiset import COUNT, OLD_PREFIX
 from warehouse.names import DELETE, INSERT, OP, UPDATE
@@ -110,8 +110,8 @@ def state_of(version: Version | None) -> SampleState | None:
     if version is None or not (version.path / STATE_FILE).exists():
         return None
     data = json.loads((version.path / STATE_FILE).read_text())
-    read_format(data, SAMPLE_FORMAT, f"the sample of version {version.number}")
-    data.pop("format", None)
+    check_format(data, SAMPLE_FORMAT, f"the sample of version {version.number} ({version.path / STATE_FILE})")
+    del data["format"]
     return SampleState(**data)
 
 

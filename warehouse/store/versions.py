@@ -29,8 +29,8 @@ into place, and then replaces CURRENT: that rename is the single step that makes
 version visible. Anything a crash leaves behind is not referenced by CURRENT and is
 removed by `cleanup()`.
 
-CURRENT and meta.json carry the layout's format (formats.STORAGE_FORMAT); without one they
-are format 1, read alike. A newer format is refused (FormatError), never guessed at.
+CURRENT and meta.json carry the layout's format (formats.STORAGE_FORMAT); another format,
+or none, is refused (FormatError), never guessed at.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from pathlib import Path
 
 from warehouse import faults
 from warehouse.errors import StorageError
-from warehouse.formats import STORAGE_FORMAT, read_format
+from warehouse.formats import STORAGE_FORMAT, check_format
 
 #: Versions kept besides the current one (a reader may still be streaming the previous one).
 KEEP_OLD_VERSIONS = 1
@@ -81,7 +81,7 @@ class Version:
 
     def meta(self) -> dict:
         meta = json.loads((self.path / "meta.json").read_text())
-        read_format(meta, STORAGE_FORMAT, f"version {self.number} at {self.path}")
+        check_format(meta, STORAGE_FORMAT, f"{self.path / 'meta.json'} of view version {self.number}")
         return meta
 
 
@@ -98,7 +98,7 @@ class ViewStore:
         if not pointer.exists():
             return None
         data = json.loads(pointer.read_text())
-        read_format(data, STORAGE_FORMAT, f"view {self.view!r}")
+        check_format(data, STORAGE_FORMAT, f"view {self.view!r} ({pointer})")
         path = self.root / "versions" / str(data["version"])
         if not path.is_dir():
             raise StorageError(f"view {self.view!r}: CURRENT names version {data['version']}, which is missing")

@@ -42,7 +42,7 @@ from pyspark.sql import DataFrame
 from protocol.models import SiteSpec
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.errors import AgentBusy
-from warehouse.formats import read_format
+from warehouse.formats import check_format
 from warehouse.names import spark_schema
 from warehouse.store.versions import Version
 from warehouse.strategies.base import (
@@ -102,7 +102,7 @@ class KeptState:
         if not path.exists():
             return None
         data = json.loads(path.read_text())
-        read_format(data, cls.FORMAT, f"the {cls.FILE} state of site {site} ({path})")
+        check_format(data, cls.FORMAT, f"the {cls.FILE} state of site {site} ({path})")
         return cls.from_json(data)
 
 

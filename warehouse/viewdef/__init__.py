@@ -10,7 +10,7 @@ from protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
 from warehouse.viewdef.binding import VIEW_DIALECT, VIEW_FORM, referenced_sources
 from warehouse.viewdef.cross_site import CROSS_SITE_HELP
 from warehouse.viewdef.decomposition import ASSEMBLY_DIALECT, analyze_view, site_table
-from warehouse.viewdef.model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError, upgrade_definition
+from warehouse.viewdef.model import SiteQuery, UnknownSourceError, ViewDef, ViewDefinitionError
 from warehouse.viewdef.table_views import analyze_table_view, table_source, table_view_key, table_view_sql
 
 __all__ = [
@@ -33,5 +33,4 @@ __all__ = [
     "table_source",
     "table_view_key",
     "table_view_sql",
-    "upgrade_definition",
 ]

@@ -17,7 +17,7 @@ from warehouse.formats import (
     DEFINITION_FORMAT,
     JOINED_MULTISET_DEFINITION_FORMAT,
     MULTISET_DEFINITION_FORMAT,
-    read_format,
+    check_format,
 )
 
 
@@ -70,7 +70,7 @@ class SiteQuery(Keyed):
     columns: list[Column]
     key: list[str]
     #: The sqlglot dialect `sql` is written in; None: one the standard dialect reads (SQLite,
-    #: PostgreSQL, dump files: double-quoted names), as definitions stored before MySQL had it.
+    #: PostgreSQL, dump files: double-quoted names).
     dialect: str | None = None
     #: Output columns the agent reads as a stronger type than their source declares (the
     #: view's column_types, viewdef/column_types.py): output column -> the declared type.
@@ -221,7 +221,7 @@ class ViewDef(Keyed):
             "key": list(self.key),
             "sites": [s.to_json() for s in self.sites],
         }
-        if self.assembly is not None:  # single-site definitions keep the form stored before assemblies existed
+        if self.assembly is not None:  # a single-site definition has none
             data["assembly"] = self.assembly
         if self.key_derivation is not None:
             data["key_derivation"] = self.key_derivation
@@ -229,7 +229,7 @@ class ViewDef(Keyed):
             data["left_sites"] = list(self.left_sites)
         if self.multiset:
             data["multiset"] = {"count": self.multiset["count"], "nulls": dict(self.multiset["nulls"])}
-        if self.table is not None:  # a key older readers leave alone: they see the view's SQL
+        if self.table is not None:
             data["table"] = self.table
         if self.exclude_columns:
             data["exclude_columns"] = list(self.exclude_columns)
@@ -238,14 +238,13 @@ class ViewDef(Keyed):
         return data
 
     def _format(self) -> int:
-        if not self.multiset:
-            return DEFINITION_FORMAT
-        return MULTISET_DEFINITION_FORMAT if self.assembly is None else JOINED_MULTISET_DEFINITION_FORMAT
+        return _format_of(self.multiset, self.assembly)
 
     @classmethod
-    def from_json(cls, data: dict) -> ViewDef:
-        """Read a stored definition of any format up to JOINED_MULTISET_DEFINITION_FORMAT (FormatError if newer)."""
-        read_format(data, JOINED_MULTISET_DEFINITION_FORMAT, "the view definition")
+    def from_json(cls, data: dict, what: str = "a view definition") -> ViewDef:
+        """Read a stored definition, refused (FormatError) unless in the format of its kind of
+        view; `what` says where it is stored, for the error."""
+        check_format(data, _format_of(data.get("multiset"), data.get("assembly")), what)
         sites = [SiteQuery.from_json(s) for s in data["sites"]]
         return cls(
             data["sql"],
@@ -261,18 +260,14 @@ class ViewDef(Keyed):
             data.get("policies"),
         )
 
+    @classmethod
+    def of_view(cls, name: str, data: dict) -> ViewDef:
+        """The stored definition of view `name` (FormatError naming the view if in another format)."""
+        return cls.from_json(data, f"the definition of view {name!r}")
 
-def upgrade_definition(data: dict) -> dict | None:
-    """`data` rewritten in DEFINITION_FORMAT, or None if it is in that format or a newer one.
 
-    A newer definition is left for its readers to refuse (FormatError) rather than upgraded.
-
-    >>> old = {"sql": "SELECT t.id FROM s.t", "columns": [{"name": "id", "type": "int"}], "key": ["id"], "sites": []}
-    >>> upgrade_definition(old)["format"], upgrade_definition(upgrade_definition(old))
-    (2, None)
-    """
-    try:
-        older = read_format(data, JOINED_MULTISET_DEFINITION_FORMAT, "the view definition") < DEFINITION_FORMAT
-    except FormatError:  # newer, or no format number: every reader refuses it with this error
-        return None
-    return ViewDef.from_json(data).to_json() if older else None
+def _format_of(multiset: dict | None, assembly: object) -> int:
+    """The format a definition is stored in: one number per kind of view (formats.py)."""
+    if not multiset:
+        return DEFINITION_FORMAT
+    return MULTISET_DEFINITION_FORMAT if assembly is None else JOINED_MULTISET_DEFINITION_FORMAT

@@ -23,8 +23,7 @@ from warehouse.viewdef.model import SiteQuery, ViewDef
 
 
 def same_rows(old: ViewDef, new: ViewDef) -> bool:
-    """Whether two definitions describe the same stored rows (JSON compared, so a definition
-    read back from an older format compares equal to itself)."""
+    """Whether two definitions describe the same stored rows (their stored JSON compared)."""
     return old.to_json() == new.to_json()
 
 

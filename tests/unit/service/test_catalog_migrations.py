@@ -1,20 +1,23 @@
-"""A catalog written by an older service opens in this one, its records readable."""
+"""A catalog file opens at its version: a new one is made from the baseline, one of the current
+version keeps its records, one of another version is refused by name."""
 
 from __future__ import annotations
 
 import sqlite3
 
-from service.catalog import MIGRATIONS, SCHEMA_VERSION, Catalog
+import pytest
+
+from service.catalog import BASELINE, SCHEMA_VERSION, Catalog
+from warehouse.errors import FormatError
 
 
-def old_catalog(path, version: int) -> None:
-    """A catalog file as a service of catalog `version` left it, with one finished sync."""
+def stamped(path, version: int) -> None:
+    """A catalog file of the current tables that says it is of `version`, with one finished sync."""
+    Catalog(path).close()
     conn = sqlite3.connect(path, isolation_level=None)
-    for target in range(1, version + 1):
-        conn.executescript(MIGRATIONS[target])
     conn.execute(f"PRAGMA user_version = {version}")
     conn.execute(
-        "INSERT INTO views (name, sql, definition, options, created_at) VALUES ('v', 'SELECT 1', '{}', '{}', '2026-01-01T00:00:00.000+00:00')"
+        "INSERT INTO views (name, sql, definition, options, created_at) VALUES ('v', 'SELECT 1', '{}', '{\"strategy\": \"auto\"}', '2026-01-01T00:00:00.000+00:00')"
     )
     conn.execute(
         "INSERT INTO syncs (id, view, status, created_at, started_at, finished_at) VALUES "
@@ -23,15 +26,34 @@ def old_catalog(path, version: int) -> None:
     conn.close()
 
 
-def test_a_catalog_of_version_4_gains_queued_s_and_keeps_its_syncs(tmp_path):
-    path = tmp_path / "catalog.db"
-    old_catalog(path, 4)
-    catalog = Catalog(path)
+def test_a_new_catalog_is_made_at_the_current_version(tmp_path):
+    catalog = Catalog(tmp_path / "catalog.db")
     try:
-        sync = catalog.sync("v", "s1")
-        assert (sync.status, sync.queued_s, sync.error_code) == ("succeeded", None, None)
-        catalog.update_sync("s1", queued_s=1.5)
-        assert catalog.sync("v", "s1").queued_s == 1.5
         assert catalog._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         catalog.close()
+
+
+def test_a_catalog_of_the_current_version_keeps_its_syncs(tmp_path):
+    path = tmp_path / "catalog.db"
+    stamped(path, SCHEMA_VERSION)
+    catalog = Catalog(path)
+    try:
+        sync = catalog.sync("v", "s1")
+        assert (sync.status, sync.queued_s, sync.error_code, sync.trigger) == ("succeeded", None, None, "api")
+        catalog.update_sync("s1", queued_s=1.5)
+        assert catalog.sync("v", "s1").queued_s == 1.5
+    finally:
+        catalog.close()
+
+
+@pytest.mark.parametrize("version", [BASELINE - 1, 1, SCHEMA_VERSION + 1])
+def test_a_catalog_of_another_version_is_refused_by_name(tmp_path, version):
+    path = tmp_path / "catalog.db"
+    stamped(path, version)
+    with pytest.raises(FormatError) as info:
+        Catalog(path)
+    assert str(path) in info.value.message and f"version {version}" in info.value.message
+    assert (info.value.found, info.value.expected, info.value.code) == (version, SCHEMA_VERSION, "stored_format")
+    hint = "upgrade deltasieve" if version > SCHEMA_VERSION else "create it again"
+    assert hint in info.value.message

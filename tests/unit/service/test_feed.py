@@ -9,6 +9,7 @@ import pytest
 from service import feed
 from service.errors import Gone
 from service.records import SyncRecord
+from warehouse.formats import STORAGE_FORMAT
 from warehouse.multisets.multiset import _cols
 from warehouse.store.versions import ViewStore
 from warehouse.viewdef import ViewDef
@@ -21,7 +22,7 @@ def _store(tmp_path, versions: dict[int, str], deltas: list[str]) -> ViewStore:
     for number, sync_id in versions.items():
         path = store.root / "versions" / str(number)
         path.mkdir(parents=True)
-        (path / "meta.json").write_text(json.dumps({"format": 2, "sync_id": sync_id}))
+        (path / "meta.json").write_text(json.dumps({"format": STORAGE_FORMAT, "sync_id": sync_id}))
     for sync_id in deltas:
         store.delta(sync_id).mkdir(parents=True)
     (store.root / "versions" / "9").mkdir()  # half written: no meta.json

@@ -10,6 +10,7 @@ from service.catalog import Catalog, now
 from service.errors import Gone, NotFound
 from service.readers import Readers
 from service.retention import Keep, RetentionTask
+from warehouse.formats import STORAGE_FORMAT
 from warehouse.store.versions import ViewStore
 from warehouse.view_options import ViewOptions
 
@@ -28,10 +29,12 @@ def _synced(catalog: Catalog, store: ViewStore, statuses: str) -> list[str]:
             number += 1
             version = store.root / "versions" / str(number)
             version.mkdir(parents=True)
-            (version / "meta.json").write_text(json.dumps({"format": 2, "sync_id": sync.id}))
+            (version / "meta.json").write_text(json.dumps({"format": STORAGE_FORMAT, "sync_id": sync.id}))
             (store.delta(sync.id)).mkdir(parents=True)
             (store.delta(sync.id) / "part-0.parquet").write_bytes(b"x")
-            (store.root / "CURRENT").write_text(json.dumps({"format": 2, "version": number, "sync_id": sync.id}))
+            (store.root / "CURRENT").write_text(
+                json.dumps({"format": STORAGE_FORMAT, "version": number, "sync_id": sync.id})
+            )
         ids.append(sync.id)
     return ids
 
@@ -39,7 +42,7 @@ def _synced(catalog: Catalog, store: ViewStore, statuses: str) -> list[str]:
 @pytest.fixture
 def setup(tmp_path):
     catalog = Catalog(tmp_path / "catalog.db")
-    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions())
+    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions(strategy="auto"))
     store = ViewStore(tmp_path, "v")
     yield catalog, store
     catalog.close()
@@ -113,7 +116,7 @@ def test_deleting_a_view_forgets_its_tombstones(setup):
     ids = _synced(catalog, store, "ss")
     catalog.bury_sync("v", ids[0])
     catalog.delete_view("v", store.drop)
-    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions())
+    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions(strategy="auto"))
     with pytest.raises(NotFound):
         catalog.sync("v", ids[0])
 

@@ -12,11 +12,8 @@ import service.routes.views as views_route
 from protocol.schema import ColumnInfo, SourceSchema, TableInfo
 from protocol.types import LogicalType
 from service.app import create_app
-from service.catalog import Catalog
-from service.jobs import SyncRunner
 from service.settings import ServiceSettings
 from warehouse.strategies import STRATEGIES
-from warehouse.view_options import ViewOptions
 
 SQL = "SELECT p.id, p.name FROM crm.people p"
 PEOPLE = TableInfo(
@@ -84,21 +81,3 @@ def test_a_redefinition_keeps_the_strategy_unless_it_names_another(client):
     r = client.put("/v1/views/v", json={"sql": SQL, "strategy": "sketch"})
     assert r.status_code == 200, r.text
     assert _strategy(client, "v") == "sketch"
-
-
-def test_a_stored_view_without_a_strategy_keeps_the_old_default(tmp_path, client):
-    """Every version stored the strategy; a view stored without one ran group_hash, and still does."""
-    assert client.post("/v1/views", json={"name": "v", "sql": SQL}).status_code == 201
-    catalog = Catalog(tmp_path / "catalog.db")
-    try:
-        definition = catalog.view("v").definition
-        catalog.add_view("old", SQL, definition, ViewOptions())
-        assert _strategy(client, "old") == "group_hash"
-        runner = SyncRunner(ServiceSettings(data_dir=tmp_path), catalog, None)
-        try:
-            assert runner._options(catalog.view("old"), False).strategy == "group_hash"
-            assert runner._options(catalog.view("v"), False).strategy == "auto"
-        finally:
-            runner.shutdown()
-    finally:
-        catalog.close()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from warehouse.view_options import (
-    STORED_VIEW_STRATEGY,
     MatchSettings,
     Schedule,
     SnapshotDiffSettings,
@@ -15,9 +15,8 @@ from warehouse.view_options import (
     ViewOptions,
 )
 
-#: Options as versions of the service stored them: before the timestamp settings, and today's.
+#: Options as the catalog stores them: the keys they were given.
 STORED = [
-    {},
     {"strategy": "group_hash"},
     {"strategy": "sketch", "sample_size": 100, "schedule": {"every_s": 60}},
     {
@@ -43,10 +42,15 @@ def test_stored_options_store_back_unchanged(stored):
 
 
 def test_options_without_settings_read_the_defaults():
-    options = ViewOptions.model_validate({})
-    assert options.strategy == STORED_VIEW_STRATEGY
+    options = ViewOptions.model_validate({"strategy": "group_hash"})
+    assert options.strategy == "group_hash"
     assert options.stamps == StampSettings()
     assert (options.match, options.sample_size, options.schedule) == (None, 0, None)
+
+
+def test_options_without_a_strategy_are_refused():
+    with pytest.raises(ValidationError, match="strategy"):
+        ViewOptions.model_validate({"sample_size": 10})
 
 
 def test_the_stamp_settings_are_parsed_once():

@@ -55,7 +55,7 @@ class Snapshot:
     """A snapshot's bounds as 64-bit transaction ids, the server that took it, and its WAL positions.
 
     `wal_lsn`: at or after the commit record of every transaction the snapshot saw (None
-    where the agent could not read it, or wrote the state before it was kept);
+    where the agent could not read it);
     `replayed_lsn`: on a standby, what it had replayed before the snapshot was taken (None
     on a primary). Both are byte positions in the WAL (`pg_lsn` - '0/0').
     """

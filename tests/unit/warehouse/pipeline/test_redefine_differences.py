@@ -10,11 +10,14 @@ row, NULL equal to NULL.
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from protocol.types import arrow_schema
+from warehouse.formats import STORAGE_FORMAT
 from warehouse.multisets import combinations
 from warehouse.multisets.multiset import _cols
 from warehouse.names import CHANGED, OP, TNO, UNO
@@ -94,7 +97,7 @@ def test_without_the_new_key_in_the_old_rows_every_row_leaves_and_enters(tmp_pat
 def test_a_projection_keeps_rows_and_statistics_and_reads_nothing(tmp_path, spark):
     stored = _version(tmp_path, 1, NEW, [{"id": 1, "a": "x", "b": "q"}], [(6, 2)])
     (stored.site_dir(0) / "deletions").mkdir()
-    (stored.path / "meta.json").write_text('{"format": 2, "rows": 1}')
+    (stored.path / "meta.json").write_text(json.dumps({"format": STORAGE_FORMAT, "rows": 1}))
     staged = Version(2, "sync2", tmp_path / "2")
     assert redefine.project(spark, stored, staged, NEW, OLD) == 1
     assert pq.read_table(staged.fragment(0)).to_pylist() == [{"id": 1, "a": "x", TNO: 6, UNO: 2}]

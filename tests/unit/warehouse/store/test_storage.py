@@ -1,4 +1,4 @@
-"""The versioned store's pointer and metadata: format numbers written, format 1 read, newer refused."""
+"""The versioned store's pointer and metadata: the format number written, any other refused."""
 
 from __future__ import annotations
 
@@ -27,14 +27,18 @@ def test_commit_writes_the_format_into_current_and_meta(tmp_path):
     assert store.current().meta() == {"format": 4, "metrics": {"rows_inserted": 3}}
 
 
-def test_a_store_without_format_is_format_1_and_reads_the_same(tmp_path):
+def test_a_store_without_a_format_is_refused_naming_the_file(tmp_path):
     store = committed(tmp_path)
     (store.root / "CURRENT").write_text(json.dumps({"version": 1, "sync_id": "s1"}))
+    with pytest.raises(FormatError, match="without a format number") as info:
+        store.current()
+    assert str(store.root / "CURRENT") in info.value.message and "create it again" in info.value.message
+    (store.root / "CURRENT").write_text(json.dumps({"format": STORAGE_FORMAT, "version": 1, "sync_id": "s1"}))
     meta = store.root / "versions" / "1" / "meta.json"
-    meta.write_text(json.dumps({"metrics": {"rows_inserted": 3}}))
-    current = store.current()
-    assert (current.number, current.sync_id) == (1, "s1")
-    assert current.meta() == {"metrics": {"rows_inserted": 3}}
+    meta.write_text(json.dumps({"format": 2, "metrics": {"rows_inserted": 3}}))
+    with pytest.raises(FormatError, match="format 2, and this deltasieve reads format 4") as info:
+        store.current().meta()
+    assert str(meta) in info.value.message and (info.value.found, info.value.expected) == (2, STORAGE_FORMAT)
 
 
 def test_a_newer_store_is_refused_with_a_hint_to_upgrade(tmp_path):

@@ -30,7 +30,7 @@ STORED = Snapshot(cost=QUIET.cost, estimate=QUIET)
 
 def context(timestamps: dict, key: list[str] | None = None, versioned: tuple = ()) -> SiteContext:
     site = SiteQuery("s", JOIN, [], ["id"] if key is None else key)
-    view_options = ViewOptions(timestamps=timestamps, row_version_sources=list(versioned))
+    view_options = ViewOptions(strategy="auto", timestamps=timestamps, row_version_sources=list(versioned))
     options = SyncOptions(strategy="auto", view_options=view_options)
     return SiteContext(
         spark=None,

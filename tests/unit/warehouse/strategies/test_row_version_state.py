@@ -20,5 +20,5 @@ def test_the_snapshot_round_trips_and_a_version_without_it_has_none(tmp_path):
     assert SnapshotState.load(version, 0) == state
     path = version.site_dir(0) / STATE_FILE
     path.write_text(json.dumps({**json.loads(path.read_text()), "format": 99}))
-    with pytest.raises(FormatError, match="newer than this deltasieve reads"):
+    with pytest.raises(FormatError, match="format 99, and this deltasieve reads format 1: upgrade deltasieve"):
         SnapshotState.load(version, 0)

@@ -24,5 +24,5 @@ def test_a_newer_state_is_refused(tmp_path):
     Watermark("2026-11-25 20:00:00", 0).save(version.site_dir(0))
     path = version.site_dir(0) / STATE_FILE
     path.write_text(json.dumps({**json.loads(path.read_text()), "format": 99}))
-    with pytest.raises(FormatError, match="newer than this deltasieve reads"):
+    with pytest.raises(FormatError, match="format 99, and this deltasieve reads format 1: upgrade deltasieve"):
         Watermark.load(version, 0)

@@ -1,4 +1,4 @@
-"""The stored form of a view definition: its format number, older forms read, newer refused."""
+"""The stored form of a view definition: one format number per kind of view, any other refused."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from protocol.types import Column, LogicalType
 from warehouse.errors import FormatError, StorageError
-from warehouse.formats import DEFINITION_FORMAT
-from warehouse.viewdef import SiteQuery, ViewDef, upgrade_definition
+from warehouse.formats import DEFINITION_FORMAT, JOINED_MULTISET_DEFINITION_FORMAT, MULTISET_DEFINITION_FORMAT
+from warehouse.viewdef import SiteQuery, ViewDef
 
 COLUMNS = [Column("id", LogicalType.parse("int")), Column("name", LogicalType.parse("text"))]
 VIEW = ViewDef(
@@ -16,8 +16,8 @@ VIEW = ViewDef(
     ["id"],
     [SiteQuery("crm", 'SELECT "p"."id" AS "id", "p"."name" AS "name" FROM "people" AS "p"', COLUMNS, ["id"])],
 )
-#: A single-site definition as deltasieve 41bc7ec stored it (format 1: no "format" field).
-FORMAT_1 = {
+#: A single-site definition as stored, without its "format" field.
+UNNUMBERED = {
     "sql": VIEW.sql,
     "columns": [{"name": "id", "type": "int"}, {"name": "name", "type": "text"}],
     "key": ["id"],
@@ -32,33 +32,32 @@ FORMAT_1 = {
 }
 
 
-def test_definitions_are_written_in_the_current_format():
+def test_definitions_are_written_in_the_current_format_and_read_back():
     assert DEFINITION_FORMAT == 2
-    assert VIEW.to_json() == {"format": 2, **FORMAT_1}
+    assert VIEW.to_json() == {"format": 2, **UNNUMBERED}
+    assert ViewDef.from_json(VIEW.to_json()) == VIEW
 
 
-def test_a_definition_without_format_is_format_1_and_reads_the_same():
-    assert ViewDef.from_json(FORMAT_1) == VIEW
-    assert ViewDef.from_json({"format": 1, **FORMAT_1}) == VIEW
+def test_a_definition_without_a_format_is_refused_saying_what_to_do():
+    with pytest.raises(FormatError) as info:
+        ViewDef.of_view("people", UNNUMBERED)
+    assert isinstance(info.value, StorageError) and info.value.code == "stored_format"
+    assert "view 'people'" in info.value.message and "without a format number" in info.value.message
+    assert "create it again" in info.value.message
+    assert (info.value.found, info.value.expected) == (None, DEFINITION_FORMAT)
 
 
 @pytest.mark.parametrize("number", [5, 99])
 def test_a_newer_definition_is_refused_with_a_hint_to_upgrade(number):
     with pytest.raises(FormatError) as info:
-        ViewDef.from_json({**FORMAT_1, "format": number})
+        ViewDef.from_json({**UNNUMBERED, "format": number})
     assert isinstance(info.value, StorageError)
     assert f"format {number}" in info.value.message and "upgrade deltasieve" in info.value.message
 
 
-@pytest.mark.parametrize("number", [0, "2", None, 1.5])
-def test_a_format_that_is_no_format_number_is_refused(number):
-    with pytest.raises(FormatError, match="not a format number"):
-        ViewDef.from_json({**FORMAT_1, "format": number})
-
-
-def test_upgrade_rewrites_older_definitions_only():
-    assert upgrade_definition(FORMAT_1) == VIEW.to_json()
-    assert upgrade_definition(VIEW.to_json()) is None
-    assert upgrade_definition({**FORMAT_1, "format": 5}) is None  # left for its readers to refuse
-    assert upgrade_definition({**FORMAT_1, "format": 4}) is None  # a multiset view over several sites
-    assert upgrade_definition({**FORMAT_1, "format": 3}) is None  # a multiset view's format
+@pytest.mark.parametrize(
+    "number", [0, 1, "2", None, 1.5, MULTISET_DEFINITION_FORMAT, JOINED_MULTISET_DEFINITION_FORMAT]
+)
+def test_a_keyed_definition_in_any_other_format_is_refused(number):
+    with pytest.raises(FormatError, match="create it again|upgrade deltasieve"):
+        ViewDef.from_json({**UNNUMBERED, "format": number})
