@@ -129,8 +129,7 @@ class SyncRunner:
                     metrics=current.meta().get("metrics", {}),
                     progress=None,
                 )
-                if "definition" in current.meta():  # a redefinition it applied is applied
-                    self.catalog.redefinition_applied(sync.view, current.meta()["definition"])
+                self.catalog.redefinition_applied(sync.view, current.meta()["definition"])  # its rows follow it
             else:
                 self.catalog.update_sync(
                     sync.id,
@@ -294,8 +293,7 @@ class SyncRunner:
             endpoints = self._endpoints(definition)
             sync_options = self._options(view, verify)
             ctx = SyncContext(spark, store, view_name, sync_id, endpoints, sync_options, progress, self.sketches, stop)
-            follows = ViewDef.from_json(view.applied) if view.applied is not None else None
-            sync = SyncRun(ctx, definition, follows=follows)
+            sync = SyncRun(ctx, definition)
             options = view.options
 
             def follow(sql: str, definition: ViewDef) -> None:  # a table view takes its table's columns

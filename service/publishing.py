@@ -298,7 +298,7 @@ class Publisher:
         current = store.current()
         if current is None:
             return None
-        definition = redefinitions.rows_definition(view, current)
+        definition = redefinitions.rows_definition(current)
         log.info("view %s, destination %s: rebuilt (%s)", view.name, destination.describe(), reason)
         rows = view_batches(current, definition, BATCH_ROWS)
         destination.rebuild(

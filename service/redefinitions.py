@@ -2,8 +2,7 @@
 
 A PUT stores a view's new definition at once; its rows follow the old one until a sync
 applies it (warehouse/pipeline/redefine.py). A version records the definition its rows
-follow; one stored before versions did follows the catalog's `applied` (while a
-redefinition waits) or the view's definition. A delta follows the definition of the
+follow. A delta follows the definition of the
 version its sync committed: walking the view's succeeded syncs from the newest back, each
 sync that redefined the view (its delta says so) hands on the definition it came from.
 
@@ -37,17 +36,14 @@ def columns_header(view: ViewDef) -> str:
     return json.dumps([c.to_json() for c in view.columns], ensure_ascii=True, separators=(",", ":"))
 
 
-def follows_of(view: ViewRecord, version: Version | None) -> dict | None:
-    """The definition (JSON) the rows of `version` follow: the one it records, else the one
-    the catalog says they still follow, else the view's. None without a version."""
-    if version is None:
-        return None
-    return version.meta().get("definition") or view.applied or view.definition
+def follows_of(version: Version | None) -> dict | None:
+    """The definition (JSON) the rows of `version` follow, as it records it; None without a version."""
+    return version.meta()["definition"] if version is not None else None
 
 
-def rows_definition(view: ViewRecord, version: Version) -> ViewDef:
+def rows_definition(version: Version) -> ViewDef:
     """The definition to read the rows of `version` with (a redefinition waits for a sync)."""
-    return ViewDef.from_json(follows_of(view, version) or view.definition)
+    return ViewDef.from_json(version.meta()["definition"])
 
 
 def redefine_within(
@@ -60,7 +56,7 @@ def redefine_within(
     SyncRun, and build that from the record returned: a SyncRun whose view differs from the
     definition its stored rows follow applies the redefinition (pipeline/redefine.pending)."""
     current = catalog.view(name)
-    follows = follows_of(current, store.current())
+    follows = follows_of(store.current())
     record = catalog.redefine_view(name, sql, definition.to_json(), current.options, follows, by_sync=sync_id)
     catalog.update_sync(sync_id, trigger="redefine")
     return record
@@ -79,7 +75,7 @@ class Segment:
 def segments(store: ViewStore, view: ViewRecord, syncs: list[SyncRecord], later: list[SyncRecord]) -> list[Segment]:
     """`syncs` (succeeded, oldest first) cut where a sync redefined the view, each part with
     the definition its deltas follow; `later`: the view's succeeded syncs after them."""
-    definition = ViewDef.from_json(follows_of(view, store.current()) or view.definition)
+    definition = ViewDef.from_json(follows_of(store.current()) or view.definition)
     marked: list[tuple[SyncRecord, ViewDef, bool]] = []
     for sync in reversed([*syncs, *later]):
         change = redefined(store.delta(sync.id)) if sync.trigger == "redefine" else None

@@ -17,7 +17,6 @@ from service.deps import (
     PublisherDep,
     SchedulerDep,
     SettingsDep,
-    SparkDep,
 )
 from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable
 from service.jsonvalues import BATCH_ROWS, ndjson_lines
@@ -359,7 +358,7 @@ def redefine_view(
     ):  # another delta format
         row = catalog.replace_view(name, sql, definition.to_json(), options, store.drop)
     else:
-        follows = follows_of(current, store.current())
+        follows = follows_of(store.current())
         row = catalog.redefine_view(name, sql, definition.to_json(), options, follows)
     return _stored(row, catalog, scheduler, settings, publisher)
 
@@ -452,9 +451,9 @@ def _current(settings: ServiceSettings, name: str) -> Version:
 )
 def get_rows(name: str, catalog: CatalogDep, settings: SettingsDep, fmt: FormatQuery = "ndjson") -> StreamingResponse:
     """Rows of the view as of its last successful sync, as NDJSON (or Parquet); X-Last-Sync names that sync."""
-    view = catalog.view(name)
+    catalog.view(name)  # 404 for a view that does not exist
     version = _current(settings, name)
-    definition = rows_definition(view, version)
+    definition = rows_definition(version)
     rows = view_rows.view_batches(version, definition, BATCH_ROWS)
     headers = {"X-Last-Sync": version.sync_id, COLUMNS_HEADER: columns_header(definition)}
     if fmt == "parquet":
@@ -487,7 +486,7 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
     if not row.options.sample_size:
         raise Conflict(f"view {name!r} keeps no sample: give it one with PATCH /v1/views/{name} and sample_size")
     version = _current(settings, name)
-    definition = rows_definition(row, version)
+    definition = rows_definition(version)
     stored = view_sample.load(version)
     if stored is None:
         raise Conflict(f"view {name!r} has no sample yet: the next sync (POST /v1/views/{name}/syncs) builds it")
@@ -503,9 +502,9 @@ def get_sample(name: str, catalog: CatalogDep, settings: SettingsDep) -> Streami
 
 
 @router.get("/{name}/statistics", operation_id="get_view_statistics", responses=error_responses(404, 409, 422))
-def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep, spark: SparkDep) -> dict:
+def get_statistics(name: str, catalog: CatalogDep, settings: SettingsDep) -> dict:
     """Update statistics and deletion statistics in summary, per site."""
-    view = catalog.view(name)
+    catalog.view(name)  # 404 for a view that does not exist
     version = _current(settings, name)
-    definition = rows_definition(view, version)
-    return {"view": name, **view_statistics(spark, definition, version)}
+    definition = rows_definition(version)
+    return {"view": name, **view_statistics(definition, version)}

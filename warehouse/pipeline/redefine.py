@@ -57,15 +57,13 @@ def redefined(delta: Path) -> tuple[ViewDef, ViewDef] | None:
     return ViewDef.from_json(data["from"]), ViewDef.from_json(data["to"])
 
 
-def pending(stored: Version | None, follows: ViewDef | None, view: ViewDef) -> ViewDef | None:
-    """The definition the stored rows follow, if a sync of `view` must apply a redefinition:
-    the one their version records, else `follows` (a version stored before versions
-    recorded it, while the catalog says a redefinition waits)."""
+def pending(stored: Version | None, view: ViewDef) -> ViewDef | None:
+    """The definition the stored rows follow (their version records it), if a sync of `view`
+    must apply a redefinition."""
     if stored is None:
         return None
-    recorded = stored.meta().get("definition")
-    old = ViewDef.from_json(recorded) if recorded is not None else follows
-    return None if old is None or same_rows(old, view) else old
+    old = ViewDef.from_json(stored.meta()["definition"])
+    return None if same_rows(old, view) else old
 
 
 def projected_base(

@@ -84,7 +84,7 @@ class PolicedSync:
         if decision.action == "follow":
             assert self.follow is not None, "decide follows only where the view can"
             self.follow(new.sql, new)  # redefined within this sync, which then applies the redefinition
-            return self._again(replace(self.last_run, view=new, follows=old), decision)
+            return self._again(replace(self.last_run, view=new), decision)
         current = self.last_run.ctx.store.current()
         base = _widened_base(self.last_run, current, new, list(decision.changes)) if current is not None else None
         meta = {"definition": new.to_json(), "definition_before": old.to_json()}

@@ -205,8 +205,6 @@ class SiteRun:
             planned = Planned(strategy, snapshot)
         else:
             hist = update_counts.load(self.current.site_dir(self.index))
-            if hist is None:  # a version written before the histogram was kept
-                hist = update_counts.of_frame(projected.frame)
             snapshot, deletion_rows = self._statistics(projected.frame, cost, hist, self.current)
             self.metrics.expected_bytes = expected_bytes(snapshot.statistics, self.ctx)
             strategy = STRATEGIES[self.options.strategy].create(self.ctx, snapshot)

@@ -47,18 +47,12 @@ class Start:
         return self.stored.number + 1 if self.stored is not None else 1
 
 
-def begin(
-    ctx: SyncContext,
-    view: ViewDef,
-    follows: ViewDef | None = None,
-    base: Version | None = None,
-    meta: Mapping[str, Any] | None = None,
-) -> Start:
-    """Where a sync of `view` starts. `follows`: what the stored rows follow when their version
-    does not say; `base`: a version to sync from instead of the current one (its copy widened
-    to the types of `view`: schema_policy.py), whose `meta` says the definition it replaced."""
+def begin(ctx: SyncContext, view: ViewDef, base: Version | None = None, meta: Mapping[str, Any] | None = None) -> Start:
+    """Where a sync of `view` starts. `base`: a version to sync from instead of the current one
+    (its copy widened to the types of `view`: schema_policy.py), whose `meta` says the
+    definition it replaced."""
     stored = ctx.store.current()
-    old = redefine.pending(stored, follows, view)  # a redefinition to apply
+    old = redefine.pending(stored, view)  # a redefinition to apply
     if old is not None and old.to_json() == (meta or {}).get("definition_before"):
         old = None  # not a redefinition: a widening in place, from `base`
     projected = old if old is not None and projection(old, view) is not None else None

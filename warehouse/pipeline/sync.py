@@ -51,14 +51,12 @@ log = logging.getLogger("warehouse.pipeline.sync")
 class SyncRun:
     """One sync of `view` in `ctx`: the steps in order.
 
-    `follows`: what the stored rows follow if not `view` and their version does not say;
     `base`: the version to start from instead of the current one (its copy widened to the
     types of `view`: schema_policy.py), and `meta`, what else the committed version's meta keeps.
     """
 
     ctx: SyncContext
     view: ViewDef
-    follows: ViewDef | None = None
     base: Version | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
 
@@ -72,7 +70,7 @@ class SyncRun:
         started = time.monotonic()
         fragments: Fragments | None = None
         try:
-            start = begin(ctx, view, self.follows, self.base, self.meta)
+            start = begin(ctx, view, self.base, self.meta)
             sites = ctx.timed("extract_sites", extract, ctx, view, start)
             fragments = ctx.timed("build_fragments", build, ctx, view, start, sites)
             counts = ctx.timed("assemble_view", assemble, ctx, view, start, fragments)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
+from warehouse.errors import FormatError
 from warehouse.names import TNO, UNO
 
 #: The histogram: count of tuples per (syncs seen, updates seen).
@@ -139,10 +140,11 @@ def save(hist: Histogram, site_dir: Path) -> None:
     pq.write_table(table, site_dir / FILE)
 
 
-def load(site_dir: Path) -> Histogram | None:
-    """The histogram kept beside a version's fragment; None for versions written without one."""
+def load(site_dir: Path) -> Histogram:
+    """The histogram kept beside a version's fragment (every version keeps one: FormatError
+    for a site without it)."""
     path = site_dir / FILE
     if not path.exists():
-        return None
+        raise FormatError(f"{path} is missing: the site's version was not written by this deltasieve")
     columns = pq.read_table(path).to_pydict()
     return Counter(dict(zip(zip(columns["tno"], columns["uno"]), columns["count"], strict=True)))

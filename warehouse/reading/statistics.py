@@ -9,13 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-from pyspark.sql import SparkSession
-
 from warehouse.planning import update_counts
 from warehouse.planning.cost_model import deletion_probability
 from warehouse.planning.deletions import read_deletions
 from warehouse.sample import view_sample
-from warehouse.store import layers
 from warehouse.store.versions import Version
 from warehouse.viewdef import ViewDef
 
@@ -24,7 +21,7 @@ from warehouse.viewdef import ViewDef
 HISTOGRAM_BUCKETS = 10
 
 
-def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) -> dict:
+def view_statistics(definition: ViewDef, version: Version) -> dict:
     """The statistics of every site of `version`, summarized (from the kept update-statistics histogram).
 
     Returns:
@@ -36,7 +33,7 @@ def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) 
         sites.append(
             {
                 "source": site.source,
-                "update_statistics": _update_statistics(_histogram(spark, version, i, site)),
+                "update_statistics": _update_statistics(update_counts.load(version.site_dir(i))),
                 "deletion_statistics": {
                     "syncs": [{"sync": d["__sync"], "tno": d["tno"], "dno": d["dno"]} for d in deletions],
                     "deletion_probability": deletion_probability([(d["tno"], d["dno"]) for d in deletions]),
@@ -48,12 +45,6 @@ def view_statistics(spark: SparkSession, definition: ViewDef, version: Version) 
     if sample is not None:  # the view's random sample and how its last sync kept it
         out["sample"] = asdict(sample)
     return out
-
-
-def _histogram(spark: SparkSession, version: Version, i: int, site) -> update_counts.Histogram:
-    """The update-statistics histogram kept with the version, or counted over its fragment (older versions)."""
-    kept = update_counts.load(version.site_dir(i))
-    return kept if kept is not None else update_counts.of_frame(layers.frame(spark, version, i, site.columns, site.key))
 
 
 def _update_statistics(hist: update_counts.Histogram) -> dict:

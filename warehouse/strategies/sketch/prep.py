@@ -62,10 +62,9 @@ def prepared_dir(version: Version, site: int) -> Path:
     return version.site_dir(site) / PREPARED
 
 
-def fragment_rows(version: Version, site: int) -> int | None:
+def fragment_rows(version: Version, site: int) -> int:
     """Rows of a site's fragment as the next sync's statistics count them (the update-statistics histogram)."""
-    hist = update_counts.load(version.site_dir(site))
-    return None if hist is None else update_counts.totals(hist).tuples
+    return update_counts.totals(update_counts.load(version.site_dir(site))).tuples
 
 
 def needs_table(version: Version, site: int, rotation: int) -> bool:
@@ -74,8 +73,6 @@ def needs_table(version: Version, site: int, rotation: int) -> bool:
     prepared table of another version (a build for a view since redefined, which published
     into the new version's directory) is removed: it would stand in the way of this one."""
     rows = fragment_rows(version, site)
-    if rows is None:
-        return False
     if prepared_dir(version, site).exists():
         if load_prepared(version, site, rows) is not None:
             return False
@@ -161,7 +158,7 @@ class Preparations:
         queued = []
         for i, query in sites:
             rows = fragment_rows(version, i)
-            if rows is None or not needs_table(version, i, rotation):
+            if not needs_table(version, i, rotation):
                 continue
             job = _Job(spark, version, i, query, rows)
             with self._lock:
