@@ -9,7 +9,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from protocol import error_codes
+from deltasieve_protocol import error_codes
 from remote_agent import readahead
 from remote_agent.deps import TooLarge, Unauthorized
 from remote_agent.errors import AgentError, Busy

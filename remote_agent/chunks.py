@@ -34,7 +34,7 @@ its upper bound a condition of every chunk, both bound as parameters; its key is
 as the adapter guarantees Python orders the values (`Adapter.range_key`), because there
 the agent, not the database, decides which range a row belongs to.
 
-A resumed read (`ValidatedQuery.resumed_after`, a full read's retry: protocol/resume.py)
+A resumed read (`ValidatedQuery.resumed_after`, a full read's retry: deltasieve_protocol/resume.py)
 starts after the key of the last row the warehouse kept, its first chunk compared with `>`
 by the database, bound as the warehouse sent it (`Adapter.bind`): to the warehouse, the
 two attempts together are one fuzzy snapshot as above, the pause between them like the

@@ -3,7 +3,7 @@
 A request's site query names such columns in `read_from` (output column -> declared type);
 `read_as_asked` gives them the asked type and the declared one (`ColumnInfo.read_from`),
 so that RowConverter reads their raw values with the strict converter of
-protocol/column_types.py. `sample_column` reads a bounded sample of one column the same
+deltasieve_protocol/column_types.py. `sample_column` reads a bounded sample of one column the same
 way, for the warehouse to check a view's column_types when it is defined.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import replace
 import sqlglot
 from sqlglot import exp
 
-from protocol import column_types
-from protocol.models import BadValue, ColumnSampleOut, ColumnSampleRequest, SiteSpec
-from protocol.types import LogicalType
+from deltasieve_protocol import column_types
+from deltasieve_protocol.models import BadValue, ColumnSampleOut, ColumnSampleRequest, SiteSpec
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters.base import Adapter, TableInfo
 from remote_agent.errors import BadRequest, Forbidden, SchemaChanged, SourceDataError, UnsupportedQuery, changed_column
 from remote_agent.sitequery import ValidatedQuery, validate_site_query
@@ -54,7 +54,7 @@ def read_as_asked(adapter: Adapter, query: ValidatedQuery, site: SiteSpec) -> Va
 
     Raises:
         BadRequest: `read_from` names no output column, or a key column (400).
-        UnsupportedQuery: a pair protocol/column_types.py does not allow, or an agent on dump files (422).
+        UnsupportedQuery: a pair deltasieve_protocol/column_types.py does not allow, or an agent on dump files (422).
         SchemaChanged: the source no longer declares the column as the request says (409, code schema_changed).
     """
     if not site.read_from:

@@ -10,8 +10,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 
-from protocol import frames
-from protocol.models import (
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import (
     PROTOCOL_VERSION,
     SUPPORTED_PROTOCOLS,
     ExtractControl,
@@ -21,7 +21,7 @@ from protocol.models import (
     SketchControl,
     SnapshotDiffControl,
 )
-from protocol.siterefs import SiteRefs
+from deltasieve_protocol.siterefs import SiteRefs
 from remote_agent.errors import BadRequest, UnknownSite
 from remote_agent.state import AgentState
 

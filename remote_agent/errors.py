@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol import error_codes
+from deltasieve_protocol import error_codes
 
 
 class AgentError(Exception):
@@ -10,7 +10,7 @@ class AgentError(Exception):
 
     status = 400
     transient = False
-    #: What kind of error, for programs (ErrorOut.code): one of protocol/error_codes.py.
+    #: What kind of error, for programs (ErrorOut.code): one of deltasieve_protocol/error_codes.py.
     code: str = error_codes.BAD_REQUEST
 
     def __init__(self, message: str):
@@ -53,7 +53,7 @@ class SchemaChanged(SourceDataError):
     """Columns of the site query are no longer of the types the view was registered with.
 
     `changes` lists them, one {"table", "column", "old", "new"} each (new: None when gone):
-    the warehouse reads them to tell or to take the change (protocol.models.SchemaChangeOut).
+    the warehouse reads them to tell or to take the change (deltasieve_protocol.models.SchemaChangeOut).
     """
 
     code = error_codes.SCHEMA_CHANGED
@@ -150,7 +150,7 @@ class ReaderLost(AgentError):
 
 
 class UnknownSite(AgentError):
-    """A control message names its site by a reference this agent does not hold (protocol/siterefs.py):
+    """A control message names its site by a reference this agent does not hold (deltasieve_protocol/siterefs.py):
     the warehouse sends it again in full."""
 
     status = 409

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from protocol.encoding import encode_rows
-from protocol.types import Column
+from deltasieve_protocol.encoding import encode_rows
+from deltasieve_protocol.types import Column
 from remote_agent.errors import BadRequest
 
 #: Seed of the key fingerprints; they never leave the agent, so any fixed value will do.
@@ -56,7 +56,7 @@ class KeyIndex:
     Build with `add` (any number of batches), then `freeze` once; afterwards `find` maps
     scanned keys to positions, and positions index `payload`, `seen` and `keys()`.
 
-    >>> from protocol.types import Column, LogicalType
+    >>> from deltasieve_protocol.types import Column, LogicalType
     >>> index = KeyIndex([Column("id", LogicalType("int"))], "unit")
     >>> index.add(pa.table({"id": [30, 10, 20]}), np.array([3, 1, 2]))
     >>> index.freeze()

@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from protocol.error_codes import HASH_KEY_MISSING
-from protocol.models import SiteSpec
-from protocol.schema import ColumnInfo, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol.error_codes import HASH_KEY_MISSING
+from deltasieve_protocol.models import SiteSpec
+from deltasieve_protocol.schema import ColumnInfo, TableInfo
+from deltasieve_protocol.types import LogicalType
 from remote_agent.errors import UnsupportedQuery
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def exposed_table(table: TableInfo, hash_columns: set[str], block_columns: set[s
     A key holding a blocked or hashed column is no key of the exposed table: the source
     orders and looks up keys by their raw values, which the warehouse never sees.
 
-    >>> from protocol.types import LogicalType as T
+    >>> from deltasieve_protocol.types import LogicalType as T
     >>> t = TableInfo("p", (ColumnInfo("id", T("int"), False, "int"), ColumnInfo("ssn", T("int"), True, "int")), ("id",))
     >>> e = exposed_table(t, {"p.ssn"}, set())
     >>> [(c.name, str(c.type), c.policy) for c in e.columns], e.primary_key
@@ -150,7 +150,7 @@ def exposed_table(table: TableInfo, hash_columns: set[str], block_columns: set[s
 def without_blocked(tables: Mapping[str, TableInfo], blocked: Iterable[str] | None) -> Mapping[str, TableInfo]:
     """The exposed tables less the columns a view blocks (`table.column`): a query naming one is refused.
 
-    >>> from protocol.types import LogicalType as T
+    >>> from deltasieve_protocol.types import LogicalType as T
     >>> t = TableInfo("p", (ColumnInfo("id", T("int"), False, "int"), ColumnInfo("ssn", T("text"), True, "text")), ("id",))
     >>> [c.name for c in without_blocked({"p": t}, ["p.ssn"])["p"].columns]
     ['id']

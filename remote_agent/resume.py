@@ -1,4 +1,4 @@
-"""Which extracts the agent resumes after a key the warehouse sent, and how (protocol/resume.py).
+"""Which extracts the agent resumes after a key the warehouse sent, and how (deltasieve_protocol/resume.py).
 
 Only a whole, keyed read can be resumed: with units or tuple hashes the agent tells the
 warehouse which of the keys it sent are gone, and it would count the keys before the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.resume import resumable_key
+from deltasieve_protocol.resume import resumable_key
 from remote_agent.adapters.base import Adapter
 from remote_agent.sitequery import ValidatedQuery
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, CliSettingsSource, NoDecode, SettingsConfigDict
 
-from protocol.defaults import DIGEST_BITS
+from deltasieve_protocol.defaults import DIGEST_BITS
 from remote_agent.pacing import Pacer, Pacing
 
 DEFAULT_PORT = 8765
@@ -21,7 +21,7 @@ DEFAULT_PORT = 8765
 #: in the reader process than 10,000, for no faster scan.
 DEFAULT_CHUNK_ROWS = 10_000
 #: MiB for the agent's own table in a sketch exchange: 42 MiB hold 2M cells (21 bytes
-#: each: protocol/iblt.py's compact layout), 16 times the main stage the statistics size
+#: each: deltasieve_protocol/iblt.py's compact layout), 16 times the main stage the statistics size
 #: for ~90,000 differing pairs.
 DEFAULT_SKETCH_TABLE_MIB = 42
 

@@ -1,7 +1,7 @@
 """Validate a site query sent by the warehouse and regenerate the SQL the agent will run.
 
 The text from the wire is parsed, checked against the shared grammar
-(`protocol/sitesql.py`) and against the tables and columns this agent exposes, and then
+(`deltasieve_protocol/sitesql.py`) and against the tables and columns this agent exposes, and then
 thrown away: the SQL that runs is generated from a tree built here, every identifier
 quoted and every literal re-escaped by sqlglot. Nothing in the request — not a table
 name, an alias or a string — can add a statement, a function call or a table.
@@ -17,9 +17,9 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
-from protocol import grouped, sitenames, sitesql
-from protocol.schema import columns_fingerprint
-from protocol.types import LogicalType
+from deltasieve_protocol import grouped, sitenames, sitesql
+from deltasieve_protocol.schema import columns_fingerprint
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters.base import ColumnInfo, TableInfo
 from remote_agent.errors import BadRequest, Forbidden, UnsupportedQuery
 
@@ -65,7 +65,7 @@ class ValidatedQuery:
     after: tuple | None = field(repr=False, compare=False, default=None)
     #: Whether the query is grouped (a multiset's distinct rows with their counts, sitesql.py).
     grouped: bool = False
-    #: The fingerprint of the columns of the tables it reads (protocol.schema.columns_fingerprint),
+    #: The fingerprint of the columns of the tables it reads (deltasieve_protocol.schema.columns_fingerprint),
     #: which each extraction answer names: the warehouse tells a change of those it does not read.
     fingerprint: str = ""
     #: What its hashed columns are keyed with (AGENT_HASH_KEY, policies.py); None when none is.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 
-from protocol.models import SiteSpec
-from protocol.siterefs import SiteRefs
+from deltasieve_protocol.models import SiteSpec
+from deltasieve_protocol.siterefs import SiteRefs
 from remote_agent import policies
 from remote_agent.adapters import Adapter, TableInfo, open_adapter
 from remote_agent.column_types import read_as_asked
@@ -42,7 +42,7 @@ class AgentState:
         self.slots = threading.BoundedSemaphore(settings.max_concurrent_extractions)
         #: Sketch exchanges between stages: a few per extraction slot.
         self.reconciliations = Reconciliations(limit=2 * settings.max_concurrent_extractions)
-        #: The site queries last sent in full, by reference (protocol/siterefs.py).
+        #: The site queries last sent in full, by reference (deltasieve_protocol/siterefs.py).
         self.site_refs = SiteRefs()
 
     def exposed(self) -> dict[str, TableInfo]:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("protocol", "remote_agent", "warehouse", "service", "deltasieve_cli")
+PACKAGES = ("deltasieve_protocol", "remote_agent", "warehouse", "service", "deltasieve_cli")
 #: How many of the longest modules, and of the longest functions, the report lists.
 REPORTED = 10
 
@@ -28,8 +28,8 @@ REPORTED = 10
 def module_name(path: Path) -> str:
     """The dotted name of the module at `path` (relative to the repository).
 
-    >>> module_name(Path("warehouse/store/__init__.py")), module_name(Path("protocol/iblt.py"))
-    ('warehouse.store', 'protocol.iblt')
+    >>> module_name(Path("warehouse/store/__init__.py")), module_name(Path("deltasieve_protocol/iblt.py"))
+    ('warehouse.store', 'deltasieve_protocol.iblt')
     """
     parts = list(path.with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -112,7 +112,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The graph between subpackages (two levels of name: `warehouse.store`, `protocol.iblt`)."""
+    """The graph between subpackages (two levels of name: `warehouse.store`, `deltasieve_protocol.iblt`)."""
     room = {}
     for name, targets in graph.items():
         mine = ".".join(name.split(".")[:2])

@@ -430,7 +430,7 @@ def _edge_cell(row) -> str:
 
 
 def type_matrix_page() -> str:
-    from protocol.types import LogicalType
+    from deltasieve_protocol.types import LogicalType
     from warehouse.destinations.delta import delta_type
     from warehouse.destinations.postgres_copy import pg_type
     from workloads.type_matrix import ENGINES, rows

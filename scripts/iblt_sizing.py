@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from protocol.iblt import Iblt
-from protocol.iblt_sizing import cells_for
+from deltasieve_protocol.iblt import Iblt
+from deltasieve_protocol.iblt_sizing import cells_for
 
 TRIALS = {0: 200, 1: 2000, 5: 4000, 20: 4000, 100: 2000, 1000: 600, 10_000: 100}
 

@@ -53,7 +53,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from protocol.types import Column, LogicalType  # noqa: E402
+from deltasieve_protocol.types import Column, LogicalType  # noqa: E402
 from warehouse.destinations.postgres import PostgresDestination  # noqa: E402
 from warehouse.destinations.postgres_copy import csv_chunks  # noqa: E402
 from warehouse.multisets.multiset import COUNT  # noqa: E402

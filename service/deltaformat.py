@@ -29,7 +29,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from protocol.types import Column, arrow_schema
+from deltasieve_protocol.types import Column, arrow_schema
 from service.feed import BEFORE, COUNT, OLD, UPDATE, Item, SchemaChange, Shape
 from service.jsonvalues import to_json_value
 from warehouse.deltas.changed_columns import CHANGED_TYPE

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 
 
 def to_json_value(value):

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from protocol import sitenames
-from protocol.schema import SourceSchema
+from deltasieve_protocol import sitenames
+from deltasieve_protocol.schema import SourceSchema
 from service.catalog import Catalog
 from service.errors import Conflict, Unprocessable
 from service.models import NAME_MAX_LENGTH
@@ -89,7 +89,7 @@ def mirrored_tables(schema: SourceSchema, asked: Sequence[str] | None) -> list[s
     Raises:
         Unprocessable: tables the agent does not expose, named, with what it does expose.
 
-    >>> from protocol.schema import TableInfo
+    >>> from deltasieve_protocol.schema import TableInfo
     >>> s = SourceSchema("sqlite", {"orders": TableInfo("orders", (), ()), "Items": TableInfo("Items", (), ())})
     >>> mirrored_tables(s, None), mirrored_tables(s, ["items", "orders", "Items"])
     (['Items', 'orders'], ['Items', 'orders'])
@@ -125,7 +125,7 @@ def set_aside(
     table, whose rows the view of its root holds already, nor of a source's view or
     materialized view; one that names such a relation makes its view.
 
-    >>> from protocol.schema import TableInfo
+    >>> from deltasieve_protocol.schema import TableInfo
     >>> s = SourceSchema("postgres", {"pay": TableInfo("pay", (), ()), "pay_1": TableInfo("pay_1", (), (), kind="partition", parent="pay")})
     >>> kept, aside = set_aside(s, ["pay", "pay_1"], None)
     >>> kept, [a.reason.split(":")[0] for a in aside]
@@ -153,8 +153,8 @@ def excluded_columns(schema: SourceSchema, tables: Sequence[str], exclude: Seque
     Raises:
         Unprocessable: an entry that names no column of the tables mirrored.
 
-    >>> from protocol.schema import ColumnInfo, TableInfo
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.schema import ColumnInfo, TableInfo
+    >>> from deltasieve_protocol.types import LogicalType
     >>> col = lambda n: ColumnInfo(n, LogicalType("int"), True, "integer")
     >>> s = SourceSchema("pg", {"a": TableInfo("a", (col("id"), col("ssn")), ()), "erp.b": TableInfo("erp.b", (col("id"), col("geom")), (), schema="erp")})
     >>> excluded_columns(s, ["a", "erp.b"], ["ssn", "erp.b.geom"])

@@ -350,7 +350,7 @@ def set_operations(batches: Iterator[pa.RecordBatch], shape: feed.Shape) -> Iter
     """A multiset view's normalized delta as inserts and deletes only (base.py): a matched
     update becomes a delete of its old row and an insert of its new one.
 
-    >>> from protocol.types import Column, LogicalType
+    >>> from deltasieve_protocol.types import Column, LogicalType
     >>> from warehouse.viewdef import ViewDef
     >>> view = ViewDef("", [Column("a", LogicalType("int"))], [], [], multiset={"count": COUNT, "nulls": {}})
     >>> shape = feed.Shape(view, True, False)

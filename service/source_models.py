@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.models import TableOut
+from deltasieve_protocol.models import TableOut
 from service.models import (
     DESTINATIONS_HELP,
     MAX_EXCLUDED_COLUMNS,

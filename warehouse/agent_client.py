@@ -16,12 +16,12 @@ import httpcore
 import httpx
 from pydantic import ValidationError
 
-from protocol import frames
-from protocol.error_codes import SOURCE_ERROR
-from protocol.models import ColumnSampleOut, ColumnSampleRequest
-from protocol.resume import RESUMED_HEADER
-from protocol.schema import FINGERPRINT_HEADER
-from protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
+from deltasieve_protocol import frames
+from deltasieve_protocol.error_codes import SOURCE_ERROR
+from deltasieve_protocol.models import ColumnSampleOut, ColumnSampleRequest
+from deltasieve_protocol.resume import RESUMED_HEADER
+from deltasieve_protocol.schema import FINGERPRINT_HEADER
+from deltasieve_protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
 from warehouse.cancellation import Cancellation
 from warehouse.defaults import DEADLINE_S, READ_TIMEOUT_S
 from warehouse.errors import AgentBusy, AgentRejected, AgentUnavailable, Cancelled, ProtocolError, SourceError
@@ -203,10 +203,10 @@ class AgentClient:
         self._settings = (token, verify, read_timeout_s)
         self.counter = ByteCounter()
         #: The fingerprint of the columns of the tables the last extraction read, as its answer
-        #: named it (protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
+        #: named it (deltasieve_protocol.schema.FINGERPRINT_HEADER); None from an agent that predates it.
         self.fingerprint: str | None = None
         #: Whether the last exchange's answer reads after the key its request named
-        #: (protocol.resume.RESUMED_HEADER); False until its headers came.
+        #: (deltasieve_protocol.resume.RESUMED_HEADER); False until its headers came.
         self.resumed = False
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._backend = _CountingBackend(self.counter)
@@ -267,7 +267,7 @@ class AgentClient:
         given as a list, whose control frame names its site in full, names it by reference
         instead once this agent has answered a request carrying that site in full (it can
         then be sent again: an agent that no longer holds the reference answers 409
-        unknown_site at once; protocol/siterefs.py).
+        unknown_site at once; deltasieve_protocol/siterefs.py).
         """
         control = _site_control(body)
         if control is None:

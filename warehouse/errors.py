@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from protocol.error_codes import HASH_KEY_MISSING, SOURCE_ERROR
+from deltasieve_protocol.error_codes import HASH_KEY_MISSING, SOURCE_ERROR
 
 
 class Remedy(StrEnum):
@@ -51,7 +51,7 @@ class AgentRejected(WarehouseError):
         super().__init__(message)
         self.status = status
         #: The agent's code for the refusal and, for "schema_changed", the changed columns
-        #: (protocol.models.ErrorOut); None from an agent that predates them.
+        #: (deltasieve_protocol.models.ErrorOut); None from an agent that predates them.
         self.agent_code = code
         self.changes = changes or []
         if status == 401:  # the agent does not take the source's token
@@ -64,7 +64,7 @@ class SourceError(WarehouseError):
     """The source's database refused a read of the sync (a value or type it cannot cast, a
     privilege the agent's role lacks, SQL it does not take): a retry meets the same refusal.
 
-    `table`, `column` and `source_message` are the agent's (protocol.models.ErrorOut): where,
+    `table`, `column` and `source_message` are the agent's (deltasieve_protocol.models.ErrorOut): where,
     when known, and the database's own words.
     """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 
 #: Update statistics kept beside each stored tuple (column names are a stored format): the
 #: syncs it has seen, counting its entry (TNO), and the syncs that really updated it, plus
@@ -21,7 +21,7 @@ CHANGED = "__ds_changed"
 def spark_schema(columns: list[Column]) -> str:
     """The Spark DDL schema of `columns`, names quoted.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> spark_schema([Column("id", LogicalType("int")), Column("name", LogicalType("text"))])
     '`id` bigint, `name` string'
     """

@@ -8,7 +8,7 @@ from typing import Final
 
 # The service's settings take the sync defaults from this module: it loads no engine (no Spark,
 # Arrow or httpx), so that reading the settings loads none either.
-from protocol.defaults import DEFAULT_HASH_BITS
+from deltasieve_protocol.defaults import DEFAULT_HASH_BITS
 from warehouse.defaults import DEADLINE_S, READ_TIMEOUT_S
 from warehouse.planning.cost_model import DEFAULT_GROUPING
 from warehouse.view_options import DEFAULT_STRATEGY, ViewOptions

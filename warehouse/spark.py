@@ -152,7 +152,7 @@ def warm_up(session: SparkSession) -> None:
 #: The packages whose functions run in Python tasks on the executors: mapInArrow and the
 #: like call the warehouse's hashing, grouping and sketches, which use the protocol's
 #: row encoding and fingerprints.
-EXECUTOR_PACKAGES = ("warehouse", "protocol")
+EXECUTOR_PACKAGES = ("warehouse", "deltasieve_protocol")
 #: The name under which a session on a cluster sends those packages to its executors.
 CODE_ARCHIVE = "deltasieve-code.zip"
 
@@ -184,8 +184,8 @@ def executor_import_error(message: str) -> str | None:
     `message` is the failure as Spark reports it (a PythonException with the worker's
     traceback); None when it is not a missing module.
 
-    >>> print(executor_import_error("PythonException: ... ModuleNotFoundError: No module named 'protocol'"))
-    the Spark executors cannot import protocol: leave SERVICE_SPARK_SHIP_CODE on (the default) so that the service sends its code, or install deltasieve for the Python that PYSPARK_PYTHON names on every worker
+    >>> print(executor_import_error("PythonException: ... ModuleNotFoundError: No module named 'deltasieve_protocol'"))
+    the Spark executors cannot import deltasieve_protocol: leave SERVICE_SPARK_SHIP_CODE on (the default) so that the service sends its code, or install deltasieve for the Python that PYSPARK_PYTHON names on every worker
     >>> print(executor_import_error("ModuleNotFoundError: No module named 'xxhash'"))
     the Spark executors cannot import xxhash: PYSPARK_PYTHON must name a Python with deltasieve's dependencies (pyarrow, numpy, xxhash, ...) on every worker
     >>> executor_import_error("java.lang.OutOfMemoryError: Java heap space") is None

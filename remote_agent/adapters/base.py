@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from protocol.schema import ColumnInfo, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol.schema import ColumnInfo, TableInfo
+from deltasieve_protocol.types import LogicalType
 from remote_agent.errors import BadRequest, UnsupportedQuery
 
 __all__ = ["Adapter", "ColumnInfo", "TableInfo"]

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 
 #: Scaled decimals below this magnitude are exact in a float64 with room to spare: two
 #: multiples of 10**-scale never read back as the same float (see `decimals_from_floats`).

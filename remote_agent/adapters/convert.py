@@ -12,7 +12,7 @@ from collections.abc import Callable
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 
 _TRUE = {"1", "t", "true", "y", "yes", "on"}
 _FALSE = {"0", "f", "false", "n", "no", "off"}

@@ -33,8 +33,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.schema import ColumnInfo, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol.schema import ColumnInfo, TableInfo
+from deltasieve_protocol.types import LogicalType
 from remote_agent.errors import SourceDataError, SourceUnavailable
 
 DESCRIPTION_SUFFIX = ".table.json"

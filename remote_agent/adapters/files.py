@@ -41,7 +41,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.adapters.dumps import DumpDir, Layout, dump_stamp, literal, quoted

@@ -36,9 +36,9 @@ from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.tokens import TokenType
 
-from protocol import sitesql
-from protocol.models import TableKind
-from protocol.types import MAX_DECIMAL_PRECISION, LogicalType
+from deltasieve_protocol import sitesql
+from deltasieve_protocol.models import TableKind
+from deltasieve_protocol.types import MAX_DECIMAL_PRECISION, LogicalType
 from remote_agent.adapters import mysql_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for

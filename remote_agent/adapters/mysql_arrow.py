@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 
 #: What a column's text is first read as: everything but text and bytes arrives as bytes.
 _STRING_KINDS = {"text"}

@@ -18,9 +18,9 @@ from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
-from protocol import sitesql
-from protocol.models import TableKind
-from protocol.types import LogicalType
+from deltasieve_protocol import sitesql
+from deltasieve_protocol.models import TableKind
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters import postgres_arrow, postgres_errors
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for

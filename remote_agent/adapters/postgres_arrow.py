@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from adbc_driver_postgresql import StatementOptions
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters import postgres_errors
 from remote_agent.errors import SourceUnavailable
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from protocol.types import MAX_DECIMAL_PRECISION, LogicalType
+from deltasieve_protocol.types import MAX_DECIMAL_PRECISION, LogicalType
 
 #: Selected instead of a column whose type has no logical counterpart (uuid, json, intervals...):
 #: its text, which for these types is what their output function prints.

@@ -10,8 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from protocol import column_types
-from protocol.types import Column, arrow_schema
+from deltasieve_protocol import column_types
+from deltasieve_protocol.types import Column, arrow_schema
 from remote_agent import policies
 from remote_agent.adapters.base import Adapter, ColumnInfo
 from remote_agent.adapters.columns import dates_from_text, finish

@@ -14,7 +14,7 @@ from urllib.parse import quote, unquote, urlsplit
 import pyarrow as pa
 from sqlglot import exp
 
-from protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
+from deltasieve_protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISION, LogicalType
 from remote_agent.adapters import sqlite_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for

@@ -51,7 +51,7 @@ import adbc_driver_sqlite.dbapi as adbc
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters.columns import dates_from_text, decimals_from_floats
 from remote_agent.errors import SourceUnavailable
 

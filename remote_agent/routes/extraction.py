@@ -15,10 +15,10 @@ import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from protocol import error_codes, frames, iblt_arrow, iblt_bytes
-from protocol.resume import RESUMED_HEADER
-from protocol.schema import FINGERPRINT_HEADER
-from protocol.wire import HASH, UID, key_values
+from deltasieve_protocol import error_codes, frames, iblt_arrow, iblt_bytes
+from deltasieve_protocol.resume import RESUMED_HEADER
+from deltasieve_protocol.schema import FINGERPRINT_HEADER
+from deltasieve_protocol.wire import HASH, UID, key_values
 from remote_agent import freed_memory, resume
 from remote_agent.deps import (
     Authorized,

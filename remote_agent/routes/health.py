@@ -1,6 +1,6 @@
 from fastapi import APIRouter
 
-from protocol.models import Health
+from deltasieve_protocol.models import Health
 
 router = APIRouter(tags=["health"])
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from protocol import frames
-from protocol.models import ErrorOut
-from protocol.schema import FINGERPRINT_HEADER
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ErrorOut
+from deltasieve_protocol.schema import FINGERPRINT_HEADER
 
 #: Seconds a client is told to wait after a 429.
 RETRY_AFTER_S = 5
@@ -30,7 +30,7 @@ EXTRACTION_ERRORS = (400, 401, 403, 409, 413, 422, 424, 429, 503)
 FRAMES_BODY = {
     "requestBody": {
         "required": True,
-        "description": "binary frames: a JSON control frame first, then Arrow data frames (see protocol/frames.py)",
+        "description": "binary frames: a JSON control frame first, then Arrow data frames (see deltasieve_protocol/frames.py)",
         "content": {frames.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
     }
 }
@@ -40,7 +40,7 @@ FRAMES_ANSWER = {
     "headers": {
         FINGERPRINT_HEADER: {
             "description": "a fingerprint of the columns (names, types, nullability) of the tables the site query reads "
-            "(protocol/schema.py columns_fingerprint): when it changes, GET /v1/schema?table=... says how",
+            "(deltasieve_protocol/schema.py columns_fingerprint): when it changes, GET /v1/schema?table=... says how",
             "schema": {"type": "string"},
         }
     },

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from protocol.models import ColumnSampleOut, ColumnSampleRequest, SchemaOut
-from protocol.schema import schema_to_json
+from deltasieve_protocol.models import ColumnSampleOut, ColumnSampleRequest, SchemaOut
+from deltasieve_protocol.schema import schema_to_json
 from remote_agent.column_types import sample_column
 from remote_agent.deps import Authorized, StateDep, version_mismatch
 from remote_agent.errors import BadRequest

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from protocol.models import SiteColumn
-from protocol.types import Column
-from protocol.wire import HASH
+from deltasieve_protocol.models import SiteColumn
+from deltasieve_protocol.types import Column
+from deltasieve_protocol.wire import HASH
 from remote_agent.errors import BadRequest, SchemaChanged, SourceDataError, changed_column, example_row
 from remote_agent.sitequery import ValidatedQuery
 

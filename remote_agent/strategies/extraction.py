@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from protocol import frames
-from protocol.encoding import limbs_to_bytes, row_hash_limbs
-from protocol.models import SiteColumn
-from protocol.types import Column
-from protocol.wire import COUNT, HASH, UID, key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.encoding import limbs_to_bytes, row_hash_limbs
+from deltasieve_protocol.models import SiteColumn
+from deltasieve_protocol.types import Column
+from deltasieve_protocol.wire import COUNT, HASH, UID, key_values
 from remote_agent import readahead
 from remote_agent.adapters.base import Adapter, Session
 from remote_agent.adapters.rows import RowConverter

@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from protocol import frames
-from protocol.wire import key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.wire import key_values
 from remote_agent import chunks
 from remote_agent.adapters.base import Adapter, Session
 from remote_agent.adapters.rows import RowConverter

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from protocol.encoding import LIMB_BITS, carry_limbs, limbs_from_bytes
-from protocol.scatter import Scatter
-from protocol.types import Column
-from protocol.wire import UID, key_values
+from deltasieve_protocol.encoding import LIMB_BITS, carry_limbs, limbs_from_bytes
+from deltasieve_protocol.scatter import Scatter
+from deltasieve_protocol.types import Column
+from deltasieve_protocol.wire import UID, key_values
 from remote_agent.errors import BadRequest
 from remote_agent.keyindex import KeyIndex
 from remote_agent.strategies.checks import wire_hashes

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from protocol import frames
-from protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
-from protocol.ranges import RangeSet, RangesOverlap
-from protocol.types import Column
-from protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.encoding import combine, hash_from_bytes, hash_to_bytes, row_hashes
+from deltasieve_protocol.ranges import RangeSet, RangesOverlap
+from deltasieve_protocol.types import Column
+from deltasieve_protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
 from remote_agent import key_intervals, readahead
 from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.rows import RowConverter

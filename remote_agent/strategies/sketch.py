@@ -1,7 +1,7 @@
 """The agent's side of /v1/sketch: set reconciliation of the site query with the warehouse.
 
 The warehouse sends its reconciliation table (an IBLT of (key fingerprint, row hash) pairs,
-see protocol/iblt.py), compact and shrunk to a width `w`, and names a wider width `A` that
+see deltasieve_protocol/iblt.py), compact and shrunk to a width `w`, and names a wider width `A` that
 `w` divides. The agent reads the site query once, in its usual chunks, folds the pair of
 every row into a table of its own `A` cells wide, shrinks that to `w`, subtracts it from the
 warehouse's and peels what is left:
@@ -46,11 +46,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from protocol import frames
-from protocol.fingerprints import integer_key, key_fingerprints, keys_from_fingerprints, row_fingerprints, sketch_seeds
-from protocol.iblt import Iblt, Peeled
-from protocol.types import Column
-from protocol.wire import KEY_FP, key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.fingerprints import (
+    integer_key,
+    key_fingerprints,
+    keys_from_fingerprints,
+    row_fingerprints,
+    sketch_seeds,
+)
+from deltasieve_protocol.iblt import Iblt, Peeled
+from deltasieve_protocol.types import Column
+from deltasieve_protocol.wire import KEY_FP, key_values
 from remote_agent import readahead
 from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.rows import RowConverter

@@ -2,7 +2,7 @@
 
 A row whose key is on both sides of the peeled difference was updated: instead of the
 whole row the agent sends its key, a digest per column and its 64-bit row hash
-(UPDATED_DIGESTS, see protocol/column_digests.py; the digests salted afresh for the
+(UPDATED_DIGESTS, see deltasieve_protocol/column_digests.py; the digests salted afresh for the
 exchange), and holds the row with its reconciliation under the session id its summary
 names. The warehouse answers with a bitmap of the columns to send per row (POST
 /v1/sketch/cells, CHANGED_COLUMNS), in the order the rows came; the agent sends the rows
@@ -21,9 +21,9 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from protocol import column_digests, frames
-from protocol.fingerprints import row_fingerprints, sketch_seeds
-from protocol.types import Column
+from deltasieve_protocol import column_digests, frames
+from deltasieve_protocol.fingerprints import row_fingerprints, sketch_seeds
+from deltasieve_protocol.types import Column
 from remote_agent.errors import BadRequest
 
 #: Rows per CELLS frame: frames stay small whatever the change.

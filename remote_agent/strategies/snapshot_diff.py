@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from protocol import frames
-from protocol.types import Column, arrow_schema
-from protocol.wire import UID, key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.types import Column, arrow_schema
+from deltasieve_protocol.wire import UID, key_values
 from remote_agent.adapters.base import Adapter
 from remote_agent.adapters.dumps import quoted
 from remote_agent.differential import DELETE, Change

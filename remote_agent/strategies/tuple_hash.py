@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from protocol.encoding import LIMB_BITS, limbs_from_bytes
-from protocol.types import Column
-from protocol.wire import HASH
+from deltasieve_protocol.encoding import LIMB_BITS, limbs_from_bytes
+from deltasieve_protocol.types import Column
+from deltasieve_protocol.wire import HASH
 from remote_agent.errors import BadRequest
 from remote_agent.keyindex import KeyIndex
 from remote_agent.strategies.checks import wire_hashes

@@ -6,8 +6,8 @@ import dataclasses
 
 from fastapi import APIRouter, Response, status
 
-from protocol.models import TableOut
-from protocol.schema import SourceSchema
+from deltasieve_protocol.models import TableOut
+from deltasieve_protocol.schema import SourceSchema
 from service import mirroring
 from service.deps import ApiKey, CatalogDep, GrantDep, HealthDep, MetricsDep, SchedulerDep, SettingsDep
 from service.errors import Conflict, DependencyFailed, NotFound, Unprocessable

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from fastapi.responses import Response, StreamingResponse
 
-from protocol.schema import SourceSchema
+from deltasieve_protocol.schema import SourceSchema
 from service.catalog import Catalog
 from service.deltaformat import NDJSON, PARQUET, rows_parquet
 from service.deps import (

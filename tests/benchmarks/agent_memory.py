@@ -24,10 +24,10 @@ import httpx
 import numpy as np
 import pyarrow as pa
 
-from protocol import frames
-from protocol.encoding import carry_limbs, limbs_to_bytes, row_hash_limbs
-from protocol.models import ExtractControl, SiteSpec
-from protocol.types import Column, LogicalType
+from deltasieve_protocol import frames
+from deltasieve_protocol.encoding import carry_limbs, limbs_to_bytes, row_hash_limbs
+from deltasieve_protocol.models import ExtractControl, SiteSpec
+from deltasieve_protocol.types import Column, LogicalType
 from tests.benchmarks import machine
 from workloads.harness import ROOT, free_port
 

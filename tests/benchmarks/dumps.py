@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from protocol import frames
+from deltasieve_protocol import frames
 from remote_agent.adapters.files import FileAdapter
 from remote_agent.differential import DELETE, INSERT
 from remote_agent.differential.partitioned_hash import partitioned_hash

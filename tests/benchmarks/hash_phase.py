@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from protocol.encoding import encode_rows, row_hash_limbs
-from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from protocol.iblt import Iblt
-from protocol.types import Column
+from deltasieve_protocol.encoding import encode_rows, row_hash_limbs
+from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from deltasieve_protocol.iblt import Iblt
+from deltasieve_protocol.types import Column
 from remote_agent import chunks
 from remote_agent.adapters import open_adapter
 from remote_agent.adapters.rows import RowConverter

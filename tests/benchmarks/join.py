@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from protocol import frames
+from deltasieve_protocol import frames
 from tests.benchmarks import machine
 from workloads.harness import Api, start_agent, start_service
 

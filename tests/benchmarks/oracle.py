@@ -31,8 +31,8 @@ import psycopg
 import pyarrow as pa
 import xxhash
 
-from protocol import frames
-from protocol.types import Column, LogicalType, arrow_schema
+from deltasieve_protocol import frames
+from deltasieve_protocol.types import Column, LogicalType, arrow_schema
 from remote_agent.adapters.convert import converter_for
 
 #: Rows per Arrow frame when sizing the lower bound: the agent's default `batch_rows`, so the

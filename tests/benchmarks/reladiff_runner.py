@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 from sqlglot import exp, parse_one
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 from service.jsonvalues import to_json_value
 from tests.benchmarks.pgsource import create_table, postgres_ddl, replace_rows, replay_change, sqlite_rows
 from tests.benchmarks.strategies import Skipped, SyncResult

@@ -24,7 +24,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 from tests.benchmarks import floors, machine
 from tests.benchmarks.mysqlsource import MariadbSource, MariadbTruth
 from tests.benchmarks.oracle import PostgresTruth, SourceTruth, TrueDelta

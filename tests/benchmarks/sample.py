@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.names import DELETE, INSERT, OP, UPDATE
 from warehouse.sample import refresh as sample_refresh
 from warehouse.sample import view_sample

@@ -28,11 +28,11 @@ from pathlib import Path
 import httpx
 import pyarrow as pa
 
-from protocol import frames, iblt_bytes
-from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from protocol.iblt import Iblt
-from protocol.models import SiteSpec, SketchControl
-from protocol.types import Column
+from deltasieve_protocol import frames, iblt_bytes
+from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from deltasieve_protocol.iblt import Iblt
+from deltasieve_protocol.models import SiteSpec, SketchControl
+from deltasieve_protocol.types import Column
 from remote_agent import chunks
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import CHECKS, load_all_checks
 
-from protocol import frames
-from protocol.models import ExtractControl, FetchControl, RangesControl
-from protocol.wire import HASH
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ExtractControl, FetchControl, RangesControl
+from deltasieve_protocol.wire import HASH
 from remote_agent.app import create_app as create_agent
 from remote_agent.errors import AgentError
 from remote_agent.settings import AgentSettings
@@ -174,7 +174,7 @@ SITE_SQL = [
     "SELECT i.sku AS sku FROM items i WHERE i.sku IN (SELECT sku FROM items)",
     "SELECT load_extension('x') AS sku FROM items i",
     "SELECT i.photo AS sku, i.weight AS w FROM items i",
-    # nested far past the bounds of protocol/sqlsize.py: refused by name, never a RecursionError
+    # nested far past the bounds of deltasieve_protocol/sqlsize.py: refused by name, never a RecursionError
     "SELECT i.sku AS sku FROM items i WHERE " + "(" * 300 + "i.stock > 2" + ")" * 300,
     "SELECT i.sku AS sku FROM items i WHERE " + "NOT " * 400 + "i.stock > 2",
     "SELECT i.sku AS sku FROM items i WHERE i.stock = " + "- " * 3000 + "1",

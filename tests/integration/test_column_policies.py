@@ -25,8 +25,8 @@ import httpx
 import psycopg
 import pytest
 
-from protocol import frames
-from protocol.models import ExtractControl, SiteSpec
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ExtractControl, SiteSpec
 from tests.integration.test_security_mariadb import agent_statements as mariadb_statements
 from tests.integration.test_security_postgres import agent_statements as postgres_statements
 from tests.support.oracle import check_sync, keyed

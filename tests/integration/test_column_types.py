@@ -25,7 +25,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from protocol.models import ColumnSampleRequest
+from deltasieve_protocol.models import ColumnSampleRequest
 from tests.support.oracle import check_sync, keyed
 from workloads.harness import start_agent
 

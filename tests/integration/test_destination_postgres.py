@@ -32,7 +32,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from tests.support.pairing import MATCH, READINGS
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.postgres import PostgresDestination

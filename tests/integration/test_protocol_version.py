@@ -13,8 +13,8 @@ import sqlite3
 import httpx
 import pytest
 
-from protocol import frames
-from protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec
 from tests.support.agent_requests import QUERY_ENDPOINTS
 from warehouse.agent_client import AgentClient
 from warehouse.errors import AgentRejected

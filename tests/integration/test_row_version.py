@@ -22,8 +22,8 @@ import httpx
 import psycopg
 import pytest
 
-from protocol import frames
-from protocol.models import ExtractControl, SiteSpec
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ExtractControl, SiteSpec
 from tests.support.oracle import check_sync
 from tests.support.xid_cluster import burn_xids, jump_xids, next_xid, restore_in_place, start_near_wraparound
 from workloads.harness import start_agent

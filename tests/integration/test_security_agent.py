@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 
-from protocol import frames
+from deltasieve_protocol import frames
 from remote_agent.app import create_app
 from remote_agent.settings import AgentSettings
 from tests.support.agent_requests import (

@@ -4,7 +4,7 @@ A `people` table changed at random between syncs: most updates touch one column,
 keys have every non-key column changed at once, and some keys' `city` goes from NULL to
 a value and back round after round. Four views read it: the default strategy; full_ship,
 which compares every row; sketch, whose updated rows come as their changed cells alone
-(protocol 4, protocol/column_digests.py); and sketch through an agent whose column digests
+(protocol 4, deltasieve_protocol/column_digests.py); and sketch through an agent whose column digests
 all collide (AGENT_SKETCH_DIGEST_BITS=0), so that every updated row fails its rebuild's
 check and is fetched whole. After every sync each view equals the truth read
 straight from the database (tests/support/oracle.py), every update line of its delta

@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from protocol import frames
-from protocol.models import ExtractControl, FetchControl, RangesControl, SiteSpec
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ExtractControl, FetchControl, RangesControl, SiteSpec
 from remote_agent.timings import PHASES, READER_PHASES
 
 #: Seconds the summed timings may exceed elapsed_s by: each is rounded to 0.1 ms apart.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 
 PATH = Path(__file__).resolve().parents[2] / "openapi" / "row-encoding-vectors.json"
 VECTORS = json.loads(PATH.read_text())

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import h11
 
-from protocol import frames
+from deltasieve_protocol import frames
 from workloads.relay import Relay
 
 

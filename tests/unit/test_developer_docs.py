@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"protocol", "remote_agent", "service", "warehouse", "deltasieve_cli"}
+PACKAGES = {"deltasieve_protocol", "remote_agent", "service", "warehouse", "deltasieve_cli"}
 #: Page -> where its bare names are looked up: modules or classes, by dotted name.
 PAGES: dict[str, tuple[str, ...]] = {
     "docs/development/adding-a-strategy.md": (
@@ -44,7 +44,7 @@ PAGES: dict[str, tuple[str, ...]] = {
         "warehouse.strategies.cheapest",
         "warehouse.metrics",
         "warehouse.view_options",
-        "protocol.models",
+        "deltasieve_protocol.models",
     ),
     "docs/development/adding-an-adapter.md": (
         "remote_agent.adapters.base.Adapter",
@@ -94,10 +94,10 @@ def resolve(dotted: str, namespaces: tuple[str, ...] = ()) -> object:
     """The object `dotted` names: a module of ours and attributes of it, or else attributes
     of the first namespace that has its first part; LookupError if none.
 
-    >>> resolve("protocol.models.PROTOCOL_VERSION") >= 1
+    >>> resolve("deltasieve_protocol.models.PROTOCOL_VERSION") >= 1
     True
-    >>> resolve("ExtractControl.protocol", ("protocol.models",))  # a pydantic field: declared, no value
-    >>> resolve("ExtractControl.nope", ("protocol.models",))
+    >>> resolve("ExtractControl.protocol", ("deltasieve_protocol.models",))  # a pydantic field: declared, no value
+    >>> resolve("ExtractControl.nope", ("deltasieve_protocol.models",))
     Traceback (most recent call last):
     LookupError: ExtractControl.nope
     """

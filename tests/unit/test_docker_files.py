@@ -38,7 +38,9 @@ def test_agent_image_installs_only_the_agent():
     steps = _instructions("Dockerfile.agent")
     text = " ".join(f"{op} {rest}" for op, rest in steps)
     copied = [rest.split()[0] for op, rest in steps if op == "COPY"]
-    assert {"protocol", "remote_agent"} <= set(copied) and "warehouse" not in copied and "service" not in copied
+    assert (
+        {"deltasieve_protocol", "remote_agent"} <= set(copied) and "warehouse" not in copied and "service" not in copied
+    )
     assert "openjdk" not in text and "pyspark" not in text and "[service]" not in text
     assert any(op == "RUN" and "pip install" in rest and "'.[mysql]'" in rest for op, rest in steps)
     assert "libmariadb3" in text, "mysqlclient's runtime library must stay in the image"
@@ -50,5 +52,5 @@ def test_service_image_installs_java_and_the_service_extra():
     runs = " ".join(rest for op, rest in steps if op == "RUN")
     assert "openjdk-17" in runs and "'.[service]'" in runs
     copied = {rest.split()[0] for op, rest in steps if op == "COPY"}
-    assert {"protocol", "warehouse", "service"} <= copied and "remote_agent" not in copied
+    assert {"deltasieve_protocol", "warehouse", "service"} <= copied and "remote_agent" not in copied
     assert steps[-1][0] == "ENTRYPOINT" and "service" in steps[-1][1]

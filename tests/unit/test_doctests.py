@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import deltasieve_cli
-import protocol
+import deltasieve_protocol
 import remote_agent
 import service
 import warehouse
@@ -27,7 +27,7 @@ FOR_THEIR_PROCESS_ONLY = {"remote_agent.reader_server"}
 
 def _modules() -> list[str]:
     names = []
-    for package in (protocol, remote_agent, service, warehouse, deltasieve_cli):
+    for package in (deltasieve_protocol, remote_agent, service, warehouse, deltasieve_cli):
         names.append(package.__name__)
         names += [
             m.name
@@ -40,7 +40,7 @@ def _modules() -> list[str]:
 def test_every_package_module_is_checked():
     assert {
         "remote_agent.keyindex",
-        "protocol.encoding",
+        "deltasieve_protocol.encoding",
         "warehouse.planning.cost_model",
         "deltasieve_cli.formats",
     } <= set(_modules())

@@ -32,7 +32,7 @@ DRIVERS = ("psycopg", "psycopg2", "sqlite3", "pymysql", "MySQLdb", "adbc_driver_
 FORBIDDEN = {
     "warehouse": ("remote_agent", "service", "deltasieve_cli"),
     "remote_agent": ("warehouse", "service", "deltasieve_cli", "pyspark"),
-    "protocol": ("warehouse", "remote_agent", "service", "deltasieve_cli", "pyspark"),
+    "deltasieve_protocol": ("warehouse", "remote_agent", "service", "deltasieve_cli", "pyspark"),
 }
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from warehouse.viewdef import ViewDef
 from warehouse.viewdef.decomposition import Link, equality, join_terms
 
@@ -70,7 +70,7 @@ def plan(view: ViewDef) -> EquiJoin | None:
     (`a = b`, both columns, one logical type, not floating point) and every site is tied
     to the others by one; else None (Spark evaluates it).
 
-    >>> from protocol.types import Column, LogicalType
+    >>> from deltasieve_protocol.types import Column, LogicalType
     >>> from warehouse.viewdef import SiteQuery
     >>> cols = lambda *names: [Column(n, LogicalType.parse("int")) for n in names]
     >>> sites = [SiteQuery("a", "", cols("id", "c"), ["id"]), SiteQuery("b", "", cols("cid"), ["cid"])]

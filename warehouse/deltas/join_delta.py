@@ -54,7 +54,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from protocol.types import arrow_schema, key_columns
+from deltasieve_protocol.types import arrow_schema, key_columns
 from warehouse import null_keys
 from warehouse.deltas import equi_join
 from warehouse.deltas.changed_columns import CHANGED_TYPE, arrow_changed, same_values

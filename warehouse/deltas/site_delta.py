@@ -17,7 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from protocol.types import Column, arrow_schema
+from deltasieve_protocol.types import Column, arrow_schema
 from warehouse.deltas.changed_columns import spark_changed
 from warehouse.errors import SourceDataError
 from warehouse.names import CHANGED, DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.types import Column, arrow_schema
+from deltasieve_protocol.types import Column, arrow_schema
 from warehouse.deltas.changed_columns import CHANGED_TYPE, arrow_changed, same_values
 from warehouse.deltas.site_delta import DUPLICATE_EXAMPLES, duplicate_key_error, split_key_changes
 from warehouse.names import CHANGED, DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE

@@ -17,7 +17,7 @@ What `apply` receives as `delta` — an iterable of Arrow record batches, each w
     inserts and updates alike as an upsert on the key.
   - multiset views: "insert" or "delete" only (the applier splits a matched update into a
     delete of its old row and an insert of its new one).
-- the view's columns, in their logical types (`protocol.types.Column.type.arrow()`),
+- the view's columns, in their logical types (`deltasieve_protocol.types.Column.type.arrow()`),
   named as the view's columns and in their order;
 - multiset views only: `COUNT` (`warehouse.multisets.multiset.COUNT`, int64, >= 1): how many
   occurrences of that row the line inserts or deletes. Rows are compared on every column,
@@ -54,7 +54,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 from warehouse.errors import WarehouseError
 
 

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from protocol.types import Column, LogicalType, arrow_schema
+from deltasieve_protocol.types import Column, LogicalType, arrow_schema
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS, default_table_uri
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.delta_file_cache import CACHE, FileCache

@@ -29,7 +29,7 @@ import pyarrow as pa
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.postgres_apply import apply_delta, create, drop_indexes, index, value
 from warehouse.destinations.postgres_copy import copy_into, logical_type, pg_type, repeated

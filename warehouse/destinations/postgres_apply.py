@@ -27,7 +27,7 @@ import psycopg
 import pyarrow as pa
 from psycopg import sql
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.postgres_copy import copy_into, multiset_lines, pg_type
 from warehouse.multisets.multiset import COUNT

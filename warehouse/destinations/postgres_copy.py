@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from psycopg import sql
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.multisets.multiset import COUNT, OLD_PREFIX
 from warehouse.names import DELETE, INSERT, OP, UPDATE
 

@@ -31,8 +31,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from protocol.grouped import COUNT_COLUMN
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.grouped import COUNT_COLUMN
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.multisets import multiset
 from warehouse.names import DELETE, INSERT, OP
 from warehouse.viewdef import ViewDef

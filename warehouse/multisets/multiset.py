@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from protocol.grouped import COUNT_COLUMN
-from protocol.types import Column, LogicalType, arrow_schema
+from deltasieve_protocol.grouped import COUNT_COLUMN
+from deltasieve_protocol.types import Column, LogicalType, arrow_schema
 from warehouse.names import DELETE, INSERT, OP, UPDATE
 from warehouse.viewdef import ViewDef
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from protocol.types import arrow_schema
+from deltasieve_protocol.types import arrow_schema
 from warehouse.deltas import join_delta
 from warehouse.deltas.join_delta import JoinDelta
 from warehouse.deltas.site_delta import counted, view_delta

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
-from protocol.error_codes import SCHEMA_CHANGED, SCHEMA_DRIFT
+from deltasieve_protocol.error_codes import SCHEMA_CHANGED, SCHEMA_DRIFT
 from warehouse.errors import AgentRejected, Remedy, SourceError, WarehouseError
 
 

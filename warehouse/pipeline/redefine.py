@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from protocol.grouped import COUNT_COLUMN
+from deltasieve_protocol.grouped import COUNT_COLUMN
 from warehouse.deltas.site_delta import counted, view_delta
 from warehouse.multisets import combinations
 from warehouse.names import DELETE, INSERT, OP, TNO, UNO

@@ -45,7 +45,7 @@ def decide(old: ViewDef, new: ViewDef, policy: str, can_follow: bool = False) ->
     """The decision about a view bound as `old` that binds as `new` now, under `policy`
     ("evolve" or "freeze"); `can_follow`: a table view can be redefined within its sync.
 
-    >>> from protocol.types import Column, LogicalType
+    >>> from deltasieve_protocol.types import Column, LogicalType
     >>> from warehouse.viewdef import SiteQuery
     >>> SQL = 'SELECT "id", "amount", "memo" FROM "orders"'
     >>> def view(amount, *more):

@@ -19,8 +19,8 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from protocol.schema import SourceSchema
-from protocol.types import LogicalType
+from deltasieve_protocol.schema import SourceSchema
+from deltasieve_protocol.types import LogicalType
 from warehouse.agent_client import ByteCounter
 from warehouse.errors import AgentRejected, Remedy, SchemaChanged, TableChanged, WarehouseError
 from warehouse.metrics import SyncMetrics
@@ -189,8 +189,8 @@ def _widened_base(run: SyncRun, current: Version, new: ViewDef, changes: list[Ty
 def _gone(view: ViewDef, schemas: dict[str, SourceSchema]) -> list[dict]:
     """The site columns whose table or column the sources no longer expose, as schema_changes.
 
-    >>> from protocol.types import Column, LogicalType
-    >>> from protocol.schema import ColumnInfo, TableInfo
+    >>> from deltasieve_protocol.types import Column, LogicalType
+    >>> from deltasieve_protocol.schema import ColumnInfo, TableInfo
     >>> from warehouse.viewdef import SiteQuery
     >>> columns = [Column("id", LogicalType("int")), Column("amount", LogicalType("float"))]
     >>> site = SiteQuery("pg", "SELECT o.id, o.amt AS amount FROM orders AS o", columns, ["id"])

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from protocol.types import arrow_schema
+from deltasieve_protocol.types import arrow_schema
 from warehouse import faults
 from warehouse.agent_client import AgentClient
 from warehouse.deltas.site_delta import DeltaResult, build_delta, check_unique

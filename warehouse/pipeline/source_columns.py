@@ -1,6 +1,6 @@
 """Source columns: the columns of the tables a site query reads, followed from sync to sync.
 
-Each extraction answer names a fingerprint of those columns (protocol/schema.py
+Each extraction answer names a fingerprint of those columns (deltasieve_protocol/schema.py
 FINGERPRINT_HEADER: 36 bytes). A site keeps the columns it last saw, with their
 fingerprint, in FILE in its directory of each version. When an answer names the kept
 fingerprint, nothing more is asked. When it names another (or none is kept yet, as at the load),
@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.schema import SourceSchema, columns_fingerprint
+from deltasieve_protocol.schema import SourceSchema, columns_fingerprint
 from warehouse.agent_client import AgentClient
 from warehouse.errors import WarehouseError
 from warehouse.viewdef import SiteQuery

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterable, Mapping
 
-from protocol.models import ColumnSampleRequest
-from protocol.schema import SourceSchema
+from deltasieve_protocol.models import ColumnSampleRequest
+from deltasieve_protocol.schema import SourceSchema
 from warehouse.agent_client import DEADLINE_S, READ_TIMEOUT_S, AgentClient, ByteCounter
 from warehouse.errors import AgentRejected, SchemaUnavailable, WarehouseError
 from warehouse.viewdef import ViewDefinitionError

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 from warehouse.errors import TableChanged
 from warehouse.pipeline.source_columns import Seen
 from warehouse.viewdef import SiteQuery, ViewDef
@@ -28,7 +28,7 @@ def moved(site: SiteQuery, seen: Seen, excluded: Sequence[str] = ()) -> tuple[li
     leaves out, `excluded`), and those it reads that the table no longer has (the table
     itself gone: nothing, the agent refuses that).
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> site = SiteQuery("s", 'SELECT "id", "note" FROM "orders"', [Column("id", LogicalType("int")), Column("note", LogicalType("text"))], ["id"])
     >>> seen = Seen("f", {"orders": {"id": ["int", "integer", False], "memo": ["text", "text", True]}})
     >>> moved(site, seen), moved(site, seen, ["memo"])
@@ -56,7 +56,7 @@ def check(site: SiteQuery, seen: Seen, excluded: Sequence[str] = ()) -> None:
 def records(old: ViewDef, new: ViewDef, action_added: str = ADDED, action_dropped: str = DROPPED) -> list[dict]:
     """A table view's columns added and dropped from `old` to `new`, as the sync record's schema_changes.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> a, b = Column("id", LogicalType("int")), Column("memo", LogicalType("text"))
     >>> site = SiteQuery("s", 'SELECT "id" FROM "orders"', [a], ["id"])
     >>> old, new = ViewDef("", [a], ["id"], [site], table="s.orders"), ViewDef("", [a, b], ["id"], [site], table="s.orders")

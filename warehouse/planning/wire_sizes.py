@@ -8,9 +8,9 @@ import random
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from protocol import frames
-from protocol.types import arrow_schema
-from protocol.wire import HASH, UID
+from deltasieve_protocol import frames
+from deltasieve_protocol.types import arrow_schema
+from deltasieve_protocol.wire import HASH, UID
 from warehouse.planning.cost_model import CostModel
 from warehouse.viewdef import SiteQuery
 

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from protocol.types import arrow_schema
+from deltasieve_protocol.types import arrow_schema
 from warehouse import null_keys
 from warehouse.formats import check_format
 from warehouse.multisets import combinations, multiset

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from protocol.types import Column, arrow_schema, key_columns
+from deltasieve_protocol.types import Column, arrow_schema, key_columns
 from warehouse import null_keys
 from warehouse.names import TNO, UNO, spark_schema
 from warehouse.store.versions import Version

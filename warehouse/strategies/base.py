@@ -34,10 +34,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from protocol import frames
-from protocol.models import ChangedSince, ExtractControl, FetchControl, SiteColumn, SiteSpec
-from protocol.types import Column, arrow_schema
-from protocol.wire import COUNT, HASH, UID
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ChangedSince, ExtractControl, FetchControl, SiteColumn, SiteSpec
+from deltasieve_protocol.types import Column, arrow_schema
+from deltasieve_protocol.wire import COUNT, HASH, UID
 from warehouse import faults
 from warehouse.agent_client import AgentClient
 from warehouse.metrics import SiteMetrics, add_timings
@@ -140,7 +140,7 @@ class SiteEstimate:
 def site_columns(columns: list[Column]) -> list[SiteColumn]:
     """Columns as a request's site query names them.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> site_columns([Column("id", LogicalType.parse("int"))])
     [SiteColumn(name='id', type='int')]
     """

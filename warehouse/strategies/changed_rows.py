@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from protocol.models import SiteSpec
+from deltasieve_protocol.models import SiteSpec
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.errors import AgentBusy
 from warehouse.formats import check_format

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from protocol.encoding import DEFAULT_HASH_BITS, hash_to_bytes, row_hashes
-from protocol.types import Column
+from deltasieve_protocol.encoding import DEFAULT_HASH_BITS, hash_to_bytes, row_hashes
+from deltasieve_protocol.types import Column
 
 ROW_HASH = "__rh"
 

@@ -29,12 +29,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from protocol import frames
-from protocol.encoding import combine, hash_from_bytes, hash_to_bytes
-from protocol.models import RangesControl
-from protocol.ranges import RangeSet
-from protocol.types import Column
-from protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.encoding import combine, hash_from_bytes, hash_to_bytes
+from deltasieve_protocol.models import RangesControl
+from deltasieve_protocol.ranges import RangeSet
+from deltasieve_protocol.types import Column
+from deltasieve_protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
 from warehouse.errors import ProtocolError
 from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink

@@ -18,7 +18,7 @@ so the answer is every part: a key read in the first attempt is not gone because
 second did not read it again.
 
 Not resumed (read from the start again, as before): a multiset's grouped site query, a
-key of other types than integers and text or read as another type (protocol/resume.py),
+key of other types than integers and text or read as another type (deltasieve_protocol/resume.py),
 dump files, a load that reads the source's state first (timestamp, row_version: the state
 must come from before the first part's read), and reads that send units or hashes. An
 agent that predates `resume_after`, or does not resume by this key, reads from the start
@@ -27,7 +27,7 @@ and says nothing; its answer then replaces what was kept.
 
 from __future__ import annotations
 
-from protocol.resume import RESUMABLE_KINDS
+from deltasieve_protocol.resume import RESUMABLE_KINDS
 from warehouse.strategies.base import Answer, SiteContext, extract_exchange
 from warehouse.viewdef import SiteQuery
 
@@ -35,7 +35,7 @@ from warehouse.viewdef import SiteQuery
 def resumable(site: SiteQuery) -> bool:
     """Whether a full read of `site` can resume after the last key received (see the module).
 
-    >>> from protocol.types import Column, LogicalType
+    >>> from deltasieve_protocol.types import Column, LogicalType
     >>> site = SiteQuery("s", "SELECT id, v FROM t", [Column("id", LogicalType("int")), Column("v", LogicalType("float"))], ["id"])
     >>> resumable(site), resumable(SiteQuery("s", "SELECT v FROM t", site.columns, ["v"]))
     (True, False)

@@ -31,8 +31,8 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from protocol import frames
-from protocol.models import SnapshotDiffControl
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import SnapshotDiffControl
 from warehouse import null_keys
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.errors import ProtocolError

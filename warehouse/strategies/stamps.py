@@ -15,10 +15,10 @@ from dataclasses import replace
 import sqlglot
 from sqlglot import exp
 
-from protocol import sitesql
-from protocol.column_types import text_bound
-from protocol.schema import SourceSchema
-from protocol.types import LogicalType
+from deltasieve_protocol import sitesql
+from deltasieve_protocol.column_types import text_bound
+from deltasieve_protocol.schema import SourceSchema
+from deltasieve_protocol.types import LogicalType
 from warehouse.view_options import StampSettings
 from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
 
@@ -264,7 +264,7 @@ def text_aliases(site: SiteQuery, settings: StampSettings) -> frozenset:
 
 
 def text_bound_condition(col: exp.Column, bound: str) -> exp.Condition:
-    """`col` (text holding timestamps, protocol/column_types.py) at or after `bound`, compared as text.
+    """`col` (text holding timestamps, deltasieve_protocol/column_types.py) at or after `bound`, compared as text.
 
     >>> text_bound_condition(exp.column("at", "p"), "2026-01-01 10:00:00").sql()
     "p.at >= '2026-01-01 10:00:00' AND (p.at < '2026-01-01T' OR p.at >= '2026-01-01T10:00:00')"

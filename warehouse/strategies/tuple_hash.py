@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 
-from protocol import frames
-from protocol.wire import HASH
+from deltasieve_protocol import frames
+from deltasieve_protocol.wire import HASH
 from warehouse.strategies.base import (
     SEND_BATCH_ROWS,
     TUPLE_HASH_BITS,

@@ -6,7 +6,7 @@ is a `ViewDef` (`model`), which the catalog stores as JSON. A table view (`table
 is analyzed as the SELECT of every column of its table.
 """
 
-from protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
+from deltasieve_protocol.schema import ColumnInfo, SourceSchema, TableInfo, schema_to_json
 from warehouse.viewdef.binding import VIEW_DIALECT, VIEW_FORM, referenced_sources
 from warehouse.viewdef.cross_site import CROSS_SITE_HELP
 from warehouse.viewdef.decomposition import ASSEMBLY_DIALECT, analyze_view, site_table

@@ -21,8 +21,8 @@ from functools import partial
 
 from sqlglot import exp
 
-from protocol import sitenames, sitesql
-from protocol.schema import ColumnInfo, SourceSchema
+from deltasieve_protocol import sitenames, sitesql
+from deltasieve_protocol.schema import ColumnInfo, SourceSchema
 from warehouse.viewdef.bound import BoundRelation, BoundView, Output
 from warehouse.viewdef.keys import derive
 from warehouse.viewdef.model import UnknownSourceError, ViewDefinitionError

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from protocol.schema import ColumnInfo, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol.schema import ColumnInfo, TableInfo
+from deltasieve_protocol.types import LogicalType
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 `{"orders.updated_at": "timestamp"}` reads ISO text of a SQLite TEXT column as a
 timestamp. A key is `table.column`, or `source.table.column` where a table of that name
-comes from several of the view's sources; protocol/column_types.py says which (declared,
+comes from several of the view's sources; deltasieve_protocol/column_types.py says which (declared,
 asked) pairs are allowed. The view is analyzed against schemas in which such a column has
 the asked type (`asked_schemas`), so the view's column, its predicates' kinds and the
 timestamp strategy see the asked type; each site query then names the columns its agent
@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 import sqlglot
 from sqlglot import exp
 
-from protocol import column_types, sitenames
-from protocol.schema import SourceSchema
-from protocol.types import LogicalType
+from deltasieve_protocol import column_types, sitenames
+from deltasieve_protocol.schema import SourceSchema
+from deltasieve_protocol.types import LogicalType
 from warehouse.viewdef.binding import referenced_tables
 from warehouse.viewdef.model import ViewDef, ViewDefinitionError
 
@@ -58,7 +58,7 @@ def resolve(given: Mapping[str, str], sql: str, schemas: Mapping[str, SourceSche
 
     Raises:
         ViewDefinitionError: an unknown or ambiguous table or column, an unknown type, or a
-            pair protocol/column_types.py does not allow.
+            pair deltasieve_protocol/column_types.py does not allow.
     """
     if len(given) > MAX_COLUMN_TYPES:
         raise ViewDefinitionError(f"column_types names {len(given)} columns; at most {MAX_COLUMN_TYPES}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from protocol.sqlnodes import snippet
+from deltasieve_protocol.sqlnodes import snippet
 from warehouse.viewdef.bound import BoundView
 from warehouse.viewdef.kinds import FAMILY
 from warehouse.viewdef.model import ViewDefinitionError

@@ -23,11 +23,11 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
-from protocol import sitesql
-from protocol.grouped import COUNT_COLUMN, null_flag
-from protocol.schema import SourceSchema
-from protocol.sqlnodes import Node
-from protocol.types import Column
+from deltasieve_protocol import sitesql
+from deltasieve_protocol.grouped import COUNT_COLUMN, null_flag
+from deltasieve_protocol.schema import SourceSchema
+from deltasieve_protocol.sqlnodes import Node
+from deltasieve_protocol.types import Column
 from warehouse.viewdef.binding import bind_view
 from warehouse.viewdef.bound import BoundView
 from warehouse.viewdef.cross_site import CROSS_SITE_HELP, check_cross_site

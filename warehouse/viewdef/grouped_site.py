@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from protocol import grouped, sitesql
-from protocol.sqlnodes import Node
-from protocol.types import Column, LogicalType
+from deltasieve_protocol import grouped, sitesql
+from deltasieve_protocol.sqlnodes import Node
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.viewdef.bound import BoundView
 
 #: What a grouped site query puts in place of NULL, per logical type: any value its

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from protocol.sqlnodes import snippet
+from deltasieve_protocol.sqlnodes import snippet
 from warehouse.viewdef.bound import BoundView
 
 #: The kind of value each logical type holds, for comparisons.

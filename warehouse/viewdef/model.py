@@ -9,9 +9,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from protocol import sitesql
-from protocol.grouped import COUNT_COLUMN
-from protocol.types import Column, arrow_schema, key_columns
+from deltasieve_protocol import sitesql
+from deltasieve_protocol.grouped import COUNT_COLUMN
+from deltasieve_protocol.types import Column, arrow_schema, key_columns
 from warehouse.errors import FormatError
 from warehouse.formats import (
     DEFINITION_FORMAT,
@@ -42,7 +42,7 @@ class UnknownSourceError(ViewDefinitionError):
 class Keyed:
     """Rows with a key: its columns, found by name once here, in the key's order.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> cols = [Column("a", LogicalType("int")), Column("b", LogicalType("text"))]
     >>> site = SiteQuery("src", "SELECT a, b FROM t", cols, ["b", "a"])
     >>> [c.name for c in site.key_columns()], site.key_schema().names

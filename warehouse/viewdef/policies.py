@@ -25,9 +25,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from protocol import sitesql
-from protocol.schema import SourceSchema, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol import sitesql
+from deltasieve_protocol.schema import SourceSchema, TableInfo
+from deltasieve_protocol.types import LogicalType
 from warehouse.viewdef.model import SiteQuery, ViewDef, ViewDefinitionError
 
 #: The policies a column may have.
@@ -115,7 +115,7 @@ def table_policies(policies: Policies, source: str, tables: list[str]) -> dict[s
 def _table_of(written: str, schemas: Mapping[str, SourceSchema], sources: list[str], what: str) -> tuple[str, str]:
     """(source, table) that `written` ("table" or "source.table") names among the view's sources.
 
-    >>> from protocol.schema import TableInfo
+    >>> from deltasieve_protocol.schema import TableInfo
     >>> s = {"s": SourceSchema("sqlite", {"people": TableInfo("people", (), ())})}
     >>> _table_of("people", s, ["s"], "row_filter"), _table_of("s.people", s, ["s"], "row_filter")
     (('s', 'people'), ('s', 'people'))
@@ -290,7 +290,7 @@ def _qualifier(alias: str, names: Mapping[str, str]) -> Callable[[exp.Column], e
 def _filtered(tree: exp.Select, table: str, predicate: str, info: TableInfo, dialect: str | None) -> exp.Select:
     """`tree` with `predicate` (on `table`'s columns) ANDed into its WHERE for each alias reading the table.
 
-    >>> from protocol.schema import ColumnInfo
+    >>> from deltasieve_protocol.schema import ColumnInfo
     >>> t = TableInfo("p", (ColumnInfo("id", LogicalType("int"), False, "int"), ColumnInfo("age", LogicalType("int"), True, "int")), ("id",))
     >>> tree = sqlglot.parse_one('SELECT "x"."id" AS "id" FROM "p" AS "x" WHERE "x"."id" > 0')
     >>> _filtered(tree, "p", "age >= 18 or age is null", t, None).sql()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from protocol.types import Column
+from deltasieve_protocol.types import Column
 from warehouse.viewdef.model import SiteQuery, ViewDef
 
 
@@ -30,7 +30,7 @@ def same_rows(old: ViewDef, new: ViewDef) -> bool:
 def kept_columns(old: list[Column], new: list[Column]) -> bool:
     """Whether every column of `new` is one of `old`, of the same type.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> a, b = Column("id", LogicalType.parse("int")), Column("v", LogicalType.parse("text"))
     >>> kept_columns([a, b], [a]), kept_columns([a], [a, b]), kept_columns([a], [Column("id", b.type)])
     (True, False, False)
@@ -58,7 +58,7 @@ def projection(old: ViewDef, new: ViewDef) -> list[str] | None:
     Only a keyed view of one site qualifies: the same source and key, the site query the same
     but for a SELECT list that is part of the old one, and every view column one of the old.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> def view(sql, *names):
     ...     cols = [Column(n, LogicalType.parse("int")) for n in names]
     ...     return ViewDef("", cols, ["id"], [SiteQuery("s", sql, cols, ["id"])])
@@ -89,7 +89,7 @@ def matched_by_key(old: ViewDef, new: ViewDef) -> bool:
     """Whether old rows can be matched to new ones by the new key: the old view has every
     column of it, so a row that stays is an update (or nothing), not a delete and an insert.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> cols = lambda *n: [Column(x, LogicalType.parse("int")) for x in n]
     >>> matched_by_key(ViewDef("", cols("id", "a"), ["id"], []), ViewDef("", cols("a", "b"), ["a"], []))
     True
@@ -105,7 +105,7 @@ def matched_by_key(old: ViewDef, new: ViewDef) -> bool:
 def carried(old: ViewDef, new: ViewDef) -> dict[str, str | None]:
     """Each new column, and the old column read for it (None: the old view lacks it, read as NULL).
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> cols = lambda *n: [Column(x, LogicalType.parse("int")) for x in n]
     >>> carried(ViewDef("", cols("id", "a"), ["id"], []), ViewDef("", cols("id", "b"), ["id"], []))
     {'id': 'id', 'b': None}
@@ -117,7 +117,7 @@ def carried(old: ViewDef, new: ViewDef) -> dict[str, str | None]:
 def changed_columns(old: ViewDef, new: ViewDef) -> dict[str, list[str]]:
     """The view columns a redefinition adds and drops, and the new key when it changes.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> cols = lambda *n: [Column(x, LogicalType.parse("int")) for x in n]
     >>> changed_columns(ViewDef("", cols("id", "a"), ["id"], []), ViewDef("", cols("id", "b"), ["id"], []))
     {'added': ['b'], 'dropped': ['a']}
@@ -132,7 +132,7 @@ def changed_columns(old: ViewDef, new: ViewDef) -> dict[str, list[str]]:
 def schema_line(sync_id: str, view: ViewDef) -> dict:
     """The delta line that says a sync redefined the view: its new columns with their types, and key.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> v = ViewDef("", [Column("id", LogicalType.parse("int"))], ["id"], [])
     >>> schema_line("s1", v)
     {'sync': 's1', 'op': 'schema', 'columns': [{'name': 'id', 'type': 'int'}], 'key': ['id']}

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from protocol import sitenames
-from protocol.schema import SourceSchema, TableInfo
+from deltasieve_protocol import sitenames
+from deltasieve_protocol.schema import SourceSchema, TableInfo
 from warehouse.viewdef.binding import VIEW_DIALECT, missing_table_message
 from warehouse.viewdef.decomposition import analyze_view
 from warehouse.viewdef.model import UnknownSourceError, ViewDef, ViewDefinitionError
@@ -41,8 +41,8 @@ def table_view_key(table: TableInfo) -> tuple[str, ...]:
     columns, else none (the view is then a multiset). A unique key over a nullable column
     does not key a row that holds NULL in it.
 
-    >>> from protocol.schema import ColumnInfo
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.schema import ColumnInfo
+    >>> from deltasieve_protocol.types import LogicalType
     >>> col = lambda name, nullable: ColumnInfo(name, LogicalType("int"), nullable, "integer")
     >>> t = TableInfo("t", (col("a", True), col("b", False), col("c", False)), (), (("a",), ("b", "c")))
     >>> table_view_key(t), table_view_key(replace(t, primary_key=("c",))), table_view_key(replace(t, unique_keys=(("a",),)))
@@ -59,8 +59,8 @@ def table_view_key(table: TableInfo) -> tuple[str, ...]:
 def table_view_sql(source: str, table: TableInfo) -> str:
     """The SELECT a view of every column of `table` at `source` stands for.
 
-    >>> from protocol.schema import ColumnInfo
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.schema import ColumnInfo
+    >>> from deltasieve_protocol.types import LogicalType
     >>> cols = tuple(ColumnInfo(n, LogicalType("int"), False, "integer") for n in ("id", "Total", "order"))
     >>> print(table_view_sql("crm", TableInfo("orders", cols, ("id",))))
     SELECT "id", "Total", "order" FROM "crm"."orders"
@@ -83,8 +83,8 @@ def keyed_as_view(table: TableInfo) -> TableInfo:
     """`table` with no key but the one its view is keyed by (`table_view_key`), so that
     binding keys the view by it, or makes it a multiset when there is none.
 
-    >>> from protocol.schema import ColumnInfo
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.schema import ColumnInfo
+    >>> from deltasieve_protocol.types import LogicalType
     >>> t = TableInfo("t", (ColumnInfo("a", LogicalType("int"), True, "integer"),), (), (("a",),))
     >>> keyed_as_view(t).unique_keys
     ()
@@ -100,8 +100,8 @@ def without_columns(table: TableInfo, exclude: Sequence[str], *, strict: bool) -
     read, or one the warehouse should not hold). `strict`: a name the table lacks is refused
     (a view being defined); otherwise it is passed over (a column since dropped at the source).
 
-    >>> from protocol.schema import ColumnInfo
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.schema import ColumnInfo
+    >>> from deltasieve_protocol.types import LogicalType
     >>> t = TableInfo("t", tuple(ColumnInfo(n, LogicalType("int"), False, "integer") for n in ("id", "a", "b")), ("id",))
     >>> [c.name for c in without_columns(t, ["b", "gone"], strict=False).columns]
     ['id', 'a']

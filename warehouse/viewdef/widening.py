@@ -6,7 +6,7 @@ whose schema policy is `evolve` takes the new definition in place when every dif
 a lossless widening (the stored rows are cast to the wider types, nothing is read again);
 any other difference, or one of a view under `freeze`, fails the sync.
 
-Lossless widenings of the logical types (protocol/types.py):
+Lossless widenings of the logical types (deltasieve_protocol/types.py):
 
 - decimal(p,s) to decimal(p',s') with at least as many integer digits (p'-s' >= p-s) and
   at least as many fraction digits (s' >= s): PostgreSQL numeric(14,2) to numeric(16,4);
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.viewdef.model import ViewDef
 
 #: Decimal digits every int64 value fits in (9,223,372,036,854,775,807).

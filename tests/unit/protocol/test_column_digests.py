@@ -8,9 +8,9 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 
-from protocol import column_digests as cd
-from protocol.fingerprints import row_fingerprints
-from protocol.types import Column, LogicalType
+from deltasieve_protocol import column_digests as cd
+from deltasieve_protocol.fingerprints import row_fingerprints
+from deltasieve_protocol.types import Column, LogicalType
 
 COLUMNS = [
     Column("id", LogicalType.parse("int")),

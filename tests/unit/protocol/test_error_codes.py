@@ -7,7 +7,7 @@ import inspect
 import re
 from pathlib import Path
 
-from protocol import error_codes
+from deltasieve_protocol import error_codes
 from remote_agent import errors, policies
 from remote_agent.errors import AgentError
 
@@ -25,7 +25,9 @@ def test_every_agent_error_has_a_code_of_the_contract_with_its_status():
     classes = _error_classes()
     assert len(classes) >= 14, [c.__name__ for c in classes]
     for cls in classes:
-        assert cls.code in error_codes.STATUS, f"{cls.__name__}.code = {cls.code!r} is not in protocol/error_codes.py"
+        assert cls.code in error_codes.STATUS, (
+            f"{cls.__name__}.code = {cls.code!r} is not in deltasieve_protocol/error_codes.py"
+        )
         if cls.code != error_codes.SOURCE_ERROR:  # a refused read keeps the status of what refused it
             assert cls.status == error_codes.STATUS[cls.code], (cls.__name__, cls.status, cls.code)
 

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 import xxhash
 
-from protocol.encoding import encode_value
-from protocol.fingerprints import key_fingerprints, row_fingerprints
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.encoding import encode_value
+from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints
+from deltasieve_protocol.types import Column, LogicalType
 from remote_agent.adapters.base import ColumnInfo
 from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import iblt
-from protocol.iblt import FORMAT_VERSION, Iblt, _pair_hash
-from protocol.iblt_arrow import MAX_ABS_COUNT, from_arrow, to_arrow
-from protocol.iblt_sizing import cells_for
+from deltasieve_protocol import iblt
+from deltasieve_protocol.iblt import FORMAT_VERSION, Iblt, _pair_hash
+from deltasieve_protocol.iblt_arrow import MAX_ABS_COUNT, from_arrow, to_arrow
+from deltasieve_protocol.iblt_sizing import cells_for
 
 U64 = st.integers(0, 2**64 - 1)
 
@@ -304,7 +304,7 @@ def test_a_compact_table_peels_to_the_same_differences(sides, seed):
 
 
 def test_a_compact_table_is_about_20_bytes_a_cell_on_the_wire():
-    from protocol import frames
+    from deltasieve_protocol import frames
 
     rng = np.random.default_rng(1)
     t = Iblt(30_000, seed=5)

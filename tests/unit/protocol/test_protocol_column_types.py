@@ -1,4 +1,4 @@
-"""Reading columns as a stronger type (protocol/column_types.py): the converters and the ranged read's text bound."""
+"""Reading columns as a stronger type (deltasieve_protocol/column_types.py): the converters and the ranged read's text bound."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from protocol.column_types import READABLE, check_pair, converter, text_bound
-from protocol.types import LogicalType
+from deltasieve_protocol.column_types import READABLE, check_pair, converter, text_bound
+from deltasieve_protocol.types import LogicalType
 
 T = LogicalType.parse
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.scatter import Scatter
+from deltasieve_protocol.scatter import Scatter
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import sitesql, sqlsize
+from deltasieve_protocol import sitesql, sqlsize
 
 FORM = "a view is SELECT ..."
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from protocol.models import ColumnSampleRequest, SiteColumn, SiteSpec
+from deltasieve_protocol.models import ColumnSampleRequest, SiteColumn, SiteSpec
 from remote_agent.adapters.files import FileAdapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter

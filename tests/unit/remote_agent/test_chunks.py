@@ -125,7 +125,7 @@ class _nothing:
 
 
 def test_chunk_sql_is_keyset_pagination_on_the_stored_key():
-    from protocol.types import LogicalType
+    from deltasieve_protocol.types import LogicalType
     from remote_agent.adapters.base import ColumnInfo, TableInfo
 
     table = TableInfo(

@@ -6,8 +6,15 @@ import pyarrow as pa
 import pytest
 import xxhash
 
-from protocol.encoding import canonical_decimal, combine, encode_rows, encode_value, hash_from_bytes, row_hashes
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.encoding import (
+    canonical_decimal,
+    combine,
+    encode_rows,
+    encode_value,
+    hash_from_bytes,
+    row_hashes,
+)
+from deltasieve_protocol.types import Column, LogicalType
 from tests.support.vectors import SEED, VECTORS, arrow_column, value
 
 

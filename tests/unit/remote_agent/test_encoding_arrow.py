@@ -17,8 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.encoding import _encode_column, _encode_column_arrow, _encode_column_python, encode_rows, row_hashes
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.encoding import (
+    _encode_column,
+    _encode_column_arrow,
+    _encode_column_python,
+    encode_rows,
+    row_hashes,
+)
+from deltasieve_protocol.types import Column, LogicalType
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(

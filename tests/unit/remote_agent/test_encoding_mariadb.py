@@ -10,8 +10,8 @@ from __future__ import annotations
 import MySQLdb
 import pytest
 
-from protocol.encoding import encode_rows
-from protocol.types import Column
+from deltasieve_protocol.encoding import encode_rows
+from deltasieve_protocol.types import Column
 from remote_agent.adapters.mysql import MysqlAdapter
 from remote_agent.adapters.rows import RowConverter
 from tests.support.mariadb_legacy import Owner

@@ -5,8 +5,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from protocol.encoding import encode_rows
-from protocol.types import Column
+from deltasieve_protocol.encoding import encode_rows
+from deltasieve_protocol.types import Column
 from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter
 from tests.support.vectors import VECTORS, value

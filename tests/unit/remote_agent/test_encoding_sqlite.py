@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from protocol.encoding import encode_rows
-from protocol.types import Column
+from deltasieve_protocol.encoding import encode_rows
+from deltasieve_protocol.types import Column
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter
 from tests.support.vectors import VECTORS, value

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import frames
+from deltasieve_protocol import frames
 
 
 def _body() -> bytes:

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.encoding import combine, limbs_to_bytes, row_hash_limbs, row_hashes
-from protocol.types import Column, LogicalType
-from protocol.wire import key_values
+from deltasieve_protocol.encoding import combine, limbs_to_bytes, row_hash_limbs, row_hashes
+from deltasieve_protocol.types import Column, LogicalType
+from deltasieve_protocol.wire import key_values
 from remote_agent.errors import BadRequest
 from remote_agent.keyindex import KeyIndex, hashed_fingerprint
 from remote_agent.strategies.group_hash import UnitIndex

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from sqlglot import exp
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters import open_adapter
 from remote_agent.adapters.base import TableInfo
 from remote_agent.adapters.postgres import PostgresAdapter, logical_type

@@ -6,7 +6,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from remote_agent import chunks
 from remote_agent.adapters import postgres as pg
 from remote_agent.adapters.postgres import PostgresAdapter

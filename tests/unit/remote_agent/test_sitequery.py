@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters.base import ColumnInfo, TableInfo
 from remote_agent.errors import BadRequest, Forbidden, UnsupportedQuery
 from remote_agent.sitequery import validate_site_query

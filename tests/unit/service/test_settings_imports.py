@@ -1,7 +1,7 @@
 """Reading the settings loads no engine: `import service.settings` (and the agent's) brings in
 neither Spark nor Arrow, pandas, Delta or a database driver.
 
-Their defaults and validators live in leaf modules (protocol/defaults.py, warehouse/defaults.py,
+Their defaults and validators live in leaf modules (deltasieve_protocol/defaults.py, warehouse/defaults.py,
 warehouse/spark_master.py, service/retention_policy.py), so that a command's --help, the
 documentation generator and a settings check start in a fraction of a second.
 """

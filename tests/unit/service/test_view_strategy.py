@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import service.routes.views as views_route
-from protocol.schema import ColumnInfo, SourceSchema, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from deltasieve_protocol.types import LogicalType
 from service.app import create_app
 from service.settings import ServiceSettings
 from warehouse.strategies import STRATEGIES

@@ -11,7 +11,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from protocol import frames
+from deltasieve_protocol import frames
 from tests.support import wiretap
 from tests.support.wiretap import Wiretap, carried_strings
 

@@ -28,8 +28,8 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from protocol.encoding import combine, hash_to_bytes, row_hashes
-from protocol.types import Column
+from deltasieve_protocol.encoding import combine, hash_to_bytes, row_hashes
+from deltasieve_protocol.types import Column
 from warehouse.names import TNO, UNO
 from warehouse.planning.cost_model import DEFAULT_GROUPING, CostModel, GroupBuilder
 

@@ -27,11 +27,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from protocol import frames
-from protocol.encoding import combine, hash_from_bytes
-from protocol.types import arrow_schema
-from protocol.wire import COUNT, HASH, key_values
-from protocol.wire import UID as WIRE_UID
+from deltasieve_protocol import frames
+from deltasieve_protocol.encoding import combine, hash_from_bytes
+from deltasieve_protocol.types import arrow_schema
+from deltasieve_protocol.wire import COUNT, HASH, key_values
+from deltasieve_protocol.wire import UID as WIRE_UID
 from warehouse.planning import cost_model as planning
 from warehouse.strategies.base import (
     SEND_BATCH_ROWS,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from protocol import iblt_bytes
+from deltasieve_protocol import iblt_bytes
 from warehouse.strategies.sketch import tables as sketch_tables
 
 #: Share of full_ship's bytes that the stages of a sync with no observation behind it may

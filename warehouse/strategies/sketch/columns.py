@@ -1,5 +1,5 @@
 """Changed columns: the updated rows of a peeled sketch, rebuilt from their old rows and
-only the cells that changed (protocol 4; protocol/column_digests.py).
+only the cells that changed (protocol 4; deltasieve_protocol/column_digests.py).
 
 The agent named each updated row by key, with a digest per column and its row hash. The
 warehouse reads those keys' old rows from the snapshot, compares their column digests, and
@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from protocol import column_digests, frames
-from protocol.fingerprints import row_fingerprints, sketch_seeds
-from protocol.models import SketchCellsControl
+from deltasieve_protocol import column_digests, frames
+from deltasieve_protocol.fingerprints import row_fingerprints, sketch_seeds
+from deltasieve_protocol.models import SketchCellsControl
 from warehouse.errors import AgentRejected
 from warehouse.strategies.base import SEND_BATCH_ROWS, SiteContext, fetch_exchange
 

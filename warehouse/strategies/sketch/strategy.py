@@ -35,11 +35,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
-from protocol import frames, iblt_bytes
-from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from protocol.iblt_sizing import cells_for
-from protocol.models import MAX_SKETCH_WIDTH, SketchControl
-from protocol.wire import KEY_FP
+from deltasieve_protocol import frames, iblt_bytes
+from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from deltasieve_protocol.iblt_sizing import cells_for
+from deltasieve_protocol.models import MAX_SKETCH_WIDTH, SketchControl
+from deltasieve_protocol.wire import KEY_FP
 from warehouse.errors import AgentRejected, ProtocolError
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema

@@ -27,10 +27,10 @@ import pyarrow.ipc as ipc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from protocol import iblt_arrow
-from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from protocol.iblt import Iblt
-from protocol.types import Column
+from deltasieve_protocol import iblt_arrow
+from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from deltasieve_protocol.iblt import Iblt
+from deltasieve_protocol.types import Column
 from warehouse.store.versions import Version
 
 #: Sub-tables of the table: three hashes need the fewest cells once differences number in

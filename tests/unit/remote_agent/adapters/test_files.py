@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol import frames
-from protocol.wire import key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.wire import key_values
 from remote_agent.adapters import open_adapter
 from remote_agent.errors import BadRequest, Gone, SourceDataError
 from remote_agent.sitequery import validate_site_query

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters.base import ColumnInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.adapters.postgres import PostgresAdapter

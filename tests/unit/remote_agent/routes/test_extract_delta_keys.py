@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
-from protocol import frames
-from protocol.encoding import combine, hash_to_bytes, row_hashes
-from protocol.models import ExtractControl, SiteSpec
-from protocol.types import Column, LogicalType
-from protocol.wire import HASH, UID
+from deltasieve_protocol import frames
+from deltasieve_protocol.encoding import combine, hash_to_bytes, row_hashes
+from deltasieve_protocol.models import ExtractControl, SiteSpec
+from deltasieve_protocol.types import Column, LogicalType
+from deltasieve_protocol.wire import HASH, UID
 from remote_agent.app import create_app
 from remote_agent.settings import AgentSettings
 from tests.support.agent_requests import check_timings

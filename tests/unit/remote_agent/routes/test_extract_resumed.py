@@ -1,4 +1,4 @@
-"""An extract with `resume_after` (protocol/resume.py): the rows after the key, and a header that says so.
+"""An extract with `resume_after` (deltasieve_protocol/resume.py): the rows after the key, and a header that says so.
 
 The agent runs in process over a real SQLite file.
 """
@@ -10,9 +10,9 @@ import sqlite3
 import pytest
 from fastapi.testclient import TestClient
 
-from protocol import frames
-from protocol.models import ExtractControl, SiteSpec
-from protocol.resume import RESUMED_HEADER
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ExtractControl, SiteSpec
+from deltasieve_protocol.resume import RESUMED_HEADER
 from remote_agent.app import create_app
 from remote_agent.settings import AgentSettings
 

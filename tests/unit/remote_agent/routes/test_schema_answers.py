@@ -11,9 +11,9 @@ import sqlite3
 import pytest
 from fastapi.testclient import TestClient
 
-from protocol import frames
-from protocol.models import ExtractControl, SiteSpec
-from protocol.schema import FINGERPRINT_HEADER, SourceSchema, columns_fingerprint
+from deltasieve_protocol import frames
+from deltasieve_protocol.models import ExtractControl, SiteSpec
+from deltasieve_protocol.schema import FINGERPRINT_HEADER, SourceSchema, columns_fingerprint
 from remote_agent.app import create_app
 from remote_agent.settings import AgentSettings
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from protocol import frames, iblt_bytes
-from protocol.iblt import Iblt
-from protocol.models import SiteSpec, SketchControl
-from protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
+from deltasieve_protocol import frames, iblt_bytes
+from deltasieve_protocol.iblt import Iblt
+from deltasieve_protocol.models import SiteSpec, SketchControl
+from deltasieve_protocol.siterefs import UNKNOWN_SITE, by_reference, site_ref
 from remote_agent.app import create_app
 from remote_agent.settings import AgentSettings
 

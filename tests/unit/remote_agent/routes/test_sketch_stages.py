@@ -16,12 +16,12 @@ import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
-from protocol import column_digests, frames, iblt_arrow
-from protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
-from protocol.iblt import Iblt
-from protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec, SketchCellsControl, SketchControl
-from protocol.types import Column, LogicalType
-from protocol.wire import KEY_FP
+from deltasieve_protocol import column_digests, frames, iblt_arrow
+from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from deltasieve_protocol.iblt import Iblt
+from deltasieve_protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec, SketchCellsControl, SketchControl
+from deltasieve_protocol.types import Column, LogicalType
+from deltasieve_protocol.wire import KEY_FP
 from remote_agent.app import create_app
 from remote_agent.errors import Gone
 from remote_agent.settings import AgentSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from protocol.models import SiteColumn
+from deltasieve_protocol.models import SiteColumn
 from remote_agent.chunks import check_key
 from remote_agent.errors import SchemaChanged, SourceDataError, example_row
 from remote_agent.strategies.checks import check_columns, duplicate_key

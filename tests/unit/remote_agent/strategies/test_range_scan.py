@@ -15,9 +15,9 @@ from collections import Counter
 import psycopg
 import pytest
 
-from protocol import frames
-from protocol.ranges import RangeSet
-from protocol.wire import COUNT, RID, key_values
+from deltasieve_protocol import frames
+from deltasieve_protocol.ranges import RangeSet
+from deltasieve_protocol.wire import COUNT, RID, key_values
 from remote_agent import key_intervals
 from remote_agent.adapters import open_adapter
 from remote_agent.settings import ScanSettings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.deltas.site_delta import build_delta, check_unique, view_delta
 from warehouse.errors import SourceDataError
 from warehouse.names import CHANGED, OP, TNO, UNO

@@ -8,7 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from protocol.types import Column, LogicalType, arrow_schema
+from deltasieve_protocol.types import Column, LogicalType, arrow_schema
 from warehouse.deltas.site_delta import build_delta
 from warehouse.deltas.touched_delta import check_unique, classify, stored_schema
 from warehouse.errors import SourceDataError

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.delta import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused

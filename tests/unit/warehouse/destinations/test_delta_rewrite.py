@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.delta import SYNC_ID, DeltaDestination
 from warehouse.destinations.delta_file_cache import FileCache

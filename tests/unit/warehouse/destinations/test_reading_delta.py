@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.destinations.delta import DeltaDestination
 from warehouse.names import OP
 from warehouse.spark import build_session

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.errors import AgentRejected, AgentUnavailable
 from warehouse.formats import STORAGE_FORMAT
 from warehouse.pipeline.failures import drifted

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from protocol.types import arrow_schema
+from deltasieve_protocol.types import arrow_schema
 from warehouse.formats import STORAGE_FORMAT
 from warehouse.multisets import combinations
 from warehouse.multisets.multiset import _cols

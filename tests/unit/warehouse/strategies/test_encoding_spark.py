@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import xxhash
 
-from protocol.fingerprints import key_fingerprints
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.fingerprints import key_fingerprints
+from deltasieve_protocol.types import Column, LogicalType
 from tests.support.vectors import SEED, VECTORS, arrow_column
 from warehouse.names import spark_schema
 from warehouse.spark import build_session

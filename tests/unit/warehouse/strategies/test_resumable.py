@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.grouped import COUNT_COLUMN
-from protocol.models import ExtractControl, SiteSpec
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.grouped import COUNT_COLUMN
+from deltasieve_protocol.models import ExtractControl, SiteSpec
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.strategies.base import _control_fields
 from warehouse.strategies.resumable import resumable
 from warehouse.viewdef import SiteQuery

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from protocol.iblt import Iblt
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.iblt import Iblt
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.names import TNO, UNO
 from warehouse.planning import update_counts
 from warehouse.spark import build_session

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.schema import ColumnInfo, SourceSchema, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from deltasieve_protocol.types import LogicalType
 from warehouse.strategies.stamps import (
     StampSettings,
     apply_delete_flags,

@@ -20,7 +20,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from remote_agent.sitequery import validate_site_query
 from warehouse.spark import build_session
 from warehouse.viewdef import ASSEMBLY_DIALECT, SourceSchema, ViewDef, analyze_view, site_table

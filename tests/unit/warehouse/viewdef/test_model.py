@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.errors import FormatError, StorageError
 from warehouse.formats import DEFINITION_FORMAT, JOINED_MULTISET_DEFINITION_FORMAT, MULTISET_DEFINITION_FORMAT
 from warehouse.viewdef import SiteQuery, ViewDef

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.schema import ColumnInfo, SourceSchema, TableInfo
-from protocol.types import LogicalType
+from deltasieve_protocol.schema import ColumnInfo, SourceSchema, TableInfo
+from deltasieve_protocol.types import LogicalType
 from remote_agent.sitequery import validate_site_query
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
 from warehouse.viewdef import ViewDefinitionError, analyze_view

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from remote_agent.adapters.base import ColumnInfo, TableInfo
 from remote_agent.sitequery import validate_site_query
 from warehouse.viewdef import (

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.viewdef import SiteQuery, ViewDef
 from warehouse.viewdef.widening import type_changes, widens
 

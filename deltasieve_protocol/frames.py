@@ -181,7 +181,7 @@ def read_frames(chunks: Iterable[bytes]) -> Iterator[Frame]:
     >>> list(read_frames([body[:-1]]))
     Traceback (most recent call last):
     ...
-    protocol.frames.FrameError: body ends inside a frame (15 stray bytes)
+    deltasieve_protocol.frames.FrameError: body ends inside a frame (15 stray bytes)
     """
     buffer = bytearray()  # the bytes of a frame begun in an earlier chunk
     for chunk in chunks:

@@ -13,7 +13,7 @@ from typing import TypeGuard
 
 from sqlglot import exp
 
-from protocol.sqlnodes import Node, describe, is_literal, snippet
+from deltasieve_protocol.sqlnodes import Node, describe, is_literal, snippet
 
 #: Output names of the columns a grouped site query adds start with this (sitenames.py
 #: reserves every other name starting with '__').

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from protocol.defaults import DEFAULT_HASH_BITS
+from deltasieve_protocol.defaults import DEFAULT_HASH_BITS
 
 #: 4: a peeled sketch sends updated rows as column digests, then only their changed cells
 #: (POST /v1/sketch/cells); an agent of version 4 still answers requests of version 3 as
@@ -44,7 +44,7 @@ class SiteSpec(BaseModel):
         default=None,
         description="output columns the view reads as a stronger type than the source declares (its column_types): "
         "output column -> the logical type the source declares; `columns` gives the type to read it as "
-        "(protocol/column_types.py names the pairs allowed). The agent reads such a value strictly: one that does "
+        "(deltasieve_protocol/column_types.py names the pairs allowed). The agent reads such a value strictly: one that does "
         "not read as the asked type fails the request (409) naming its row's key. An agent that predates this "
         "field ignores it and refuses the request (409: the column's type differs from the one registered)",
     )
@@ -119,7 +119,7 @@ class ExtractControl(BaseModel):
         description="a full read's retry (no units, no tuple hashes): read only the rows whose key comes strictly "
         "after this one (one value per key column, integers and text only), compared by the database as between "
         "two chunks; an answer that does so names it in the X-Resumed-After header, any other read from the start "
-        "(protocol/resume.py). Left out when unused",
+        "(deltasieve_protocol/resume.py). Left out when unused",
     )
 
 
@@ -294,7 +294,7 @@ class SchemaChangeOut(BaseModel):
     #: The source table and column it is read from (table None: not known, e.g. gone).
     table: str | None
     column: str
-    #: Logical types (protocol/types.py): when the view was registered, and now (None: gone).
+    #: Logical types (deltasieve_protocol/types.py): when the view was registered, and now (None: gone).
     old: str
     new: str | None
 
@@ -308,7 +308,7 @@ class ErrorOut(BaseModel):
     detail: str
     code: str | None = Field(
         default=None,
-        description="what kind of error, for programs (protocol/error_codes.py; every error answer carries one): "
+        description="what kind of error, for programs (deltasieve_protocol/error_codes.py; every error answer carries one): "
         "schema_changed (409; `changes` lists them); source_error (the database refused the read: `table`, "
         "`column` and `source_message` say where and what); unknown_site, busy, forbidden, unsupported_query, ...",
     )

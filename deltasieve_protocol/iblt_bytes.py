@@ -18,7 +18,7 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from protocol.iblt import Iblt
+from deltasieve_protocol.iblt import Iblt
 
 #: The forms of the body after the header (a new layout takes a new number).
 PLAIN, ZSTD = 1, 2

@@ -28,9 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from protocol.defaults import DIGEST_BITS
-from protocol.encoding import encode_rows
-from protocol.types import Column
+from deltasieve_protocol.defaults import DIGEST_BITS
+from deltasieve_protocol.encoding import encode_rows
+from deltasieve_protocol.types import Column
 
 #: Bits of the salt the agent draws per exchange (its summary's `digest_salt`): an integer
 #: every JSON reader holds exactly.
@@ -64,7 +64,7 @@ def column_digests(
     xxh3-64 of the value's canonical encoding, NULL included (0 bits: all zero, every
     changed cell a collision).
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> cols = [Column("id", LogicalType.parse("int")), Column("name", LogicalType.parse("text"))]
     >>> d = column_digests(pa.table({"id": [1, 1], "name": ["a", None]}), cols, seed=9)
     >>> d.shape, bool(d[0, 0] == d[1, 0]), bool(d[0, 1] == d[1, 1])

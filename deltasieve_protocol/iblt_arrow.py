@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from protocol.iblt import FORMAT_VERSION, SUMS, Iblt
+from deltasieve_protocol.iblt import FORMAT_VERSION, SUMS, Iblt
 
 MAX_ABS_COUNT = 2**62
 """Largest count magnitude accepted from the wire: subtracting two such tables cannot overflow int64."""

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from protocol.sitesql import ErrorClass
-from protocol.sqlnodes import snippet
+from deltasieve_protocol.sitesql import ErrorClass
+from deltasieve_protocol.sqlnodes import snippet
 
 
 def pick_name(wanted: str, names: Iterable[str], error: ErrorClass, what: str) -> str | None:

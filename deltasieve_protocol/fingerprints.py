@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from protocol.encoding import encode_rows
-from protocol.types import Column
+from deltasieve_protocol.encoding import encode_rows
+from deltasieve_protocol.types import Column
 
 
 def sketch_seeds(secret: int) -> tuple[int, int]:
@@ -37,7 +37,7 @@ def integer_key(key: Sequence[Column]) -> bool:
 def key_fingerprints(batch: pa.RecordBatch | pa.Table, key: Sequence[Column], seed: int) -> np.ndarray:
     """The key fingerprint of every row, as uint64.
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> ints = [Column("id", LogicalType.parse("int"))]
     >>> key_fingerprints(pa.table({"id": [1, -1]}), ints, seed=7).tolist()
     [1, 18446744073709551615]
@@ -64,7 +64,7 @@ def row_fingerprints(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column]
 def keys_from_fingerprints(fingerprints: np.ndarray, key: Sequence[Column]) -> pa.Table:
     """The keys of an integer key's fingerprints (see `integer_key`).
 
-    >>> from protocol.types import LogicalType
+    >>> from deltasieve_protocol.types import LogicalType
     >>> keys_from_fingerprints(np.array([5, 2**64 - 2], np.uint64), [Column("id", LogicalType.parse("int"))]).column(0).to_pylist()
     [5, -2]
     """

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
-from protocol.sqlnodes import Node
+from deltasieve_protocol.sqlnodes import Node
 
 #: Deepest nesting of parentheses accepted (hand-written views rarely pass 5).
 MAX_PARENTHESES = 24

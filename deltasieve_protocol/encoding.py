@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from protocol.defaults import DEFAULT_HASH_BITS
-from protocol.types import Column, LogicalType
+from deltasieve_protocol.defaults import DEFAULT_HASH_BITS
+from deltasieve_protocol.types import Column, LogicalType
 
 SUPPORTED_HASH_BITS = (64, 128)
 

@@ -27,10 +27,10 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 
-from protocol import sqlsize
-from protocol.grouped import COLUMN, group_columns, grouped_item, is_count_star, unaliased
-from protocol.parse_errors import in_user_terms
-from protocol.sqlnodes import Node, describe, is_literal, snippet
+from deltasieve_protocol import sqlsize
+from deltasieve_protocol.grouped import COLUMN, group_columns, grouped_item, is_count_star, unaliased
+from deltasieve_protocol.parse_errors import in_user_terms
+from deltasieve_protocol.sqlnodes import Node, describe, is_literal, snippet
 
 ErrorClass = Callable[[str], Exception]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from protocol.scatter import Scatter
+from deltasieve_protocol.scatter import Scatter
 
 FORMAT_VERSION = 1
 """Version of the Arrow layout (iblt_arrow.py) and of the hashing; bumped when either changes."""

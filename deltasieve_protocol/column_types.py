@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from protocol.types import LogicalType
+from deltasieve_protocol.types import LogicalType
 
 #: Declared kind -> the kinds a column of it may be read as.
 READABLE: dict[str, tuple[str, ...]] = {

@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from protocol.models import ColumnOut, SchemaOut, TableKind, TableOut
-from protocol.types import LogicalType
+from deltasieve_protocol.models import ColumnOut, SchemaOut, TableKind, TableOut
+from deltasieve_protocol.types import LogicalType
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,9 @@ class ColumnInfo:
     #: SQL the adapter must select instead of the bare column (e.g. a cast to text), or None.
     read_as: str | None = None
     #: The type the source declares, when a view reads the column as `type` instead
-    #: (its `column_types`, protocol/column_types.py); None: read as declared. Never on the wire.
+    #: (its `column_types`, deltasieve_protocol/column_types.py); None: read as declared. Never on the wire.
     read_from: LogicalType | None = None
-    #: A column policy the agent applies to each value it reads (protocol/policies.py):
+    #: A column policy the agent applies to each value it reads (deltasieve_protocol/policies.py):
     #: "hash" or "mask"; None: the value as read. On the wire for the agent's own --hash.
     policy: str | None = None
     #: The type a hashed column's values are read as before they are hashed (its `type`
