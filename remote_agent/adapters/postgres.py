@@ -32,9 +32,10 @@ from remote_agent.rowversions import changed_since_condition, current_snapshot
 #: would otherwise wait for the operating system's timeout (minutes) on a silent host.
 DEFAULT_CONNECT_TIMEOUT_S = 10
 
-#: What a hot standby says when it cancels a query (or ends an idle transaction's session)
-#: whose snapshot or locks the replay of the primary's WAL cannot wait for.
-RECOVERY_CONFLICT = "conflict with recovery"
+#: The SQLSTATE a hot standby gives when it cancels a query (or ends an idle transaction's
+#: session) whose snapshot or locks the replay of the primary's WAL cannot wait for
+#: (serialization_failure: a read-only read meets it on a standby only, and may retry).
+RECOVERY_CONFLICT = "40001"
 
 #: application_name of the agent's sessions, as pg_stat_activity shows them.
 APPLICATION_NAME = "deltasieve-agent"
@@ -199,7 +200,7 @@ class _PostgresReader(Reader):
                 named = postgres_errors.unholdable(self.conn, query, args, cursor.description)
                 if named is not None:
                     raise named from None
-            if RECOVERY_CONFLICT in str(exc):
+            if exc.sqlstate == RECOVERY_CONFLICT:
                 raise SourceUnavailable(
                     f"the PostgreSQL standby cancelled the read to replay its primary's changes ({exc}); a later "
                     "read may pass: hot_standby_feedback = on or a longer max_standby_streaming_delay on the "
