@@ -101,7 +101,10 @@ def test_a_not_null_timestamp_is_read_without_an_is_null_term(definition):
         )
     }
     settings = check_settings(StampSettings({"a": "at", "b": "at"}), definition, strict, "timestamp")
-    assert settings.not_null == ("s.a",) and StampSettings.from_options(settings.to_options()) == settings
+    assert (
+        settings.not_null == ("s.a",)
+        and StampSettings.from_options({"strategy": "timestamp", **settings.to_options()}) == settings
+    )
     site = definition.sites[0]
     ranged = ranged_sql(site, site_stamps(site, settings), "2026-11-25 00:00:00", not_null_aliases(site, settings))
     assert '"a"."at" IS NULL' not in ranged and '"b"."at" IS NULL' in ranged, ranged
@@ -132,7 +135,7 @@ def test_a_text_timestamp_read_as_one_serves_on_sqlite_only(dialect):
         return
     checked = check_settings(settings, view, read, "timestamp")
     assert checked.text_stamps == ("s.a",)
-    assert StampSettings.from_options(checked.to_options()) == checked
+    assert StampSettings.from_options({"strategy": "timestamp", **checked.to_options()}) == checked
     (site,) = view.sites
     sql = ranged_sql(site, site_stamps(site, checked), "2026-11-27 03:40:05.500", text=text_aliases(site, checked))
     assert sql.endswith(
