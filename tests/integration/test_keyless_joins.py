@@ -94,14 +94,15 @@ class Sources:
                 c.execute(f"UPDATE logs SET {column} = ? WHERE rowid = ?", (value, rowid))
             copies = [tuple(row[1:]) for row in r.sample(rows, 3)] + [self.log() for _ in range(3)]
             c.executemany("INSERT INTO logs VALUES (?, ?, ?, ?)", copies)
-            c.execute("DELETE FROM notes WHERE rowid IN (SELECT rowid FROM notes ORDER BY random() LIMIT 1)")
+            c.execute("DELETE FROM notes WHERE rowid = ?", r.choice(c.execute("SELECT rowid FROM notes").fetchall()))
             c.execute("INSERT INTO notes VALUES (?, ?)", self.note())
         with sqlite3.connect(self.b) as c:
             if rewrite_tags:  # most of the site's rows: the join is recomputed
                 c.execute("DELETE FROM tags")
                 c.executemany("INSERT INTO tags VALUES (?, ?)", [self.tag() for _ in range(9)])
             else:
-                c.execute("DELETE FROM tags WHERE rowid IN (SELECT rowid FROM tags ORDER BY random() LIMIT 1)")
+                # the seed's choice, not SQLite's random(): which content goes decides the assembly method
+                c.execute("DELETE FROM tags WHERE rowid = ?", r.choice(c.execute("SELECT rowid FROM tags").fetchall()))
                 c.executemany("INSERT INTO tags VALUES (?, ?)", [self.tag() for _ in range(2)])
             c.execute("UPDATE codes SET rank = ? WHERE code = ?", (r.randint(0, 2), f"c{r.randint(0, 14)}"))
 
