@@ -5,7 +5,7 @@
     build (build.py)        → Fragments    each site's exact delta; its next fragment staged
     assemble (assemble.py)  → ViewCounts   the view's own exact delta, staged
     keep_sample             → SampleState  the view's random sample kept from the delta
-    redefine                → ViewCounts   a redefinition read in full: the old rows to the new
+    redefine_rows           → counts       a redefinition read in full: the old rows to the new
     commit                  → Version      the staged version made current, in one step
 
 Every step reads one frozen `SyncContext` (context.py) and writes only to its sinks: the
@@ -77,8 +77,10 @@ class SyncRun:
             m.rows_inserted, m.rows_updated, m.rows_deleted, m.rows_in_view = counts
             faults.checkpoint("delta_written")
             ctx.timed("maintain_sample", keep_sample, ctx, view, start, fragments, counts)
-            if start.old is not None:
-                ctx.timed("redefine_delta", redefine_rows, ctx, view, start, fragments)
+            if start.old is not None:  # the delta is from the old definition's rows to the new ones
+                m.rows_inserted, m.rows_updated, m.rows_deleted = ctx.timed(
+                    "redefine_delta", redefine_rows, ctx, view, start, fragments
+                )
                 faults.checkpoint("delta_written")
             if start.projected is not None:
                 m.redefinition = redefine.projected(ctx.store, ctx.sync_id, start.projected, view)
@@ -128,16 +130,15 @@ def keep_sample(
     return result.state
 
 
-def redefine_rows(ctx: SyncContext, view: ViewDef, start: Start, fragments: Fragments) -> ViewCounts:
-    """Apply a redefinition read in full: the delta from the old view's rows to the new ones
-    (statistics of the keys that survive kept). Its counts are the sync's."""
+def redefine_rows(ctx: SyncContext, view: ViewDef, start: Start, fragments: Fragments) -> tuple[int, int, int]:
+    """Apply a redefinition read in full: stage the delta from the old view's rows to the new
+    ones (statistics of the keys that survive kept). Its rows inserted, updated and deleted,
+    which are the sync's."""
     assert start.stored is not None and start.old is not None, "a redefinition changes stored rows"
-    m = ctx.metrics
-    (inserted, updated, deleted), m.redefinition = redefine.compared(
+    counts, ctx.metrics.redefinition = redefine.compared(
         ctx.spark, ctx.store, start.stored, fragments.staged, start.old, view
     )
-    m.rows_inserted, m.rows_updated, m.rows_deleted = inserted, updated, deleted
-    return ViewCounts(inserted, updated, deleted, m.rows_in_view or 0)
+    return counts
 
 
 def commit(
