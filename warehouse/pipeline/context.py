@@ -100,12 +100,6 @@ class SyncContext:
     metrics: SyncMetrics = field(default_factory=SyncMetrics)
     link: Link = field(default_factory=Link)
 
-    def __post_init__(self) -> None:
-        m = self.metrics
-        if not m.strategy:  # a new sync's record: its strategy and mode are the options'
-            m.strategy, m.hash_bits = self.options.strategy, self.options.hash_bits
-            m.mode = "verify" if self.options.verify else None
-
     def afresh(self) -> SyncContext:
         """The context of the same sync run again (a schema change taken): its metrics and link
         new, keeping the failed attempts, whose bytes count."""

@@ -67,6 +67,8 @@ class SyncRun:
     def run(self) -> SyncMetrics:
         """Run the steps in order, timing each; the sync's metrics."""
         ctx, view, m = self.ctx, self.view, self.ctx.metrics
+        m.strategy, m.hash_bits = ctx.options.strategy, ctx.options.hash_bits
+        m.mode = "verify" if ctx.options.verify else None
         started = time.monotonic()
         fragments: Fragments | None = None
         try:
