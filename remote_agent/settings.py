@@ -167,12 +167,13 @@ class AgentSettings(BaseSettings):
     read_ahead: bool = Field(
         default=True, description="read the site query in a reader process, overlapping the read with hashing"
     )
-    #: About 1.6x faster than psycopg at 1M rows (adapters/postgres_arrow.py). Off by
-    #: default: its scans need no server-side cursor, which the PostgreSQL security
-    #: audit's own sanity check still asks to see in the server log.
+    #: About 1.6x faster than psycopg at 1M rows (adapters/postgres_arrow.py); a chunk it
+    #: cannot read exactly goes through psycopg instead. MariaDB's chunks are always cast by
+    #: Arrow (adapters/mysql_arrow.py), SQLite's follow `sqlite_arrow_reads`.
     arrow_reads: bool = Field(
-        default=False,
-        description="read scan chunks straight into Arrow where the adapter can: PostgreSQL through ADBC",
+        default=True,
+        description="read PostgreSQL scan chunks straight into Arrow through ADBC; off: psycopg's rows "
+        "through a server-side cursor",
     )
     #: The C reader of adbc-driver-sqlite builds the Arrow columns of a chunk without a
     #: Python object per value (adapters/sqlite_arrow.py); a chunk whose values it would not

@@ -35,7 +35,7 @@ def open_adapter(
     url: str,
     *,
     statement_timeout_s: float,
-    arrow_reads: bool = False,
+    arrow_reads: bool = True,
     sqlite_arrow_reads: bool = True,
     cache_dir: str | None = None,
 ) -> Adapter:

@@ -260,11 +260,8 @@ class PostgresAdapter(Adapter):
     row_versions = True
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
-        """`arrow_reads`: read scan chunks through ADBC into Arrow (postgres_arrow.py), off by default.
-
-        Off until the security audit's own check (tests/integration/test_security_postgres.py)
-        accepts a scan that needs no server-side cursor: it asks for a DECLARE in the log.
-        """
+        """`arrow_reads`: read scan chunks through ADBC into Arrow (postgres_arrow.py), as the
+        agent does by default; without it, psycopg reads them through a server-side cursor."""
         super().__init__(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
         try:
             params = conninfo_to_dict(url)

@@ -94,10 +94,10 @@ CHUNKY = {
 
 
 def test_tiny_chunks_are_exact_for_every_strategy(api, source, logs_dir):
-    """On PostgreSQL the agent reads through ADBC (--arrow-reads): each tiny chunk is read
-    as Arrow columns, or again through psycopg when it holds what ADBC cannot give exactly
-    (NaN numerics, infinite dates), so both readers meet in one scan; the rounds of
-    test_sync cover the default reader."""
+    """On PostgreSQL the agent reads through ADBC (--arrow-reads, the default, named here so
+    that the test keeps its point): each tiny chunk is read as Arrow columns, or again through
+    psycopg when it holds what ADBC cannot give exactly (NaN numerics, infinite dates), so
+    both readers meet in one scan."""
     case = CHUNKY[source.engine]
     legacy = case.legacy(source)
     # SQLite's agent is paced too, under a cap these tables never reach: the sync records it
