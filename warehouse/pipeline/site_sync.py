@@ -31,9 +31,8 @@ from warehouse.deltas.touched_delta import TouchedDelta, classify, stored_schema
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
+from warehouse.phases import timed_phase
 from warehouse.pipeline import source_columns, table_follow
-from warehouse.pipeline.context import SyncContext
-from warehouse.pipeline.phases import timed_phase
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
@@ -44,6 +43,7 @@ from warehouse.store.read_so_far import ReadSoFar
 from warehouse.store.versions import Version
 from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
 from warehouse.strategies.base import Answer, Built, FragmentBuild
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import SiteQuery
 
 #: A fragment whose old and new rows together number at most this is compared and written
