@@ -122,18 +122,13 @@ class SiteRun:
             cancellation=self.cancellation,
         )
         self.ctx = SiteContext(
-            self.spark,
+            sync,
             self.index,
             self.site,
             self.client,
             self.staging,
-            sync.seed,
             self.current,
-            self.options,
             self.metrics,
-            self.progress,
-            self.traffic,
-            sketches=sync.sketches,
             resume=ReadSoFar.beside(self.staging),  # what the sync's failed attempts at this site kept
         )
         #: what extract gave, once it has run (build_fragment reads it)
