@@ -170,7 +170,7 @@ class SiteRun:
         """Run one step, reporting that it started and recording its wall time under its name."""
 
         def announce() -> None:
-            self.progress({"phase": step, "site": self.index, **self.traffic()})
+            self.progress({"phase": step, "site": self.index, **self.sync.traffic()})
 
         return timed_phase(
             step, run, args, check=self.cancellation.check, announce=announce, phases=self.metrics.phases
