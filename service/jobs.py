@@ -35,10 +35,11 @@ from warehouse.cancellation import Cancellation
 from warehouse.errors import WarehouseError
 from warehouse.options import SyncOptions
 from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
-from warehouse.pipeline.sync import Endpoint, SyncContext, SyncRun
+from warehouse.pipeline.sync import SyncRun
 from warehouse.spark import executor_import_error
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.sketch.prep import Preparations
+from warehouse.strategies.sync_context import Endpoint, SyncContext
 from warehouse.viewdef import ViewDef
 
 log = logging.getLogger("service.jobs")

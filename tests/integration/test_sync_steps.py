@@ -21,7 +21,6 @@ from warehouse.names import DELETE, INSERT, OP, UPDATE
 from warehouse.options import SyncOptions
 from warehouse.pipeline.assemble import ViewCounts, assemble
 from warehouse.pipeline.build import build
-from warehouse.pipeline.context import Endpoint, SyncContext
 from warehouse.pipeline.extract import extract
 from warehouse.pipeline.source_schemas import fetch_schemas
 from warehouse.pipeline.start import begin
@@ -29,6 +28,7 @@ from warehouse.pipeline.sync import SyncRun, commit
 from warehouse.reading import rows as view_rows
 from warehouse.spark import build_session
 from warehouse.store.versions import ViewStore
+from warehouse.strategies.sync_context import Endpoint, SyncContext
 from warehouse.viewdef import analyze_view
 from workloads.harness import start_agent
 

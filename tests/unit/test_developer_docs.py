@@ -38,6 +38,8 @@ PAGES: dict[str, tuple[str, ...]] = {
     "docs/development/adding-a-strategy.md": (
         "warehouse.strategies.base.Strategy",
         "warehouse.strategies.base.FragmentBuild",
+        "warehouse.strategies.base.SiteContext",
+        "warehouse.strategies.sync_context.SyncContext",
         "warehouse.strategies.base",
         "warehouse.strategies",
         "warehouse.strategies.auto",

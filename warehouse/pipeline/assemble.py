@@ -25,9 +25,9 @@ from warehouse.deltas.site_delta import counted, view_delta
 from warehouse.multisets import combinations, matching, multiset
 from warehouse.names import DELETE, INSERT, OP, UPDATE, spark_schema
 from warehouse.pipeline.build import Built, Fragments
-from warehouse.pipeline.context import SyncContext
 from warehouse.pipeline.start import Start
 from warehouse.store import layers
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import ViewDef
 
 #: Rows of a multiset's fragment delta turned into view delta lines at a time.

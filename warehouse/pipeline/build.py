@@ -15,11 +15,11 @@ from warehouse import faults
 from warehouse.deltas.site_delta import DeltaResult
 from warehouse.deltas.touched_delta import TouchedDelta
 from warehouse.pipeline import verify
-from warehouse.pipeline.context import SyncContext
 from warehouse.pipeline.extract import extract
 from warehouse.pipeline.site_sync import SiteRun
 from warehouse.pipeline.start import Start
 from warehouse.store.versions import Version
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import ViewDef
 
 log = logging.getLogger("warehouse.pipeline.build")

@@ -17,10 +17,10 @@ from pyspark.util import inheritable_thread_target
 
 from warehouse.errors import WarehouseError
 from warehouse.metrics import Attempt
-from warehouse.pipeline.context import SyncContext
 from warehouse.pipeline.failures import told
 from warehouse.pipeline.site_sync import SiteRun
 from warehouse.pipeline.start import Start
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import ViewDef
 
 log = logging.getLogger("warehouse.pipeline.extract")

@@ -31,9 +31,8 @@ from warehouse.deltas.touched_delta import TouchedDelta, classify, stored_schema
 from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
+from warehouse.phases import timed_phase
 from warehouse.pipeline import source_columns, table_follow
-from warehouse.pipeline.context import SyncContext
-from warehouse.pipeline.phases import timed_phase
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
@@ -44,6 +43,7 @@ from warehouse.store.read_so_far import ReadSoFar
 from warehouse.store.versions import Version
 from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
 from warehouse.strategies.base import Answer, Built, FragmentBuild
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import SiteQuery
 
 #: A fragment whose old and new rows together number at most this is compared and written
@@ -122,18 +122,13 @@ class SiteRun:
             cancellation=self.cancellation,
         )
         self.ctx = SiteContext(
-            self.spark,
+            sync,
             self.index,
             self.site,
             self.client,
             self.staging,
-            sync.seed,
             self.current,
-            self.options,
             self.metrics,
-            self.progress,
-            self.traffic,
-            sketches=sync.sketches,
             resume=ReadSoFar.beside(self.staging),  # what the sync's failed attempts at this site kept
         )
         #: what extract gave, once it has run (build_fragment reads it)
@@ -175,7 +170,7 @@ class SiteRun:
         """Run one step, reporting that it started and recording its wall time under its name."""
 
         def announce() -> None:
-            self.progress({"phase": step, "site": self.index, **self.traffic()})
+            self.progress({"phase": step, "site": self.index, **self.sync.traffic()})
 
         return timed_phase(
             step, run, args, check=self.cancellation.check, announce=announce, phases=self.metrics.phases

@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 
 from warehouse.pipeline import redefine
-from warehouse.pipeline.context import SyncContext
 from warehouse.sample import view_sample
 from warehouse.store.versions import Version
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import ViewDef
 from warehouse.viewdef.redefinition import projection
 

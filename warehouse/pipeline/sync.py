@@ -8,8 +8,9 @@
     redefine_rows           → counts       a redefinition read in full: the old rows to the new
     commit                  → Version      the staged version made current, in one step
 
-Every step reads one frozen `SyncContext` (context.py) and writes only to its sinks: the
-metrics and the link's tally. Each records its wall time and reports itself to `progress`.
+Every step reads one frozen `SyncContext` (strategies/sync_context.py) and writes only to its
+sinks: the metrics and the link's tally. Each records its wall time and reports itself to
+`progress`.
 Nothing is visible to readers of the view until `commit` replaces the CURRENT pointer; a
 failure anywhere discards the staged files and leaves the previous version as it was.
 """
@@ -31,7 +32,6 @@ from warehouse.metrics import SyncMetrics
 from warehouse.pipeline import redefine
 from warehouse.pipeline.assemble import MULTISET_BATCH_ROWS, ViewCounts, assemble
 from warehouse.pipeline.build import Fragments, build
-from warehouse.pipeline.context import Endpoint, SyncContext
 from warehouse.pipeline.extract import extract
 from warehouse.pipeline.site_sync import SiteRun
 from warehouse.pipeline.start import Start, begin
@@ -40,9 +40,10 @@ from warehouse.sample import view_sample
 from warehouse.store.versions import Version
 from warehouse.strategies.auto import Auto
 from warehouse.strategies.sketch.strategy import Sketch
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import ViewDef
 
-__all__ = ["Endpoint", "SyncContext", "SyncRun", "commit", "keep_sample", "redefine_rows"]
+__all__ = ["SyncRun", "commit", "keep_sample", "redefine_rows"]
 
 log = logging.getLogger("warehouse.pipeline.sync")
 

@@ -11,7 +11,8 @@ site's sync (`site_sync.SiteRun`) runs the same steps whatever the strategy:
     delta_inputs  what the exact delta is built from (rows, deleted keys, keys vouched for)
     stage       keep its own state beside the new fragment, given how it was built
 
-A strategy is created with what the sync knows when it starts (`SiteContext`) and what
+A strategy is created with what the sync knows when it starts (`SiteContext`: the sync's
+own context, `SyncContext` of sync_context.py, and the site's share of it) and what
 planning found of the stored snapshot (`Snapshot`); both are frozen, and each step hands
 on what it gives (an `Answer`, a `Built`) rather than writing it into either. Each also
 says what a sync would cost it in bytes, given the statistics, so that a choice
@@ -23,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltasieve_protocol import frames
@@ -42,18 +43,17 @@ from warehouse import faults
 from warehouse.agent_client import AgentClient
 from warehouse.metrics import SiteMetrics, add_timings
 from warehouse.names import spark_schema
-from warehouse.options import SyncOptions
 from warehouse.planning.cost_model import CostModel
 from warehouse.spark import local_cores
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import SiteQuery
 
-if TYPE_CHECKING:  # sketch_prep reads fragments through layers, which imports this module
+if TYPE_CHECKING:
     from warehouse.deltas.site_delta import DeltaResult
     from warehouse.deltas.touched_delta import TouchedDelta
     from warehouse.store.read_so_far import ReadSoFar
-    from warehouse.strategies.sketch.prep import Preparations
 
     #: A sync's classified tuples of a site, whichever way its fragment was built.
     ClassifiedTuples = DeltaResult | TouchedDelta
@@ -192,21 +192,17 @@ class FragmentBuild(Enum):
 
 @dataclass(frozen=True)
 class SiteContext:
-    """One site's share of a sync, as a strategy sees it: what is known when the sync starts."""
+    """One site's share of a sync, as a strategy sees it: the sync's context (Spark, the
+    options, the seed of its hashes, its progress and traffic, the background builds of
+    sketch tables) and what is the site's own."""
 
-    spark: SparkSession
+    sync: SyncContext
     index: int
     site: SiteQuery
     client: AgentClient
-    staging: Path
-    seed: int
-    current: Version | None
-    options: SyncOptions
-    metrics: SiteMetrics
-    progress: Callable[[dict], None]
-    traffic: Callable[[], dict]
-    #: The service's background builds of sketch tables (None: a table is built inline).
-    sketches: Preparations | None = None
+    staging: Path  # the site's folder in the sync's staging, made afresh for each attempt
+    current: Version | None  # the version the site syncs from (None: a load)
+    metrics: SiteMetrics  # the site's record (the sync's is `sync.metrics`)
     #: Sources on dump files: the dump of each table every request of this sync reads, once
     #: a strategy fixed them (snapshot_diff: those it compared, in a context of its own
     #: made with `replace`); None: each request reads the newest.
@@ -243,7 +239,7 @@ class SiteContext:
     @property
     def local_master(self) -> bool:
         """Whether Spark runs in this process's JVM, the driver its only executor."""
-        master = self.spark.sparkContext.master
+        master = self.sync.spark.sparkContext.master
         return master is not None and local_cores(master) is not None
 
     def stored_rows(self, keys: pa.Table, snapshot: DataFrame) -> pa.Table:
@@ -258,12 +254,13 @@ class SiteContext:
             return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys)
         probe = self.staging / "touched-keys.parquet"
         pq.write_table(keys, probe)
-        probed = self.spark.read.schema(spark_schema(self.key_columns())).parquet(str(probe))
+        probed = self.sync.spark.read.schema(spark_schema(self.key_columns())).parquet(str(probe))
         return snapshot.join(F.broadcast(probed), self.site.key, "left_semi").toArrow()
 
     def tick(self, rows_received: int) -> None:
         """Report the exchange's progress, and let fault injection strike mid-answer."""
-        self.progress({"phase": "exchange_units", "site": self.index, "rows_received": rows_received, **self.traffic()})
+        said = {"phase": "exchange_units", "site": self.index, "rows_received": rows_received}
+        self.sync.progress({**said, **self.sync.traffic()})
         faults.checkpoint("exchange_units")
 
 
@@ -355,16 +352,16 @@ class Strategy(ABC):
         was built; nothing by default."""
 
     def delta_inputs(self, answer: Answer) -> DeltaInputs:
-        ctx = self.ctx
-        returned = ctx.spark.read.schema(spark_schema(ctx.site.columns)).parquet(*[str(p) for p in answer.returned])
+        ctx, spark = self.ctx, self.ctx.sync.spark
+        returned = spark.read.schema(spark_schema(ctx.site.columns)).parquet(*[str(p) for p in answer.returned])
         key_schema = spark_schema(ctx.key_columns())
         if answer.deleted is not None:
-            deleted = ctx.spark.read.schema(key_schema).parquet(str(answer.deleted))
+            deleted = spark.read.schema(key_schema).parquet(str(answer.deleted))
         else:
-            deleted = ctx.spark.createDataFrame([], key_schema)
+            deleted = spark.createDataFrame([], key_schema)
         unchanged = self.unchanged_keys()
         if unchanged is None:
-            unchanged = ctx.spark.createDataFrame([], key_schema)
+            unchanged = spark.createDataFrame([], key_schema)
         return DeltaInputs(returned, deleted, unchanged)
 
 
@@ -401,9 +398,9 @@ def extract_exchange(
     spec = spec or ctx.spec()
     control = ExtractControl(
         site=spec,
-        seed=ctx.seed,
-        hash_bits=wire_hash_bits(ctx.options.hash_bits),
-        batch_rows=ctx.options.batch_rows,
+        seed=ctx.sync.seed,
+        hash_bits=wire_hash_bits(ctx.sync.options.hash_bits),
+        batch_rows=ctx.sync.options.batch_rows,
         tuple_hash_bits=TUPLE_HASH_BITS,
         source_clock=asks.source_clock,
         query_plan=asks.query_plan,
@@ -435,7 +432,7 @@ def _file_extract_answer(ctx: SiteContext, body: Iterable[bytes], spec: SiteSpec
     """Send `body` to POST /v1/extract and file the answer's frames in the staging (rows,
     deleted keys, broken units); the answer and the rows it returned."""
     returned_path, deleted_path = ctx.staging / f"{prefix}returned.parquet", ctx.staging / f"{prefix}deleted.parquet"
-    hash_bits = ctx.options.hash_bits
+    hash_bits = ctx.sync.options.hash_bits
     broken_schema = pa.schema(
         [pa.field(UID, pa.int64()), pa.field(HASH, pa.binary(hash_bits // 8)), pa.field(COUNT, pa.int64())]
     )
@@ -479,7 +476,7 @@ def _record_extract_summary(m: SiteMetrics, summary: dict, rows_received: int) -
 
 def fetch_exchange(ctx: SiteContext, key_table: pa.Table, path: Path) -> int:
     """One POST /v1/fetch: the current rows of the keys of `key_table`, filed at `path`; how many came."""
-    control = FetchControl(site=ctx.spec(), batch_rows=ctx.options.batch_rows)
+    control = FetchControl(site=ctx.spec(), batch_rows=ctx.sync.options.batch_rows)
 
     def body() -> Iterator[bytes]:
         yield frames.json_frame(frames.CONTROL, control.model_dump())

@@ -156,7 +156,7 @@ class ChangedRows(Strategy):
 
     def plan(self) -> None:
         ctx = self.ctx
-        self.settings = ctx.options.view_options.stamps
+        self.settings = ctx.sync.options.view_options.stamps
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full: Strategy | None = None
         #: the table of the snapshot's keys, when a key sketch used one
@@ -286,8 +286,8 @@ class ChangedRows(Strategy):
         ctx, key = self.ctx, self.ctx.site.key
         names = [c.name for c in ctx.site.columns]
         schema = spark_schema(ctx.site.columns)
-        found = ctx.spark.read.schema(schema).parquet(*[str(p) for p in answer.returned])
-        read = ctx.spark.read.schema(schema).parquet(str(self.ranged.returned[0])).select(*key)
+        found = ctx.sync.spark.read.schema(schema).parquet(*[str(p) for p in answer.returned])
+        read = ctx.sync.spark.read.schema(schema).parquet(str(self.ranged.returned[0])).select(*key)
         return found.join(read, key, "left_anti").select(*names).exceptAll(self.snapshot.stored.select(*names)).count()
 
     def fragment_build(self) -> FragmentBuild:
@@ -299,7 +299,7 @@ class ChangedRows(Strategy):
         if self.full is not None:
             return self.full.unchanged_keys()
         ctx, key = self.ctx, self.ctx.site.key
-        touched = ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(*map(str, self.touched))
+        touched = ctx.sync.spark.read.schema(spark_schema(ctx.key_columns())).parquet(*map(str, self.touched))
         return self.snapshot.stored.select(*key).join(touched, key, "left_anti")
 
     def delta_inputs(self, answer: Answer) -> DeltaInputs:

@@ -113,7 +113,7 @@ def _shipped(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> Keys
     keys_ctx, _ = key_sketch.key_only_context(ctx, snapshot, keys_site, "ts-keys")
     keys = extract_exchange(keys_ctx, prefix="ts-keys-")
     km = keys_ctx.metrics
-    present = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0]))
+    present = ctx.sync.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0]))
     new, gone = _change_to(ctx, snapshot, present)
     report = {"key_reconciliation": "ship", "keys_reconciled": km.rows_received}
     return KeysFound(new, gone, report, km.rows_scanned or 0, km.agent_seconds or 0.0, km.agent_timings)
@@ -153,7 +153,7 @@ def _by_ranges(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> Ke
         "key_ranges_sent": km.groups_sent,
         "key_range_rounds": km.range_rounds,
     }
-    shipped = ctx.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
+    shipped = ctx.sync.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
     new, gone = _change_to(ctx, snapshot, ranges.verified_keys().unionByName(shipped))
     return KeysFound(new, gone, report, km.rows_scanned or 0, km.agent_seconds or 0.0, km.agent_timings)
 

@@ -202,8 +202,9 @@ def _range_round(
 ) -> tuple[list[int], dict]:
     """One POST /v1/ranges: the ranges of `batch`, each shipped or checked as `ship` says;
     the ids of the checked ones that differ, and the round's summary."""
-    bits, batch_rows, key_cols = ctx.options.hash_bits, ctx.options.batch_rows, ctx.key_columns()
-    control = RangesControl(site=ctx.spec(), seed=ctx.seed, hash_bits=wire_hash_bits(bits), batch_rows=batch_rows)
+    options = ctx.sync.options
+    bits, batch_rows, key_cols = options.hash_bits, options.batch_rows, ctx.key_columns()
+    control = RangesControl(site=ctx.spec(), seed=ctx.sync.seed, hash_bits=wire_hash_bits(bits), batch_rows=batch_rows)
     body = [frames.json_frame(frames.CONTROL, control.model_dump())]
     for start in range(0, len(batch), batch_rows):
         body.append(
@@ -258,8 +259,10 @@ class RangeChecksum(Strategy):
 
     def plan(self) -> None:
         """The snapshot's row hashes in key order, to cut ranges from."""
-        ctx = self.ctx
-        hashed = spark_row_hashes(self.snapshot.stored, ctx.site.columns, ctx.site.key, ctx.seed, ctx.options.hash_bits)
+        ctx, sync = self.ctx, self.ctx.sync
+        hashed = spark_row_hashes(
+            self.snapshot.stored, ctx.site.columns, ctx.site.key, sync.seed, sync.options.hash_bits
+        )
         hashed.orderBy(*ctx.site.key).write.parquet(str(self._sorted))
 
     def exchange(self) -> Answer:
@@ -285,8 +288,8 @@ class RangeChecksum(Strategy):
 
     def verified_keys(self) -> DataFrame:
         """The snapshot keys outside every range shipped: their ranges' checksums matched."""
-        ctx = self.ctx
-        return ctx.spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(ctx.staging / "verified.parquet"))
+        ctx, spark = self.ctx, self.ctx.sync.spark
+        return spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(ctx.staging / "verified.parquet"))
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

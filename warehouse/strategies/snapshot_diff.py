@@ -105,7 +105,7 @@ class SnapshotDiff(ChangedRows):
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was a dump directory when the view was defined."""
-        return bool(ctx.site.key) and ctx.site.source in ctx.options.view_options.stamps.dumped
+        return bool(ctx.site.key) and ctx.site.source in ctx.sync.options.view_options.stamps.dumped
 
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> DumpState:
@@ -113,7 +113,7 @@ class SnapshotDiff(ChangedRows):
 
     def plan(self) -> None:
         ctx = self.ctx
-        self.diff = ctx.options.view_options.snapshot_diff
+        self.diff = ctx.sync.options.view_options.snapshot_diff
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full = None
         self.key_table = None
@@ -131,7 +131,7 @@ class SnapshotDiff(ChangedRows):
             algorithm=self.diff.algorithm,
             aging_rows=self.diff.aging_rows,
             block_rows=self.diff.block_rows,
-            batch_rows=ctx.options.batch_rows,
+            batch_rows=ctx.sync.options.batch_rows,
         )
         body = [frames.json_frame(frames.CONTROL, control.model_dump())]
         rows_path, deleted_path = ctx.staging / "sd-returned.parquet", ctx.staging / "sd-deleted.parquet"

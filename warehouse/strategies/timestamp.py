@@ -96,7 +96,7 @@ class Timestamp(ChangedRows):
         """Whether the view is keyed and has a timestamp for every table of the site query."""
         if not ctx.site.key or ctx.site.grouped:
             return False
-        stamps = site_stamps(ctx.site, ctx.options.view_options.stamps)
+        stamps = site_stamps(ctx.site, ctx.sync.options.view_options.stamps)
         return all(alias in stamps for _, alias in site_tables(ctx.site))
 
     @classmethod

@@ -37,7 +37,7 @@ class TupleHash(Strategy):
         ctx, snapshot = self.ctx, self.snapshot.frame
         if snapshot is None:
             return
-        hashed = spark_row_hashes(snapshot, ctx.site.columns, ctx.site.key, ctx.seed, TUPLE_HASH_BITS)
+        hashed = spark_row_hashes(snapshot, ctx.site.columns, ctx.site.key, ctx.sync.seed, TUPLE_HASH_BITS)
         hashed.write.parquet(str(self._tuples))
         ctx.metrics.tuples_grouped = ctx.metrics.rows_before
 
@@ -72,7 +72,7 @@ class TupleHash(Strategy):
     def unchanged_keys(self) -> DataFrame | None:
         if self.snapshot.frame is None:
             return None
-        return self.ctx.spark.read.parquet(str(self._tuples)).select(*self.ctx.site.key)
+        return self.ctx.sync.spark.read.parquet(str(self._tuples)).select(*self.ctx.site.key)
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

@@ -68,16 +68,16 @@ class GroupHash(Strategy):
         ctx, snapshot = self.ctx, self.snapshot
         if snapshot.frame is None:
             return
-        opts = ctx.options
+        opts = ctx.sync.options
         obs, upd = snapshot.observed
         prior = None if opts.prior_mode == "paper" else planning.site_prior(obs, upd, opts.default_prior)
         p_delete = planning.deletion_probability(snapshot.history)
         ctx.metrics.planning = {"prior": prior, "p_delete": p_delete, "grouping": opts.grouping}
-        partitions = opts.plan_partitions or ctx.spark.sparkContext.defaultParallelism
-        grouping = Grouping(prior, p_delete, snapshot.cost, ctx.seed, opts.hash_bits, opts.grouping)
+        partitions = opts.plan_partitions or ctx.sync.spark.sparkContext.defaultParallelism
+        grouping = Grouping(prior, p_delete, snapshot.cost, ctx.sync.seed, opts.hash_bits, opts.grouping)
         plan = plan_groups(snapshot.frame, ctx.site.columns, ctx.site.key, grouping, partitions)
         plan.write.parquet(str(self._plan))
-        stored = ctx.spark.read.parquet(str(self._plan))
+        stored = ctx.sync.spark.read.parquet(str(self._plan))
         s = stored.agg(
             F.sum(F.when(F.col(KIND) == UNIT, 1).otherwise(0)).alias("units"),
             F.sum(F.when((F.col(KIND) == MEMBER) & F.col(UID).isNotNull(), 1).otherwise(0)).alias("grouped"),
@@ -98,7 +98,7 @@ class GroupHash(Strategy):
             return
         key = ctx.site.key
         key_types = {c.name: c.type.arrow() for c in ctx.site.columns}
-        width = ctx.options.hash_bits // 8
+        width = ctx.sync.options.hash_bits // 8
         for batch in units(self._plan).to_batches(columns=[UID, GROUP_HASH], batch_size=SEND_BATCH_ROWS):
             if batch.num_rows:
                 out = pa.RecordBatch.from_arrays(
@@ -182,7 +182,7 @@ class GroupHash(Strategy):
                 continue
             survivors.setdefault(uid, []).append(k)
             sums[uid] = sums.get(uid, 0) + hash_from_bytes(rh)
-        bits = ctx.options.hash_bits
+        bits = ctx.sync.options.hash_bits
         changed = [
             uid
             for uid, (h, n) in reported.items()
@@ -207,7 +207,7 @@ class GroupHash(Strategy):
         """Members of a unit: unchanged unless the unit came back or the key was deleted."""
         if self.snapshot.frame is None:
             return None
-        plan = self.ctx.spark.read.parquet(str(self._plan))
+        plan = self.ctx.sync.spark.read.parquet(str(self._plan))
         return plan.filter((F.col(KIND) == MEMBER) & F.col(UID).isNotNull()).select(*self.ctx.site.key)
 
     @classmethod

@@ -72,9 +72,8 @@ class RowVersion(ChangedRows):
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was on PostgreSQL when the view was defined."""
-        return (
-            bool(ctx.site.key) and not ctx.site.grouped and ctx.site.source in ctx.options.view_options.stamps.versioned
-        )
+        stamps = ctx.sync.options.view_options.stamps
+        return bool(ctx.site.key) and not ctx.site.grouped and ctx.site.source in stamps.versioned
 
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> SnapshotState:

@@ -117,7 +117,7 @@ class KeySketch(Sketch):
         rows = self.snapshot.statistics.rows
         kept = sketch_tables.SiteSketch.load(table_dir(self.kept_in, self.site_index)) if self.kept_in else None
         if kept is not None and not sketch_tables.needs_new_table(
-            kept.syncs, kept.table.width, rows, ctx.options.sketch_seed_rotation
+            kept.syncs, kept.table.width, rows, ctx.sync.options.sketch_seed_rotation
         ):
             self.table_kept = True
             return kept
@@ -144,7 +144,7 @@ def present_keys(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> 
     Raises:
         KeysUnresolved: no stage peeled (the bytes it cost are in the context's traffic).
     """
-    keys_ctx, keys_snapshot = key_only_context(ctx, snapshot, keys_site, "ts-key-sketch", current=None, sketches=None)
+    keys_ctx, keys_snapshot = key_only_context(ctx, snapshot, keys_site, "ts-key-sketch", current=None)
     keys_snapshot = replace(keys_snapshot, estimate=keys_only(snapshot.statistics))
     sketch = KeySketch(keys_ctx, keys_snapshot, ctx.current, ctx.index)
     sketch.plan()
@@ -159,7 +159,7 @@ def build_table(ctx: SiteContext, staged: Version, rows: int) -> None:
     """Stage the table of the keys of `staged`'s fragment (just written whole, `rows` rows),
     built from its key columns on the executors."""
     key = ctx.key_columns()
-    frame = ctx.spark.read.schema(spark_schema(key)).parquet(str(staged.fragment(ctx.index)))
+    frame = ctx.sync.spark.read.schema(spark_schema(key)).parquet(str(staged.fragment(ctx.index)))
     sketch_tables.build(frame, key, key, rows).save(table_dir(staged, ctx.index))
 
 

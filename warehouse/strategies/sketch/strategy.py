@@ -98,7 +98,7 @@ class Sketch(Strategy):
             sketch_tables.SiteSketch.load(sketch_tables.sketch_dir(ctx.current, ctx.index)) if ctx.current else None
         )
         if stored is None or sketch_tables.needs_new_table(
-            stored.syncs, stored.table.width, est.rows, ctx.options.sketch_seed_rotation
+            stored.syncs, stored.table.width, est.rows, ctx.sync.options.sketch_seed_rotation
         ):
             stored = self._new_table()
             m.sketch_rebuilt = True
@@ -124,15 +124,15 @@ class Sketch(Strategy):
         then what it may spend before the change is known is bounded (budget.py). A view that
         asks for sketch itself keeps its exchange as the statistics size it."""
         observed = self.snapshot.statistics.observed
-        return not observed and self.ships_whole and self.ctx.options.strategy == "auto"
+        return not observed and self.ships_whole and self.ctx.sync.options.strategy == "auto"
 
     def _new_table(self) -> sketch_tables.SiteSketch:
         """The table prepared after the last commit (sketch_prep.py), else one built now."""
         ctx, m = self.ctx, self.ctx.metrics
         rows = self.snapshot.statistics.rows
         assert ctx.current is not None, "a sketch sync follows the load"
-        if ctx.sketches is not None:
-            table, m.sketch_waited_s = ctx.sketches.take(ctx.current, ctx.index, rows)
+        if ctx.sync.sketches is not None:
+            table, m.sketch_waited_s = ctx.sync.sketches.take(ctx.current, ctx.index, rows)
         else:
             table = sketch_prep.load_prepared(ctx.current, ctx.index, rows)
         m.sketch_prepared = table is not None
@@ -202,7 +202,7 @@ class Sketch(Strategy):
         control = SketchControl(
             site=ctx.spec(),
             seed=self.stored.secret,
-            batch_rows=ctx.options.batch_rows,
+            batch_rows=ctx.sync.options.batch_rows,
             width=self.widest,
             session=session,
         )
@@ -306,9 +306,9 @@ class Sketch(Strategy):
             return self.stored.pairs(rows, columns, key)
         names = [c.name for c in key]
         key_schema = spark_schema(key)
-        touched = ctx.spark.read.schema(key_schema).parquet(*[str(p) for p in self.returned_paths])
+        touched = ctx.sync.spark.read.schema(key_schema).parquet(*[str(p) for p in self.returned_paths])
         touched = touched.select(*names).unionByName(
-            ctx.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-deleted.parquet"))
+            ctx.sync.spark.read.schema(key_schema).parquet(str(ctx.staging / "sketch-deleted.parquet"))
         )
         key_seed, row_seed = sketch_seeds(self.stored.secret)
 

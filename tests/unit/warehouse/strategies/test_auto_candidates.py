@@ -16,6 +16,7 @@ from warehouse.planning.cost_model import CostModel
 from warehouse.strategies import STRATEGIES, SiteContext, SiteEstimate, Snapshot
 from warehouse.strategies.changed_rows import StateLoad
 from warehouse.strategies.row_version.strategy import RowVersion
+from warehouse.strategies.sync_context import SyncContext
 from warehouse.strategies.timestamp import Timestamp
 from warehouse.view_options import ViewOptions
 from warehouse.viewdef import SiteQuery
@@ -32,18 +33,15 @@ def context(timestamps: dict, key: list[str] | None = None, versioned: tuple = (
     site = SiteQuery("s", JOIN, [], ["id"] if key is None else key)
     view_options = ViewOptions(strategy="auto", timestamps=timestamps, row_version_sources=list(versioned))
     options = SyncOptions(strategy="auto", view_options=view_options)
+    sync = SyncContext(spark=None, store=None, view_name="v", sync_id="s", endpoints={}, options=options, seed=1)
     return SiteContext(
-        spark=None,
+        sync=sync,
         index=0,
         site=site,
         client=None,
         staging=Path("/nonexistent"),
-        seed=1,
         current=None,
-        options=options,
         metrics=SiteMetrics(source="s"),
-        progress=lambda _: None,
-        traffic=dict,
     )
 
 

@@ -1,10 +1,11 @@
 """What every step of one sync reads, fixed when the sync starts (`SyncContext`).
 
 The context is frozen: a step takes it with the values earlier steps returned and gives
-back a frozen record of its own (sync.py). Two things in it are written to as the sync
-goes, and only these: `metrics`, the sync's record, and `link`, the tally of the bytes and
-calls that crossed to the agents (the site runs register their clients with it, failed
-attempts are kept in the metrics).
+back a frozen record of its own (pipeline/sync.py), and each site's strategy reads it
+through its `SiteContext` (base.py). Two things in it are written to as the sync goes, and
+only these: `metrics`, the sync's record, and `link`, the tally of the bytes and calls that
+crossed to the agents (the site runs register their clients with it, failed attempts are
+kept in the metrics).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pyspark.sql import SparkSession
 from warehouse.cancellation import Cancellation
 from warehouse.metrics import SyncMetrics
 from warehouse.options import SyncOptions
-from warehouse.pipeline.phases import timed_phase
+from warehouse.phases import timed_phase
 from warehouse.store.versions import ViewStore
 from warehouse.strategies.sketch.prep import Preparations
 
