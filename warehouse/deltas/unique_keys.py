@@ -68,10 +68,12 @@ def _first_duplicate_spark(rows: DataFrame, key: list[str]) -> Duplicate | None:
 
 
 def _first_duplicate_arrow(rows: pa.Table, key: list[str]) -> Duplicate | None:
-    """The first key that rows of a pyarrow Table share, if any.
+    """The first key that rows of a pyarrow Table share, if any (NULL matching NULL, as on Spark).
 
     >>> _first_duplicate_arrow(pa.table({"a": [1, 1, 1, 2], "b": [5, 6, 7, 8]}), ["a"])
     ({'a': 1}, 3, [{'a': 1, 'b': 5}, {'a': 1, 'b': 6}])
+    >>> _first_duplicate_arrow(pa.table({"a": [None, 2, None], "b": [5, 6, 7]}), ["a"])
+    ({'a': None}, 2, [{'a': None, 'b': 5}, {'a': None, 'b': 7}])
     >>> _first_duplicate_arrow(pa.table({"a": [1, 1], "b": [5, 6]}), ["a", "b"]) is None
     True
     """
@@ -80,6 +82,11 @@ def _first_duplicate_arrow(rows: pa.Table, key: list[str]) -> Duplicate | None:
     if not dup.num_rows:
         return None
     example = {k: dup.column(k)[0].as_py() for k in key}
-    match = reduce(pc.and_, [pc.equal(rows.column(k), dup.column(k)[0]) for k in key])
+    match = reduce(pc.and_, [_same(rows.column(k), dup.column(k)[0]) for k in key])
     quoted = rows.filter(match).slice(0, DUPLICATE_EXAMPLES).to_pylist()
     return example, dup.column("count_all")[0].as_py(), quoted
+
+
+def _same(column: pa.ChunkedArray, value: pa.Scalar) -> pa.ChunkedArray:
+    """Whether each value of `column` is `value`, NULL being NULL (Arrow's equal says NULL)."""
+    return pc.is_null(column) if not value.is_valid else pc.fill_null(pc.equal(column, value), False)

@@ -57,3 +57,15 @@ def test_both_executors_say_the_same(spark):
         "table 'people': key {'k': 7} occurs 3 times, e.g. in the rows [{'k': 7, 'v': 'a', 'x': 1.0}, {'k': 7, 'v': 'b', 'x': 2.0}]; "
         "the declared key ['k'] is not unique at the source"
     )
+
+
+def test_a_null_key_held_twice_is_quoted_with_its_rows(spark):
+    """NULL matches NULL on both executors: the rows quoted are those of the NULL key."""
+    rows = [(None, "a", 1.0), (2, "b", 2.0), (None, "c", 3.0)]
+    messages = []
+    for table in (spark.createDataFrame(rows, ROWS), arrow(rows)):
+        with pytest.raises(SourceDataError, match=r"key \{'k': None\} occurs 2 times") as caught:
+            check_unique(table, ["k"], "table 'people'")
+        messages.append(caught.value.message)
+    assert messages[0] == messages[1]
+    assert "'v': 'a'" in messages[1] and "'v': 'c'" in messages[1]
