@@ -130,9 +130,12 @@ def run(args: argparse.Namespace) -> dict:
     view_path = write(view, WORK / "view-0")
     next_id = n
     built = view_sample.maintain(
-        None, m, ["id"], 0, n, 0, SCHEMA.empty_table().select(["id"]), SCHEMA.empty_table(),
-        lambda: iter([]), view_batches(view_path), SCHEMA, np.random.default_rng(1),
-    )  # fmt: skip
+        None,
+        view_sample.SampleSettings(m, ["id"], SCHEMA),
+        view_sample.ViewChange(0, n, 0, lambda: iter([])),
+        view_batches(view_path),
+        np.random.default_rng(1),
+    )
     sample = (built.rows, built.state)
     immediate_rows = built.rows
     syncs = []

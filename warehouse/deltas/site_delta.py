@@ -19,7 +19,6 @@ from pyspark.sql import functions as F
 
 from deltasieve_protocol.types import Column, arrow_schema
 from warehouse.deltas.changed_columns import spark_changed
-from warehouse.errors import SourceDataError
 from warehouse.names import CHANGED, DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE
 
 _R = "__r_"
@@ -71,28 +70,6 @@ def split_key_changes(ops: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Table
     return (
         ops.filter(pc.equal(ops.column(OP), INSERT)).select(key),
         ops.filter(pc.equal(ops.column(OP), DELETE)).select(key),
-    )
-
-
-#: Rows sharing a duplicate key that an error message quotes.
-DUPLICATE_EXAMPLES = 2
-
-
-def check_unique(rows: DataFrame, key: list[str], what: str) -> None:
-    """Fail with an example key and its rows if two rows share a key."""
-    dup = rows.groupBy(*key).count().filter(F.col("count") > 1).limit(1).collect()
-    if dup:
-        example = {k: dup[0][k] for k in key}
-        match = reduce(lambda a, b: a & b, [F.col(k).eqNullSafe(F.lit(v)) for k, v in example.items()])
-        quoted = [r.asDict() for r in rows.filter(match).limit(DUPLICATE_EXAMPLES).collect()]
-        raise duplicate_key_error(what, key, example, dup[0]["count"], quoted)
-
-
-def duplicate_key_error(what: str, key: list[str], example: dict, count: int, quoted: list[dict]) -> SourceDataError:
-    """The error of a key that is not unique at the source, with an example and its rows."""
-    return SourceDataError(
-        f"{what}: key {example} occurs {count} times, e.g. in the rows {quoted}; the declared key {key} is not unique at the source: "
-        "remove the duplicate rows, or redefine the view with a key that is unique"
     )
 
 

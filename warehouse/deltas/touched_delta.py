@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from deltasieve_protocol.types import Column, arrow_schema
 from warehouse.deltas.changed_columns import CHANGED_TYPE, arrow_changed, same_values
-from warehouse.deltas.site_delta import DUPLICATE_EXAMPLES, duplicate_key_error, split_key_changes
+from warehouse.deltas.site_delta import split_key_changes
 from warehouse.names import CHANGED, DELETE, INSERT, KEEP, OP, TNO, UNO, UPDATE
 from warehouse.store import layers
 
@@ -62,17 +62,6 @@ class TouchedDelta:
 def stored_schema(columns: list[Column]) -> pa.Schema:
     """Arrow schema of stored rows: the site columns and the update statistics (TNO, UNO)."""
     return arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
-
-
-def check_unique(rows: pa.Table, key: list[str], what: str) -> None:
-    """Fail as delta.check_unique does if two returned rows share a key."""
-    counts = rows.group_by(key).aggregate([([], "count_all")])
-    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
-    if dup.num_rows:
-        example = {k: dup.column(k)[0].as_py() for k in key}
-        match = reduce(pc.and_, [pc.equal(rows.column(k), dup.column(k)[0]) for k in key])
-        quoted = rows.filter(match).slice(0, DUPLICATE_EXAMPLES).to_pylist()
-        raise duplicate_key_error(what, key, example, dup.column("count_all")[0].as_py(), quoted)
 
 
 def classify(

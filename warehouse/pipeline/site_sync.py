@@ -26,9 +26,9 @@ from pyspark.sql import DataFrame
 from deltasieve_protocol.types import arrow_schema
 from warehouse import faults
 from warehouse.agent_client import AgentClient
-from warehouse.deltas.site_delta import DeltaResult, build_delta, check_unique
+from warehouse.deltas.site_delta import DeltaResult, build_delta
 from warehouse.deltas.touched_delta import TouchedDelta, classify, stored_schema
-from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
+from warehouse.deltas.unique_keys import check_unique
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.phases import timed_phase
@@ -315,7 +315,7 @@ class SiteRun:
             [pq.read_table(p).select(rows_schema.names).cast(rows_schema) for p in answer.returned]
             or [rows_schema.empty_table()]
         )
-        check_unique_arrow(returned, key, what)
+        check_unique(returned, key, what)
         key_schema = self.site.key_schema()
         if answer.deleted is None:
             return returned, key_schema.empty_table()

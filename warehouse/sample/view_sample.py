@@ -105,6 +105,42 @@ class Maintenance:
     state: SampleState
 
 
+@dataclass(frozen=True)
+class SampleSettings:
+    """What a view asks of its sample."""
+
+    target: int  # M, the most rows it holds
+    key: list[str]  # the view's key; empty for a multiset, whose equal occurrences cannot be told apart
+    schema: pa.Schema  # the view's columns, as the sample stores them
+    #: the deferred refresh ("stack", "nomem"); None: the one sample_refresh.method picks for the log
+    method: str | None = None
+
+
+@dataclass(frozen=True)
+class ViewChange:
+    """What a sync changed in the view, as its sample's maintenance reads it."""
+
+    view_rows_before: int  # N before the sync
+    view_rows: int  # N after it
+    #: rows the delta deleted (a multiset: the occurrences its delete and update lines take)
+    deletes: int
+    #: streams the inserted rows, in order
+    inserts: Callable[[], Iterator[pa.Table]]
+    #: the keys deleted (at least every sampled one) and the rows updated, with their new values
+    #: (at least the sampled ones); a multiset gives `removals` instead
+    deleted: pa.Table | None = None
+    updated: pa.Table | None = None
+    #: a multiset's removals of its deleted and updated occurrences (multiset_removals)
+    removals: Callable[[pa.Table], tuple[pa.Table, int]] | None = None
+
+    def removed_from(self, rows: pa.Table, key: list[str]) -> tuple[pa.Table, int]:
+        """The sample `rows` less its deleted rows and with its updated rows' new values, and
+        the number of sampled rows updated."""
+        if self.removals is not None:
+            return self.removals(rows)
+        return apply_removals(rows, key, self.deleted, self.updated)
+
+
 def state_of(version: Version | None) -> SampleState | None:
     """The state of the sample stored with `version`, if it has one."""
     if version is None or not (version.path / STATE_FILE).exists():
@@ -237,46 +273,50 @@ def drawn(
 
 def maintain(
     previous: tuple[pa.Table, SampleState] | None,
-    target: int,
-    key: list[str],
-    view_rows_before: int,
-    view_rows: int,
-    deletes: int,
-    deleted: pa.Table,
-    updated: pa.Table,
-    inserts: Callable[[], Iterator[pa.Table]],
+    settings: SampleSettings,
+    change: ViewChange,
     view: Callable[[], Iterator[pa.RecordBatch]],
-    schema: pa.Schema,
     rng: np.random.Generator,
-    method: str | None = None,
-    removals: Callable[[pa.Table], tuple[pa.Table, int]] | None = None,
 ) -> Maintenance:
-    """The sample after a sync whose delta deleted `deletes` rows (among them, at least every
-    sampled key, `deleted`), updated the rows `updated` (at least the sampled ones) and
-    inserted the rows `inserts()` streams, the view going from
-    `view_rows_before` to `view_rows` rows. `view()` streams the view's rows (as now) for a
-    build or a top-up; `previous` is the sample before the sync, if any. A multiset (no
-    `key`) gives its own `removals` of deleted and updated occurrences (multiset_removals),
-    and a top-up draws its whole sample anew."""
+    """The sample after a sync that made `change` to the view: its deleted and updated rows
+    leave the sample or take their new values, its inserts go through the acceptance test
+    and the deferred refresh. `previous` is the sample before the sync, if any (none: a
+    build). `view()` streams the view's rows (as now) for a build or a top-up; a multiset's
+    top-up draws its whole sample anew.
+
+    >>> settings = SampleSettings(target=3, key=["k"], schema=pa.schema([("k", pa.int64())]))
+    >>> view = pa.table({"k": list(range(10))}, schema=settings.schema)
+    >>> built = maintain(None, settings, ViewChange(0, 10, 0, lambda: iter([])), view.to_batches, np.random.default_rng(0))
+    >>> built.state.size, built.state.method
+    (3, 'build')
+    >>> gone = built.rows.slice(0, 1)  # a sampled row deleted: the sample is topped up from the view
+    >>> now = view.filter(pc.invert(pc.is_in(view.column("k"), gone.column("k"))))
+    >>> change = ViewChange(10, 9, 1, lambda: iter([]), deleted=gone, updated=settings.schema.empty_table())
+    >>> kept = maintain((built.rows, built.state), settings, change, now.to_batches, np.random.default_rng(1))
+    >>> kept.state.size, kept.state.refills, gone.column("k")[0].as_py() in kept.rows.column("k").to_pylist()
+    (3, 1, False)
+    """
+    target, key, schema, method = settings.target, settings.key, settings.schema, settings.method
     if previous is None:
-        return _build(schema.empty_table(), None, target, key, view_rows, view, rng, 0)
+        return _build(schema.empty_table(), None, settings, change.view_rows, view, rng, 0)
     rows, state = previous
     rows = rows.select(schema.names).cast(schema)
     if state.target > target:  # a smaller M: a uniform subset
         keep = np.sort(rng.choice(rows.num_rows, size=min(target, rows.num_rows), replace=False))
         rows = rows.take(pa.array(keep))
-    rows, touched = removals(rows) if removals is not None else apply_removals(rows, key, deleted, updated)
+    rows, touched = change.removed_from(rows, key)
     size = rows.num_rows
-    joined, log, n = log_candidates(inserts(), size, view_rows_before - deletes, target, rng)
+    after_deletes = change.view_rows_before - change.deletes
+    joined, log, n = log_candidates(change.inserts(), size, after_deletes, target, rng)
     rows = pa.concat_tables([rows, *[t.select(schema.names).cast(schema) for t in joined]])
     added = rows.num_rows - size
-    expected_log = _expected_log(rows.num_rows, view_rows_before - deletes + added, n - added)
+    expected_log = _expected_log(rows.num_rows, after_deletes + added, n - added)
     rows, plan = refreshed(rows, log, rng, method)
     log_length = log.num_rows if log is not None else 0
     out = SampleState(
         target=target,
         size=rows.num_rows,
-        view_rows=view_rows,
+        view_rows=change.view_rows,
         log_length=log_length,
         expected_log_length=round(expected_log, 3),
         displaced=len(plan),
@@ -285,14 +325,23 @@ def maintain(
         rows_written=len(plan) + touched + added,
         refills=state.refills,
     )
-    if out.size < min(target, view_rows):  # kept at its size: topped up from the view's stored rows
+    if out.size < min(target, change.view_rows):  # kept at its size: topped up from the view's stored rows
         kept = rows if key else rows.slice(0, 0)  # equal occurrences cannot be told apart: draw anew
-        return _build(kept, out, target, key, view_rows, view, rng, state.refills + 1)
+        return _build(kept, out, settings, change.view_rows, view, rng, state.refills + 1)
     return Maintenance(rows, out)
 
 
-def _build(rows, state, target, key, view_rows, view, rng, refills) -> Maintenance:
+def _build(
+    rows: pa.Table,
+    state: SampleState | None,
+    settings: SampleSettings,
+    view_rows: int,
+    view: Callable[[], Iterator[pa.RecordBatch]],
+    rng: np.random.Generator,
+    refills: int,
+) -> Maintenance:
     """Top the sample up to min(target, view rows) with rows drawn from the rest of the view."""
+    target, key = settings.target, settings.key
     missing = min(target, view_rows) - rows.num_rows
     more, read = drawn(view(), missing, rows if rows.num_rows else None, key, rng) if missing > 0 else (None, 0)
     if more is not None:
@@ -365,21 +414,8 @@ def from_delta(
             for batch in lines.to_batches(typed.names, filter=ds.field(OP) == INSERT, batch_size=INSERT_BATCH_ROWS):
                 yield pa.Table.from_batches([batch]).cast(typed).select(schema.names)
 
-    return maintain(
-        previous,
-        target,
-        key,
-        view_rows_before,
-        view_rows,
-        deletes,
-        deleted,
-        updated,
-        inserts,
-        rows,
-        schema,
-        rng,
-        method,
-    )
+    change = ViewChange(view_rows_before, view_rows, deletes, inserts, deleted=deleted, updated=updated)
+    return maintain(previous, SampleSettings(target, key, schema, method), change, rows, rng)
 
 
 def _from_multiset_delta(previous, target, view, delta, view_rows_before, view_rows, rows, rng, method, counts):
@@ -404,10 +440,8 @@ def _from_multiset_delta(previous, target, view, delta, view_rows_before, view_r
                 yield table.select(names).cast(schema).take(pa.array(repeat))
 
     removals = multiset_removals(names, deleted, updated, counts, rng)
-    return maintain(
-        previous, target, [], view_rows_before, view_rows, occurrences_gone, None, None, inserts, rows, schema, rng,
-        method, removals,
-    )  # fmt: skip
+    change = ViewChange(view_rows_before, view_rows, occurrences_gone, inserts, removals=removals)
+    return maintain(previous, SampleSettings(target, [], schema, method), change, rows, rng)
 
 
 def multiset_removals(

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from deltasieve_protocol.models import SiteSpec
-from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
+from warehouse.deltas.unique_keys import check_unique
 from warehouse.errors import AgentBusy
 from warehouse.formats import check_format
 from warehouse.names import spark_schema
@@ -252,7 +252,7 @@ class ChangedRows(Strategy):
         ctx.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         stored = touched_rows.select(key).cast(key_schema)
         # a key the agent holds and the snapshot too comes back new only if the source holds it twice
-        check_unique_arrow(pa.concat_tables([new, stored.join(new, key, join_type="left semi")]), key, source_of(ctx))
+        check_unique(pa.concat_tables([new, stored.join(new, key, join_type="left semi")]), key, source_of(ctx))
         there = pa.concat_tables([new, stored]).join(gone, key, join_type="left anti")
         kept = rows.join(there, key, join_type="left semi")
         returned = ctx.staging / "returned.parquet"

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.util import inheritable_thread_target
 
 from warehouse.agent_client import AgentClient
-from warehouse.deltas.site_delta import check_unique
+from warehouse.deltas.unique_keys import check_unique
 from warehouse.errors import AgentBusy
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from deltasieve_protocol import frames
 from deltasieve_protocol.models import SnapshotDiffControl
 from warehouse import null_keys
-from warehouse.deltas.touched_delta import check_unique as check_unique_arrow
+from warehouse.deltas.unique_keys import check_unique
 from warehouse.errors import ProtocolError
 from warehouse.store.sinks import Sink
 from warehouse.strategies.base import ROWS_ONLY, Answer, Asks, SiteContext, SiteEstimate, add_timings
@@ -180,7 +180,7 @@ class SnapshotDiff(ChangedRows):
         ctx, key = self.ctx, self.ctx.site.key
         key_schema = ctx.key_schema()
         rows = pq.read_table(answer.returned[0]).cast(ctx.rows_schema())
-        check_unique_arrow(rows.select(key), key, source_of(ctx))
+        check_unique(rows.select(key), key, source_of(ctx))
         deleted = pq.read_table(answer.deleted).select(key).cast(key_schema)
         pairs = deleted.join(rows.select(key), key, join_type="left semi")
         gone = deleted.join(rows.select(key), key, join_type="left anti")

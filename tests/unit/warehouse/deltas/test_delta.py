@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deltasieve_protocol.types import Column, LogicalType
-from warehouse.deltas.site_delta import build_delta, check_unique, view_delta
-from warehouse.errors import SourceDataError
+from warehouse.deltas.site_delta import build_delta, view_delta
 from warehouse.names import CHANGED, OP, TNO, UNO
 from warehouse.spark import build_session
 
@@ -79,14 +78,6 @@ def test_negative_zero_is_not_an_update(spark):
     # The canonical encoding maps -0.0 to 0.0; the comparison must agree with it.
     _, _, delta = run(spark, [(1, "a", 0.0, 2, 1)], [], [(1, "a", -0.0)], [])
     assert delta == {}
-
-
-def test_duplicate_keys_are_reported_with_an_example(spark):
-    rows = spark.createDataFrame([(1, "a", 1.0), (1, "b", 2.0), (2, "c", 3.0)], ROWS)
-    with pytest.raises(SourceDataError, match=r"key \{'k': 1\} occurs 2 times") as caught:
-        check_unique(rows, ["k"], "site query of view v")
-    assert "'v': 'a'" in caught.value.message and "'v': 'b'" in caught.value.message  # the rows, not only the key
-    check_unique(rows.filter("v != 'b'"), ["k"], "site query of view v")
 
 
 def test_view_delta_says_which_columns_each_update_changed(spark):

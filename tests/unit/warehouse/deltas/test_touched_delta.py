@@ -10,8 +10,7 @@ import pytest
 
 from deltasieve_protocol.types import Column, LogicalType, arrow_schema
 from warehouse.deltas.site_delta import build_delta
-from warehouse.deltas.touched_delta import check_unique, classify, stored_schema
-from warehouse.errors import SourceDataError
+from warehouse.deltas.touched_delta import classify, stored_schema
 from warehouse.names import CHANGED, OP, TNO, UNO
 from warehouse.spark import build_session
 
@@ -90,9 +89,3 @@ def test_touched_tuples_classify_as_the_whole_snapshot_does(spark, seed):
     assert {r["k"] for r in touched.left.to_pylist()} == {k for k, r in new.items() if r[0] == "update"} | (
         set(deleted) & {r[0] for r in snapshot}
     ) - {r[0] for r in returned}
-
-
-def test_a_key_returned_twice_is_refused_with_its_rows():
-    rows = pa.table({"k": [1, 2, 2], "v": ["a", "b", "c"]})
-    with pytest.raises(SourceDataError, match=r"key \{'k': 2\} occurs 2 times"):
-        check_unique(rows, ["k"], "the site query")

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from warehouse.sample import refresh as sample_refresh
-from warehouse.sample.view_sample import maintain, multiset_removals
+from warehouse.sample.view_sample import SampleSettings, ViewChange, maintain, multiset_removals
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])
 M = 8
@@ -66,24 +66,20 @@ def _run(seed: int, method: str | None = None) -> tuple[pa.Table, dict]:
     """Build a sample of the first view, then keep it through the rounds; check at each
     step that it is a subset of the view with the view's values."""
     rng = np.random.default_rng(seed)
-    empty = SCHEMA.empty_table()
-    m = maintain(None, M, ["k"], 0, FIRST.num_rows, 0, empty, empty, lambda: iter([]), FIRST.to_batches, SCHEMA, rng)
+    settings = SampleSettings(M, ["k"], SCHEMA, method)
+    m = maintain(None, settings, ViewChange(0, FIRST.num_rows, 0, lambda: iter([])), FIRST.to_batches, rng)
     states, samples = [m.state], []
     for step in HISTORY:
-        m = maintain(
-            (m.rows, m.state),
-            M,
-            ["k"],
+        change = ViewChange(
             step["before"].num_rows,
             step["view"].num_rows,
             len(step["deleted"]),
-            pa.table({"k": step["deleted"]}),
-            step["updated_rows"],
             lambda step=step: iter(step["inserted_rows"].to_batches(max_chunksize=7)),
-            lambda step=step: iter(step["view"].to_batches(max_chunksize=16)),
-            SCHEMA,
-            rng,
-            method,
+            deleted=pa.table({"k": step["deleted"]}),
+            updated=step["updated_rows"],
+        )
+        m = maintain(
+            (m.rows, m.state), settings, change, lambda step=step: iter(step["view"].to_batches(max_chunksize=16)), rng
         )
         truth = step["truth"]
         keys, values = m.rows.column("k").to_pylist(), m.rows.column("v").to_pylist()
@@ -223,8 +219,8 @@ def _expand(counts: dict) -> pa.Table:
 def _run_multiset(seed: int) -> list[dict]:
     rng = np.random.default_rng(seed)
     view = _expand(MFIRST)
-    empty = MSCHEMA.empty_table()
-    m = maintain(None, M, [], 0, view.num_rows, 0, empty, empty, lambda: iter([]), view.to_batches, MSCHEMA, rng)
+    settings = SampleSettings(M, [], MSCHEMA)
+    m = maintain(None, settings, ViewChange(0, view.num_rows, 0, lambda: iter([])), view.to_batches, rng)
     held = []
     for step in MHISTORY:
         deleted = pa.table(
@@ -240,11 +236,12 @@ def _run_multiset(seed: int) -> list[dict]:
             ["a"], deleted, updated, lambda t, b=step["before"]: {(c,): b[c] for c in t.column("a").to_pylist()}, rng
         )
         gone = sum(step["went"].values()) + len(step["moved"])
+        change = ViewChange(
+            sum(step["before"].values()), after.num_rows, gone, lambda inserts=inserts: iter(inserts), removals=removals
+        )
         m = maintain(
-            (m.rows, m.state), M, [], sum(step["before"].values()), after.num_rows, gone, None, None,
-            lambda inserts=inserts: iter(inserts), lambda after=after: iter(after.to_batches(max_chunksize=16)),
-            MSCHEMA, rng, None, removals,
-        )  # fmt: skip
+            (m.rows, m.state), settings, change, lambda after=after: iter(after.to_batches(max_chunksize=16)), rng
+        )
         got: dict[int, int] = {}
         for c in m.rows.column("a").to_pylist():
             got[c] = got.get(c, 0) + 1
