@@ -24,7 +24,7 @@ def test_every_flag_sets_its_setting():
             *("--db-url", URL, "--cache-dir", "/tmp/cache", "--host", "0.0.0.0", "--port", "9000"),
             *("--token", "secret", "--allow", "students", "--allow", "grades:sid,course"),
             *("--statement-timeout-s", "1.5", "--chunk-rows", "10", "--target-chunk-s", "0.5"),
-            *("--max-rows-per-s", "100", "--sketch-table-mib", "8", "--no-read-ahead", "--arrow-reads"),
+            *("--max-rows-per-s", "100", "--sketch-table-mib", "8", "--no-read-ahead", "--no-arrow-reads"),
             *("--max-concurrent-extractions", "3", "--max-body-bytes", "2048", "--log-level", "warning"),
             *("--ssl-certfile", "agent.crt", "--ssl-keyfile", "agent.key", "--no-sqlite-arrow-reads"),
         ]
@@ -35,7 +35,7 @@ def test_every_flag_sets_its_setting():
     assert parse_allow(settings.allow) == {"students": None, "grades": {"sid", "course"}}
     assert (settings.statement_timeout_s, settings.chunk_rows) == (1.5, 10)
     assert (settings.target_chunk_s, settings.max_rows_per_s, settings.sketch_table_mib) == (0.5, 100.0, 8)
-    assert (settings.read_ahead, settings.arrow_reads, settings.sqlite_arrow_reads) == (False, True, False)
+    assert (settings.read_ahead, settings.arrow_reads, settings.sqlite_arrow_reads) == (False, False, False)
     assert (settings.max_concurrent_extractions, settings.max_body_bytes) == (3, 2048)
     assert (settings.log_level, settings.ssl_certfile, settings.ssl_keyfile) == ("warning", "agent.crt", "agent.key")
 
@@ -43,7 +43,7 @@ def test_every_flag_sets_its_setting():
 def test_defaults_and_the_environment(monkeypatch):
     settings = AgentSettings.from_command_line(["--db-url", URL])
     assert (settings.host, settings.port, settings.allow, settings.token) == ("127.0.0.1", 8765, [], None)
-    assert (settings.read_ahead, settings.arrow_reads, settings.sqlite_arrow_reads) == (True, False, True)
+    assert (settings.read_ahead, settings.arrow_reads, settings.sqlite_arrow_reads) == (True, True, True)
     monkeypatch.setenv("AGENT_DB_URL", URL)
     monkeypatch.setenv("AGENT_ALLOW", "students; grades:sid,course")
     monkeypatch.setenv("AGENT_PORT", "9001")
