@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from deltasieve_protocol import row_kernel
 from deltasieve_protocol.defaults import DEFAULT_HASH_BITS
 from deltasieve_protocol.types import Column, LogicalType
 
@@ -393,11 +394,26 @@ def _encode_column(type_: LogicalType, array: pa.Array | pa.ChunkedArray) -> pa.
     return _rows([_piece(type_, array)], len(array))
 
 
+def reference_encoded_rows(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column]) -> pa.Array:
+    """Canonical bytes of every row of `batch` as one binary array, columns taken in the order of
+    `columns`, assembled with NumPy and Arrow: the definition `encoded_rows` is tested against."""
+    if batch.num_rows == 0:
+        return pa.array([], pa.binary())
+    return _rows([_piece(c.type, batch.column(c.name)) for c in columns], batch.num_rows)
+
+
+def row_bytes(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column]) -> row_kernel.EncodedRows:
+    """Canonical bytes of every row of `batch`, columns taken in the order of `columns`, as the
+    compiled kernel lays them out (one buffer and its offsets); what the kernel does not
+    encode itself is encoded column by column as `reference_encoded_rows` does."""
+    return row_kernel.encode(batch, columns, _encode_column)
+
+
 def encoded_rows(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column]) -> pa.Array:
     """Canonical bytes of every row of `batch` as one binary array, columns taken in the order of `columns`."""
     if batch.num_rows == 0:
         return pa.array([], pa.binary())
-    return _rows([_piece(c.type, batch.column(c.name)) for c in columns], batch.num_rows)
+    return row_bytes(batch, columns).to_arrow()
 
 
 def encode_rows(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column]) -> list[bytes]:

@@ -16,8 +16,9 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from deltasieve_protocol.encoding import encode_rows
+from deltasieve_protocol.encoding import reference_encoded_rows, row_bytes
 from deltasieve_protocol.types import Column
+from deltasieve_protocol.xxh3 import xxh3_64_slices
 
 
 def sketch_seeds(secret: int) -> tuple[int, int]:
@@ -55,9 +56,18 @@ def key_fingerprints(batch: pa.RecordBatch | pa.Table, key: Sequence[Column], se
 
 
 def row_fingerprints(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int) -> np.ndarray:
-    """Seeded xxh3-64 of each row's canonical encoding over `columns`, as uint64."""
+    """Seeded xxh3-64 of each row's canonical encoding over `columns`, as uint64 (compiled:
+    the rows are encoded into one buffer and hashed in place)."""
+    rows = row_bytes(batch, columns)
+    return xxh3_64_slices(rows.offsets, rows.data, seed)
+
+
+def reference_row_fingerprints(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], seed: int) -> np.ndarray:
+    """`row_fingerprints` by the reference encoding and the xxhash package, row by row: the
+    definition the compiled path is tested against."""
     # map runs the calls from C: a generator expression cost a Python frame per row
-    data = b"".join(map(xxhash.xxh3_64_digest, encode_rows(batch, columns), repeat(seed)))
+    rows = reference_encoded_rows(batch, columns).to_pylist()
+    data = b"".join(map(xxhash.xxh3_64_digest, rows, repeat(seed)))
     return np.frombuffer(data, dtype=">u8").astype(np.uint64)
 
 

@@ -5,7 +5,10 @@
 Builds (once) the students workload's SQLite table of N rows, reads it through the agent's
 own adapter and converter into the batches a scan hands over, then times, best of three,
 what the sketch strategy does to them (row encoding, xxh3, fingerprints, folding into the
-IBLT) and the row hashes the group-hash and range-checksum strategies take. Run it from
+IBLT) and the row hashes the group-hash and range-checksum strategies take. The row encoding
+and the fingerprints are timed twice: compiled (row_kernel, xxh3), and by the reference
+implementation they are tested against (NumPy and Arrow, the xxhash package row by row);
+the compiled functions are called once before, so that no compile time is counted. Run it from
 another checkout (`cd ../other && python -m tests.benchmarks.hash_phase --db PATH`) to
 compare versions on the same rows.
 """
@@ -23,10 +26,16 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from deltasieve_protocol.encoding import encode_rows, row_hash_limbs
-from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
+from deltasieve_protocol.encoding import encode_rows, encoded_rows, reference_encoded_rows, row_bytes, row_hash_limbs
+from deltasieve_protocol.fingerprints import (
+    key_fingerprints,
+    reference_row_fingerprints,
+    row_fingerprints,
+    sketch_seeds,
+)
 from deltasieve_protocol.iblt import Iblt
 from deltasieve_protocol.types import Column
+from deltasieve_protocol.xxh3 import xxh3_64_slices
 from remote_agent import chunks
 from remote_agent.adapters import open_adapter
 from remote_agent.adapters.rows import RowConverter
@@ -103,19 +112,25 @@ def main() -> None:
     encoded = [encode_rows(b, columns) for b in batches]
     pairs = [(key_fingerprints(b, key, key_seed), row_fingerprints(b, columns, row_seed)) for b in batches]
     pieces = {
-        "encode_rows (canonical bytes)": _each(lambda b: encode_rows(b, columns), batches),
+        "encoded_rows, reference": _each(lambda b: reference_encoded_rows(b, columns), batches),
+        "encoded_rows (compiled)": _each(lambda b: encoded_rows(b, columns), batches),
+        "encode_rows (compiled, to_pylist)": _each(lambda b: encode_rows(b, columns), batches),
         "xxh3-64 of the encoded rows": _each(
             lambda e: b"".join(map(xxhash.xxh3_64_digest, e, repeat(row_seed))), encoded
         ),
+        "xxh3-64 of the encoded rows (compiled)": _each(
+            lambda e: xxh3_64_slices(e.offsets, e.data, row_seed), [row_bytes(b, columns) for b in batches]
+        ),
         "key_fingerprints": _each(lambda b: key_fingerprints(b, key, key_seed), batches),
-        "row_fingerprints": _each(lambda b: row_fingerprints(b, columns, row_seed), batches),
+        "row_fingerprints, reference": _each(lambda b: reference_row_fingerprints(b, columns, row_seed), batches),
+        "row_fingerprints (compiled)": _each(lambda b: row_fingerprints(b, columns, row_seed), batches),
         "Iblt.add, batch by batch": _fold(pairs, 1),
         f"Iblt.add, {GROUP_ROWS:,} rows at once": _fold(pairs, GROUP_ROWS),
         "row_hash_limbs (128 bits)": _each(lambda b: row_hash_limbs(b, columns, row_seed, 128), batches),
     }
     print(f"{rows:,} students rows in {len(batches)} batches; CPU seconds, best of 3")
     for name, run in pieces.items():
-        print(f"{name:36s} {best_of_three(run):7.3f}")
+        print(f"{name:40s} {best_of_three(run):7.3f}")
 
 
 if __name__ == "__main__":
