@@ -81,3 +81,23 @@ def keys_from_fingerprints(fingerprints: np.ndarray, key: Sequence[Column]) -> p
     if not integer_key(key):
         raise ValueError("only a key of one integer column is its own fingerprint")
     return pa.table({key[0].name: pa.array(np.asarray(fingerprints, np.uint64).view(np.int64), key[0].type.arrow())})
+
+
+def compile_kernels() -> int:
+    """Compile (or load from numba's cache) the row kernel and the hash, so that no sync pays
+    for it; `make install` calls it once. Returns the fingerprint of one row of every kind.
+
+    >>> compile_kernels() > 0
+    True
+    """
+    import datetime as dt
+    from decimal import Decimal
+
+    from deltasieve_protocol.types import LogicalType
+
+    kinds = ["int", "float", "decimal(10,2)", "text", "bytes", "bool", "date", "timestamp", "timestamptz"]
+    values = [1, 0.5, Decimal("1.25"), "a", b"b", True, dt.date(2000, 1, 1), dt.datetime(2000, 1, 1)]
+    values.append(dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    columns = [Column(f"c{i}", LogicalType.parse(k)) for i, k in enumerate(kinds)]
+    batch = pa.table({c.name: pa.array([v], c.type.arrow()) for c, v in zip(columns, values, strict=True)})
+    return int(row_fingerprints(batch, columns, seed=1)[0])
