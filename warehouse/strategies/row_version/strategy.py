@@ -29,6 +29,7 @@ from warehouse.strategies.base import Answer, Asks, SiteContext, extract_exchang
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
 from warehouse.strategies.row_version.xid_snapshots import Snapshot, fallback_reason
 from warehouse.strategies.stamps import ranged_sql
+from warehouse.view_options import RowVersionSettings, ViewOptions
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "row_version.json"
@@ -70,10 +71,18 @@ class RowVersion(ChangedRows):
     REPORT = "row_version"
 
     @classmethod
+    def settings_of(cls, options: ViewOptions) -> RowVersionSettings | None:
+        return options.row_version_settings
+
+    @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was on PostgreSQL when the view was defined."""
+        settings = cls.settings_of(ctx.options.view_options)
         return (
-            bool(ctx.site.key) and not ctx.site.grouped and ctx.site.source in ctx.options.view_options.stamps.versioned
+            settings is not None
+            and bool(ctx.site.key)
+            and not ctx.site.grouped
+            and ctx.site.source in settings.row_version_sources
         )
 
     @classmethod
