@@ -490,7 +490,7 @@ def _view(row: sqlite3.Row) -> ViewRecord:
         name=row["name"],
         sql=row["sql"],
         definition=json.loads(row["definition"]),
-        options=ViewOptions.model_validate_json(row["options"]),
+        options=ViewOptions.from_stored(row["options"]),
         created_at=row["created_at"],
         applied=json.loads(row["applied"]) if row["applied"] else None,
     )

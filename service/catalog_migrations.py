@@ -11,8 +11,8 @@ from __future__ import annotations
 
 #: The catalog version of deltasieve 0.1.0: its tables, made by MIGRATIONS[BASELINE].
 BASELINE = 10
-#: Bump with a migration in MIGRATIONS when the catalog's tables change.
-SCHEMA_VERSION = 10
+#: Bump with a migration in MIGRATIONS when the catalog's tables, or what they hold, change.
+SCHEMA_VERSION = 11
 
 MIGRATIONS: dict[int, str] = {
     BASELINE: """
@@ -96,5 +96,24 @@ MIGRATIONS: dict[int, str] = {
         rows INTEGER
     );
     CREATE INDEX audit_by_time ON audit(at);
+    """,
+    # a view's options hold the settings its strategy reads, no other strategy's (a model per
+    # family of strategies, warehouse/view_options.py); 0.1.0 stored every strategy's keys with
+    # every view, empty or as given. auto reads them all
+    11: """
+    UPDATE views SET options = json_remove(options,
+        '$.timestamps', '$.timestamp_lag_s', '$.timestamps_not_null', '$.timestamps_text', '$.reconcile_every',
+        '$.row_version_sources', '$.snapshot_diff', '$.dump_sources')
+    WHERE json_extract(options, '$.strategy') IN ('sketch', 'group_hash', 'tuple_hash', 'range_checksum', 'full_ship');
+    UPDATE views SET options = json_remove(options, '$.row_version_sources', '$.snapshot_diff', '$.dump_sources')
+    WHERE json_extract(options, '$.strategy') = 'timestamp';
+    UPDATE views SET options = json_remove(options,
+        '$.timestamps', '$.timestamp_lag_s', '$.timestamps_not_null', '$.timestamps_text', '$.snapshot_diff',
+        '$.dump_sources')
+    WHERE json_extract(options, '$.strategy') = 'row_version';
+    UPDATE views SET options = json_remove(options,
+        '$.timestamps', '$.timestamp_lag_s', '$.timestamps_not_null', '$.timestamps_text', '$.reconcile_every',
+        '$.row_version_sources')
+    WHERE json_extract(options, '$.strategy') = 'snapshot_diff'
     """,
 }

@@ -35,7 +35,9 @@ else:
 STRATEGY_HELP = "how syncs find changes: auto (the default for new views: per site and per sync, whichever of sketch, group_hash and full_ship the statistics expect to move the fewest bytes), sketch (set reconciliation of (key, row hash) pairs with an IBLT sized from the statistics), group_hash (Lu, Liu and Hyland's delta extraction: groups of stable tuples with one hash each), tuple_hash (one 64-bit hash per tuple), range_checksum (key ranges with checksums, bisected), full_ship (the whole site query), timestamp (the rows stamped since the last sync's watermark, the source's clock, minus timestamp_lag_s, plus a key-only reconciliation for deletes, and a full reconciliation every reconcile_every syncs; needs timestamps for every table), row_version (PostgreSQL sources only: the rows written since the last sync's snapshot, by their xmin, plus the same key reconciliation and full reconciliations), snapshot_diff (sources that are directories of dump files: the agent compares the current dump with the one the view was last synced from and ships only the differential; settings in snapshot_diff). Whatever the strategy, the first sync of a view is a load (the site queries shipped whole)"
 
 
-TIMESTAMPS_HELP = "{TABLE: COLUMN}: the last-modified column of each table (TABLE as `table` or `source.table`), of a timestamp type; read by strategy timestamp, where a NULL timestamp counts as changed at every sync"
+#: What a strategy does with a setting of another family of strategies (warehouse/view_options.py).
+UNREAD_HELP = "another strategy answers it with 422 unless it is left at its default"
+TIMESTAMPS_HELP = f"{{TABLE: COLUMN}}: the last-modified column of each table (TABLE as `table` or `source.table`), of a timestamp type; read by strategy timestamp, where a NULL timestamp counts as changed at every sync, and by auto (timestamp is its candidate where every table has one); {UNREAD_HELP}"
 COLUMN_TYPES_HELP = (
     "{COLUMN: TYPE}: read a source column as a stronger logical type than it is declared with, e.g. "
     '{"orders.updated_at": "timestamp"} for ISO text in a SQLite TEXT column. COLUMN is `table.column`, or '
@@ -46,11 +48,9 @@ COLUMN_TYPES_HELP = (
     "not read, with its row's key); a value that does not read later fails the sync, naming its row's key"
 )
 DELETE_FLAGS_HELP = "{TABLE: COLUMN}: a soft-delete marker; a row whose flag is set (not NULL, not FALSE, not 0) is left out of the view, whatever the strategy"
-LAG_HELP = (
-    "seconds the timestamp strategy reads before the last watermark, for rows committed after it with an older stamp"
-)
-RECONCILE_HELP = "the timestamp and row_version strategies reconcile the view in full (with the strategy auto would choose) every this many syncs"
-SNAPSHOT_DIFF_HELP = "strategy snapshot_diff (and auto on dump sources): the differential algorithm the agent runs over the previous and the current dump — window (Labio and Garcia-Molina's window algorithm: one pass in file order with two aging buffers of aging_rows records; records moved further come as useless delete+insert pairs, which the warehouse folds), sort_merge or partitioned_hash (exact whatever the order, spilling to disk)"
+LAG_HELP = f"seconds the timestamp strategy (and auto) reads before the last watermark, for rows committed after it with an older stamp; {UNREAD_HELP}"
+RECONCILE_HELP = f"the timestamp and row_version strategies (and auto) reconcile the view in full (with the strategy auto would choose) every this many syncs; {UNREAD_HELP}"
+SNAPSHOT_DIFF_HELP = f"strategy snapshot_diff (and auto on dump sources): the differential algorithm the agent runs over the previous and the current dump — window (Labio and Garcia-Molina's window algorithm: one pass in file order with two aging buffers of aging_rows records; records moved further come as useless delete+insert pairs, which the warehouse folds), sort_merge or partitioned_hash (exact whatever the order, spilling to disk); {UNREAD_HELP}"
 
 
 class SnapshotDiffIn(SnapshotDiffSettings):

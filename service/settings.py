@@ -204,7 +204,7 @@ class ServiceSettings(BaseSettings):
         """The options of one sync of a view with these options: its strategy, and the sync
         settings of the service (`verify`: also read every site query in full, audit mode).
 
-        >>> options = ServiceSettings(hash_bits=64).sync_options(ViewOptions(strategy="sketch"), verify=True)
+        >>> options = ServiceSettings(hash_bits=64).sync_options(ViewOptions.from_stored({"strategy": "sketch"}), verify=True)
         >>> options.strategy, options.hash_bits, options.verify
         ('sketch', 64, True)
         """

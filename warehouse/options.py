@@ -49,6 +49,6 @@ class SyncOptions:
     sketch_seed_rotation: int = DEFAULT_SKETCH_SEED_ROTATION
     #: Also read every site query in full and report where the result differs (audit mode).
     verify: bool = False
-    #: The view's stored options (the timestamp strategy reads its settings from them); by
+    #: The view's stored options (each strategy reads its own settings from them); by
     #: default those of a view defined without any (the sync reads no strategy from them).
-    view_options: ViewOptions = field(default_factory=lambda: ViewOptions(strategy=DEFAULT_STRATEGY))
+    view_options: ViewOptions = field(default_factory=lambda: ViewOptions.from_stored({"strategy": DEFAULT_STRATEGY}))

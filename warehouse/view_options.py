@@ -1,5 +1,14 @@
 """A view's options: what the catalog stores of a view besides its definition, typed.
 
+The settings every strategy shares are fields of `ViewOptions`. Each family of strategies
+adds the settings it reads: `TimestampSettings` (timestamp), `RowVersionSettings`
+(row_version), `DumpSettings` (snapshot_diff), all three for auto (it counts those strategies
+among its candidates), none for the differencing strategies. The view's `strategy` picks
+the family's model (a discriminated union, `ViewOptions.from_stored`), so that a strategy
+reads its own settings, typed (`timestamp_settings`, ...), and a view holds no setting its
+strategy never reads: the view routes refuse one given with a value of its own
+(`unread_settings`), and options stored with one do not load.
+
 Validated once where they are made (the service's view routes) or read back (the catalog);
 the sync and its strategies read their attributes. Stored as the JSON of `stored()`: the
 keys given when the options were made, so that options load and store again unchanged.
@@ -7,11 +16,12 @@ keys given when the options were made, so that options load and store again unch
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 #: The strategy of a new view that names none.
 DEFAULT_STRATEGY = "auto"
@@ -33,7 +43,7 @@ SnapshotDiffAlgorithm = Literal["window", "sort_merge", "partitioned_hash"]
 
 
 class SnapshotDiffSettings(BaseModel):
-    """Strategy snapshot_diff's settings (auto's too, on dump sources), as a view gives them.
+    """How strategy snapshot_diff (auto too, on dump sources) compares two dumps, as a view gives it.
 
     The defaults: the window algorithm of Labio and Garcia-Molina's snapshot-differential
     paper, its two aging buffers of 100,000 records each (a key and a 64-bit hash apiece: a
@@ -71,7 +81,9 @@ class MatchSettings(BaseModel):
 
 @dataclass(frozen=True)
 class StampSettings:
-    """A view's timestamp settings as stored in its options (tables written `source.table`)."""
+    """A view's timestamp, delete-flag, row_version and snapshot_diff settings as one value (tables
+    written `source.table`): as a view is defined with them, checked against its sources
+    (strategies/stamps.py check_settings) before `ViewOptions.of` keeps those its strategy reads."""
 
     timestamps: dict[str, str] = field(default_factory=dict)
     delete_flags: dict[str, str] = field(default_factory=dict)
@@ -94,6 +106,7 @@ class StampSettings:
     text_stamps: tuple[str, ...] = ()
 
     def to_options(self) -> dict:
+        """The settings under the names the options store them with (every strategy's)."""
         text = {"timestamps_text": list(self.text_stamps)} if self.text_stamps else {}
         return {
             **text,
@@ -114,7 +127,17 @@ class StampSettings:
         >>> StampSettings.from_options({"strategy": "auto"}).reconcile_every
         24
         """
-        return ViewOptions.model_validate(options).stamps
+        return ViewOptions.from_stored(options).stamps
+
+    def read_by(self, strategy: str) -> StampSettings:
+        """These settings with those `strategy` does not read at their defaults (the delete
+        flags, which every strategy reads, kept).
+
+        >>> StampSettings({"s.a": "at"}, {"s.a": "gone"}, versioned=("s",)).read_by("sketch")
+        ... # doctest: +ELLIPSIS
+        StampSettings(timestamps={}, delete_flags={'s.a': 'gone'}, lag_s=5.0, ..., versioned=(), ...)
+        """
+        return ViewOptions.of(strategy, self).stamps
 
 
 class Schedule(BaseModel):
@@ -143,23 +166,65 @@ class DestinationSpec(BaseModel):
     sealed: str | None = None
 
 
-class ViewOptions(BaseModel):
-    """A view's strategy and the settings its syncs read, as the catalog stores them."""
+# -- the settings of each family of strategies, under the names the options store them with --
 
-    # frozen: built once, then shared by the routes, the runner and the strategies;
-    # extra keys (none today) are kept, so storing again never loses what was stored
-    model_config = ConfigDict(frozen=True, extra="allow")
-    #: Every view is stored with its strategy (DEFAULT_STRATEGY when it was defined without one).
-    strategy: str
-    timestamps: dict[str, str] = {}
-    delete_flags: dict[str, str] = {}
-    timestamp_lag_s: float = DEFAULT_LAG_S
+
+class ReconcileSettings(BaseModel):
+    """What the strategies that read the changed rows at the source share (strategies/changed_rows.py)."""
+
+    model_config = ConfigDict(frozen=True)
+    #: Syncs between two full reconciliations of the view.
     reconcile_every: int = DEFAULT_RECONCILE_EVERY
+
+
+class TimestampSettings(ReconcileSettings):
+    """Strategy timestamp's settings (strategies/timestamp.py), tables written `source.table`."""
+
+    #: The last-modified column of each table.
+    timestamps: dict[str, str] = {}
+    #: Seconds read before the last watermark (DEFAULT_LAG_S).
+    timestamp_lag_s: float = DEFAULT_LAG_S
+    #: The tables whose timestamp column is declared NOT NULL, found when the view is defined:
+    #: their ranged read needs no `IS NULL` term, which would keep SQLite from reading the
+    #: range through an index on the column.
     timestamps_not_null: list[str] = []
-    row_version_sources: list[str] = []
-    snapshot_diff: SnapshotDiffSettings = SnapshotDiffSettings()
-    dump_sources: list[str] = []
+    #: The tables whose timestamp column is text read as a timestamp (the view's column_types):
+    #: their ranged read compares the text (stamps.text_bound_condition).
     timestamps_text: list[str] = []
+
+
+class RowVersionSettings(ReconcileSettings):
+    """Strategy row_version's settings (strategies/row_version/)."""
+
+    #: The view's sources on PostgreSQL, found when it is defined: where row versions are read.
+    row_version_sources: list[str] = []
+
+
+class DumpSettings(BaseModel):
+    """Strategy snapshot_diff's settings (strategies/snapshot_diff.py)."""
+
+    model_config = ConfigDict(frozen=True)
+    snapshot_diff: SnapshotDiffSettings = SnapshotDiffSettings()
+    #: The view's sources on directories of dump files, found when it is defined: where dumps are compared.
+    dump_sources: list[str] = []
+
+
+# -- a view's options: the settings every strategy shares, and those of its strategy's family --
+
+
+class ViewOptions(BaseModel):
+    """A view's strategy and the settings its syncs read, as the catalog stores them: the
+    settings every strategy shares here, its strategy's own in the family models below.
+    Made by `from_stored` or `of`, which pick the family by the strategy."""
+
+    # frozen: built once, then shared by the routes, the runner and the strategies; no key
+    # but those of the view's strategy (below), so that storing again stores what was read
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: Every view is stored with its strategy (DEFAULT_STRATEGY when it was defined without
+    #: one); each family narrows it to the names of its strategies.
+    strategy: str
+    #: {TABLE: COLUMN} soft-delete markers: a row whose flag is set is not in the view (stamps.py).
+    delete_flags: dict[str, str] = {}
     #: Columns read as a stronger type than their source declares, as the view gave them
     #: ({"table.column" or "source.table.column": logical type}; viewdef/column_types.py).
     column_types: dict[str, str] = {}
@@ -174,6 +239,35 @@ class ViewOptions(BaseModel):
     #: destinations has none until it is given some.
     destinations: list[DestinationSpec] = []
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_by_the_strategy(cls, data: Any) -> Any:
+        """Refuse, by name, a setting of another family of strategies (`extra` refuses others)."""
+        if isinstance(data, Mapping):
+            unread = [k for k in data if k in _EVERY_SETTING and k not in cls.model_fields]
+            if unread:
+                raise ValueError(unread_detail(str(data.get("strategy")), unread))
+        return data
+
+    def model_post_init(self, context: Any, /) -> None:
+        if type(self) is ViewOptions:
+            raise TypeError(
+                "a view's options are those of its strategy's family: made by ViewOptions.from_stored or .of"
+            )
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any] | str | bytes) -> ViewOptions:
+        """The options stored as `stored` (their JSON, or its dict), typed by their strategy.
+
+        >>> type(ViewOptions.from_stored('{"strategy": "sketch"}')).__name__
+        'DifferencingOptions'
+        >>> ViewOptions.from_stored({"strategy": "timestamp", "timestamps": {"s.a": "at"}}).timestamp_settings.timestamps
+        {'s.a': 'at'}
+        """
+        if isinstance(stored, str | bytes):
+            return StoredOptions.model_validate_json(stored).root
+        return StoredOptions.model_validate(stored).root
+
     @classmethod
     def of(
         cls,
@@ -185,8 +279,10 @@ class ViewOptions(BaseModel):
         column_types: dict[str, str] | None = None,
         on_schema_change: str = DEFAULT_SCHEMA_POLICY,
     ) -> ViewOptions:
-        """The options of a view defined with these checked settings (match, sample, schedule
-        and a schema policy other than the default stored only when it has them).
+        """The options of a view defined with these checked settings: of `stamps`, those its
+        strategy reads (the view routes refuse the others a request gives a value:
+        `unread_settings`); match, sample, schedule and a schema policy other than the
+        default only when it has them.
 
         >>> ViewOptions.of("auto", StampSettings(), sample_size=10).stored()["sample_size"]
         10
@@ -196,33 +292,60 @@ class ViewOptions(BaseModel):
         {'order_by': 'at', 'epsilon': {'at': 1}}
         >>> ViewOptions.of("auto", StampSettings(), on_schema_change="freeze").on_schema_change
         'freeze'
+        >>> ViewOptions.of("sketch", StampSettings({"s.a": "at"}, {"s.a": "gone"})).stored()
+        {'strategy': 'sketch', 'delete_flags': {'s.a': 'gone'}}
         """
-        given: dict[str, Any] = {"strategy": strategy, **stamps.to_options()}
+        family = OPTIONS[strategy].model_fields
+        given: dict[str, Any] = {"strategy": strategy}
+        given.update((k, v) for k, v in stamps.to_options().items() if k in family)
         if match:
             given["match"] = match.model_dump()
         if column_types:
             given["column_types"] = dict(column_types)
-        return cls.model_validate(given).sized(sample_size).scheduled(schedule).policed(on_schema_change)
+        return cls.from_stored(given).sized(sample_size).scheduled(schedule).policed(on_schema_change)
+
+    @property
+    def timestamp_settings(self) -> TimestampSettings | None:
+        """Strategy timestamp's settings, when the view's strategy reads them (timestamp, auto)."""
+        return self if isinstance(self, TimestampSettings) else None
+
+    @property
+    def row_version_settings(self) -> RowVersionSettings | None:
+        """Strategy row_version's settings, when the view's strategy reads them (row_version, auto)."""
+        return self if isinstance(self, RowVersionSettings) else None
+
+    @property
+    def dump_settings(self) -> DumpSettings | None:
+        """Strategy snapshot_diff's settings, when the view's strategy reads them (snapshot_diff, auto)."""
+        return self if isinstance(self, DumpSettings) else None
 
     @cached_property
     def stamps(self) -> StampSettings:
-        """The timestamp, delete-flag and snapshot_diff settings, as one value."""
+        """The timestamp, delete-flag, row_version and snapshot_diff settings as one value, those
+        the view's strategy does not read at their defaults (what stamps.check_settings checks).
+
+        >>> ViewOptions.from_stored({"strategy": "sketch"}).stamps == StampSettings()
+        True
+        """
+        stamped = self.timestamp_settings or TimestampSettings()
+        versioned = self.row_version_settings or RowVersionSettings()
+        dumps = self.dump_settings or DumpSettings()
         return StampSettings(
-            dict(self.timestamps),
+            dict(stamped.timestamps),
             dict(self.delete_flags),
-            self.timestamp_lag_s,
-            self.reconcile_every,
-            tuple(self.timestamps_not_null),
-            tuple(self.row_version_sources),
-            self.snapshot_diff,
-            tuple(self.dump_sources),
-            tuple(self.timestamps_text),
+            stamped.timestamp_lag_s,
+            (self.timestamp_settings or versioned).reconcile_every,
+            tuple(stamped.timestamps_not_null),
+            tuple(versioned.row_version_sources),
+            dumps.snapshot_diff,
+            tuple(dumps.dump_sources),
+            tuple(stamped.timestamps_text),
         )
 
     def stored(self) -> dict[str, Any]:
         """The options as the catalog stores them (JSON): the keys they were given with.
 
-        >>> ViewOptions.model_validate({"strategy": "sketch"}).stored()
+        >>> ViewOptions.from_stored({"strategy": "sketch"}).stored()
         {'strategy': 'sketch'}
         """
         return self.model_dump(mode="json", exclude_unset=True)
@@ -238,7 +361,7 @@ class ViewOptions(BaseModel):
     def policed(self, on_schema_change: str) -> ViewOptions:
         """These options with schema policy `on_schema_change` (the default is not stored).
 
-        >>> ViewOptions.model_validate({"strategy": "sketch"}).policed("evolve").stored()
+        >>> ViewOptions.from_stored({"strategy": "sketch"}).policed("evolve").stored()
         {'strategy': 'sketch'}
         """
         return self._with("on_schema_change", None if on_schema_change == DEFAULT_SCHEMA_POLICY else on_schema_change)
@@ -246,17 +369,123 @@ class ViewOptions(BaseModel):
     def published(self, destinations: list[DestinationSpec] | list[dict]) -> ViewOptions:
         """These options with `destinations` (stored also when empty: [] publishes nothing).
 
-        >>> ViewOptions.model_validate({"strategy": "sketch"}).published([{"kind": "delta"}]).stored()
+        >>> ViewOptions.from_stored({"strategy": "sketch"}).published([{"kind": "delta"}]).stored()
         {'strategy': 'sketch', 'destinations': [{'kind': 'delta'}]}
         """
         given = {k: v for k, v in self.stored().items() if k != "destinations"}
         specs = [DestinationSpec.model_validate(d) if isinstance(d, dict) else d for d in destinations]
         given["destinations"] = [d.model_dump(mode="json", exclude_none=True) for d in specs]
-        return ViewOptions.model_validate(given)
+        return ViewOptions.from_stored(given)
 
     def _with(self, name: str, value: Any) -> ViewOptions:
         """These options with option `name` set to `value`, or left out for None."""
         given = {k: v for k, v in self.stored().items() if k != name}
         if value is not None:
             given[name] = value
-        return ViewOptions.model_validate(given)
+        return ViewOptions.from_stored(given)
+
+
+# The families: each names its settings before ViewOptions, so that its stored keys start with the shared ones.
+
+
+class AutoOptions(TimestampSettings, RowVersionSettings, DumpSettings, ViewOptions):
+    """auto's options: every family's settings, for the candidates they make (strategies/auto.py)."""
+
+    strategy: Literal["auto"]
+
+
+class DifferencingOptions(ViewOptions):
+    """The options of the strategies that compare the whole site query: none of their own."""
+
+    strategy: Literal["sketch", "group_hash", "tuple_hash", "range_checksum", "full_ship"]
+
+
+class TimestampOptions(TimestampSettings, ViewOptions):
+    strategy: Literal["timestamp"]
+
+
+class RowVersionOptions(RowVersionSettings, ViewOptions):
+    strategy: Literal["row_version"]
+
+
+class SnapshotDiffOptions(DumpSettings, ViewOptions):
+    strategy: Literal["snapshot_diff"]
+
+
+#: The families, in the order of the strategies (warehouse/strategies/__init__.py STRATEGIES).
+FAMILIES: tuple[type[ViewOptions], ...] = (
+    AutoOptions,
+    DifferencingOptions,
+    TimestampOptions,
+    RowVersionOptions,
+    SnapshotDiffOptions,
+)
+#: Strategy name -> the model of its options.
+OPTIONS: dict[str, type[ViewOptions]] = {
+    name: family for family in FAMILIES for name in get_args(family.model_fields["strategy"].annotation)
+}
+
+
+class StoredOptions(
+    RootModel[
+        Annotated[
+            AutoOptions | DifferencingOptions | TimestampOptions | RowVersionOptions | SnapshotDiffOptions,
+            Field(discriminator="strategy"),
+        ]
+    ]
+):
+    """A view's options as stored, of the family its strategy names (ViewOptions.from_stored)."""
+
+
+#: The settings only some strategies read (auto reads them all).
+_EVERY_SETTING = frozenset(AutoOptions.model_fields) - frozenset(ViewOptions.model_fields)
+#: Every setting at its default.
+_DEFAULTS = AutoOptions(strategy="auto")
+
+
+def readers(setting: str) -> list[str]:
+    """The strategies that read `setting`, in the order of the strategies.
+
+    >>> readers("reconcile_every"), readers("delete_flags")[:2]
+    (['auto', 'timestamp', 'row_version'], ['auto', 'sketch'])
+    """
+    return [name for name, family in OPTIONS.items() if setting in family.model_fields]
+
+
+def unread_settings(strategy: str, given: Mapping[str, Any]) -> list[str]:
+    """The settings of `given` (named as stored) that `strategy` never reads and that have a
+    value other than their default.
+
+    >>> unread_settings("sketch", {"timestamps": {"a": "at"}, "timestamp_lag_s": 5, "delete_flags": {"a": "gone"}})
+    ['timestamps']
+    >>> unread_settings("row_version", {"reconcile_every": 2, "snapshot_diff": {"algorithm": "window"}})
+    []
+    """
+    family = OPTIONS[strategy].model_fields
+    return [k for k, v in given.items() if k not in family and k in _EVERY_SETTING and not _is_default(k, v)]
+
+
+def unread_detail(strategy: str, settings: list[str]) -> str:
+    """What a view is told of `settings` its strategy does not read.
+
+    >>> unread_detail("sketch", ["timestamps"])
+    'strategy sketch does not read timestamps (read by auto and timestamp): leave it out, or choose a strategy that reads it'
+    """
+    which = " or ".join(f"{s} (read by {_listed(readers(s))})" for s in settings)
+    them = "it" if len(settings) == 1 else "them"
+    return f"strategy {strategy} does not read {which}: leave {them} out, or choose a strategy that reads {them}"
+
+
+def _is_default(setting: str, value: Any) -> bool:
+    """Whether `value` of `setting` is its default (a model's by its fields: `{}` and the defaults given are alike)."""
+    given = AutoOptions.model_validate({"strategy": "auto", setting: value})
+    return given.model_dump(include={setting}) == _DEFAULTS.model_dump(include={setting})
+
+
+def _listed(names: list[str]) -> str:
+    """`names` as a sentence lists them.
+
+    >>> _listed(["a"]), _listed(["a", "b"]), _listed(["a", "b", "c"])
+    ('a', 'a and b', 'a, b and c')
+    """
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

@@ -47,7 +47,15 @@ from warehouse.reading.statistics import view_statistics
 from warehouse.sample import view_sample
 from warehouse.store.versions import Version, ViewStore
 from warehouse.strategies.stamps import StampSettings, apply_delete_flags, check_settings
-from warehouse.view_options import DEFAULT_SCHEMA_POLICY, MatchSettings, Schedule, SnapshotDiffSettings, ViewOptions
+from warehouse.view_options import (
+    DEFAULT_SCHEMA_POLICY,
+    MatchSettings,
+    Schedule,
+    SnapshotDiffSettings,
+    ViewOptions,
+    unread_detail,
+    unread_settings,
+)
 from warehouse.viewdef import (
     ViewDef,
     ViewDefinitionError,
@@ -75,6 +83,20 @@ def _diff(given: SnapshotDiffIn) -> SnapshotDiffSettings:
 def _match(given: MatchIn | None) -> MatchSettings | None:
     """The `match` a request gives, as the view's options hold it (checked against the view by check_match)."""
     return MatchSettings.model_validate(given.model_dump()) if given is not None else None
+
+
+def _read_by(strategy: str, body: ViewIn | ViewRedefine) -> None:
+    """422 for a setting of one family of strategies that the request gives a value of its own
+    (not its default) while the view's strategy never reads it."""
+    given = {
+        "timestamps": body.timestamps,
+        "timestamp_lag_s": body.timestamp_lag_s,
+        "reconcile_every": body.reconcile_every,
+        "snapshot_diff": body.snapshot_diff,
+    }
+    unread = unread_settings(strategy, {k: v for k, v in given.items() if v is not None})  # None: left out (PUT)
+    if unread:
+        raise Unprocessable(unread_detail(strategy, unread))
 
 
 def _unsized(options: ViewOptions) -> dict:
@@ -264,6 +286,7 @@ def create_view(
         pass
     else:
         raise Conflict(f"view {body.name!r} already exists (PUT /v1/views/{body.name} redefines it, DELETE removes it)")
+    _read_by(body.strategy, body)
     stamps = StampSettings(
         body.timestamps,
         body.delete_flags,
@@ -323,7 +346,8 @@ def redefine_view(
         )
     current_options = current.options
     strategy = body.strategy or current_options.strategy
-    kept = current_options.stamps
+    _read_by(strategy, body)
+    kept = current_options.stamps.read_by(strategy)  # another strategy's settings go with it
     stamps = StampSettings(
         body.timestamps if body.timestamps is not None else kept.timestamps,
         body.delete_flags if body.delete_flags is not None else kept.delete_flags,

@@ -33,7 +33,7 @@ UNNUMBERED = {
 def catalog_with(tmp_path, **definitions: dict) -> None:
     catalog = Catalog(tmp_path / "catalog.db")
     for name, definition in definitions.items():
-        catalog.add_view(name, definition["sql"], definition, ViewOptions(strategy="auto"))
+        catalog.add_view(name, definition["sql"], definition, ViewOptions.from_stored({"strategy": "auto"}))
     catalog.close()
 
 

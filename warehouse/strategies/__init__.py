@@ -32,8 +32,10 @@ __all__ = ["LOAD", "STRATEGIES", "FragmentBuild", "SiteContext", "SiteEstimate",
 
 def expected_bytes(estimate: SiteEstimate, ctx: SiteContext | None = None) -> dict[str, float | None]:
     """What each strategy expects a sync to cost, given the statistics; None for one that
-    cannot serve this sync, or (given the site's `ctx`) cannot run on the site at all
-    (row_version off PostgreSQL, snapshot_diff off dump files, timestamp without stamps).
+    cannot serve this sync, or (given the site's `ctx`) cannot run on the site as the view is
+    defined (row_version off PostgreSQL, snapshot_diff off dump files, timestamp without
+    stamps; each of them under a strategy other than itself and auto, whose options hold
+    none of its settings).
 
     >>> from warehouse.planning.cost_model import CostModel
     >>> costs = expected_bytes(SiteEstimate(10_000, 0.001, 0.0, CostModel(50, 4, 16), 128))

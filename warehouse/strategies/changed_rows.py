@@ -65,6 +65,7 @@ from warehouse.strategies.key_reconciliation import Beside, add_agent_time, chea
 from warehouse.strategies.sketch import keys as key_sketch
 from warehouse.strategies.sketch import tables as sketch_tables
 from warehouse.strategies.sketch.keys import source_of
+from warehouse.view_options import ReconcileSettings, ViewOptions
 
 #: Share of the rows a sync is expected to read, for the cost estimate: the changed rows
 #: plus those read again (within the lag, or written by transactions already seen).
@@ -134,6 +135,8 @@ class ChangedRows(Strategy):
     STATE: ClassVar[type[KeptState]]
     STATE_REQUEST: ClassVar[Asks]
     REPORT: ClassVar[str]
+    #: The view's settings of the strategy (`settings_of`), from `plan` on.
+    settings: ReconcileSettings
 
     @classmethod
     def create_load(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
@@ -154,9 +157,18 @@ class ChangedRows(Strategy):
         follows); None by default."""
         return None
 
+    @classmethod
+    def settings_of(cls, options: ViewOptions) -> ReconcileSettings | None:
+        """The strategy's settings in a view's options: its family's; None where the view's
+        strategy reads none (auto never chooses the strategy there: `applies`). snapshot_diff,
+        which never reconciles on a count of syncs, plans without them."""
+        raise NotImplementedError(f"strategy {cls.name} reads no settings of its own")
+
     def plan(self) -> None:
         ctx = self.ctx
-        self.settings = ctx.sync.options.view_options.stamps
+        settings = self.settings_of(ctx.sync.options.view_options)
+        assert settings is not None, f"strategy {self.name} runs only on a view whose options hold its settings"
+        self.settings = settings
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full: Strategy | None = None
         #: the table of the snapshot's keys, when a key sketch used one

@@ -105,7 +105,8 @@ class SnapshotDiff(ChangedRows):
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was a dump directory when the view was defined."""
-        return bool(ctx.site.key) and ctx.site.source in ctx.sync.options.view_options.stamps.dumped
+        settings = ctx.sync.options.view_options.dump_settings
+        return settings is not None and bool(ctx.site.key) and ctx.site.source in settings.dump_sources
 
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> DumpState:
@@ -113,7 +114,9 @@ class SnapshotDiff(ChangedRows):
 
     def plan(self) -> None:
         ctx = self.ctx
-        self.diff = ctx.sync.options.view_options.snapshot_diff
+        settings = ctx.sync.options.view_options.dump_settings
+        assert settings is not None, "strategy snapshot_diff runs only on a view whose options hold its settings"
+        self.diff = settings.snapshot_diff
         self.state = self.STATE.load(ctx.current, ctx.index)
         self.full = None
         self.key_table = None

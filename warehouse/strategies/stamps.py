@@ -19,7 +19,7 @@ from deltasieve_protocol import sitesql
 from deltasieve_protocol.column_types import text_bound
 from deltasieve_protocol.schema import SourceSchema
 from deltasieve_protocol.types import LogicalType
-from warehouse.view_options import StampSettings
+from warehouse.view_options import StampSettings, TimestampSettings
 from warehouse.viewdef import SiteQuery, ViewDef, ViewDefinitionError
 
 #: Logical types a timestamp column may have.
@@ -229,12 +229,14 @@ def apply_delete_flags(definition: ViewDef, settings: StampSettings, schemas: di
     return replace(definition, sites=sites)
 
 
-def not_null_aliases(site: SiteQuery, settings: StampSettings) -> frozenset:
+def not_null_aliases(site: SiteQuery, settings: TimestampSettings) -> frozenset:
     """The aliases of the site query's tables whose timestamp is declared NOT NULL."""
-    return frozenset(alias for name, alias in site_tables(site) if f"{site.source}.{name}" in settings.not_null)
+    return frozenset(
+        alias for name, alias in site_tables(site) if f"{site.source}.{name}" in settings.timestamps_not_null
+    )
 
 
-def site_stamps(site: SiteQuery, settings: StampSettings) -> dict[str, str]:
+def site_stamps(site: SiteQuery, settings: TimestampSettings) -> dict[str, str]:
     """Alias -> timestamp column of the site query's stamped tables."""
     return {
         alias: settings.timestamps[f"{site.source}.{name}"]
@@ -258,9 +260,9 @@ def since(watermark: str, lag_s: float) -> str:
     return bound[: len(bound) - 6 + digits] if digits else bound[:-7]
 
 
-def text_aliases(site: SiteQuery, settings: StampSettings) -> frozenset:
+def text_aliases(site: SiteQuery, settings: TimestampSettings) -> frozenset:
     """The aliases of the site query's tables whose timestamp is text read as a timestamp (column_types)."""
-    return frozenset(alias for name, alias in site_tables(site) if f"{site.source}.{name}" in settings.text_stamps)
+    return frozenset(alias for name, alias in site_tables(site) if f"{site.source}.{name}" in settings.timestamps_text)
 
 
 def text_bound_condition(col: exp.Column, bound: str) -> exp.Condition:

@@ -37,6 +37,7 @@ from warehouse.strategies.stamps import (
     site_tables,
     text_aliases,
 )
+from warehouse.view_options import TimestampSettings, ViewOptions
 
 __all__ = ["STATE_FILE", "Timestamp", "Watermark", "index_serves"]
 
@@ -91,12 +92,19 @@ class Timestamp(ChangedRows):
     STATE_REQUEST = Asks(source_clock=True)
     REPORT = "timestamp"
 
+    settings: TimestampSettings
+
+    @classmethod
+    def settings_of(cls, options: ViewOptions) -> TimestampSettings | None:
+        return options.timestamp_settings
+
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and has a timestamp for every table of the site query."""
-        if not ctx.site.key or ctx.site.grouped:
+        settings = cls.settings_of(ctx.sync.options.view_options)
+        if settings is None or not ctx.site.key or ctx.site.grouped:
             return False
-        stamps = site_stamps(ctx.site, ctx.sync.options.view_options.stamps)
+        stamps = site_stamps(ctx.site, settings)
         return all(alias in stamps for _, alias in site_tables(ctx.site))
 
     @classmethod
@@ -107,9 +115,9 @@ class Timestamp(ChangedRows):
         """The rows stamped since the watermark minus the lag (none without a watermark), and the clock."""
         ctx = self.ctx
         stamps = site_stamps(ctx.site, self.settings)
-        self.report["lag_s"] = self.settings.lag_s
+        self.report["lag_s"] = self.settings.timestamp_lag_s
         if self.state is not None:
-            bound = since(self.state.watermark, self.settings.lag_s)
+            bound = since(self.state.watermark, self.settings.timestamp_lag_s)
             not_null, text = not_null_aliases(ctx.site, self.settings), text_aliases(ctx.site, self.settings)
             sql = ranged_sql(ctx.site, stamps, bound, not_null, text)
         else:  # nothing to read from: just the clock

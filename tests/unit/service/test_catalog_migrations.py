@@ -1,14 +1,16 @@
 """A catalog file opens at its version: a new one is made from the baseline, one of the current
-version keeps its records, one of another version is refused by name."""
+version keeps its records, one of 0.1.0 is migrated, one of another version is refused by name."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
 
 from service.catalog import BASELINE, SCHEMA_VERSION, Catalog
 from warehouse.errors import FormatError
+from warehouse.strategies import STRATEGIES
 
 
 def stamped(path, version: int) -> None:
@@ -57,3 +59,57 @@ def test_a_catalog_of_another_version_is_refused_by_name(tmp_path, version):
     assert (info.value.found, info.value.expected, info.value.code) == (version, SCHEMA_VERSION, "stored_format")
     hint = "upgrade deltasieve" if version > SCHEMA_VERSION else "create it again"
     assert hint in info.value.message
+
+
+#: A view's options as deltasieve 0.1.0 stored them: every strategy's keys, whatever the view's
+#: strategy (the PostgreSQL sources found when it was defined, the snapshot_diff defaults given whole).
+OPTIONS_0_1_0 = {
+    "timestamps": {"s.a": "at"},
+    "delete_flags": {"s.a": "gone"},
+    "timestamp_lag_s": 1.0,
+    "reconcile_every": 3,
+    "timestamps_not_null": ["s.a"],
+    "row_version_sources": ["s"],
+    "snapshot_diff": {"algorithm": "window", "aging_rows": 100000, "block_rows": 1024},
+    "dump_sources": [],
+    "sample_size": 5,
+}
+#: What a view of each strategy keeps of them (besides its strategy).
+KEPT = {
+    "auto": set(OPTIONS_0_1_0),
+    "sketch": {"delete_flags", "sample_size"},
+    "timestamp": {
+        "timestamps",
+        "delete_flags",
+        "timestamp_lag_s",
+        "reconcile_every",
+        "timestamps_not_null",
+        "sample_size",
+    },
+    "row_version": {"delete_flags", "reconcile_every", "row_version_sources", "sample_size"},
+    "snapshot_diff": {"delete_flags", "snapshot_diff", "dump_sources", "sample_size"},
+}
+
+
+def test_a_catalog_of_0_1_0_keeps_with_each_view_the_settings_its_strategy_reads(tmp_path):
+    path = tmp_path / "catalog.db"
+    stamped(path, BASELINE)
+    conn = sqlite3.connect(path, isolation_level=None)
+    for strategy in STRATEGIES:
+        options = json.dumps({"strategy": strategy, **OPTIONS_0_1_0})
+        conn.execute(
+            "INSERT INTO views (name, sql, definition, options, created_at) VALUES (?, 'SELECT 1', '{}', ?, ?)",
+            (f"v_{strategy}", options, "2026-01-01T00:00:00.000+00:00"),
+        )
+    conn.close()
+    catalog = Catalog(path)
+    try:
+        assert catalog._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        for strategy in STRATEGIES:
+            options = catalog.view(f"v_{strategy}").options
+            kept = KEPT.get(strategy, KEPT["sketch"])
+            assert options.stored() == {"strategy": strategy, **{k: OPTIONS_0_1_0[k] for k in kept}}, strategy
+            assert options.stamps.delete_flags == {"s.a": "gone"} and options.sample_size == 5
+        assert catalog.view("v").options.stored() == {"strategy": "auto"}
+    finally:
+        catalog.close()

@@ -56,9 +56,9 @@ def test_the_password_is_never_shown_nor_named_in_the_catalog():
 
 
 def test_views_stored_before_keep_none_and_the_option_stores_round_trip():
-    old = ViewOptions.model_validate({"strategy": "sketch"})
+    old = ViewOptions.from_stored({"strategy": "sketch"})
     assert old.destinations == []
     given = old.published([{"kind": "delta", "uri": "/lake/v"}])
-    again = ViewOptions.model_validate(given.stored())
+    again = ViewOptions.from_stored(given.stored())
     assert again.destinations == [DestinationSpec(kind="delta", uri="/lake/v")]
     assert again.published([]).stored()["destinations"] == []

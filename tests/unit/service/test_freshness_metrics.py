@@ -16,16 +16,16 @@ def _lines(metrics: ServiceMetrics) -> set[str]:
 
 def test_a_view_that_never_succeeded_has_its_series_at_zero(tmp_path):
     catalog = Catalog(tmp_path / "catalog.db")
-    catalog.add_view("synced", "SELECT 1", {"sites": []}, ViewOptions(strategy="auto"))
+    catalog.add_view("synced", "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
     sync = catalog.queue_sync("synced")
     catalog.update_sync(
         sync.id, status="succeeded", started_at="2026-01-01T00:00:00+00:00", finished_at="2026-01-01T00:01:00+00:00"
     )
-    catalog.add_view("failing", "SELECT 1", {"sites": []}, ViewOptions(strategy="auto"))
+    catalog.add_view("failing", "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
     catalog.update_sync(catalog.queue_sync("failing").id, status="failed", finished_at=now())
     metrics = ServiceMetrics()
     metrics.seed(catalog)
-    catalog.add_view("later", "SELECT 1", {"sites": []}, ViewOptions(strategy="auto"))
+    catalog.add_view("later", "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
     metrics.catalogued(catalog.views())  # what a scrape does: views made since the start too
     lines = _lines(metrics)
     for view in ("failing", "later"):

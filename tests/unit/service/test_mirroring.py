@@ -91,7 +91,7 @@ def test_a_view_created_meanwhile(catalog, tmp_path):
         if written == "src.logs":
             sql_view = define_table_view("src.orders", SCHEMAS, catalog, settings, "auto", None, "evolve", [])[0]
             as_sql = {**sql_view.to_json(), "table": None}
-            catalog.add_view("src_logs", "SELECT ...", as_sql, ViewOptions.model_validate({"strategy": "auto"}))
+            catalog.add_view("src_logs", "SELECT ...", as_sql, ViewOptions.from_stored({"strategy": "auto"}))
 
     done = run(catalog, definer(catalog, tmp_path, other_request))
     assert [m.view for m in done.created] == ["src_order_lines"]

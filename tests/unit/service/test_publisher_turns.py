@@ -42,7 +42,7 @@ def watched(tmp_path, catalog: Catalog) -> CountingPublisher:
 
 
 def add_view(catalog: Catalog, name: str) -> None:
-    options = ViewOptions.model_validate({"strategy": "auto", "destinations": [{"kind": "delta"}]})
+    options = ViewOptions.from_stored({"strategy": "auto", "destinations": [{"kind": "delta"}]})
     catalog.add_view(name, "SELECT p.id FROM crm.people p", {}, options)
 
 

@@ -35,7 +35,7 @@ def _options(catalog: Catalog) -> ViewOptions:
 
 
 def _add(catalog: Catalog) -> None:
-    catalog.add_view("v", "SELECT old", OLD.to_json(), ViewOptions.model_validate({"strategy": "group_hash"}))
+    catalog.add_view("v", "SELECT old", OLD.to_json(), ViewOptions.from_stored({"strategy": "group_hash"}))
 
 
 def test_a_redefinition_waits_for_the_sync_that_applies_it(catalog):

@@ -42,7 +42,7 @@ def _synced(catalog: Catalog, store: ViewStore, statuses: str) -> list[str]:
 @pytest.fixture
 def setup(tmp_path):
     catalog = Catalog(tmp_path / "catalog.db")
-    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions(strategy="auto"))
+    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
     store = ViewStore(tmp_path, "v")
     yield catalog, store
     catalog.close()
@@ -116,7 +116,7 @@ def test_deleting_a_view_forgets_its_tombstones(setup):
     ids = _synced(catalog, store, "ss")
     catalog.bury_sync("v", ids[0])
     catalog.delete_view("v", store.drop)
-    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions(strategy="auto"))
+    catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
     with pytest.raises(NotFound):
         catalog.sync("v", ids[0])
 

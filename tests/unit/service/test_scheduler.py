@@ -34,7 +34,7 @@ def catalog(tmp_path):
 
 def add_view(catalog: Catalog, name: str, options: dict) -> None:
     catalog.add_view(
-        name, "SELECT p.id FROM crm.people p", {}, ViewOptions.model_validate({"strategy": "auto", **options})
+        name, "SELECT p.id FROM crm.people p", {}, ViewOptions.from_stored({"strategy": "auto", **options})
     )
 
 
@@ -101,7 +101,7 @@ def test_a_failed_sync_is_retried_a_period_later_not_at_once(catalog):
 
 def test_a_removed_schedule_queues_nothing_even_if_the_scheduler_looked_before(catalog):
     add_view(catalog, "v", {"schedule": {"every_s": 10}})
-    catalog.set_view_options("v", ViewOptions(strategy="auto"))
+    catalog.set_view_options("v", ViewOptions.from_stored({"strategy": "auto"}))
     with pytest.raises(Conflict, match="no schedule"):
         catalog.queue_sync("v", "schedule")
     assert catalog.queue_sync("v").trigger == "api"  # a manual sync needs none

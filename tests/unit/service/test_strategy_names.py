@@ -48,7 +48,7 @@ def test_a_sync_takes_every_sync_setting_the_service_has():
         agent_retry_backoff_s=1.5,
         sketch_seed_rotation=5,
     )
-    view = ViewOptions(strategy="sketch")
+    view = ViewOptions.from_stored({"strategy": "sketch"})
     options = settings.sync_options(view, verify=True)
     shared = [f.name for f in dataclasses.fields(SyncOptions) if f.name in ServiceSettings.model_fields]
     assert len(shared) == 10

@@ -1,4 +1,5 @@
-"""A new view's strategy: auto unless the request names one; a stored view keeps its own.
+"""A new view's strategy: auto unless the request names one; a stored view keeps its own; a setting
+only other strategies read is refused, and a view keeps the settings of its strategy only.
 
 Through the service's API (no agent, no Spark: the source's schema is stubbed).
 """
@@ -81,3 +82,68 @@ def test_a_redefinition_keeps_the_strategy_unless_it_names_another(client):
     r = client.put("/v1/views/v", json={"sql": SQL, "strategy": "sketch"})
     assert r.status_code == 200, r.text
     assert _strategy(client, "v") == "sketch"
+
+
+STAMPED = {"timestamps": {"people": "updated_at"}}
+
+
+@pytest.mark.parametrize(
+    "strategy, given, named",
+    [
+        ("sketch", STAMPED, "timestamps (read by auto and timestamp)"),
+        ("full_ship", {"timestamp_lag_s": 1}, "timestamp_lag_s (read by auto and timestamp)"),
+        ("group_hash", {"reconcile_every": 2}, "reconcile_every (read by auto, timestamp and row_version)"),
+        (
+            "row_version",
+            {"snapshot_diff": {"algorithm": "sort_merge"}},
+            "snapshot_diff (read by auto and snapshot_diff)",
+        ),
+        ("snapshot_diff", STAMPED, "timestamps (read by auto and timestamp)"),
+    ],
+)
+def test_a_setting_the_strategy_never_reads_is_refused_naming_those_that_read_it(client, strategy, given, named):
+    r = client.post("/v1/views", json={"name": "v", "sql": SQL, "strategy": strategy, **given})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith(f"strategy {strategy} does not read {named}"), r.text
+    assert client.get("/v1/views/v").status_code == 404
+
+
+def test_settings_at_their_defaults_are_taken_by_any_strategy_and_not_stored(client):
+    defaults = {"timestamps": {}, "timestamp_lag_s": 5, "reconcile_every": 24, "snapshot_diff": {"algorithm": "window"}}
+    r = client.post("/v1/views", json={"name": "v", "sql": SQL, "strategy": "sketch", **defaults})
+    assert r.status_code == 201, r.text
+    view = r.json()  # the answer keeps its fields: the defaults
+    assert (view["timestamps"], view["timestamp_lag_s"], view["reconcile_every"], view["snapshot_diff"]) == (
+        {},
+        5.0,
+        24,
+        {},
+    )
+    stored = client.app.state.catalog.view("v").options.stored()
+    assert stored == {"strategy": "sketch", "delete_flags": {}, "destinations": [{"kind": "delta"}]}
+
+
+@pytest.mark.parametrize("client", ["row_version"], indirect=True)  # sources on PostgreSQL
+def test_a_redefinition_to_another_strategy_keeps_only_the_settings_it_reads(client):
+    r = client.post(
+        "/v1/views",
+        json={"name": "v", "sql": SQL, "strategy": "timestamp", "timestamp_lag_s": 2, "reconcile_every": 3, **STAMPED},
+    )
+    assert r.status_code == 201, r.text
+    r = client.put("/v1/views/v", json={"sql": SQL, "strategy": "auto"})  # auto reads them all
+    assert r.status_code == 200, r.text
+    assert (r.json()["timestamps"], r.json()["timestamp_lag_s"]) == ({"crm.people": "updated_at"}, 2.0)
+    r = client.put("/v1/views/v", json={"sql": SQL, "strategy": "row_version"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["timestamps"], r.json()["reconcile_every"]) == ({}, 3)
+    r = client.put("/v1/views/v", json={"sql": SQL, **STAMPED})  # the view's strategy is row_version now
+    assert r.status_code == 422 and "strategy row_version does not read timestamps" in r.json()["detail"], r.text
+    r = client.put("/v1/views/v", json={"sql": SQL, "strategy": "timestamp"})  # its timestamps went with auto
+    assert r.status_code == 422 and "timestamp column for every table" in r.json()["detail"], r.text
+    r = client.put("/v1/views/v", json={"sql": SQL, "strategy": "timestamp", **STAMPED})
+    assert r.status_code == 200, r.text
+    assert (r.json()["timestamps"], r.json()["timestamp_lag_s"], r.json()["reconcile_every"]) == (
+        {"crm.people": "updated_at"},
+        5.0,
+        3,
+    )

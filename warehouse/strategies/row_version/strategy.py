@@ -29,6 +29,7 @@ from warehouse.strategies.base import Answer, Asks, SiteContext, extract_exchang
 from warehouse.strategies.changed_rows import ChangedRows, KeptState
 from warehouse.strategies.row_version.xid_snapshots import Snapshot, fallback_reason
 from warehouse.strategies.stamps import ranged_sql
+from warehouse.view_options import RowVersionSettings, ViewOptions
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "row_version.json"
@@ -70,10 +71,19 @@ class RowVersion(ChangedRows):
     REPORT = "row_version"
 
     @classmethod
+    def settings_of(cls, options: ViewOptions) -> RowVersionSettings | None:
+        return options.row_version_settings
+
+    @classmethod
     def applies(cls, ctx: SiteContext) -> bool:
         """Whether the view is keyed and the site's source was on PostgreSQL when the view was defined."""
-        stamps = ctx.sync.options.view_options.stamps
-        return bool(ctx.site.key) and not ctx.site.grouped and ctx.site.source in stamps.versioned
+        settings = cls.settings_of(ctx.sync.options.view_options)
+        return (
+            settings is not None
+            and bool(ctx.site.key)
+            and not ctx.site.grouped
+            and ctx.site.source in settings.row_version_sources
+        )
 
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> SnapshotState:

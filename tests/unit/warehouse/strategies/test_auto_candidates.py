@@ -18,7 +18,7 @@ from warehouse.strategies.changed_rows import StateLoad
 from warehouse.strategies.row_version.strategy import RowVersion
 from warehouse.strategies.sync_context import SyncContext
 from warehouse.strategies.timestamp import Timestamp
-from warehouse.view_options import ViewOptions
+from warehouse.view_options import AutoOptions
 from warehouse.viewdef import SiteQuery
 
 JOIN = 'SELECT "l"."id" AS "id", "o"."n" AS "n" FROM "lines" AS "l" JOIN "orders" AS "o" ON "o"."id" = "l"."oid"'
@@ -31,7 +31,7 @@ STORED = Snapshot(cost=QUIET.cost, estimate=QUIET)
 
 def context(timestamps: dict, key: list[str] | None = None, versioned: tuple = ()) -> SiteContext:
     site = SiteQuery("s", JOIN, [], ["id"] if key is None else key)
-    view_options = ViewOptions(strategy="auto", timestamps=timestamps, row_version_sources=list(versioned))
+    view_options = AutoOptions(strategy="auto", timestamps=timestamps, row_version_sources=list(versioned))
     options = SyncOptions(strategy="auto", view_options=view_options)
     sync = SyncContext(spark=None, store=None, view_name="v", sync_id="s", endpoints={}, options=options, seed=1)
     return SiteContext(

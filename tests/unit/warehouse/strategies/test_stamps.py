@@ -16,6 +16,7 @@ from warehouse.strategies.stamps import (
     site_stamps,
     text_aliases,
 )
+from warehouse.view_options import TimestampSettings, ViewOptions
 from warehouse.viewdef import ViewDefinitionError, analyze_view
 from warehouse.viewdef.column_types import asked_schemas, resolve, with_read_from
 
@@ -34,6 +35,13 @@ SCHEMAS = {
     )
 }
 JOIN = "SELECT a.id, a.x, b.id AS b_id FROM s.a a JOIN s.b b ON b.a_id = a.id WHERE a.x <> 'z'"
+
+
+def timestamp(settings: StampSettings) -> TimestampSettings:
+    """The settings strategy timestamp reads, as the view's options hold them."""
+    read = ViewOptions.of("timestamp", settings).timestamp_settings
+    assert read is not None
+    return read
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +80,7 @@ def test_delete_flags_filter_the_site_query(definition):
 def test_ranged_and_key_reads_of_a_join(definition):
     settings = check_settings(StampSettings({"a": "at", "b": "at"}), definition, SCHEMAS, "timestamp")
     site = definition.sites[0]
-    stamps = site_stamps(site, settings)
+    stamps = site_stamps(site, timestamp(settings))
     assert stamps == {"a": "at", "b": "at"}
     ranged = ranged_sql(site, stamps, "2026-11-25 00:00:00.000000")
     assert '"a"."x" <> \'z\' AND (' in ranged and ranged.count(">= '2026-11-25 00:00:00.000000'") == 2, ranged
@@ -101,12 +109,10 @@ def test_a_not_null_timestamp_is_read_without_an_is_null_term(definition):
         )
     }
     settings = check_settings(StampSettings({"a": "at", "b": "at"}), definition, strict, "timestamp")
-    assert (
-        settings.not_null == ("s.a",)
-        and StampSettings.from_options({"strategy": "timestamp", **settings.to_options()}) == settings
-    )
-    site = definition.sites[0]
-    ranged = ranged_sql(site, site_stamps(site, settings), "2026-11-25 00:00:00", not_null_aliases(site, settings))
+    stored = ViewOptions.of("timestamp", settings).stored()
+    assert settings.not_null == ("s.a",) and StampSettings.from_options(stored) == settings
+    site, read = definition.sites[0], timestamp(settings)
+    ranged = ranged_sql(site, site_stamps(site, read), "2026-11-25 00:00:00", not_null_aliases(site, read))
     assert '"a"."at" IS NULL' not in ranged and '"b"."at" IS NULL' in ranged, ranged
 
 
@@ -135,9 +141,9 @@ def test_a_text_timestamp_read_as_one_serves_on_sqlite_only(dialect):
         return
     checked = check_settings(settings, view, read, "timestamp")
     assert checked.text_stamps == ("s.a",)
-    assert StampSettings.from_options({"strategy": "timestamp", **checked.to_options()}) == checked
-    (site,) = view.sites
-    sql = ranged_sql(site, site_stamps(site, checked), "2026-11-27 03:40:05.500", text=text_aliases(site, checked))
+    assert StampSettings.from_options(ViewOptions.of("timestamp", checked).stored()) == checked
+    (site,), read = view.sites, timestamp(checked)
+    sql = ranged_sql(site, site_stamps(site, read), "2026-11-27 03:40:05.500", text=text_aliases(site, read))
     assert sql.endswith(
         """WHERE (("a"."at" >= '2026-11-27 03:40:05.5' AND ("a"."at" < '2026-11-27T' OR "a"."at" >= """
         """'2026-11-27T03:40:05.5') AND NOT "a"."at" IN ('2026-11-27 03:40:05Z', '2026-11-27T03:40:05Z')) """
