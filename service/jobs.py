@@ -168,8 +168,7 @@ class SyncRunner:
 
     def _enqueue(self, record: SyncRecord, due: str) -> None:
         """Put a sync the catalog holds as queued into the queue (call with the lock held)."""
-        definition = self.catalog.view(record.view)
-        sources = _sources(definition.definition) | _sources(definition.applied)
+        sources = _sources(self.catalog.view(record.view).definition)
         self.futures[record.id] = Future()
         waiting = Waiting(record.id, sources, due, next(self._arrivals))
         self.queue[record.id] = _Queued(waiting, record.view, record.verify, record.trigger)
@@ -418,15 +417,14 @@ class _Progress:
                 self._timer = None
 
 
-def _sources(definition: dict | None) -> frozenset[str]:
-    """The sources a view definition (ViewDef's JSON) reads.
+def _sources(definition: dict) -> frozenset[str]:
+    """The sources a view definition (ViewDef's JSON) reads: those a sync of it contacts (a
+    redefinition's old rows are read from the store, never from the sources they came from).
 
     >>> sorted(_sources({"sites": [{"source": "crm"}, {"source": "erp"}, {"source": "crm"}]}))
     ['crm', 'erp']
-    >>> _sources(None)
-    frozenset()
     """
-    return frozenset(site["source"] for site in (definition or {}).get("sites", []))
+    return frozenset(site["source"] for site in definition.get("sites", []))
 
 
 def _seconds_between(earlier: str, later: str) -> float:
