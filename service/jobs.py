@@ -26,13 +26,13 @@ from service.engine import ENGINE_LOST, SparkEngine
 from service.errors import Conflict
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
-from service.redefinitions import redefine_within
+from service.redefinitions import pending_redefinition, redefine_within
 from service.secrets import source_token
 from service.settings import ServiceSettings
 from service.slots import Waiting, startable
 from service.source_health import SourceHealth, failed_agent
 from warehouse.cancellation import Cancellation
-from warehouse.errors import WarehouseError
+from warehouse.errors import StorageError, WarehouseError
 from warehouse.options import SyncOptions
 from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
 from warehouse.pipeline.sync import Endpoint, SyncContext, SyncRun
@@ -129,7 +129,6 @@ class SyncRunner:
                     metrics=current.meta().get("metrics", {}),
                     progress=None,
                 )
-                self.catalog.redefinition_applied(sync.view, current.meta()["definition"])  # its rows follow it
             else:
                 self.catalog.update_sync(
                     sync.id,
@@ -160,11 +159,19 @@ class SyncRunner:
         `due`: when a scheduled sync became due (its place in the queue); else it queues as of now.
         """
         with self._lock:  # queued in the catalog and here at once: a cancel finds it in one or the other
-            record = self.catalog.queue_sync(view, trigger, verify)
+            record = self.catalog.queue_sync(view, trigger, verify, self._redefines)
             at = due.isoformat(timespec="milliseconds") if due is not None else record.created_at
             self._enqueue(record, min(at, record.created_at))
             self._dispatch()
         return record
+
+    def _redefines(self, view: ViewRecord) -> bool:
+        """Whether a sync of `view` applies a redefinition (its trigger is "redefine"). A store it
+        cannot read says no: the sync fails on it at its start, with its code."""
+        try:
+            return pending_redefinition(self.catalog, self.store(view.name), view) is not None
+        except StorageError:
+            return False
 
     def _enqueue(self, record: SyncRecord, due: str) -> None:
         """Put a sync the catalog holds as queued into the queue (call with the lock held)."""
@@ -296,7 +303,7 @@ class SyncRunner:
             options = view.options
 
             def follow(sql: str, definition: ViewDef) -> None:  # a table view takes its table's columns
-                redefine_within(self.catalog, store, view_name, sync_id, sql, definition)
+                redefine_within(self.catalog, view_name, sync_id, sql, definition)
 
             run = PolicedSync(
                 sync, view.sql, options.on_schema_change, options.stamps, options.strategy, options.column_types, follow
@@ -314,8 +321,6 @@ class SyncRunner:
             self._failed(view_name, sync_id, error, run, t0, code)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
-            applied = run.last_run.view.to_json() if run is not None else view.definition
-            self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
             for source in sources:
                 self.health.report(source, None)  # every agent of the view answered
@@ -353,7 +358,9 @@ class SyncRunner:
 
     def _adopt(self, view: str, current: Version | None) -> None:
         """Store the definition the view's current version was committed with, when the sync
-        that committed it took a widening (pipeline/schema_policy.py)."""
+        that committed it took a widening (pipeline/schema_policy.py). Called before that sync
+        is recorded as finished: until then, service/redefinitions.py pending_redefinition
+        knows the version for no redefinition."""
         stored = self.catalog.view(view).definition
         definition = adopted_definition(current, stored)
         if definition is not None and self.catalog.adopt_definition(view, stored, definition):
