@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from service.audit import AuditTable
-from service.catalog_migrations import BASELINE, MIGRATIONS, SCHEMA_VERSION
+from service.catalog_migrations import BASELINE, MIGRATIONS, SCHEMA_VERSION, SQLITE_NEEDED
 from service.errors import Conflict, Gone, NotFound
 from service.keys import KeyTable
 from service.records import SourceRecord, SyncRecord, ViewRecord
@@ -42,7 +42,7 @@ class Catalog:
         self._lock = threading.RLock()
         try:
             self._migrate()
-        except FormatError:
+        except Exception:  # refused: the file stays as it was, and closed
             self._conn.close()
             raise
         self.keys = KeyTable(self._conn, self._lock)
@@ -50,7 +50,8 @@ class Catalog:
 
     def _migrate(self) -> None:
         """Bring the file to SCHEMA_VERSION: a new one from BASELINE; refused (FormatError) if
-        of a version before BASELINE (catalog_migrations.py) or after SCHEMA_VERSION."""
+        of a version before BASELINE (catalog_migrations.py) or after SCHEMA_VERSION, and
+        (RuntimeError) if it needs migrating and Python's SQLite is older than SQLITE_NEEDED."""
         with self._lock:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version != 0 and not BASELINE <= version <= SCHEMA_VERSION:
@@ -66,6 +67,12 @@ class Catalog:
                     f"the catalog {self.path} is of version {version}, and this deltasieve reads {reads}: {hint}",
                     version,
                     SCHEMA_VERSION,
+                )
+            if version < SCHEMA_VERSION and sqlite3.sqlite_version_info < SQLITE_NEEDED:
+                needed = ".".join(map(str, SQLITE_NEEDED))
+                raise RuntimeError(
+                    f"the catalog {self.path} needs SQLite {needed} or newer to be brought to version {SCHEMA_VERSION}, "
+                    f"and this Python links SQLite {sqlite3.sqlite_version}: run deltasieve on a Python that links a newer one"
                 )
             for target in range(max(version + 1, BASELINE), SCHEMA_VERSION + 1):
                 self._conn.execute("BEGIN")
