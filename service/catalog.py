@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from service.audit import AuditTable
-from service.catalog_migrations import BASELINE, MIGRATIONS, SCHEMA_VERSION
+from service.catalog_migrations import BASELINE, MIGRATIONS, SCHEMA_VERSION, SQLITE_NEEDED
 from service.errors import Conflict, Gone, NotFound
 from service.keys import KeyTable
 from service.records import SourceRecord, SyncRecord, ViewRecord
@@ -42,7 +42,7 @@ class Catalog:
         self._lock = threading.RLock()
         try:
             self._migrate()
-        except FormatError:
+        except Exception:  # refused: the file stays as it was, and closed
             self._conn.close()
             raise
         self.keys = KeyTable(self._conn, self._lock)
@@ -50,7 +50,8 @@ class Catalog:
 
     def _migrate(self) -> None:
         """Bring the file to SCHEMA_VERSION: a new one from BASELINE; refused (FormatError) if
-        of a version before BASELINE (catalog_migrations.py) or after SCHEMA_VERSION."""
+        of a version before BASELINE (catalog_migrations.py) or after SCHEMA_VERSION, and
+        (RuntimeError) if it needs migrating and Python's SQLite is older than SQLITE_NEEDED."""
         with self._lock:
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             if version != 0 and not BASELINE <= version <= SCHEMA_VERSION:
@@ -66,6 +67,12 @@ class Catalog:
                     f"the catalog {self.path} is of version {version}, and this deltasieve reads {reads}: {hint}",
                     version,
                     SCHEMA_VERSION,
+                )
+            if version < SCHEMA_VERSION and sqlite3.sqlite_version_info < SQLITE_NEEDED:
+                needed = ".".join(map(str, SQLITE_NEEDED))
+                raise RuntimeError(
+                    f"the catalog {self.path} needs SQLite {needed} or newer to be brought to version {SCHEMA_VERSION}, "
+                    f"and this Python links SQLite {sqlite3.sqlite_version}: run deltasieve on a Python that links a newer one"
                 )
             for target in range(max(version + 1, BASELINE), SCHEMA_VERSION + 1):
                 self._conn.execute("BEGIN")
@@ -196,46 +203,30 @@ class Catalog:
                 self._conn.execute("DELETE FROM syncs WHERE view = ?", (name,))
                 self._conn.execute("DELETE FROM removed_syncs WHERE view = ?", (name,))
                 self._conn.execute(
-                    "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ?, applied = NULL WHERE name = ?",
+                    "UPDATE views SET sql = ?, definition = ?, options = ?, created_at = ? WHERE name = ?",
                     (sql, json.dumps(definition), json.dumps(options.stored()), now(), name),
                 )
             drop_data()
         return self.view(name)
 
     def redefine_view(
-        self,
-        name: str,
-        sql: str,
-        definition: dict,
-        options: ViewOptions,
-        follows: dict | None,
-        by_sync: str | None = None,
+        self, name: str, sql: str, definition: dict, options: ViewOptions, by_sync: str | None = None
     ) -> ViewRecord:
-        """Store a view's new definition, its history kept; `follows` is the definition its
-        stored rows follow (None: it has none), which its next sync turns into the new one.
+        """Store a view's new definition, its history kept: its stored rows follow the one their
+        version records until the view's next sync applies the new one (service/redefinitions.py).
         Refused (Conflict) while a sync of the view is queued or running, unless it is
         `by_sync`, the sync that will apply it (a table view following its table)."""
         with self._lock:
-            current = self.view(name)
+            self.view(name)
             busy = self.busy_sync(name)
             if busy is None or busy.id != by_sync:
                 self._refuse_if_busy(name, "redefined")
-            applied = current.applied if current.applied is not None else follows
-            if applied == definition:  # back to what the rows follow: nothing left to apply
-                applied = None
             with self._transaction():
                 self._conn.execute(
-                    "UPDATE views SET sql = ?, definition = ?, options = ?, applied = ? WHERE name = ?",
-                    (sql, json.dumps(definition), json.dumps(options.stored()), _dumped(applied), name),
+                    "UPDATE views SET sql = ?, definition = ?, options = ? WHERE name = ?",
+                    (sql, json.dumps(definition), json.dumps(options.stored()), name),
                 )
         return self.view(name)
-
-    def redefinition_applied(self, name: str, definition: dict) -> None:
-        """Say that the view's stored rows follow `definition` (a sync applied it); a newer
-        redefinition stored meanwhile stays pending."""
-        with self._lock:
-            if self.view(name).definition == definition:
-                self._conn.execute("UPDATE views SET applied = NULL WHERE name = ?", (name,))
 
     def set_view_options(self, name: str, options: ViewOptions) -> ViewRecord:
         """Change options of a view that leave its rows as they are (its sample's size, its schedule);
@@ -285,18 +276,29 @@ class Catalog:
             )
 
     # -- syncs -------------------------------------------------------------------------
-    def queue_sync(self, view: str, trigger: str = "api", verify: bool = False) -> SyncRecord:
+    def queue_sync(
+        self,
+        view: str,
+        trigger: str = "api",
+        verify: bool = False,
+        redefines: Callable[[ViewRecord], bool] | None = None,
+    ) -> SyncRecord:
         """Record a queued sync, or raise Conflict if the view already has one under way (or, for
-        trigger "schedule", if its schedule was removed since the scheduler looked)."""
+        trigger "schedule", if its schedule was removed since the scheduler looked).
+
+        `redefines`: whether a sync of the view (its record) applies a redefinition
+        (service/redefinitions.py pending_redefinition); its trigger is "redefine" then, whatever
+        starts it. Asked under the lock, so that no PUT comes in between.
+        """
         with self._lock:
             record = self.view(view)
             if trigger == "schedule" and record.options.schedule is None:
                 raise Conflict(f"view {view!r} has no schedule")
-            if record.applied is not None:  # whatever starts it, this sync applies a redefinition
-                trigger = "redefine"
             busy = self.busy_sync(view)
             if busy is not None:
                 raise Conflict(f"view {view!r} already has sync {busy.id} {busy.status}; wait for it to finish")
+            if redefines is not None and redefines(record):
+                trigger = "redefine"
             sync_id = uuid.uuid4().hex
             self._conn.execute(
                 "INSERT INTO syncs (id, view, status, created_at, trigger, verify) VALUES (?, ?, 'queued', ?, ?, ?)",
@@ -481,10 +483,6 @@ def _statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]
 
 
-def _dumped(data: dict | None) -> str | None:
-    return json.dumps(data) if data is not None else None
-
-
 def _view(row: sqlite3.Row) -> ViewRecord:
     return ViewRecord(
         name=row["name"],
@@ -492,7 +490,6 @@ def _view(row: sqlite3.Row) -> ViewRecord:
         definition=json.loads(row["definition"]),
         options=ViewOptions.from_stored(row["options"]),
         created_at=row["created_at"],
-        applied=json.loads(row["applied"]) if row["applied"] else None,
     )
 
 

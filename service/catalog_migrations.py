@@ -12,7 +12,9 @@ from __future__ import annotations
 #: The catalog version of deltasieve 0.1.0: its tables, made by MIGRATIONS[BASELINE].
 BASELINE = 10
 #: Bump with a migration in MIGRATIONS when the catalog's tables, or what they hold, change.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
+#: The oldest SQLite that runs every migration: ALTER TABLE ... DROP COLUMN (12) came with 3.35.
+SQLITE_NEEDED = (3, 35, 0)
 
 MIGRATIONS: dict[int, str] = {
     BASELINE: """
@@ -23,7 +25,8 @@ MIGRATIONS: dict[int, str] = {
         created_at TEXT NOT NULL
     );
     -- applied: a redefinition stored and not yet applied: the definition the stored rows
-    -- still follow (NULL: they follow `definition`). The view's next sync applies it
+    -- still follow (NULL: they follow `definition`). The view's next sync applies it.
+    -- Dropped by 11: the view's current version records what its rows follow
     CREATE TABLE views (
         name TEXT PRIMARY KEY,
         sql TEXT NOT NULL,
@@ -115,5 +118,10 @@ MIGRATIONS: dict[int, str] = {
         '$.timestamps', '$.timestamp_lag_s', '$.timestamps_not_null', '$.timestamps_text', '$.reconcile_every',
         '$.row_version_sources')
     WHERE json_extract(options, '$.strategy') = 'snapshot_diff'
+    """,
+    # What a view's rows follow is its current version's to say (meta.json "definition"), the
+    # catalog keeps what the view asks for: a redefinition pending at the upgrade stays pending
+    12: """
+    ALTER TABLE views DROP COLUMN applied;
     """,
 }

@@ -26,13 +26,13 @@ from service.engine import ENGINE_LOST, SparkEngine
 from service.errors import Conflict
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
-from service.redefinitions import redefine_within
+from service.redefinitions import pending_redefinition, redefine_within
 from service.secrets import source_token
 from service.settings import ServiceSettings
 from service.slots import Waiting, startable
 from service.source_health import SourceHealth, failed_agent
 from warehouse.cancellation import Cancellation
-from warehouse.errors import WarehouseError
+from warehouse.errors import StorageError, WarehouseError
 from warehouse.options import SyncOptions
 from warehouse.pipeline.schema_policy import PolicedSync, adopted_definition
 from warehouse.pipeline.sync import SyncRun
@@ -130,7 +130,6 @@ class SyncRunner:
                     metrics=current.meta().get("metrics", {}),
                     progress=None,
                 )
-                self.catalog.redefinition_applied(sync.view, current.meta()["definition"])  # its rows follow it
             else:
                 self.catalog.update_sync(
                     sync.id,
@@ -161,16 +160,23 @@ class SyncRunner:
         `due`: when a scheduled sync became due (its place in the queue); else it queues as of now.
         """
         with self._lock:  # queued in the catalog and here at once: a cancel finds it in one or the other
-            record = self.catalog.queue_sync(view, trigger, verify)
+            record = self.catalog.queue_sync(view, trigger, verify, self._redefines)
             at = due.isoformat(timespec="milliseconds") if due is not None else record.created_at
             self._enqueue(record, min(at, record.created_at))
             self._dispatch()
         return record
 
+    def _redefines(self, view: ViewRecord) -> bool:
+        """Whether a sync of `view` applies a redefinition (its trigger is "redefine"). A store it
+        cannot read says no: the sync fails on it at its start, with its code."""
+        try:
+            return pending_redefinition(self.catalog, self.store(view.name), view) is not None
+        except StorageError:
+            return False
+
     def _enqueue(self, record: SyncRecord, due: str) -> None:
         """Put a sync the catalog holds as queued into the queue (call with the lock held)."""
-        definition = self.catalog.view(record.view)
-        sources = _sources(definition.definition) | _sources(definition.applied)
+        sources = _sources(self.catalog.view(record.view).definition)
         self.futures[record.id] = Future()
         waiting = Waiting(record.id, sources, due, next(self._arrivals))
         self.queue[record.id] = _Queued(waiting, record.view, record.verify, record.trigger)
@@ -298,7 +304,7 @@ class SyncRunner:
             options = view.options
 
             def follow(sql: str, definition: ViewDef) -> None:  # a table view takes its table's columns
-                redefine_within(self.catalog, store, view_name, sync_id, sql, definition)
+                redefine_within(self.catalog, view_name, sync_id, sql, definition)
 
             run = PolicedSync(
                 sync, view.sql, options.on_schema_change, options.stamps, options.strategy, options.column_types, follow
@@ -316,8 +322,6 @@ class SyncRunner:
             self._failed(view_name, sync_id, error, run, t0, code)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
-            applied = run.last_run.view.to_json() if run is not None else view.definition
-            self.catalog.redefinition_applied(view_name, applied)  # its rows follow it now
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
             for source in sources:
                 self.health.report(source, None)  # every agent of the view answered
@@ -355,7 +359,9 @@ class SyncRunner:
 
     def _adopt(self, view: str, current: Version | None) -> None:
         """Store the definition the view's current version was committed with, when the sync
-        that committed it took a widening (pipeline/schema_policy.py)."""
+        that committed it took a widening (pipeline/schema_policy.py). Called before that sync
+        is recorded as finished: until then, service/redefinitions.py pending_redefinition
+        knows the version for no redefinition."""
         stored = self.catalog.view(view).definition
         definition = adopted_definition(current, stored)
         if definition is not None and self.catalog.adopt_definition(view, stored, definition):
@@ -419,15 +425,14 @@ class _Progress:
                 self._timer = None
 
 
-def _sources(definition: dict | None) -> frozenset[str]:
-    """The sources a view definition (ViewDef's JSON) reads.
+def _sources(definition: dict) -> frozenset[str]:
+    """The sources a view definition (ViewDef's JSON) reads: those a sync of it contacts (a
+    redefinition's old rows are read from the store, never from the sources they came from).
 
     >>> sorted(_sources({"sites": [{"source": "crm"}, {"source": "erp"}, {"source": "crm"}]}))
     ['crm', 'erp']
-    >>> _sources(None)
-    frozenset()
     """
-    return frozenset(site["source"] for site in (definition or {}).get("sites", []))
+    return frozenset(site["source"] for site in definition.get("sites", []))
 
 
 def _seconds_between(earlier: str, later: str) -> float:

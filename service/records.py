@@ -21,16 +21,15 @@ class SourceRecord:
 
 @dataclass(frozen=True)
 class ViewRecord:
-    """A view: its SQL, its checked definition (ViewDef's JSON) and its options."""
+    """A view: its SQL, the checked definition it asks for (ViewDef's JSON) and its options.
+
+    What its stored rows follow is their version's to say (service/redefinitions.py)."""
 
     name: str
     sql: str
     definition: dict[str, Any]
     options: ViewOptions
     created_at: str
-    #: While a redefinition waits for the sync that applies it: the definition the stored
-    #: rows still follow (None: they follow `definition`).
-    applied: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Which definition a view's stored rows and deltas follow, across its redefinitions.
 
-A PUT stores a view's new definition at once; its rows follow the old one until a sync
-applies it (warehouse/pipeline/redefine.py). A version records the definition its rows
-follow. A delta follows the definition of the
-version its sync committed: walking the view's succeeded syncs from the newest back, each
-sync that redefined the view (its delta says so) hands on the definition it came from.
+The catalog holds the definition a view asks for, the view's versions the one their rows
+follow (meta.json "definition"): a PUT stores a view's new definition at once, and its rows
+follow the old one until a sync applies it (warehouse/pipeline/redefine.py). While the two
+differ, a redefinition is pending (`pending_redefinition`). A delta follows the definition
+of the version its sync committed: walking the view's succeeded syncs from the newest back,
+each sync that redefined the view (its delta says so) hands on the definition it came from.
 
 A Parquet file has one schema, so a Parquet answer cannot span a redefinition:
 `parquet_refused` says which requests give the same deltas in parts.
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from service.catalog import Catalog
 from service.errors import Conflict
 from service.records import SyncRecord, ViewRecord
-from warehouse.pipeline.redefine import redefined
+from warehouse.pipeline.redefine import pending, redefined
+from warehouse.pipeline.schema_policy import adopted_definition
 from warehouse.store.versions import Version, ViewStore
 from warehouse.viewdef import ViewDef
 
@@ -41,14 +43,30 @@ def follows_of(version: Version | None) -> dict | None:
     return version.meta()["definition"] if version is not None else None
 
 
+def pending_redefinition(catalog: Catalog, store: ViewStore, view: ViewRecord) -> ViewDef | None:
+    """The definition the view's stored rows follow, when it is not the one the catalog holds
+    (`view`): a redefinition waits for the sync that applies it. None when they agree, before
+    the view's first version, and for a version a widening sync committed whose definition the
+    catalog has not adopted yet (pipeline/schema_policy.py adopted_definition): the catalog
+    adopts it before it records that sync as finished (service/jobs.py), so only while that
+    sync is the view's queued or running one, and then it is no redefinition.
+    """
+    version = store.current()
+    follows = pending(version, ViewDef.of_view(view.name, view.definition))
+    if follows is None or version is None:
+        return None
+    busy = catalog.busy_sync(view.name)
+    if busy is not None and busy.id == version.sync_id and adopted_definition(version, view.definition) is not None:
+        return None  # widened by the sync under way, which has yet to hand its definition to the catalog
+    return follows
+
+
 def rows_definition(version: Version) -> ViewDef:
     """The definition to read the rows of `version` with (a redefinition waits for a sync)."""
     return ViewDef.from_json(version.meta()["definition"])
 
 
-def redefine_within(
-    catalog: Catalog, store: ViewStore, name: str, sync_id: str, sql: str, definition: ViewDef
-) -> ViewRecord:
+def redefine_within(catalog: Catalog, name: str, sync_id: str, sql: str, definition: ViewDef) -> ViewRecord:
     """Give view `name` a new definition from inside its sync `sync_id` (queued or running),
     which then applies it as a PUT's next sync would (trigger "redefine", a schema line, the
     exact difference, history and feed positions kept): how a table view follows its table
@@ -56,8 +74,7 @@ def redefine_within(
     SyncRun, and build that from the record returned: a SyncRun whose view differs from the
     definition its stored rows follow applies the redefinition (pipeline/redefine.pending)."""
     current = catalog.view(name)
-    follows = follows_of(store.current())
-    record = catalog.redefine_view(name, sql, definition.to_json(), current.options, follows, by_sync=sync_id)
+    record = catalog.redefine_view(name, sql, definition.to_json(), current.options, by_sync=sync_id)
     catalog.update_sync(sync_id, trigger="redefine")
     return record
 

@@ -8,7 +8,9 @@ from service import publishing
 from service.catalog import Catalog
 from service.models import DestinationOut, KeyPartOut, SiteOut, ViewOut
 from service.records import ViewRecord
+from service.redefinitions import pending_redefinition
 from service.scheduler import Scheduler, schedule_fields
+from warehouse.store.versions import ViewStore
 from warehouse.viewdef import ViewDef
 
 
@@ -39,13 +41,21 @@ def view_out(
         sample_size=options.sample_size,
         on_schema_change=options.on_schema_change,
         **schedule_fields(row, catalog, scheduler is not None),
-        redefinition_pending=row.applied is not None,
+        redefinition_pending=_redefinition_pending(row, catalog, data_dir),
         data_as_of=_data_as_of(row.name, catalog),
         destinations=[DestinationOut(**d) for d in publishing.states(catalog, data_dir, row)]
         if catalog is not None and data_dir is not None
         else [],
         created_at=row.created_at,
     )
+
+
+def _redefinition_pending(view: ViewRecord, catalog: Catalog | None, data_dir: Path | None) -> bool:
+    """Whether the view's stored rows wait for a sync to apply its definition (known with the
+    catalog and the data directory, which holds what they follow)."""
+    if catalog is None or data_dir is None:
+        return False
+    return pending_redefinition(catalog, ViewStore(data_dir, view.name), view) is not None
 
 
 def _data_as_of(view: str, catalog: Catalog | None) -> str | None:

@@ -34,7 +34,7 @@ from service.models import (
 )
 from service.publishing import Publisher
 from service.records import ViewRecord
-from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, follows_of, rows_definition
+from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, rows_definition
 from service.scheduler import Scheduler
 from service.secrets import agent_token, stored_destinations
 from service.settings import ServiceSettings
@@ -376,14 +376,12 @@ def redefine_view(
         _unsized(current_options),
     ):
         return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)  # rows stay
-    store = ViewStore(settings.data_dir, name)
     if bool(definition.multiset) != bool(
         ViewDef.of_view(current.name, current.definition).multiset
     ):  # another delta format
-        row = catalog.replace_view(name, sql, definition.to_json(), options, store.drop)
+        row = catalog.replace_view(name, sql, definition.to_json(), options, ViewStore(settings.data_dir, name).drop)
     else:
-        follows = follows_of(store.current())
-        row = catalog.redefine_view(name, sql, definition.to_json(), options, follows)
+        row = catalog.redefine_view(name, sql, definition.to_json(), options)
     return _stored(row, catalog, scheduler, settings, publisher)
 
 

@@ -136,10 +136,12 @@ def test_schema_changes_under_each_policy(shop):
     # the refused request and the schema read that followed count with the sync's bytes
     assert [a["round_trips"] for a in m["attempts"]] == [2] and m["attempts"][0]["bytes_from_agent"] > 1000, m
     assert m["sketch_rebuilt"], m  # its table of the old values' hashes was left behind
-    assert api.http.get("/v1/views/sp_evolve").json()["column_types"]["amount"] == "decimal(16,4)"
+    shown = api.http.get("/v1/views/sp_evolve").json()
+    # the version the widening committed and the catalog hold one definition: no redefinition waits
+    assert shown["column_types"]["amount"] == "decimal(16,4)" and shown["redefinition_pending"] is False, shown
     again = api.sync("sp_evolve")  # the view now is of the new type: nothing to change, nothing to tell
     check_sync(api, "sp_evolve", ["id"], after, after, again)
-    assert "schema_changes" not in again["metrics"], again["metrics"]
+    assert "schema_changes" not in again["metrics"] and again["trigger"] == "api", again
     with psycopg.connect(url, autocommit=True) as c:  # a column it does not read added: told, nothing done
         c.execute("ALTER TABLE accounts ADD COLUMN memo text")
     noticed = api.sync("sp_evolve")
@@ -217,6 +219,7 @@ def test_a_widening_sync_killed_leaves_the_old_view_or_the_new_one_with_its_defi
     taken = [c for c in record["metrics"]["schema_changes"] if c["action"] != "none"]
     assert [(c["column"], c["action"]) for c in taken] == [("credit", "widened")], record["metrics"]
     assert column_type() == "decimal(14,3)"
+    assert service.api.http.get("/v1/views/sp_crash").json()["redefinition_pending"] is False
     assert keyed(service.api.rows("sp_crash"), ["id"]) == after
     check_sample(service.api, "sp_crash", ["id"], after, SAMPLE)
 
@@ -225,7 +228,7 @@ def test_a_widening_sync_killed_leaves_the_old_view_or_the_new_one_with_its_defi
     latest = truth(url, COLUMNS["credit"])
     sync = service.api.sync("sp_crash")
     check_sync(service.api, "sp_crash", ["id"], after, latest, sync)
-    assert "schema_changes" not in sync["metrics"]
+    assert "schema_changes" not in sync["metrics"] and sync["trigger"] == "api", sync
 
 
 def test_a_widening_on_sqlite_is_taken_in_place(shop, tmp_path, logs_dir):

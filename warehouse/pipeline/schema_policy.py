@@ -7,7 +7,7 @@ definition is bound when it is stored → compare the two definitions column by 
 (viewdef/widening.py) → under `evolve`, when every difference is a lossless widening, run
 the sync again from a copy of the current version cast to the wider types (store/widened.py,
 no source read again) with the new definition, which is stored with the version the sync
-commits (meta.json "definition" beside "definition_before") and adopted by the catalog once
+commits (meta.json "definition" beside "definition_before") and adopted by the catalog as
 the sync is recorded (`adopted_definition`); otherwise fail with SchemaChanged, naming
 table, column, old and new type and the ways out. The view keeps its last version then.
 """
@@ -254,8 +254,8 @@ def adopted_definition(version: Version | None, stored: dict) -> dict | None:
     widening (its meta holds the new one, and the one it replaced is the catalog's `stored`);
     None when there is nothing to adopt.
 
-    The catalog adopts it after recording the sync, or, if the service stopped in between,
-    when it recovers: the version and its definition become the view's together.
+    The catalog adopts it before it records the sync as finished, or, if the service stopped
+    in between, when it recovers: the version and its definition become the view's together.
     """
     if version is None:
         return None

@@ -1,5 +1,6 @@
 """A catalog file opens at its version: a new one is made from the baseline, one of the current
-version keeps its records, one of 0.1.0 is migrated, one of another version is refused by name."""
+version keeps its records, one of an earlier version since the baseline is migrated with its
+records, one of another version is refused by name."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sqlite3
 import pytest
 
 from service.catalog import BASELINE, SCHEMA_VERSION, Catalog
+from service.catalog_migrations import MIGRATIONS
 from warehouse.errors import FormatError
 from warehouse.strategies import STRATEGIES
 
@@ -93,8 +95,13 @@ KEPT = {
 
 def test_a_catalog_of_0_1_0_keeps_with_each_view_the_settings_its_strategy_reads(tmp_path):
     path = tmp_path / "catalog.db"
-    stamped(path, BASELINE)
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(MIGRATIONS[BASELINE])  # the tables of 0.1.0, as it made them
+    conn.execute(f"PRAGMA user_version = {BASELINE}")
+    conn.execute(
+        "INSERT INTO views (name, sql, definition, options, created_at) VALUES ('v', 'SELECT 1', '{}', ?, ?)",
+        ('{"strategy": "auto"}', "2026-01-01T00:00:00.000+00:00"),
+    )
     for strategy in STRATEGIES:
         options = json.dumps({"strategy": strategy, **OPTIONS_0_1_0})
         conn.execute(
@@ -113,3 +120,40 @@ def test_a_catalog_of_0_1_0_keeps_with_each_view_the_settings_its_strategy_reads
         assert catalog.view("v").options.stored() == {"strategy": "auto"}
     finally:
         catalog.close()
+
+
+def test_a_catalog_of_the_baseline_loses_views_applied_and_keeps_its_views(tmp_path):
+    """Migration 12: a redefinition pending at the upgrade is the view's current version's to say."""
+    path = tmp_path / "catalog.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(MIGRATIONS[BASELINE])
+    conn.execute(f"PRAGMA user_version = {BASELINE}")
+    conn.execute(
+        "INSERT INTO views VALUES ('v', 'SELECT 2', '{\"new\": 1}', '{\"strategy\": \"auto\"}', "
+        "'2026-01-01T00:00:00.000+00:00', '{\"old\": 1}')"
+    )
+    conn.execute("INSERT INTO syncs (id, view, status, created_at) VALUES ('s1', 'v', 'failed', '2026-01-01')")
+    conn.close()
+    catalog = Catalog(path)
+    try:
+        assert catalog._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        columns = [row["name"] for row in catalog._conn.execute("PRAGMA table_info(views)")]
+        assert columns == ["name", "sql", "definition", "options", "created_at"]
+        view = catalog.view("v")
+        assert (view.sql, view.definition) == ("SELECT 2", {"new": 1})
+        assert catalog.sync("v", "s1").status == "failed"
+    finally:
+        catalog.close()
+
+
+def test_a_catalog_to_migrate_on_a_sqlite_too_old_for_it_is_refused_untouched(tmp_path, monkeypatch):
+    path = tmp_path / "catalog.db"
+    stamped(path, SCHEMA_VERSION)  # nothing to migrate: it opens
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
+    Catalog(path).close()
+    with pytest.raises(RuntimeError, match=r"needs SQLite 3\.35\.0 or newer .* links SQLite 3\.34\.1"):
+        Catalog(tmp_path / "new.db")
+    conn = sqlite3.connect(tmp_path / "new.db")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    conn.close()

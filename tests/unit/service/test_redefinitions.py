@@ -1,26 +1,31 @@
-"""A redefinition in the catalog and in the change feed (service/redefinitions.py, catalog.py).
+"""A redefinition in the catalog, the view's versions and the change feed (service/redefinitions.py, catalog.py).
 
-The catalog keeps what the stored rows follow until a sync applies the new definition; the
-feed cuts a view's deltas where a sync redefined it, each part with its columns; a Parquet
-request across such a sync is refused with the requests that give the same lines.
+The catalog holds the definition the view asks for, its current version the one its rows
+follow: a redefinition is pending while the two differ, and the sync queued then applies it
+(trigger "redefine"); a version a widening sync committed is none. The feed cuts a view's
+deltas where a sync redefined it, each part with its columns; a Parquet request across such a
+sync is refused with the requests that give the same lines.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from deltasieve_protocol.types import Column, LogicalType
 from service.catalog import Catalog
 from service.errors import Conflict
-from service.records import SyncRecord
-from service.redefinitions import parquet_refused, redefine_within, segments
+from service.records import SyncRecord, ViewRecord
+from service.redefinitions import parquet_refused, pending_redefinition, redefine_within, segments
 from warehouse.multisets.multiset import _cols
 from warehouse.pipeline.redefine import write_redefined
-from warehouse.store.versions import ViewStore
+from warehouse.store.versions import Version, ViewStore
 from warehouse.view_options import ViewOptions
 from warehouse.viewdef import ViewDef
 
 OLD = ViewDef("SELECT ...", _cols("id int", "v text"), ["id"], [])
 NEW = ViewDef("SELECT ...", _cols("id int", "w text"), ["id"], [])
+#: OLD with its column v widened in place, as an evolving sync takes it (pipeline/schema_policy.py)
+WIDENED = ViewDef("SELECT ...", [OLD.columns[0], Column("v", LogicalType.parse("decimal(16,4)"))], ["id"], [])
 
 
 @pytest.fixture
@@ -28,6 +33,11 @@ def catalog(tmp_path):
     c = Catalog(tmp_path / "catalog.db")
     yield c
     c.close()
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ViewStore(tmp_path, "v")
 
 
 def _options(catalog: Catalog) -> ViewOptions:
@@ -38,45 +48,87 @@ def _add(catalog: Catalog) -> None:
     catalog.add_view("v", "SELECT old", OLD.to_json(), ViewOptions.from_stored({"strategy": "group_hash"}))
 
 
-def test_a_redefinition_waits_for_the_sync_that_applies_it(catalog):
+def _committed(catalog: Catalog, store: ViewStore, definition: ViewDef, **meta: object) -> Version:
+    """A sync of the view that committed a version whose rows follow `definition`, still running."""
+    sync = catalog.queue_sync("v")
+    catalog.update_sync(sync.id, status="running")
+    current = store.current()
+    staged = store.staged_version(sync.id, current.number + 1 if current is not None else 1)
+    staged.path.mkdir(parents=True)
+    return store.commit(staged, {"definition": definition.to_json(), **meta})
+
+
+def _recorded(catalog: Catalog, version: Version) -> None:
+    catalog.update_sync(version.sync_id, status="succeeded")
+
+
+def _queued(catalog: Catalog, store: ViewStore) -> SyncRecord:
+    """A sync queued as the service queues one (service/jobs.py)."""
+
+    def redefines(view: ViewRecord) -> bool:
+        return pending_redefinition(catalog, store, view) is not None
+
+    return catalog.queue_sync("v", "api", redefines=redefines)
+
+
+def test_a_redefinition_waits_for_the_sync_that_applies_it(catalog, store):
     _add(catalog)
-    record = catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog), OLD.to_json())
-    assert record.definition == NEW.to_json() and record.applied == OLD.to_json()
+    _recorded(catalog, _committed(catalog, store, OLD))
+    assert pending_redefinition(catalog, store, catalog.view("v")) is None
+    record = catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog))
+    assert record.definition == NEW.to_json() and pending_redefinition(catalog, store, record) == OLD
     # a second PUT before that sync: the rows still follow the first definition
-    again = catalog.redefine_view("v", "SELECT newer", NEW.to_json(), _options(catalog), NEW.to_json())
-    assert again.applied == OLD.to_json()
-    sync = catalog.queue_sync("v", "api")
+    again = catalog.redefine_view("v", "SELECT newer", NEW.to_json(), _options(catalog))
+    assert pending_redefinition(catalog, store, again) == OLD
+    sync = _queued(catalog, store)
     assert sync.trigger == "redefine", "whatever starts it"
     with pytest.raises(Conflict, match="cannot be redefined while its sync"):
-        catalog.redefine_view("v", "SELECT x", OLD.to_json(), _options(catalog), None)
-    catalog.update_sync(sync.id, status="succeeded")
-    catalog.redefinition_applied("v", NEW.to_json())
-    assert catalog.view("v").applied is None
-    assert catalog.queue_sync("v").trigger == "api"
+        catalog.redefine_view("v", "SELECT x", OLD.to_json(), _options(catalog))
+    catalog.update_sync(sync.id, status="failed")  # the rows still follow OLD: it waits for the next
+    assert pending_redefinition(catalog, store, catalog.view("v")) == OLD
+    _recorded(catalog, _committed(catalog, store, NEW))
+    assert pending_redefinition(catalog, store, catalog.view("v")) is None
+    assert _queued(catalog, store).trigger == "api"
 
 
-def test_a_put_back_to_what_the_rows_follow_leaves_nothing_to_apply(catalog):
+def test_a_put_back_to_what_the_rows_follow_leaves_nothing_to_apply(catalog, store):
     _add(catalog)
-    catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog), OLD.to_json())
-    back = catalog.redefine_view("v", "SELECT old", OLD.to_json(), _options(catalog), NEW.to_json())
-    assert back.applied is None and catalog.queue_sync("v").trigger == "api"
+    _recorded(catalog, _committed(catalog, store, OLD))
+    catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog))
+    back = catalog.redefine_view("v", "SELECT old", OLD.to_json(), _options(catalog))
+    assert pending_redefinition(catalog, store, back) is None and _queued(catalog, store).trigger == "api"
 
 
-def test_a_view_never_loaded_is_redefined_with_nothing_to_apply(catalog):
+def test_a_view_never_loaded_is_redefined_with_nothing_to_apply(catalog, store):
     _add(catalog)
-    assert catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog), None).applied is None
+    record = catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog))
+    assert pending_redefinition(catalog, store, record) is None and _queued(catalog, store).trigger == "api"
 
 
-def test_its_own_sync_may_redefine_a_view(catalog, tmp_path):
+def test_a_version_a_widening_sync_committed_is_no_redefinition(catalog, store):
+    """Its rows follow the widened definition before the catalog adopts it, as its sync is recorded."""
+    _add(catalog)
+    _recorded(catalog, _committed(catalog, store, OLD))
+    widened = _committed(catalog, store, WIDENED, definition_before=OLD.to_json())
+    assert pending_redefinition(catalog, store, catalog.view("v")) is None, "the sync has yet to hand it on"
+    assert catalog.adopt_definition("v", OLD.to_json(), WIDENED.to_json())
+    _recorded(catalog, widened)
+    assert pending_redefinition(catalog, store, catalog.view("v")) is None
+    # a PUT of the definition the widening replaced, once adopted: the rows follow the wider one
+    back = catalog.redefine_view("v", "SELECT old", OLD.to_json(), _options(catalog))
+    assert pending_redefinition(catalog, store, back) == WIDENED
+    assert _queued(catalog, store).trigger == "redefine"
+
+
+def test_its_own_sync_may_redefine_a_view(catalog):
     """A table view following its table: the sync under way stores the new definition and applies it."""
     _add(catalog)
     sync = catalog.queue_sync("v")
-    store = ViewStore(tmp_path, "v")  # nothing stored yet: nothing to apply, but stored
-    record = redefine_within(catalog, store, "v", sync.id, "SELECT new", NEW)
+    record = redefine_within(catalog, "v", sync.id, "SELECT new", NEW)
     assert record.definition == NEW.to_json()
     assert catalog.sync("v", sync.id).trigger == "redefine"
     with pytest.raises(Conflict):
-        redefine_within(catalog, store, "v", "another-sync", "SELECT old", OLD)
+        redefine_within(catalog, "v", "another-sync", "SELECT old", OLD)
 
 
 def _syncs(*pairs: tuple[str, str]) -> list[SyncRecord]:
@@ -86,7 +138,7 @@ def _syncs(*pairs: tuple[str, str]) -> list[SyncRecord]:
 
 def test_the_feed_is_cut_where_a_sync_redefined_the_view(tmp_path, catalog):
     _add(catalog)
-    catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog), None)
+    catalog.redefine_view("v", "SELECT new", NEW.to_json(), _options(catalog))
     view = catalog.view("v")
     store = ViewStore(tmp_path, "v")
     for sync_id in "abcd":
