@@ -158,11 +158,10 @@ class ChangedRows(Strategy):
         return None
 
     @classmethod
+    @abstractmethod
     def settings_of(cls, options: ViewOptions) -> ReconcileSettings | None:
         """The strategy's settings in a view's options: its family's; None where the view's
-        strategy reads none (auto never chooses the strategy there: `applies`). snapshot_diff,
-        which never reconciles on a count of syncs, plans without them."""
-        raise NotImplementedError(f"strategy {cls.name} reads no settings of its own")
+        strategy reads none (auto never chooses the strategy there: `applies`)."""
 
     def plan(self) -> None:
         ctx = self.ctx

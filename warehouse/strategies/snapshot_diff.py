@@ -39,7 +39,7 @@ from warehouse.errors import ProtocolError
 from warehouse.store.sinks import Sink
 from warehouse.strategies.base import ROWS_ONLY, Answer, Asks, SiteContext, SiteEstimate, add_timings
 from warehouse.strategies.changed_rows import ChangedRows, KeptState, source_of
-from warehouse.view_options import SnapshotDiffSettings
+from warehouse.view_options import SnapshotDiffSettings, ViewOptions
 
 #: The state file in a version's site directory, and the format it is written in.
 STATE_FILE = "snapshot_diff.json"
@@ -111,6 +111,12 @@ class SnapshotDiff(ChangedRows):
     @classmethod
     def state_from(cls, answer: Answer, syncs: int) -> DumpState:
         return DumpState(_dumps(answer), syncs)
+
+    @classmethod
+    def settings_of(cls, options: ViewOptions) -> None:
+        """None: snapshot_diff never reconciles on a count of syncs; its own settings are the
+        dumps' (`ViewOptions.dump_settings`), which `plan` reads."""
+        return None
 
     def plan(self) -> None:
         ctx = self.ctx
