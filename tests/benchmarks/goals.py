@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.benchmarks import compare, small_syncs
+from tests.benchmarks import compare, report, small_syncs
+from tests.benchmarks.floors import steady_floor
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -54,6 +55,47 @@ def first_and_quiet(workload: str, field: str) -> Callable[[dict], float | None]
         row = next((r for r in small_syncs.rows(results) if (r["workload"], r["strategy"]) == (workload, "auto")), {})
         value = row.get(field)
         return sum(value) if isinstance(value, tuple) else value
+
+    return read
+
+
+def quiet_over_floor(workload: str) -> Callable[[dict], float | None]:
+    """The default strategy's no-change sync (one more sync after the last round, nothing
+    changed at the source) over the steady rounds' floor on one workload of a benchmark run.
+
+    >>> run = {"meta": {"rounds": 3}, "workloads": {"w": {"floor_rounds": [{}, {}, {"a": 2.0}, {"a": 2.0}],
+    ...     "strategies": {"auto": {"rounds": [], "no_change": {"wall_s": 0.5}}}}}}
+    >>> quiet_over_floor("w")(run)
+    0.25
+    """
+
+    def read(results: dict) -> float | None:
+        run = results["workloads"].get(workload, {})
+        floor = steady_floor(run.get("floor_rounds", []), report.steady_rounds(results["meta"]["rounds"]))
+        quiet = run.get("strategies", {}).get("auto", {}).get("no_change") or {}
+        if not floor or quiet.get("error") or quiet.get("wall_s") is None:
+            return None
+        return quiet["wall_s"] / floor["seconds"]
+
+    return read
+
+
+def largest_over_smallest(source: str, figure: str) -> Callable[[dict], float | None]:
+    """A per-row figure of the scale projection's largest sitting over its smallest (1.0: flat),
+    read only when the largest holds 30M rows or more, the size the scale goal names.
+
+    >>> doc = {"sittings": [{"source": "pg", "rows": 10**6, "s/M": 2.0}, {"source": "pg", "rows": 3 * 10**7, "s/M": 2.2}]}
+    >>> round(largest_over_smallest("pg", "s/M")(doc), 2)
+    1.1
+    >>> largest_over_smallest("pg", "s/M")({"sittings": doc["sittings"][:1]}) is None
+    True
+    """
+
+    def read(results: dict) -> float | None:
+        sittings = sorted((s for s in results.get("sittings", []) if s["source"] == source), key=lambda s: s["rows"])
+        if len(sittings) < 2 or sittings[-1]["rows"] < 30_000_000 or not sittings[0].get(figure):
+            return None
+        return sittings[-1][figure] / sittings[0][figure]
 
     return read
 
@@ -158,6 +200,35 @@ GOALS = [
         FLOORS_1M,
         "each updated row costs an IBLT cell and a round trip before its changed cells; one cell "
         "per update (a product of the column digests) would save the second exchange",
+    ),
+    Goal(
+        "no-change sync ÷ floor, PostgreSQL, 1M rows",
+        0.3,
+        "×",
+        "floors-1m-after-memory.json",
+        quiet_over_floor("students@postgres"),
+        FLOORS_1M,
+        "a sync that finds nothing still reads and hashes every row at the source: its time is the scan's, "
+        "and only its bytes are small",
+    ),
+    Goal(
+        "no-change sync ÷ floor, SQLite, 1M rows",
+        0.3,
+        "×",
+        "floors-1m-after-memory.json",
+        quiet_over_floor("students"),
+        FLOORS_1M,
+        "as on PostgreSQL: the scan and the hash of every row",
+    ),
+    Goal(
+        "sync time per row at 30M ÷ at 1M rows, PostgreSQL",
+        1.1,
+        "×",
+        "scale-30m.json",
+        largest_over_smallest("postgres", "sync s/M rows"),
+        "python -m tests.benchmarks.scale run --rows 1000000,30000000 --sources postgres "
+        "--dir tests/benchmarks/results/scale-30m --out tests/benchmarks/results/scale-30m.json",
+        "",
     ),
     Goal(
         "no-change sync, request and answer bodies",
