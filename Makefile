@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs]'
-	@# the compiled row kernel, once, into numba's cache beside its modules: no agent, test or sync compiles it
+	@# the compiled kernels (row encoding, hash, IBLT fold), once, into numba's cache beside their modules: no agent, test or sync compiles them
 	$(PY) -c 'from deltasieve_protocol.fingerprints import compile_kernels; compile_kernels()'
 	touch $(STAMP)
 

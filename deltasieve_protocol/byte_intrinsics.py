@@ -1,4 +1,4 @@
-"""Unaligned loads, stores and copies on uint8 arrays, for the numba-compiled kernels.
+"""Unaligned loads, stores and copies on uint8 arrays, and a prefetch, for the numba-compiled kernels.
 
 Each is a numba intrinsic: a few LLVM instructions put in place of the call, with no bounds
 check. Written as functions, they would read and write one byte at a time, and numba would
@@ -103,3 +103,26 @@ def byte_swap64(typingctx, value):
     if value != types.uint64:
         return None
     return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def prefetch_for_write(typingctx, array, at):
+    """Ask for the cache line of `array[at]` (any one-dimensional array), to be written soon:
+    a kernel whose writes land all over a table larger than the cache (iblt_fold.py) asks
+    for a few dozen lines at once, and they arrive while it computes, instead of one at a
+    time when each write waits for its own."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, args[0])
+        address = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]], wraparound=False)
+        pointer = ir.IntType(8).as_pointer()
+        hint = ir.FunctionType(ir.VoidType(), [pointer] + [ir.IntType(32)] * 3)
+        llvm_prefetch = builder.module.declare_intrinsic("llvm.prefetch", [pointer], hint)
+        write, keep_in_every_cache, data_not_code = (ir.Constant(ir.IntType(32), v) for v in (1, 3, 1))
+        builder.call(llvm_prefetch, [builder.bitcast(address, pointer), write, keep_in_every_cache, data_not_code])
+        return context.get_dummy_value()
+
+    if not (isinstance(array, types.Array) and array.ndim == 1 and isinstance(at, types.Integer)):
+        return None
+    return types.none(array, at), codegen

@@ -84,8 +84,9 @@ def keys_from_fingerprints(fingerprints: np.ndarray, key: Sequence[Column]) -> p
 
 
 def compile_kernels() -> int:
-    """Compile (or load from numba's cache) the row kernel and the hash, so that no sync pays
-    for it; `make install` calls it once. Returns the fingerprint of one row of every kind.
+    """Compile (or load from numba's cache) the row kernel, the hash and the IBLT fold, so
+    that no sync pays for it; `make install` calls it once. Returns the fingerprint of one
+    row of every kind.
 
     >>> compile_kernels() > 0
     True
@@ -93,7 +94,11 @@ def compile_kernels() -> int:
     import datetime as dt
     from decimal import Decimal
 
+    from deltasieve_protocol.iblt import Iblt
     from deltasieve_protocol.types import LogicalType
+
+    for compact in (False, True):  # the fold's two layouts (iblt_fold.LAYOUTS)
+        Iblt(6, compact=compact).add(np.ones(2, np.uint64), np.ones(2, np.uint64))
 
     kinds = ["int", "float", "decimal(10,2)", "text", "bytes", "bool", "date", "timestamp", "timestamptz"]
     values = [1, 0.5, Decimal("1.25"), "a", b"b", True, dt.date(2000, 1, 1), dt.datetime(2000, 1, 1)]

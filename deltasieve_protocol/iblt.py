@@ -11,7 +11,9 @@ A pair's cells follow from its key and row hash together: an updated row (same k
 row hash) is two pairs in unrelated cells, not one that cancels out its own key.
 
 Both sides must build their tables with the same cells, hashes and seed: everything here
-is deterministic 64-bit integer arithmetic, identical on any machine.
+is deterministic 64-bit integer arithmetic, identical on any machine. Pairs go into a table
+through one compiled fold (iblt_fold.py), on the agent and on the warehouse's executors
+alike; `Iblt.reference_add` is its definition in NumPy.
 
 On the wire a table travels *compact* (`Iblt.compact`): counts modulo 4 and checksums cut to
 32 bits: 20.4 bytes a cell once compressed, against 24.9 for the full form. That
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deltasieve_protocol.iblt_fold import fold
 from deltasieve_protocol.scatter import Scatter
 
 FORMAT_VERSION = 1
@@ -38,14 +41,10 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 #: A compact table's counts are kept modulo this, its checksums to 32 bits.
 COMPACT_COUNT_MODULUS = 4
-#: Pairs folded in one go: the grouping by cell (scatter.py) holds about 40 bytes a pair
-#: and sub-table beside the table (31 MiB at its peak for this many and 3 sub-tables), so
-#: a large add (the warehouse's, of a whole delta) goes in parts.
+#: Pairs `reference_add` folds in one go: its grouping by cell (scatter.py) holds about 40
+#: bytes a pair and sub-table beside the table (31 MiB at its peak for this many and 3
+#: sub-tables). The compiled fold (`add`) holds nothing beside the table.
 FOLD_PAIRS = 1 << 18
-#: Pairs a peel takes out of the table at once: a wide table's first round finds most of
-#: its pairs pure together (the agent's first sync after a 10M-row load: some 200,000),
-#: and grouping them all at once held ~25 MiB beside the tables.
-PEEL_FOLD_PAIRS = 1 << 15
 _CHECK32 = np.uint64(0xFFFFFFFF)
 #: The three sums of a cell, by attribute (and Arrow column) name.
 SUMS = ("key_sum", "hash_sum", "check_sum")
@@ -185,8 +184,58 @@ class Iblt:
         checks = _pair_hash(keys, hashes, self._salts[self.hashes])
         return checks & _CHECK32 if self.compact else checks
 
-    def _fold(self, cells: np.ndarray, keys: np.ndarray, hashes: np.ndarray, signs, normalize: bool = True) -> None:
-        """Fold pairs into their cells; `signs` is one int or one per pair."""
+    def add(self, keys: np.ndarray, hashes: np.ndarray, sign: int | np.ndarray = 1, *, normalize: bool = True) -> None:
+        """Fold the pairs (keys[i], hashes[i]) in with sign +1 or -1 (compiled: iblt_fold.py).
+
+        Args:
+            keys: key fingerprints, uint64 (int64 is taken by its bit pattern).
+            hashes: row hashes, same length and types.
+            sign: +1 for one side's pairs, -1 for the other's (or one of the two per pair).
+                A pair is meant to be folded once per side: a set, not a multiset.
+            normalize: False leaves a compact table's counts out of their range (many
+                batches into a wide table: `normalize()` once after the last).
+        """
+        self._fold(*self._pairs(keys, hashes, sign), normalize)
+
+    def reference_add(
+        self, keys: np.ndarray, hashes: np.ndarray, sign: int | np.ndarray = 1, *, normalize: bool = True
+    ) -> None:
+        """`add` in NumPy, by grouping the pairs' cells (scatter.py): the definition the
+        compiled fold is tested against.
+
+        >>> a, b = Iblt(12, seed=5), Iblt(12, seed=5)
+        >>> keys, hashes = np.array([1, 2], np.uint64), np.array([10, 20], np.uint64)
+        >>> a.add(keys, hashes); b.reference_add(keys, hashes)
+        >>> all(bool((getattr(a, n) == getattr(b, n)).all()) for n in ("count",) + SUMS)
+        True
+        """
+        keys, hashes, signs = self._pairs(keys, hashes, sign)
+        for start in range(0, keys.size, FOLD_PAIRS):
+            part = slice(start, start + FOLD_PAIRS)
+            moved = signs[part] if np.ndim(sign) else int(signs[0])
+            self._reference_fold(self._cells(keys[part], hashes[part]), keys[part], hashes[part], moved, normalize)
+
+    def _pairs(self, keys, hashes, sign) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pairs of an add as uint64 arrays, and their signs as int64 (one, or one per pair), checked."""
+        keys, hashes = _as_u64(keys, "keys"), _as_u64(hashes, "hashes")
+        if keys.size != hashes.size:
+            raise ValueError(f"{keys.size} keys but {hashes.size} row hashes")
+        if np.ndim(sign):
+            signs = np.asarray(sign)
+            if signs.shape != keys.shape or not np.isin(signs, (1, -1)).all():
+                raise ValueError(f"signs must be {keys.size} values of 1 or -1")
+            return keys, hashes, signs.astype(np.int64, copy=False)
+        if sign not in (1, -1):
+            raise ValueError(f"sign must be 1 or -1, got {sign!r}")
+        return keys, hashes, np.array([sign], np.int64)
+
+    def _fold(self, keys: np.ndarray, hashes: np.ndarray, signs: np.ndarray, normalize: bool = True) -> None:
+        """Fold pairs into their cells, compiled; `signs` is int64, one or one per pair."""
+        modulus = COMPACT_COUNT_MODULUS if self.compact and normalize else 0
+        fold(self.count, self.key_sum, self.hash_sum, self.check_sum, self._salts, keys, hashes, signs, modulus)
+
+    def _reference_fold(self, cells: np.ndarray, keys: np.ndarray, hashes: np.ndarray, signs, normalize: bool) -> None:
+        """`_fold` by grouping the cells: `signs` is one int or one per pair."""
         # Grouped by cell once, then plain fancy indexing: np.add.at and np.bitwise_xor.at
         # cost several times as much (see scatter.py).
         grouped = Scatter(cells, self.cells)
@@ -201,26 +250,6 @@ class Iblt:
         self.check_sum[touched] ^= grouped.xor(self._checksums(keys, hashes))
         if self.compact and normalize:  # only the cells this batch touched can have left [0, modulus)
             self.count[touched] = np.remainder(self.count[touched], COMPACT_COUNT_MODULUS)
-
-    def add(self, keys: np.ndarray, hashes: np.ndarray, sign: int = 1, *, normalize: bool = True) -> None:
-        """Fold the pairs (keys[i], hashes[i]) in with sign +1 or -1.
-
-        Args:
-            keys: key fingerprints, uint64 (int64 is taken by its bit pattern).
-            hashes: row hashes, same length and types.
-            sign: +1 for one side's pairs, -1 for the other's. A pair is meant to be folded
-                once per side: a set, not a multiset.
-            normalize: False leaves a compact table's counts out of their range (many
-                batches into a wide table: `normalize()` once after the last).
-        """
-        if sign not in (1, -1):
-            raise ValueError(f"sign must be 1 or -1, got {sign!r}")
-        keys, hashes = _as_u64(keys, "keys"), _as_u64(hashes, "hashes")
-        if keys.size != hashes.size:
-            raise ValueError(f"{keys.size} keys but {hashes.size} row hashes")
-        for start in range(0, keys.size, FOLD_PAIRS):
-            part = slice(start, start + FOLD_PAIRS)
-            self._fold(self._cells(keys[part], hashes[part]), keys[part], hashes[part], sign, normalize)
 
     def _check_same_shape(self, other: Iblt) -> None:
         if not isinstance(other, Iblt):
@@ -401,9 +430,7 @@ class Iblt:
                 np.concatenate(([True], touched[1:] != touched[:-1]))
             ]  # np.unique's hashing is slower here
             before = int(t._occupied(touched).sum())
-            for start in range(0, keys.size, PEEL_FOLD_PAIRS):  # in parts: the grouping's memory stays small
-                part = slice(start, start + PEEL_FOLD_PAIRS)
-                t._fold(cells[:, part], keys[part], hashes[part], -signs[part])
+            t._fold(keys, hashes, -signs)
             if before - int(t._occupied(touched).sum()) < keys.size:
                 sound = False
                 break

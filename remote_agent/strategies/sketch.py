@@ -20,12 +20,12 @@ warehouse's and peels what is left:
   statistics.
 
 Memory: the agent's table (21 bytes a cell in memory, `A` cells per sub-table: a small
-multiple of what the statistics expect), one batch of rows, and the fingerprints of up to
-FOLD_ROWS rows waiting to be folded in. A key of one integer column
-is its own fingerprint, so the keys of the rows to send come straight out of the peel. Any
-other key is written with its fingerprint to a temporary file on the agent's disk while the
-site query is read (never to the database), and read back to find the keys of the
-differing pairs.
+multiple of what the statistics expect) and one batch of rows with its fingerprints: each
+batch is folded in as it is read (iblt_fold.py: nothing held beside the table). A key of
+one integer column is its own fingerprint, so the keys of the rows to send come straight
+out of the peel. Any other key is written with its fingerprint to a temporary file on the
+agent's disk while the site query is read (never to the database), and read back to find
+the keys of the differing pairs.
 """
 
 from __future__ import annotations
@@ -92,12 +92,6 @@ def table_width(asked: int, sent: int, hashes: int, budget_bytes: int) -> int:
     return sent * max(fits, default=1)
 
 
-#: Pairs folded into the table at once: the table's cells are then visited in larger
-#: sorted sweeps than a batch's (Iblt.add on 1M students rows: 0.59 s CPU in batches of
-#: 10k, 0.33 s in groups of 128k), but the fold's grouping holds ~40 bytes a pair and
-#: sub-table. A scan of 1M students into a 485k-wide table, in process: 32k peaked 61 MiB
-#: above the agent's start and hashed in 0.71 s, 128k 85 MiB and 0.65 s.
-FOLD_ROWS = 32_768
 #: Rows per spilled batch and per DELETED_KEYS frame.
 SPILL_ROWS = 65_536
 #: Seconds a kept reconciliation waits for the warehouse's next stage.
@@ -136,29 +130,18 @@ class Reconciliation:
         scanned = readahead.batches(
             adapter, self.query, converter, scan, batch_rows=batch_rows, timings=timings, pacer=pacer
         )
-        waiting: list[tuple[np.ndarray, np.ndarray]] = []
         with contextlib.closing(scanned):
             for batch in scanned:
                 self.rows_scanned += batch.num_rows
                 with timings.phase("hash_s"):
                     kf = key_fingerprints(batch, self.key, key_seed)
-                    waiting.append((kf, row_fingerprints(batch, self.columns, row_seed)))
-                    if sum(len(k) for k, _ in waiting) >= FOLD_ROWS:
-                        self._fold(waiting)
+                    self.table.add(kf, row_fingerprints(batch, self.columns, row_seed), normalize=False)
                 if self._spill is not None:
                     self._spill.write(kf, batch)
         with timings.phase("hash_s"):
-            self._fold(waiting)
             self.table.normalize()  # once, not per batch: a pass over the whole table
         if self._spill is not None:
             self._spill.close()
-
-    def _fold(self, waiting: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        """Fold the pairs of the batches waiting into the table, and forget them."""
-        if waiting:
-            keys, hashes = (np.concatenate(parts) for parts in zip(*waiting))
-            self.table.add(keys, hashes, normalize=False)
-            waiting.clear()
 
     def peel(self, sent: Iblt) -> tuple[Peeled, int]:
         """The pairs only one side holds (plus: the warehouse, minus: the source), and the

@@ -25,7 +25,6 @@ from deltasieve_protocol.wire import KEY_FP
 from remote_agent.app import create_app
 from remote_agent.errors import Gone
 from remote_agent.settings import AgentSettings
-from remote_agent.strategies import sketch
 from remote_agent.strategies.sketch import Reconciliations
 from tests.support.agent_requests import check_timings
 
@@ -238,11 +237,10 @@ def test_no_change_peels_at_the_probe(setup):
     assert "session" not in summary
 
 
-def test_batches_folded_in_groups_give_the_same_answer(setup, monkeypatch):
-    """The scan folds the pairs of several batches at once (FOLD_ROWS), the last group
-    after the read: small batches and groups change nothing of the answer."""
+def test_small_batches_give_the_same_answer(setup):
+    """The scan folds each batch as it reads it, its counts normalized once after the read:
+    many small batches change nothing of the answer."""
     client, key_type, old, new = setup
-    monkeypatch.setattr(sketch, "FOLD_ROWS", 1_000)
     summary, rows, deleted = _answer(
         _post(client, key_type, old, width=16 * 20, widest=16 * 20, batch_rows=700), client, key_type, old
     )
