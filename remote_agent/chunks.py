@@ -159,6 +159,7 @@ def _walk(
 
     cursor: tuple | None = None
     tail = 0  # rows of the last chunk, at its end, that have the cursor's key
+    statements: dict[tuple[int, bool, bool], str] = {}  # each chunk's SQL by (limit, from a cursor, strictly)
     after = None if query.intervals else query.after
     if after is not None and nullable and not query.nulls_first:
         probe_null_keys(session, query)  # a NULL key sorts after every cursor: the first chunk misses it too
@@ -173,7 +174,12 @@ def _walk(
         else:
             params = list(start) if start is not None else []
         strictly = cursor is None and after is not None
-        sql = query.chunk_sql(limit, from_cursor=bool(params), below=stop is not None, strictly=strictly)
+        shape = (limit, bool(params), strictly)
+        if shape not in statements:  # rendered once: sqlglot takes milliseconds a statement
+            statements[shape] = query.chunk_sql(
+                limit, from_cursor=bool(params), below=stop is not None, strictly=strictly
+            )
+        sql = statements[shape]
         params += upper
         started = time.perf_counter()
         with session.read() as reader:

@@ -51,8 +51,10 @@ _CONTEXT = multiprocessing.get_context("forkserver")
 #: The server imports this module through reader_server, which refuses pandas and polars first.
 _CONTEXT.set_forkserver_preload(["remote_agent.reader_server"])
 
-#: Message kinds on the pipe, each followed by the reader's read and convert seconds since
-#: the previous message (two doubles), then the kind's payload.
+#: Message kinds on the pipe, each with the reader's read and convert seconds since the
+#: previous message (two doubles), and followed by a message of the kind's payload: two
+#: messages, so that a batch's IPC bytes go to the pipe as Arrow wrote them, not copied
+#: behind a head.
 _BATCH, _DONE, _FAILED = b"B", b"D", b"E"
 _HEAD = struct.Struct("<cdd")
 #: Seconds to wait for a killed reader to be gone.
@@ -112,16 +114,15 @@ def batches(
         while True:
             with timings.phase("wait_s"):
                 try:
-                    message = receiving.recv_bytes()
+                    kind, read_s, convert_s = _HEAD.unpack(receiving.recv_bytes())
+                    payload = receiving.recv_bytes()
                 except EOFError:
                     reader.join(_JOIN_S)
                     raise ReaderLost(
                         f"the agent's reader process ended without finishing the scan (exit code {reader.exitcode}); retry the sync"
                     ) from None
-            kind, read_s, convert_s = _HEAD.unpack_from(message)
             timings.seconds["read_s"] += read_s
             timings.seconds["convert_s"] += convert_s
-            payload = memoryview(message)[_HEAD.size :]
             if kind == _BATCH:
                 yield pa.ipc.read_record_batch(pa.py_buffer(payload), converter.schema)
             elif kind == _DONE:
@@ -150,10 +151,10 @@ def _read(
     without_dataframes.install()
     timings = Timings()
 
-    def send(kind: bytes, payload: bytes | memoryview = b"") -> None:
-        head = _HEAD.pack(kind, timings.seconds["read_s"], timings.seconds["convert_s"])
+    def send(kind: bytes, payload: bytes | pa.Buffer = b"") -> None:
+        sending.send_bytes(_HEAD.pack(kind, timings.seconds["read_s"], timings.seconds["convert_s"]))
         timings.seconds["read_s"] = timings.seconds["convert_s"] = 0.0
-        sending.send_bytes(head + bytes(payload))
+        sending.send_bytes(payload)
 
     try:
         converter = RowConverter(adapter, query.columns, query.where(), hash_key=query.hash_key)
