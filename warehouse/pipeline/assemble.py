@@ -201,7 +201,7 @@ class _Assembly:
         grown = layers.Layers(previous.base_rows, upserts.num_rows, removed.num_rows, 0)
         if grown.room_for(0):
             layers.link_files(current.rows(), self.fragments.staged.rows())
-            layers.write_overlay(self.fragments.staged.view_overlay(), upserts, removed, grown)
+            layers.write_overlay(self.fragments.staged.view_overlay(), upserts, removed, grown, view.key)
             assembly.update(view_written="overlay", overlay_rows=grown.overlay_rows())
         else:
             staged = self.ctx.spark.read.schema(f"{OP} string, {spark_schema(view.columns)}")

@@ -25,7 +25,7 @@ from warehouse.multisets import combinations
 from warehouse.names import DELETE, INSERT, OP, TNO, UNO
 from warehouse.planning import update_counts
 from warehouse.sample import view_sample
-from warehouse.store import layers
+from warehouse.store import key_ranges, layers
 from warehouse.store.versions import TMP_MARK, Version, ViewStore
 from warehouse.strategies.row_version.strategy import STATE_FILE as ROW_VERSION_STATE
 from warehouse.strategies.timestamp import STATE_FILE as TIMESTAMP_STATE
@@ -115,7 +115,8 @@ def project(spark: SparkSession, stored: Version, staged: Version, old: ViewDef,
     state and its sample projected. Nothing is read at the source. Returns the view's rows."""
     was, now = old.sites[0], new.sites[0]
     names = [c.name for c in now.columns]
-    layers.frame(spark, stored, 0, was.columns, was.key).select(*names, TNO, UNO).write.parquet(str(staged.fragment(0)))
+    projected = layers.frame(spark, stored, 0, was.columns, was.key).select(*names, TNO, UNO)
+    key_ranges.write_frame(projected, now.key, staged.fragment(0))
     for name in KEPT_STATE:
         source = stored.site_dir(0) / name
         if source.is_dir():
@@ -217,7 +218,7 @@ def carry_statistics(spark: SparkSession, stored: Version, staged: Version, old:
             F.coalesce(F.col("__old_uno"), F.col(UNO)).cast("bigint").alias(UNO),
         )
         written = staged.site_dir(i) / f"fragment{TMP_MARK}carried"
-        rows.write.parquet(str(written))
+        key_ranges.write_frame(rows, now.key, written)
         shutil.rmtree(staged.fragment(i))
         os.replace(written, staged.fragment(i))
         carried_rows = spark.read.schema(layers.stored_ddl(now.columns)).parquet(str(staged.fragment(i)))

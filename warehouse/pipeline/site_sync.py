@@ -38,7 +38,7 @@ from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
 from warehouse.planning.cost_model import CostModel
 from warehouse.planning.deletions import DELETIONS_SCHEMA, read_deletions
-from warehouse.store import layers
+from warehouse.store import key_ranges, layers
 from warehouse.store.read_so_far import ReadSoFar
 from warehouse.store.versions import Version
 from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
@@ -354,7 +354,7 @@ class SiteRun:
         kept = kept.set_column(kept.schema.get_field_index(TNO), TNO, pc.add(kept.column(TNO), 1))
         fragment = pa.concat_tables([kept, result.changed.drop_columns([OP]).cast(stored)])
         site_dir = staged.site_dir(i)
-        layers.write_part(fragment, staged.fragment(i))
+        layers.write_part(fragment, staged.fragment(i), key)
         # a whole fragment is a base without an overlay: its sizes, measured here, serve until it is rewritten
         cost = costs.measure_sample(fragment, self.site, self.options.hash_bits) if fragment.num_rows else None
         layers.Layers(fragment.num_rows, 0, 0, 0, asdict(cost) if cost else None).save(site_dir)
@@ -380,7 +380,7 @@ class SiteRun:
         )
         try:
             fragment = result.fragment(self.site.columns)
-            fragment.write.parquet(str(staged.fragment(self.index)))
+            key_ranges.write_frame(fragment, self.site.key, staged.fragment(self.index))
             update_counts.save(update_counts.of_frame(fragment), staged.site_dir(self.index))
         except BaseException:
             result.release()
@@ -420,7 +420,7 @@ class SiteRun:
             result.release()
             return None
         layers.link_files(self.current.fragment(i), staged.fragment(i))
-        layers.write_overlay(site_dir, upserts, removed, grown)
+        layers.write_overlay(site_dir, upserts, removed, grown, key)
         self.metrics.overlay_rows = upserts.num_rows + removed.num_rows
         hist_next = update_counts.advanced(
             planned.update_hist, update_counts.pairs(result.left), update_counts.pairs(result.changed)

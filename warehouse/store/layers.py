@@ -24,7 +24,7 @@ import json
 import operator
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from functools import reduce
 from pathlib import Path
@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from deltasieve_protocol.types import Column, arrow_schema, key_columns
 from warehouse import null_keys
 from warehouse.names import TNO, UNO, spark_schema
+from warehouse.store import key_ranges
 from warehouse.store.versions import Version
 from warehouse.viewdef import ViewDef
 
@@ -168,39 +169,36 @@ def overlaid_batches(
 
 def lookup(version: Version, site: int, columns: list[Column], key: list[str], keys: pa.Table) -> pa.Table:
     """The stored rows of `keys` (site columns and update statistics, syncs seen counted up to `version`, overlay
-    applied, as `frame` has them), read with Arrow: the files are filtered on the first key
-    column as they are read, so only the matching rows are decoded in full."""
-    return _stored(version, site, columns, key, keys)
+    applied, as `frame` has them; NULL matching NULL), read with Arrow: of the base and the upserts only the row
+    groups whose range of the first key column holds a wanted key are decoded (key_ranges.py)."""
+    schema = _stored_schema(columns)
+    return _stored(version, site, key, schema, lambda directory: key_ranges.read(directory, schema, key, keys))
 
 
 def table(version: Version, site: int, columns: list[Column], key: list[str]) -> pa.Table:
     """The whole fragment as `frame` has it (site columns and update statistics), read with Arrow: for a
     fragment small enough to hold on the driver."""
-    return _stored(version, site, columns, key, None)
+    schema = _stored_schema(columns)
+    return _stored(version, site, key, schema, _filtered(schema, None))
 
 
 def rows_where(version: Version, site: int, columns: list[Column], key: list[str], where: ds.Expression) -> pa.Table:
     """The fragment's rows that satisfy `where` (as `table` has them), read with Arrow: the
     files are filtered as they are read."""
-    return _stored(version, site, columns, key, None, where)
+    schema = _stored_schema(columns)
+    return _stored(version, site, key, schema, _filtered(schema, where))
+
+
+def _stored_schema(columns: list[Column]) -> pa.Schema:
+    return arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
 
 
 def _stored(
-    version: Version,
-    site: int,
-    columns: list[Column],
-    key: list[str],
-    keys: pa.Table | None,
-    wanted: ds.Expression | None = None,
+    version: Version, site: int, key: list[str], schema: pa.Schema, read: Callable[[Path], pa.Table]
 ) -> pa.Table:
-    schema = arrow_schema(columns).append(pa.field(TNO, pa.int64())).append(pa.field(UNO, pa.int64()))
-    if keys is not None:
-        keys = keys.select(key).cast(pa.schema([schema.field(k) for k in key]))
-        wanted = ds.field(key[0]).isin(pc.unique(keys.column(key[0]).combine_chunks()))
+    """The fragment's rows that `read` gives (of the base and of the upserts), overlay and tno offset applied."""
     layers = Layers.load(version.site_dir(site))
-    rows = _read_overlaid(version.fragment(site), version.site_dir(site), layers, schema, key, wanted)
-    if keys is not None:
-        rows = rows.join(keys, key, join_type="left semi").select(schema.names)
+    rows = _read_overlaid(version.fragment(site), version.site_dir(site), layers, schema, key, read)
     if layers is not None and layers.tno_offset:
         rows = rows.set_column(
             rows.schema.get_field_index(TNO), TNO, pc.add(rows.column(TNO), pa.scalar(layers.tno_offset, pa.int64()))
@@ -213,18 +211,28 @@ def view_lookup(version: Version, view: ViewDef, wanted: ds.Expression) -> pa.Ta
     satisfy `wanted`, read with Arrow: the files are filtered as they are read."""
     overlay = version.view_overlay()
     schema = arrow_schema(view.columns)
-    return _read_overlaid(version.rows(), overlay, Layers.load(overlay), schema, view.key, wanted)
+    return _read_overlaid(version.rows(), overlay, Layers.load(overlay), schema, view.key, _filtered(schema, wanted))
 
 
-def _read_overlaid(
-    base: Path, overlay: Path, layers: Layers | None, schema: pa.Schema, key: list[str], wanted: ds.Expression | None
-) -> pa.Table:
-    """The rows of `base` that satisfy `wanted`, without the overlay's removed keys (NULL
-    matching NULL), plus its upserts that satisfy it: columns and types of `schema`."""
+def _filtered(schema: pa.Schema, wanted: ds.Expression | None) -> Callable[[Path], pa.Table]:
+    """A reader of a Parquet directory's rows that satisfy `wanted` (all if None), as `schema` has them."""
 
     def read(directory: Path) -> pa.Table:
         return ds.dataset(directory, format="parquet").to_table(columns=schema.names, filter=wanted).cast(schema)
 
+    return read
+
+
+def _read_overlaid(
+    base: Path,
+    overlay: Path,
+    layers: Layers | None,
+    schema: pa.Schema,
+    key: list[str],
+    read: Callable[[Path], pa.Table],
+) -> pa.Table:
+    """The rows `read` gives of `base`, without the overlay's removed keys (NULL matching
+    NULL), plus those it gives of the upserts: columns and types of `schema`."""
     rows = read(base)
     if layers is not None and layers.removed_rows:
         removed = pq.read_table(overlay / "removed").select(key).cast(pa.schema([schema.field(k) for k in key]))
@@ -273,17 +281,23 @@ def grown(
     return upserts, pa.concat_tables([removed, replaced]).group_by(key).aggregate([]).select(key)
 
 
-def write_overlay(overlay: Path, upserts: pa.Table, removed: pa.Table, layers: Layers) -> None:
-    """Store an overlay (its base is linked beside it by the caller): parts and layers.json."""
+def write_overlay(overlay: Path, upserts: pa.Table, removed: pa.Table, layers: Layers, key: list[str]) -> None:
+    """Store an overlay (its base is linked beside it by the caller): parts and layers.json;
+    the upserts sorted by `key`, for lookups (key_ranges.py)."""
     if upserts.num_rows:
-        write_part(upserts, overlay / "upserts")
+        write_part(upserts, overlay / "upserts", key)
     if removed.num_rows:
         write_part(removed, overlay / "removed")
     overlay.mkdir(parents=True, exist_ok=True)
     layers.save(overlay)
 
 
-def write_part(table: pa.Table, directory: Path) -> None:
-    """One Parquet file in `directory` (a dataset Spark and Arrow both read)."""
+def write_part(table: pa.Table, directory: Path, key: list[str] | None = None) -> None:
+    """One Parquet file in `directory` (a dataset Spark and Arrow both read); with `key`,
+    rows sorted by it in row groups a lookup can pick from (key_ranges.py)."""
     directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, directory / "part-0.zstd.parquet", compression="zstd")
+    path = directory / "part-0.zstd.parquet"
+    if key is None:
+        pq.write_table(table, path, compression="zstd")
+    else:
+        key_ranges.write_table(table, path, key)

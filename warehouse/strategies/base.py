@@ -244,9 +244,9 @@ class SiteContext:
 
     def stored_rows(self, keys: pa.Table, snapshot: DataFrame) -> pa.Table:
         """The `snapshot`'s rows (with update statistics) of `keys` (a table of the key columns). On a local
-        master the driver is the only executor, and Arrow reads the files with the keys as
-        a filter (a fraction of a second at 1M rows, where a Spark job over the fragment
-        took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
+        master the driver is the only executor, and Arrow reads the row groups whose key range holds
+        one of the keys (layers.lookup; a fraction of a second at 1M rows, where a Spark job over the
+        fragment took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
         from warehouse.store import layers  # layers reads fragments with this module's schemas
 
         if self.local_master:
