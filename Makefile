@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs]'
-	@# the compiled row kernel, once, into numba's cache beside its modules: no agent, test or sync compiles it
+	@# the compiled row kernel and MariaDB reader, once, into numba's cache beside their modules: no agent, test or sync compiles them
 	$(PY) -c 'from deltasieve_protocol.fingerprints import compile_kernels; compile_kernels()'
+	$(PY) -c 'from remote_agent.adapters.mysql_result import compile_reader; compile_reader()'
 	touch $(STAMP)
 
 demo: install
