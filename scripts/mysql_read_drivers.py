@@ -36,6 +36,16 @@ date is neither silently NULL nor a failed chunk without its value. mysqlclient 
 test harness's driver) and mariadb 1.1 both compile against libmariadb-dev (pkg-config/mariadb_config,
 a C compiler): PyPI has no Linux wheels of either (mariadb's 2.0 release candidates are a new pure
 Python implementation, not measured); PyMySQL is a pure Python wheel, the fallback without a compiler.
+
+`--students N` times instead the agent's own scan of the students view (chunks.batches, the
+agent's default chunks of 10,000 rows, each its own read-only transaction) with each reader
+in place of the adapter's: the compiled reader (mysql_result.py), the reader before it
+(mysqlclient's rows of bytes, then the same Arrow casts), mysqlclient's converters,
+connectorx when it is installed (not a dependency), beside the two client floors of the
+benchmarks (tests/benchmarks/floors.py); interleaved, every table checked equal. Results in
+tests/benchmarks/results/mysql-drivers.md:
+
+    python scripts/mysql_read_drivers.py --students 1000000 --repeat 3
 """
 
 from __future__ import annotations

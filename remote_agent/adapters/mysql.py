@@ -267,6 +267,8 @@ class MysqlAdapter(Adapter):
     #: EXPLAIN without ANALYZE plans the statement and runs nothing.
     explain_prefix = "EXPLAIN"
     exact_lookups = False
+    #: numba's start-up and the compiled reader, loaded once in the readers' fork server
+    reader_preload = ("remote_agent.adapters.mysql_preload",)
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
         """`arrow_reads`: read scan chunks into Arrow with compiled code (mysql_result.py, cast

@@ -7,6 +7,9 @@ the converters give, or refuse the chunk (a zero date), which is then read throu
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pyarrow as pa
 import pytest
 
@@ -116,3 +119,15 @@ def test_the_statement_timeout_stops_rows_mid_result(server):
     types = [c.type for c in _query(adapter, "exact").columns[:2]]
     with adapter.read() as reader, pytest.raises(SourceUnavailable, match="0.3 s statement timeout"):
         reader.arrow("SELECT seq, SLEEP(0.01) AS s FROM seq_1_to_1000", types=types, schema=schema)
+
+
+def test_the_readers_fork_server_of_a_mysql_agent_loads_the_compiled_reader():
+    assert MysqlAdapter.reader_preload == ("remote_agent.adapters.mysql_preload",)
+    # a fresh process, as the fork server is: after the import, a forked reader's first call
+    # finds the loops loaded (a signature each) and loads nothing
+    loaded = (
+        "import remote_agent.adapters.mysql_preload; from remote_agent.adapters import mysql_result as r; "
+        "print(len(r._copy_rows.signatures), len(r._column_bytes.signatures))"
+    )
+    found = subprocess.run([sys.executable, "-c", loaded], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["1", "1"]
