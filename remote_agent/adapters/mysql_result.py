@@ -53,8 +53,9 @@ _fetch_lengths = types.ExternalFunction("mysql_fetch_lengths", types.CPointer(ty
 
 def _client_library() -> Any:
     """The C client's functions mysqlclient uses, typed for ctypes, and the row functions
-    made known to numba's linker; None without mysqlclient."""
-    if _mysql is None:
+    made known to numba's linker; None without mysqlclient, or where a pointer or an
+    `unsigned long` is not the 64-bit word the compiled loops read."""
+    if _mysql is None or ctypes.sizeof(ctypes.c_void_p) != 8 or ctypes.sizeof(ctypes.c_ulong) != 8:
         return None
     client = ctypes.CDLL(_mysql.__file__)
     for name in ("mysql_fetch_row", "mysql_fetch_lengths"):
@@ -107,7 +108,7 @@ def stored_columns(mysql: int) -> list[pa.Array] | None:
     try:
         rows, fields = _client.mysql_num_rows(result), _client.mysql_num_fields(result)
         sizes = _column_bytes(result, rows, fields)
-        if rows and int(sizes.max()) > MAX_COLUMN_BYTES:
+        if fields and int(sizes.max()) > MAX_COLUMN_BYTES:
             return None
         _client.mysql_data_seek(result, 0)
         starts = np.zeros(fields + 1, np.int64)
