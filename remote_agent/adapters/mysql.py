@@ -424,6 +424,10 @@ class MysqlAdapter(Adapter):
         conn = self._connect()
         try:
             native = mysql_result.native_connection(conn) if self.arrow_reads else None
+            if native is not None:
+                # loaded (or, without numba's cache, compiled) before any transaction: seconds
+                # spent inside one would hold its snapshot, and idle_transaction_timeout ends it
+                mysql_result.compile_reader()
             yield _MysqlSession(conn, self.statement_timeout_s, native)
         finally:
             with contextlib.suppress(MySQLdb.Error):
