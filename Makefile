@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs]'
-	@# the compiled kernels (row encoding, hash, IBLT fold), once, into numba's cache beside their modules: no agent, test or sync compiles them
+	@# the compiled kernels (row encoding, hash, IBLT fold) and the MariaDB reader, once, into numba's cache beside their modules: no agent, test or sync compiles them
 	$(PY) -c 'from deltasieve_protocol.fingerprints import compile_kernels; compile_kernels()'
+	$(PY) -c 'from remote_agent.adapters.mysql_result import compile_reader; compile_reader()'
 	touch $(STAMP)
 
 demo: install

@@ -23,7 +23,7 @@ def create_app(settings: AgentSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if settings.read_ahead:
-            readahead.start()
+            readahead.start(app.state.agent.adapter.reader_preload)
         yield
         app.state.agent.reconciliations.close()  # their spilled keys, on the agent's disk
 

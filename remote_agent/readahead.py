@@ -31,7 +31,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import pickle
 import struct
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from multiprocessing.connection import Connection
 
 import pyarrow as pa
@@ -61,8 +61,13 @@ _HEAD = struct.Struct("<cdd")
 _JOIN_S = 5.0
 
 
-def start() -> None:
-    """Start the fork server now (a second or so of imports), not at the first scan."""
+def start(preload: Sequence[str] = ()) -> None:
+    """Start the fork server now (a second or so of imports), not at the first scan.
+
+    `preload`: modules the server imports after its own (`Adapter.reader_preload`), so that
+    what they load is loaded once, not in every reader.
+    """
+    _CONTEXT.set_forkserver_preload(["remote_agent.reader_server", *preload])
     multiprocessing.forkserver.ensure_running()
 
 

@@ -167,13 +167,14 @@ class AgentSettings(BaseSettings):
     read_ahead: bool = Field(
         default=True, description="read the site query in a reader process, overlapping the read with hashing"
     )
-    #: About 1.6x faster than psycopg at 1M rows (adapters/postgres_arrow.py); a chunk it
-    #: cannot read exactly goes through psycopg instead. MariaDB's chunks are always cast by
-    #: Arrow (adapters/mysql_arrow.py), SQLite's follow `sqlite_arrow_reads`.
+    #: About 1.6x faster than psycopg at 1M rows (adapters/postgres_arrow.py); MySQL's and
+    #: MariaDB's about twice their reader before, Python rows of bytes (adapters/mysql_result.py).
+    #: A chunk either cannot read exactly goes through the driver's converters instead.
+    #: SQLite's chunks follow `sqlite_arrow_reads`.
     arrow_reads: bool = Field(
         default=True,
-        description="read PostgreSQL scan chunks straight into Arrow through ADBC; off: psycopg's rows "
-        "through a server-side cursor",
+        description="read PostgreSQL scan chunks straight into Arrow through ADBC, MySQL/MariaDB ones through "
+        "compiled code over the C client's result; off: the drivers' rows (psycopg's through a server-side cursor)",
     )
     #: The C reader of adbc-driver-sqlite builds the Arrow columns of a chunk without a
     #: Python object per value (adapters/sqlite_arrow.py); a chunk whose values it would not

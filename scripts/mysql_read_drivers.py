@@ -36,11 +36,22 @@ date is neither silently NULL nor a failed chunk without its value. mysqlclient 
 test harness's driver) and mariadb 1.1 both compile against libmariadb-dev (pkg-config/mariadb_config,
 a C compiler): PyPI has no Linux wheels of either (mariadb's 2.0 release candidates are a new pure
 Python implementation, not measured); PyMySQL is a pure Python wheel, the fallback without a compiler.
+
+`--students N` times instead the agent's own scan of the students view (chunks.batches, the
+agent's default chunks of 10,000 rows, each its own read-only transaction) with each reader
+in place of the adapter's: the compiled reader (mysql_result.py), the reader before it
+(mysqlclient's rows of bytes, then the same Arrow casts), mysqlclient's converters,
+connectorx when it is installed (not a dependency), beside the two client floors of the
+benchmarks (tests/benchmarks/floors.py); interleaved, every table checked equal. Results in
+tests/benchmarks/results/mysql-drivers.md:
+
+    python scripts/mysql_read_drivers.py --students 1000000 --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -51,15 +62,24 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import mariadb
 import MySQLdb
 import MySQLdb.converters
 import pyarrow as pa
-import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from remote_agent import chunks  # noqa: E402
+from remote_agent.adapters import mysql as my  # noqa: E402
+from remote_agent.adapters import mysql_arrow  # noqa: E402
+from remote_agent.adapters.rows import RowConverter  # noqa: E402
+from remote_agent.settings import DEFAULT_CHUNK_ROWS  # noqa: E402
+from remote_agent.sitequery import validate_site_query  # noqa: E402
+from remote_agent.timings import Timings  # noqa: E402
+from tests.benchmarks import floors  # noqa: E402
+from tests.benchmarks.mysqlsource import create_table  # noqa: E402
+from workloads.generators import STUDENTS  # noqa: E402
 from workloads.mariadb import start_mariadb  # noqa: E402
+from workloads.students import StudentsSource  # noqa: E402
 
 CHUNK_ROWS = 50_000
 COLUMNS = "id, name, amount, day, at, score, flag, big"
@@ -145,10 +165,14 @@ def mysqlclient(url: str, **kw):
 
 
 def mariadb_conn(url: str):
+    import mariadb  # MariaDB's Connector/Python: compared here, not a dependency
+
     return mariadb.connect(**connect_args(url))
 
 
 def pymysql_conn(url: str):
+    import pymysql  # compared here, not a dependency
+
     return pymysql.connect(**connect_args(url), charset="utf8mb4")
 
 
@@ -235,11 +259,135 @@ def traps(url: str) -> dict[str, dict[str, str]]:
     return out
 
 
+# -- the agent's own scan of the students view, per reader -----------------------------------------
+#: The students workload's site query, as the benchmarks' view reads it.
+STUDENTS_SQL = (
+    "SELECT s.student_id, s.first_name, s.middle_name, s.last_name, s.title, s.birth_date, s.country, "
+    "s.phone, s.address, s.mailing_address, s.enrolled, s.gpa FROM students s WHERE s.active = 1"
+)
+
+
+def previous_arrow(reader, sql, params=(), *, types, schema, key=()):
+    """The agent's reader before the compiled one: mysqlclient's rows of bytes, no decoders,
+    each column a pa.array, then the same Arrow casts (mysql_arrow.canonical)."""
+    query = my.format_placeholders(sql).encode() % tuple(map(reader.conn.literal, params)) if params else sql
+    saved, reader.conn.converter = reader.conn.converter, {}
+    try:
+        reader.conn.query(query)
+        rows = reader.conn.store_result().fetch_row(0)
+    finally:
+        reader.conn.converter = saved
+    columns = list(zip(*rows)) if rows else [() for _ in schema]
+    return mysql_arrow.canonical([pa.array(c, pa.binary()) for c in columns], types, schema)
+
+
+def connectorx_arrow(url: str, session: list[str]):
+    """connectorx (Rust, its own MySQL client) per chunk: a new connection (two: it reconnects
+    over the unix socket it finds), the agent's session statements run first, the statement
+    with its cursor as literals; a chunk it cannot read (it panics on a zero date, a decimal
+    beyond 28 digits, TIME) would go to the converters."""
+    import connectorx  # compared here, not a dependency
+
+    def arrow(reader, sql, params=(), *, types, schema, key=()):
+        query = my.format_placeholders(sql).encode() % tuple(map(reader.conn.literal, params)) if params else sql
+        text = query.decode() if isinstance(query, bytes) else query
+        try:
+            table = connectorx.read_sql(url, text, return_type="arrow", pre_execution_query=session)
+        except BaseException:  # a Rust panic is a BaseException  # noqa: BLE001
+            return None
+        return pa.Table.from_arrays([c.cast(f.type) for c, f in zip(table.columns, schema)], schema=schema)
+
+    return arrow
+
+
+def agent_scan(url: str, arrow_reads: bool, chunk_rows: int, reader_arrow=None) -> pa.Table:
+    """The students site query through the agent's own scan (chunks.batches), its chunks read
+    by `reader_arrow` in place of the adapter's reader where given."""
+    adapter = my.MysqlAdapter(url, statement_timeout_s=600, arrow_reads=arrow_reads)
+    query = validate_site_query(STUDENTS_SQL, ["student_id"], {t.name: t for t in adapter.describe()}, "mysql")
+    converter = RowConverter(adapter, query.columns, query.where())
+    saved = my._MysqlReader.arrow
+    if reader_arrow is not None:
+        my._MysqlReader.arrow = reader_arrow
+    try:
+        with adapter.session() as session:
+            scan = chunks.batches(
+                adapter, session, query, converter, chunk_rows=chunk_rows, batch_rows=16_384, timings=Timings()
+            )
+            return pa.Table.from_batches(list(scan), converter.schema)
+    finally:
+        my._MysqlReader.arrow = saved
+
+
+def students(args) -> None:
+    """Seconds of each reader over the students view, interleaved, checked equal to the converters'."""
+    with tempfile.TemporaryDirectory(prefix="myread-") as work:
+        server = None
+        url = args.reader_url
+        if url is None:
+            server, database = start_mariadb(Path(work))
+            db = Path(work) / "students.db"
+            StudentsSource(db).create(args.students)
+            create_table(database.owner_url, STUDENTS, db)
+            url = database.reader_url
+        try:
+            session = [
+                "SET SESSION TRANSACTION READ ONLY",
+                f"SET SESSION time_zone = '+00:00', SESSION sql_mode = '{my.SQL_MODE}', SESSION max_statement_time = 600",
+                "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT",
+            ]
+            ordered = f"{STUDENTS_SQL} ORDER BY s.student_id"
+            chunk = args.chunk_rows
+            candidates: dict[str, Callable[[], object]] = {
+                "the agent, compiled reader (--arrow-reads)": lambda: agent_scan(url, True, chunk),
+                "the agent, its reader before: rows of bytes + Arrow casts": lambda: agent_scan(
+                    url, True, chunk, previous_arrow
+                ),
+                "the agent, mysqlclient's converters (--no-arrow-reads)": lambda: agent_scan(url, False, chunk),
+            }
+            with contextlib.suppress(ImportError):
+                import connectorx  # noqa: F401
+
+                candidates["the agent, connectorx per chunk"] = lambda: agent_scan(
+                    url, True, chunk, connectorx_arrow(url, session)
+                )
+            candidates["floor: _mysql use_result, rows of bytes"] = lambda: floors._mysqlclient_use_result(url, ordered)
+            candidates["floor: mariadb --quick --batch to /dev/null"] = lambda: floors._mariadb_client(url, ordered)
+            reference = None
+            seconds: dict[str, list[float]] = {name: [] for name in candidates}
+            for _ in range(args.repeat):
+                for name, run in candidates.items():  # interleaved: the machine's noise hits all alike
+                    started = time.perf_counter()
+                    result = run()
+                    seconds[name].append(time.perf_counter() - started)
+                    if isinstance(result, pa.Table):
+                        reference = result if reference is None else reference
+                        assert result.equals(reference), f"{name}: not the compiled reader's table"
+            rows = reference.num_rows if reference is not None else 0
+            print(f"\n{rows} rows of the students view, chunks of {chunk} rows")
+            print("| path | rows/s (best) | best s | median s | runs (s) |\n|---|---:|---:|---:|---|")
+            for name, runs in seconds.items():
+                best = min(runs)
+                print(
+                    f"| {name} | {rows / best:,.0f} | {best:.2f} | {statistics.median(runs):.2f} | "
+                    f"{', '.join(f'{s:.2f}' for s in runs)} |"
+                )
+        finally:
+            if server is not None:
+                server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--students", type=int, help="instead: the agent's scan of a students table of this many rows")
+    parser.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="rows per chunk of --students")
+    parser.add_argument("--reader-url", help="--students: read this server's students table (no server started)")
     args = parser.parse_args()
+    if args.students or args.reader_url:
+        students(args)
+        return
 
     with tempfile.TemporaryDirectory(prefix="myread-") as work:
         server, database = start_mariadb(Path(work))

@@ -97,6 +97,10 @@ class Adapter(ABC):
         #: read scan chunks straight into Arrow where the adapter can (`Reader.arrow`)
         self.arrow_reads = arrow_reads
 
+    #: Modules the readers' fork server imports before it forks a reader (readahead.start):
+    #: what a reader of this adapter would otherwise load at every scan.
+    reader_preload: tuple[str, ...] = ()
+
     #: Whether tables outside the connection's default schema can be read (PostgreSQL
     #: schemas, MySQL databases): `describe(schemas)` names them schema.table.
     schemas: bool = False

@@ -39,7 +39,7 @@ from sqlglot.tokens import TokenType
 from deltasieve_protocol import sitesql
 from deltasieve_protocol.models import TableKind
 from deltasieve_protocol.types import MAX_DECIMAL_PRECISION, LogicalType
-from remote_agent.adapters import mysql_arrow
+from remote_agent.adapters import mysql_arrow, mysql_result
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.adapters.mysql_errors import driver_errors
@@ -192,9 +192,11 @@ def utf8_bytes(ref: exp.Expression) -> exp.Expression:
 
 
 class _MysqlReader(Reader):
-    def __init__(self, conn: Any, timeout_s: float):
+    def __init__(self, conn: Any, timeout_s: float, native: int | None):
         self.conn = conn
         self.timeout_s = timeout_s
+        #: the connection's MYSQL struct, where scan chunks are read into Arrow (mysql_result.py)
+        self.native = native
 
     def arrow(
         self,
@@ -205,19 +207,16 @@ class _MysqlReader(Reader):
         schema: pa.Schema,
         key: Sequence[int] = (),
     ) -> pa.Table | None:
-        # The same statement, its values left as the server's text and cast by Arrow
-        # (mysql_arrow.py); the connection's converters are swapped for this one result.
+        # The same statement through mysqlclient, its result copied as the server's text by
+        # compiled code (mysql_result.py) and cast by Arrow (mysql_arrow.py).
+        if self.native is None:
+            return None
         # As bytes: a bound binary value (a cursor's EWKB, say) need not be UTF-8 (mogrify's str would be).
         query = format_placeholders(sql).encode() % tuple(map(self.conn.literal, params)) if params else sql
-        saved = self.conn.converter
-        self.conn.converter = mysql_arrow.raw_converter(saved)
-        try:
-            with driver_errors(self.timeout_s):
-                self.conn.query(query)
-                rows = self.conn.store_result().fetch_row(0)
-        finally:
-            self.conn.converter = saved
-        return mysql_arrow.canonical(rows, types, schema)
+        with driver_errors(self.timeout_s):
+            self.conn.query(query)
+            columns = mysql_result.stored_columns(self.native)
+        return None if columns is None else mysql_arrow.canonical(columns, types, schema)
 
     def stream(
         self, sql: str, params: Sequence[Any] = (), fetch_rows: int = DEFAULT_FETCH_ROWS
@@ -242,9 +241,10 @@ class _MysqlReader(Reader):
 
 
 class _MysqlSession(Session):
-    def __init__(self, conn: Any, timeout_s: float):
+    def __init__(self, conn: Any, timeout_s: float, native: int | None):
         self.conn = conn
         self.timeout_s = timeout_s
+        self.native = native
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Reader]:
@@ -254,7 +254,7 @@ class _MysqlSession(Session):
         with driver_errors(self.timeout_s):
             self.conn.query("START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT")
         try:
-            yield _MysqlReader(self.conn, self.timeout_s)
+            yield _MysqlReader(self.conn, self.timeout_s, self.native)
         finally:
             with contextlib.suppress(MySQLdb.Error):
                 self.conn.rollback()
@@ -267,8 +267,12 @@ class MysqlAdapter(Adapter):
     #: EXPLAIN without ANALYZE plans the statement and runs nothing.
     explain_prefix = "EXPLAIN"
     exact_lookups = False
+    #: numba's start-up and the compiled reader, loaded once in the readers' fork server
+    reader_preload = ("remote_agent.adapters.mysql_preload",)
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
+        """`arrow_reads`: read scan chunks into Arrow with compiled code (mysql_result.py, cast
+        by mysql_arrow.py) on the session's own connection; otherwise through the converters."""
         super().__init__(url, statement_timeout_s=statement_timeout_s, arrow_reads=arrow_reads)
         if MySQLdb is None:
             raise SourceUnavailable(
@@ -419,7 +423,12 @@ class MysqlAdapter(Adapter):
     def session(self) -> Iterator[Session]:
         conn = self._connect()
         try:
-            yield _MysqlSession(conn, self.statement_timeout_s)
+            native = mysql_result.native_connection(conn) if self.arrow_reads else None
+            if native is not None:
+                # loaded (or, without numba's cache, compiled) before any transaction: seconds
+                # spent inside one would hold its snapshot, and idle_transaction_timeout ends it
+                mysql_result.compile_reader()
+            yield _MysqlSession(conn, self.statement_timeout_s, native)
         finally:
             with contextlib.suppress(MySQLdb.Error):
                 conn.rollback()
