@@ -44,6 +44,7 @@ def test_agent_image_installs_only_the_agent():
     assert "openjdk" not in text and "pyspark" not in text and "[service]" not in text
     assert any(op == "RUN" and "pip install" in rest and "'.[mysql]'" in rest for op, rest in steps)
     assert "libmariadb3" in text, "mysqlclient's runtime library must stay in the image"
+    _fills_numba_cache_for(steps, "agent", "compile_kernels", "compile_reader")
     assert steps[-1][0] == "ENTRYPOINT" and "remote_agent" in steps[-1][1]
 
 
@@ -53,4 +54,16 @@ def test_service_image_installs_java_and_the_service_extra():
     assert "openjdk-17" in runs and "'.[service]'" in runs
     copied = {rest.split()[0] for op, rest in steps if op == "COPY"}
     assert {"deltasieve_protocol", "warehouse", "service"} <= copied and "remote_agent" not in copied
+    _fills_numba_cache_for(steps, "deltasieve", "compile_kernels")
     assert steps[-1][0] == "ENTRYPOINT" and "service" in steps[-1][1]
+
+
+def _fills_numba_cache_for(steps: list[tuple[str, str]], user: str, *compiles: str) -> None:
+    """The image compiles the numba kernels at build into a cache its user owns: the sources'
+    own __pycache__ is root's, and a kernel numba cannot cache would compile at every start."""
+    env = " ".join(rest for op, rest in steps if op == "ENV")
+    runs = " ".join(rest for op, rest in steps if op == "RUN")
+    assert "NUMBA_CACHE_DIR=" in env
+    assert all(f"import {name}; {name}()" in runs for name in compiles), compiles
+    assert f'chown -R {user} "$NUMBA_CACHE_DIR"' in runs
+    assert ("USER", user) in steps
