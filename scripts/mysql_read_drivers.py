@@ -107,6 +107,28 @@ FILL = """INSERT INTO t SELECT seq, IF(seq % 17 = 0, NULL, CONCAT('name ', seq, 
 SELECT = f"SELECT {COLUMNS} FROM t WHERE id >= {{}} ORDER BY id LIMIT {CHUNK_ROWS}"  # {}: the cursor or `?`
 
 
+def interleaved(
+    candidates: dict[str, Callable[[], object]], repeat: int, first: str, rows: int | None = None
+) -> tuple[dict[str, list[float]], pa.Table | None]:
+    """Each candidate's seconds over `repeat` interleaved rounds (the machine's noise hits all
+    alike), and the first table one returned: every table must equal it (`first` names it in
+    the error), and with `rows` given hold that many rows, as must a count a candidate returns."""
+    reference = None
+    seconds: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(repeat):
+        for name, run in candidates.items():
+            started = time.perf_counter()
+            result = run()
+            seconds[name].append(time.perf_counter() - started)
+            if isinstance(result, pa.Table):
+                reference = result if reference is None else reference
+                assert rows is None or result.num_rows == rows, f"{name}: {result.num_rows} rows"
+                assert result.equals(reference), f"{name}: not {first} table"
+            elif rows is not None:
+                assert result == rows, f"{name}: {result} rows"
+    return seconds, reference
+
+
 def connect_args(url: str) -> dict:
     u = urlsplit(url)
     return {"host": u.hostname, "port": u.port, "user": u.username, "password": u.password, "database": u.path[1:]}
@@ -353,16 +375,7 @@ def students(args) -> None:
                 )
             candidates["floor: _mysql use_result, rows of bytes"] = lambda: floors._mysqlclient_use_result(url, ordered)
             candidates["floor: mariadb --quick --batch to /dev/null"] = lambda: floors._mariadb_client(url, ordered)
-            reference = None
-            seconds: dict[str, list[float]] = {name: [] for name in candidates}
-            for _ in range(args.repeat):
-                for name, run in candidates.items():  # interleaved: the machine's noise hits all alike
-                    started = time.perf_counter()
-                    result = run()
-                    seconds[name].append(time.perf_counter() - started)
-                    if isinstance(result, pa.Table):
-                        reference = result if reference is None else reference
-                        assert result.equals(reference), f"{name}: not the compiled reader's table"
+            seconds, reference = interleaved(candidates, args.repeat, "the compiled reader's")
             rows = reference.num_rows if reference is not None else 0
             print(f"\n{rows} rows of the students view, chunks of {chunk} rows")
             print("| path | rows/s (best) | best s | median s | runs (s) |\n|---|---:|---:|---:|---|")
@@ -424,19 +437,7 @@ def main() -> None:
                 "bare mysqlclient fetchall, no decoders, no Arrow (reference)": lambda: bare_fetchall(url),
                 "bare `mariadb -B` client to a pipe (reference)": lambda: bare_cli(url),
             }
-            reference = None
-            seconds: dict[str, list[float]] = {name: [] for name in candidates}
-            for _ in range(args.repeat):
-                for name, run in candidates.items():  # interleaved: the machine's noise hits all alike
-                    started = time.perf_counter()
-                    result = run()
-                    seconds[name].append(time.perf_counter() - started)
-                    if isinstance(result, pa.Table):
-                        reference = result if reference is None else reference
-                        assert result.num_rows == args.rows, f"{name}: {result.num_rows} rows"
-                        assert result.equals(reference), f"{name}: not (a)'s table"
-                    else:
-                        assert result == args.rows, f"{name}: {result} rows"
+            seconds, _ = interleaved(candidates, args.repeat, "(a)'s", rows=args.rows)
             print(f"\n{args.rows} rows\n| path | rows/s (median) | median s | runs (s) |\n|---|---:|---:|---|")
             for name, runs in seconds.items():
                 median = statistics.median(runs)
