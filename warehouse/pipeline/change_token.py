@@ -17,6 +17,11 @@ with it), and for an audit's full reads. No token is kept after a read that resu
 rows a failed attempt received (they were read before this attempt's token), nor from an
 agent that gives none (MariaDB, dump files, a standby, an agent that predates tokens or
 runs with --no-change-token): those sync as they always did.
+
+An agent's answer that it gives no token is kept too, with the time it was given: for
+ASK_AGAIN_S after it, syncs of the site do not ask (one round trip fewer on every sync of a
+MariaDB source or a dump); then the agent is asked again, since it may have been restarted
+with tokens on, or its standby promoted.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,23 +47,31 @@ FILE = "change_token.json"
 FORMAT = 1
 #: The statuses of an agent that has no change-token endpoint (it predates it).
 NO_ENDPOINT = (404, 405)
+#: Seconds an agent's answer that it gives no token for a site is believed.
+ASK_AGAIN_S = 3600.0
 
 
 @dataclass(frozen=True)
 class Kept:
-    """A token kept with a version's site, and the digest of the site query it was read for."""
+    """A token kept with a version's site, and the digest of the site query it was read for;
+    or (token None) the agent's answer that it gives none, why, and when (seconds since the epoch)."""
 
-    token: str
+    token: str | None
     site: str
+    reason: str | None = None
+    asked_at: float | None = None
 
 
 @dataclass(frozen=True)
 class Probe:
-    """The agent's answer: the token now (None: none, `reason` says why) and whether it is the kept one."""
+    """The agent's answer: the token now (None: none, `reason` says why) and whether it is
+    the kept one; `asked_at`: when the agent gave it (earlier than this sync when a kept
+    answer of none stood in for asking)."""
 
     token: str | None
     unchanged: bool = False
     reason: str | None = None
+    asked_at: float | None = None
 
 
 def site_digest(spec: SiteSpec) -> str:
@@ -80,14 +94,17 @@ def load(site_dir: Path | None) -> Kept | None:
         return None
     data = json.loads(path.read_text())
     check_format(data, FORMAT, f"the change token of {site_dir} ({path})")
-    return Kept(data["token"], data["site"])
+    return Kept(data["token"], data["site"], data.get("reason"), data.get("asked_at"))
 
 
 def save(site_dir: Path, kept: Kept) -> None:
     """Keep `kept` in `site_dir`: a new file (a carried site's is a link to the previous version's)."""
     site_dir.mkdir(parents=True, exist_ok=True)
     written = site_dir / f"{FILE}{TMP_MARK}"
-    written.write_text(json.dumps({"format": FORMAT, "token": kept.token, "site": kept.site}))
+    fields = {"format": FORMAT, "token": kept.token, "site": kept.site}
+    if kept.token is None:
+        fields.update(reason=kept.reason, asked_at=kept.asked_at)
+    written.write_text(json.dumps(fields))
     os.replace(written, site_dir / FILE)
 
 
@@ -101,19 +118,48 @@ def since(kept: Kept | None, spec: SiteSpec) -> str | None:
     return kept.token if kept is not None and kept.site == site_digest(spec) else None
 
 
+def known_none(kept: Kept | None, spec: SiteSpec, now: float) -> Probe | None:
+    """The agent's kept answer that it gives no token for this site query, while it is
+    believed (ASK_AGAIN_S); None: ask it.
+
+    >>> spec = SiteSpec(sql="SELECT id FROM t", key=["id"], columns=[{"name": "id", "type": "int"}])
+    >>> none = Kept(None, site_digest(spec), "MariaDB gives none", asked_at=1000.0)
+    >>> known_none(none, spec, 1000.0 + ASK_AGAIN_S - 1)
+    Probe(token=None, unchanged=False, reason='MariaDB gives none', asked_at=1000.0)
+    >>> known_none(none, spec, 1000.0 + ASK_AGAIN_S), known_none(Kept("a/1", site_digest(spec)), spec, 1000.0)
+    (None, None)
+    """
+    if kept is None or kept.token is not None or kept.asked_at is None or kept.site != site_digest(spec):
+        return None
+    return Probe(None, reason=kept.reason, asked_at=kept.asked_at) if now - kept.asked_at < ASK_AGAIN_S else None
+
+
+def keep(probe: Probe, spec: SiteSpec) -> Kept | None:
+    """What a version keeps of the agent's answer: its token, or its answer that it gives none.
+
+    >>> spec = SiteSpec(sql="SELECT id FROM t", key=["id"], columns=[{"name": "id", "type": "int"}])
+    >>> keep(Probe("a/1", asked_at=5.0), spec).token, keep(Probe(None, reason="a dump", asked_at=5.0), spec).asked_at
+    ('a/1', 5.0)
+    """
+    if probe.token is not None:
+        return Kept(probe.token, site_digest(spec))
+    return Kept(None, site_digest(spec), probe.reason, probe.asked_at) if probe.asked_at is not None else None
+
+
 def probe(client: AgentClient, spec: SiteSpec, kept: str | None) -> Probe:
     """Ask the agent for the token now, and whether it is `kept`; an agent that predates
     tokens gives none."""
     control = ChangeTokenControl(site=spec, since=kept)
+    asked_at = time.time()
     message = control.model_dump(exclude_none=True)
     try:
         answer = list(client.exchange("/v1/change_token", [frames.json_frame(frames.CONTROL, message)]))
     except AgentRejected as exc:
         if exc.status in NO_ENDPOINT and exc.agent_code is None:
-            return Probe(None, reason="the agent predates change tokens")
+            return Probe(None, reason="the agent predates change tokens", asked_at=asked_at)
         raise
     try:
         out = ChangeTokenOut.model_validate(answer[-1].json())
     except (ValidationError, frames.FrameError) as exc:
         raise ProtocolError(f"malformed change token from the agent at {client.url}: {exc}") from None
-    return Probe(out.change_token, out.unchanged and out.change_token is not None, out.reason)
+    return Probe(out.change_token, out.unchanged and out.change_token is not None, out.reason, asked_at)

@@ -196,10 +196,10 @@ class SiteRun:
         """Ask the agent whether anything changed since the version synced from, by its change
         token (the one kept with that version, if read for this site query)."""
         spec = self.ctx.spec()
-        kept = None
-        if self.tokens and self.current is not None:
-            kept = change_token.since(change_token.load(self.current.site_dir(self.index)), spec)
-        probe = change_token.probe(self.client, spec, kept)
+        kept = change_token.load(self.current.site_dir(self.index)) if self.current is not None else None
+        probe = change_token.known_none(kept, spec, time.time())
+        if probe is None:
+            probe = change_token.probe(self.client, spec, change_token.since(kept, spec) if self.tokens else None)
         self.metrics.unchanged_by_token = probe.unchanged if probe.token is not None else None
         self.metrics.change_token_reason = probe.reason
         return probe
@@ -339,12 +339,14 @@ class SiteRun:
 
     def _keep_token(self, staged: Version) -> None:
         """Keep the token read before this sync's reads with the new version, unless a read
-        resumed from rows received before it (a failed attempt's)."""
+        resumed from rows received before it (a failed attempt's); or the agent's answer that
+        it gives none, with the time it gave it."""
         probe = self.probe
-        if probe is None or probe.token is None or self.metrics.resumed_from_rows:
+        if probe is None or (probe.token is not None and self.metrics.resumed_from_rows):
             return
-        kept = change_token.Kept(probe.token, change_token.site_digest(self.ctx.spec()))
-        change_token.save(staged.site_dir(self.index), kept)
+        kept = change_token.keep(probe, self.ctx.spec())
+        if kept is not None:
+            change_token.save(staged.site_dir(self.index), kept)
 
     def _touched_only(self, planned: Planned, answer: Answer) -> bool:
         """Whether this sync may compare the touched tuples only (and perhaps write an overlay).
