@@ -57,7 +57,7 @@ def test_randomized_rounds_are_exact(api, source, logs_dir):
     still = again["metrics"]
     assert still["rows_inserted"] == still["rows_updated"] == still["rows_deleted"] == 0, still
     if source.engine == "mariadb":  # no change token: the groups find that nothing changed
-        assert still["groups_sent"] > 0 and still["unchanged_by_token"] is None, still
+        assert still["groups_sent"] > 0 and "unchanged_by_token" not in still, still
     else:  # the change token finds it without reading a row
         assert still["unchanged_by_token"] and still["rows_scanned"] == 0, still
 
