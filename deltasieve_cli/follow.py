@@ -174,13 +174,18 @@ def wait_for_active(
     interval_s: float = POLL_INTERVAL_S,
 ) -> dict | None:
     """The view's sync that is queued or running, waiting up to `timeout_s` for one to start
-    (`on_wait` is called once, when there is none at first)."""
+    (`on_wait` is called once, when there is none at first). A sync that started while this
+    waited is followed even when it has ended between two looks (a sync that finds nothing
+    changed may take less than a poll)."""
     deadline = time.monotonic() + timeout_s
     first = True
+    seen: set[str] | None = None
     while True:
-        for record in client.get(f"/v1/views/{view}/syncs"):
-            if record["status"] in ACTIVE:
+        listed = client.get(f"/v1/views/{view}/syncs")
+        for record in listed:
+            if record["status"] in ACTIVE or (seen is not None and record["id"] not in seen):
                 return record
+        seen = {record["id"] for record in listed}
         if time.monotonic() >= deadline:
             return None
         if first:

@@ -204,6 +204,41 @@ class SnapshotDiffControl(BaseModel):
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
 
 
+class ChangeTokenControl(BaseModel):
+    """The only frame of POST /v1/change_token: has anything the site query reads changed since a token?
+
+    The answer is one summary frame (`ChangeTokenOut`): the source's change token now, read
+    before any row, and whether it equals `since` (remote_agent/change_tokens.py says what a
+    token is on each engine). An agent that predates the endpoint answers 404: the warehouse
+    then syncs as it always did.
+    """
+
+    protocol: int = PROTOCOL_VERSION
+    site: SiteSpec
+    since: str | None = Field(
+        default=None,
+        max_length=512,
+        description="the token the agent gave before the read of the view version the warehouse holds; "
+        "None: it holds none. When the agent's token now equals it, no committed write since could have "
+        "changed what the site query reads, and the answer says so (`unchanged`) without reading a row",
+    )
+
+
+class ChangeTokenOut(BaseModel):
+    """The summary frame answering POST /v1/change_token."""
+
+    change_token: str | None = Field(
+        default=None,
+        description="the source's change token, read now (before any read that follows); None: this source gives "
+        "none (`reason` says why), and every sync reads",
+    )
+    unchanged: bool = Field(default=False, description="whether the token equals the request's `since`")
+    reason: str | None = Field(
+        default=None, description="why there is no token (a dump directory, MariaDB, a standby, ...)"
+    )
+    elapsed_s: float = 0.0
+
+
 class ColumnSampleRequest(BaseModel):
     """POST /v1/column_sample: read a bounded sample of one column as a stronger type (a view's column_types)."""
 

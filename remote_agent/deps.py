@@ -14,6 +14,7 @@ from deltasieve_protocol import frames
 from deltasieve_protocol.models import (
     PROTOCOL_VERSION,
     SUPPORTED_PROTOCOLS,
+    ChangeTokenControl,
     ExtractControl,
     FetchControl,
     RangesControl,
@@ -160,6 +161,7 @@ def _control(model: type[Control]) -> Callable[[list[frames.Frame], AgentState],
 
 
 ExtractRequest = Annotated[ExtractControl, Depends(_control(ExtractControl))]
+ChangeTokenRequest = Annotated[ChangeTokenControl, Depends(_control(ChangeTokenControl))]
 RangesRequest = Annotated[RangesControl, Depends(_control(RangesControl))]
 FetchRequest = Annotated[FetchControl, Depends(_control(FetchControl))]
 SketchRequest = Annotated[SketchControl, Depends(_control(SketchControl))]

@@ -183,6 +183,13 @@ class AgentSettings(BaseSettings):
         default=True,
         description="read SQLite scan chunks straight into Arrow through adbc-driver-sqlite; off: Python's sqlite3 rows",
     )
+    #: A token that changes with every commit lets a sync that finds nothing changed skip its
+    #: read (change_tokens.py); off, every sync reads, as before.
+    change_token: bool = Field(
+        default=True,
+        description="answer change-token requests, so that a sync with nothing committed at the source since the "
+        "last one reads no row (PostgreSQL primaries and SQLite); --no-change-token: every sync reads",
+    )
     max_concurrent_extractions: int = Field(
         default=2, ge=1, description="extractions at once; more get 429 with Retry-After"
     )

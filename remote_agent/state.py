@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from deltasieve_protocol.models import SiteSpec
 from deltasieve_protocol.siterefs import SiteRefs
-from remote_agent import policies
+from remote_agent import change_tokens, policies
 from remote_agent.adapters import Adapter, TableInfo, open_adapter
 from remote_agent.column_types import read_as_asked
 from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
@@ -44,6 +44,8 @@ class AgentState:
         self.reconciliations = Reconciliations(limit=2 * settings.max_concurrent_extractions)
         #: The site queries last sent in full, by reference (deltasieve_protocol/siterefs.py).
         self.site_refs = SiteRefs()
+        #: This agent's instance, drawn at its start: the prefix of its change tokens (change_tokens.py).
+        self.instance = change_tokens.instance_id()
 
     def exposed(self) -> dict[str, TableInfo]:
         """The tables (and columns) this agent lets the warehouse read."""
@@ -67,9 +69,10 @@ class AgentState:
         file fixed now (the dumps the site names, else the newest), for every read of the request."""
         return self.adapter.pinned(site.dumps)
 
-    def site_query(self, site: SiteSpec) -> ValidatedQuery:
-        """The warehouse's site query, checked against what this agent exposes less what the view
-        blocks, its columns carrying the policies the agent applies as it reads (policies.py)."""
-        exposed = policies.without_blocked(self.exposed(), site.blocked)
-        query = validate_site_query(site.sql, site.key, exposed, self.adapter.dialect, self.adapter.key_order)
+    def site_query(self, site: SiteSpec, exposed: dict[str, TableInfo] | None = None) -> ValidatedQuery:
+        """The warehouse's site query, checked against what this agent exposes (`exposed`, when
+        read already) less what the view blocks, its columns carrying the policies the agent
+        applies as it reads (policies.py)."""
+        readable = policies.without_blocked(self.exposed() if exposed is None else exposed, site.blocked)
+        query = validate_site_query(site.sql, site.key, readable, self.adapter.dialect, self.adapter.key_order)
         return policies.with_policies(read_as_asked(self.adapter, query, site), site, self.hash_key)

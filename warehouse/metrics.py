@@ -130,8 +130,13 @@ class SiteDetails:
     #: them, equal to the stored row), split_updates (the others), keys_deleted, and
     #: reconciled / reconciliation / fallback when the previous dump could not serve
     snapshot_diff: dict | None = None
-    #: How the new fragment was written: "whole", or "overlay" (the touched tuples only,
-    #: over the previous base; layers.py), and the overlay's rows after this sync.
+    #: The change token (pipeline/change_token.py): True when it proved that nothing changed
+    #: at the site since the version synced from (nothing read, rows_scanned 0), False when
+    #: it did not; None when the agent gives none, and change_token_reason says why.
+    unchanged_by_token: bool | None = None
+    change_token_reason: str | None = None
+    #: How the new fragment was written: "whole", "overlay" (the touched tuples only, over the
+    #: previous base; layers.py) or "carried" (unchanged, store/carried.py), and the overlay's rows after this sync.
     fragment_written: str | None = None
     overlay_rows: int | None = None
 

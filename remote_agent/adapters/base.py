@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from deltasieve_protocol.schema import ColumnInfo, TableInfo
 from deltasieve_protocol.types import LogicalType
+from remote_agent.adapters.tokens import SourceToken
 from remote_agent.errors import BadRequest, UnsupportedQuery
 
 __all__ = ["Adapter", "ColumnInfo", "TableInfo"]
@@ -206,6 +207,10 @@ class Adapter(ABC):
         """The condition (a sqlglot expression) keeping the rows of table `alias` written since `since_xmin`."""
         self.require_row_versions()
         raise NotImplementedError
+
+    def change_token(self) -> SourceToken:
+        """The database's change token now (remote_agent/change_tokens.py), or why it has none."""
+        return SourceToken(None, f"a {self.dialect} source gives no change token")
 
     def pinned(self, dumps: dict[str, str] | None) -> Adapter:
         """The adapter a request reads through: a database is read as it is, so naming dump

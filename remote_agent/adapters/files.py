@@ -45,6 +45,7 @@ from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.adapters.dumps import DumpDir, Layout, dump_stamp, literal, quoted
+from remote_agent.adapters.tokens import SourceToken
 from remote_agent.errors import BadRequest, Gone, SourceDataError, SourceUnavailable
 
 #: Rows per row group of a cached conversion: what a keyset chunk skips or reads at a time.
@@ -143,6 +144,11 @@ class FileAdapter(Adapter):
     kind = "files"
     #: Scans and dumps are cast by Arrow, which would read text as a timestamp leniently.
     strict_reads = False
+
+    def change_token(self) -> SourceToken:
+        return SourceToken(
+            None, "dump files give no change token: a file's size and time prove nothing, a digest costs the read"
+        )
 
     def __init__(
         self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False, cache_dir: str | None = None

@@ -43,6 +43,7 @@ from remote_agent.adapters import mysql_arrow, mysql_result
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.adapters.mysql_errors import driver_errors
+from remote_agent.adapters.tokens import SourceToken
 from remote_agent.errors import BadRequest, SourceUnavailable
 
 try:  # the `mysql` extra: an agent for SQLite, PostgreSQL or dump files does without it
@@ -343,6 +344,13 @@ class MysqlAdapter(Adapter):
         return conn
 
     schemas = True
+
+    def change_token(self) -> SourceToken:
+        return SourceToken(
+            None,
+            "MariaDB and MySQL give a SELECT-only user no exact change counter (the binary log's GTID position "
+            "misses writes made with sql_log_bin=0; InnoDB's counters are statistics): every sync reads",
+        )
 
     def describe(self, schemas: Sequence[str] | None = ()) -> list[TableInfo]:
         conn = self._connect()

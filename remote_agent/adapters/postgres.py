@@ -25,6 +25,7 @@ from remote_agent.adapters import postgres_arrow, postgres_errors
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
 from remote_agent.adapters.postgres_types import BOUND_BACK, TYPMOD, logical_type
+from remote_agent.adapters.tokens import KeptConnection, SourceToken
 from remote_agent.errors import BadRequest, SourceUnavailable
 from remote_agent.rowversions import changed_since_condition, current_snapshot
 
@@ -250,6 +251,16 @@ class _PostgresSession(Session):
                 self.conn.rollback()
 
 
+#: The change token's parts (remote_agent/change_tokens.py): the snapshot a transaction started
+#: now takes, whether the server is a standby, the cluster's identity and the WAL timeline (the
+#: first eight hex digits of a WAL file's name; a standby refuses pg_walfile_name).
+_TOKEN_SQL = """
+SELECT pg_current_snapshot()::text, pg_is_in_recovery(),
+       (SELECT system_identifier::text FROM pg_control_system()),
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END
+"""
+
+
 class PostgresAdapter(Adapter):
     dialect = "postgres"
     #: The wall clock (not the transaction's start) in the session's time zone, without an
@@ -289,6 +300,8 @@ class PostgresAdapter(Adapter):
         self._conninfo = make_conninfo("", **params)
         #: "table.column" of the columns whose collation compares byte by byte (`describe`).
         self._bytewise: frozenset[str] = frozenset()
+        #: The connection change tokens are read on (`change_token`), kept between requests.
+        self._tokens: KeptConnection[psycopg.Connection] = KeptConnection(self._connect, psycopg.Connection.close)
 
     def _redact(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
@@ -380,6 +393,25 @@ class PostgresAdapter(Adapter):
 
     def source_snapshot(self, session: Session) -> dict:
         return current_snapshot(session)
+
+    def change_token(self) -> SourceToken:
+        def read(conn: psycopg.Connection, _serial: int) -> tuple:
+            try:
+                return conn.execute(_TOKEN_SQL).fetchone() or ()
+            finally:
+                conn.rollback()  # idle again: no snapshot held between requests
+
+        try:
+            snapshot, standby, identity, timeline = self._tokens.use(read)
+        except psycopg.Error as exc:  # before PostgreSQL 13, or pg_control_system() revoked
+            return SourceToken(None, f"PostgreSQL gave no snapshot to compare: {self._redact(str(exc).strip())}")
+        except SourceUnavailable as exc:
+            return SourceToken(None, exc.message)
+        if standby:
+            return SourceToken(
+                None, "a hot standby: its snapshot does not list the transactions in progress, so it proves nothing"
+            )
+        return SourceToken(f"pg/{identity}/{timeline}/{snapshot}")
 
     def changed_since_condition(self, alias: str, since_xmin: int) -> Any:
         return changed_since_condition(alias, since_xmin)

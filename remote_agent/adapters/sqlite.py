@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
 import time
@@ -18,6 +19,7 @@ from deltasieve_protocol.types import DEFAULT_DECIMAL_SCALE, MAX_DECIMAL_PRECISI
 from remote_agent.adapters import sqlite_arrow
 from remote_agent.adapters.base import DEFAULT_FETCH_ROWS, Adapter, ColumnInfo, Reader, Session, TableInfo
 from remote_agent.adapters.convert import converter_for
+from remote_agent.adapters.tokens import KeptConnection, SourceToken
 from remote_agent.errors import AgentError, BadRequest, SourceRefused, SourceUnavailable
 
 _DECIMAL_ARGS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
@@ -186,6 +188,10 @@ class _SqliteSession(Session):
                 self.conn.execute("ROLLBACK")
 
 
+def _close_kept(kept: tuple[sqlite3.Connection, tuple[int, int]]) -> None:
+    kept[0].close()
+
+
 class SqliteAdapter(Adapter):
     dialect = "sqlite"
     #: UTC, in the text form of SQLite's own date functions ('YYYY-MM-DD HH:MM:SS.SSS'):
@@ -204,6 +210,35 @@ class SqliteAdapter(Adapter):
         if parts.netloc not in ("", "localhost") or not path.startswith("/"):
             raise BadRequest("SQLite URL must be sqlite:///ABSOLUTE/PATH.db")
         self.path = Path(path)
+        #: The connection change tokens are read on (`change_token`): PRAGMA data_version
+        #: counts the commits of other connections since this one opened, so it stays open,
+        #: with the file's device and inode when it opened.
+        self._tokens: KeptConnection[tuple[sqlite3.Connection, tuple[int, int]]] = KeptConnection(
+            self._token_connection, _close_kept
+        )
+
+    def _token_connection(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
+        stat = os.stat(self.path)
+        return self._connect(), (stat.st_dev, stat.st_ino)
+
+    def change_token(self) -> SourceToken:
+        def read(kept: tuple[sqlite3.Connection, tuple[int, int]], serial: int) -> str | None:
+            conn, opened = kept
+            before = os.stat(self.path)
+            if (before.st_dev, before.st_ino) != opened:
+                return None  # another file under the name: reopen
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            file = f"{before.st_dev}/{before.st_ino}/{before.st_size}/{before.st_mtime_ns}"
+            return f"sqlite/{serial}/{version}/{file}"
+
+        try:
+            token = self._tokens.use(read)
+            if token is None:
+                self._tokens.reopen()
+                token = self._tokens.use(read)
+        except (OSError, sqlite3.Error, AgentError) as exc:
+            return SourceToken(None, f"SQLite gave no data version: {exc}")
+        return SourceToken(token) if token is not None else SourceToken(None, "the file was replaced twice meanwhile")
 
     def _connect(self) -> sqlite3.Connection:
         if not self.path.is_file():

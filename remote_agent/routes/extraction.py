@@ -2,7 +2,8 @@
 
 Each reads the control frame (refused at once if of another protocol version), validates
 the site query, decodes its data frames, and only then takes one of the agent's
-extraction slots and streams the strategy's answer.
+extraction slots and streams the strategy's answer. The change token, which reads no row,
+takes no slot.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from deltasieve_protocol import error_codes, frames, iblt_arrow, iblt_bytes
+from deltasieve_protocol.models import ChangeTokenOut
 from deltasieve_protocol.resume import RESUMED_HEADER
 from deltasieve_protocol.schema import FINGERPRINT_HEADER
 from deltasieve_protocol.wire import HASH, UID, key_values
 from remote_agent import freed_memory, resume
+from remote_agent.change_tokens import read_token
 from remote_agent.deps import (
     Authorized,
+    ChangeTokenRequest,
     ExtractRequest,
     FetchRequest,
     Frames,
@@ -54,6 +58,23 @@ FRAMES_ROUTE: dict[str, Any] = {
     "responses": {200: FRAMES_ANSWER, **error_responses(*EXTRACTION_ERRORS)},
     "openapi_extra": FRAMES_BODY,
 }
+
+
+@router.post("/change_token", operation_id="change_token", **FRAMES_ROUTE)
+async def change_token(state: StateDep, _: Authorized, parsed: Frames, control: ChangeTokenRequest):
+    """Whether anything the site query reads may have changed since a token: one summary frame, no row read."""
+    if len(parsed) > 1:
+        raise BadRequest(f"a change_token request is its control frame alone; got {[f.kind for f in parsed[1:]]!r}")
+    exposed = state.exposed()
+    query = state.site_query(control.site, exposed)
+    if state.settings.change_token:
+        out = read_token(state.adapter_for(control.site), state.instance, query, exposed, control.since)
+    else:
+        out = ChangeTokenOut(reason="change tokens are off at this agent (--no-change-token)")
+    summary = frames.json_frame(frames.SUMMARY, out.model_dump())
+    return StreamingResponse(
+        iter([summary]), media_type=frames.MEDIA_TYPE, headers={FINGERPRINT_HEADER: query.fingerprint}
+    )
 
 
 @router.post("/extract", operation_id="extract", **FRAMES_ROUTE)

@@ -217,7 +217,9 @@ class ItemsView:
 def test_row_version_catches_transactions_open_across_a_sync(api, postgres, logs_dir):
     """Transactions running at the snapshot commit after the sync: the next sync reads their
     rows, also a row written inside a savepoint, whose subtransaction id the snapshot does
-    not list (a test of visibility in the previous snapshot would take it as seen)."""
+    not list (a test of visibility in the previous snapshot would take it as seen). While
+    they run, a sync is carried over by its change token; once they commit, or anything
+    else does, the next one reads."""
     url = postgres.owner_url
     make_items(url)
     agent = start_agent(postgres.reader_url, logs_dir)
@@ -238,6 +240,9 @@ def test_row_version_catches_transactions_open_across_a_sync(api, postgres, logs
             now.execute("UPDATE items SET qty = qty + 1 WHERE id = 10")
             during = view.sync()  # sees the committed update only
             assert {r["row"]["id"] for r in api.delta("rv_open", during["id"])} == {10}
+            # nothing committed since, two transactions running: the change token proves it, nothing is read
+            still = view.sync()["metrics"]
+            assert still["unchanged_by_token"] is True and still["rows_scanned"] == 0, still
             plain.commit()
             nested.commit()
             written = dict(now.execute("SELECT id, xmin::text::bigint FROM items WHERE id IN (2, 3)").fetchall())
@@ -249,7 +254,13 @@ def test_row_version_catches_transactions_open_across_a_sync(api, postgres, logs
         assert written[3] not in running, (written, snapshot)
         after = view.sync()
         assert {r["row"]["id"] for r in api.delta("rv_open", after["id"])} == {2, 3}, "a late write was missed"
-        assert report(after)["rows_read"] <= 3, report(after)
+        assert report(after)["rows_read"] <= 3 and after["metrics"]["unchanged_by_token"] is False, after["metrics"]
+        assert view.sync()["metrics"]["unchanged_by_token"] is True
+        # a write committed to a table the view does not read: the next sync reads, and finds nothing
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE TABLE rv_elsewhere (n integer)")
+        elsewhere = view.sync()["metrics"]
+        assert elsewhere["unchanged_by_token"] is False and elsewhere["rows_scanned"] > 0, elsewhere
     finally:
         agent.stop()
 

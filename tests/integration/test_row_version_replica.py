@@ -222,6 +222,9 @@ def test_row_version_through_a_streaming_replica(api, clusters, logs_dir):
             assert "reader@legacy" in log.read(), "the agent did not read the standby"
         rv = report(sync)
         assert "fallback" not in rv and not rv["reconciled"] and 0 < rv["rows_read"] <= 35, rv
+        # a standby gives no change token: its snapshot does not list the transactions in progress
+        assert "unchanged_by_token" not in sync["metrics"], sync["metrics"]
+        assert "hot standby" in sync["metrics"]["change_token_reason"], sync["metrics"]
         previous, current = rv["previous_snapshot"], rv["snapshot"]
         assert previous["system_identifier"] == current["system_identifier"] == on_primary["system_identifier"], rv
         assert previous["replayed_lsn"] is None and current["replayed_lsn"] >= previous["wal_lsn"], rv

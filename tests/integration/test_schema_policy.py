@@ -133,8 +133,9 @@ def test_schema_changes_under_each_policy(shop):
     ], m
     assert m["bytes_from_agent"] < load["bytes_from_agent"] / 4, (m["bytes_from_agent"], load["bytes_from_agent"])
     assert m["rows_received"] < ROWS / 10, m
-    # the refused request and the schema read that followed count with the sync's bytes
-    assert [a["round_trips"] for a in m["attempts"]] == [2] and m["attempts"][0]["bytes_from_agent"] > 1000, m
+    # the change token's request, the refused request and the schema read that followed count with the sync's bytes
+    assert [a["round_trips"] for a in m["attempts"]] == [3], m["attempts"]
+    assert m["attempts"][0]["bytes_from_agent"] > 1000, m
     assert m["sketch_rebuilt"], m  # its table of the old values' hashes was left behind
     shown = api.http.get("/v1/views/sp_evolve").json()
     # the version the widening committed and the catalog hold one definition: no redefinition waits
@@ -142,6 +143,7 @@ def test_schema_changes_under_each_policy(shop):
     again = api.sync("sp_evolve")  # the view now is of the new type: nothing to change, nothing to tell
     check_sync(api, "sp_evolve", ["id"], after, after, again)
     assert "schema_changes" not in again["metrics"] and again["trigger"] == "api", again
+    assert again["metrics"]["unchanged_by_token"] is True and again["metrics"]["rows_scanned"] == 0, again
     with psycopg.connect(url, autocommit=True) as c:  # a column it does not read added: told, nothing done
         c.execute("ALTER TABLE accounts ADD COLUMN memo text")
     noticed = api.sync("sp_evolve")
@@ -149,7 +151,8 @@ def test_schema_changes_under_each_policy(shop):
     added = {"table": table, "column": "memo", "old": None, "new": "text", "action": "none"}
     assert noticed["metrics"]["schema_changes"] == [added], noticed["metrics"]
     # what told it: a fingerprint in each answer, and, this once, the schema of the table read
-    assert noticed["metrics"]["round_trips"] == again["metrics"]["round_trips"] + 1, (noticed, again)
+    calls = [c["call"] for c in noticed["metrics"]["sites"][0]["calls"]]
+    assert noticed["metrics"]["unchanged_by_token"] is False and calls.count("GET /v1/schema") == 1, calls
 
     # numeric -> double precision is no widening: the sync fails, the view keeps its rows
     refused = api.sync("sp_rate")

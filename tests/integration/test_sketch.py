@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def people(tmp_path_factory, logs_dir, api):
     people = People(tmp_path_factory.mktemp("sketch") / "people.db", rows=20_000, seed=9)
-    agent = start_agent(f"sqlite:///{people.path}", logs_dir)
+    # no change token: the no-change sync below is the sketch's own (the token's: test_small_syncs.py)
+    agent = start_agent(f"sqlite:///{people.path}", logs_dir, extra=["--no-change-token"])
     api.add_source("sk", agent.url)
     yield people
     agent.stop()
@@ -78,7 +79,8 @@ def test_a_burst_within_the_agents_headroom_peels_without_a_second_read(api, peo
     people.change(updates=400, inserts=100, deletes=50)  # ten times what the statistics expect
     m = _sync(api, people, "sk_wide", before)
     assert m["peel_failed"] and m.get("fallback") is None and m["sketch_stages"] == 3, m
-    # three stages, then the changed cells of the updated rows (and any whose digests collided, whole)
+    # three stages, then the changed cells of the updated rows (and any whose digests collided,
+    # whole); no change-token request: the load learnt that this agent gives none
     cells = 1 + bool(m["cells_fallback_rows"])
     assert m["rows_scanned"] == len(people.truth()) and m["round_trips"] == 3 + cells, m
 

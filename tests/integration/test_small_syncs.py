@@ -1,18 +1,25 @@
 """Small and first syncs: a no-change sync's fixed cost, and the first sync after a load at any churn.
 
-Byte counts are deterministic where timings are not, so they are asserted here: a sync with
-nothing changed moves at most 1 KiB of request and answer bodies (both ways; HTTP's headers
-left out) on a small SQLite view and at most 2 % of its load; an agent restarted between
-syncs no longer holds the site query's reference and is sent it in full again, and the sync
-stays exact; the first sync after a load costs at most 1.1× a full_ship sync of the same
-change, however much of the table changed (auto ships the site query whole rather than
-reconcile a change that large).
+A sync with nothing committed at the source since the last one reads no row: its change
+token proves it (pipeline/change_token.py), in one request of a few hundred bytes; a write
+committed anywhere in the file, or a restarted agent, makes the next sync read, and every
+sync stays exact. Without tokens (an agent run with --no-change-token), byte counts are
+deterministic where timings are not, so they are asserted here: a sync with nothing changed
+moves at most 1 KiB of request and answer bodies (both ways; HTTP's headers left out) on a
+small SQLite view and at most 2 % of its load; an agent restarted between syncs no longer
+holds the site query's reference and is sent it in full again, and the sync stays exact;
+the first sync after a load costs at most 1.1× a full_ship sync of the same change, however
+much of the table changed (auto ships the site query whole rather than reconcile a change
+that large).
 """
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
+from tests.support.faultproxy import FaultProxy, Truncate
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import start_agent
@@ -41,7 +48,23 @@ def small(tmp_path_factory, logs_dir, api):
     agent.stop()
 
 
-def test_a_no_change_sync_moves_under_a_kibibyte_of_bodies(api, small, logs_dir):
+def _statistics(api, view: str) -> dict:
+    stats = api.http.get(f"/v1/views/{view}/statistics").json()["sites"][0]
+    return {
+        "tuples": stats["update_statistics"]["tuples"],
+        "observations": stats["update_statistics"]["observations"],
+        "syncs": [(d["tno"], d["dno"]) for d in stats["deletion_statistics"]["syncs"]],
+    }
+
+
+def _commit_elsewhere(people: People) -> None:
+    """A committed write to a table of the source file that the view does not read."""
+    with sqlite3.connect(people.path) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS elsewhere (n INTEGER)")
+        conn.execute("INSERT INTO elsewhere VALUES (1)")
+
+
+def test_a_no_change_sync_reads_nothing_by_its_change_token(api, small, logs_dir):
     people, agent = small
     api.add_view("small_people", VIEW_SQL.format(source="small"))  # auto, the default
     load = api.sync("small_people")
@@ -50,35 +73,82 @@ def test_a_no_change_sync_moves_under_a_kibibyte_of_bodies(api, small, logs_dir)
     people.change(updates=30, inserts=10, deletes=5)
     changed = api.sync("small_people")
     check_sync(api, "small_people", KEY, before, people.truth(), changed)
+    assert changed["metrics"]["unchanged_by_token"] is False and changed["metrics"]["rows_scanned"] > 0
     before = people.truth()
     for _ in range(2):
+        seen = _statistics(api, "small_people")
         still = api.sync("small_people")
         check_sync(api, "small_people", KEY, before, before, still)
         m = still["metrics"]
-        bodies = m["body_bytes_to_agent"] + m["body_bytes_from_agent"]
-        assert m["chosen"] == "sketch" and m["round_trips"] == 1, m
-        assert bodies <= FIXED_COST_BYTES, f"a no-change sync moved {bodies} bytes of bodies: {m['sites'][0]['calls']}"
+        assert m["unchanged_by_token"] is True and m["rows_scanned"] == 0 and m["round_trips"] == 1, m
+        (call,) = m["sites"][0]["calls"]  # the token, the site query by reference: nothing else
+        assert call["call"] == "POST /v1/change_token" and call["body_to_agent"] < 200, call
+        assert m["body_bytes_to_agent"] + m["body_bytes_from_agent"] <= FIXED_COST_BYTES, m
         assert _moved(m) <= FIXED_SHARE_OF_LOAD * _moved(load["metrics"]), (_moved(m), _moved(load["metrics"]))
-        # the site query travels by reference: the request is the control message and a 3-cell probe
-        (call,) = m["sites"][0]["calls"]
-        assert call["call"] == "POST /v1/sketch" and call["body_to_agent"] < 200, call
+        # the update and deletion statistics are an empty delta's: every tuple saw one sync more
+        now = _statistics(api, "small_people")
+        assert now["tuples"] == seen["tuples"] == len(before), (seen, now)
+        assert now["observations"] == seen["observations"] + len(before), (seen, now)
+        assert now["syncs"] == [*seen["syncs"], (len(before), 0)], (seen, now)
+    # a write committed to a table the view does not read: the next sync reads, and finds nothing
+    _commit_elsewhere(people)
+    elsewhere = api.sync("small_people")
+    check_sync(api, "small_people", KEY, before, before, elsewhere)
+    assert elsewhere["metrics"]["unchanged_by_token"] is False, elsewhere["metrics"]
+    assert elsewhere["metrics"]["rows_scanned"] == len(before), elsewhere["metrics"]
+    # after syncs carried over by their token, a change is found exactly (the statistics held)
+    people.change(updates=20, inserts=5, deletes=5)
+    found = api.sync("small_people")
+    check_sync(api, "small_people", KEY, before, people.truth(), found)
+    before = people.truth()
+    assert api.sync("small_people")["metrics"]["unchanged_by_token"] is True
 
-    # a restarted agent no longer holds the reference: it is sent the site query again, once
+    # a restarted agent gives other tokens: the next sync reads though nothing changed, and
+    # sends the site query in full again, once (the agent no longer holds its reference)
     port = int(agent.url.rsplit(":", 1)[1])
     agent.stop()
     restarted = start_agent(f"sqlite:///{people.path}", logs_dir, port=port)
     try:
-        people.change(updates=1, inserts=0, deletes=0)
         after_restart = api.sync("small_people")
-        check_sync(api, "small_people", KEY, before, people.truth(), after_restart)
-        calls = [c["call"] for c in after_restart["metrics"]["sites"][0]["calls"]]
-        assert calls[:2] == ["POST /v1/sketch", "POST /v1/sketch"], calls  # refused by reference, then in full
-        before = people.truth()
-        again = api.sync("small_people")
-        check_sync(api, "small_people", KEY, before, before, again)
-        assert again["metrics"]["round_trips"] == 1, again["metrics"]
+        check_sync(api, "small_people", KEY, before, before, after_restart)
+        m = after_restart["metrics"]
+        assert m["unchanged_by_token"] is False and m["rows_scanned"] == len(before), m
+        calls = [c["call"] for c in m["sites"][0]["calls"]]
+        assert calls[:3] == ["POST /v1/change_token", "POST /v1/change_token", "POST /v1/sketch"], calls
+        assert api.sync("small_people")["metrics"]["rows_scanned"] == 0
     finally:
         restarted.stop()
+
+
+def test_without_change_tokens_a_no_change_sync_moves_under_a_kibibyte_of_bodies(api, small, logs_dir):
+    """An agent run with --no-change-token: every sync reads; one that finds nothing is the
+    sketch's probe. The load learnt that the agent gives no token: later syncs do not ask."""
+    people, _ = small
+    plain = start_agent(f"sqlite:///{people.path}", logs_dir, extra=["--no-change-token"])
+    try:
+        api.add_source("plain", plain.url)
+        api.add_view("plain_people", VIEW_SQL.format(source="plain"))
+        load = api.sync("plain_people")
+        check_sync(api, "plain_people", KEY, {}, people.truth(), load)
+        before = people.truth()
+        people.change(updates=30, inserts=10, deletes=5)
+        check_sync(api, "plain_people", KEY, before, people.truth(), api.sync("plain_people"))
+        before = people.truth()
+        for _ in range(2):
+            still = api.sync("plain_people")
+            check_sync(api, "plain_people", KEY, before, before, still)
+            m = still["metrics"]
+            assert "unchanged_by_token" not in m and "--no-change-token" in m["change_token_reason"], m
+            assert m["chosen"] == "sketch" and m["round_trips"] == 1 and m["rows_scanned"] == len(before), m
+            bodies = m["body_bytes_to_agent"] + m["body_bytes_from_agent"]
+            assert bodies <= FIXED_COST_BYTES, (
+                f"a no-change sync moved {bodies} bytes of bodies: {m['sites'][0]['calls']}"
+            )
+            # the site query travels by reference: the sketch request is the control message and a 3-cell probe
+            (sketch,) = m["sites"][0]["calls"]
+            assert sketch["call"] == "POST /v1/sketch" and sketch["body_to_agent"] < 200, sketch
+    finally:
+        plain.stop()
 
 
 @pytest.mark.parametrize("churn", [0.5, 0.9])
@@ -101,4 +171,28 @@ def test_the_first_sync_after_a_load_costs_at_most_a_tenth_more_than_full_ship(a
         auto, full = synced["auto"]["metrics"], synced["full_ship"]["metrics"]
         assert _moved(auto) <= FIRST_SYNC_OVER_FULL_SHIP * _moved(full), (auto, _moved(full))
     finally:
+        agent.stop()
+
+
+def test_a_cut_change_token_answer_is_retried(api, small, logs_dir):
+    """The token's request fails as any other can: the sync retries it, and stays exact."""
+    people, _ = small  # its agent was stopped by the restart test: one of this test's own
+    agent = start_agent(f"sqlite:///{people.path}", logs_dir)
+    proxy = FaultProxy("127.0.0.1", agent.port)
+    try:
+        api.add_source("small_cut", proxy.url)
+        api.add_view("cut_people", VIEW_SQL.format(source="small_cut"), strategy="full_ship")
+        load = api.sync("cut_people")
+        check_sync(api, "cut_people", KEY, {}, people.truth(), load)
+        before = people.truth()
+        people.change(updates=5)
+        proxy.plan(Truncate(60))  # inside the token's answer, the first of the sync
+        sync = api.sync("cut_people")
+        check_sync(api, "cut_people", KEY, before, people.truth(), sync)
+        m = sync["metrics"]
+        assert m["retries"] == 1 and m["unchanged_by_token"] is False, m
+        (failed,) = m["attempts"]  # its one request was the token's, cut in its answer's headers
+        assert failed["round_trips"] == 1 and failed["bytes_from_agent"] <= 60, failed
+    finally:
+        proxy.close()
         agent.stop()

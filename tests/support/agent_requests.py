@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from deltasieve_protocol import frames
-from deltasieve_protocol.models import ExtractControl, FetchControl, RangesControl, SiteSpec
+from deltasieve_protocol.models import ChangeTokenControl, ExtractControl, FetchControl, RangesControl, SiteSpec
 from remote_agent.timings import PHASES, READER_PHASES
 
 #: Seconds the summed timings may exceed elapsed_s by: each is rounded to 0.1 ms apart.
@@ -30,14 +30,19 @@ def check_timings(timings: dict, elapsed_s: float) -> None:
         assert own <= elapsed_s + slack and reader <= elapsed_s + slack, (timings, elapsed_s)
 
 
-#: The three endpoints that run a site query, with the control message each starts with.
-QUERY_ENDPOINTS = {"/v1/extract": ExtractControl, "/v1/fetch": FetchControl, "/v1/ranges": RangesControl}
+#: The endpoints that run or check a site query, with the control message each starts with.
+QUERY_ENDPOINTS = {
+    "/v1/extract": ExtractControl,
+    "/v1/fetch": FetchControl,
+    "/v1/ranges": RangesControl,
+    "/v1/change_token": ChangeTokenControl,
+}
 
 
 def site_body(endpoint: str, sql: str, key: list[str], columns: list[dict]) -> bytes:
     """A request body with only the control frame: the query is checked before anything else is read."""
     control_class = QUERY_ENDPOINTS[endpoint]
-    extra = {} if control_class is FetchControl else {"seed": 7}
+    extra = {"seed": 7} if "seed" in control_class.model_fields else {}
     control = control_class(site=SiteSpec(sql=sql, key=key, columns=columns), **extra)
     return frames.json_frame(frames.CONTROL, control.model_dump())
 

@@ -28,6 +28,8 @@ AGENT_DEADLINE_S = 20
 HEAP = "3g"
 #: Syncs a sketch table's secret serves here (a short rotation, to see one happen).
 SKETCH_ROTATION = 3
+#: Seconds between the periodic checks of the sources' agents: longer than the suite.
+SOURCE_CHECK_INTERVAL_S = 86_400
 
 
 class SpecialService:
@@ -47,7 +49,7 @@ class SpecialService:
         return self.proc.url
 
     def env(self) -> dict[str, str]:
-        """Faults armed through `kill_file`, tight agent calls, HEAP, SKETCH_ROTATION."""
+        """Faults armed through `kill_file`, tight agent calls, HEAP, SKETCH_ROTATION, no periodic source check."""
         return {
             KILL_FILE_ENV: str(self.kill_file),
             "SERVICE_SPARK_DRIVER_MEMORY": HEAP,
@@ -56,6 +58,9 @@ class SpecialService:
             "SERVICE_AGENT_RETRY_BACKOFF_S": str(AGENT_RETRY_BACKOFF_S),
             "SERVICE_AGENT_DEADLINE_S": str(AGENT_DEADLINE_S),
             "SERVICE_SKETCH_SEED_ROTATION": str(SKETCH_ROTATION),
+            # no periodic check of the sources' agents after the one at start: its request
+            # would take a fault that test_agent_failures plans for a sync's connection
+            "SERVICE_SOURCE_CHECK_INTERVAL_S": str(SOURCE_CHECK_INTERVAL_S),
         }
 
     def start(self) -> None:

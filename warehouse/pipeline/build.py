@@ -72,7 +72,7 @@ def _audited(ctx: SyncContext, view: ViewDef, start: Start, method: Fragments) -
     disagrees with it (in the metrics), and keep the full read's result, exact by construction."""
     ctx.progress({"phase": "verify", **ctx.traffic()})
     full = ctx.with_options(replace(ctx.options, strategy="full_ship", verify=False))
-    checks = extract(full, view, start, prefix="check")
+    checks = extract(full, view, start, prefix="check", tokens=False)
     checked = _built(Version(start.number, ctx.sync_id, start.staging / "checked"), checks)
     try:
         report = verify.compared(ctx.spark, view, method.staged, checked.staged, list(checked.results))

@@ -26,14 +26,17 @@ from warehouse.viewdef import ViewDef
 log = logging.getLogger("warehouse.pipeline.extract")
 
 
-def extract(ctx: SyncContext, view: ViewDef, start: Start, prefix: str = "site") -> tuple[SiteRun, ...]:
+def extract(
+    ctx: SyncContext, view: ViewDef, start: Start, prefix: str = "site", tokens: bool = True
+) -> tuple[SiteRun, ...]:
     """Every site of `view` extracted from `start.current` (the runs, in site order, to build
-    from); `prefix` names their staging folders ("check": an audit's full reads)."""
+    from); `prefix` names their staging folders ("check": an audit's full reads), and
+    `tokens` says whether a site's change token may find it unchanged (not an audit's)."""
     count = len(view.sites)
     runs: list[SiteRun | None] = [None] * count
 
     def one(i: int) -> None:
-        runs[i] = _extract_site(ctx, view, start, i, prefix)
+        runs[i] = _extract_site(ctx, view, start, i, prefix, tokens)
 
     if count == 1:
         one(0)
@@ -45,7 +48,7 @@ def extract(ctx: SyncContext, view: ViewDef, start: Start, prefix: str = "site")
     return tuple(run for run in runs if run is not None)  # every one, or `one` raised
 
 
-def _extract_site(ctx: SyncContext, view: ViewDef, start: Start, i: int, prefix: str) -> SiteRun:
+def _extract_site(ctx: SyncContext, view: ViewDef, start: Start, i: int, prefix: str, tokens: bool) -> SiteRun:
     """One site's extraction, retried after transient failures up to `agent_retries` times."""
     site, options, m = view.sites[i], ctx.options, ctx.metrics
     staging = start.staging / f"{prefix}-{i}"
@@ -55,7 +58,7 @@ def _extract_site(ctx: SyncContext, view: ViewDef, start: Start, i: int, prefix:
     follows_table = view.left_out if view.table is not None else None
     for attempt in range(options.agent_retries + 1):
         shutil.rmtree(staging, ignore_errors=True)
-        run = SiteRun(ctx, i, site, staging, start.current, sample, follows_table)
+        run = SiteRun(ctx, i, site, staging, start.current, sample, follows_table, tokens)
         ctx.link.opened(run)
         t0 = time.monotonic()
         try:

@@ -32,13 +32,13 @@ from warehouse.deltas.unique_keys import check_unique
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.phases import timed_phase
-from warehouse.pipeline import source_columns, table_follow
+from warehouse.pipeline import change_token, source_columns, table_follow
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
 from warehouse.planning.cost_model import CostModel
 from warehouse.planning.deletions import DELETIONS_SCHEMA, read_deletions
-from warehouse.store import key_ranges, layers
+from warehouse.store import carried, key_ranges, layers
 from warehouse.store.read_so_far import ReadSoFar
 from warehouse.store.versions import Version
 from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
@@ -105,6 +105,9 @@ class SiteRun:
     #: (table_follow.py), but for those the view leaves out (its exclude_columns, held
     #: here); None: the site is not a table view's
     follows_table: tuple[str, ...] | None = None
+    #: whether the site may be found unchanged by its change token (pipeline/change_token.py);
+    #: False for an audit's full reads
+    tokens: bool = True
 
     def __post_init__(self) -> None:
         sync = self.sync
@@ -131,8 +134,11 @@ class SiteRun:
             self.metrics,
             resume=ReadSoFar.beside(self.staging),  # what the sync's failed attempts at this site kept
         )
-        #: what extract gave, once it has run (build_fragment reads it)
+        #: what extract gave, once it has run (build_fragment reads it); None when the
+        #: change token found the site unchanged (`probe`)
         self.extracted: Extracted | None = None
+        #: the agent's change token, read before the site's reads (None: not asked)
+        self.probe: change_token.Probe | None = None
         #: the columns of the tables the site query reads, once extract has run (source_columns.py)
         self.columns: source_columns.Seen | None = None
 
@@ -141,14 +147,19 @@ class SiteRun:
         """The strategy that ran this site's extraction (None before it was planned)."""
         return self.extracted.planned.strategy if self.extracted is not None else None
 
-    def extract(self) -> Extracted:
-        """Run the extraction steps against the site's agent, in order, timing each."""
+    def extract(self) -> Extracted | None:
+        """Run the extraction steps against the site's agent, in order, timing each; none
+        but the first when the change token finds the site unchanged (then None)."""
         self.metrics.extract_started_at = _utcnow()
+        extracted = None
         try:
-            projected = self._timed("project_snapshot", self.project_snapshot)
-            planned = self._timed("plan_groups", self.plan_groups, projected)
-            answer = self._timed("exchange_units", self.exchange_units, planned.strategy)
-            answer = self._timed("regroup", self.regroup, planned.strategy, answer)
+            self.probe = self._timed("change_token", self.change_token)
+            if not self.probe.unchanged:
+                projected = self._timed("project_snapshot", self.project_snapshot)
+                planned = self._timed("plan_groups", self.plan_groups, projected)
+                answer = self._timed("exchange_units", self.exchange_units, planned.strategy)
+                answer = self._timed("regroup", self.regroup, planned.strategy, answer)
+                extracted = Extracted(planned, answer)
             kept = source_columns.load(self.current.site_dir(self.index) if self.current is not None else None)
             self.columns, noticed = source_columns.observe(self.client, self.site, kept)
             self.metrics.schema_changes = noticed or None
@@ -163,8 +174,8 @@ class SiteRun:
             self.metrics.body_bytes_to_agent = sum(c.body_to_agent for c in calls)
             self.metrics.body_bytes_from_agent = sum(c.body_from_agent for c in calls)
             self.metrics.extract_finished_at = _utcnow()
-        self.extracted = Extracted(planned, answer)
-        return self.extracted
+        self.extracted = extracted
+        return extracted
 
     def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
         """Run one step, reporting that it started and recording its wall time under its name."""
@@ -181,6 +192,18 @@ class SiteRun:
         return {"bytes_to_agent": c.sent, "bytes_from_agent": c.received, "round_trips": c.requests}
 
     # -- steps -------------------------------------------------------------------------
+    def change_token(self) -> change_token.Probe:
+        """Ask the agent whether anything changed since the version synced from, by its change
+        token (the one kept with that version, if read for this site query)."""
+        spec = self.ctx.spec()
+        kept = change_token.load(self.current.site_dir(self.index)) if self.current is not None else None
+        probe = change_token.known_none(kept, spec, time.time())
+        if probe is None:
+            probe = change_token.probe(self.client, spec, change_token.since(kept, spec) if self.tokens else None)
+        self.metrics.unchanged_by_token = probe.unchanged if probe.token is not None else None
+        self.metrics.change_token_reason = probe.reason
+        return probe
+
     def project_snapshot(self) -> Projected:
         """Read the stored fragment (the snapshot of the site query) with its update statistics columns."""
         if self.current is None:
@@ -261,7 +284,8 @@ class SiteRun:
         whole.
         Returns the classified tuples (the caller releases them) with counts.
         """
-        assert self.extracted is not None, "build_fragment follows extract"
+        if self.extracted is None:
+            return self._build_unchanged(staged)
         planned, answer = self.extracted.planned, self.extracted.answer
         build = planned.strategy.fragment_build()
         what = f"{self.site.where()} at source {self.site.source!r} (site query of view {self.sync.view_name!r})"
@@ -289,11 +313,40 @@ class SiteRun:
         except BaseException:
             result.release()
             raise
+        self._keep_token(staged)
         m.phases["build_fragment"] = round(time.monotonic() - t0, 3)
         m.fragment_inserted, m.fragment_updated, m.fragment_deleted = result.inserted, result.updated, result.deleted
         m.rows_after = result.inserted + result.updated + result.kept
         m.full_ship_estimate_bytes = round(planned.snapshot.cost.tuple_bytes * m.rows_scanned)
         return result
+
+    def _build_unchanged(self, staged: Version) -> TouchedDelta:
+        """The change token found nothing changed: the fragment and all the strategies keep
+        carried over as after an empty delta (store/carried.py), and the token kept again."""
+        assert self.current is not None and self.probe is not None and self.probe.unchanged, "a token follows a version"
+        m = self.metrics
+        t0 = time.monotonic()
+        result = carried.carry(self.current, staged, self.index, self.site.columns, self.site.key)
+        self._keep_token(staged)
+        m.phases["build_fragment"] = round(time.monotonic() - t0, 3)
+        m.rows_before = m.rows_after = result.before
+        m.fragment_inserted = m.fragment_updated = m.fragment_deleted = 0
+        now = layers.Layers.load(staged.site_dir(self.index))
+        m.fragment_written, m.overlay_rows = "carried", now.overlay_rows() if now is not None else 0
+        if now is not None and now.cost:
+            m.full_ship_estimate_bytes = round(now.cost["tuple_bytes"] * result.before)
+        return result
+
+    def _keep_token(self, staged: Version) -> None:
+        """Keep the token read before this sync's reads with the new version, unless a read
+        resumed from rows received before it (a failed attempt's); or the agent's answer that
+        it gives none, with the time it gave it."""
+        probe = self.probe
+        if probe is None or (probe.token is not None and self.metrics.resumed_from_rows):
+            return
+        kept = change_token.keep(probe, self.ctx.spec())
+        if kept is not None:
+            change_token.save(staged.site_dir(self.index), kept)
 
     def _touched_only(self, planned: Planned, answer: Answer) -> bool:
         """Whether this sync may compare the touched tuples only (and perhaps write an overlay).
