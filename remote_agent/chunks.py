@@ -66,7 +66,17 @@ from remote_agent.settings import DEFAULT_CHUNK_ROWS
 from remote_agent.sitequery import ValidatedQuery
 from remote_agent.timings import Timings
 
-__all__ = ["DEFAULT_CHUNK_ROWS", "batches", "scan", "slices", "probe_null_keys", "check_key", "check_keys", "same_key"]
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "arrow_readable",
+    "batches",
+    "scan",
+    "slices",
+    "probe_null_keys",
+    "check_key",
+    "check_keys",
+    "same_key",
+]
 
 #: Rows converted to Arrow at a time: small enough that a batch of wide rows stays small,
 #: large enough that the per-batch costs of conversion and hashing are amortised.
@@ -146,9 +156,7 @@ def _walk(
     nullable = not query.intervals and any(c.nullable for c in query.columns if c.name in query.key)
 
     types = [c.type for c in query.columns]
-    if any(c.read_from is not None or c.policy is not None for c in query.columns):
-        # a column read as a stronger type than declared is read by its strict converter, a
-        # hashed or masked one is transformed value by value (policies.py)
+    if not arrow_readable(query):
         arrow = None
     upper = list(stop) if stop is not None else []
 
@@ -212,6 +220,15 @@ def _walk(
         if cursor is None and nullable and not query.nulls_first and after is None:
             probe_null_keys(session, query)
         cursor = last
+
+
+def arrow_readable(query: ValidatedQuery) -> bool:
+    """Whether the site query's rows may be read as canonical Arrow columns (`Reader.arrow`).
+
+    Not when a column is read as a stronger type than declared (its strict converter reads
+    it), nor hashed or masked (policies.py: transformed value by value).
+    """
+    return not any(c.read_from is not None or c.policy is not None for c in query.columns)
 
 
 def slices(chunked: Iterable[list[tuple] | pa.Table], size: int) -> Iterator[list[tuple] | pa.RecordBatch]:

@@ -1,12 +1,13 @@
-"""Chunks of a PostgreSQL query read straight into canonical Arrow columns (ADBC).
+"""Chunks of a PostgreSQL query read straight into canonical Arrow columns (ADBC, binary COPY).
 
-The ADBC PostgreSQL driver parses the server's binary results into Arrow in C: no Python
-object per value. At 1M students rows the agent's chunked scan took 5.7 s this way
-against 8.8 s through psycopg's cursor and RowConverter (scripts/pg_read_drivers.py).
-Its connection is opened with the psycopg connection's own conninfo, so it has the same
-read-only default, statement and idle timeouts and session settings; each read is one
-`BEGIN ... READ ONLY` REPEATABLE READ transaction, and the SELECT is sent as it is (not
-as the driver's default COPY, which the security audit of the server's log refuses).
+The ADBC PostgreSQL driver sends a query without parameters as `COPY (query) TO STDOUT
+(FORMAT binary)`, the server's bulk export, and parses the binary rows into Arrow in C: no
+Python object per value (scripts/pg_read_drivers.py measures it against psycopg's paths).
+COPY TO STDOUT only reads: it runs in a read-only transaction and on a hot standby, under
+the statement timeout, needs nothing but SELECT on what the query reads, and the agent's
+query is one of its own SELECTs. Its connection is opened with the psycopg connection's
+own conninfo, so it has the same read-only default, statement and idle timeouts and
+session settings; each read is one `BEGIN ... READ ONLY` REPEATABLE READ transaction.
 
 The driver's columns are taken only where they read exactly as psycopg's values would
 after the converters; anything else (a numeric with more digits than its scale, 'NaN'
@@ -58,11 +59,11 @@ def connect(conninfo: str) -> adbc.Connection:
 def read_table(conn: adbc.Connection, sql: str, timeout_s: float) -> pa.Table:
     """All rows of one SELECT (no parameters), in one read-only transaction ended before returning.
 
-    The SELECT runs as it is, not as the driver's default `COPY (SELECT ...) TO STDOUT`:
-    the agent sends the server nothing but reads of the forms it audits.
+    The server runs it as `COPY (SELECT ...) TO STDOUT (FORMAT binary)`: the driver plans
+    the SELECT (unnamed, not run) for its columns' types, then reads the COPY's rows.
     """
     with conn.cursor() as cursor:
-        cursor.adbc_statement.set_options(**{StatementOptions.USE_COPY.value: "false"})
+        cursor.adbc_statement.set_options(**{StatementOptions.USE_COPY.value: "true"})
         try:
             cursor.execute(BEGIN)
             cursor.execute(sql)

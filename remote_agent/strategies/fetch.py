@@ -59,11 +59,13 @@ def lookup_rows(
 ) -> Iterator[pa.RecordBatch]:
     """Current rows of the site query for `keys`, in batches.
 
-    At most `chunk_rows` keys per statement, each statement in a transaction of its own.
+    At most `chunk_rows` keys per statement, each statement in a transaction of its own,
+    read as canonical Arrow columns where the reader can (`Reader.arrow`), as a scan's chunks are.
     """
     if not keys:
         return
     if adapter.can_lookup([c.type for c in query.columns if c.name in query.key]):
+        types = [c.type for c in query.columns] if chunks.arrow_readable(query) else None
         pending: list[pa.RecordBatch] = []
         pending_rows = 0
         per_statement = min(LOOKUP_CHUNK, chunk_rows)
@@ -76,10 +78,17 @@ def lookup_rows(
             if len(chunk) not in statements:
                 statements[len(chunk)] = query.lookup_sql(len(chunk))
             sql = statements[len(chunk)]
+            bound = [adapter.bind(v) for v in params]
             with session.read() as reader:  # a key matches one row at most: the read is bounded
-                rows = reader.rows(sql, [adapter.bind(v) for v in params], limit=len(chunk))
-            if rows:
-                batch = converter.batch(rows, query.key)
+                read = None
+                if types is not None:
+                    read = reader.arrow(sql, bound, types=types, schema=converter.schema, key=query.key_positions)
+                rows = reader.rows(sql, bound, limit=len(chunk)) if read is None else []
+            if read is not None:
+                batch = read.combine_chunks().to_batches()[0] if read.num_rows else None
+            else:
+                batch = converter.batch(rows, query.key) if rows else None
+            if batch is not None:
                 if not adapter.exact_lookups:  # the database may match keys Python tells apart
                     asked = set(chunk)  # this statement's: another's would be read twice
                     batch = batch.filter(pa.array([k in asked for k in key_values(batch, query.key)], pa.bool_()))

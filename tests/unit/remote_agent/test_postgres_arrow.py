@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+from decimal import Decimal
+
 import psycopg
 import pyarrow as pa
 import pytest
@@ -13,6 +17,7 @@ from remote_agent.adapters.postgres import PostgresAdapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import Forbidden, SourceDataError, SourceUnavailable
 from remote_agent.sitequery import validate_site_query
+from remote_agent.strategies.fetch import lookup_rows
 from remote_agent.timings import Timings
 from workloads.postgres import PostgresDatabase
 
@@ -121,3 +126,45 @@ def test_arrow_reads_are_read_only_repeatable_read_and_bounded(adapter, server):
             reader.arrow("SELECT pg_sleep(3)::text AS x", types=[LogicalType("text")], schema=text)
         with pytest.raises(Forbidden):
             reader.arrow("SELECT rolname AS x FROM pg_authid", types=[LogicalType("text")], schema=text)
+
+
+def _lookup(adapter: PostgresAdapter, sql: str, key: list[str], keys: list, *, arrow: bool) -> pa.Table:
+    query = validate_site_query(sql, key, {t.name: t for t in adapter.describe()}, "postgres")
+    converter = RowConverter(adapter, query.columns)
+    with adapter.session() as session:
+        if not arrow:
+            session._open_arrow = None
+        found = list(lookup_rows(adapter, session, query, converter, keys, batch_rows=100, chunk_rows=2))
+    return pa.Table.from_batches(found, converter.schema).sort_by([(k, "ascending") for k in key])
+
+
+@pytest.mark.parametrize(
+    ("sql", "key", "keys"),
+    [
+        ("SELECT v.id, v.i2, v.r, v.d, v.n, v.t, v.b, v.ok, v.at, v.at_tz, v.u FROM vals v", ["id"], [1, 2, 3, 4, 5]),
+        ("SELECT v.n, v.id FROM vals v WHERE v.n IS NOT NULL", ["n"], [Decimal("1.25"), Decimal("-0.10")]),
+        (
+            "SELECT v.at_tz, v.t FROM vals v WHERE v.at_tz IS NOT NULL",
+            ["at_tz"],
+            [dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC), dt.datetime(2000, 1, 1, tzinfo=dt.UTC)],
+        ),
+        ("SELECT v.t, v.id FROM vals v WHERE v.t IS NOT NULL", ["t"], ["", 'a\nb"c,d', "naïve ☃", "absent"]),
+        ("SELECT v.b, v.id FROM vals v WHERE v.b IS NOT NULL", ["b"], [b"\x00\xff", b""]),
+        ("SELECT v.id, v.day FROM vals v", ["id", "day"], [(1, dt.date(1, 1, 1)), (2, dt.date(9999, 12, 31))]),
+    ],
+)
+def test_lookups_read_the_batches_psycopg_rows_make(adapter, monkeypatch, sql, key, keys):
+    read = []
+    read_table = pg.postgres_arrow.read_table
+    monkeypatch.setattr(pg.postgres_arrow, "read_table", lambda *args: read.append(1) or read_table(*args))
+    arrow, rows = _lookup(adapter, sql, key, keys, arrow=True), _lookup(adapter, sql, key, keys, arrow=False)
+    assert read, "the lookups never read through ADBC"
+    assert arrow.num_rows and repr(arrow.to_pylist()) == repr(rows.to_pylist())
+
+
+def test_a_chunk_reaches_the_server_as_a_binary_copy_of_its_select(adapter, server):
+    marker = "copy-marker-5d1e"
+    _scan(adapter, f"SELECT v.id, v.t FROM vals v WHERE v.id <> 0 OR v.t = '{marker}'", ["id"], arrow=True)
+    logged = [line for line in server.logfile.read_text(errors="replace").splitlines() if marker in line]
+    assert logged and all("reader@" in line for line in logged)
+    assert any(re.search(r"execute [^:]+: COPY \(SELECT .+\) TO STDOUT \(FORMAT binary\)$", line) for line in logged)
