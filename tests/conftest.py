@@ -67,6 +67,7 @@ def shared_jvm(module: str) -> str | None:
     return next((jvm for jvm, word in SHARED_JVMS.items() if word in source), None)
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run with -p no:xdist has no such hook
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile` (make test), but the modules that share a JVM go to one worker as one
     unit: under plain loadfile each worker that drew such a module started that JVM again, and
