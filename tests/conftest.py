@@ -3,6 +3,7 @@ the legacy databases (one PostgreSQL and one MariaDB server per session; `source
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -51,6 +52,39 @@ def pytest_configure(config):
         "markers",
         "engines(*names): run a test taking `source` on these engines only (default: all of tests.support.sources.ENGINES)",
     )
+
+
+#: The JVM a worker starts that modules share, and the words in a module's source that say
+#: it uses it: the fault-injecting service (`special_service`), and the in-process Spark
+#: session of the unit tests (build_session reuses it within a process).
+SHARED_JVMS = {"special-service": "special_service", "in-process-spark": "build_session"}
+
+
+@functools.cache
+def shared_jvm(module: str) -> str | None:
+    """The shared JVM the test module at `module` (a path from the repository's root) uses, if any."""
+    source = (ROOT / module).read_text(errors="replace") if module.endswith(".py") else ""
+    return next((jvm for jvm, word in SHARED_JVMS.items() if word in source), None)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run with -p no:xdist has no such hook
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (make test), but the modules that share a JVM go to one worker as one
+    unit: under plain loadfile each worker that drew such a module started that JVM again, and
+    a fresh one costs ~40 CPU-seconds here (its start, then its first sync's class loading and
+    Python workers) against ~4 for a sync. (`--dist loadgroup` cannot do it: xdist 3.8 marks a
+    group in the node id, which pytest 9.2 no longer lets it change, so every test would be a
+    unit of its own.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedJvmScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return shared_jvm(module) or module
+
+    return SharedJvmScheduling(config, log)
 
 
 def pytest_generate_tests(metafunc):
