@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-KERNELS_STAMP := $(VENV)/.kernels
+KERNELS_STAMP := deltasieve_protocol/._compiled_kernels.stamp
 
 .PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample bench-publishing soak bench-resume bench-scale openapi clean
 
