@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+KERNELS_STAMP := deltasieve_protocol/._compiled_kernels.stamp
 
 .PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample bench-publishing soak bench-resume bench-scale openapi clean
 
-install: $(STAMP)
+install: $(STAMP) $(KERNELS_STAMP)
 
 # mysqlclient (the MySQL/MariaDB agent's driver, the `mysql` extra) builds against libmariadb
 MYSQL_BUILD_DEPS := pkg-config libmariadb-dev
@@ -17,10 +18,16 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs]'
-	@# the compiled kernels (row encoding, hash, IBLT fold) and the MariaDB reader, once, into numba's cache beside their modules: no agent, test or sync compiles them
-	$(PY) -c 'from deltasieve_protocol.fingerprints import compile_kernels; compile_kernels()'
+	@# the MariaDB reader, once, into numba's cache beside its module: no agent or test compiles it
 	$(PY) -c 'from remote_agent.adapters.mysql_result import compile_reader; compile_reader()'
 	touch $(STAMP)
+
+# The kernels (row encoding, hash, IBLT fold) compiled ahead of time into an extension module
+# beside deltasieve_protocol/compiled.py, again whenever their source changes: the agent and the
+# executors then run them without loading numba (a stale build is not used: compiled.py)
+$(KERNELS_STAMP): $(STAMP) $(wildcard deltasieve_protocol/kernels/*.py) deltasieve_protocol/compiled.py
+	$(PY) -c 'from deltasieve_protocol.fingerprints import compile_kernels; compile_kernels()'
+	touch $(KERNELS_STAMP)
 
 demo: install
 	$(PY) scripts/demo.py

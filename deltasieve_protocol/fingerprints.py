@@ -84,13 +84,17 @@ def keys_from_fingerprints(fingerprints: np.ndarray, key: Sequence[Column]) -> p
 
 
 def compile_kernels() -> int:
-    """Compile (or load from numba's cache) the row kernel, the hash and the IBLT fold, so
-    that no sync pays for it; `make install` calls it once. Returns the fingerprint of one
-    row of every kind.
+    """Build the row kernel, the hash and the IBLT fold ahead of time (`compiled.build`, unless
+    built from these sources already), so that no process loads numba to run them; `make
+    install` and the Docker images call it. Returns the fingerprint of one row of every kind,
+    computed by the kernels the process then uses.
 
     >>> compile_kernels() > 0
     True
     """
+    from deltasieve_protocol import compiled
+
+    compiled.build()
     import datetime as dt
     from decimal import Decimal
 

@@ -1,90 +1,24 @@
-"""Folding (key fingerprint, row hash) pairs into an IBLT's cells, compiled with numba: one pass, no grouping.
+"""Folding (key fingerprint, row hash) pairs into an IBLT's cells, compiled: one pass, no grouping.
 
-For each pair and each of the table's sub-tables, the pair's cell is its pair hash modulo
-the width, in that sub-table; the cell's count moves by the pair's sign and its three sums
-are XORed with the key, the row hash and the pair's checksum (the pair hash under the last
-salt). That is the definition `Iblt.reference_add` writes in NumPy, by grouping the cells
-(scatter.py) and reducing each group; here every pair goes straight into its cells, so a
-fold needs no memory beside the table and no sort. The counts wrap in their own dtype and
-XOR does not care about order, so the tables are bit for bit those of the reference
-(tests/unit/protocol/test_iblt_fold.py holds the two together).
-
-The agent (the sketch scan), the warehouse's Spark executors (a fragment's table) and a peel
-all fold through `fold`. Compiled versions: a compact table (uint8 counts, uint32 checksums)
-and a full one (int64 counts, uint64 checksums), each for a single sign or one sign per pair;
-`fingerprints.compile_kernels` puts them in numba's cache at install.
+The kernel (kernels/iblt_fold.py) puts every pair straight into its cell of each sub-table:
+bit for bit the tables of the definition, `Iblt.reference_add`, which groups the cells in
+NumPy (tests/unit/protocol/test_iblt_fold.py holds the two together). The agent (the sketch
+scan), the warehouse's Spark executors (a fragment's table) and a peel all fold through
+`fold`, which checks the arguments and calls the kernel compiled for the table's layout: a
+compact table (uint8 counts, uint32 checksums) or a full one (int64 counts, uint64
+checksums), each for a single sign or one sign per pair.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from deltasieve_protocol.byte_intrinsics import prefetch_for_write
+from deltasieve_protocol import compiled
 
-_U = np.uint64
-#: The splitmix64 finalizer's constants (iblt.mix64, the NumPy version of `_mix`).
-_M1 = _U(0xBF58476D1CE4E5B9)
-_M2 = _U(0x94D049BB133111EB)
 #: (count dtype, checksum dtype) of the two layouts a table comes in: full and compact.
 LAYOUTS = ((np.dtype(np.int64), np.dtype(np.uint64)), (np.dtype(np.uint8), np.dtype(np.uint32)))
-#: Pairs whose cells are computed, and asked of the memory, before any is folded: a wide
-#: table's cells are all over memory, and 16 to 64 pairs' lines on their way at once folded
-#: 1M pairs into the hash benchmark's 1.29M cells (tests/benchmarks/hash_phase.py) in about
-#: 0.6 of the time of one pair after the other; 128 and more did worse, the first lines
-#: leaving the cache before their turn.
-PREFETCH_PAIRS = 32
-
-
-@njit(cache=True, nogil=True)
-def _mix(x):
-    """splitmix64's finalizer of one uint64 (as iblt.mix64 computes it over an array)."""
-    x ^= x >> _U(30)
-    x *= _M1
-    x ^= x >> _U(27)
-    x *= _M2
-    return x ^ (x >> _U(31))
-
-
-@njit(cache=True, nogil=True)
-def _fold(count, key_sum, hash_sum, check_sum, salts, width, keys, hashes, signs, modulus):
-    """Fold every pair into its cell of each sub-table (see `fold`); the pair i's sign is
-    signs[i], or signs[0] for all when there is one."""
-    subtables = salts.shape[0] - 1
-    check_salt = salts[subtables]
-    step = 0 if signs.shape[0] == 1 else 1
-    pairs = keys.shape[0]
-    cells = np.empty(PREFETCH_PAIRS * subtables, np.int64)
-    checks = np.empty(PREFETCH_PAIRS, np.uint64)
-    for start in range(0, pairs, PREFETCH_PAIRS):
-        stop = min(start + PREFETCH_PAIRS, pairs)
-        # first the cells of a block of pairs, each asked for at once...
-        for i in range(start, stop):
-            key = keys[i]
-            row_hash = hashes[i]
-            checks[i - start] = _mix(_mix(key ^ check_salt) ^ row_hash)
-            for j in range(subtables):
-                cell = j * width + np.int64(_mix(_mix(key ^ salts[j]) ^ row_hash) % _U(width))
-                cells[(i - start) * subtables + j] = cell
-                prefetch_for_write(count, cell)
-                prefetch_for_write(key_sum, cell)
-                prefetch_for_write(hash_sum, cell)
-                prefetch_for_write(check_sum, cell)
-        # ...then the pairs folded into them, which are in the cache by now
-        for i in range(start, stop):
-            key = keys[i]
-            row_hash = hashes[i]
-            sign = signs[i * step]
-            check = checks[i - start]
-            for j in range(subtables):
-                cell = cells[(i - start) * subtables + j]
-                moved = np.int64(count[cell]) + sign  # wraps to the count's dtype when stored
-                if modulus:
-                    moved %= modulus
-                count[cell] = moved
-                key_sum[cell] ^= key
-                hash_sum[cell] ^= row_hash
-                check_sum[cell] ^= check  # a uint32 checksum keeps the low 32 bits
+#: The kernel compiled for each layout (compiled.EXPORTS).
+_KERNELS = {LAYOUTS[0]: "fold_full", LAYOUTS[1]: "fold_compact"}
 
 
 def fold(
@@ -138,7 +72,7 @@ def fold(
     if modulus and 256 % modulus:
         raise ValueError(f"a count modulus must divide 256, got {modulus}")
     if keys.shape[0]:
-        _fold(
+        compiled.kernel(_KERNELS[count.dtype, check_sum.dtype])(
             count,
             key_sum,
             hash_sum,
@@ -154,8 +88,8 @@ def fold(
 
 def _operand(values: np.ndarray, dtype: type) -> np.ndarray:
     """`values` as a writable one-dimensional C-contiguous array of `dtype` (integers of
-    another type by their bit pattern): numba compiles a version of its own for each array
-    type, and a read-only array (a view of Arrow's buffers) is a type of its own."""
+    another type by their bit pattern): the one array type the compiled kernel takes (numba
+    compiles a version of its own for a read-only array, a view of Arrow's buffers)."""
     values = np.asarray(values)
     if values.ndim != 1:
         raise ValueError(f"expected a one-dimensional array, got shape {values.shape}")

@@ -1,4 +1,4 @@
-"""The canonical row encoding compiled with numba: a batch's rows in one call, no Python object per row.
+"""The canonical row encoding compiled: a batch's rows in one call, no Python object per row.
 
 The kernel takes every batch in one layout of plain NumPy arrays (`ColumnArrays`), so that
 one compiled version serves every schema: per column a kind, a tag byte and a parameter,
@@ -11,8 +11,9 @@ the definition the tests hold the kernel to (spec: openapi/row-encoding.md).
 
 The kernel writes the rows one after another into one byte buffer, `EncodedRows`: the
 buffers of an Arrow binary array, and what `xxh3.xxh3_64_slices` hashes row by row.
-numba is a dependency, not an option: a second path chosen by what is installed would be
-a second definition of the bits, run only where numba is missing.
+The kernel itself is `kernels/row_encoding.py`, run from its ahead-of-time build or numba's
+JIT of the same source (compiled.py): numba is a dependency, not an option, since a second
+path chosen by what is installed would be a second definition of the bits.
 """
 
 from __future__ import annotations
@@ -22,30 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
-from deltasieve_protocol.byte_intrinsics import copy_bytes, store_be32, store_be64
+from deltasieve_protocol import compiled
+from deltasieve_protocol.kernels.row_kinds import DAYS, DECIMAL, FLAG, FLOAT, PREFIXED, VERBATIM, WIDEST, WORD
 from deltasieve_protocol.types import Column, LogicalType
 
-#: The kernel's kinds of column: how a value is written after its tag.
-_WORD = 0  # 8 bytes, big-endian two's complement (int, timestamp, timestamptz)
-_FLOAT = 1  # 8 bytes of IEEE 754 binary64; -0.0 as +0.0, every NaN as the one canonical NaN
-_DAYS = 2  # 4 bytes, big-endian (date)
-_FLAG = 3  # one byte, 0 or 1 (bool)
-_DECIMAL = 4  # 4-byte length and the canonical text of unscaled value and scale (the parameter)
-_PREFIXED = 5  # 4-byte length and the bytes (text, bytes)
-_VERBATIM = 6  # no tag: bytes encoded beforehand, copied as they are
-#: The most bytes one value of each kind takes (beyond its own bytes, for the last two). A
-#: decimal: tag, length, sign, 20 digits (the most a uint64 has), 'e', '-' and 2 digits
-#: (its exponent lies between -38 and 19).
-_WIDEST = np.array([9, 9, 5, 2, 30, 5, 0], np.int64)
-
-_NULL = np.uint8(0)
-_U = np.uint64
-_SIGN64 = _U(0x8000000000000000)
-_EXPONENT64 = _U(0x7FF0000000000000)
-_MANTISSA64 = _U(0x000FFFFFFFFFFFFF)
-_CANONICAL_NAN = _U(0x7FF8000000000000)
 #: Decimals whose unscaled value the kernel takes as an int64 (as `encoding` does).
 _INT64_DECIMAL_DIGITS = 18
 
@@ -105,9 +87,9 @@ def encode(batch: pa.RecordBatch | pa.Table, columns: Sequence[Column], encode_o
     if batch.num_rows == 0:
         return EncodedRows(np.zeros(1, np.int64), np.empty(0, np.uint8))
     arrays = column_arrays(batch, columns, encode_other)
-    out = _pooled(int(_WIDEST[arrays.kinds].sum()) * arrays.rows + len(arrays.data), np.uint8)
+    out = _pooled(int(WIDEST[arrays.kinds].sum()) * arrays.rows + len(arrays.data), np.uint8)
     starts = _pooled(arrays.rows + 1, np.int64)
-    end = _encode(
+    end = compiled.kernel("encode")(
         arrays.kinds,
         arrays.tags,
         arrays.params,
@@ -192,30 +174,30 @@ def _form(type_: LogicalType, array: pa.Array | pa.ChunkedArray, encode_other: E
         array = array.combine_chunks()
     kind, t = type_.kind, array.type
     if kind == "int" and pa.types.is_integer(t):
-        return _Form(_WORD, ord("i"), array, _words(array if t == pa.int64() else array.cast(pa.int64()), np.int64))
+        return _Form(WORD, ord("i"), array, _words(array if t == pa.int64() else array.cast(pa.int64()), np.int64))
     if kind == "float" and pa.types.is_floating(t):
         bits = _words(array if t == pa.float64() else array.cast(pa.float64()), np.float64).view(np.int64)
-        return _Form(_FLOAT, ord("f"), array, bits)
+        return _Form(FLOAT, ord("f"), array, bits)
     if kind == "text" and (pa.types.is_string(t) or pa.types.is_large_string(t)):
-        return _Form(_PREFIXED, ord("s"), array)
+        return _Form(PREFIXED, ord("s"), array)
     if kind == "bytes" and (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
-        return _Form(_PREFIXED, ord("b"), array)
+        return _Form(PREFIXED, ord("b"), array)
     if kind == "bool" and pa.types.is_boolean(t):
-        return _Form(_FLAG, ord("?"), array, array.fill_null(False).to_numpy(zero_copy_only=False))
+        return _Form(FLAG, ord("?"), array, array.fill_null(False).to_numpy(zero_copy_only=False))
     if kind == "date" and (pa.types.is_date32(t) or pa.types.is_date64(t)):
         days = array if pa.types.is_date32(t) else array.cast(pa.date32())
-        return _Form(_DAYS, ord("d"), array, _words(days, np.int32))
+        return _Form(DAYS, ord("d"), array, _words(days, np.int32))
     if kind in ("timestamp", "timestamptz") and pa.types.is_timestamp(t) and t.unit == "us":
         # naive values count from the naive epoch, aware ones are stored in UTC: either
         # way the stored integer is the value's
-        return _Form(_WORD, ord("T" if kind == "timestamp" else "Z"), array, _words(array, np.int64))
+        return _Form(WORD, ord("T" if kind == "timestamp" else "Z"), array, _words(array, np.int64))
     if kind == "decimal" and pa.types.is_decimal128(t) and t.precision <= _INT64_DECIMAL_DIGITS:
         # the low 8 bytes of each 16-byte little-endian value are the unscaled value itself
-        return _Form(_DECIMAL, ord("n"), array, _words(array, np.int64, per_value=2)[::2], param=t.scale)
+        return _Form(DECIMAL, ord("n"), array, _words(array, np.int64, per_value=2)[::2], param=t.scale)
     encoded = encode_other(type_, array)
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()
-    return _Form(_VERBATIM, 0, encoded)
+    return _Form(VERBATIM, 0, encoded)
 
 
 def _words(array: pa.Array, dtype: type, per_value: int = 1) -> np.ndarray:
@@ -236,100 +218,3 @@ def _binary(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     _, offsets, data = array.buffers()
     starts = np.frombuffer(offsets, f"<i{width}", count=len(array) + 1, offset=array.offset * width)
     return starts, np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
-
-
-@njit(cache=True, nogil=True)
-def _put_digits(out, at, magnitude):
-    """Write the decimal digits of the uint64 `magnitude` at `out[at]`; return where they end."""
-    digits = 1
-    rest = magnitude // _U(10)
-    while rest:
-        digits += 1
-        rest //= _U(10)
-    for k in range(digits - 1, -1, -1):
-        out[at + k] = np.uint8(ord("0") + magnitude % _U(10))
-        magnitude //= _U(10)
-    return at + digits
-
-
-@njit(cache=True, nogil=True)
-def _put_decimal(out, at, unscaled, scale):
-    """Write the length and canonical text of the decimal `unscaled` * 10**-`scale` at
-    `out[at]` (after its tag): '0', or the coefficient without its trailing zeros, 'e' and
-    the exponent. Return where it ends."""
-    text = at + 4
-    end = text
-    if unscaled == 0:
-        out[end] = np.uint8(ord("0"))
-        end += 1
-    else:
-        if unscaled < 0:
-            out[end] = np.uint8(ord("-"))
-            end += 1
-        magnitude = _U(unscaled)
-        if unscaled < 0:
-            magnitude = _U(0) - magnitude  # two's complement: right for the least int64 too
-        exponent = -scale
-        while magnitude % _U(10) == _U(0):
-            magnitude //= _U(10)
-            exponent += 1
-        end = _put_digits(out, end, magnitude)
-        out[end] = np.uint8(ord("e"))
-        end += 1
-        if exponent < 0:
-            out[end] = np.uint8(ord("-"))
-            end += 1
-            exponent = -exponent
-        end = _put_digits(out, end, _U(exponent))
-    store_be32(out, at, end - text)
-    return end
-
-
-@njit(cache=True, nogil=True)
-def _encode(kinds, tags, params, slots, values, valid, offsets, data, out, starts):
-    """Write the rows' encodings one after another into `out` (room for the widest values,
-    uint8), where each starts into `starts` (int64, rows + 1); return where they end."""
-    columns = kinds.shape[0]
-    rows = valid.shape[1]
-    at = 0
-    for r in range(rows):
-        starts[r] = at
-        for c in range(columns):
-            kind = kinds[c]
-            slot = slots[c]
-            if not valid[c, r]:
-                out[at] = _NULL
-                at += 1
-                continue
-            if kind != _VERBATIM:
-                out[at] = np.uint8(tags[c])
-                at += 1
-            if kind == _WORD:
-                store_be64(out, at, values[slot, r])
-                at += 8
-            elif kind == _FLOAT:
-                bits = _U(values[slot, r])
-                if bits & _EXPONENT64 == _EXPONENT64 and bits & _MANTISSA64 != _U(0):
-                    bits = _CANONICAL_NAN
-                elif bits == _SIGN64:
-                    bits = _U(0)
-                store_be64(out, at, bits)
-                at += 8
-            elif kind == _DAYS:
-                store_be32(out, at, values[slot, r])
-                at += 4
-            elif kind == _FLAG:
-                out[at] = np.uint8(values[slot, r] != 0)
-                at += 1
-            elif kind == _DECIMAL:
-                at = _put_decimal(out, at, values[slot, r], params[c])
-            else:
-                begin = offsets[slot, r]
-                size = offsets[slot, r + 1] - begin
-                if kind == _PREFIXED:
-                    store_be32(out, at, size)
-                    at += 4
-                copy_bytes(out, at, data, begin, size)
-                at += size
-    starts[rows] = at
-    return at

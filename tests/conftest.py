@@ -47,6 +47,15 @@ from workloads.mariadb import MariadbDatabase, MariadbServer, start_mariadb  # n
 from workloads.postgres import PostgresDatabase, PostgresServer, start_postgres  # noqa: E402
 
 
+def pytest_sessionstart(session):
+    """The ahead-of-time kernels the agent and the executors load (deltasieve_protocol/compiled.py),
+    built before any test imports them if a kernel changed since `make install` built them:
+    a process keeps the extension it imported first, stale or not."""
+    from deltasieve_protocol import compiled
+
+    compiled.build()
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",

@@ -9,8 +9,11 @@ The randomized rounds of test_sync.py cover sketch and auto on every engine and 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.benchmarks import machine
 from tests.support.agent_requests import check_timings
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
@@ -20,13 +23,19 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def people(tmp_path_factory, logs_dir, api):
+def sketch_agent(tmp_path_factory, logs_dir, api):
+    """The people table and the agent on it, the source `sk`."""
     people = People(tmp_path_factory.mktemp("sketch") / "people.db", rows=20_000, seed=9)
     # no change token: the no-change sync below is the sketch's own (the token's: test_small_syncs.py)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir, extra=["--no-change-token"])
     api.add_source("sk", agent.url)
-    yield people
+    yield people, agent
     agent.stop()
+
+
+@pytest.fixture(scope="module")
+def people(sketch_agent):
+    return sketch_agent[0]
 
 
 def _sync(api, people, view, before):
@@ -157,3 +166,28 @@ def test_small_changes_grow_an_overlay_that_is_folded_into_a_new_base(api, peopl
     stats = api.http.get("/v1/views/sk_layers/statistics").json()["sites"][0]["update_statistics"]
     # tno counts the load and three syncs for the rows that lived through all of them
     assert stats["tuples"] == len(before) and stats["max_tno"] == 4, stats
+
+
+def test_the_agent_and_its_readers_hash_without_numba(api, sketch_agent):
+    """The kernels come from their ahead-of-time build (deltasieve_protocol/compiled.py): neither
+    the agent nor a reader maps numba's modules or its LLVM library (~100 MiB), even after a
+    sync that encoded, hashed and folded every row."""
+    people, agent = sketch_agent
+    api.add_view("sk_lean", VIEW_SQL.format(source="sk"), strategy="sketch")
+    _sync(api, people, "sk_lean", {})
+    before = people.truth()
+    people.change(updates=30, inserts=10, deletes=5)
+    m = _sync(api, people, "sk_lean", before)
+    assert m["agent_timings"]["hash_s"] > 0 and m["sketch_cells"] > 0, m
+    processes, todo = [], [agent.proc.pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            mapped = {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if "/" in line}
+        except OSError:  # a reader that ended meanwhile
+            continue
+        processes.append(pid)
+        todo += machine.children(pid)
+        assert not [path for path in mapped if "llvmlite" in path or "/numba/" in path], pid
+        assert any("_compiled_kernels" in path for path in mapped) or pid != agent.proc.pid, sorted(mapped)
+    assert processes

@@ -44,7 +44,8 @@ def test_agent_image_installs_only_the_agent():
     assert "openjdk" not in text and "pyspark" not in text and "[service]" not in text
     assert any(op == "RUN" and "pip install" in rest and "'.[mysql]'" in rest for op, rest in steps)
     assert "libmariadb3" in text, "mysqlclient's runtime library must stay in the image"
-    _fills_numba_cache_for(steps, "agent", "compile_kernels", "compile_reader")
+    _compiles_kernels_ahead_of_time(steps)
+    _fills_numba_cache_for(steps, "agent", "compile_reader")
     assert steps[-1][0] == "ENTRYPOINT" and "remote_agent" in steps[-1][1]
 
 
@@ -54,8 +55,17 @@ def test_service_image_installs_java_and_the_service_extra():
     assert "openjdk-17" in runs and "'.[service]'" in runs
     copied = {rest.split()[0] for op, rest in steps if op == "COPY"}
     assert {"deltasieve_protocol", "warehouse", "service"} <= copied and "remote_agent" not in copied
-    _fills_numba_cache_for(steps, "deltasieve", "compile_kernels")
+    _compiles_kernels_ahead_of_time(steps)
+    _fills_numba_cache_for(steps, "deltasieve")
     assert steps[-1][0] == "ENTRYPOINT" and "service" in steps[-1][1]
+
+
+def _compiles_kernels_ahead_of_time(steps: list[tuple[str, str]]) -> None:
+    """The image builds the kernels' extension (deltasieve_protocol/compiled.py) after pip
+    installed numba and before gcc, which the build compiles with, is removed."""
+    runs = " ".join(rest for op, rest in steps if op == "RUN")
+    build = runs.index("import compile_kernels; compile_kernels()")
+    assert runs.index("gcc") < runs.index("pip install") < build < runs.index("apt-get purge -y gcc")
 
 
 def _fills_numba_cache_for(steps: list[tuple[str, str]], user: str, *compiles: str) -> None:

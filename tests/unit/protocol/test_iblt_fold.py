@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from deltasieve_protocol.iblt import SUMS, Iblt
 from deltasieve_protocol.iblt_fold import fold
 
+#: each test twice: the ahead-of-time kernels the agent loads, and numba's JIT of the same source
+pytestmark = pytest.mark.usefixtures("kernels")
+
 U64 = st.integers(0, 2**64 - 1)
 ARRAYS = ("count", *SUMS)
 

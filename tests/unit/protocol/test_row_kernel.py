@@ -25,6 +25,9 @@ from deltasieve_protocol.fingerprints import reference_row_fingerprints, row_fin
 from deltasieve_protocol.types import Column, LogicalType
 from tests.support.vectors import SEED, VECTORS, arrow_column
 
+#: each test twice: the ahead-of-time kernels the agent loads, and numba's JIT of the same source
+pytestmark = pytest.mark.usefixtures("kernels")
+
 SEEDS = st.integers(0, 2**64 - 1)
 MIN_INT64, MAX_INT64 = -(2**63), 2**63 - 1
 NAIVE = st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30))

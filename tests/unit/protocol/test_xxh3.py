@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from deltasieve_protocol.xxh3 import xxh3_64, xxh3_64_slices
 from tests.support.vectors import SEED
 
+#: each test twice: the ahead-of-time kernels the agent loads, and numba's JIT of the same source
+pytestmark = pytest.mark.usefixtures("kernels")
+
 SEEDS = st.integers(0, 2**64 - 1)
 
 #: Every length up to two of XXH3's 1024-byte blocks and a bit, which covers each length
