@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from deltasieve_protocol.defaults import DIGEST_BITS
+from deltasieve_protocol.defaults import DIGEST_BITS, ROW_CHECK_BITS
 from deltasieve_protocol.encoding import encode_rows
 from deltasieve_protocol.types import Column
 
@@ -40,8 +40,12 @@ SALT_BITS = 32
 _SPREAD = 0x9E3779B97F4A7C15
 #: Name of the digests column in UPDATED_DIGESTS frames: fixed-size binary, a byte per column.
 DIGESTS = "__ds_digests"
-#: Name of the row hash (uint64, the sketch's row fingerprint) in UPDATED_DIGESTS frames.
+#: Name of the row hash (uint64, the sketch's row fingerprint) in UPDATED_DIGESTS frames,
+#: or of its low ROW_CHECK_BITS bits (uint16) when the request asks for short checks.
 CHECK = "__ds_row_hash"
+#: Key of the summary that gives, with short checks, the XOR of the updated rows' whole row
+#: hashes: 16 hex digits (a JSON number would not hold 64 bits exactly in every reader).
+HASH_XOR = "row_hash_xor"
 #: Name of the changed-columns bitmap in CHANGED_COLUMNS frames: ceil(columns / 8) bytes, most
 #: significant bit first (numpy.packbits).
 CHANGED = "__ds_changed"
@@ -97,6 +101,58 @@ def digests_matrix(array: pa.Array | pa.ChunkedArray, columns: int) -> np.ndarra
         raise ValueError(f"column digests must be {columns}-byte values without NULL, got {array.type}")
     data = np.frombuffer(array.buffers()[1], np.uint8, len(array) * columns, array.offset * columns)
     return data.reshape(len(array), columns)
+
+
+def row_checks(hashes: np.ndarray, bits: int) -> pa.Array:
+    """The CHECK column of an UPDATED_DIGESTS frame: the row hashes whole (64 bits) or their
+    low ROW_CHECK_BITS bits.
+
+    >>> row_checks(np.array([0x12345, 7], np.uint64), 16).to_pylist(), row_checks(np.array([5], np.uint64), 64).type
+    ([9029, 7], DataType(uint64))
+    """
+    if bits == 64:
+        return pa.array(hashes, pa.uint64())
+    if bits != ROW_CHECK_BITS:
+        raise ValueError(f"row checks are {ROW_CHECK_BITS} or 64 bits, not {bits}")
+    return pa.array((hashes & np.uint64(0xFFFF)).astype(np.uint16), pa.uint16())
+
+
+def checks_match(hashes: np.ndarray, checks: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Which of the rebuilt rows' row hashes agree with the CHECK column the agent sent: in
+    whole, or in their low bits when it sent short checks (the type says which).
+
+    >>> sent = row_checks(np.array([0x10005, 9], np.uint64), 16)
+    >>> checks_match(np.array([0x20005, 8], np.uint64), sent).tolist()
+    [True, False]
+    """
+    values = checks.to_numpy() if isinstance(checks, pa.Array) else checks.combine_chunks().to_numpy()
+    if checks.type == pa.uint64():
+        return hashes == values
+    if checks.type != pa.uint16():
+        raise ValueError(f"row checks must be uint64 or uint16, got {checks.type}")
+    return (hashes & np.uint64(0xFFFF)) == values
+
+
+def hash_xor(hashes: np.ndarray) -> str:
+    """The XOR of row hashes as HASH_XOR carries it (0 for none).
+
+    >>> hash_xor(np.array([1, 2, 2**63], np.uint64)), hash_xor(np.array([], np.uint64))
+    ('8000000000000003', '0000000000000000')
+    """
+    return format(int(np.bitwise_xor.reduce(hashes, initial=np.uint64(0))), "016x")
+
+
+def xor_agrees(hashes: np.ndarray, summary: dict) -> bool:
+    """Whether the row hashes of all the updated rows as the warehouse ends with them (rebuilt
+    or fetched) agree with the XOR the agent's summary gives (True when it gives none: each
+    row was then checked by its whole hash).
+
+    >>> xor_agrees(np.array([1, 2], np.uint64), {HASH_XOR: "0000000000000003"}), xor_agrees(np.array([1], np.uint64), {})
+    (True, True)
+    >>> xor_agrees(np.array([1, 6], np.uint64), {HASH_XOR: "0000000000000003"})
+    False
+    """
+    return HASH_XOR not in summary or hash_xor(hashes) == summary[HASH_XOR]
 
 
 def bitmap_array(changed: np.ndarray) -> pa.Array:

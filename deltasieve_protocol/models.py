@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from deltasieve_protocol.defaults import DEFAULT_HASH_BITS
+from deltasieve_protocol.defaults import DEFAULT_HASH_BITS, ROW_CHECK_BITS
 
 #: 4: a peeled sketch sends updated rows as column digests, then only their changed cells
 #: (POST /v1/sketch/cells); an agent of version 4 still answers requests of version 3 as
@@ -154,6 +154,12 @@ class SketchControl(BaseModel):
         max_length=64,
         description="continue the exchange kept under this id (a failed stage's summary gives it): "
         "no new read of the site query; 410 once the agent no longer holds it",
+    )
+    row_check_bits: Literal[16, 64] = Field(
+        default=64,
+        description=f"bits of each updated row's row hash in UPDATED_DIGESTS frames: 64, or its low {ROW_CHECK_BITS} "
+        "with the XOR of the whole ones in the summary (row_hash_xor). An agent that does not know this field sends "
+        "64; the frame's column type says which came",
     )
 
 

@@ -48,13 +48,15 @@ class SketchSettings:
     """What the agent's settings say of a sketch exchange (strategies/sketch.py).
 
     `table_bytes` bounds the agent's own table (None: as wide as asked); `digest_bits`
-    sends updated rows as column digests of that many bits (protocol 4; None: whole);
+    sends updated rows as column digests of that many bits (protocol 4; None: whole), each
+    with `row_check_bits` of its row hash (the request's `row_check_bits`);
     `spill_dir` holds the spilled keys (None: the system's temp dir).
     """
 
     scan: ScanSettings = field(default_factory=ScanSettings)
     table_bytes: int | None = None
     digest_bits: int | None = None
+    row_check_bits: int = 64
     spill_dir: str | None = None
 
 
@@ -235,10 +237,16 @@ class AgentSettings(BaseSettings):
         """How answers read the site query, as these settings say."""
         return ScanSettings(self.chunk_rows, self.read_ahead, self.pacing())
 
-    def sketch(self, *, digests: bool) -> SketchSettings:
+    def sketch(self, *, digests: bool, row_check_bits: int = 64) -> SketchSettings:
         """How answers of /v1/sketch read and build, as these settings say; `digests`: the
-        request's protocol sends updated rows as column digests (4 and later)."""
-        return SketchSettings(self.scan(), self.sketch_table_mib * 2**20, self.sketch_digest_bits if digests else None)
+        request's protocol sends updated rows as column digests (4 and later), each with
+        `row_check_bits` of its row hash."""
+        return SketchSettings(
+            self.scan(),
+            self.sketch_table_mib * 2**20,
+            self.sketch_digest_bits if digests else None,
+            row_check_bits=row_check_bits,
+        )
 
     @field_validator("allow", "hash", "block", mode="before")
     @classmethod

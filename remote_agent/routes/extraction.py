@@ -192,7 +192,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 SketchStage(control.seed, control.width or table.width, control.batch_rows),
                 rec=rec,
                 kept=kept,
-                settings=state.settings.sketch(digests=control.protocol >= 4),
+                settings=state.settings.sketch(digests=control.protocol >= 4, row_check_bits=control.row_check_bits),
             ),
         )
     except BaseException:

@@ -311,7 +311,7 @@ def sketch_answer(
             updated = None
             if digest_bits is not None:  # a key on both sides was updated
                 both = np.intersect1d(peeled.minus_keys, peeled.plus_keys)
-                updated = UpdatedRows(both, rec.key, rec.columns, seed, digest_bits)
+                updated = UpdatedRows(both, rec.key, rec.columns, seed, digest_bits, settings.row_check_bits)
                 rec.updated = updated
 
             def hold() -> str:

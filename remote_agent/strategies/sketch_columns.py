@@ -1,9 +1,10 @@
 """The agent's side of the changed-columns exchange that follows a peeled sketch (protocol 4).
 
 A row whose key is on both sides of the peeled difference was updated: instead of the
-whole row the agent sends its key, a digest per column and its 64-bit row hash
-(UPDATED_DIGESTS, see deltasieve_protocol/column_digests.py; the digests salted afresh for the
-exchange), and holds the row with its reconciliation under the session id its summary
+whole row the agent sends its key, a digest per column and its 64-bit row hash, or its
+low 16 bits when the request asks for short checks (`row_check_bits`), the XOR of the whole
+ones then in the summary (UPDATED_DIGESTS, see deltasieve_protocol/column_digests.py; the
+digests salted afresh for the exchange), and holds the row with its reconciliation under the session id its summary
 names. The warehouse answers with a bitmap of the columns to send per row (POST
 /v1/sketch/cells, CHANGED_COLUMNS), in the order the rows came; the agent sends the rows
 that ask for a cell, in order, with those cells and every other cell NULL (CELLS), and
@@ -33,9 +34,20 @@ CELLS_BATCH_ROWS = 65_536
 class UpdatedRows:
     """The updated rows of one exchange: split from the looked-up rows, sent as digests, kept."""
 
-    def __init__(self, updated_keys: np.ndarray, key: list[Column], columns: list[Column], seed: int, digest_bits: int):
+    def __init__(
+        self,
+        updated_keys: np.ndarray,
+        key: list[Column],
+        columns: list[Column],
+        seed: int,
+        digest_bits: int,
+        check_bits: int = 64,
+    ):
         self.updated_keys = updated_keys
         self.digest_bits = digest_bits
+        #: bits of each row's row hash sent (64, or the short check with `hash_xor` in the summary)
+        self.check_bits = check_bits
+        self.hash_xor = np.uint64(0)
         self.key = key
         self.columns = columns
         _, self.row_seed = sketch_seeds(seed)
@@ -66,14 +78,21 @@ class UpdatedRows:
                 column_digests.column_digests(rows, self.columns, self.digest_seed, self.digest_bits)
             ),
         )
-        keys = keys.append_column(
-            column_digests.CHECK, pa.array(row_fingerprints(rows, self.columns, self.row_seed), pa.uint64())
-        )
+        hashes = row_fingerprints(rows, self.columns, self.row_seed)
+        self.hash_xor ^= np.bitwise_xor.reduce(hashes, initial=np.uint64(0))
+        keys = keys.append_column(column_digests.CHECK, column_digests.row_checks(hashes, self.check_bits))
         yield frames.arrow_frame(frames.UPDATED_DIGESTS, keys)
 
     def summary(self) -> dict:
         """What the sketch answer's summary says of the updated rows."""
-        return {"updated_rows": self.rows, "digest_bits": self.digest_bits, "digest_salt": self.salt}
+        summary: dict[str, int | str] = {
+            "updated_rows": self.rows,
+            "digest_bits": self.digest_bits,
+            "digest_salt": self.salt,
+        }
+        if self.check_bits != 64:
+            summary[column_digests.HASH_XOR] = column_digests.hash_xor(np.array([self.hash_xor], np.uint64))
+        return summary
 
 
 def cells_answer(updated: UpdatedRows, bitmaps: list[pa.RecordBatch]) -> Iterator[bytes]:

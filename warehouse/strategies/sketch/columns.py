@@ -5,10 +5,13 @@ The agent named each updated row by key, with a digest per column and its row ha
 warehouse reads those keys' old rows from the snapshot, compares their column digests, and
 asks the agent (POST /v1/sketch/cells, the session of the sketch answer) for the cells
 whose digest differs; a key it cannot find asks for every cell. It rebuilds each new row
-from the old one and those cells, and keeps it when its row hash is the agent's; a row
-whose digests collided (one changed cell in 256, in this exchange only: the agent salts
-them afresh each time) does not hash right and is fetched whole
-(/v1/fetch), as are all of them if the agent no longer holds the session (410).
+from the old one and those cells, and keeps it when its row hash agrees with the agent's
+check (the whole hash, or its low 16 bits); a row whose digests collided (one changed cell
+in 256, in this exchange only: the agent salts them afresh each time) does not hash right
+and is fetched whole (/v1/fetch), as are all of them if the agent no longer holds the
+session (410). With short checks the XOR of the whole hashes, in the agent's summary, must
+then match the rows kept and fetched; when it does not (a wrong row whose low bits agreed),
+every updated row is fetched whole.
 """
 
 from __future__ import annotations
@@ -54,14 +57,29 @@ def updated_rows(ctx: SiteContext, stored: pa.Table, secret: int, summary: dict,
         fetch_exchange(ctx, keys, fetched_path)
         return [fetched_path]
     rebuilt = column_digests.rebuild(old, cells, changed)
-    right = row_fingerprints(rebuilt, columns, row_seed) == digests.column(column_digests.CHECK).to_numpy()
+    hashes = row_fingerprints(rebuilt, columns, row_seed)
+    right = column_digests.checks_match(hashes, digests.column(column_digests.CHECK))
     pq.write_table(rebuilt.filter(pa.array(right)), rebuilt_path)
     m.cells_received = int(changed[right].sum())
     m.cells_fallback_rows = int((~right).sum())
-    if right.all():
-        return [rebuilt_path]
-    fetch_exchange(ctx, keys.filter(pa.array(~right)), fetched_path)
-    return [rebuilt_path, fetched_path]
+    paths = [rebuilt_path]
+    if not right.all():
+        fetch_exchange(ctx, keys.filter(pa.array(~right)), fetched_path)
+        paths.append(fetched_path)
+    if column_digests.HASH_XOR not in summary:  # each row's whole hash checked it
+        return paths
+    # short checks: a wrong row whose low bits agree (one collision in 65,536) shows in the XOR
+    # of the whole hashes, all but 2**-64 of the time; then every updated row comes whole
+    got = hashes[right]
+    if not right.all():
+        fetched = pq.read_table(fetched_path).cast(ctx.rows_schema())
+        got = np.concatenate([got, row_fingerprints(fetched, columns, row_seed)])
+    if column_digests.xor_agrees(got, summary):
+        return paths
+    m.cells_received = 0
+    m.cells_fallback_rows = keys.num_rows
+    fetch_exchange(ctx, keys, fetched_path)
+    return [fetched_path]
 
 
 def _old_rows(ctx: SiteContext, stored: pa.Table, keys: pa.Table) -> tuple[pa.Table, np.ndarray]:

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from deltasieve_protocol import frames, iblt_bytes
+from deltasieve_protocol.defaults import ROW_CHECK_BITS
 from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from deltasieve_protocol.iblt_sizing import cells_for
 from deltasieve_protocol.models import MAX_SKETCH_WIDTH, SketchControl
@@ -205,6 +206,7 @@ class Sketch(Strategy):
             batch_rows=ctx.sync.options.batch_rows,
             width=self.widest,
             session=session,
+            row_check_bits=ROW_CHECK_BITS,
         )
         table = self.stored.table.shrink(width).to_compact()
         sent = frames.frame(frames.SKETCH_CELLS, iblt_bytes.to_bytes(table))

@@ -89,6 +89,7 @@ def _post(
     compact=True,
     batch_rows: int = 16_384,
     protocol: int = PROTOCOL_VERSION,
+    row_check_bits: int = 64,
 ):
     columns = [c.to_json() for c in _columns(key_type)]
     control = SketchControl.model_construct(  # unchecked: the agent is the one to check
@@ -98,6 +99,7 @@ def _post(
         session=session,
         protocol=protocol,
         batch_rows=batch_rows,
+        row_check_bits=row_check_bits,
     )
     table = _table(key_type, old, width)
     table = table.to_compact() if compact else table
@@ -163,12 +165,16 @@ def _cells(client, key_type: str, old: dict, digests: pa.Table, summary: dict) -
     for i, k in enumerate(keys):
         v = cells.pop(0)["v"] if asked[i] else old[k]
         right = row_fingerprints(pa.table({"k": [k], "v": [v]}, schema=schema), columns, row_seed)
-        assert (right == digests.column(column_digests.CHECK).to_numpy()[i]).all() == bool(asked[i])
+        assert column_digests.checks_match(right, digests.column(column_digests.CHECK).slice(i, 1))[0] == asked[i]
         if asked[i]:
             rebuilt.append({"k": k, "v": v})
         else:  # its digests collided: fetched whole, as the warehouse does
             collided.append(k)
-    return rebuilt + (_fetch(client, control.site, schema, collided) if collided else [])
+    rows = rebuilt + (_fetch(client, control.site, schema, collided) if collided else [])
+    if column_digests.HASH_XOR in summary:  # short checks: the whole hashes' XOR, once
+        hashes = row_fingerprints(pa.Table.from_pylist(rows, schema=schema), columns, row_seed)
+        assert column_digests.hash_xor(hashes) == summary[column_digests.HASH_XOR]
+    return rows
 
 
 def _fetch(client, site: SiteSpec, schema: pa.Schema, keys: list) -> list[dict]:
@@ -205,6 +211,20 @@ def test_a_probe_that_does_not_peel_keeps_the_table_for_a_wider_stage(setup):
     # the session ended with the complete answer
     again = _post(client, key_type, old, width=16 * 20, widest=16 * 40, session=first["session"])
     assert again.status_code == 410 and "start the exchange again" in again.json()["detail"]
+
+
+def test_short_row_checks_send_two_bytes_a_row_and_the_xor_of_the_whole_hashes(setup):
+    client, key_type, old, new = setup
+    response = _post(client, key_type, old, width=16 * 20, widest=16 * 20, row_check_bits=16)
+    checks = [
+        f.batch().column(column_digests.CHECK)
+        for f in frames.read_frames([response.content])
+        if f.kind == frames.UPDATED_DIGESTS
+    ]
+    assert checks and all(c.type == pa.uint16() for c in checks)
+    summary, rows, _ = _answer(response, client, key_type, old)
+    assert summary["complete"] and len(summary[column_digests.HASH_XOR]) == 16, summary
+    assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
 
 
 def test_a_warehouse_of_protocol_3_gets_updated_rows_whole(setup):
