@@ -101,7 +101,7 @@ def save(site_dir: Path, kept: Kept) -> None:
     """Keep `kept` in `site_dir`: a new file (a carried site's is a link to the previous version's)."""
     site_dir.mkdir(parents=True, exist_ok=True)
     written = site_dir / f"{FILE}{TMP_MARK}"
-    fields = {"format": FORMAT, "token": kept.token, "site": kept.site}
+    fields: dict[str, object] = {"format": FORMAT, "token": kept.token, "site": kept.site}
     if kept.token is None:
         fields.update(reason=kept.reason, asked_at=kept.asked_at)
     written.write_text(json.dumps(fields))
