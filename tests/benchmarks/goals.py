@@ -139,9 +139,8 @@ GOALS = [
         "floors-1m-compiled.json",
         auto("students@postgres", "÷ floor"),
         FLOORS_1M,
-        "this run read the chunks through the ADBC driver's SELECT path; they are read by binary "
-        "COPY (SELECT ...) TO STDOUT since (scripts and read_phase: about a quarter less read time), "
-        "not re-run at this size",
+        "the agent's read, binary COPY through ADBC now, is still about 1.5× psycopg's unparsed COPY "
+        "(ADBC's decoding into Arrow); the hash and lookup phases follow it rather than run beside it",
     ),
     Goal(
         "sync ÷ floor, MariaDB, 1M rows",
@@ -201,9 +200,7 @@ GOALS = [
         "floors-1m-compiled.json",
         auto("students", "agent peak MiB"),
         FLOORS_1M,
-        "this run loaded numba's LLVM library to run the compiled kernels (about 90 MiB of file-backed "
-        "pages and 50 MiB more); the kernels are built ahead of time at install since, and an agent "
-        "runs them without numba (a two-round run under load: 278 → 158 MiB), not re-run here",
+        "",
     ),
     Goal(
         "bytes ÷ row-level lower bound, students at 1M rows",
@@ -213,8 +210,8 @@ GOALS = [
         auto("students", "× LB"),
         FLOORS_1M,
         "each updated row is two pairs of the IBLT (old and new hash), about 0.8× the bound for the "
-        "updates' share alone; since this run an updated row's check is 16 bits, not 64 (1.71 → 1.63× "
-        "in a two-round run); cells chosen by key alone would make an update one item",
+        "updates' share alone; cells chosen by key alone, with sums from which a lone item's key "
+        "divides out, would make an update one item",
     ),
     Goal(
         "no-change sync ÷ floor, PostgreSQL, 1M rows",
