@@ -175,8 +175,9 @@ class AgentSettings(BaseSettings):
     #: SQLite's chunks follow `sqlite_arrow_reads`.
     arrow_reads: bool = Field(
         default=True,
-        description="read PostgreSQL scan chunks straight into Arrow through ADBC, MySQL/MariaDB ones through "
-        "compiled code over the C client's result; off: the drivers' rows (psycopg's through a server-side cursor)",
+        description="read PostgreSQL scan chunks (by binary COPY) and lookups by key straight into Arrow through "
+        "ADBC, MySQL/MariaDB chunks through compiled code over the C client's result; off: the drivers' rows "
+        "(psycopg's through a server-side cursor)",
     )
     #: The C reader of adbc-driver-sqlite builds the Arrow columns of a chunk without a
     #: Python object per value (adapters/sqlite_arrow.py); a chunk whose values it would not
