@@ -9,12 +9,10 @@ The randomized rounds of test_sync.py cover sketch and auto on every engine and 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.benchmarks import machine
 from tests.support.agent_requests import check_timings
+from tests.support.mapped_files import numba_files, process_tree
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import start_agent
@@ -198,15 +196,7 @@ def test_the_agent_and_its_readers_hash_without_numba(api, sketch_agent):
     people.change(updates=30, inserts=10, deletes=5)
     m = _sync(api, people, "sk_lean", before)
     assert m["agent_timings"]["hash_s"] > 0 and m["sketch_cells"] > 0, m
-    processes, todo = [], [agent.proc.pid]
-    while todo:
-        pid = todo.pop()
-        try:
-            mapped = {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if "/" in line}
-        except OSError:  # a reader that ended meanwhile
-            continue
-        processes.append(pid)
-        todo += machine.children(pid)
-        assert not [path for path in mapped if "llvmlite" in path or "/numba/" in path], pid
-        assert any("_compiled_kernels" in path for path in mapped) or pid != agent.proc.pid, sorted(mapped)
-    assert processes
+    processes = process_tree(agent.proc.pid)
+    numba = {pid: numba_files(mapped) for pid, (_, mapped) in processes.items() if numba_files(mapped)}
+    assert not numba, numba
+    assert any("_compiled_kernels" in path for path in processes[agent.proc.pid][1]), processes[agent.proc.pid]
