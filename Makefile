@@ -18,11 +18,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs]'
-	@# the MariaDB reader, once, into numba's cache beside its module: no agent or test compiles it
-	$(PY) -c 'from remote_agent.adapters.mysql_result import compile_reader; compile_reader()'
 	touch $(STAMP)
 
-# The kernels (row encoding, hash, IBLT fold) compiled ahead of time into an extension module
+# The kernels (row encoding, hash, IBLT fold, the MariaDB reader's loops) compiled ahead of time into an extension module
 # beside deltasieve_protocol/compiled.py, again whenever their source changes: the agent and the
 # executors then run them without loading numba (a stale build is not used: compiled.py)
 $(KERNELS_STAMP): $(STAMP) $(wildcard deltasieve_protocol/kernels/*.py) deltasieve_protocol/compiled.py

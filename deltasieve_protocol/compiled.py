@@ -1,4 +1,4 @@
-"""The compiled kernels (row encoding, XXH3-64, IBLT fold): built ahead of time at install, or just in time.
+"""The compiled kernels (row encoding, XXH3-64, IBLT fold, MySQL result rows): built ahead of time at install, or just in time.
 
 The kernels have one source, the numba functions of `deltasieve_protocol/kernels/`. `build`,
 which `make install` and the Docker images run, compiles them ahead of time with numba's
@@ -44,7 +44,8 @@ CHOICE_VARIABLE = "DELTASIEVE_KERNELS"
 CHOICES = ("auto", "aot", "jit")
 #: The kernels the extension exports: name -> (module of `kernels/`, function, signature).
 #: The fold is compiled once per table layout (iblt_fold.LAYOUTS); every array is the
-#: writable C-contiguous kind the callers (xxh3.py, row_kernel.py, iblt_fold.py) pass.
+#: writable C-contiguous kind the callers (xxh3.py, row_kernel.py, iblt_fold.py and the agent's
+#: remote_agent/adapters/mysql_result.py, which passes the C client's addresses as integers) pass.
 EXPORTS = {
     "hash_slices": ("xxh3", "hash_slices", "u8[::1](i8[::1], u1[::1], u8)"),
     "encode": (
@@ -61,6 +62,12 @@ EXPORTS = {
         "iblt_fold",
         "fold",
         "void(u1[::1], u8[::1], u8[::1], u4[::1], u8[::1], i8, u8[::1], u8[::1], i8[::1], i8)",
+    ),
+    "mysql_column_bytes": ("mysql_rows", "column_bytes", "i8[::1](i8, i8, i8, i8, i8)"),
+    "mysql_copy_rows": (
+        "mysql_rows",
+        "copy_rows",
+        "i8[::1](i8, i8, i8, i8, i8, i8[::1], u1[::1], i4[:, ::1], u1[:, ::1])",
     ),
 }
 #: The exported function that returns the digest of the source the extension was built from.

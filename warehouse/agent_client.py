@@ -34,22 +34,33 @@ CONNECT_TIMEOUT_S = 10.0
 class Call:
     """One request to the agent: its bodies' bytes each way, and all its bytes on the wire
     (HTTP headers and TLS included), so that what a sync moves is told apart from the
-    fixed cost of HTTP."""
+    fixed cost of HTTP; and when it ran: `at_s` seconds after the client was made, for
+    `seconds` (until its answer was read and handled), `agent_s` of them the agent's own
+    answering (its summary's elapsed_s; None when the answer has no summary). What lies
+    between one call's end and the next one's start is the caller's own work."""
 
     call: str  # method and path: "POST /v1/sketch"
     body_to_agent: int = 0
     body_from_agent: int = 0
     to_agent: int = 0
     from_agent: int = 0
+    at_s: float = 0.0
+    seconds: float = 0.0
+    agent_s: float | None = None
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "call": self.call,
             "body_to_agent": self.body_to_agent,
             "body_from_agent": self.body_from_agent,
             "to_agent": self.to_agent,
             "from_agent": self.from_agent,
+            "at_s": self.at_s,
+            "seconds": self.seconds,
         }
+        if self.agent_s is not None:
+            out["agent_s"] = self.agent_s
+        return out
 
 
 @dataclass
@@ -61,6 +72,8 @@ class ByteCounter:
     received: int = 0
     requests: int = 0
     calls: list[Call] = field(default_factory=list)
+    #: When the counter (its client) was made: the calls' `at_s` count from it.
+    origin: float = field(default_factory=time.monotonic, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, sent: int = 0, received: int = 0) -> None:
@@ -72,12 +85,14 @@ class ByteCounter:
     def call(self, name: str) -> Iterator[Call]:
         """Count one request: its wire bytes are those that crossed while it ran (the calls
         of one client run one after the other); the caller adds its bodies' bytes."""
-        record = Call(name)
+        t0 = time.monotonic()
+        record = Call(name, at_s=round(t0 - self.origin, 3))
         sent, received = self.sent, self.received
         try:
             yield record
         finally:
             record.to_agent, record.from_agent = self.sent - sent, self.received - received
+            record.seconds = round(time.monotonic() - t0, 3)
             self.calls.append(record)
 
     def absorb(self, other: ByteCounter) -> None:
@@ -316,6 +331,8 @@ class AgentClient:
                         raise _failed_midway(self.url, frame.json())
                     if frame.kind == frames.SUMMARY:
                         finished = True
+                        elapsed = frame.json().get("elapsed_s")
+                        call.agent_s = elapsed if isinstance(elapsed, int | float) else None
                     yield frame
                 if not finished:
                     raise ProtocolError(

@@ -111,6 +111,10 @@ class SiteDetails:
     #: rows, and updated rows fetched whole (digests collided, or the agent lost the session).
     cells_received: int | None = None
     cells_fallback_rows: int | None = None
+    #: The stored rows decoded while the agent answered (store/read_ahead.py), which the lookup
+    #: of the touched rows took instead of decoding them: its `seconds` (beside the exchange,
+    #: not after it), `row_groups` and `bytes` decoded.
+    read_ahead: dict | None = None
     #: The strategy that stood in for the chosen one at this site ("group_hash" after a failed peel).
     fallback: str | None = None
     # auto

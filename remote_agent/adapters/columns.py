@@ -44,6 +44,15 @@ def finish(type_: LogicalType, wire: pa.Array, arrow_type: pa.DataType) -> pa.Ar
     return None
 
 
+def whole(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array: its only chunk as it is (combine_chunks would copy it), or its chunks joined.
+
+    >>> whole(pa.chunked_array([[1, 2]])).to_pylist(), whole(pa.chunked_array([[1], [2]])).to_pylist()
+    ([1, 2], [1, 2])
+    """
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def _values(wire: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The floats (nulls as 0.0) and which are valid."""
     valid = wire.is_valid().to_numpy(zero_copy_only=False)

@@ -268,7 +268,7 @@ class MysqlAdapter(Adapter):
     #: EXPLAIN without ANALYZE plans the statement and runs nothing.
     explain_prefix = "EXPLAIN"
     exact_lookups = False
-    #: numba's start-up and the compiled reader, loaded once in the readers' fork server
+    #: the compiled reader's loops, loaded once in the readers' fork server
     reader_preload = ("remote_agent.adapters.mysql_preload",)
 
     def __init__(self, url: str, *, statement_timeout_s: float, arrow_reads: bool = False):
@@ -433,9 +433,9 @@ class MysqlAdapter(Adapter):
         try:
             native = mysql_result.native_connection(conn) if self.arrow_reads else None
             if native is not None:
-                # loaded (or, without numba's cache, compiled) before any transaction: seconds
-                # spent inside one would hold its snapshot, and idle_transaction_timeout ends it
-                mysql_result.compile_reader()
+                # loaded (or, from a missing or stale build, compiled) before any transaction:
+                # seconds spent inside one would hold its snapshot, and idle_transaction_timeout ends it
+                mysql_result.load_reader()
             yield _MysqlSession(conn, self.statement_timeout_s, native)
         finally:
             with contextlib.suppress(MySQLdb.Error):

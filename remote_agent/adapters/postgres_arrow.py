@@ -30,6 +30,7 @@ from adbc_driver_postgresql import StatementOptions
 
 from deltasieve_protocol.types import LogicalType
 from remote_agent.adapters import postgres_errors
+from remote_agent.adapters.columns import whole
 from remote_agent.errors import SourceUnavailable
 
 #: How every Arrow read begins its transaction, as the psycopg connection's own reads do.
@@ -97,7 +98,7 @@ def canonical(table: pa.Table, types: Sequence[LogicalType], schema: pa.Schema) 
     """
     arrays = []
     for column, type_, field in zip(table.columns, types, schema):
-        array = _column(column.combine_chunks(), type_, field.type)
+        array = _column(whole(column), type_, field.type)
         if array is None:
             return None
         arrays.append(array)

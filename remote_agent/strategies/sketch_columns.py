@@ -17,6 +17,7 @@ expiry: bounded by the change, not by the table.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -99,7 +100,9 @@ def cells_answer(updated: UpdatedRows, bitmaps: list[pa.RecordBatch]) -> Iterato
     """The answer of /v1/sketch/cells: the cells each bitmap asks for (CELLS), then a summary.
 
     The bitmaps name the kept rows in the order they were sent; 400 when their count differs.
+    The summary's `elapsed_s` counts from the call to the summary, as every answer's does.
     """
+    started = time.monotonic()
     changed = np.concatenate(
         [np.zeros((0, len(updated.columns)), bool)]
         + [column_digests.bitmap_matrix(b.column(column_digests.CHANGED), len(updated.columns)) for b in bitmaps]
@@ -113,4 +116,5 @@ def cells_answer(updated: UpdatedRows, bitmaps: list[pa.RecordBatch]) -> Iterato
         cells = column_digests.only_changed(rows, changed[asked])
         for batch in cells.to_batches(max_chunksize=CELLS_BATCH_ROWS):
             yield frames.arrow_frame(frames.CELLS, batch)
-    yield frames.json_frame(frames.SUMMARY, {"rows": len(changed), "cells": int(changed.sum())})
+    summary = {"rows": len(changed), "cells": int(changed.sum()), "elapsed_s": round(time.monotonic() - started, 4)}
+    yield frames.json_frame(frames.SUMMARY, summary)

@@ -88,6 +88,8 @@ COPIED_METRICS = (
     # the change-stamp strategies' reports: rows of the ranged read, keys reconciled, index used
     "timestamp",
     "row_version",
+    # the stored rows decoded beside the exchange (store/read_ahead.py): seconds, row groups, bytes
+    "read_ahead",
 )
 
 #: Seconds between samples of the agent's process tree: a reader lives for one scan.

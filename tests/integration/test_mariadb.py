@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from tests.support.mapped_files import numba_files, process_tree
 from tests.support.mariadb_legacy import NORMALIZE, MariadbLegacy, Owner
 from tests.support.multisets import check_sync as check_multiset
 from tests.support.oracle import keyed, run_rounds
@@ -135,3 +136,34 @@ def test_strategies_of_other_sources_are_refused(api, mariadb, logs_dir, strateg
             assert r.status_code == 422 and says in r.text, r.text
     finally:
         agent.stop()
+
+
+def test_the_agent_and_its_readers_read_and_hash_without_numba(api, mariadb, logs_dir):
+    """The MariaDB reader's loops (remote_agent/adapters/mysql_result.py) come from the kernels'
+    ahead-of-time build like the others: after syncs that read every row through them in a
+    reader and hashed it, neither the agent nor its readers' fork server (which loaded the
+    loops for every reader it forks) nor a reader maps numba's modules or its LLVM library."""
+    with Owner(mariadb.owner_url) as c:
+        c.execute("CREATE TABLE lean (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(10,2), born DATE)")
+        c.execute(
+            "INSERT INTO lean SELECT seq, IF(seq % 3, CONCAT('n', seq), NULL), seq / 4, "
+            "'2000-01-01' + INTERVAL seq % 28 DAY FROM seq_0_to_1999"
+        )
+        agent = start_agent(mariadb.reader_url, logs_dir, extra=["--chunk-rows", "500"])
+        try:
+            api.add_source("mylean", agent.url)
+            api.add_view("lean", "SELECT l.id, l.name, l.amount, l.born FROM mylean.lean l", strategy="sketch")
+            api.sync("lean")
+            c.execute("UPDATE lean SET name = 'changed' WHERE id % 100 = 7")
+            m = api.sync("lean")["metrics"]
+            assert m["agent_timings"]["hash_s"] > 0 and m["sketch_cells"] > 0, m
+            names = Counter(row["name"] for row in api.rows("lean"))
+            assert names["changed"] == 20 and names.total() == 2_000, names
+            processes = process_tree(agent.proc.pid)
+        finally:
+            agent.stop()
+    numba = {pid: numba_files(mapped) for pid, (_, mapped) in processes.items() if numba_files(mapped)}
+    assert not numba, numba
+    (fork_server,) = [mapped for command, mapped in processes.values() if "forkserver" in command]
+    assert any("_compiled_kernels" in path for path in fork_server), sorted(fork_server)
+    assert any("MySQLdb/_mysql" in path for path in fork_server), sorted(fork_server)

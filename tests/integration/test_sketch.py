@@ -9,12 +9,10 @@ The randomized rounds of test_sync.py cover sketch and auto on every engine and 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.benchmarks import machine
 from tests.support.agent_requests import check_timings
+from tests.support.mapped_files import numba_files, process_tree
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
 from workloads.harness import start_agent
@@ -70,11 +68,30 @@ def test_sketch_costs_the_change_not_the_table(api, people):
         # the agent's phases, summed over both stages, fit in the time it spent answering
         check_timings(m["agent_timings"], m["agent_seconds"])
         assert m["agent_timings"]["read_s"] > 0 and m["agent_timings"]["hash_s"] > 0, m
+        _check_where_the_time_went(m)
     # the statistics predict about what happens each round, and the table is sized for it
     assert 100 < m["differences_expected"] < 1_000 and unpeeled <= 1, m
     still = _sync(api, people, "sk_people", before)
     assert still["differences_found"] == 0 and still["sketch_stages"] == 1, still
     assert _moved(still) < 0.01 * _moved(load), f"a no-change sync moved {_moved(still)} bytes, the load {_moved(load)}"
+
+
+def _check_where_the_time_went(m: dict) -> None:
+    """A sketch sync's site says when each call ran and the agent's share of it, the service's
+    own parts of the exchange, and what was read ahead beside it."""
+    (site,) = m["sites"]
+    calls = site["calls"]
+    assert sum(c["call"] == "POST /v1/sketch" for c in calls) == m["sketch_stages"], calls
+    for call, after in zip(calls, calls[1:], strict=False):
+        assert call["at_s"] + call["seconds"] <= after["at_s"] + 0.002, calls  # one after the other
+    for call in calls:
+        if call["call"].startswith(("POST /v1/sketch", "POST /v1/fetch")):  # each says its own time
+            assert 0 <= call["agent_s"] <= call["seconds"] + 0.002, call
+    phases = site["phases"]
+    assert {"read_touched", "changed_cells"} <= set(phases), phases
+    assert phases["read_touched"] + phases["changed_cells"] <= phases["exchange_units"] + 0.002, phases
+    # started with the first request, stopped when the answer named the keys
+    assert m["read_ahead"]["bytes"] >= 0 and m["read_ahead"]["seconds"] <= phases["exchange_units"], m
 
 
 def test_a_burst_within_the_agents_headroom_peels_without_a_second_read(api, people):
@@ -179,15 +196,7 @@ def test_the_agent_and_its_readers_hash_without_numba(api, sketch_agent):
     people.change(updates=30, inserts=10, deletes=5)
     m = _sync(api, people, "sk_lean", before)
     assert m["agent_timings"]["hash_s"] > 0 and m["sketch_cells"] > 0, m
-    processes, todo = [], [agent.proc.pid]
-    while todo:
-        pid = todo.pop()
-        try:
-            mapped = {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if "/" in line}
-        except OSError:  # a reader that ended meanwhile
-            continue
-        processes.append(pid)
-        todo += machine.children(pid)
-        assert not [path for path in mapped if "llvmlite" in path or "/numba/" in path], pid
-        assert any("_compiled_kernels" in path for path in mapped) or pid != agent.proc.pid, sorted(mapped)
-    assert processes
+    processes = process_tree(agent.proc.pid)
+    numba = {pid: numba_files(mapped) for pid, (_, mapped) in processes.items() if numba_files(mapped)}
+    assert not numba, numba
+    assert any("_compiled_kernels" in path for path in processes[agent.proc.pid][1]), processes[agent.proc.pid]

@@ -45,7 +45,7 @@ def test_agent_image_installs_only_the_agent():
     assert any(op == "RUN" and "pip install" in rest and "'.[mysql]'" in rest for op, rest in steps)
     assert "libmariadb3" in text, "mysqlclient's runtime library must stay in the image"
     _compiles_kernels_ahead_of_time(steps)
-    _fills_numba_cache_for(steps, "agent", "compile_reader")
+    _keeps_numba_cache_for(steps, "agent")
     assert steps[-1][0] == "ENTRYPOINT" and "remote_agent" in steps[-1][1]
 
 
@@ -56,7 +56,7 @@ def test_service_image_installs_java_and_the_service_extra():
     copied = {rest.split()[0] for op, rest in steps if op == "COPY"}
     assert {"deltasieve_protocol", "warehouse", "service"} <= copied and "remote_agent" not in copied
     _compiles_kernels_ahead_of_time(steps)
-    _fills_numba_cache_for(steps, "deltasieve")
+    _keeps_numba_cache_for(steps, "deltasieve")
     assert steps[-1][0] == "ENTRYPOINT" and "service" in steps[-1][1]
 
 
@@ -68,12 +68,12 @@ def _compiles_kernels_ahead_of_time(steps: list[tuple[str, str]]) -> None:
     assert runs.index("gcc") < runs.index("pip install") < build < runs.index("apt-get purge -y gcc")
 
 
-def _fills_numba_cache_for(steps: list[tuple[str, str]], user: str, *compiles: str) -> None:
-    """The image compiles the numba kernels at build into a cache its user owns: the sources'
-    own __pycache__ is root's, and a kernel numba cannot cache would compile at every start."""
+def _keeps_numba_cache_for(steps: list[tuple[str, str]], user: str) -> None:
+    """The image has a numba cache its user owns, for the kernels compiled just in time
+    (`DELTASIEVE_KERNELS=jit`): the sources' own __pycache__ is root's, and a kernel numba
+    cannot cache would compile at every start."""
     env = " ".join(rest for op, rest in steps if op == "ENV")
     runs = " ".join(rest for op, rest in steps if op == "RUN")
     assert "NUMBA_CACHE_DIR=" in env
-    assert all(f"import {name}; {name}()" in runs for name in compiles), compiles
     assert f'chown -R {user} "$NUMBA_CACHE_DIR"' in runs
     assert ("USER", user) in steps

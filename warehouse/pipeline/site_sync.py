@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,7 +63,9 @@ def _utcnow() -> str:
 class Projected:
     """What project_snapshot read of the current version: the site's fragment and its layers."""
 
-    frame: DataFrame | None = None  # the snapshot with its update statistics columns; None before the load
+    #: makes the snapshot with its update statistics columns as a Spark frame, when a step needs
+    #: it (Snapshot.read); None before the load
+    read: Callable[[], DataFrame] | None = None
     current_layers: layers.Layers | None = None  # the overlay (None: the fragment is whole or absent)
 
 
@@ -205,11 +208,12 @@ class SiteRun:
         return probe
 
     def project_snapshot(self) -> Projected:
-        """Read the stored fragment (the snapshot of the site query) with its update statistics columns."""
+        """The stored fragment (the snapshot of the site query) with its update statistics columns,
+        as a Spark frame made when a step needs it, and its layers."""
         if self.current is None:
             return Projected()
         return Projected(
-            layers.frame(self.spark, self.current, self.index, self.site.columns, self.site.key),
+            partial(layers.frame, self.spark, self.current, self.index, self.site.columns, self.site.key),
             layers.Layers.load(self.current.site_dir(self.index)),
         )
 
@@ -217,13 +221,13 @@ class SiteRun:
         """Measure the cost model and the statistics, then let the strategy plan what to send."""
         faults.checkpoint(faults.PLANNING)
         cost = self._cost_model(projected)
-        if projected.frame is None or self.current is None:
+        if projected.read is None or self.current is None:
             snapshot = Snapshot(cost=cost)
             strategy = STRATEGIES[self.options.strategy].create_load(self.ctx, snapshot) or LOAD(self.ctx, snapshot)
             planned = Planned(strategy, snapshot)
         else:
             hist = update_counts.load(self.current.site_dir(self.index))
-            snapshot, deletion_rows = self._statistics(projected.frame, cost, hist, self.current)
+            snapshot, deletion_rows = self._statistics(projected.read, cost, hist, self.current)
             self.metrics.expected_bytes = expected_bytes(snapshot.statistics, self.ctx)
             strategy = STRATEGIES[self.options.strategy].create(self.ctx, snapshot)
             planned = Planned(strategy, snapshot, projected.current_layers, hist, deletion_rows)
@@ -244,14 +248,14 @@ class SiteRun:
         with the current base, or measured on the fragment (assumed before a load)."""
         # the sizes measured for the base, still current
         kept = projected.current_layers.cost if projected.current_layers is not None else None
-        if self.sample is not None and self.sample.num_rows >= costs.MIN_SAMPLE_ROWS and projected.frame is not None:
+        if self.sample is not None and self.sample.num_rows >= costs.MIN_SAMPLE_ROWS and projected.read is not None:
             # uniform, where the kept figures were measured on the first rows of a fragment
             cost, measured_on = costs.measure_sample(self.sample, self.site, self.options.hash_bits), "sample"
         elif kept:
             cost, measured_on = CostModel(**kept), "kept"
         else:
-            cost = costs.measure(projected.frame, self.site, self.options.hash_bits)
-            measured_on = "fragment" if projected.frame is not None else "assumed"
+            cost = costs.measure(projected.read() if projected.read else None, self.site, self.options.hash_bits)
+            measured_on = "fragment" if projected.read is not None else "assumed"
         self.metrics.cost_model = {
             "tuple_bytes": round(cost.tuple_bytes, 2),
             "key_bytes": round(cost.key_bytes, 2),
@@ -261,7 +265,7 @@ class SiteRun:
         return cost
 
     def _statistics(
-        self, frame: DataFrame, cost: CostModel, hist: update_counts.Histogram, current: Version
+        self, read: Callable[[], DataFrame], cost: CostModel, hist: update_counts.Histogram, current: Version
     ) -> tuple[Snapshot, tuple[tuple, ...]]:
         """The snapshot a strategy plans from, with update statistics and the deletion statistics' prediction for this sync;
         and the deletion statistics' rows, which the next version keeps."""
@@ -272,7 +276,7 @@ class SiteRun:
         history = tuple((r["tno"], r["dno"]) for r in rows)
         inserts = [r["ino"] for r in rows if r["ino"] is not None and r["tno"]]  # not the load
         estimate = self._estimate(totals, observed, history, cost, sum(inserts) / len(inserts) if inserts else None)
-        snapshot = Snapshot(cost, frame, estimate, observed, history)
+        snapshot = Snapshot(cost, read, estimate, observed, history)
         return snapshot, tuple(tuple(r.values()) for r in rows)
 
     def build_fragment(self, staged: Version) -> DeltaResult | TouchedDelta:
@@ -445,7 +449,7 @@ class SiteRun:
         key = self.site.key
         t0 = time.monotonic()
         keys = pa.concat_tables([returned.select(key), deleted])
-        rows = self.ctx.stored_rows(keys.group_by(key).aggregate([]), snapshot.stored)
+        rows = self.ctx.stored_rows(keys.group_by(key).aggregate([]), snapshot)
         self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         return rows
 

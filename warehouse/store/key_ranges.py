@@ -21,6 +21,7 @@ this (unsorted, large row groups) are read correctly, only without the saving.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,17 +171,41 @@ def row_groups(dataset: ds.Dataset, key: list[str], keys: pa.Table) -> list[tupl
     return chosen
 
 
-def read(directory: Path, schema: pa.Schema, key: list[str], keys: pa.Table) -> pa.Table:
+def read(
+    directory: Path,
+    schema: pa.Schema,
+    key: list[str],
+    keys: pa.Table,
+    held: Mapping[tuple[str, int], pa.Table] | None = None,
+) -> pa.Table:
     """The rows of the Parquet dataset `directory` whose `key` is among `keys` (NULL matching
     NULL), decoding only the row groups whose range of the first key column holds a wanted
-    value: columns and types of `schema`."""
+    value, and of those only the ones `held` does not hold decoded already (by file path and
+    row group, read_ahead.py): columns and types of `schema`. Rows are filtered batch by batch,
+    so what is decoded is not held all at once."""
     keys = keys.select(key).cast(pa.schema([schema.field(k) for k in key]))
+    held = held or {}
     dataset = ds.dataset(directory, format="parquet")
-    parts = [fragment.subset(row_group_ids=groups) for fragment, groups in row_groups(dataset, key, keys)]
-    if not parts:
-        return schema.empty_table()
-    subset = ds.FileSystemDataset(parts, dataset.schema, dataset.format, dataset.filesystem)
-    rows = subset.to_table(columns=schema.names).cast(schema)
+    found: list[pa.Table] = []
+    parts = []
     # the first key column narrows cheaply; the whole key decides, NULL matching NULL
-    rows = rows.filter(pc.is_in(rows.column(key[0]), value_set=pc.unique(keys.column(key[0]).combine_chunks())))
+    wanted = pc.unique(keys.column(key[0]).combine_chunks())
+    for fragment, groups in row_groups(dataset, key, keys):
+        found += [_narrowed(held[fragment.path, g], key[0], wanted) for g in groups if (fragment.path, g) in held]
+        rest = [g for g in groups if (fragment.path, g) not in held]
+        if rest:
+            parts.append(fragment.subset(row_group_ids=rest))
+    if parts:
+        subset = ds.FileSystemDataset(parts, dataset.schema, dataset.format, dataset.filesystem)
+        found += [
+            _narrowed(pa.Table.from_batches([b]), key[0], wanted) for b in subset.to_batches(columns=schema.names)
+        ]
+    if not found:
+        return schema.empty_table()
+    rows = pa.concat_tables([f.cast(schema) for f in found])
     return null_keys.join(rows, keys, key, "left semi")
+
+
+def _narrowed(rows: pa.Table, first: str, wanted: pa.Array) -> pa.Table:
+    """The rows whose first key column is among `wanted` (NULL is when `wanted` holds it)."""
+    return rows.filter(pc.is_in(rows.column(first), value_set=wanted))

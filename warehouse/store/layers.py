@@ -40,6 +40,7 @@ from deltasieve_protocol.types import Column, arrow_schema, key_columns
 from warehouse import null_keys
 from warehouse.names import TNO, UNO, spark_schema
 from warehouse.store import key_ranges
+from warehouse.store.read_ahead import Held, ReadAhead
 from warehouse.store.versions import Version
 from warehouse.viewdef import ViewDef
 
@@ -167,12 +168,31 @@ def overlaid_batches(
             yield from pa.Table.from_batches([batch]).cast(schema).to_batches()
 
 
-def lookup(version: Version, site: int, columns: list[Column], key: list[str], keys: pa.Table) -> pa.Table:
+def lookup(
+    version: Version, site: int, columns: list[Column], key: list[str], keys: pa.Table, held: Held | None = None
+) -> pa.Table:
     """The stored rows of `keys` (site columns and update statistics, syncs seen counted up to `version`, overlay
     applied, as `frame` has them; NULL matching NULL), read with Arrow: of the base and the upserts only the row
-    groups whose range of the first key column holds a wanted key are decoded (key_ranges.py)."""
+    groups whose range of the first key column holds a wanted key are decoded (key_ranges.py), and of those
+    only the ones not `held` decoded already (`read_ahead`)."""
     schema = _stored_schema(columns)
-    return _stored(version, site, key, schema, lambda directory: key_ranges.read(directory, schema, key, keys))
+    return _stored(version, site, key, schema, lambda directory: key_ranges.read(directory, schema, key, keys, held))
+
+
+def read_ahead(version: Version, site: int, columns: list[Column]) -> ReadAhead:
+    """The row groups a `lookup` of the fragment may decode (the base's, then the upserts'),
+    decoded from now on a thread of their own (read_ahead.py)."""
+    return ReadAhead([version.fragment(site), version.site_dir(site) / "upserts"], read_ahead_columns(columns))
+
+
+def read_ahead_columns(columns: list[Column]) -> list[str]:
+    """The columns a `lookup` decodes: the site's and the update statistics.
+
+    >>> from deltasieve_protocol.types import LogicalType
+    >>> read_ahead_columns([Column("id", LogicalType("int"))])
+    ['id', '__tno', '__uno']
+    """
+    return _stored_schema(columns).names
 
 
 def table(version: Version, site: int, columns: list[Column], key: list[str]) -> pa.Table:

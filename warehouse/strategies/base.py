@@ -21,12 +21,14 @@ between strategies can compare them before any of them runs.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
@@ -45,6 +47,7 @@ from warehouse.metrics import SiteMetrics, add_timings
 from warehouse.names import spark_schema
 from warehouse.planning.cost_model import CostModel
 from warehouse.spark import local_cores
+from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
 from warehouse.strategies.sync_context import SyncContext
@@ -156,12 +159,20 @@ class Snapshot:
     """
 
     cost: CostModel  # measured bytes of a tuple, a key and a group hash (assumed on a load)
-    frame: DataFrame | None = None  # the stored fragment with its update statistics columns; None on a load
+    #: Makes the stored fragment with its update statistics columns as a Spark frame (`frame`),
+    #: when a step first needs it: an exchange that reads the touched rows with Arrow never does,
+    #: and making it costs a fifth of a second of calls into Spark; None on a load.
+    read: Callable[[], DataFrame] | None = None
     estimate: SiteEstimate | None = None
     #: Σ(tno − 1) and Σ(uno − 1) over the snapshot: observations and updates seen.
     observed: tuple[int, int] = (0, 0)
     #: (tno, dno) of each sync in deletion statistics: tuples before it and tuples it deleted.
     history: tuple[tuple[int, int], ...] = ()
+
+    @cached_property
+    def frame(self) -> DataFrame | None:
+        """The stored fragment with its update statistics columns (made once); None on a load."""
+        return self.read() if self.read is not None else None
 
     @property
     def stored(self) -> DataFrame:
@@ -242,20 +253,40 @@ class SiteContext:
         master = self.sync.spark.sparkContext.master
         return master is not None and local_cores(master) is not None
 
-    def stored_rows(self, keys: pa.Table, snapshot: DataFrame) -> pa.Table:
-        """The `snapshot`'s rows (with update statistics) of `keys` (a table of the key columns). On a local
+    def stored_rows(self, keys: pa.Table, snapshot: Snapshot, ahead: ReadAhead | None = None) -> pa.Table:
+        """The `snapshot`'s stored rows (with update statistics) of `keys` (a table of the key columns). On a local
         master the driver is the only executor, and Arrow reads the row groups whose key range holds
         one of the keys (layers.lookup; a fraction of a second at 1M rows, where a Spark job over the
-        fragment took 1.6 s); on a cluster, a broadcast semi-join on the executors."""
+        fragment took 1.6 s), taking those `ahead` decoded already (`read_ahead`); on a cluster, a
+        broadcast semi-join on the executors."""
         from warehouse.store import layers  # layers reads fragments with this module's schemas
 
         if self.local_master:
             assert self.current is not None, "a load has no stored rows"
-            return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys)
+            held = ahead.take() if ahead is not None else None
+            if ahead is not None:
+                self.metrics.read_ahead = ahead.report()
+            return layers.lookup(self.current, self.index, self.site.columns, self.site.key, keys, held)
         probe = self.staging / "touched-keys.parquet"
         pq.write_table(keys, probe)
         probed = self.sync.spark.read.schema(spark_schema(self.key_columns())).parquet(str(probe))
-        return snapshot.join(F.broadcast(probed), self.site.key, "left_semi").toArrow()
+        return snapshot.stored.join(F.broadcast(probed), self.site.key, "left_semi").toArrow()
+
+    @contextlib.contextmanager
+    def read_ahead(self, wanted: bool = True) -> Iterator[ReadAhead | None]:
+        """The stored rows a later `stored_rows` will read, decoded from now on while the agent
+        answers (store/read_ahead.py), to pass to `stored_rows`, and dropped on leaving; None
+        unless `wanted`, where `stored_rows` reads with Spark, or where there is no fragment."""
+        from warehouse.store import layers
+
+        ahead = None
+        if wanted and self.current is not None and self.local_master:
+            ahead = layers.read_ahead(self.current, self.index, self.site.columns)
+        try:
+            yield ahead
+        finally:
+            if ahead is not None:
+                ahead.close()
 
     def tick(self, rows_received: int) -> None:
         """Report the exchange's progress, and let fault injection strike mid-answer."""

@@ -44,6 +44,7 @@ from warehouse.deltas.unique_keys import check_unique
 from warehouse.errors import AgentBusy
 from warehouse.formats import check_format
 from warehouse.names import spark_schema
+from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.versions import Version
 from warehouse.strategies.base import (
     Answer,
@@ -208,6 +209,11 @@ class ChangedRows(Strategy):
         )
 
     def exchange(self) -> Answer:
+        # the stored rows the answer will touch are decoded while the agent reads (store/read_ahead.py)
+        with self.ctx.read_ahead(wanted=self.full is None) as ahead:
+            return self._exchange(ahead)
+
+    def _exchange(self, ahead: ReadAhead | None) -> Answer:
         ctx = self.ctx
         # the key reconciliation needs nothing of the changed read: it runs beside it (key_reconciliation.py)
         beside = None if self.full is not None else Beside(ctx, self.snapshot, cheapest(self.snapshot.statistics))
@@ -241,9 +247,9 @@ class ChangedRows(Strategy):
             self.report["key_agent_timings"] = found.agent_timings
         add_agent_time(ctx, found)
         ctx.metrics.rows_scanned = self.traffic_rows + found.rows_scanned
-        return self._answer(self.ranged, found.new, found.gone)
+        return self._answer(self.ranged, found.new, found.gone, ahead)
 
-    def _answer(self, ranged: Answer, new: pa.Table, gone: pa.Table) -> Answer:
+    def _answer(self, ranged: Answer, new: pa.Table, gone: pa.Table, ahead: ReadAhead | None) -> Answer:
         """Rows read whose key is there now, the snapshot keys no longer there (`gone`),
         and the rows of keys new to the warehouse (`new`) that the changed read did not return.
 
@@ -258,7 +264,7 @@ class ChangedRows(Strategy):
         read_keys = rows.select(key)
         t0 = time.monotonic()
         touched_rows = ctx.stored_rows(
-            pa.concat_tables([read_keys, new, gone]).group_by(key).aggregate([]), self.snapshot.stored
+            pa.concat_tables([read_keys, new, gone]).group_by(key).aggregate([]), self.snapshot, ahead
         )
         ctx.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         stored = touched_rows.select(key).cast(key_schema)

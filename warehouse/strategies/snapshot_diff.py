@@ -193,9 +193,7 @@ class SnapshotDiff(ChangedRows):
         deleted = pq.read_table(answer.deleted).select(key).cast(key_schema)
         pairs = deleted.join(rows.select(key), key, join_type="left semi")
         gone = deleted.join(rows.select(key), key, join_type="left anti")
-        touched_rows = ctx.stored_rows(
-            pa.concat_tables([rows.select(key).cast(key_schema), gone]), self.snapshot.stored
-        )
+        touched_rows = ctx.stored_rows(pa.concat_tables([rows.select(key).cast(key_schema), gone]), self.snapshot)
         stored = touched_rows.select(ctx.rows_schema().names).cast(ctx.rows_schema())
         names = ctx.rows_schema().names
         paired_rows = rows.join(pairs, key, join_type="left semi").select(names)

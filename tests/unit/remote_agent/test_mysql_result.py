@@ -13,6 +13,7 @@ import sys
 import pyarrow as pa
 import pytest
 
+from deltasieve_protocol import compiled
 from remote_agent import chunks
 from remote_agent.adapters import mysql_result
 from remote_agent.adapters.mysql import MysqlAdapter
@@ -20,6 +21,7 @@ from remote_agent.adapters.rows import RowConverter
 from remote_agent.errors import SourceUnavailable
 from remote_agent.sitequery import ValidatedQuery, validate_site_query
 from remote_agent.timings import Timings
+from tests.conftest import ROOT
 from tests.support.mariadb_legacy import Owner
 from workloads.mariadb import MariadbDatabase
 from workloads.type_matrix import MARIADB, MARIADB_SESSION
@@ -77,7 +79,13 @@ def _scan(adapter: MysqlAdapter, query: ValidatedQuery, chunk_rows: int) -> pa.T
         return pa.Table.from_batches(list(scanned), converter.schema)
 
 
-def test_every_edge_value_reads_as_the_converters_read_it(server):
+@pytest.mark.parametrize("kernels", ["aot", "jit"])
+def test_every_edge_value_reads_as_the_converters_read_it(server, kernels, monkeypatch):
+    """`aot`: the loops of the extension built ahead of time, which the agent loads; `jit`:
+    numba's compilation of the same source, `auto`'s fall-back from a missing or stale build."""
+    monkeypatch.setenv(compiled.CHOICE_VARIABLE, kernels)
+    is_numba = hasattr(compiled.kernel("mysql_copy_rows"), "py_func")
+    assert is_numba == (kernels == "jit")
     adapter = MysqlAdapter(server.reader_url, statement_timeout_s=5, arrow_reads=True)
     fast, slow = _chunk(adapter, _query(adapter, "exact"))
     assert fast is not None, "the compiled reader refused a chunk without a zero date"
@@ -121,13 +129,16 @@ def test_the_statement_timeout_stops_rows_mid_result(server):
         reader.arrow("SELECT seq, SLEEP(0.01) AS s FROM seq_1_to_1000", types=types, schema=schema)
 
 
-def test_the_readers_fork_server_of_a_mysql_agent_loads_the_compiled_reader():
+def test_the_readers_fork_server_of_a_mysql_agent_loads_the_compiled_reader_without_numba():
     assert MysqlAdapter.reader_preload == ("remote_agent.adapters.mysql_preload",)
     # a fresh process, as the fork server is: after the import, a forked reader's first call
-    # finds the loops loaded (a signature each) and loads nothing
+    # finds the loops loaded from the extension built ahead of time, and neither numba nor
+    # its LLVM library is loaded
     loaded = (
-        "import remote_agent.adapters.mysql_preload; from remote_agent.adapters import mysql_result as r; "
-        "print(len(r._copy_rows.signatures), len(r._column_bytes.signatures))"
+        "import sys, remote_agent.adapters.mysql_preload; from deltasieve_protocol import compiled; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite'))); "
+        "print(compiled.kernels.cache_info().currsize, type(compiled.kernel('mysql_copy_rows')).__name__)"
     )
-    found = subprocess.run([sys.executable, "-c", loaded], capture_output=True, text=True, check=True)
-    assert found.stdout.split() == ["1", "1"]
+    env = {"PYTHONPATH": str(ROOT), compiled.CHOICE_VARIABLE: "aot", "PATH": "/usr/bin:/bin"}
+    found = subprocess.run([sys.executable, "-c", loaded], env=env, capture_output=True, text=True, check=True)
+    assert found.stdout.splitlines() == ["[]", "1 builtin_function_or_method"]

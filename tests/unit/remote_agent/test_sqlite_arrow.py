@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import sqlite3
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from remote_agent import chunks
-from remote_agent.adapters import open_adapter
+from remote_agent.adapters import open_adapter, sqlite_arrow
 from remote_agent.adapters import sqlite as sqlite_adapter
 from remote_agent.adapters.rows import RowConverter
 from remote_agent.adapters.sqlite import SqliteAdapter
@@ -199,3 +202,33 @@ def test_the_adbc_connection_is_read_only(db):
     finally:
         conn.close()
     assert not open_adapter(f"sqlite:///{db}", statement_timeout_s=5, sqlite_arrow_reads=False).arrow_reads
+
+
+#: Texts near the driver's forms of numbers: digits, dots, exponents, inf, of every length.
+_NEAR_NUMBERS = st.lists(
+    st.one_of(
+        st.none(),
+        st.text(alphabet="0123456789.e+-inf aZ", max_size=16),
+        st.builds(
+            lambda sign, mantissa, exponent: f"{sign}{mantissa:.6f}e{exponent:+03d}",
+            st.sampled_from(["", "-"]),
+            st.floats(1, 9.999999),
+            st.integers(-400, 400),
+        ),
+        st.sampled_from(["inf", "-inf", "Olaf", "12 Main St.5"]),
+        st.integers().map(str),
+    ),
+    max_size=40,
+)
+
+
+@given(values=_NEAR_NUMBERS, start=st.integers(0, 5), binary=st.booleans())
+def test_the_prefilters_find_what_the_patterns_find(values, start, binary):
+    # numpy narrows the values the regular expression is run on: never to fewer that match
+    array = pa.array(
+        [v.encode() if binary and v is not None else v for v in values], pa.binary() if binary else pa.string()
+    )
+    array = array.slice(min(start, len(values)))
+    shown = [v for v in values[min(start, len(values)) :] if v is not None]
+    assert sqlite_arrow._any_converted_real(array) == any(re.search(sqlite_arrow._CONVERTED_REAL, v) for v in shown)
+    assert sqlite_arrow._any_digits(array) == any(re.search(sqlite_arrow._DIGITS, v) for v in shown)

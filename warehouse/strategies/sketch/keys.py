@@ -56,7 +56,7 @@ def key_only_context(
         **changes,
     )
     keys_ctx.staging.mkdir(parents=True, exist_ok=True)
-    return keys_ctx, replace(snapshot, frame=snapshot.stored.select(*keys_site.key))
+    return keys_ctx, replace(snapshot, read=lambda: snapshot.stored.select(*keys_site.key))
 
 
 def source_of(ctx: SiteContext) -> str:

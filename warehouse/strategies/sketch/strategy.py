@@ -44,6 +44,7 @@ from deltasieve_protocol.wire import KEY_FP
 from warehouse.errors import AgentRejected, ProtocolError
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema
+from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
 from warehouse.strategies.base import Answer, Built, FragmentBuild, SiteEstimate, Strategy
@@ -146,6 +147,11 @@ class Sketch(Strategy):
     def exchange(self) -> Answer:
         if self.fallback is not None:
             return self.fallback.exchange()
+        # the stored rows the answer will touch are decoded while the agent reads (store/read_ahead.py)
+        with self.ctx.read_ahead() as ahead:
+            return self._exchange(ahead)
+
+    def _exchange(self, ahead: ReadAhead | None) -> Answer:
         m = self.ctx.metrics
         main = self.main
         assert main is not None, "plan falls back when no width can peel"
@@ -170,29 +176,45 @@ class Sketch(Strategy):
                 stage = Stage(width, summary.get("empty_cells", 0), main, self.widest, m.sketch_bytes)
                 following = stage.following(est, self._guessing(), self.ships_whole)
             if not isinstance(following, int):
+                if ahead is not None:
+                    ahead.close()  # the fall-back finds its rows its own way
                 return self._fall_back(following).exchange()
             width, session = following, summary["session"]
         m.differences_found = summary.get("differences", 0)
-        paths, touched = [returned_path], None
-        if self.digests:  # protocol 4: the updated rows came as column digests
-            digests = pa.Table.from_batches(self.digests)
-            touched = self._read_touched(digests, returned_path, deleted_path)
+        paths = [returned_path]
+        digests = pa.Table.from_batches(self.digests) if self.digests else None  # protocol 4: updated rows as digests
+        # read here for the rebuild, or to take what was read ahead; else site_sync reads them
+        touched = None
+        if digests is not None or ahead is not None:
+            touched = self._read_touched(digests, returned_path, deleted_path, ahead)
+        if digests is not None:
+            assert touched is not None, "updated keys are touched ones"
+            t0 = time.monotonic()
             paths += columns.updated_rows(self.ctx, touched, self.stored.secret, summary, digests)
+            m.phases["changed_cells"] = round(time.monotonic() - t0, 3)
         self.returned_paths = paths
         self.returned = pa.concat_tables([pq.read_table(p).cast(self.ctx.rows_schema()) for p in paths])
         return Answer(paths, deleted_path, touched_rows=touched)
 
-    def _read_touched(self, digests: pa.Table, returned_path: Path, deleted_path: Path) -> pa.Table:
+    def _read_touched(
+        self, digests: pa.Table | None, returned_path: Path, deleted_path: Path, ahead: ReadAhead | None
+    ) -> pa.Table | None:
         """The stored rows of every key the answer touches (updated, returned or deleted), read
-        once: the rebuild of the updated rows takes its old rows from them, and the delta is
-        built from them (Answer.touched_rows) instead of a second read of the fragment."""
+        once, taking the row groups `ahead` decoded while the agent answered: the rebuild of
+        the updated rows takes its old rows from them, and the delta is built from them
+        (Answer.touched_rows) instead of a second read of the fragment. None when the answer
+        touched no key."""
         ctx = self.ctx
         t0 = time.monotonic()
         names = [c.name for c in ctx.key_columns()]
         schema = pa.schema([ctx.rows_schema().field(n) for n in names])
-        parts = [digests.select(names), pq.read_table(returned_path, columns=names), pq.read_table(deleted_path)]
+        parts = [pq.read_table(returned_path, columns=names), pq.read_table(deleted_path)]
+        if digests is not None:
+            parts.append(digests)
         keys = pa.concat_tables([part.select(names).cast(schema) for part in parts])
-        rows = ctx.stored_rows(keys.group_by(names).aggregate([]), self.snapshot.stored)
+        if not keys.num_rows:
+            return None
+        rows = ctx.stored_rows(keys.group_by(names).aggregate([]), self.snapshot, ahead)
         ctx.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         return rows
 

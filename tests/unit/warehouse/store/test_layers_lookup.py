@@ -8,6 +8,7 @@ import datetime as dt
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -15,6 +16,7 @@ from deltasieve_protocol.types import Column, LogicalType
 from warehouse.names import TNO, UNO
 from warehouse.spark import build_session
 from warehouse.store import layers
+from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.versions import ViewStore
 
 COLUMNS = [
@@ -83,3 +85,31 @@ def test_lookup_equals_the_spark_frame(version):
     found = {(r["region"], r["code"]): r[TNO] for r in got.to_pylist()}
     # c6 was removed, c7 of region 2 too, region 9 never was; the tno offset (2) counts on both layers
     assert found == {(1, "c1"): 6, (1, "c5"): 2, (2, "c299"): 7, (3, "c49"): 3, (4, "c0"): 3, (4, "c2"): 3}
+
+
+@pytest.mark.parametrize("budget", [1 << 30, 1], ids=["whole", "one_group"])
+def test_a_lookup_takes_the_row_groups_read_ahead(version, budget):
+    """What a read-ahead decoded (all of it, or its first row group alone) stands in for the
+    lookup's own reads: the same rows come back."""
+    keys = pa.table({"region": [1, 1, 2, 3, 4, 9], "code": ["c1", "c5", "c299", "c49", "c2", "c1"]})
+    ahead = ReadAhead(
+        [version.fragment(0), version.site_dir(0) / "upserts"], layers.read_ahead_columns(COLUMNS), budget=budget
+    )
+    assert ahead.wait(60)
+    held = ahead.take()
+    assert ahead.report()["row_groups"] == (3 if budget > 1 else 1) == len(held)
+    order = [("region", "ascending"), ("code", "ascending")]
+    want = layers.lookup(version, 0, COLUMNS, KEY, keys).sort_by(order)
+    assert layers.lookup(version, 0, COLUMNS, KEY, keys, held).sort_by(order).equals(want)
+    assert want.num_rows == 5
+
+
+def test_a_lookup_does_not_decode_again_what_is_held(version):
+    """The held row groups are what the lookup reads: a row left out of them is not found."""
+    ahead = layers.read_ahead(version, 0, COLUMNS)
+    assert ahead.wait(60)
+    held = dict(ahead.take())
+    for at, group in held.items():
+        held[at] = group.filter(pc.invert(pc.and_(pc.equal(group["region"], 1), pc.equal(group["code"], "c1"))))
+    keys = pa.table({"region": [1, 1], "code": ["c1", "c2"]})
+    assert [r["code"] for r in layers.lookup(version, 0, COLUMNS, KEY, keys, held).to_pylist()] == ["c2"]
