@@ -282,9 +282,12 @@ class Catalog:
         trigger: str = "api",
         verify: bool = False,
         redefines: Callable[[ViewRecord], bool] | None = None,
+        retry_of: str | None = None,
     ) -> SyncRecord:
         """Record a queued sync, or raise Conflict if the view already has one under way (or, for
         trigger "schedule", if its schedule was removed since the scheduler looked).
+
+        `retry_of`: the interrupted sync this one retries (trigger "retry").
 
         `redefines`: whether a sync of the view (its record) applies a redefinition
         (service/redefinitions.py pending_redefinition); its trigger is "redefine" then, whatever
@@ -301,8 +304,9 @@ class Catalog:
                 trigger = "redefine"
             sync_id = uuid.uuid4().hex
             self._conn.execute(
-                "INSERT INTO syncs (id, view, status, created_at, trigger, verify) VALUES (?, ?, 'queued', ?, ?, ?)",
-                (sync_id, view, now(), trigger, int(verify)),
+                "INSERT INTO syncs (id, view, status, created_at, trigger, verify, retry_of) "
+                "VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                (sync_id, view, now(), trigger, int(verify), retry_of),
             )
         return self.sync(view, sync_id)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 #: The catalog version of deltasieve 0.1.0: its tables, made by MIGRATIONS[BASELINE].
 BASELINE = 10
 #: Bump with a migration in MIGRATIONS when the catalog's tables, or what they hold, change.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 #: The oldest SQLite that runs every migration: ALTER TABLE ... DROP COLUMN (12) came with 3.35.
 SQLITE_NEEDED = (3, 35, 0)
 
@@ -123,5 +123,10 @@ MIGRATIONS: dict[int, str] = {
     # catalog keeps what the view asks for: a redefinition pending at the upgrade stays pending
     12: """
     ALTER TABLE views DROP COLUMN applied;
+    """,
+    # a sync the service's stop interrupted is retried once after the restart (service/jobs.py
+    # recover): the retry names the sync it retries
+    13: """
+    ALTER TABLE syncs ADD COLUMN retry_of TEXT;
     """,
 }

@@ -113,8 +113,12 @@ class SyncRunner:
         A queued sync never started: nothing of it is in the view's store, so it takes its
         place in the queue again, with what it was asked (verify) and in the order it was
         queued. Without Spark (an app built for the OpenAPI export) it is settled as interrupted.
+        A sync that was running and did not commit is settled as interrupted, and retried once
+        by a new sync (`retry_of` naming it; trigger "retry", or "redefine" when it applies a
+        redefinition) in its place in the queue.
         """
         requeued = []
+        retried: list[tuple[SyncRecord, SyncRecord]] = []
         for sync in self.catalog.active_syncs():
             if sync.status == "queued" and self.engine is not None:
                 requeued.append(sync)
@@ -140,6 +144,9 @@ class SyncRunner:
                     progress=None,
                 )
                 self.store(sync.view).forget(sync.id)
+                if self._retries(sync):
+                    retry = self.catalog.queue_sync(sync.view, "retry", sync.verify, self._redefines, retry_of=sync.id)
+                    retried.append((retry, sync))
         for view in self.catalog.views():
             removed = self.store(view.name).cleanup()
             if removed:
@@ -150,7 +157,15 @@ class SyncRunner:
                 log.info(
                     "sync %s of view %s: queued again (it was queued when the service stopped)", sync.id, sync.view
                 )
+            for retry, interrupted in retried:  # in the place the interrupted sync had in the queue
+                self._enqueue(retry, interrupted.created_at)
+                log.info("sync %s of view %s: retries sync %s, interrupted", retry.id, retry.view, interrupted.id)
             self._dispatch()
+
+    def _retries(self, interrupted: SyncRecord) -> bool:
+        """Whether a sync the stop interrupted is retried after the restart: once, with an engine
+        to run it, unless SERVICE_RETRY_INTERRUPTED is off."""
+        return self.settings.retry_interrupted and self.engine is not None and interrupted.retry_of is None
 
     def submit(
         self, view: str, *, verify: bool = False, trigger: str = "api", due: dt.datetime | None = None

@@ -24,7 +24,7 @@ from warehouse.destinations.delta_file_cache import CACHE, FileCache
 
 STATUSES = ("succeeded", "failed")
 #: What starts a sync (the sync record's trigger).
-TRIGGERS = ("api", "schedule", "redefine")
+TRIGGERS = ("api", "schedule", "redefine", "retry")
 #: Each operation and the field of a sync's metrics that counts it.
 OPS = {"insert": "rows_inserted", "update": "rows_updated", "delete": "rows_deleted"}
 #: Sync durations run from a second (a small delta) to an hour (a large view's load).

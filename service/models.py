@@ -444,9 +444,14 @@ class SyncOut(BaseModel):
     finished_at: str | None
     metrics: dict[str, Any]
     progress: dict[str, Any] | None = None
-    trigger: Literal["api", "schedule", "redefine"] = Field(
+    trigger: Literal["api", "schedule", "redefine", "retry"] = Field(
         default="api",
-        description="what started the sync: POST /v1/views/{name}/syncs (api) or the view's schedule; redefine: whatever started it, the sync applies the view's redefinition (PUT /v1/views/{name})",
+        description="what started the sync: POST /v1/views/{name}/syncs (api) or the view's schedule; redefine: whatever started it, the sync applies the view's redefinition (PUT /v1/views/{name}); retry: the service retried, after a restart, a sync its stop interrupted (retry_of; a retry that applies a redefinition says redefine)",
+    )
+    retry_of: str | None = Field(
+        default=None,
+        description="the sync this one retries (trigger retry): a sync that was running when the service stopped "
+        "or died, settled as interrupted; retried once",
     )
 
 

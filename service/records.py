@@ -47,7 +47,8 @@ class SyncRecord:
     #: What a running sync reports of its phase (None once it ended).
     progress: dict[str, Any] | None
     #: What started it: "api" (POST .../syncs) or "schedule"; "redefine" for a sync that
-    #: applies a redefinition, whatever started it.
+    #: applies a redefinition, whatever started it; "retry" for the one retry of a sync the
+    #: service's stop interrupted (`retry_of` names that one; "redefine" still wins).
     trigger: str
     #: What kind of failure it had, for programs ("schema_changed", "cancelled"); None otherwise.
     error_code: str | None = None
@@ -55,3 +56,5 @@ class SyncRecord:
     queued_s: float | None = None
     #: Whether it compares every row of the view with the source (?verify=true).
     verify: bool = False
+    #: The interrupted sync this one retries (trigger "retry"); None otherwise.
+    retry_of: str | None = None

@@ -121,6 +121,11 @@ class ServiceSettings(BaseSettings):
         ge=0,
         description="seconds a sync waits for the background build of its sketch table before it cancels it and builds the table itself",
     )
+    retry_interrupted: bool = Field(
+        default=True,
+        description="retry once, after a restart, a sync the service's stop or death interrupted while it ran "
+        "(a new sync with trigger retry and retry_of naming it; a retry that is interrupted too is not retried)",
+    )
     agent_ca_bundle: Path | None = Field(default=None, description="CA certificate(s) to trust for https:// agents")
     agent_client_cert: Path | None = Field(
         default=None,

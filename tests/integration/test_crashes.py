@@ -141,6 +141,43 @@ def test_a_kill_at_each_point_leaves_the_old_or_the_new_view_whole(wh, point):
     _next_sync_is_exact(wh)
 
 
+def _syncs(api: Api) -> list[dict]:
+    r = api.http.get(f"/v1/views/{VIEW}/syncs")
+    r.raise_for_status()
+    return r.json()
+
+
+def _killed_at(w: Warehouse, point: str) -> None:
+    """Wait for the armed kill at `point` to end the service."""
+    w.proc.proc.wait(timeout=DIE_WITHIN_S)
+    assert w.proc.proc.returncode == -signal.SIGKILL, f"the service did not die at {point}: {w.proc.tail()}"
+    assert not w.kill_file.exists(), "the kill point was never reached"
+
+
+def test_a_killed_sync_is_retried_once_after_the_restart(wh):
+    """SIGKILL in a sync, then again in its retry: the first restart queues one retry naming
+    the killed sync, the second settles the killed retry as interrupted and retries nothing;
+    the view keeps its last version throughout, and the next sync is exact."""
+    point = "fragments_written"
+    before = keyed(wh.api.rows(VIEW), KEY)
+    wh.people.change()
+    wh.kill_file.write_text(point)
+    killed = _start_sync(wh.api)
+    _killed_at(wh, point)
+    wh.kill_file.write_text(point)  # armed for the retry
+    wh.restart(retry_interrupted=True)
+    (retry,) = [s for s in _syncs(wh.api) if s.get("retry_of") == killed]
+    assert retry["trigger"] == "retry", retry
+    _killed_at(wh, point)
+    wh.restart(retry_interrupted=True)
+    first, again = _record(wh.api, killed), _record(wh.api, retry["id"])
+    assert (first["error_code"], again["error_code"]) == ("interrupted", "interrupted"), (first, again)
+    assert not [s for s in _syncs(wh.api) if s.get("retry_of") == retry["id"]], "a retry was retried"
+    assert [s["status"] for s in _syncs(wh.api)][:2] == ["failed", "failed"], "a sync runs after the second restart"
+    assert keyed(wh.api.rows(VIEW), KEY) == before
+    check_sync(wh.api, VIEW, KEY, before, wh.people.truth(), wh.api.sync(VIEW))
+
+
 @pytest.mark.parametrize("seed", [11])
 def test_a_kill_at_a_random_moment_leaves_the_old_or_the_new_view_whole(wh, seed):
     rng = random.Random(seed)

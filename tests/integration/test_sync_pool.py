@@ -260,8 +260,9 @@ def test_cancel_a_queued_and_a_running_sync(pool):
 def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):
     """SIGTERM while a sync waits on its agent and another is queued: the running one is told
     to stop and recorded `interrupted` before the catalog closes (no traceback in the log),
-    the queued one is queued again at the next start and runs then, exact, and the stopped
-    sync's view keeps its last version."""
+    and retried once at the next start by a sync that names it; the queued one is queued
+    again and runs then; both exact, and the stopped sync's view keeps its last version
+    until its retry commits."""
     api, dbs, proxy, restart = pool
     people = dbs["held"]
     before, running, queued = held_and_queued(api, proxy, people, ("s1", "s2"))
@@ -275,11 +276,13 @@ def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):
     stopped, again = record(api, "s1", running), record(api, "s2", queued)
     assert (stopped["status"], stopped["error_code"]) == ("failed", "interrupted"), stopped
     assert again["status"] in ("queued", "running") and again["trigger"] == "api", again
-    assert keyed(api.rows("s1"), KEY) == before
+    (retry,) = [s for s in api.http.get("/v1/views/s1/syncs").json() if s.get("retry_of") == running]
+    assert retry["trigger"] == "retry" and retry["status"] in ("queued", "running"), retry
+    assert keyed(api.rows("s1"), KEY) == before  # the retry waits on the held agent too
     proxy.plan()
     proxy.release()
     truth = people.truth()
     ran = wait_for(api, "s2", queued, ("succeeded", "failed"))
     assert ran["status"] == "succeeded" and ran["started_at"] is not None, ran
     assert keyed(api.rows("s2"), KEY) == truth
-    check_sync(api, "s1", KEY, before, truth, api.sync("s1"))
+    check_sync(api, "s1", KEY, before, truth, wait_for(api, "s1", retry["id"], ("succeeded", "failed")))

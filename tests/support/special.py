@@ -42,6 +42,9 @@ class SpecialService:
         self.port = free_port()  # kept across restarts, so every module's client stays valid
         self.proc = None
         self.api = None
+        #: whether a sync the kill interrupted is retried after the restart (the service's
+        #: default): off here, so that a test sees the interrupted state it armed
+        self.retry_interrupted = False
         self.start()
 
     @property
@@ -49,7 +52,8 @@ class SpecialService:
         return self.proc.url
 
     def env(self) -> dict[str, str]:
-        """Faults armed through `kill_file`, tight agent calls, HEAP, SKETCH_ROTATION, no periodic source check."""
+        """Faults armed through `kill_file`, tight agent calls, HEAP, SKETCH_ROTATION, no periodic
+        source check, interrupted syncs retried only when `retry_interrupted` says so."""
         return {
             KILL_FILE_ENV: str(self.kill_file),
             "SERVICE_SPARK_DRIVER_MEMORY": HEAP,
@@ -61,6 +65,7 @@ class SpecialService:
             # no periodic check of the sources' agents after the one at start: its request
             # would take a fault that test_agent_failures plans for a sync's connection
             "SERVICE_SOURCE_CHECK_INTERVAL_S": str(SOURCE_CHECK_INTERVAL_S),
+            "SERVICE_RETRY_INTERRUPTED": str(self.retry_interrupted).lower(),
         }
 
     def start(self) -> None:
@@ -77,8 +82,9 @@ class SpecialService:
         self.proc.proc.wait(timeout=30)
         self.proc.stop()
 
-    def restart(self) -> None:
+    def restart(self, retry_interrupted: bool = False) -> None:
         self.reap()
+        self.retry_interrupted = retry_interrupted
         self.start()
 
     def stop(self) -> None:
