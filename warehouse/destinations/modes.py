@@ -50,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltasieve_protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, INSERT, OP, UPDATE
@@ -85,17 +86,18 @@ MODE_COLUMNS: dict[str, tuple[str, ...]] = {
 #: The metadata columns a table of any mode may take in place (one written before the modes).
 ADDED_IN_PLACE = ("synced_at", "sync_id")
 
-#: The Arrow type of each metadata column.
-TIME = pa.timestamp("us", tz="UTC")
-TYPES: dict[str, pa.DataType] = {
-    "synced_at": TIME,
-    "sync_id": pa.string(),
-    "deleted": pa.bool_(),
-    "deleted_at": TIME,
-    "valid_from": TIME,
-    "valid_to": TIME,
-    "current": pa.bool_(),
+#: The logical type of each metadata column (deltasieve_protocol.types).
+LOGICAL: dict[str, LogicalType] = {
+    "synced_at": LogicalType("timestamptz"),
+    "sync_id": LogicalType("text"),
+    "deleted": LogicalType("bool"),
+    "deleted_at": LogicalType("timestamptz"),
+    "valid_from": LogicalType("timestamptz"),
+    "valid_to": LogicalType("timestamptz"),
+    "current": LogicalType("bool"),
 }
+#: Their Arrow types (timestamps: microseconds, UTC).
+TYPES: dict[str, pa.DataType] = {name: t.arrow() for name, t in LOGICAL.items()}
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,23 @@ class Publishing:
         """The metadata columns of the mode, in the table's order after the view's columns."""
         return [pa.field(self.name(c), TYPES[c]) for c in MODE_COLUMNS[self.mode]]
 
+    def columns(self) -> list[Column]:
+        """The metadata columns with their logical types (for a kind that maps those, as PostgreSQL's).
+
+        >>> [(c.name, str(c.type)) for c in Publishing().columns()]
+        [('_deltasieve_synced_at', 'timestamptz'), ('_deltasieve_sync_id', 'text')]
+        """
+        return [Column(self.name(c), LOGICAL[c]) for c in MODE_COLUMNS[self.mode]]
+
+    def lines_taking(self, action: str, multiset: bool) -> list[str]:
+        """The delta operations whose lines take `action` in this mode (ACTIONS), for a kind
+        that applies the delta in SQL.
+
+        >>> Publishing("history").lines_taking(CLOSE, False), Publishing("history").lines_taking(APPEND, False)
+        (['update', 'delete'], ['insert', 'update'])
+        """
+        return [op for op in (INSERT, UPDATE, DELETE) if action in ACTIONS.get((self.mode, multiset, op), ())]
+
     def schema(self, view: pa.Schema) -> pa.Schema:
         """The table's schema: the view's columns, then the metadata columns."""
         return pa.schema([*view, *self.fields()])
@@ -197,6 +216,10 @@ class Publishing:
             return {}
         values = {**values, "synced_at": stamp.at, "sync_id": stamp.sync_id}
         return {self.name(c): pa.scalar(v, TYPES[c]) for c, v in values.items()}
+
+
+#: The default: merge mode, the default names.
+MERGE = Publishing()
 
 
 def check_names(publishing: Publishing, view_columns: Iterable[str]) -> None:
@@ -335,7 +358,7 @@ def plan(
     def whole(tables: list[pa.Table], repeat: bool) -> pa.Table:
         rows = [_conformed(t.select(names), view) for t in tables]
         if repeat:
-            rows = [_repeated(r, t.column(COUNT)) for r, t in zip(rows, tables, strict=True)]
+            rows = [repeated(r, t.column(COUNT)) for r, t in zip(rows, tables, strict=True)]
         out = pa.concat_tables(rows) if rows else view.empty_table()
         for name, value in fresh.items():
             out = out.append_column(pa.field(name, value.type), pa.repeat(value, out.num_rows))
@@ -385,11 +408,11 @@ def apply_to(rows: pa.Table, changes: Changes, key: list[str], multiset: bool, p
         gone = _occurrences(rows, live, changes.remove, names)
         closed = _occurrences(rows, live & ~gone, changes.close, names)
     else:
-        gone = _of_keys(rows, changes.remove, key)
-        closed = _of_keys(rows, changes.close, key) & live
+        gone = matches(rows, changes.remove, key)
+        closed = matches(rows, changes.close, key) & live
         if int(gone.sum()) != changes.remove.num_rows or int(closed.sum()) != changes.close.num_rows:
             raise CannotFollow("the table is not the view the delta was computed from: a delete or update found no row")
-        replaced = _of_keys(rows, changes.upsert.select(key), key) if changes.upsert.num_rows else gone & False
+        replaced = matches(rows, changes.upsert.select(key), key) if changes.upsert.num_rows else gone & False
         gone = gone | replaced
     if closed.any():
         arrays = []
@@ -445,8 +468,12 @@ def _matched(rows: pa.Table, wanted: pa.Table, columns: list[str]) -> tuple[np.n
     return joined.column("__l").to_numpy(), joined.column("__r").to_numpy()
 
 
-def _of_keys(rows: pa.Table, keys: pa.Table, key: list[str]) -> np.ndarray:
-    """Which rows have one of `keys`' keys."""
+def matches(rows: pa.Table, keys: pa.Table, key: list[str]) -> np.ndarray:
+    """Which rows equal one row of `keys` on the columns `key`, NULL equal to NULL.
+
+    >>> matches(pa.table({"k": [1, None, 2], "v": [1, 2, 3]}), pa.table({"k": [None, 2]}), ["k"]).tolist()
+    [False, True, True]
+    """
     mask = np.zeros(rows.num_rows, bool)
     at, _ = _matched(rows, keys, key)
     mask[at] = True
@@ -490,10 +517,10 @@ def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([rows.column(f.name).cast(f.type) for f in schema], schema=schema)
 
 
-def _repeated(rows: pa.Table, counts: pa.ChunkedArray) -> pa.Table:
+def repeated(rows: pa.Table, counts: pa.ChunkedArray) -> pa.Table:
     """Each row of `rows` as often as its count says.
 
-    >>> _repeated(pa.table({"a": [1, 2]}), pa.chunked_array([[2, 0]])).column("a").to_pylist()
+    >>> repeated(pa.table({"a": [1, 2]}), pa.chunked_array([[2, 0]])).column("a").to_pylist()
     [1, 1]
     """
     repeat = np.asarray(counts.to_numpy(), dtype=np.int64) if len(counts) else np.zeros(0, np.int64)
