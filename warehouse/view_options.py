@@ -158,6 +158,10 @@ DestinationMode = Literal["merge", "soft_delete", "history"]
 DEFAULT_MODE: DestinationMode = "merge"
 
 
+#: A metadata column's name: a plain identifier every destination takes as it is (PostgreSQL's 63 bytes at most).
+COLUMN_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+
+
 class MetadataColumns(BaseModel):
     """The names of the columns a destination's mode adds to the view's (modes.py), each
     renamable per destination (say, to the names of the tool a team migrates from). Which
@@ -169,19 +173,19 @@ class MetadataColumns(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     #: When the sync that last wrote the row committed (timestamp with time zone, UTC).
-    synced_at: str = Field(default="_deltasieve_synced_at", min_length=1, max_length=63)
+    synced_at: str = Field(default="_deltasieve_synced_at", pattern=COLUMN_NAME_PATTERN)
     #: The id of the sync that last wrote the row.
-    sync_id: str = Field(default="_deltasieve_sync_id", min_length=1, max_length=63)
+    sync_id: str = Field(default="_deltasieve_sync_id", pattern=COLUMN_NAME_PATTERN)
     #: soft_delete: whether the row was deleted from the view.
-    deleted: str = Field(default="_deltasieve_deleted", min_length=1, max_length=63)
+    deleted: str = Field(default="_deltasieve_deleted", pattern=COLUMN_NAME_PATTERN)
     #: soft_delete: when (the commit time of the sync that saw it gone); NULL while live.
-    deleted_at: str = Field(default="_deltasieve_deleted_at", min_length=1, max_length=63)
+    deleted_at: str = Field(default="_deltasieve_deleted_at", pattern=COLUMN_NAME_PATTERN)
     #: history: when this version of the row appeared (its sync's commit time).
-    valid_from: str = Field(default="_deltasieve_valid_from", min_length=1, max_length=63)
+    valid_from: str = Field(default="_deltasieve_valid_from", pattern=COLUMN_NAME_PATTERN)
     #: history: when it was replaced or deleted; NULL while it is the current version.
-    valid_to: str = Field(default="_deltasieve_valid_to", min_length=1, max_length=63)
+    valid_to: str = Field(default="_deltasieve_valid_to", pattern=COLUMN_NAME_PATTERN)
     #: history: whether this is the row's current version.
-    current: str = Field(default="_deltasieve_current", min_length=1, max_length=63)
+    current: str = Field(default="_deltasieve_current", pattern=COLUMN_NAME_PATTERN)
 
 
 class DestinationSpec(BaseModel):

@@ -96,10 +96,13 @@ class Destination(Protocol):
         multiset: bool,
         reason: str,
         synced_at: dt.datetime | None = None,
+        with_metadata: bool = False,
     ) -> None:
         """Replace everything by `rows` in ONE commit/transaction that records `sync_id`, marked as a rebuild
         (in `soft_delete` and `history` modes, the rows deleted or replaced before are gone: the table
-        starts again from `rows`, each written at `synced_at`)."""
+        starts again from `rows`, each written at `synced_at`). `with_metadata`: `rows` carry the
+        mode's metadata columns already (a history the applier replayed from the kept deltas,
+        modes.replay), written as they are."""
         ...
 
     def apply(

@@ -163,13 +163,18 @@ class DeltaDestination:
         multiset: bool,
         reason: str,
         synced_at: dt.datetime | None = None,
+        with_metadata: bool = False,
     ) -> None:
         """Overwrite the table (schema too) with `rows` in one commit marked as a rebuild
-        (its metadata: every row written by sync `sync_id` at `synced_at`)."""
+        (its metadata: every row written by sync `sync_id` at `synced_at`, unless the rows
+        carry theirs: `with_metadata`)."""
         view = arrow_schema(columns)
-        self._schema(view)
-        whole = pa.Table.from_batches([_cast(b, view) for b in rows], schema=view)
-        whole = stamped(whole, self.publishing, Stamp.of(sync_id, synced_at))
+        schema = self._schema(view)
+        if with_metadata:
+            whole = pa.Table.from_batches([_cast(b, schema) for b in rows], schema=schema)
+        else:
+            whole = pa.Table.from_batches([_cast(b, view) for b in rows], schema=view)
+            whole = stamped(whole, self.publishing, Stamp.of(sync_id, synced_at))
         self._overwrite(_key_ordered(whole, key), _properties(sync_id, version, {REBUILD: reason}))
 
     def _check_place(self) -> None:

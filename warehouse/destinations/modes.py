@@ -427,6 +427,27 @@ def apply_to(rows: pa.Table, changes: Changes, key: list[str], multiset: bool, p
     return pa.concat_tables([kept, changes.upsert.cast(schema), changes.append.cast(schema)])
 
 
+def replay(
+    deltas: Iterable[tuple[Stamp, pa.Table]], view: pa.Schema, key: list[str], multiset: bool, publishing: Publishing
+) -> pa.Table:
+    """The table a destination in `publishing`'s mode holds after `deltas` (each sync's stamp
+    and delta, oldest first, the first the view's load), built in memory: how a history
+    table is rebuilt from the deltas the service keeps.
+
+    >>> view = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    >>> at = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    >>> load = pa.table({OP: ["insert"], "k": [1], "v": ["a"]})
+    >>> update = pa.table({OP: ["update"], "k": [1], "v": ["b"]})
+    >>> deltas = [(Stamp("s1", at), load), (Stamp("s2", at + dt.timedelta(days=1)), update)]
+    >>> replay(deltas, view, ["k"], False, Publishing("history")).select(["v", "_deltasieve_sync_id"]).to_pylist()
+    [{'v': 'a', '_deltasieve_sync_id': 's2'}, {'v': 'b', '_deltasieve_sync_id': 's2'}]
+    """
+    rows = publishing.schema(view).empty_table()
+    for stamp, delta in deltas:
+        rows = apply_to(rows, plan(delta, view, key, multiset, publishing, stamp), key, multiset, publishing)
+    return rows
+
+
 def _live_mask(rows: pa.Table, publishing: Publishing) -> np.ndarray:
     """Which rows are live (all of them in merge mode; NULL counts as live: a row written
     before the mode's columns)."""

@@ -152,9 +152,11 @@ class PostgresDestination:
         multiset: bool,
         reason: str,
         synced_at: dt.datetime | None = None,
+        with_metadata: bool = False,
     ) -> None:
         """Replace the table's rows with `rows` (a multiset's repeated, or with their COUNT),
-        each written by sync `sync_id` at `synced_at` (modes.py), in one transaction."""
+        each written by sync `sync_id` at `synced_at` (modes.py) unless they carry their
+        metadata (`with_metadata`), in one transaction."""
         key = [] if multiset else key
         stamp = Stamp.of(sync_id, synced_at)
         table_columns = self._columns(columns)
@@ -168,8 +170,12 @@ class PostgresDestination:
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
                 create(conn, self.table, table_columns)
             targets = [sql.Identifier(c.name) for c in table_columns]
-            written = (stamped(pa.Table.from_batches([b]), self.publishing, stamp) for b in repeated(rows))
-            copy_into(conn, self.table, targets, (b for t in written for b in t.to_batches()), table_columns)
+            if with_metadata:
+                written = repeated(rows)
+            else:
+                tables = (stamped(pa.Table.from_batches([b]), self.publishing, stamp) for b in repeated(rows))
+                written = (b for t in tables for b in t.to_batches())
+            copy_into(conn, self.table, targets, written, table_columns)
             current = self.publishing.name("current") if self.publishing.mode == "history" and key else None
             index(conn, self.table, self.own_index, columns, key, current)
             self._record(conn, sync_id, version, rebuild=reason)
