@@ -307,8 +307,8 @@ def _take_copies(
     valued = [sql.Identifier(c.name) for c, is_null in zip(columns, pattern) if not is_null]
     which = [sql.SQL("{} = ANY(%s)").format(sql.Identifier(_OP))]
     which += [sql.SQL("{} IS NULL").format(c) for c in null] + [sql.SQL("{} IS NOT NULL").format(c) for c in valued]
-    on = [sql.SQL("t.{0} = d.{0}").format(c) for c in valued] + [sql.SQL("t.{} IS NULL").format(c) for c in null]
-    on.append(mode.live("t"))
+    on: list[sql.Composable] = [sql.SQL("t.{0} = d.{0}").format(c) for c in valued]
+    on += [sql.SQL("t.{} IS NULL").format(c) for c in null] + [mode.live("t")]
     grouped = sql.SQL(", ").join(valued) if valued else sql.SQL("()")
     taking = (sql.SQL("DELETE FROM {table}") if action == REMOVE else sql.SQL("UPDATE {table} SET {sets}")).format(
         table=table, sets=mode.sets()
