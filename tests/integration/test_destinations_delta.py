@@ -25,6 +25,7 @@ from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
+from tests.support.published import view_rows
 from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration
@@ -178,7 +179,7 @@ def _table(uri: str) -> DeltaTable:
 
 
 def _rows(uri: str) -> list[dict]:
-    return _table(uri).to_pyarrow_table().to_pylist()
+    return view_rows(_table(uri)).to_pylist()
 
 
 def _carried(uri: str) -> list[str]:
