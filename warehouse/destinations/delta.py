@@ -224,21 +224,25 @@ class DeltaDestination:
         current = pa.schema(table.schema().to_arrow())
         check_held(self.publishing, current.names, view.names)
         evolution = schema_change(current, schema)
-        changes = plan(lines, view, key, multiset, self.publishing, stamp)
+
+        def changes() -> Changes:  # made where a path needs them (the file rewrite does not)
+            return plan(lines, view, key, multiset, self.publishing, stamp)
+
         if evolution == "widened":  # rewritten in this sync's commit: see the module
             rows = table.to_pyarrow_table()
             rows = _with_columns(rows.select([n for n in schema.names if n in rows.schema.names]), schema)
-            self._overwrite(_key_ordered(apply_to(rows, changes, key, multiset, self.publishing), key), properties)
+            self._overwrite(_key_ordered(apply_to(rows, changes(), key, multiset, self.publishing), key), properties)
             return
         before = table.version()
         if multiset:
-            self._apply_multiset(table, view, schema, changes, properties, evolution == "added")
+            self._apply_multiset(table, view, schema, changes(), properties, evolution == "added")
         elif self.publishing.mode == "merge" and evolution is None and is_local(self.uri) and usable(key, schema):
+            # the merge mode's rows: the delta's, stamped (a delete line's metadata is not read)
             rewritten = stamped(lines.select([OP, *view.names]), self.publishing, stamp)
             if not apply_by_rewrite(table, schema, rewritten, key[0], properties, self.cache):
-                self._apply_keyed(table, schema, key, changes, properties, False)
+                self._apply_keyed(table, schema, key, changes(), properties, False)
         else:
-            self._apply_keyed(table, schema, key, changes, properties, evolution == "added")
+            self._apply_keyed(table, schema, key, changes(), properties, evolution == "added")
         if DeltaTable(self.uri, storage_options=self.storage_options).version() == before:
             # a merge that changed nothing commits nothing; the sync is still recorded
             write_deltalake(

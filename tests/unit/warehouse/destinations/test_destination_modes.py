@@ -17,6 +17,7 @@ import datetime as dt
 import random
 from collections import Counter
 from decimal import Decimal
+from pathlib import Path
 
 import psycopg
 import pyarrow as pa
@@ -270,3 +271,49 @@ def test_renamed_metadata_columns_and_a_clash_with_the_view(kind, tmp_path, post
     clashing = [Column("k", LogicalType("int")), Column("_fivetran_active", LogicalType("bool"))]
     with pytest.raises((DestinationRefused, DestinationError), match="_fivetran_active, a column of the view"):
         table.destination.rebuild("s2", 2, clashing, ["k"], [], False, "load", _at(2))
+
+
+PAGE = Path(__file__).parents[4] / "docs" / "results" / "destinations.md"
+STUDENTS = [Column("id", LogicalType("int")), Column("name", LogicalType("text"))]
+EXAMPLE = [
+    [{OP: "insert", "id": 1, "name": "Ada"}, {OP: "insert", "id": 2, "name": "Bo"}],
+    [{OP: "update", "id": 1, "name": "Ada L."}],
+    [{OP: "delete", "id": 2, "name": None}],
+]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S+00")
+    return str(value)
+
+
+def _first_table(text: str) -> list[list[str]]:
+    """The cells of the first Markdown table in `text` (its header, then its rows)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    block = lines[start:end]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in block]
+    return [cells[0], *cells[2:]]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mode", MODES)
+def test_the_worked_examples_of_the_page(kind, mode, tmp_path, postgres):
+    """Each mode's table on docs/results/destinations.md, after its three syncs, is the table written."""
+    shown = _first_table(PAGE.read_text().split(f"### {mode}\n", 1)[1])
+    table = Table(kind, mode, tmp_path, postgres, f"students_{mode}")
+    for n, lines in enumerate(EXAMPLE):
+        sync, at = f"s{n + 1}", dt.datetime(2026, 3, 2, 10 + n, 0, 5, tzinfo=dt.UTC)
+        try:
+            table.destination.apply(sync, n + 1, STUDENTS, ["id"], _batch(lines, STUDENTS, False), False, at)
+        except CannotFollow:  # a PostgreSQL table's load: the applier creates it by a rebuild
+            rows = [pa.RecordBatch.from_pylist(lines, schema=_schema(STUDENTS))]
+            table.destination.rebuild(sync, n + 1, STUDENTS, ["id"], rows, False, "load", at)
+    written = sorted(table.rows(), key=lambda r: (r["id"], _cell(r.get(META.valid_from))))
+    assert [shown[0], *([_cell(r[c]) for c in shown[0]] for r in written)] == shown
