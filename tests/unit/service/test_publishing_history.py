@@ -6,6 +6,7 @@ rebuild's commit says which."""
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,6 +16,7 @@ from deltalake import DeltaTable
 from service.catalog import Catalog
 from service.publishing import Publisher
 from service.settings import ServiceSettings
+from warehouse.destinations.modes import Publishing
 from warehouse.multisets.multiset import _cols
 from warehouse.names import OP
 from warehouse.store.versions import ViewStore
@@ -70,3 +72,11 @@ def test_a_history_destination_is_built_from_the_kept_deltas(tmp_path, synced):
     ]
     (rebuilt,) = [c for c in DeltaTable(uri).history() if "deltasieve.rebuild" in c]
     assert "its history rebuilt from the deltas kept since the view's load" in rebuilt["deltasieve.rebuild"]
+
+
+def test_without_the_load_s_delta_the_history_starts_at_the_rebuild(tmp_path, synced):
+    catalog, store, _ = synced
+    first, *_, last = catalog.succeeded_after("v", None)
+    shutil.rmtree(store.delta(first.id))  # as retention or a lost disk leaves it
+    publisher = Publisher(ServiceSettings(data_dir=tmp_path), catalog)
+    assert publisher._history(catalog.view("v"), store, last.id, VIEW, Publishing("history")) is None
