@@ -117,7 +117,6 @@ def _bag_round(rng: random.Random, truth: Counter) -> list[dict]:
         count = rng.randrange(1, 3)
         truth[content] += count
         lines.append({OP: "insert", "a": content[0], "b": content[1], COUNT: count})
-    truth.subtract(Counter())  # drop nothing; zero counts are removed below
     for content in [c for c, m in truth.items() if m <= 0]:
         del truth[content]
     return lines
