@@ -276,8 +276,12 @@ def destination_text(published: dict) -> str:
     '/t/v: applied s1, 2 syncs behind'
     >>> destination_text({"kind": "postgres", "url": "postgresql://u:***@h/db", "table": "a.b", "applied_sync": "s1", "lag_syncs": 0, "error": None})
     'a.b at postgresql://u:***@h/db: applied s1, caught up'
+    >>> destination_text({"kind": "delta", "uri": "/t/v", "mode": "history", "applied_sync": "s1", "lag_syncs": 0})
+    '/t/v (history): applied s1, caught up'
     """
     where = published.get("uri") or f"{published.get('table')} at {published.get('url')}"
+    if published.get("mode", "merge") != "merge":
+        where += f" ({published['mode']})"
     lag = published.get("lag_syncs", 0)
     state = "caught up" if not lag else f"{lag} sync{'s' if lag > 1 else ''} behind"
     text = f"{where}: applied {published.get('applied_sync') or 'nothing yet'}, {state}"
