@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from warehouse.destinations import available
+from warehouse.destinations.object_storage import on_object_store, refused_option
 from warehouse.strategies import STRATEGIES
 from warehouse.view_options import (
     DEFAULT_DESTINATIONS,
@@ -191,8 +193,8 @@ class ViewSource(BaseModel):
 DESTINATIONS_HELP = (
     "where the view is published after each sync that changed it, each applied exactly once and in order after "
     'the view\'s commit: {"kind": "delta"} (a Delta Lake table at DATA_DIR/tables/<view>; "uri": a path or a '
-    'URI delta-rs writes to), {"kind": "postgres", "url": "postgresql://...", "table": "SCHEMA.TABLE"} (a table '
-    "in a PostgreSQL warehouse); [] publishes nothing"
+    'URI delta-rs writes to, s3://BUCKET/PATH with "storage": the server and credentials), {"kind": "postgres", '
+    '"url": "postgresql://...", "table": "SCHEMA.TABLE"} (a table in a PostgreSQL warehouse); [] publishes nothing'
 )
 MODE_HELP = (
     "how the table keeps what a sync changed: merge (the view's rows as they are), soft_delete (a deleted row "
@@ -210,6 +212,67 @@ PG_TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$"
 MAX_DESTINATIONS = 8
 
 
+#: A credential of a Delta destination's storage: no control characters (references: `_credential`).
+CREDENTIAL_PATTERN = r"^[^\x00-\x1f]+$"
+CREDENTIAL_HELP = (
+    "env:NAME (the service's environment variable NAME) or file:/PATH (a file the service reads), resolved each "
+    "time the destination is applied; or the literal, stored encrypted under SERVICE_SECRET_KEY (refused without "
+    "it) and never shown back"
+)
+
+
+class StorageIn(BaseModel):
+    """Where a Delta destination's S3 or S3-compatible store is and how to sign in to it."""
+
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str | None = Field(
+        default=None,
+        max_length=500,
+        pattern=r"^https?://[^\s/?#@]+/?$",
+        description="the S3-compatible server, http[s]://HOST[:PORT] (http:// allows plain HTTP); left out: AWS S3",
+    )
+    region: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="the bucket's region")
+    access_key_id: str | None = Field(
+        default=None, min_length=1, max_length=4000, pattern=CREDENTIAL_PATTERN, description=CREDENTIAL_HELP
+    )
+    secret_access_key: str | None = Field(
+        default=None, min_length=1, max_length=4000, pattern=CREDENTIAL_PATTERN, description=CREDENTIAL_HELP
+    )
+    session_token: str | None = Field(
+        default=None, min_length=1, max_length=4000, pattern=CREDENTIAL_PATTERN, description=CREDENTIAL_HELP
+    )
+    options: (
+        dict[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.]{0,99}$")], Annotated[str, Field(max_length=1000)]]
+        | None
+    ) = Field(
+        default=None,
+        max_length=32,
+        description="further delta-rs storage options (e.g. aws_virtual_hosted_style_request); not a credential "
+        "(those have fields of their own), not one that makes commits unsafe (aws_s3_allow_unsafe_rename)",
+    )
+
+    @field_validator("access_key_id", "secret_access_key", "session_token")
+    @classmethod
+    def _credential(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("env:") and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(f"{value!r}: an env: reference names an environment variable (env:S3_SECRET)")
+        if value is not None and value.startswith("file:") and not value.startswith("file:/"):
+            raise ValueError(f"{value!r}: a file: reference takes an absolute path (file:/run/secrets/s3)")
+        return value
+
+    @model_validator(mode="after")
+    def _no_credential_in_options(self):
+        for key in self.options or {}:
+            reason = refused_option(key)
+            if reason is not None:
+                raise ValueError(f"storage.options: {reason}")
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("storage takes access_key_id and secret_access_key together (or neither)")
+        if self.session_token is not None and self.access_key_id is None:
+            raise ValueError("storage.session_token goes with access_key_id and secret_access_key")
+        return self
+
+
 class DestinationIn(BaseModel):
     """One destination of a view, as a request gives it."""
 
@@ -220,7 +283,7 @@ class DestinationIn(BaseModel):
         max_length=2000,
         pattern=r"^(/|[a-z][a-z0-9+.-]*://)[^\x00-\x1f]*$",
         description="delta: where the table is (an absolute path, file://, or an object store URI delta-rs "
-        "supports, such as s3://); left out: DATA_DIR/tables/<view>",
+        "supports, such as s3://BUCKET/PATH); left out: DATA_DIR/tables/<view>",
     )
     url: str | None = Field(
         default=None,
@@ -235,13 +298,23 @@ class DestinationIn(BaseModel):
     )
     mode: DestinationMode = Field(default=DEFAULT_MODE, description=MODE_HELP)
     columns: MetadataColumns = Field(default_factory=MetadataColumns, description=METADATA_HELP)
+    storage: StorageIn | None = Field(
+        default=None,
+        description="delta with an s3:// uri: the S3 or S3-compatible server and the credentials to sign in with "
+        "(left out: those of the service's environment, as delta-rs reads them)",
+    )
 
     @model_validator(mode="after")
     def _fields_of_its_kind(self):
         if self.kind == "delta" and (self.url is not None or self.table is not None):
-            raise ValueError('a delta destination takes only "uri" (url and table are for kind postgres)')
+            raise ValueError('a delta destination takes "uri" and "storage" (url and table are for kind postgres)')
+        if self.storage is not None and not on_object_store(self.uri):
+            raise ValueError(
+                'storage describes an S3 or S3-compatible store: it goes with a delta destination whose "uri" is '
+                "s3://BUCKET/PATH"
+            )
         if self.kind == "postgres":
-            if self.uri is not None or self.url is None or self.table is None:
+            if self.uri is not None or self.storage is not None or self.url is None or self.table is None:
                 raise ValueError('a postgres destination takes "url" (postgresql://...) and "table" (SCHEMA.TABLE)')
             if not available("postgres"):
                 raise ValueError("postgres destinations are not available in this installation")
@@ -345,6 +418,10 @@ class DestinationOut(BaseModel):
 
     kind: Literal["delta", "postgres"]
     uri: str | None = Field(default=None, description="delta: where the table is")
+    storage: dict[str, Any] | None = Field(
+        default=None,
+        description="delta on S3: its server and credentials as given, a literal credential shown as ***",
+    )
     url: str | None = Field(default=None, description="postgres: the warehouse's URL, its password masked")
     table: str | None = Field(default=None, description="postgres: SCHEMA.TABLE")
     mode: DestinationMode = Field(default=DEFAULT_MODE, description=MODE_HELP)

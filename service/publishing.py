@@ -52,7 +52,7 @@ from service.errors import Gone, NotFound
 from service.jsonvalues import BATCH_ROWS
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
-from service.secrets import Secrets
+from service.secrets import Secrets, revealed_storage
 from service.settings import ServiceSettings
 from warehouse import faults
 from warehouse.destinations import CannotFollow, Destination, delta_file_cache, open_destination, public
@@ -87,12 +87,20 @@ def place(spec: DestinationSpec) -> str:
 
 
 def usable(spec: DestinationSpec, secrets: Secrets, what: str) -> DestinationSpec:
-    """`spec` with its URL as the destination connects with it: a reference read now, a sealed
-    URL decrypted (SecretUnavailable, naming the reference, when it cannot be had).
+    """`spec` with its URL or its storage's credentials as the destination connects with them:
+    a reference read now, a sealed one decrypted (SecretUnavailable, naming the reference,
+    when it cannot be had).
 
     >>> usable(DestinationSpec(kind="delta", uri="/t/v"), Secrets(None), "v").uri
     '/t/v'
+    >>> from cryptography.fernet import Fernet
+    >>> secrets = Secrets(Fernet.generate_key().decode())
+    >>> stored = {"access_key_id": secrets.seal("AKIA1", ""), "secret_access_key": secrets.seal("s3cret", "")}
+    >>> usable(DestinationSpec(kind="delta", uri="s3://b/v", storage=stored), secrets, "v").storage.secret_access_key
+    's3cret'
     """
+    if spec.storage is not None:
+        return spec.model_copy(update={"storage": revealed_storage(spec.storage, secrets, what)})
     if spec.url is None:
         return spec
     return spec.model_copy(update={"url": secrets.reveal(spec.sealed or spec.url, what), "sealed": None})

@@ -1,4 +1,5 @@
-"""Secrets the catalog keeps: a source's token, a PostgreSQL destination's URL.
+"""Secrets the catalog keeps: a source's token, a PostgreSQL destination's URL, the
+credentials of a Delta destination on S3.
 
 A secret is given in one of three forms, and stored as:
 
@@ -26,6 +27,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from service.errors import DependencyFailed, Unprocessable
 from service.records import SourceRecord
 from warehouse.errors import SecretUnavailable
+from warehouse.view_options import StorageSpec
 
 if TYPE_CHECKING:  # the request models load the strategies (Spark): the settings build a Secrets without them
     from service.models import DestinationIn
@@ -213,5 +215,31 @@ def stored_destinations(destinations: Sequence[DestinationIn], secrets: Secrets)
                 raise Unprocessable(str(exc)) from None
             if sealed is not None:
                 spec["sealed"] = sealed
+        if d.storage is not None:
+            spec["storage"] = sealed_storage(spec["storage"], secrets, f"destination {d.uri}")
         out.append(spec)
     return out
+
+
+def sealed_storage(storage: dict, secrets: Secrets, what: str) -> dict:
+    """A Delta destination's storage as the view's options hold it: each literal credential
+    encrypted (422 without SERVICE_SECRET_KEY), a reference as given."""
+    out = dict(storage)
+    for name in StorageSpec.CREDENTIALS:
+        if out.get(name) is not None:
+            try:
+                out[name] = secrets.seal(out[name], f"storage.{name} of {what}")
+            except SecretRefused as exc:
+                raise Unprocessable(str(exc)) from None
+    return out
+
+
+def revealed_storage(storage: StorageSpec, secrets: Secrets, what: str) -> StorageSpec:
+    """A stored storage with its credentials as delta-rs signs in with them: references read
+    now, sealed literals decrypted (SecretUnavailable, naming the one, when it cannot be had)."""
+    opened = {
+        name: secrets.reveal(value, f"storage.{name} of {what}")
+        for name in StorageSpec.CREDENTIALS
+        if (value := getattr(storage, name)) is not None
+    }
+    return storage.model_copy(update=opened)

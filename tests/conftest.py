@@ -40,6 +40,7 @@ from workloads.harness import HARNESS_SECRET_KEY  # noqa: E402
 
 os.environ.setdefault("SERVICE_SECRET_KEY", HARNESS_SECRET_KEY)
 
+from tests.support.s3_server import S3Server, start_s3_server  # noqa: E402
 from tests.support.sources import ENGINES, SourceDatabase, database_name  # noqa: E402
 from tests.support.special import SpecialService  # noqa: E402
 from workloads.harness import Api, start_service  # noqa: E402
@@ -141,6 +142,15 @@ def api(service):
 def postgres_server(tmp_path_factory) -> PostgresServer:
     """One PostgreSQL server for the session, started on first use; tests get databases in it."""
     server = start_postgres(tmp_path_factory.mktemp("postgres"), dbname=None)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> S3Server:
+    """One S3-protocol server on the loopback for the session (moto's server mode), started on
+    first use; tests get buckets of their own in it (tests/support/s3_server.py)."""
+    server = start_s3_server(tmp_path_factory.mktemp("s3"))
     yield server
     server.stop()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
@@ -188,10 +188,31 @@ class MetadataColumns(BaseModel):
     current: str = Field(default="_deltasieve_current", pattern=COLUMN_NAME_PATTERN)
 
 
+class StorageSpec(BaseModel):
+    """The object store of a Delta destination on S3 or an S3-compatible server, as the
+    catalog stores it (warehouse/destinations/object_storage.py): each credential an
+    env:NAME or file:/PATH reference, or a literal sealed (`fernet:...`, service/secrets.py),
+    never one in clear; resolved or opened each time the destination is applied."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: The server's URL (http[s]://HOST[:PORT]); None: AWS S3 itself.
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    #: Further delta-rs storage options (object_store's `aws_*` keys), none a credential.
+    options: dict[str, str] | None = None
+
+    #: The fields that hold a credential: never stored or shown in clear.
+    CREDENTIALS: ClassVar[tuple[str, ...]] = ("access_key_id", "secret_access_key", "session_token")
+
+
 class DestinationSpec(BaseModel):
     """Where a view is published (warehouse/destinations/): a Delta Lake table (`uri`, by
-    default DATA_DIR/tables/<view>) or a PostgreSQL table (`url`, `table` SCHEMA.TABLE),
-    in a mode (`mode`, modes.py) with its metadata columns named as `columns` says."""
+    default DATA_DIR/tables/<view>; `storage` where it is on S3) or a PostgreSQL table
+    (`url`, `table` SCHEMA.TABLE), in a mode (`mode`, modes.py) with its metadata columns
+    named as `columns` says."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     kind: Literal["delta", "postgres"]
@@ -199,6 +220,7 @@ class DestinationSpec(BaseModel):
     #: The metadata columns' names where they are not the defaults (only those given are stored).
     columns: MetadataColumns = MetadataColumns()
     uri: str | None = None
+    storage: StorageSpec | None = None
     #: A PostgreSQL URL without password, an env:NAME or file:/PATH reference to one, or
     #: the URL with its password masked when `sealed` holds the whole of it encrypted.
     url: str | None = None

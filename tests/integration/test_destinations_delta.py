@@ -3,7 +3,7 @@ with deltasieve's code), equals the source, and its history holds one commit per
 changed the view, carrying that sync's id.
 
 On SQLite sources: randomized rounds on a keyed view with the default destination (a sync
-without change adds no commit), a multiset view, a view over two sources, a table view
+without change adds no commit), one published to a bucket of an S3-protocol server, a multiset view, a view over two sources, a table view
 gaining a column at its source (the Delta table's schema evolves), and the service
 SIGKILLed between the view's commit and the destination's apply, and after the apply before
 the catalog heard of it: restarted, nothing is applied twice or lost. The same two kills with
@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
 from tests.support.published import view_rows
+from tests.support.s3_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration
@@ -38,6 +39,7 @@ JOINED = "pub_joined"
 ITEMS = "pub_items"
 WAREHOUSE = "pub_wh"
 WAREHOUSE_TABLE = "wh.people"
+S3_VIEW = "pub_s3"
 #: Seconds a destination is given to catch up after a sync.
 CATCH_UP_S = 90
 #: Seconds a killed service is given to die once armed.
@@ -381,3 +383,38 @@ def test_a_history_destination_added_later_is_built_from_the_kept_deltas(wh, tmp
     assert "history rebuilt from the deltas kept" in rebuilt["deltasieve.rebuild"]
     r = api.http.patch(f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}]})
     assert r.status_code == 200, r.text
+
+
+def test_a_view_published_to_a_bucket(wh, s3_server, tmp_path):
+    """A view whose Delta table is on the S3 server (moto's), its secret key read from a
+    file, its key id a literal (stored sealed, shown as ***): each changing sync one commit
+    on the bucket, the table there equal to the source. Last of the module: the view stays,
+    and every later turn of the publisher reaches the bucket."""
+    service, people, _ = wh
+    api = service.api
+    secret = tmp_path / "s3_secret"
+    secret.write_text(SECRET_ACCESS_KEY + "\n")
+    uri = f"s3://{s3_server.bucket()}/views/{S3_VIEW}"
+    storage = {
+        "endpoint": s3_server.endpoint,
+        "region": REGION,
+        "access_key_id": ACCESS_KEY_ID,
+        "secret_access_key": f"file:{secret}",
+    }
+    api.add_view(
+        S3_VIEW, VIEW_SQL.format(source=SOURCE), destinations=[{"kind": "delta", "uri": uri, "storage": storage}]
+    )
+    changing: list[str] = []
+    for round_ in range(3):
+        if round_:
+            people.change(updates=15, inserts=5, deletes=5)
+        truth = people.truth()
+        sync = api.sync(S3_VIEW)
+        assert sync["status"] == "succeeded", sync
+        changing.append(sync["id"])
+        destination = _published(api, S3_VIEW, sync["id"])
+        table = DeltaTable(uri, storage_options=s3_server.storage_options())
+        assert keyed(table.to_pyarrow_table().to_pylist(), KEY) == truth, f"round {round_}: the table on S3 differs"
+        assert [c[SYNC_ID] for c in reversed(table.history()) if SYNC_ID in c] == changing
+    assert destination["storage"] == {**storage, "access_key_id": "***"}
+    assert ACCESS_KEY_ID not in api.http.get(f"/v1/views/{S3_VIEW}").text

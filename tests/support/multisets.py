@@ -49,3 +49,23 @@ def check_sample(api, view: str, columns: list[str], truth: Counter, target: int
     # deletes shrink it; short of its target while the view has more rows, it is drawn again
     assert size == min(target, total), (size, total, target)
     return sample
+
+
+def random_bag_delta(rng, truth: Counter) -> list[dict]:
+    """A random delta of a multiset view of columns `a` (int) and `b` (text), lines with
+    `OP` and `COUNT`, against `truth` (changed in place to the view after it): a row loses
+    some of its occurrences or gains a few, NULLs among the values."""
+    from warehouse.multisets.multiset import COUNT
+    from warehouse.names import OP
+
+    lines = []
+    for row in {(rng.choice([1, 2, None]), rng.choice(["x", None])) for _ in range(4)}:
+        if truth[row] and rng.random() < 0.5:
+            gone = rng.randrange(1, truth[row] + 1)
+            truth[row] -= gone
+            lines.append({OP: "delete", "a": row[0], "b": row[1], COUNT: gone})
+        else:
+            came = rng.randrange(1, 4)
+            truth[row] += came
+            lines.append({OP: "insert", "a": row[0], "b": row[1], COUNT: came})
+    return lines

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from warehouse.defaults import DEFAULT_KEEP_VERSIONS
+from warehouse.destinations import object_storage
 from warehouse.destinations.base import CannotFollow, Destination
 from warehouse.view_options import DestinationSpec
 
@@ -75,13 +76,19 @@ def masked_url(url: str) -> str:
 
 
 def public(spec: DestinationSpec, data_dir: Path, view: str) -> dict:
-    """What the API shows of a destination: kind and uri, or kind, masked url and table.
+    """What the API shows of a destination: kind and uri (and its storage, credentials masked:
+    object_storage.py), or kind, masked url and table.
 
     >>> public(DestinationSpec(kind="delta"), Path("/d"), "v")
     {'kind': 'delta', 'uri': '/d/tables/v'}
+    >>> public(DestinationSpec(kind="delta", uri="s3://b/v", storage={"secret_access_key": "fernet:x"}), Path("/d"), "v")
+    {'kind': 'delta', 'uri': 's3://b/v', 'storage': {'secret_access_key': '***'}}
     >>> public(DestinationSpec(kind="postgres", url="postgresql://u:p@h/db", table="s.t"), Path("/d"), "v")
     {'kind': 'postgres', 'url': 'postgresql://u:***@h/db', 'table': 's.t'}
     """
     if spec.kind == "delta":
-        return {"kind": "delta", "uri": spec.uri or default_table_uri(data_dir, view)}
+        shown: dict = {"kind": "delta", "uri": spec.uri or default_table_uri(data_dir, view)}
+        if spec.storage is not None:
+            shown["storage"] = object_storage.shown(spec.storage)
+        return shown
     return {"kind": spec.kind, "url": masked_url(spec.url or ""), "table": spec.table}

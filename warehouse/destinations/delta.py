@@ -29,6 +29,15 @@ its rows, and `file_uris()` read as Parquet is the table). A view with a `timest
 column (without time zone) needs Delta's timestampNtz feature: reader 3 / writer 7, read by
 Spark 3.4+, delta-rs and DuckDB's delta extension.
 
+Every commit of a sync also carries a Delta transaction id (`txn`, APP_ID and the view
+version): a commit whose first write landed while its answer was lost (object storage:
+object_storage.py) and that delta-rs writes again then conflicts with its own first landing
+instead of being committed twice; the applier's next turn reads the sync id back.
+
+On S3 (`storage`: object_storage.py) the table is signed in to with the destination's own
+credentials; the file rewrite and its cache take local tables only, a table on S3 is
+applied by the MERGE.
+
 Maintenance (`maintain`, delta_upkeep.py): the files' layout, compaction every
 OPTIMIZE_EVERY versions, vacuum keeping the last `keep_versions` view versions. No upkeep
 commit carries a sync id or changes rows; time travel to a view version (`DeltaTable(uri,
@@ -46,7 +55,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from deltasieve_protocol.types import Column, LogicalType, arrow_schema
@@ -74,6 +83,7 @@ from warehouse.destinations.modes import (
     repeated,
     stamped,
 )
+from warehouse.destinations.object_storage import storage_options
 from warehouse.errors import WarehouseError
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import INSERT, OP
@@ -87,6 +97,8 @@ class DestinationRefused(WarehouseError):
 __all__ = ["MAINTENANCE", "OPTIMIZE_EVERY", "SYNC_ID", "DeltaDestination", "DestinationRefused", "from_spec"]
 
 VIEW_VERSION = "deltasieve.view_version"
+#: The application id of the Delta transaction (`txn`) each sync's commit carries (_properties).
+APP_ID = "deltasieve"
 REBUILD = "deltasieve.rebuild"
 #: Commits read back from the log to find the newest sync id: a sync's commit is followed by
 #: at most upkeep commits (delta_upkeep.py): a layout, a compaction, a vacuum's two.
@@ -362,7 +374,14 @@ def _merge(table: DeltaTable, source: pa.Table, on: str, properties: CommitPrope
 
 
 def _properties(sync_id: str, version: int, extra: dict[str, str] | None = None) -> CommitProperties:
-    return CommitProperties(custom_metadata={SYNC_ID: sync_id, VIEW_VERSION: str(version), **(extra or {})})
+    """A sync's commit: its id and view version in the commit's metadata, and a Delta
+    transaction id (`txn` APP_ID, the view version): a commit that delta-rs writes again
+    after its first try landed unseen (an answer lost on the way back from S3) then
+    conflicts with that first one instead of being committed twice."""
+    return CommitProperties(
+        custom_metadata={SYNC_ID: sync_id, VIEW_VERSION: str(version), **(extra or {})},
+        app_transactions=[Transaction(APP_ID, version)],
+    )
 
 
 def _delta_schema(schema: pa.Schema, multiset: bool) -> pa.Schema:
@@ -510,7 +529,12 @@ def is_local(uri: str) -> bool:
 def from_spec(
     spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int = DEFAULT_KEEP_VERSIONS
 ) -> DeltaDestination:
-    """The Delta table of a view's spec: its `uri`, or DATA_DIR/tables/<view>."""
+    """The Delta table of a view's spec: its `uri`, or DATA_DIR/tables/<view>; on S3 signed
+    in with its `storage`, its credentials resolved (object_storage.py)."""
+    options = storage_options(spec.storage) if spec.storage is not None else None
     return DeltaDestination(
-        spec.uri or default_table_uri(data_dir, view), keep_versions=keep_versions, publishing=Publishing.of(spec)
+        spec.uri or default_table_uri(data_dir, view),
+        options,
+        keep_versions=keep_versions,
+        publishing=Publishing.of(spec),
     )

@@ -114,3 +114,60 @@ def test_a_mode_s_columns_are_refused_by_name_when_they_clash_and_shown_when_tak
             "synced_at": "_deltasieve_synced_at",
             "sync_id": "_deltasieve_sync_id",
         }
+
+
+S3 = {"kind": "delta", "uri": "s3://lake/views/orders"}
+
+
+@pytest.mark.parametrize(
+    "storage, problem",
+    [
+        ({"endpoint": "http://s3:9000"}, None),
+        ({"access_key_id": "env:S3_KEY"}, "together"),
+        ({"access_key_id": "k", "secret_access_key": "s", "options": {"aws_secret_access_key": "s"}}, "credential"),
+        ({"options": {"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}}, "unsafe"),
+        ({"options": {"aws_endpoint": "http://elsewhere"}}, "storage.endpoint"),
+        ({"endpoint": "s3.example.com"}, "endpoint"),
+        ({"access_key_id": "env:NOT A NAME", "secret_access_key": "s"}, "access_key_id"),
+        ({"bucket": "lake"}, "bucket"),
+    ],
+)
+def test_a_storage_is_checked_where_the_request_gives_it(storage, problem):
+    if problem is None:
+        assert ViewIn(name="v", sql="x", destinations=[{**S3, "storage": storage}]).destinations[0].storage
+        return
+    with pytest.raises(ValidationError, match=problem):
+        ViewIn(name="v", sql="x", destinations=[{**S3, "storage": storage}])
+
+
+@pytest.mark.parametrize(
+    "given", [{"kind": "delta", "storage": {}}, {"kind": "delta", "uri": "/lake/orders", "storage": {}}]
+)
+def test_a_storage_goes_with_an_s3_uri_only(given):
+    with pytest.raises(ValidationError, match="s3://BUCKET/PATH"):
+        ViewIn(name="v", sql="x", destinations=[given])
+
+
+def test_storage_credentials_are_sealed_or_kept_as_references_and_never_shown():
+    from cryptography.fernet import Fernet
+
+    from service.errors import Unprocessable
+    from service.secrets import Secrets, stored_destinations
+
+    given = {
+        **S3,
+        "storage": {"endpoint": "http://s3:9000", "access_key_id": "env:S3_KEY", "secret_access_key": "s3cret"},
+    }
+    (request,) = ViewIn(name="v", sql="x", destinations=[given]).destinations
+    with pytest.raises(Unprocessable, match="SERVICE_SECRET_KEY"):
+        stored_destinations([request], Secrets(None))
+    (stored,) = stored_destinations([request], Secrets(Fernet.generate_key().decode()))
+    assert stored["storage"]["access_key_id"] == "env:S3_KEY"
+    assert stored["storage"]["secret_access_key"].startswith("fernet:") and "s3cret" not in str(stored)
+    spec = ViewOptions.from_stored({"strategy": "sketch"}).published([stored]).destinations[0]
+    assert public(spec, Path("/d"), "v")["storage"] == {
+        "endpoint": "http://s3:9000",
+        "access_key_id": "env:S3_KEY",
+        "secret_access_key": "***",
+    }
+    assert place(spec) == "delta s3://lake/views/orders"
