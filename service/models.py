@@ -11,10 +11,13 @@ from warehouse.strategies import STRATEGIES
 from warehouse.view_options import (
     DEFAULT_DESTINATIONS,
     DEFAULT_LAG_S,
+    DEFAULT_MODE,
     DEFAULT_RECONCILE_EVERY,
     DEFAULT_SCHEMA_POLICY,
     DEFAULT_STRATEGY,
+    DestinationMode,
     IcebergCatalog,
+    MetadataColumns,
     SchemaPolicy,
     SnapshotDiffSettings,
 )
@@ -193,6 +196,17 @@ DESTINATIONS_HELP = (
     'in a PostgreSQL warehouse), {"kind": "iceberg", "table": "NAMESPACE.TABLE", "catalog"?: {...}} (an Iceberg '
     "table, by default in the embedded SQLite catalog under DATA_DIR); [] publishes nothing"
 )
+MODE_HELP = (
+    "how the table keeps what a sync changed: merge (the view's rows as they are), soft_delete (a deleted row "
+    "stays, _deltasieve_deleted true and _deltasieve_deleted_at its sync's time), history (one row per version: "
+    "_deltasieve_valid_from, _deltasieve_valid_to (null while current), _deltasieve_current); every mode adds "
+    "_deltasieve_synced_at (the commit time of the sync that last wrote the row, UTC) and _deltasieve_sync_id"
+)
+METADATA_HELP = (
+    'other names for the metadata columns, e.g. {"synced_at": "_fivetran_synced", "current": '
+    '"_fivetran_active"}: keys synced_at, sync_id, deleted, deleted_at (soft_delete), valid_from, valid_to, '
+    "current (history); names must differ from each other and from the view's columns"
+)
 #: A PostgreSQL destination's table: SCHEMA.TABLE, plain identifiers.
 PG_TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}\.[A-Za-z_][A-Za-z0-9_]{0,62}$"
 MAX_DESTINATIONS = 8
@@ -231,6 +245,8 @@ class DestinationIn(BaseModel):
         '"warehouse"?: where the files go} or {"type": "rest", "uri": "https://...", "warehouse"?, "token"?, '
         '"credential"?}; secrets as env:NAME or file:/PATH; left out: the embedded SQLite catalog under DATA_DIR',
     )
+    mode: DestinationMode = Field(default=DEFAULT_MODE, description=MODE_HELP)
+    columns: MetadataColumns = Field(default_factory=MetadataColumns, description=METADATA_HELP)
 
     @model_validator(mode="after")
     def _fields_of_its_kind(self):
@@ -354,6 +370,10 @@ class DestinationOut(BaseModel):
     uri: str | None = Field(default=None, description="delta: where the table is")
     url: str | None = Field(default=None, description="postgres: the warehouse's URL, its password masked")
     table: str | None = Field(default=None, description="postgres: SCHEMA.TABLE")
+    mode: DestinationMode = Field(default=DEFAULT_MODE, description=MODE_HELP)
+    columns: dict[str, str] = Field(
+        default={}, description="the metadata columns the mode writes: their role (synced_at, ...) -> their name"
+    )
     applied_sync: str | None = Field(
         default=None,
         description="the latest sync whose changes the destination holds (moved on by syncs with no change too); "

@@ -32,17 +32,19 @@ publisher, which handed the same destination over again: a thread turning for ev
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltasieve_protocol.types import arrow_schema
 from service import feed, redefinitions
 from service.catalog import Catalog, changed
 from service.destination_workers import DestinationWorkers
@@ -54,11 +56,13 @@ from service.secrets import Secrets, is_reference
 from service.settings import ServiceSettings
 from warehouse import faults
 from warehouse.destinations import CannotFollow, Destination, delta_file_cache, open_destination, public
+from warehouse.destinations.modes import MODE_COLUMNS, Publishing, Stamp, replay
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import DELETE, INSERT, OP, UPDATE
 from warehouse.reading.rows import view_batches
 from warehouse.store.versions import ViewStore
 from warehouse.view_options import DestinationSpec
+from warehouse.viewdef import ViewDef
 
 log = logging.getLogger("service.publishing")
 
@@ -260,7 +264,7 @@ class Publisher:
             why = "the sync it holds is no longer known"
         if why is not None:
             started = time.monotonic()
-            held = self._rebuild(destination, view, store, why)
+            held = self._rebuild(destination, view, store, why, Publishing.of(spec))
             self._timed(view_name, spec, started)
             syncs = self.catalog.succeeded_after(view_name, held) if held is not None else []
         for i, sync in enumerate(syncs):
@@ -273,7 +277,7 @@ class Publisher:
                 self._apply(destination, view, store, sync, syncs[i + 1 :])
                 held = sync.id
             except (Gone, CannotFollow) as exc:
-                held = self._rebuild(destination, view, store, str(exc))
+                held = self._rebuild(destination, view, store, str(exc), Publishing.of(spec))
                 self._timed(view_name, spec, started)  # the attempt and the rebuild (a PostgreSQL load)
                 self.catalog.set_publication(view_name, name, held, None)
                 if held is not None:  # else the view has no version to build from: nothing to do
@@ -289,14 +293,11 @@ class Publisher:
         self, destination: Destination, view: ViewRecord, store: ViewStore, sync: SyncRecord, later: list[SyncRecord]
     ) -> None:
         """One sync's stored delta to the destination (Gone when it is no longer stored)."""
-        ((_, path),) = feed.stored(store, [sync])
+        feed.stored(store, [sync])  # Gone first: nothing else is read of a sync whose delta went
         (part,) = redefinitions.segments(store, view, [sync], later)
-        shape = feed.Shape(part.view, view.options.match is not None, False)
-        batches = feed.delta_batches(path, shape, BATCH_ROWS)
-        if shape.view.multiset:
-            batches = set_operations(batches, shape)
+        batches = _delta(store, view, sync, part.view)
         faults.checkpoint("before_publish")
-        definition = shape.view
+        definition = part.view
         destination.apply(
             sync.id,
             _version_number(store, sync, later),
@@ -304,21 +305,81 @@ class Publisher:
             definition.key,
             batches,
             bool(definition.multiset),
+            synced_at=Stamp.of(sync.id, sync.finished_at).at,
         )
         faults.checkpoint("after_publish")
 
-    def _rebuild(self, destination: Destination, view: ViewRecord, store: ViewStore, reason: str) -> str | None:
-        """The destination replaced by the view's current rows; the sync id it then holds."""
+    def _rebuild(
+        self, destination: Destination, view: ViewRecord, store: ViewStore, reason: str, publishing: Publishing
+    ) -> str | None:
+        """The destination replaced by the view's current rows (a history destination: by its
+        history replayed from the kept deltas, where they reach back to the view's load); the
+        sync id it then holds."""
         current = store.current()
         if current is None:
             return None
         definition = redefinitions.rows_definition(current)
+        rows: Iterable[pa.RecordBatch] | None = None
+        if publishing.mode == "history":
+            history = self._history(view, store, current.sync_id, definition, publishing)
+            if history is not None:
+                rows = history.to_batches(BATCH_ROWS)
+                reason += "; its history rebuilt from the deltas kept since the view's load"
+            else:
+                reason += "; its history starts at this rebuild (the deltas since the view's load are not all kept)"
         log.info("view %s, destination %s: rebuilt (%s)", view.name, destination.describe(), reason)
-        rows = view_batches(current, definition, BATCH_ROWS)
         destination.rebuild(
-            current.sync_id, current.number, definition.columns, definition.key, rows, bool(definition.multiset), reason
+            current.sync_id,
+            current.number,
+            definition.columns,
+            definition.key,
+            rows if rows is not None else view_batches(current, definition, BATCH_ROWS),
+            bool(definition.multiset),
+            reason,
+            synced_at=self._synced_at(view.name, current.sync_id),
+            with_metadata=rows is not None,
         )
         return current.sync_id
+
+    def _history(
+        self, view: ViewRecord, store: ViewStore, through: str, definition: ViewDef, publishing: Publishing
+    ) -> pa.Table | None:
+        """A history table's rows replayed from the stored deltas of the view's succeeded syncs
+        from its load through sync `through` (modes.replay); None when they are not all kept,
+        or a redefinition among them changed the view's columns (the history then starts at
+        the rebuild)."""
+        try:
+            syncs = self.catalog.succeeded_after(view.name, None)
+        except Gone:  # retention removed the load
+            return None
+        ids = [s.id for s in syncs]
+        if through not in ids:
+            return None
+        syncs = syncs[: ids.index(through) + 1]
+        parts = redefinitions.segments(store, view, syncs, [])
+        same = (definition.columns, definition.key, bool(definition.multiset))
+        if len(parts) != 1 or (parts[0].view.columns, parts[0].view.key, bool(parts[0].view.multiset)) != same:
+            return None
+        view_schema = arrow_schema(definition.columns)
+        deltas = []
+        for i, sync in enumerate(syncs):
+            if i and not changed(sync):
+                continue
+            try:
+                batches = list(_delta(store, view, sync, definition))
+            except Gone:
+                return None
+            lines = pa.Table.from_batches(batches) if batches else _lines_schema(view_schema, definition).empty_table()
+            deltas.append((Stamp.of(sync.id, sync.finished_at), lines))
+        return replay(deltas, view_schema, definition.key, bool(definition.multiset), publishing)
+
+    def _synced_at(self, view: str, sync_id: str) -> dt.datetime:
+        """The commit time of sync `sync_id` (its end, as the catalog keeps it; now when forgotten)."""
+        try:
+            finished = self.catalog.sync(view, sync_id).finished_at
+        except (NotFound, Gone):
+            finished = None
+        return Stamp.of(sync_id, finished).at
 
     def _timed(self, view: str, spec: DestinationSpec, started: float) -> None:
         """An apply or rebuild begun at `started` (time.monotonic()) ended now: /metrics has it."""
@@ -345,8 +406,11 @@ def states(catalog: Catalog, data_dir: Path, view: ViewRecord) -> list[dict]:
     for spec in view.options.destinations:
         applied, error = catalog.publication(view.name, place(spec))
         shown = public(spec, data_dir, view.name)
+        publishing = Publishing.of(spec)
+        columns = {c: publishing.name(c) for c in MODE_COLUMNS[spec.mode]}
+        lag = catalog.changing_after(view.name, applied)
         out.append(
-            {**shown, "applied_sync": applied, "lag_syncs": catalog.changing_after(view.name, applied), "error": error}
+            {**shown, "mode": spec.mode, "columns": columns, "applied_sync": applied, "lag_syncs": lag, "error": error}
         )
     return out
 
@@ -358,6 +422,21 @@ def _version_number(store: ViewStore, sync: SyncRecord, later: list[SyncRecord])
         return version.number
     current = store.current()
     return (current.number if current is not None else 0) - len(later)
+
+
+def _delta(store: ViewStore, view: ViewRecord, sync: SyncRecord, definition: ViewDef) -> Iterator[pa.RecordBatch]:
+    """One sync's stored delta as base.py hands it to a destination (a multiset's as inserts
+    and deletes), read with `definition` (the one it follows); Gone when it is no longer stored."""
+    ((_, path),) = feed.stored(store, [sync])
+    shape = feed.Shape(definition, view.options.match is not None, False)
+    batches = feed.delta_batches(path, shape, BATCH_ROWS)
+    return set_operations(batches, shape) if definition.multiset else batches
+
+
+def _lines_schema(view: pa.Schema, definition: ViewDef) -> pa.Schema:
+    """The schema of a delta as base.py hands it: OP, the view's columns, a multiset's COUNT."""
+    fields = [pa.field(OP, pa.string()), *view]
+    return pa.schema(fields + ([pa.field(COUNT, pa.int64())] if definition.multiset else []))
 
 
 def set_operations(batches: Iterator[pa.RecordBatch], shape: feed.Shape) -> Iterator[pa.RecordBatch]:

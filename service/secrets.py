@@ -203,7 +203,7 @@ def stored_destinations(destinations: Sequence[DestinationIn], secrets: Secrets)
     encrypted (422 without SERVICE_SECRET_KEY), a reference as given."""
     out = []
     for d in destinations:
-        spec = d.model_dump(mode="json", exclude_none=True)
+        spec = d.model_dump(mode="json", exclude_defaults=True)
         if d.url is not None:
             from warehouse.destinations.postgres import masked  # the kind's module: installed (DestinationIn)
 

@@ -215,13 +215,54 @@ class IcebergCatalog(BaseModel):
         return self
 
 
+#: How a destination keeps what a sync changed (warehouse/destinations/modes.py): `merge` (the
+#: view's rows as they are now), `soft_delete` (a deleted row stays, flagged), `history` (one
+#: row per version of each row).
+DestinationMode = Literal["merge", "soft_delete", "history"]
+DEFAULT_MODE: DestinationMode = "merge"
+
+
+#: A metadata column's name: a plain identifier every destination takes as it is (PostgreSQL's 63 bytes at most).
+COLUMN_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+
+
+class MetadataColumns(BaseModel):
+    """The names of the columns a destination's mode adds to the view's (modes.py), each
+    renamable per destination (say, to the names of the tool a team migrates from). Which
+    of them a mode writes: modes.MODE_COLUMNS.
+
+    >>> MetadataColumns(synced_at="_fivetran_synced").synced_at, MetadataColumns().current
+    ('_fivetran_synced', '_deltasieve_current')
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: When the sync that last wrote the row committed (timestamp with time zone, UTC).
+    synced_at: str = Field(default="_deltasieve_synced_at", pattern=COLUMN_NAME_PATTERN)
+    #: The id of the sync that last wrote the row.
+    sync_id: str = Field(default="_deltasieve_sync_id", pattern=COLUMN_NAME_PATTERN)
+    #: soft_delete: whether the row was deleted from the view.
+    deleted: str = Field(default="_deltasieve_deleted", pattern=COLUMN_NAME_PATTERN)
+    #: soft_delete: when (the commit time of the sync that saw it gone); NULL while live.
+    deleted_at: str = Field(default="_deltasieve_deleted_at", pattern=COLUMN_NAME_PATTERN)
+    #: history: when this version of the row appeared (its sync's commit time).
+    valid_from: str = Field(default="_deltasieve_valid_from", pattern=COLUMN_NAME_PATTERN)
+    #: history: when it was replaced or deleted; NULL while it is the current version.
+    valid_to: str = Field(default="_deltasieve_valid_to", pattern=COLUMN_NAME_PATTERN)
+    #: history: whether this is the row's current version.
+    current: str = Field(default="_deltasieve_current", pattern=COLUMN_NAME_PATTERN)
+
+
 class DestinationSpec(BaseModel):
     """Where a view is published (warehouse/destinations/): a Delta Lake table (`uri`, by
     default DATA_DIR/tables/<view>), a PostgreSQL table (`url`, `table` SCHEMA.TABLE) or an
-    Iceberg table (`catalog`, `table` NAMESPACE.TABLE)."""
+    Iceberg table (`catalog`, `table` NAMESPACE.TABLE), in a mode (`mode`, modes.py) with
+    its metadata columns named as `columns` says."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     kind: Literal["delta", "postgres", "iceberg"]
+    mode: DestinationMode = DEFAULT_MODE
+    #: The metadata columns' names where they are not the defaults (only those given are stored).
+    columns: MetadataColumns = MetadataColumns()
     uri: str | None = None
     #: A PostgreSQL URL without password, an env:NAME or file:/PATH reference to one, or
     #: the URL with its password masked when `sealed` holds the whole of it encrypted.
@@ -441,7 +482,7 @@ class ViewOptions(BaseModel):
         """
         given = {k: v for k, v in self.stored().items() if k != "destinations"}
         specs = [DestinationSpec.model_validate(d) if isinstance(d, dict) else d for d in destinations]
-        given["destinations"] = [d.model_dump(mode="json", exclude_none=True) for d in specs]
+        given["destinations"] = [d.model_dump(mode="json", exclude_defaults=True) for d in specs]
         return ViewOptions.from_stored(given)
 
     def _with(self, name: str, value: Any) -> ViewOptions:

@@ -32,13 +32,14 @@ from service.models import (
     ViewSource,
     error_responses,
 )
-from service.publishing import Publisher
+from service.publishing import Publisher, place
 from service.records import ViewRecord
 from service.redefinitions import COLUMNS_HEADER, COLUMNS_HEADER_DOC, columns_header, rows_definition
 from service.scheduler import Scheduler
 from service.secrets import agent_token, stored_destinations
 from service.settings import ServiceSettings
 from service.view_answers import view_out
+from warehouse.destinations.modes import Publishing, check_names
 from warehouse.errors import SchemaUnavailable
 from warehouse.multisets.matching import check_match
 from warehouse.pipeline.source_schemas import check_column_samples, fetch_schemas
@@ -103,6 +104,18 @@ def _unsized(options: ViewOptions) -> dict:
     """The options that decide a view's rows: all but its sample's size, its schedule, its schema policy and its destinations."""
     kept = ("sample_size", "schedule", "on_schema_change", "destinations")
     return {k: v for k, v in options.stored().items() if k not in kept}
+
+
+def _named_apart(definition: ViewDef, options: ViewOptions) -> ViewOptions:
+    """`options`, refused (422) when a destination's metadata columns clash with the view's
+    columns or with each other, or name a column its mode does not write."""
+    columns = [c.name for c in definition.columns]
+    for spec in options.destinations:
+        try:
+            check_names(Publishing.of(spec), columns)
+        except ValueError as exc:
+            raise Unprocessable(f"destination {place(spec)}: {exc}") from None
+    return options
 
 
 def _stored(
@@ -228,7 +241,9 @@ def define_table_view(
     definition, options = _analyze(
         view, catalog, settings, strategy, stamps, None, 0, schedule, None, on_schema_change, schemas, policies
     )
-    return definition, options.published(stored_destinations(destinations, settings.secrets()))
+    return definition, _named_apart(
+        definition, options.published(stored_destinations(destinations, settings.secrets()))
+    )
 
 
 def _bind(view: ViewSource, schemas: dict[str, SourceSchema]) -> ViewDef:
@@ -308,7 +323,7 @@ def create_view(
         body.on_schema_change,
         policies=Policies.given(body.columns, body.row_filter),
     )
-    options = options.published(stored_destinations(body.destinations, settings.secrets()))
+    options = _named_apart(definition, options.published(stored_destinations(body.destinations, settings.secrets())))
     row = catalog.add_view(body.name, _stored_sql(body, definition), definition.to_json(), options)
     return _stored(row, catalog, scheduler, settings, publisher)
 
@@ -369,6 +384,7 @@ def redefine_view(
         options = options.published(stored_destinations(body.destinations, settings.secrets()))
     elif "destinations" in current_options.stored():
         options = options.published(current_options.destinations)
+    options = _named_apart(definition, options)
     sql = _stored_sql(body, definition)
     if (sql, definition.to_json(), _unsized(options)) == (
         current.sql,
@@ -414,6 +430,7 @@ def change_view_settings(
         options = options.policed(body.on_schema_change)
     if body.destinations is not None:
         options = options.published(stored_destinations(body.destinations, settings.secrets()))
+        options = _named_apart(ViewDef.of_view(current.name, current.definition), options)
     return _stored(catalog.set_view_options(name, options), catalog, scheduler, settings, publisher)
 
 

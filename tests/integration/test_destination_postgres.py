@@ -34,6 +34,7 @@ import pytest
 
 from deltasieve_protocol.types import Column, LogicalType
 from tests.support.pairing import MATCH, READINGS
+from tests.support.published import METADATA
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.postgres import PostgresDestination
 from warehouse.errors import DestinationError
@@ -171,7 +172,8 @@ def table_rows(url: str, table: str, key: str) -> dict:
     with psycopg.connect(url) as c:
         cur = c.execute(f"SELECT * FROM {table}")
         names = [d.name for d in cur.description]
-        return {row[names.index(key)]: dict(zip(names, (_canonical(v) for v in row))) for row in cur}
+        rows = ({n: _canonical(v) for n, v in zip(names, row) if n not in METADATA} for row in cur)
+        return {row[key]: row for row in rows}
 
 
 def same_rows(table: dict, truth: dict) -> bool:

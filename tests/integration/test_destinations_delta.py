@@ -13,6 +13,7 @@ a view published to a PostgreSQL table (the session's server): restarted, its
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import sqlite3
 import time
@@ -25,6 +26,7 @@ from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
+from tests.support.published import view_rows
 from workloads.harness import Api, start_agent
 
 pytestmark = pytest.mark.integration
@@ -178,7 +180,7 @@ def _table(uri: str) -> DeltaTable:
 
 
 def _rows(uri: str) -> list[dict]:
-    return _table(uri).to_pyarrow_table().to_pylist()
+    return view_rows(_table(uri)).to_pylist()
 
 
 def _carried(uri: str) -> list[str]:
@@ -340,5 +342,39 @@ def test_a_failing_destination_lags_then_catches_up(wh, tmp_path):
         time.sleep(0.5)
     assert keyed(_rows(elsewhere), KEY) == people.truth()
     assert _table(elsewhere).history(1)[0]["deltasieve.rebuild"]  # built from the view's rows, and says so
+    r = api.http.patch(f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}]})
+    assert r.status_code == 200, r.text
+
+
+def test_a_history_destination_added_later_is_built_from_the_kept_deltas(wh, tmp_path):
+    """A history destination added to a view synced before replays the deltas the service
+    keeps since the view's load: each version valid from its own sync's time; the current
+    rows are the view; a name that clashes with the view's columns is refused."""
+    service, people, _ = wh
+    api = service.api
+    clash = {"kind": "delta", "uri": str(tmp_path / "clash"), "mode": "history", "columns": {"current": "name"}}
+    r = api.http.patch(f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}, clash]})
+    assert r.status_code == 422 and "named name, a column of the view" in r.text, r.text
+    history = {"kind": "delta", "uri": str(tmp_path / "history"), "mode": "history"}
+    r = api.http.patch(f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}, history]})
+    assert r.status_code == 200, r.text
+    assert r.json()["destinations"][1]["columns"]["current"] == "_deltasieve_current"
+    people.change(updates=10, inserts=3, deletes=2)
+    sync = api.sync(PEOPLE)
+    deadline = time.monotonic() + CATCH_UP_S
+    while (shown := api.http.get(f"/v1/views/{PEOPLE}").json()["destinations"][1])["applied_sync"] != sync["id"]:
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.2)
+    rows = _table(history["uri"]).to_pyarrow_table().to_pylist()
+    current = [
+        {k: v for k, v in r.items() if not k.startswith("_deltasieve_")} for r in rows if r["_deltasieve_current"]
+    ]
+    assert keyed(current, KEY) == people.truth()
+    succeeded = [s for s in api.http.get(f"/v1/views/{PEOPLE}/syncs").json() if s["status"] == "succeeded"]
+    times = {dt.datetime.fromisoformat(s["finished_at"]) for s in succeeded}
+    opened = {r["_deltasieve_valid_from"] for r in rows}
+    assert opened <= times and len(opened) > 2, "each version valid from the sync that wrote it"
+    rebuilt = next(c for c in reversed(_table(history["uri"]).history()) if "deltasieve.rebuild" in c)
+    assert "history rebuilt from the deltas kept" in rebuilt["deltasieve.rebuild"]
     r = api.http.patch(f"/v1/views/{PEOPLE}", json={"destinations": [{"kind": "delta"}]})
     assert r.status_code == 200, r.text

@@ -35,6 +35,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
+from tests.support.published import view_rows
 from workloads.harness import Api, start_agent
 from workloads.sample_shop import (
     HR_SCHEMA,
@@ -215,7 +216,7 @@ def delta_rows(api: Api, view: str, sync_id: str) -> list[dict]:
         assert time.monotonic() < deadline, f"the Delta table of {view} did not catch up to {sync_id}: {destination}"
         time.sleep(0.2)
     table = DeltaTable(destination["uri"])
-    return [{c: as_json(v) for c, v in row.items()} for row in table.to_pyarrow_table().to_pylist()]
+    return [{c: as_json(v) for c, v in row.items()} for row in view_rows(table).to_pylist()]
 
 
 def check_mirror(done: dict, source: str, keys: dict, views: dict, partitions: list[str]) -> dict:

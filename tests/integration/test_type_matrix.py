@@ -27,6 +27,7 @@ import pytest
 from deltalake import DeltaTable
 
 from service.jsonvalues import to_json_value
+from tests.support.published import METADATA, view_rows
 from tests.support.sources import database_name
 from workloads import mariadb as mariadb_tools
 from workloads.harness import Api, start_agent
@@ -159,10 +160,10 @@ class Warehouse:
             return Round(sync, {}, [], {}, {})
         _published(self.api, view, sync["id"])
         uri = next(d["uri"] for d in self.api.http.get(f"/v1/views/{view}").json()["destinations"] if d.get("uri"))
-        delta_table = [_as_json(r) for r in DeltaTable(uri).to_pyarrow_table().to_pylist()]
+        delta_table = [_as_json(r) for r in view_rows(DeltaTable(uri)).to_pylist()]
         with self.dest.cursor(row_factory=psycopg.rows.dict_row) as cursor:
             cursor.execute(f'SELECT * FROM matrix."{view}"')
-            destination = [_as_json(r) for r in cursor.fetchall()]
+            destination = [_as_json({k: v for k, v in r.items() if k not in METADATA}) for r in cursor.fetchall()]
         return Round(
             sync,
             _keyed(self.api.rows(view)),

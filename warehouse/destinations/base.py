@@ -39,6 +39,16 @@ What `rebuild` receives as `rows`: the view's current rows as Arrow record batch
 view's columns (logical types, in order); a multiset view's rows each repeated as often as
 they occur (no count column) — as both destinations store them.
 
+Modes and load metadata (modes.py): each destination has a mode (`merge`, `soft_delete`,
+`history`) and metadata column names, from its spec (`DestinationSpec.mode`, `.columns`), read
+by `from_spec`. `apply` and `rebuild` take `synced_at`, the sync's commit time (UTC; None:
+now), which with the sync id is every metadata value the commit writes. A kind writes the
+mode's columns after the view's (modes.Publishing.fields) and implements the mode through
+the four primitives modes.py names (UPSERT, APPEND, REMOVE, CLOSE): `modes.plan` turns a
+delta into them as Arrow tables, `modes.ACTIONS` says which each delta line takes for a
+kind that applies the delta in SQL. The delta and the rows it is handed stay as below: the
+view's columns only.
+
 `columns` are the view's columns after the sync; `key` its key ([] for a multiset view);
 `version` the view's version number the sync committed (the destination may record it).
 A sync that changed the view's columns (a redefinition, a widened source column, a column
@@ -49,6 +59,7 @@ rebuilds it from the current version.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -84,8 +95,14 @@ class Destination(Protocol):
         rows: Iterable[pa.RecordBatch],
         multiset: bool,
         reason: str,
+        synced_at: dt.datetime | None = None,
+        with_metadata: bool = False,
     ) -> None:
-        """Replace everything by `rows` in ONE commit/transaction that records `sync_id`, marked as a rebuild."""
+        """Replace everything by `rows` in ONE commit/transaction that records `sync_id`, marked as a rebuild
+        (in `soft_delete` and `history` modes, the rows deleted or replaced before are gone: the table
+        starts again from `rows`, each written at `synced_at`). `with_metadata`: `rows` carry the
+        mode's metadata columns already (a history the applier replayed from the kept deltas,
+        modes.replay), written as they are."""
         ...
 
     def apply(
@@ -96,6 +113,7 @@ class Destination(Protocol):
         key: list[str],
         delta: Iterable[pa.RecordBatch],
         multiset: bool,
+        synced_at: dt.datetime | None = None,
     ) -> None:
         """Apply one sync's delta in ONE commit/transaction that records `sync_id`; CannotFollow
         when the columns changed in a way it cannot take in place."""

@@ -37,12 +37,13 @@ version=v)` of the commit carrying it) works while its files are kept.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
@@ -60,9 +61,22 @@ from warehouse.destinations.delta_upkeep import (
     configuration,
     maintain,
 )
+from warehouse.destinations.modes import (
+    MERGE,
+    Changes,
+    Publishing,
+    Stamp,
+    apply_to,
+    check_held,
+    check_names,
+    matches,
+    plan,
+    repeated,
+    stamped,
+)
 from warehouse.errors import WarehouseError
 from warehouse.multisets.multiset import COUNT
-from warehouse.names import DELETE, INSERT, OP
+from warehouse.names import INSERT, OP
 from warehouse.view_options import DestinationSpec
 
 
@@ -110,8 +124,10 @@ class DeltaDestination:
         storage_options: dict[str, str] | None = None,
         keep_versions: int = DEFAULT_KEEP_VERSIONS,
         cache: FileCache = CACHE,
+        publishing: Publishing = MERGE,
     ):
         self.uri = uri
+        self.publishing = publishing
         self.storage_options = storage_options
         self.keep_versions = keep_versions
         self.cache = cache
@@ -146,10 +162,19 @@ class DeltaDestination:
         rows: Iterable[pa.RecordBatch],
         multiset: bool,
         reason: str,
+        synced_at: dt.datetime | None = None,
+        with_metadata: bool = False,
     ) -> None:
-        """Overwrite the table (schema too) with `rows` in one commit marked as a rebuild."""
-        schema = arrow_schema(columns)
-        whole = pa.Table.from_batches([_cast(b, schema) for b in rows], schema=schema)
+        """Overwrite the table (schema too) with `rows` in one commit marked as a rebuild
+        (its metadata: every row written by sync `sync_id` at `synced_at`, unless the rows
+        carry theirs: `with_metadata`)."""
+        view = arrow_schema(columns)
+        schema = self._schema(view)
+        if with_metadata:
+            whole = pa.Table.from_batches([_cast(b, schema) for b in rows], schema=schema)
+        else:
+            whole = pa.Table.from_batches([_cast(b, view) for b in rows], schema=view)
+            whole = stamped(whole, self.publishing, Stamp.of(sync_id, synced_at))
         self._overwrite(_key_ordered(whole, key), _properties(sync_id, version, {REBUILD: reason}))
 
     def _check_place(self) -> None:
@@ -181,31 +206,43 @@ class DeltaDestination:
         key: list[str],
         delta: Iterable[pa.RecordBatch],
         multiset: bool,
+        synced_at: dt.datetime | None = None,
     ) -> None:
         """One sync's delta in one commit (see the module); a missing table starts empty."""
-        schema = arrow_schema(columns)
+        view = arrow_schema(columns)
+        schema = self._schema(view)
+        stamp = Stamp.of(sync_id, synced_at)
         properties = _properties(sync_id, version)
         table = self._table()
         if table is None:  # the view's load, every line an insert (base.py): a new table in key order
-            rows = pa.Table.from_batches(list(_inserted(delta, schema, multiset)), schema=schema)
-            self._overwrite(_key_ordered(rows, key), properties)
+            rows = pa.Table.from_batches(list(_inserted(delta, view, multiset)), schema=view)
+            self._overwrite(_key_ordered(stamped(rows, self.publishing, stamp), key), properties)
             return
         # one sync's delta, held whole: the merge reads it as one source
-        batches = [_cast(b, _delta_schema(schema, multiset)) for b in delta]
-        changes = pa.Table.from_batches(batches, schema=_delta_schema(schema, multiset))
+        batches = [_cast(b, _delta_schema(view, multiset)) for b in delta]
+        lines = pa.Table.from_batches(batches, schema=_delta_schema(view, multiset))
         current = pa.schema(table.schema().to_arrow())
+        check_held(self.publishing, current.names, view.names)
         evolution = schema_change(current, schema)
+
+        def changes() -> Changes:  # made where a path needs them (the file rewrite does not)
+            return plan(lines, view, key, multiset, self.publishing, stamp)
+
         if evolution == "widened":  # rewritten in this sync's commit: see the module
             rows = table.to_pyarrow_table()
-            rows = rows.select([n for n in schema.names if n in rows.schema.names])
-            rows = _with_columns(rows, schema)
-            self._overwrite(_key_ordered(_applied_to(rows, changes, key, multiset), key), properties)
+            rows = _with_columns(rows.select([n for n in schema.names if n in rows.schema.names]), schema)
+            self._overwrite(_key_ordered(apply_to(rows, changes(), key, multiset, self.publishing), key), properties)
             return
         before = table.version()
         if multiset:
-            self._apply_multiset(table, schema, changes, properties, evolution == "added")
+            self._apply_multiset(table, view, schema, changes(), properties, evolution == "added")
+        elif self.publishing.mode == "merge" and evolution is None and is_local(self.uri) and usable(key, schema):
+            # the merge mode's rows: the delta's, stamped (a delete line's metadata is not read)
+            rewritten = stamped(lines.select([OP, *view.names]), self.publishing, stamp)
+            if not apply_by_rewrite(table, schema, rewritten, key[0], properties, self.cache):
+                self._apply_keyed(table, schema, key, changes(), properties, False)
         else:
-            self._apply_keyed(table, schema, key, changes, properties, evolution == "added")
+            self._apply_keyed(table, schema, key, changes(), properties, evolution == "added")
         if DeltaTable(self.uri, storage_options=self.storage_options).version() == before:
             # a merge that changed nothing commits nothing; the sync is still recorded
             write_deltalake(
@@ -218,55 +255,80 @@ class DeltaDestination:
             )
         self.maintain(before, key)
 
+    def _schema(self, view: pa.Schema) -> pa.Schema:
+        """The table's columns: the view's, then its mode's (DestinationRefused on a clash of names)."""
+        try:
+            check_names(self.publishing, view.names)
+        except ValueError as exc:
+            raise DestinationRefused(f"{self.uri}: {exc}") from None
+        return self.publishing.schema(view)
+
     def _apply_keyed(
-        self, table: DeltaTable, schema: pa.Schema, key: list[str], changes: pa.Table, properties, evolve: bool
+        self, table: DeltaTable, schema: pa.Schema, key: list[str], changes: Changes, properties, evolve: bool
     ) -> None:
-        if not evolve and is_local(self.uri) and usable(key, schema):
-            if apply_by_rewrite(table, schema, changes, key[0], properties, self.cache):
-                return
-        on = " AND ".join(f"(t.{_quoted(k)} IS NOT DISTINCT FROM s.{_quoted(k)})" for k in key)
+        """One MERGE on the key (null-safe) taking the four primitives (modes.py): each source
+        row says by its side which (r: remove, c: close, u: upsert, a: append)."""
+        closing = [_quoted(n) for n in changes.closing]
+        closed = _conformed(changes.close, schema)
+        for name, value in changes.closing.items():
+            at = closed.schema.get_field_index(name)
+            closed = closed.set_column(at, closed.schema.field(at), pa.repeat(value, closed.num_rows))
+        source = pa.concat_tables(
+            [
+                _sided(_conformed(changes.remove, schema), "r"),
+                _sided(closed, "c"),
+                _sided(changes.upsert.cast(schema), "u"),
+                _sided(changes.append.cast(schema), "a"),
+            ]
+        )
+        if not source.num_rows:
+            return
+        side = f"s.{_SIDE}"
+        on = [f"({side} <> 'a')", *(f"(t.{_quoted(k)} IS NOT DISTINCT FROM s.{_quoted(k)})" for k in key)]
+        live = self.publishing.live
+        if live is not None:
+            on.append(f"({side} <> 'c' OR t.{_quoted(live[0])} = {str(live[1]).lower()})")
         values = {_quoted(n): f"s.{_quoted(n)}" for n in schema.names}
-        deleting = f"s.{_quoted(OP)} = '{DELETE}'"
         (
-            _merge(table, changes, on, properties, evolve)
-            .when_matched_delete(deleting)
-            .when_matched_update(values, f"NOT ({deleting})")
-            .when_not_matched_insert(values, f"NOT ({deleting})")
+            _merge(table, source, " AND ".join(on), properties, evolve)
+            .when_matched_delete(f"{side} = 'r'")
+            .when_matched_update({c: f"s.{c}" for c in closing} or values, f"{side} = 'c'")
+            .when_matched_update(values, f"{side} = 'u'")
+            .when_not_matched_insert(values, f"{side} IN ('u', 'a')")
             .execute()
         )
 
     def _apply_multiset(
-        self, table: DeltaTable, schema: pa.Schema, changes: pa.Table, properties, evolve: bool
+        self, table: DeltaTable, view: pa.Schema, schema: pa.Schema, changes: Changes, properties, evolve: bool
     ) -> None:
-        names = schema.names
-        deletes = changes.filter(pc.equal(changes.column(OP), DELETE))
-        inserts = changes.filter(pc.not_equal(changes.column(OP), DELETE))
-        added = _repeated(inserts.select(names), inserts.column(COUNT))
-        if deletes.num_rows == 0:
+        """Appended rows appended; the contents a REMOVE or CLOSE touches rewritten: every row
+        of them deleted by one MERGE (null-safe on every view column) and their rows after the
+        change (modes.apply_to) inserted by it, beside the appended ones."""
+        names = view.names
+        touched = pa.concat_tables([changes.remove.select(names), changes.close.select(names)])
+        if touched.num_rows == 0:
             write_deltalake(
                 table,
-                added,
+                changes.append.cast(schema),
                 mode="append",
                 schema_mode="merge" if evolve else None,
                 commit_properties=properties,
             )
             return
-        gone = deletes.select(names)
-        present = _counts_of(table, gone, names)  # occurrences of each deleted content now
-        remaining = pc.subtract(present, deletes.column(COUNT)).to_pylist()
-        if any(r is None or r < 0 for r in remaining):
-            raise CannotFollow("the table holds fewer occurrences of a row than the sync deletes: rebuild it")
-        kept = _repeated(gone, pa.array(remaining, pa.int64()))
+        held = _rows_of(table, touched, names, schema)
+        after = apply_to(
+            held, replace(changes, upsert=schema.empty_table(), append=schema.empty_table()), [], True, self.publishing
+        )
         source = pa.concat_tables(
             [
-                _sided(gone, "d"),
-                _sided(pa.concat_tables([kept, added.cast(kept.schema)]), "i"),
+                _sided(_conformed(touched, schema), "d"),
+                _sided(pa.concat_tables([after, changes.append.cast(schema)]), "i"),
             ]
         )
         on = " AND ".join(
             [f"(s.{_SIDE} = 'd')", *(f"(t.{_quoted(n)} IS NOT DISTINCT FROM s.{_quoted(n)})" for n in names)]
         )
-        values = {_quoted(n): f"s.{_quoted(n)}" for n in names}
+        values = {_quoted(n): f"s.{_quoted(n)}" for n in schema.names}
         (
             _merge(table, source, on, properties, evolve)
             .when_matched_delete()
@@ -323,7 +385,7 @@ def _inserted(delta: Iterable[pa.RecordBatch], schema: pa.Schema, multiset: bool
             raise CannotFollow("a delta applied to no table holds more than inserts: the table is rebuilt")
         rows = pa.Table.from_batches([batch]).select(schema.names)
         if multiset:
-            rows = _repeated(rows, batch.column(COUNT))
+            rows = repeated(rows, pa.chunked_array([batch.column(COUNT)]))
         yield from rows.to_batches()
 
 
@@ -337,12 +399,22 @@ def _key_ordered(rows: pa.Table, key: list[str]) -> pa.Table:
     return rows.sort_by([(k, "ascending") for k in key]) if key and rows.num_rows else rows
 
 
+def _conformed(keys: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`keys` (some columns of the table) in the table's schema, NULL in the others."""
+    return _with_columns(keys, schema)
+
+
 def _empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
 
 
 def _with_columns(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`rows` in `schema`: its columns cast (widened), those it lacks NULL."""
+    """`rows` in `schema`: its columns cast (widened), those it lacks NULL (the columns it
+    has that `schema` lacks left out).
+
+    >>> _with_columns(pa.table({"a": [1], "x": [2]}), pa.schema([("a", pa.int64()), ("b", pa.string())])).to_pylist()
+    [{'a': 1, 'b': None}]
+    """
     arrays = [
         rows.column(f.name).cast(f.type) if f.name in rows.schema.names else pa.nulls(rows.num_rows, f.type)
         for f in schema
@@ -350,66 +422,21 @@ def _with_columns(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _repeated(rows: pa.Table, counts: pa.Array | pa.ChunkedArray) -> pa.Table:
-    """Each row of `rows` as often as its count says.
-
-    >>> _repeated(pa.table({"a": [1, 2, 3]}), pa.array([2, 0, 1])).column("a").to_pylist()
-    [1, 1, 3]
-    """
-    counts = pa.chunked_array([counts]) if isinstance(counts, pa.Array) else counts
-    repeat = counts.to_numpy() if counts.num_chunks else []
-    indices = np.repeat(np.arange(rows.num_rows), np.asarray(repeat, dtype=np.int64))
-    return rows.take(pa.array(indices, pa.int64()))
-
-
 def _sided(rows: pa.Table, side: str) -> pa.Table:
     return rows.append_column(_SIDE, pa.array([side] * rows.num_rows, pa.string()))
 
 
-def _counts_of(table: DeltaTable, contents: pa.Table, names: list[str]) -> pa.Array:
-    """How often each row of `contents` occurs in `table` (rows equal on every column, NULL
-    equal to NULL), read through a scan of the table filtered on the first column's values."""
+def _rows_of(table: DeltaTable, contents: pa.Table, names: list[str], schema: pa.Schema) -> pa.Table:
+    """Every row of `table` equal to a row of `contents` on the view's columns `names` (NULL
+    equal to NULL), in `schema` (NULL in columns it lacks), read through a scan of the table
+    filtered on the first column's values."""
     dataset = table.to_pyarrow_dataset()
     first = contents.column(names[0])
     wanted = pc.is_in(pc.field(names[0]), value_set=first.drop_null().combine_chunks())
     if first.null_count:
         wanted = wanted | pc.field(names[0]).is_null()
-    held = dataset.to_table(columns=names, filter=wanted)
-    # grouped with the contents themselves (each once, at its place), as a join would not
-    # match NULL with NULL: a group's count less one is the occurrences held
-    at = "__ds_at"
-    marked = contents.append_column(at, pa.array(range(contents.num_rows), pa.int64()))
-    held = held.cast(contents.schema).append_column(at, pa.nulls(held.num_rows, pa.int64()))
-    groups = pa.concat_tables([marked, held]).group_by(names, use_threads=False)
-    counted = groups.aggregate([(at, "max"), ([], "count_all")]).sort_by(f"{at}_max")
-    counted = counted.filter(pc.is_valid(counted.column(f"{at}_max")))
-    return pc.subtract(counted.column("count_all"), 1).combine_chunks()
-
-
-def _applied_to(rows: pa.Table, changes: pa.Table, key: list[str], multiset: bool) -> pa.Table:
-    """`rows` with a delta applied, in Arrow (a new table, or a rewrite that widens columns).
-
-    >>> rows = pa.table({"k": [1, 2], "v": ["a", "b"]})
-    >>> changes = pa.table({OP: ["update", "delete", "insert"], "k": [1, 2, 3], "v": ["A", None, "c"]})
-    >>> _applied_to(rows, changes, ["k"], False).sort_by("k").to_pylist()
-    [{'k': 1, 'v': 'A'}, {'k': 3, 'v': 'c'}]
-    """
-    names = rows.schema.names
-    changes = changes.select([OP, *names] + ([COUNT] if multiset else [])).cast(
-        pa.schema([changes.schema.field(OP), *rows.schema] + ([changes.schema.field(COUNT)] if multiset else []))
-    )
-    deleting = pc.equal(changes.column(OP), DELETE)
-    if not multiset:
-        touched = changes.select(key)
-        kept = rows.join(touched, key, join_type="left anti", use_threads=False) if rows.num_rows else rows
-        return pa.concat_tables([kept, changes.filter(pc.invert(deleting)).select(names)])
-    marked = rows.append_column(COUNT, pa.array([1] * rows.num_rows, pa.int64()))
-    signed = pc.if_else(deleting, pc.negate(changes.column(COUNT)), changes.column(COUNT))
-    moves = changes.select(names).append_column(COUNT, signed)
-    totals = pa.concat_tables([marked, moves.cast(marked.schema)]).group_by(names, use_threads=False)
-    summed = totals.aggregate([(COUNT, "sum")])
-    counts = pc.max_element_wise(summed.column(f"{COUNT}_sum"), 0)
-    return _repeated(summed.select(names), counts)
+    held = _with_columns(dataset.to_table(filter=wanted), schema)
+    return held.filter(pa.array(matches(held, contents, names)))
 
 
 def schema_change(current: pa.Schema, wanted: pa.Schema) -> str | None:
@@ -484,4 +511,6 @@ def from_spec(
     spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int = DEFAULT_KEEP_VERSIONS
 ) -> DeltaDestination:
     """The Delta table of a view's spec: its `uri`, or DATA_DIR/tables/<view>."""
-    return DeltaDestination(spec.uri or default_table_uri(data_dir, view), keep_versions=keep_versions)
+    return DeltaDestination(
+        spec.uri or default_table_uri(data_dir, view), keep_versions=keep_versions, publishing=Publishing.of(spec)
+    )

@@ -18,6 +18,7 @@ key) raises CannotFollow, and the caller rebuilds the table.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from psycopg.conninfo import make_conninfo
 
 from deltasieve_protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
+from warehouse.destinations.modes import MERGE, Publishing, Stamp, check_held, check_names, stamped
 from warehouse.destinations.postgres_apply import apply_delta, create, drop_indexes, index, value
 from warehouse.destinations.postgres_copy import copy_into, logical_type, pg_type, repeated
 from warehouse.errors import DestinationError
@@ -117,9 +119,9 @@ class PostgresDestination:
 
     kind = KIND
 
-    def __init__(self, url: str, table: str, view: str):
+    def __init__(self, url: str, table: str, view: str, publishing: Publishing = MERGE):
         check({"kind": KIND, "url": url, "table": table})
-        self.url, self.view = url, view
+        self.url, self.view, self.publishing = url, view, publishing
         self.schema, self.name = split_table(table)
         self.table = sql.Identifier(self.schema, self.name)
         self.log = sql.Identifier(self.schema, APPLIED)
@@ -149,22 +151,42 @@ class PostgresDestination:
         rows: Iterable[pa.RecordBatch],
         multiset: bool,
         reason: str,
+        synced_at: dt.datetime | None = None,
+        with_metadata: bool = False,
     ) -> None:
-        """Replace the table's rows with `rows` (a multiset's repeated, or with their COUNT), in one transaction."""
+        """Replace the table's rows with `rows` (a multiset's repeated, or with their COUNT),
+        each written by sync `sync_id` at `synced_at` (modes.py) unless they carry their
+        metadata (`with_metadata`), in one transaction."""
         key = [] if multiset else key
+        stamp = Stamp.of(sync_id, synced_at)
+        table_columns = self._columns(columns)
         with self._connect() as conn, conn.transaction():
             self._begin(conn)
             shape = self._shape(conn)
-            if shape is not None and shape[:2] == ({c.name: c.type for c in columns}, key):
+            if shape is not None and shape[:2] == ({c.name: c.type for c in table_columns}, key):
                 drop_indexes(conn, self.table, self.own_index)
                 conn.execute(sql.SQL("TRUNCATE {}").format(self.table))
             else:  # created anew with the view's columns (a table of other columns cannot take them)
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
-                create(conn, self.table, columns)
-            targets = [sql.Identifier(c.name) for c in columns]
-            copy_into(conn, self.table, targets, repeated(rows), columns)
-            index(conn, self.table, self.own_index, columns, key)
+                create(conn, self.table, table_columns)
+            targets = [sql.Identifier(c.name) for c in table_columns]
+            if with_metadata:
+                written = repeated(rows)
+            else:
+                tables = (stamped(pa.Table.from_batches([b]), self.publishing, stamp) for b in repeated(rows))
+                written = (b for t in tables for b in t.to_batches())
+            copy_into(conn, self.table, targets, written, table_columns)
+            current = self.publishing.name("current") if self.publishing.mode == "history" and key else None
+            index(conn, self.table, self.own_index, columns, key, current)
             self._record(conn, sync_id, version, rebuild=reason)
+
+    def _columns(self, columns: list[Column]) -> list[Column]:
+        """The table's columns: the view's, then its mode's (DestinationError on a clash of names)."""
+        try:
+            check_names(self.publishing, [c.name for c in columns])
+        except ValueError as exc:
+            raise DestinationError(f"{self.schema}.{self.name}: {exc}", transient=False) from None
+        return [*columns, *self.publishing.columns()]
 
     def apply(
         self,
@@ -174,10 +196,13 @@ class PostgresDestination:
         key: list[str],
         delta: Iterable[pa.RecordBatch],
         multiset: bool,
+        synced_at: dt.datetime | None = None,
     ) -> None:
-        """Apply one sync's stored delta and record `sync_id`, in one transaction; nothing
-        when the table holds that sync already (applied, then the caller crashed)."""
+        """Apply one sync's stored delta in the destination's mode (modes.py) and record
+        `sync_id`, in one transaction; nothing when the table holds that sync already
+        (applied, then the caller crashed)."""
         key = [] if multiset else key
+        table_columns = self._columns(columns)
         with self._connect() as conn, conn.transaction():
             self._begin(conn)
             done = conn.execute(
@@ -185,8 +210,9 @@ class PostgresDestination:
             ).fetchone()
             if done:
                 return
-            nullable_key = self._evolve(conn, columns, key)
-            apply_delta(conn, self.table, columns, key, delta, multiset, nullable_key)
+            nullable_key = self._evolve(conn, table_columns, key, [c.name for c in columns])
+            stamp = Stamp.of(sync_id, synced_at)
+            apply_delta(conn, self.table, columns, key, delta, multiset, nullable_key, self.publishing, stamp)
             self._record(conn, sync_id, version, rebuild=None)
 
     @contextmanager
@@ -254,21 +280,24 @@ class PostgresDestination:
             [oid],
         ).fetchall()
         key = conn.execute(
-            "SELECT a.attname, i.indisprimary FROM pg_index i "
+            "SELECT a.attname, NOT i.indisprimary AND pg_get_indexdef(i.indexrelid) LIKE '%% NULLS NOT DISTINCT%%' "
+            "FROM pg_index i "
             "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
             "WHERE i.indrelid = %s AND (i.indisprimary OR (i.indisunique AND i.indexrelid = to_regclass(%s))) "
             "ORDER BY array_position(i.indkey::int2[], a.attnum)",
             [oid, sql.Identifier(*self.own_index).as_string(conn)],
         ).fetchall()
-        return {name: logical_type(t) for name, t in columns}, [k for k, _ in key], any(not p for _, p in key)
+        return {name: logical_type(t) for name, t in columns}, [k for k, _ in key], any(n for _, n in key)
 
-    def _evolve(self, conn: psycopg.Connection, columns: list[Column], key: list[str]) -> bool:
-        """Alter the table to `columns` where that keeps every row (columns added, types
-        widened), CannotFollow otherwise; whether its key may hold NULL."""
+    def _evolve(self, conn: psycopg.Connection, columns: list[Column], key: list[str], view: list[str]) -> bool:
+        """Alter the table to `columns` (the view's, `view`, and the mode's) where that keeps
+        every row (columns added, types widened, synced_at and sync_id added to a table
+        written before the modes), CannotFollow otherwise; whether its key may hold NULL."""
         shape = self._shape(conn)
         if shape is None:
             raise CannotFollow(f"table {self.schema}.{self.name} does not exist")
         have, have_key, nullable_key = shape
+        check_held(self.publishing, list(have), view)
         if have_key != key:
             raise CannotFollow(f"the table's key is ({', '.join(have_key)}), the view's ({', '.join(key)})")
         wanted = {c.name: c.type for c in columns}
@@ -311,4 +340,4 @@ def from_spec(spec: DestinationSpec, data_dir: Path, view: str, keep_versions: i
     """The destination a view's `{"kind": "postgres", "url", "table"}` names (warehouse/destinations/__init__.py);
     a table keeps no versions of its own, so `keep_versions` is not used."""
     assert spec.url is not None and spec.table is not None, "a postgres destination has url and table (DestinationIn)"
-    return PostgresDestination(spec.url, spec.table, view)
+    return PostgresDestination(spec.url, spec.table, view, Publishing.of(spec))

@@ -29,9 +29,10 @@ from psycopg import sql
 
 from deltasieve_protocol.types import Column
 from warehouse.destinations.base import CannotFollow
+from warehouse.destinations.modes import APPEND, CLOSE, MERGE, REMOVE, UPSERT, Publishing, Stamp
 from warehouse.destinations.postgres_copy import copy_into, multiset_lines, pg_type
 from warehouse.multisets.multiset import COUNT
-from warehouse.names import DELETE, INSERT, OP
+from warehouse.names import INSERT, OP
 
 #: The temporary table's columns beside the view's (no view column is named __ds_*).
 _OP, _N = "__ds_op", "__ds_n"
@@ -50,19 +51,31 @@ def create(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column
 
 
 def index(
-    conn: psycopg.Connection, table: sql.Identifier, own_index: tuple[str, str], columns: list[Column], key: list[str]
+    conn: psycopg.Connection,
+    table: sql.Identifier,
+    own_index: tuple[str, str],
+    columns: list[Column],
+    key: list[str],
+    current: str | None = None,
 ) -> None:
     """Give a loaded table its key, built at once after the load (quicker than row by row
     during the COPY): a primary key; where the rows hold NULL in the key (a LEFT JOIN's
     table's key), the unique index `own_index` (schema, name) NULLS NOT DISTINCT (PostgreSQL
-    15 on), since a primary key cannot hold NULL. Without a key (a multiset), `own_index`
-    over its first bounded-width columns, if it has any, for a delete's lookups."""
+    15 on), since a primary key cannot hold NULL. A history table (`current`: the column
+    that marks a key's current version) holds many rows a key: `own_index` is unique over
+    its current rows only. Without a key (a multiset), `own_index` over its first
+    bounded-width columns (of `columns`, the view's), if it has any, for a delete's lookups."""
     if key:
         any_null = sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in key)
-        if value(conn, sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {})").format(table, any_null)):
+        nullable = value(conn, sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {})").format(table, any_null))
+        if nullable or current is not None:
             conn.execute(
-                sql.SQL("CREATE UNIQUE INDEX {} ON {} ({}) NULLS NOT DISTINCT").format(
-                    sql.Identifier(own_index[1]), table, _names(key)
+                sql.SQL("CREATE UNIQUE INDEX {} ON {} ({}){}{}").format(
+                    sql.Identifier(own_index[1]),
+                    table,
+                    _names(key),
+                    sql.SQL(" NULLS NOT DISTINCT" if nullable else ""),
+                    sql.SQL(" WHERE {}").format(sql.Identifier(current)) if current is not None else sql.SQL(""),
                 )
             )
         else:
@@ -96,9 +109,12 @@ def apply_delta(
     delta: Iterable[pa.RecordBatch],
     multiset: bool,
     nullable_key: bool,
+    publishing: Publishing = MERGE,
+    stamp: Stamp | None = None,
 ) -> None:
-    """Copy the delta into a temporary table (dropped at commit) and apply it to `table`
-    (`nullable_key`: its key is a unique index that lets NULL match NULL, `index`)."""
+    """Copy the delta into a temporary table (dropped at commit) and apply it to `table` in
+    `publishing`'s mode (modes.py; `columns`: the view's, `stamp`: the sync's metadata;
+    `nullable_key`: its key is a unique index that lets NULL match NULL, `index`)."""
     names = _names([c.name for c in columns])
     conn.execute(
         sql.SQL(
@@ -109,13 +125,45 @@ def apply_delta(
     targets = [sql.Identifier(c.name) for c in columns] + [sql.Identifier(_OP), sql.Identifier(_N)]
     copy_into(conn, _TEMP, targets, lines, columns, [OP, COUNT])
     conn.execute(sql.SQL("ANALYZE {}").format(_TEMP))  # the planner then sizes the delta right
+    mode = _Mode(publishing, stamp or Stamp.of("", None), multiset)
     if multiset:
-        _apply_multiset(conn, table, columns)
+        _apply_multiset(conn, table, columns, mode)
         return
     any_null = sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in key)
     if not nullable_key and value(conn, sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {})").format(_TEMP, any_null)):
         raise CannotFollow("the view's key holds NULL now, which the table's primary key cannot")
-    _apply_keyed(conn, table, columns, key, nullable_key)
+    _apply_keyed(conn, table, columns, key, nullable_key, mode)
+
+
+class _Mode:
+    """A destination's mode as SQL: which delta lines take each primitive, and the metadata
+    values the sync writes (constants: SQL literals cast to their types)."""
+
+    def __init__(self, publishing: Publishing, stamp: Stamp, multiset: bool):
+        self.publishing, self.multiset = publishing, multiset
+        self.fresh = {c.name: _literal(publishing.fresh(stamp)[c.name], c) for c in publishing.columns()}
+        closing = publishing.closing(stamp)
+        self.closing = {c.name: _literal(closing[c.name], c) for c in publishing.columns() if c.name in closing}
+
+    def ops(self, action: str) -> list[str]:
+        return self.publishing.lines_taking(action, self.multiset)
+
+    def live(self, alias: str) -> sql.Composable:
+        """A condition on a table row (as `alias`) that it is live (true in merge mode)."""
+        live = self.publishing.live
+        if live is None:
+            return sql.SQL("true")
+        return sql.SQL("{}.{} IS {}").format(
+            sql.Identifier(alias), sql.Identifier(live[0]), sql.SQL(str(live[1]).upper())
+        )
+
+    def sets(self) -> sql.Composable:
+        return sql.SQL(", ").join(sql.SQL("{} = {}").format(sql.Identifier(n), v) for n, v in self.closing.items())
+
+
+def _literal(value: pa.Scalar, column: Column) -> sql.Composable:
+    """A metadata value as a typed SQL literal."""
+    return sql.SQL("CAST({} AS {})").format(sql.Literal(value.as_py()), sql.SQL(pg_type(column.type)))
 
 
 def _counted(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
@@ -125,78 +173,150 @@ def _counted(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
 
 
 def _apply_keyed(
-    conn: psycopg.Connection, table: sql.Identifier, columns: list[Column], key: list[str], nullable_key: bool
+    conn: psycopg.Connection,
+    table: sql.Identifier,
+    columns: list[Column],
+    key: list[str],
+    nullable_key: bool,
+    mode: _Mode,
 ) -> None:
-    op, names = sql.Identifier(_OP), _names([c.name for c in columns])
+    """REMOVE and CLOSE joined on the key, then UPSERT (INSERT ... ON CONFLICT) and APPEND (modes.py)."""
+    op = sql.Identifier(_OP)
     # NULL matching NULL where the key may hold it; such a join cannot use the index, and
     # costs a scan of the table (docs/views/destination-postgres.md)
     same = sql.SQL("t.{0} IS NOT DISTINCT FROM d.{0}" if nullable_key else "t.{0} = d.{0}")
     on = sql.SQL(" AND ").join(same.format(sql.Identifier(k)) for k in key)
-    values = [c.name for c in columns if c.name not in key] or key[:1]  # a view of key columns only sets one to itself
+    missing = 0
+    for action in (REMOVE, CLOSE):
+        ops = mode.ops(action)
+        if not ops:
+            continue
+        if action == REMOVE:
+            statement = sql.SQL("DELETE FROM {} t USING {} d WHERE {} AND d.{} = ANY(%s)").format(table, _TEMP, on, op)
+        else:
+            statement = sql.SQL("UPDATE {} t SET {} FROM {} d WHERE {} AND d.{} = ANY(%s) AND {}").format(
+                table, mode.sets(), _TEMP, on, op, mode.live("t")
+            )
+        done = conn.execute(statement, [ops]).rowcount
+        missing += value(conn, sql.SQL("SELECT count(*) FROM {} WHERE {} = ANY(%s)").format(_TEMP, op), [ops]) - done
+    wrong = _upsert(conn, table, columns, key, on, mode) if mode.ops(UPSERT) else 0
+    if mode.ops(APPEND):
+        try:
+            with conn.transaction():  # a second current version of a key: the unique index refuses it
+                _append(conn, table, columns, mode, counted=False)
+        except psycopg.errors.UniqueViolation:
+            raise CannotFollow(
+                "the table is not the view the delta was computed from: an insert found its key"
+            ) from None
+    if wrong or missing:
+        raise CannotFollow(
+            f"the table is not the view the delta was computed from: {wrong} inserts or updates found their row "
+            f"where it should not be, {missing} deletes or updates found none"
+        )
+
+
+def _upsert(
+    conn: psycopg.Connection,
+    table: sql.Identifier,
+    columns: list[Column],
+    key: list[str],
+    on: sql.Composable,
+    mode: _Mode,
+) -> int:
+    """INSERT ... ON CONFLICT (key) DO UPDATE of the lines that UPSERT; how many found the
+    table other than the delta says (merge: an update that inserted or an insert that
+    updated; soft_delete: an update that inserted, an insert finding a deleted row being
+    right)."""
+    op = sql.Identifier(_OP)
+    view = [c.name for c in columns]
+    written = _names([*view, *mode.fresh])
+    selected = sql.SQL(", ").join([*(sql.Identifier(n) for n in view), *mode.fresh.values()])
+    values = [n for n in view if n not in key] + list(mode.fresh)
     sets = sql.SQL(", ").join(sql.SQL("{0} = excluded.{0}").format(sql.Identifier(n)) for n in values)
-    # xmax = 0 on a returned row: the INSERT made it, no conflict updated it; an update line
-    # that inserts, or an insert line that updates, is a row the table should not have had
-    wrong = value(
+    # xmax = 0 on a returned row: the INSERT made it, no conflict updated it
+    wrong = (
+        sql.SQL("t.fresh <> (d.{} = %s)") if mode.publishing.mode == "merge" else sql.SQL("t.fresh AND d.{} <> %s")
+    ).format(op)
+    return value(
         conn,
         sql.SQL(
-            "WITH done AS (INSERT INTO {table} AS t ({names}) SELECT {names} FROM {temp} WHERE {op} <> %s "
+            "WITH done AS (INSERT INTO {table} AS t ({written}) SELECT {selected} FROM {temp} WHERE {op} = ANY(%s) "
             "ON CONFLICT ({key}) DO UPDATE SET {sets} RETURNING {returned}, xmax = 0 AS fresh) "
-            "SELECT count(*) FROM done t JOIN {temp} d ON {on} WHERE t.fresh <> (d.{op} = %s)"
+            "SELECT count(*) FROM done t JOIN {temp} d ON {on} WHERE {wrong}"
         ).format(
             table=table,
-            names=names,
+            written=written,
+            selected=selected,
             temp=_TEMP,
             op=op,
             key=_names(key),
             sets=sets,
             returned=sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(k)) for k in key),
             on=on,
+            wrong=wrong,
         ),
-        [DELETE, INSERT],
+        [mode.ops(UPSERT), INSERT],
     )
-    deleted = conn.execute(
-        sql.SQL("DELETE FROM {} t USING {} d WHERE {} AND d.{} = %s").format(table, _TEMP, on, op), [DELETE]
-    ).rowcount
-    expected = value(conn, sql.SQL("SELECT count(*) FROM {} WHERE {} = %s").format(_TEMP, op), [DELETE])
-    if wrong or deleted != expected:
-        raise CannotFollow(
-            f"the table is not the view the delta was computed from: {wrong} inserts or updates found their row "
-            f"where it should not be, {expected - deleted} deletes found none"
-        )
 
 
-def _apply_multiset(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column]) -> None:
-    op, n = sql.Identifier(_OP), sql.Identifier(_N)
-    nulls = sql.SQL(", ").join(sql.SQL("{} IS NULL").format(sql.Identifier(c.name)) for c in columns)
-    patterns = conn.execute(
-        sql.SQL("SELECT DISTINCT {} FROM {} WHERE {} = %s").format(nulls, _TEMP, op), [DELETE]
-    ).fetchall()
-    deleted = sum(_delete_copies(conn, table, columns, pattern) for pattern in patterns)
-    expected = value(conn, sql.SQL("SELECT coalesce(sum({}), 0) FROM {} WHERE {} = %s").format(n, _TEMP, op), [DELETE])
-    if deleted != expected:
-        raise CannotFollow(f"the table lacks {expected - deleted} of the rows the delta deletes")
-    names = _names([c.name for c in columns])
+def _append(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column], mode: _Mode, counted: bool) -> None:
+    """INSERT the lines that APPEND, with the sync's metadata (a multiset's each COUNT times)."""
+    view = [c.name for c in columns]
+    selected = sql.SQL(", ").join([*(sql.Identifier(n) for n in view), *mode.fresh.values()])
+    series = sql.SQL(", generate_series(1, {})").format(sql.Identifier(_N)) if counted else sql.SQL("")
     conn.execute(
-        sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}, generate_series(1, {}) WHERE {} = %s").format(
-            table, names, names, _TEMP, n, op
+        sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}{} WHERE {} = ANY(%s)").format(
+            table, _names([*view, *mode.fresh]), selected, _TEMP, series, sql.Identifier(_OP)
         ),
-        [INSERT],
+        [mode.ops(APPEND)],
     )
 
 
-def _delete_copies(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column], pattern: tuple) -> int:
-    """Delete the copies the delta's deletes whose NULL columns are `pattern`'s (a flag a
-    column) ask for; the number deleted."""
+def _apply_multiset(conn: psycopg.Connection, table: sql.Identifier, columns: list[Column], mode: _Mode) -> None:
+    """REMOVE or CLOSE n live copies of each deleted row, then APPEND the inserted ones n times each."""
+    op, n = sql.Identifier(_OP), sql.Identifier(_N)
+    for action in (REMOVE, CLOSE):
+        ops = mode.ops(action)
+        if not ops:
+            continue
+        nulls = sql.SQL(", ").join(sql.SQL("{} IS NULL").format(sql.Identifier(c.name)) for c in columns)
+        patterns = conn.execute(
+            sql.SQL("SELECT DISTINCT {} FROM {} WHERE {} = ANY(%s)").format(nulls, _TEMP, op), [ops]
+        ).fetchall()
+        done = sum(_take_copies(conn, table, columns, pattern, ops, action, mode) for pattern in patterns)
+        expected = value(
+            conn, sql.SQL("SELECT coalesce(sum({}), 0) FROM {} WHERE {} = ANY(%s)").format(n, _TEMP, op), [ops]
+        )
+        if done != expected:
+            raise CannotFollow(f"the table lacks {expected - done} of the rows the delta deletes")
+    _append(conn, table, columns, mode, counted=True)
+
+
+def _take_copies(
+    conn: psycopg.Connection,
+    table: sql.Identifier,
+    columns: list[Column],
+    pattern: tuple,
+    ops: list[str],
+    action: str,
+    mode: _Mode,
+) -> int:
+    """Delete (REMOVE) or close (CLOSE) the live copies the delta's lines of `ops` whose NULL
+    columns are `pattern`'s (a flag a column) ask for; the number taken."""
     null = [sql.Identifier(c.name) for c, is_null in zip(columns, pattern) if is_null]
     valued = [sql.Identifier(c.name) for c, is_null in zip(columns, pattern) if not is_null]
-    which = [sql.SQL("{} = %s").format(sql.Identifier(_OP))]
+    which = [sql.SQL("{} = ANY(%s)").format(sql.Identifier(_OP))]
     which += [sql.SQL("{} IS NULL").format(c) for c in null] + [sql.SQL("{} IS NOT NULL").format(c) for c in valued]
-    on = [sql.SQL("t.{0} = d.{0}").format(c) for c in valued] + [sql.SQL("t.{} IS NULL").format(c) for c in null]
+    on: list[sql.Composable] = [sql.SQL("t.{0} = d.{0}").format(c) for c in valued]
+    on += [sql.SQL("t.{} IS NULL").format(c) for c in null] + [mode.live("t")]
     grouped = sql.SQL(", ").join(valued) if valued else sql.SQL("()")
+    taking = (sql.SQL("DELETE FROM {table}") if action == REMOVE else sql.SQL("UPDATE {table} SET {sets}")).format(
+        table=table, sets=mode.sets()
+    )
     statement = sql.SQL(
         "WITH d AS (SELECT row_number() OVER () AS line, {cols}sum({n}) AS n FROM {temp} WHERE {which} GROUP BY {grouped}), "
         "victims AS (SELECT t.ctid AS tid, row_number() OVER (PARTITION BY d.line) AS k, d.n FROM {table} t JOIN d ON {on}) "
-        "DELETE FROM {table} WHERE ctid = ANY(ARRAY(SELECT tid FROM victims WHERE k <= n))"
+        "{taking} WHERE ctid = ANY(ARRAY(SELECT tid FROM victims WHERE k <= n))"
     ).format(
         cols=sql.SQL("").join(sql.SQL("{}, ").format(c) for c in valued),
         n=sql.Identifier(_N),
@@ -204,9 +324,10 @@ def _delete_copies(conn: psycopg.Connection, table: sql.Identifier, columns: lis
         which=sql.SQL(" AND ").join(which),
         grouped=grouped,
         table=table,
-        on=sql.SQL(" AND ").join(on) if on else sql.SQL("true"),
+        on=sql.SQL(" AND ").join(on),
+        taking=taking,
     )
-    return conn.execute(statement, [DELETE]).rowcount
+    return conn.execute(statement, [ops]).rowcount
 
 
 def value(conn: psycopg.Connection, query, params: list | None = None):

@@ -17,7 +17,7 @@ from warehouse.view_options import DestinationSpec, ViewOptions
 
 
 def test_a_new_view_gets_its_delta_table_and_an_empty_list_publishes_nothing():
-    assert [d.model_dump(exclude_none=True) for d in ViewIn(name="v", sql="x").destinations] == [{"kind": "delta"}]
+    assert [d.model_dump(exclude_defaults=True) for d in ViewIn(name="v", sql="x").destinations] == [{"kind": "delta"}]
     assert ViewIn(name="v", sql="x", destinations=[]).destinations == []
 
 
@@ -42,6 +42,9 @@ def test_a_new_view_gets_its_delta_table_and_an_empty_list_publishes_nothing():
         [{"kind": "iceberg", "table": "wh.t", "catalog": {"type": "rest", "uri": "http://c", "token": "literal"}}],
         [{"kind": "iceberg", "table": "wh.t", "catalog": {"token": "env:T"}}],
         [{"kind": "iceberg", "table": "wh.t"}, {"kind": "iceberg", "table": "wh.t"}],
+        [{"kind": "delta", "mode": "scd2"}],
+        [{"kind": "delta", "columns": {"active": "_a"}}],
+        [{"kind": "delta", "mode": "history", "columns": {"current": "is current"}}],
     ],
 )
 def test_bad_destinations_are_refused(given):
@@ -94,3 +97,17 @@ def test_views_stored_before_keep_none_and_the_option_stores_round_trip():
     again = ViewOptions.from_stored(given.stored())
     assert again.destinations == [DestinationSpec(kind="delta", uri="/lake/v")]
     assert again.published([]).stored()["destinations"] == []
+
+
+def test_a_mode_and_its_column_names_are_stored_as_given_and_shown_whole():
+    given = {"kind": "delta", "mode": "history", "columns": {"current": "_fivetran_active"}}
+    (spec,) = ViewIn(name="v", sql="x", destinations=[given]).destinations
+    assert spec.model_dump(exclude_defaults=True) == given
+    stored = ViewOptions.from_stored({"strategy": "sketch"}).published([given])
+    assert stored.stored()["destinations"] == [given]
+    (back,) = ViewOptions.from_stored(stored.stored()).destinations
+    assert (back.mode, back.columns.current, back.columns.valid_from) == (
+        "history",
+        "_fivetran_active",
+        "_deltasieve_valid_from",
+    )

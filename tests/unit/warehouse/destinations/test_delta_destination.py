@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from deltasieve_protocol.types import Column, LogicalType
+from tests.support.published import view_rows
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.delta import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused
@@ -60,7 +61,7 @@ def test_keyed_rounds_one_commit_each(tmp_path):
         destination.apply(f"s{n}", n + 1, KEYED, ["k"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
         assert destination.applied() == f"s{n}"
         then.append(dict(truth))
-    rows = {r["k"]: r for r in DeltaTable(uri).to_pyarrow_table().to_pylist()}
+    rows = {r["k"]: r for r in view_rows(DeltaTable(uri)).to_pylist()}
     assert rows == truth
     assert _carried(uri) == [f"s{n}" for n in range(OPTIMIZE_EVERY + 3)]
     history = DeltaTable(uri).history()
@@ -70,7 +71,7 @@ def test_keyed_rounds_one_commit_each(tmp_path):
     # time travel works to each of the last `keep` view versions (the vacuum keeps their files)
     carrying = {c[SYNC_ID]: c["version"] for c in history if SYNC_ID in c}
     for n in range(OPTIMIZE_EVERY + 3 - keep, OPTIMIZE_EVERY + 3):
-        old = DeltaTable(uri, version=carrying[f"s{n}"]).to_pyarrow_table().to_pylist()
+        old = view_rows(DeltaTable(uri, version=carrying[f"s{n}"])).to_pylist()
         assert {r["k"]: r for r in old} == then[n], f"time travel to s{n}"
     # and the disk holds the files of those versions, not of every version since the load
     on_disk = len(list((tmp_path / "t").glob("*.parquet")))
@@ -102,7 +103,7 @@ def test_keyed_table_in_key_ranges_sync_rewrites_only_touched_files(tmp_path, mo
     recent, spread = list(range(n - 500, n)), list(range(0, n, 997))
     assert rewritten(recent, "recent") <= 2
     assert rewritten(spread, "spread") >= files - 1
-    rows = DeltaTable(uri).to_pyarrow_table()
+    rows = view_rows(DeltaTable(uri))
     assert rows.num_rows == n and pc.sum(pc.equal(rows.column("v"), "new")).as_py() == len({*recent, *spread})
 
 
@@ -126,7 +127,7 @@ def test_multiset_deletes_n_of_m_copies(tmp_path):
                 truth[row] += came
                 lines.append({OP: "insert", "a": row[0], "b": row[1], COUNT: came})
         destination.apply(f"s{n}", n + 1, BAG, [], [pa.RecordBatch.from_pylist(lines, schema=schema)], True)
-        held = Counter((r["a"], r["b"]) for r in DeltaTable(uri).to_pyarrow_table().to_pylist())
+        held = Counter((r["a"], r["b"]) for r in view_rows(DeltaTable(uri)).to_pylist())
         assert held == +truth, f"sync {n}"
     assert _carried(uri) == [f"s{n}" for n in range(8)]
 
@@ -143,7 +144,7 @@ def test_schema_changes(tmp_path):
         schema=schema.append(pa.field("extra", pa.string())),
     )
     destination.apply("s2", 2, added, ["k"], [line], False)
-    assert sorted(DeltaTable(uri).to_pyarrow_table().to_pylist(), key=lambda r: r["k"]) == [
+    assert sorted(view_rows(DeltaTable(uri)).to_pylist(), key=lambda r: r["k"]) == [
         {"k": 1, "v": "a", "d": Decimal("1.50"), "extra": "e"},
         {"k": 2, "v": "b", "d": None, "extra": None},
     ]
@@ -153,7 +154,7 @@ def test_schema_changes(tmp_path):
     destination.apply("s3", 3, widened, ["k"], [pa.RecordBatch.from_pylist(big, schema=wide)], False)
     table = DeltaTable(uri)
     assert table.schema().to_arrow().field("d").type == pa.decimal128(12, 2)
-    assert {r["k"]: r["d"] for r in table.to_pyarrow_table().to_pylist()} == {
+    assert {r["k"]: r["d"] for r in view_rows(table).to_pylist()} == {
         1: Decimal("1.50"),
         2: Decimal("1234567890.12"),
     }
@@ -163,7 +164,7 @@ def test_schema_changes(tmp_path):
     assert destination.applied() == "s3"  # nothing written
     destination.rebuild("s4", 4, KEYED[:2], ["k"], [pa.record_batch({"k": [9], "v": ["z"]})], False, "redefined")
     table = DeltaTable(uri)
-    assert table.to_pyarrow_table().to_pylist() == [{"k": 9, "v": "z"}]
+    assert view_rows(table).to_pylist() == [{"k": 9, "v": "z"}]
     assert table.history(1)[0]["deltasieve.rebuild"] == "redefined" and destination.applied() == "s4"
     protocol = table.protocol()
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
@@ -193,7 +194,7 @@ def test_a_decimal_column_widened_to_text_is_rewritten_in_place(tmp_path):
     destination.apply("s2", 2, new, ["k"], [pa.RecordBatch.from_pylist(line, schema=text)], False)
     table = DeltaTable(uri)
     assert table.schema().to_arrow().field("n").type in (pa.string(), pa.large_string(), pa.string_view())
-    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["k"]) == [
+    assert sorted(view_rows(table).to_pylist(), key=lambda r: r["k"]) == [
         {"k": 1, "n": "NaN"},
         {"k": 2, "n": "2.0000000000"},  # its exact text at the old scale, until the sync that updates it
     ]

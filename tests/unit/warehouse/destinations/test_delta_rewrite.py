@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from deltasieve_protocol.types import Column, LogicalType
+from tests.support.published import view_rows
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.delta import SYNC_ID, DeltaDestination
 from warehouse.destinations.delta_file_cache import FileCache
@@ -68,7 +69,7 @@ def test_rounds_rewrite_touched_files_in_one_commit_each(tmp_path, monkeypatch, 
         files = len(DeltaTable(uri).file_uris())
         destination.apply(f"s{n}", n + 2, COLUMNS, ["k"], [pa.RecordBatch.from_pylist(lines, schema=SCHEMA)], False)
         table = DeltaTable(uri)
-        assert {r["k"]: r for r in table.to_pyarrow_table().to_pylist()} == truth, f"sync s{n}"
+        assert {r["k"]: r for r in view_rows(table).to_pylist()} == truth, f"sync s{n}"
         commit = next(c for c in table.history() if SYNC_ID in c)  # upkeep commits may follow it
         assert commit[SYNC_ID] == f"s{n}" and commit["operation"] != "MERGE", commit
         ranges = _ranges(uri)
@@ -81,7 +82,7 @@ def test_rounds_rewrite_touched_files_in_one_commit_each(tmp_path, monkeypatch, 
     protocol = DeltaTable(uri).protocol()
     assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
     for version, rows in then.values():  # time travel to every sync's commit
-        assert {r["k"]: r for r in DeltaTable(uri, version=version).to_pyarrow_table().to_pylist()} == rows
+        assert {r["k"]: r for r in view_rows(DeltaTable(uri, version=version)).to_pylist()} == rows
 
 
 def test_a_key_of_two_columns_goes_through_the_merge(tmp_path):
@@ -95,7 +96,7 @@ def test_a_key_of_two_columns_goes_through_the_merge(tmp_path):
     destination.apply("s1", 2, columns, ["a", "b"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
     table = DeltaTable(uri)
     assert table.history(1)[0]["operation"] == "MERGE"
-    rows = {(r["a"], r["b"]): r["v"] for r in table.to_pyarrow_table().to_pylist()}
+    rows = {(r["a"], r["b"]): r["v"] for r in view_rows(table).to_pylist()}
     assert len(rows) == 49 and rows[(3, 3)] == "y" and (4, 4) not in rows
 
 
@@ -117,7 +118,7 @@ def test_files_written_before_a_column_was_added(tmp_path, cache):
     destination.apply("s2", 4, wider, ["k"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
     table = DeltaTable(uri)
     assert table.history(1)[0]["operation"] != "MERGE"
-    rows = {r["k"]: (r["v"], r["w"]) for r in table.to_pyarrow_table().to_pylist()}
+    rows = {r["k"]: (r["v"], r["w"]) for r in view_rows(table).to_pylist()}
     assert len(rows) == 100 and rows[1000] == ("y", 1) and rows[2] == ("z", 2) and rows[4] == ("x", None)
     assert rows[5] == ("x5", None)
     assert cache.hits == (1 if cache.budget_bytes else 0), cache.hits  # s2 took s0's file, kept without `w`
