@@ -13,21 +13,21 @@ Types, exactly (`iceberg_type`): int long, float double, decimal(p,s) decimal(p,
 string, bytes binary, bool boolean, date date, timestamp timestamp (microseconds, no zone),
 timestamptz timestamptz (microseconds, UTC). Every column is optional. The table is
 unpartitioned, format version 2, and holds no delete files: a change rewrites the data files
-it touches (copy-on-write), so any Iceberg reader (Spark, Trino, DuckDB, pyiceberg, Snowflake)
-reads it.
+it touches (copy-on-write): a reader needs no more than Iceberg's format version 2, and the
+current snapshot's data files read as Parquet are the table.
 
-How a sync's delta is applied, in one snapshot:
-
-- keyed view: the data files that may hold one of the delta's keys (pruned by the file
-  statistics of the key's first column, over the delta's range) are read, the rows of the
-  delta's keys removed (iceberg_rewrite.py), and what is kept written again with the
-  inserted and updated rows, in key order: an overwrite snapshot removing the files read
-  and adding the new ones; a delta of new keys only in no file is an append.
-- multiset view (rows repeated as often as they occur): a delete line of count n removes n
-  equal rows from the files that may hold them, rewritten likewise; inserted rows are
-  written repeated by their count.
-- a delta whose update or delete finds no row (the table is not the view it was computed
-  from) is CannotFollow: the service rebuilds the table.
+The table holds the view's columns, then its mode's metadata columns (modes.py: merge,
+soft_delete or history, `_deltasieve_synced_at` and `_deltasieve_sync_id` in every mode).
+How a sync's delta is applied, in one snapshot: `modes.plan` turns it into the four
+primitives; the data files that may hold a key (a multiset's content) a REMOVE, CLOSE or
+UPSERT touches (pruned by the file statistics of its first column, over the delta's range)
+are read, and those that do hold one are rewritten (copy-on-write): their rows, with the
+change applied by `modes.apply_to`, written again beside the appended rows, in key order,
+in an overwrite snapshot that removes the files read; a change that touches no file (new
+keys, a history's new versions of keys not held) is an append. A delete or close that finds
+no row (the table is not the view the delta was computed from) is CannotFollow: the
+service rebuilds the table. A rebuild writes the view's rows (a history: as the service
+replayed it from the kept deltas) in one overwrite snapshot.
 
 The view's columns changed: columns added are added, in the view's order; a decimal whose
 precision grew at the same scale is promoted in place (what Iceberg's schema evolution
@@ -38,11 +38,11 @@ new type under a new field id in the rebuild's snapshot.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
@@ -77,10 +77,21 @@ from pyiceberg.types import (
 from deltasieve_protocol.types import Column, LogicalType, arrow_schema
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.iceberg_catalog import open_catalog, properties, shown
-from warehouse.destinations.iceberg_rewrite import Disagreement, removed_rows
+from warehouse.destinations.modes import (
+    MERGE,
+    Publishing,
+    Stamp,
+    apply_to,
+    check_held,
+    check_names,
+    matches,
+    plan,
+    repeated,
+    stamped,
+)
 from warehouse.errors import DestinationError
 from warehouse.multisets.multiset import COUNT
-from warehouse.names import DELETE, INSERT, OP
+from warehouse.names import INSERT, OP
 from warehouse.view_options import DestinationSpec
 
 KIND = "iceberg"
@@ -182,8 +193,15 @@ class IcebergDestination:
 
     kind = KIND
 
-    def __init__(self, props: dict[str, str], table: str, data_dir: Path, shown: dict | None = None):
-        self.props, self.data_dir = props, Path(data_dir)
+    def __init__(
+        self,
+        props: dict[str, str],
+        table: str,
+        data_dir: Path,
+        shown: dict | None = None,
+        publishing: Publishing = MERGE,
+    ):
+        self.props, self.data_dir, self.publishing = props, Path(data_dir), publishing
         self.identifier = split_table(table)
         self.shown = shown or {"type": props.get("type", "sql")}
 
@@ -219,19 +237,28 @@ class IcebergDestination:
         rows: Iterable[pa.RecordBatch],
         multiset: bool,
         reason: str,
+        synced_at: dt.datetime | None = None,
+        with_metadata: bool = False,
     ) -> None:
-        """Replace every row (the schema too) with `rows` in one snapshot marked as a rebuild."""
-        schema = arrow_schema(columns)
-        whole = _key_ordered(pa.Table.from_batches([_cast(b, schema) for b in rows], schema=schema), key)
+        """Replace every row (the schema too) with `rows` in one snapshot marked as a rebuild
+        (each row written by sync `sync_id` at `synced_at`, unless `rows` carry their
+        metadata: `with_metadata`, a history replayed from the kept deltas)."""
+        table_columns = self._columns(columns)
+        view, schema = arrow_schema(columns), arrow_schema(table_columns)
+        if with_metadata:
+            whole = pa.Table.from_batches([_cast(b, schema) for b in rows], schema=schema)
+        else:
+            whole = pa.Table.from_batches([_cast(b, view) for b in rows], schema=view)
+            whole = stamped(whole, self.publishing, Stamp.of(sync_id, synced_at))
         summary = _summary(sync_id, version, {REBUILD: reason[:1000]})
         table = self._load()
         if table is None:
-            self._create(columns, whole, summary)
+            self._create(table_columns, _key_ordered(whole, key), summary)
             return
         tx = table.transaction()
-        _replace_columns(tx, table.schema(), columns)
+        _replace_columns(tx, table.schema(), table_columns)
         held = [task.file for task in table.scan().plan_files()]
-        self._commit_files(tx, table, held, whole, summary)
+        self._commit_files(tx, table, held, _key_ordered(whole, key), summary)
 
     def apply(
         self,
@@ -241,61 +268,65 @@ class IcebergDestination:
         key: list[str],
         delta: Iterable[pa.RecordBatch],
         multiset: bool,
+        synced_at: dt.datetime | None = None,
     ) -> None:
         """One sync's delta in one snapshot (see the module); a missing table is created by
         the view's load (every line an insert). Nothing when the table holds that sync."""
-        schema = arrow_schema(columns)
-        shape = _delta_schema(schema, multiset)
-        changes = pa.Table.from_batches([_cast(b, shape) for b in delta], schema=shape)
-        summary = _summary(sync_id, version)
+        table_columns = self._columns(columns)
+        view, schema = arrow_schema(columns), arrow_schema(table_columns)
+        shape = _delta_schema(view, multiset)
+        lines = pa.Table.from_batches([_cast(b, shape) for b in delta], schema=shape)
+        stamp, summary = Stamp.of(sync_id, synced_at), _summary(sync_id, version)
         table = self._load()
         if table is None:
-            if pc.any(pc.not_equal(changes.column(OP), INSERT)).as_py():
+            if pc.any(pc.not_equal(lines.column(OP), INSERT)).as_py():
                 raise CannotFollow(f"{self._name()} does not exist and the delta holds more than inserts: rebuilt")
-            self._create(columns, _key_ordered(_written(changes, schema, multiset), key), summary)
+            rows = lines.select(view.names)
+            rows = repeated(rows, lines.column(COUNT)) if multiset else rows
+            self._create(table_columns, _key_ordered(stamped(rows, self.publishing, stamp), key), summary)
             return
         if _carried(table) == sync_id:
             return  # applied, then the service stopped before noting it
+        check_held(self.publishing, [f.name for f in table.schema().fields], view.names)
         tx = table.transaction()
-        _evolve(tx, table.schema(), columns)
-        deleting = pc.equal(changes.column(OP), DELETE)
-        if multiset:  # a delete line removes COUNT equal rows; inserts are written repeated
-            lines = changes.filter(deleting)
-            names, wanted, every = schema.names, lines.column(COUNT), False
-        else:  # every line's key is removed, an update's or a delete's must be there
-            lines, names, every = changes, key, True
-            wanted = pc.cast(pc.invert(pc.equal(changes.column(OP), INSERT)), pa.int64())
-        added = _written(changes.filter(pc.invert(deleting)), schema, multiset)
+        _evolve(tx, table.schema(), table_columns)
+        changes = plan(lines, view, key, multiset, self.publishing, stamp)
+        names = key if not multiset else view.names
+        # the keys (a multiset's contents) whose rows the change rewrites; an APPEND reads nothing
+        wanted = [changes.remove, changes.close] + ([] if multiset else [changes.upsert])
+        touching = pa.concat_tables([t.select(names).cast(pa.schema([view.field(n) for n in names])) for t in wanted])
         first = next(c for c in columns if c.name == names[0])
-        touched, kept = self._removed(table, schema, first, lines, names, wanted, every)
-        self._commit_files(tx, table, touched, _key_ordered(pa.concat_tables([kept, added]), key), summary)
+        files, held = self._holding(table, schema, first, touching, names)
+        after = apply_to(held, changes, key, multiset, self.publishing)
+        self._commit_files(tx, table, files, _key_ordered(after, key), summary)
 
-    def _removed(
-        self, table: Table, schema: pa.Schema, first: Column, lines: pa.Table, names: list[str], wanted, every: bool
+    def _columns(self, columns: list[Column]) -> list[Column]:
+        """The table's columns: the view's, then its mode's metadata columns (refused by name where they clash)."""
+        try:
+            check_names(self.publishing, [c.name for c in columns])
+        except ValueError as exc:
+            raise DestinationError(f"{self._name()}: {exc}") from None
+        return [*columns, *self.publishing.columns()]
+
+    def _holding(
+        self, table: Table, schema: pa.Schema, first: Column, touching: pa.Table, names: list[str]
     ) -> tuple[list, pa.Table]:
-        """The data files holding rows `lines` remove (matched on `names`, the first of
-        which, `first`, prunes the files read), and their rows that stay (in `schema`)."""
-        if lines.num_rows == 0 or table.current_snapshot() is None:
+        """The data files holding a row equal to one of `touching` on `names` (NULL matching
+        NULL), and all their rows (in `schema`): what the change rewrites. The files read
+        are those the range of `first` (names[0]) in `touching` may be in."""
+        if touching.num_rows == 0 or table.current_snapshot() is None:
             return [], schema.empty_table()
-        tasks = list(table.scan(row_filter=_range(lines, first)).plan_files())
+        tasks = list(table.scan(row_filter=_range(touching, first)).plan_files())
         if any(task.delete_files for task in tasks):
             raise CannotFollow(f"{self._name()} holds delete files another writer made: rebuilt")
         reader = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
-        parts = [_with_columns(reader.to_table([task]), schema) for task in tasks]
-        held = pa.concat_tables(parts) if parts else schema.empty_table()
-        try:
-            gone = removed_rows(held, lines, names, wanted, every)
-        except Disagreement as exc:
-            raise CannotFollow(f"{self._name()}: {exc}: rebuilt") from None
-        keep = np.ones(held.num_rows, dtype=bool)
-        keep[gone] = False
-        ends = np.cumsum([p.num_rows for p in parts])
-        hit = np.unique(np.searchsorted(ends, gone, side="right"))
-        touched = [tasks[i].file for i in hit]
-        in_touched = np.zeros(held.num_rows, dtype=bool)
-        for i in hit:
-            in_touched[ends[i] - parts[i].num_rows : ends[i]] = True
-        return touched, held.filter(pa.array(keep & in_touched))
+        files, parts = [], []
+        for task in tasks:
+            rows = _with_columns(reader.to_table([task]), schema)
+            if matches(rows, touching, names).any():
+                files.append(task.file)
+                parts.append(rows)
+        return files, pa.concat_tables(parts) if parts else schema.empty_table()
 
     def _create(self, columns: list[Column], rows: pa.Table, summary: dict[str, str]) -> None:
         """The table created with `rows` as its first snapshot, in one catalog commit."""
@@ -424,20 +455,6 @@ def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)
 
 
-def _written(lines: pa.Table, schema: pa.Schema, multiset: bool) -> pa.Table:
-    """The rows `lines` (inserts and updates) write: a multiset's repeated by their count.
-
-    >>> lines = pa.table({OP: ["insert"], "a": [7], COUNT: [2]})
-    >>> _written(lines, pa.schema([("a", pa.int64())]), True).column("a").to_pylist()
-    [7, 7]
-    """
-    rows = lines.select(schema.names)
-    if not multiset:
-        return rows
-    counts = lines.column(COUNT).to_numpy() if lines.num_rows else np.zeros(0, np.int64)
-    return rows.take(pa.array(np.repeat(np.arange(rows.num_rows), counts), pa.int64()))
-
-
 def _with_columns(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """`rows` as read from the table, in the view's `schema`: cast (a promoted decimal, a
     large string), the columns it lacks NULL."""
@@ -462,4 +479,5 @@ def from_spec(spec: DestinationSpec, data_dir: Path, view: str, keep_versions: i
     """The destination a view's `{"kind": "iceberg", "catalog"?, "table"}` names
     (warehouse/destinations/__init__.py); its catalog's secrets resolved by the caller."""
     assert spec.table is not None, "an iceberg destination has a table (DestinationIn)"
-    return IcebergDestination(properties(spec.catalog, data_dir), spec.table, data_dir, shown(spec.catalog))
+    catalog = spec.catalog
+    return IcebergDestination(properties(catalog, data_dir), spec.table, data_dir, shown(catalog), Publishing.of(spec))
