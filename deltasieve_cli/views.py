@@ -278,12 +278,16 @@ def destination_text(published: dict) -> str:
     'a.b at postgresql://u:***@h/db: applied s1, caught up'
     >>> destination_text({"kind": "iceberg", "catalog": {"type": "embedded"}, "table": "wh.v", "lag_syncs": 0})
     'wh.v in the embedded iceberg catalog: applied nothing yet, caught up'
+    >>> destination_text({"kind": "delta", "uri": "/t/v", "mode": "history", "applied_sync": "s1", "lag_syncs": 0})
+    '/t/v (history): applied s1, caught up'
     """
     where = published.get("uri") or f"{published.get('table')} at {published.get('url')}"
     if published.get("kind") == "iceberg":
         catalog = published.get("catalog") or {}
         at = f" at {catalog['uri']}" if catalog.get("uri") else ""
         where = f"{published.get('table')} in the {catalog.get('type')} iceberg catalog{at}"
+    if published.get("mode", "merge") != "merge":
+        where += f" ({published['mode']})"
     lag = published.get("lag_syncs", 0)
     state = "caught up" if not lag else f"{lag} sync{'s' if lag > 1 else ''} behind"
     text = f"{where}: applied {published.get('applied_sync') or 'nothing yet'}, {state}"

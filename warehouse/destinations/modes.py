@@ -31,9 +31,13 @@ says which each delta line takes):
 
 In one commit, REMOVE and CLOSE first, then UPSERT and APPEND (a history update closes the
 key's version before the new one is added). All the metadata values of one sync are constants
-(`fresh`, `closing`): a SQL destination writes them as parameters beside its COPY of the
-delta (postgres_apply.py); a destination that works in Arrow takes `plan`'s tables (delta.py),
-and `apply_to` applies them to rows held in memory (a rewrite, a rebuild of history).
+(`fresh`, `closing`): a SQL destination writes them as typed literals beside its COPY of the
+delta, the lines of each primitive picked by operation (`Publishing.lines_taking`;
+postgres_apply.py); a destination that works in Arrow takes `plan`'s tables (delta.py), and
+`apply_to` applies them to rows held in memory (a rewrite of the whole table). `replay`
+builds a history from a view's kept deltas (the applier's rebuild of a history destination,
+handed to `rebuild` with `with_metadata`). `Publishing.columns` gives the metadata columns'
+logical types, `Publishing.fields` their Arrow types, for a kind that creates its table.
 
 A table written before the modes (no metadata columns) takes `synced_at` and `sync_id` in
 place at its next sync (NULL in the rows it had); a table whose columns are those of another

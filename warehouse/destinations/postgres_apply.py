@@ -153,9 +153,9 @@ class _Mode:
         live = self.publishing.live
         if live is None:
             return sql.SQL("true")
-        return sql.SQL("{}.{} IS {}").format(
-            sql.Identifier(alias), sql.Identifier(live[0]), sql.SQL(str(live[1]).upper())
-        )
+        # written as the history index's predicate (`index`), so that the planner may use it
+        flag = sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(live[0]))
+        return flag if live[1] else sql.SQL("NOT ") + flag
 
     def sets(self) -> sql.Composable:
         return sql.SQL(", ").join(sql.SQL("{} = {}").format(sql.Identifier(n), v) for n, v in self.closing.items())

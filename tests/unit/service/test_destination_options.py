@@ -6,14 +6,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from service.app import create_app
+from service.catalog import Catalog
 from service.models import ViewIn, ViewSettings
 from service.publishing import place, usable
 from service.secrets import Secrets
+from service.settings import ServiceSettings
 from warehouse import destinations
 from warehouse.destinations import available, public
+from warehouse.multisets.multiset import _cols
 from warehouse.view_options import DestinationSpec, ViewOptions
+from warehouse.viewdef import ViewDef
 
 
 def test_a_new_view_gets_its_delta_table_and_an_empty_list_publishes_nothing():
@@ -111,3 +117,32 @@ def test_a_mode_and_its_column_names_are_stored_as_given_and_shown_whole():
         "_fivetran_active",
         "_deltasieve_valid_from",
     )
+
+
+def test_a_mode_s_columns_are_refused_by_name_when_they_clash_and_shown_when_taken(tmp_path):
+    catalog = Catalog(tmp_path / "catalog.db")
+    definition = ViewDef("SELECT ...", _cols("id int", "name text"), ["id"], [])
+    catalog.add_view("v", "SELECT ...", definition.to_json(), ViewOptions.from_stored({"strategy": "sketch"}))
+    catalog.close()
+    refused = [  # what is given, and what the answer names
+        ({"mode": "history", "columns": {"current": "name"}}, "current is named name, a column of the view"),
+        ({"columns": {"deleted": "_gone"}}, "the merge mode writes no deleted column"),
+        ({"columns": {"synced_at": "_at", "sync_id": "_at"}}, "synced_at and sync_id are both named _at"),
+        ({"mode": "scd2"}, "'merge', 'soft_delete' or 'history'"),
+        ({"columns": {"synced_at": "bad name"}}, '"columns","synced_at"'),
+    ]
+    with TestClient(create_app(ServiceSettings(data_dir=tmp_path), start_spark=False)) as client:
+        for given, named in refused:
+            r = client.patch("/v1/views/v", json={"destinations": [{"kind": "delta", **given}]})
+            assert r.status_code == 422 and named in r.text, r.text
+        given = {"kind": "delta", "mode": "soft_delete", "columns": {"deleted": "_fivetran_deleted"}}
+        r = client.patch("/v1/views/v", json={"destinations": [given]})
+        assert r.status_code == 200, r.text
+        (shown,) = r.json()["destinations"]
+        assert shown["mode"] == "soft_delete"
+        assert shown["columns"] == {
+            "deleted": "_fivetran_deleted",
+            "deleted_at": "_deltasieve_deleted_at",
+            "synced_at": "_deltasieve_synced_at",
+            "sync_id": "_deltasieve_sync_id",
+        }
