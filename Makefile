@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@pkg-config --exists libmariadb 2>/dev/null || scripts/apt_install.sh $(MYSQL_BUILD_DEPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs]'
+	$(PY) -m pip install --quiet -e '.[service,iceberg,test,mysql,docs]'
 	touch $(STAMP)
 
 # The kernels (row encoding, hash, IBLT fold, the MariaDB reader's loops) compiled ahead of time into an extension module
@@ -66,7 +66,7 @@ test-integration: install
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[service,test,mysql,docs,bench]'
+	$(PY) -m pip install --quiet -e '.[service,iceberg,test,mysql,docs,bench]'
 	touch $(BENCH_STAMP)
 
 # Under an hour on 2 cores (46 minutes measured): students at 1,000,000 rows with full_ship

@@ -95,8 +95,8 @@ DESTINATION = click.option(
     callback=destinations_of,
     help="Publish the view after each sync that changed it (repeatable): delta (a Delta Lake table at "
     "DATA_DIR/tables/NAME, what a new view gets when none is given), delta:URI (a Delta table elsewhere), "
-    'a JSON object such as {"kind": "postgres", "url": "postgresql://...", "table": "SCHEMA.TABLE"}, '
-    "or none (publish nothing).",
+    'a JSON object such as {"kind": "postgres", "url": "postgresql://...", "table": "SCHEMA.TABLE"} or '
+    '{"kind": "iceberg", "table": "NAMESPACE.TABLE"}, or none (publish nothing).',
 )
 
 
@@ -276,10 +276,16 @@ def destination_text(published: dict) -> str:
     '/t/v: applied s1, 2 syncs behind'
     >>> destination_text({"kind": "postgres", "url": "postgresql://u:***@h/db", "table": "a.b", "applied_sync": "s1", "lag_syncs": 0, "error": None})
     'a.b at postgresql://u:***@h/db: applied s1, caught up'
+    >>> destination_text({"kind": "iceberg", "catalog": {"type": "embedded"}, "table": "wh.v", "lag_syncs": 0})
+    'wh.v in the embedded iceberg catalog: applied nothing yet, caught up'
     >>> destination_text({"kind": "delta", "uri": "/t/v", "mode": "history", "applied_sync": "s1", "lag_syncs": 0})
     '/t/v (history): applied s1, caught up'
     """
     where = published.get("uri") or f"{published.get('table')} at {published.get('url')}"
+    if published.get("kind") == "iceberg":
+        catalog = published.get("catalog") or {}
+        at = f" at {catalog['uri']}" if catalog.get("uri") else ""
+        where = f"{published.get('table')} in the {catalog.get('type')} iceberg catalog{at}"
     if published.get("mode", "merge") != "merge":
         where += f" ({published['mode']})"
     lag = published.get("lag_syncs", 0)

@@ -18,6 +18,7 @@ from warehouse.view_options import (
     DEFAULT_SCHEMA_POLICY,
     DEFAULT_STRATEGY,
     DestinationMode,
+    IcebergCatalog,
     MetadataColumns,
     SchemaPolicy,
     SnapshotDiffSettings,
@@ -194,7 +195,9 @@ DESTINATIONS_HELP = (
     "where the view is published after each sync that changed it, each applied exactly once and in order after "
     'the view\'s commit: {"kind": "delta"} (a Delta Lake table at DATA_DIR/tables/<view>; "uri": a path or a '
     'URI delta-rs writes to, s3://BUCKET/PATH with "storage": the server and credentials), {"kind": "postgres", '
-    '"url": "postgresql://...", "table": "SCHEMA.TABLE"} (a table in a PostgreSQL warehouse); [] publishes nothing'
+    '"url": "postgresql://...", "table": "SCHEMA.TABLE"} (a table in a PostgreSQL warehouse), {"kind": "iceberg", '
+    '"table": "NAMESPACE.TABLE", "catalog"?: {...}} (an Iceberg table, by default in the embedded SQLite catalog '
+    "under DATA_DIR); [] publishes nothing"
 )
 MODE_HELP = (
     "how the table keeps what a sync changed: merge (the view's rows as they are), soft_delete (a deleted row "
@@ -277,7 +280,9 @@ class DestinationIn(BaseModel):
     """One destination of a view, as a request gives it."""
 
     model_config = ConfigDict(extra="forbid")
-    kind: Literal["delta", "postgres"] = Field(description="delta (a Delta Lake table) or postgres (a table)")
+    kind: Literal["delta", "postgres", "iceberg"] = Field(
+        description="delta (a Delta Lake table), postgres (a table) or iceberg (an Apache Iceberg table)"
+    )
     uri: str | None = Field(
         default=None,
         max_length=2000,
@@ -294,7 +299,15 @@ class DestinationIn(BaseModel):
         "naming where the service reads that URL each time it connects",
     )
     table: str | None = Field(
-        default=None, pattern=PG_TABLE_PATTERN, description="postgres: the table, SCHEMA.TABLE (created if missing)"
+        default=None,
+        pattern=PG_TABLE_PATTERN,
+        description="postgres: the table, SCHEMA.TABLE; iceberg: NAMESPACE.TABLE (created if missing)",
+    )
+    catalog: IcebergCatalog | None = Field(
+        default=None,
+        description='iceberg: the catalog, {"type": "sql", "uri": "postgresql://USER@HOST/DB" or "sqlite:////PATH", '
+        '"warehouse"?: where the files go} or {"type": "rest", "uri": "https://...", "warehouse"?, "token"?, '
+        '"credential"?}; secrets as env:NAME or file:/PATH; left out: the embedded SQLite catalog under DATA_DIR',
     )
     mode: DestinationMode = Field(default=DEFAULT_MODE, description=MODE_HELP)
     columns: MetadataColumns = Field(default_factory=MetadataColumns, description=METADATA_HELP)
@@ -306,6 +319,8 @@ class DestinationIn(BaseModel):
 
     @model_validator(mode="after")
     def _fields_of_its_kind(self):
+        if self.kind != "iceberg" and self.catalog is not None:
+            raise ValueError('"catalog" is for an iceberg destination')
         if self.kind == "delta" and (self.url is not None or self.table is not None):
             raise ValueError('a delta destination takes "uri" and "storage" (url and table are for kind postgres)')
         if self.storage is not None and not on_object_store(self.uri):
@@ -318,13 +333,22 @@ class DestinationIn(BaseModel):
                 raise ValueError('a postgres destination takes "url" (postgresql://...) and "table" (SCHEMA.TABLE)')
             if not available("postgres"):
                 raise ValueError("postgres destinations are not available in this installation")
+        if self.kind == "iceberg":
+            if self.uri is not None or self.url is not None or self.table is None:
+                raise ValueError(
+                    'an iceberg destination takes "table" (NAMESPACE.TABLE) and, if not the embedded one, "catalog"'
+                )
+            if not available("iceberg"):
+                raise ValueError(
+                    "iceberg destinations need pyiceberg, which this installation lacks: install deltasieve[iceberg]"
+                )
         return self
 
 
 def distinct_destinations(destinations: list[DestinationIn] | None) -> list[DestinationIn] | None:
     """`destinations`, refused when two name the same place."""
     if destinations is not None:
-        places = [(d.kind, d.uri, d.url, d.table) for d in destinations]
+        places = [(d.kind, d.uri, d.url, d.table, d.catalog) for d in destinations]
         if len(set(places)) != len(places):
             raise ValueError("the same destination is given twice")
     return destinations

@@ -52,7 +52,7 @@ from service.errors import Gone, NotFound
 from service.jsonvalues import BATCH_ROWS
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
-from service.secrets import Secrets, revealed_storage
+from service.secrets import Secrets, is_reference, revealed_storage
 from service.settings import ServiceSettings
 from warehouse import faults
 from warehouse.destinations import CannotFollow, Destination, delta_file_cache, open_destination, public
@@ -79,9 +79,16 @@ def place(spec: DestinationSpec) -> str:
 
     >>> place(DestinationSpec(kind="delta", uri="/t/v"))
     'delta /t/v'
+    >>> place(DestinationSpec(kind="iceberg", table="wh.v")), place(DestinationSpec.model_validate(
+    ...     {"kind": "iceberg", "table": "wh.v", "catalog": {"uri": "postgresql://me@db/wh"}}))
+    ('iceberg embedded wh.v', 'iceberg sql db/wh wh.v')
     """
     if spec.kind == "delta":
         return f"delta {spec.uri or ''}".rstrip()
+    if spec.kind == "iceberg":
+        catalog = spec.catalog
+        where = "embedded" if catalog is None else f"{catalog.type} {(catalog.uri or '').rsplit('@', 1)[-1]}".rstrip()
+        return f"iceberg {where} {spec.table}"
     url = spec.url or ""
     return f"postgres {url.rsplit('@', 1)[-1]} {spec.table}"
 
@@ -101,6 +108,13 @@ def usable(spec: DestinationSpec, secrets: Secrets, what: str) -> DestinationSpe
     """
     if spec.storage is not None:
         return spec.model_copy(update={"storage": revealed_storage(spec.storage, secrets, what)})
+    if spec.catalog is not None:  # an iceberg catalog's secrets, each given by reference
+        secrets_of = {
+            name: secrets.reveal(value, f"{what}'s catalog {name}")
+            for name in ("uri", "token", "credential")
+            if (value := getattr(spec.catalog, name)) is not None and is_reference(value)
+        }
+        return spec.model_copy(update={"catalog": spec.catalog.model_copy(update=secrets_of)})
     if spec.url is None:
         return spec
     return spec.model_copy(update={"url": secrets.reveal(spec.sealed or spec.url, what), "sealed": None})

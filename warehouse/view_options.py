@@ -16,6 +16,7 @@ keys given when the options were made, so that options load and store again unch
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -151,6 +152,69 @@ class Schedule(BaseModel):
 DEFAULT_DESTINATIONS: tuple[dict[str, str], ...] = ({"kind": "delta"},)
 
 
+#: The start of a secret given by reference (service/secrets.py): read when used, never stored.
+SECRET_REFERENCE = re.compile(r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:/.+)$")
+
+
+class IcebergCatalog(BaseModel):
+    """An Iceberg destination's catalog (warehouse/destinations/iceberg_catalog.py): a SQL
+    catalog (`uri`: sqlite:////PATH or postgresql://...; none: SQLite under DATA_DIR) or a
+    REST catalog (`uri`: http(s)://...). A secret (a PostgreSQL password, a REST token) is
+    given by reference, `env:NAME` or `file:/PATH`, never written in the options.
+
+    >>> IcebergCatalog(type="rest", uri="http://cat:8181", token="env:CATALOG_TOKEN").type
+    'rest'
+    >>> IcebergCatalog(uri="postgresql://loader:pw@db/wh")
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for IcebergCatalog
+      Value error, an iceberg catalog's uri holds a password: give the uri as env:NAME or file:/PATH ...
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: Literal["sql", "rest"] = "sql"
+    #: sql: sqlite:////ABSOLUTE/PATH or postgresql://USER@HOST/DB, or env:NAME / file:/PATH naming
+    #: one; rest: the catalog's http(s):// address.
+    uri: str | None = Field(default=None, max_length=2000)
+    #: Where the tables' files go (an absolute path or a URI pyiceberg writes to); sql: by
+    #: default DATA_DIR/iceberg/warehouse; rest: the catalog's own when left out.
+    warehouse: str | None = Field(default=None, max_length=2000, pattern=r"^(/|[a-z][a-z0-9+.-]*://)[^\x00-\x1f]*$")
+    #: rest: a bearer token, env:NAME or file:/PATH.
+    token: str | None = None
+    #: rest: an OAuth2 client credential CLIENT_ID:SECRET, env:NAME or file:/PATH.
+    credential: str | None = None
+
+    @model_validator(mode="after")
+    def _fields_of_its_type(self) -> IcebergCatalog:
+        uri = self.uri or ""
+        for name, value in (("token", self.token), ("credential", self.credential)):
+            if value is None:
+                continue
+            if self.type != "rest":
+                raise ValueError(f'"{name}" is for a rest catalog')
+            if not SECRET_REFERENCE.match(value):
+                raise ValueError(f'a rest catalog\'s "{name}" is a secret: give it as env:NAME or file:/PATH')
+        if SECRET_REFERENCE.match(uri):
+            return self
+        if self.type == "rest":
+            if not re.match(r"^https?://[^\x00-\x20]+$", uri):
+                raise ValueError(f"a rest catalog's uri is its http:// or https:// address: got {uri!r}")
+            return self
+        if self.uri is None or re.match(r"^sqlite:////[^\x00-\x1f]+$", uri):
+            return self
+        if not re.match(r"^postgres(ql)?://[^\x00-\x20]+$", uri):
+            raise ValueError(
+                "a sql catalog's uri is sqlite:////ABSOLUTE/PATH or postgresql://USER@HOST/DB (or env:NAME or "
+                f"file:/PATH naming one): got {uri.split('@')[-1]!r}"
+            )
+        if "password=" in uri or re.match(r"^[a-z]+://[^/@]*:[^/@]*@", uri):
+            raise ValueError(
+                "an iceberg catalog's uri holds a password: give the uri as env:NAME or file:/PATH "
+                "(read by the service each time it connects), never in the view's options"
+            )
+        return self
+
+
 #: How a destination keeps what a sync changed (warehouse/destinations/modes.py): `merge` (the
 #: view's rows as they are now), `soft_delete` (a deleted row stays, flagged), `history` (one
 #: row per version of each row).
@@ -210,12 +274,12 @@ class StorageSpec(BaseModel):
 
 class DestinationSpec(BaseModel):
     """Where a view is published (warehouse/destinations/): a Delta Lake table (`uri`, by
-    default DATA_DIR/tables/<view>; `storage` where it is on S3) or a PostgreSQL table
-    (`url`, `table` SCHEMA.TABLE), in a mode (`mode`, modes.py) with its metadata columns
-    named as `columns` says."""
+    default DATA_DIR/tables/<view>; `storage` where it is on S3), a PostgreSQL table (`url`,
+    `table` SCHEMA.TABLE) or an Iceberg table (`catalog`, `table` NAMESPACE.TABLE), in a mode
+    (`mode`, modes.py) with its metadata columns named as `columns` says."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["delta", "postgres"]
+    kind: Literal["delta", "postgres", "iceberg"]
     mode: DestinationMode = DEFAULT_MODE
     #: The metadata columns' names where they are not the defaults (only those given are stored).
     columns: MetadataColumns = MetadataColumns()
@@ -227,6 +291,8 @@ class DestinationSpec(BaseModel):
     table: str | None = None
     #: The URL with its password, encrypted (service/secrets.py); None when `url` is all of it.
     sealed: str | None = None
+    #: iceberg: the catalog the table is in (None: the embedded SQLite one under DATA_DIR).
+    catalog: IcebergCatalog | None = None
 
 
 # -- the settings of each family of strategies, under the names the options store them with --

@@ -398,7 +398,7 @@ function published(view) {
   const destinations = view.destinations || [];
   if (!destinations.length) return [el("span", { class: "muted" }, "none")];
   return destinations.map((d) => {
-    const where = d.uri || `${d.table} at ${d.url}`;
+    const where = d.uri || (d.catalog ? `${d.table} in the ${d.catalog.type} iceberg catalog` : `${d.table} at ${d.url}`);
     const state = d.error ? badge("failed", `${d.lag_syncs} behind`) : d.lag_syncs ? `${d.lag_syncs} behind` : "caught up";
     return el("div", { title: d.error ? `${where}: ${d.error}` : `${where}: applied ${d.applied_sync || "nothing yet"}` }, `${d.kind}: `, state);
   });

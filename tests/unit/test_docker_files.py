@@ -52,7 +52,7 @@ def test_agent_image_installs_only_the_agent():
 def test_service_image_installs_java_and_the_service_extra():
     steps = _instructions("Dockerfile.service")
     runs = " ".join(rest for op, rest in steps if op == "RUN")
-    assert "openjdk-17" in runs and "'.[service]'" in runs
+    assert "openjdk-17" in runs and "'.[service,iceberg]'" in runs
     copied = {rest.split()[0] for op, rest in steps if op == "COPY"}
     assert {"deltasieve_protocol", "warehouse", "service"} <= copied and "remote_agent" not in copied
     _compiles_kernels_ahead_of_time(steps)

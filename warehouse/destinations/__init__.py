@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from warehouse.defaults import DEFAULT_KEEP_VERSIONS
-from warehouse.destinations import object_storage
+from warehouse.destinations import iceberg_catalog, object_storage
 from warehouse.destinations.base import CannotFollow, Destination
 from warehouse.view_options import DestinationSpec
 
@@ -31,17 +31,25 @@ __all__ = [
 ]
 
 #: kind -> the module implementing it
-KINDS = {"delta": "warehouse.destinations.delta", "postgres": "warehouse.destinations.postgres"}
+KINDS = {
+    "delta": "warehouse.destinations.delta",
+    "postgres": "warehouse.destinations.postgres",
+    "iceberg": "warehouse.destinations.iceberg",
+}
+#: kind -> the package it needs that an installation may lack (an optional extra)
+NEEDS = {"iceberg": "pyiceberg"}
 
 
 def available(kind: str) -> bool:
-    """Whether destinations of `kind` can be opened here (its module is installed).
+    """Whether destinations of `kind` can be opened here (its module, and the package it
+    needs, are installed).
 
     >>> available("delta"), available("nosuch")
     (True, False)
     """
     module = KINDS.get(kind)
-    return module is not None and importlib.util.find_spec(module) is not None
+    needed = [m for m in (module, NEEDS.get(kind)) if m is not None]
+    return module is not None and all(importlib.util.find_spec(m) is not None for m in needed)
 
 
 def open_destination(
@@ -77,7 +85,7 @@ def masked_url(url: str) -> str:
 
 def public(spec: DestinationSpec, data_dir: Path, view: str) -> dict:
     """What the API shows of a destination: kind and uri (and its storage, credentials masked:
-    object_storage.py), or kind, masked url and table.
+    object_storage.py); kind, masked url and table; or kind, catalog and table.
 
     >>> public(DestinationSpec(kind="delta"), Path("/d"), "v")
     {'kind': 'delta', 'uri': '/d/tables/v'}
@@ -85,10 +93,14 @@ def public(spec: DestinationSpec, data_dir: Path, view: str) -> dict:
     {'kind': 'delta', 'uri': 's3://b/v', 'storage': {'secret_access_key': '***'}}
     >>> public(DestinationSpec(kind="postgres", url="postgresql://u:p@h/db", table="s.t"), Path("/d"), "v")
     {'kind': 'postgres', 'url': 'postgresql://u:***@h/db', 'table': 's.t'}
+    >>> public(DestinationSpec(kind="iceberg", table="wh.v"), Path("/d"), "v")
+    {'kind': 'iceberg', 'catalog': {'type': 'embedded'}, 'table': 'wh.v'}
     """
     if spec.kind == "delta":
         shown: dict = {"kind": "delta", "uri": spec.uri or default_table_uri(data_dir, view)}
         if spec.storage is not None:
             shown["storage"] = object_storage.shown(spec.storage)
         return shown
+    if spec.kind == "iceberg":
+        return {"kind": "iceberg", "catalog": iceberg_catalog.shown(spec.catalog), "table": spec.table}
     return {"kind": spec.kind, "url": masked_url(spec.url or ""), "table": spec.table}

@@ -12,8 +12,10 @@ from pydantic import ValidationError
 from service.app import create_app
 from service.catalog import Catalog
 from service.models import ViewIn, ViewSettings
-from service.publishing import place
+from service.publishing import place, usable
+from service.secrets import Secrets
 from service.settings import ServiceSettings
+from warehouse import destinations
 from warehouse.destinations import available, public
 from warehouse.multisets.multiset import _cols
 from warehouse.view_options import DestinationSpec, ViewOptions
@@ -36,6 +38,16 @@ def test_a_new_view_gets_its_delta_table_and_an_empty_list_publishes_nothing():
         [{"kind": "delta"}, {"kind": "delta"}],
         [{"kind": "delta", "path": "/x"}],
         [{"kind": "delta", "uri": "relative/dir"}],
+        [{"kind": "iceberg", "table": "wh.t", "uri": "/x"}],
+        [{"kind": "iceberg", "table": "no_namespace"}],
+        [{"kind": "delta", "catalog": {"type": "sql"}}],
+        [{"kind": "iceberg", "table": "wh.t", "catalog": {"uri": "postgresql://me:pw@h/db"}}],
+        [{"kind": "iceberg", "table": "wh.t", "catalog": {"uri": "mysql://me@h/db"}}],
+        [{"kind": "iceberg", "table": "wh.t", "catalog": {"uri": "sqlite:///relative.db"}}],
+        [{"kind": "iceberg", "table": "wh.t", "catalog": {"type": "rest"}}],
+        [{"kind": "iceberg", "table": "wh.t", "catalog": {"type": "rest", "uri": "http://c", "token": "literal"}}],
+        [{"kind": "iceberg", "table": "wh.t", "catalog": {"token": "env:T"}}],
+        [{"kind": "iceberg", "table": "wh.t"}, {"kind": "iceberg", "table": "wh.t"}],
         [{"kind": "delta", "mode": "scd2"}],
         [{"kind": "delta", "columns": {"active": "_a"}}],
         [{"kind": "delta", "mode": "history", "columns": {"current": "is current"}}],
@@ -55,6 +67,26 @@ def test_a_postgres_destination_is_refused_while_its_module_is_missing():
     else:
         with pytest.raises(ValidationError, match="not available"):
             ViewIn(name="v", sql="x", destinations=given)
+
+
+def test_an_iceberg_destination_is_refused_by_name_where_pyiceberg_is_missing(monkeypatch):
+    given = [{"kind": "iceberg", "table": "wh.orders", "catalog": {"uri": "env:CATALOG_URL"}}]
+    assert ViewIn(name="v", sql="x", destinations=given).destinations[0].catalog.uri == "env:CATALOG_URL"
+    monkeypatch.setitem(destinations.NEEDS, "iceberg", "pyiceberg_not_installed_here")
+    with pytest.raises(ValidationError, match=r"need pyiceberg.*deltasieve\[iceberg\]"):
+        ViewIn(name="v", sql="x", destinations=given)
+
+
+def test_an_iceberg_catalogs_secrets_are_read_when_it_is_opened(monkeypatch):
+    spec = DestinationSpec.model_validate(
+        {"kind": "iceberg", "table": "wh.t", "catalog": {"type": "rest", "uri": "env:CAT", "token": "env:TOK"}}
+    )
+    monkeypatch.setenv("CAT", "https://catalog.example/api")
+    monkeypatch.setenv("TOK", "t0ken")
+    opened = usable(spec, Secrets(None), "view 'v'")
+    assert (opened.catalog.uri, opened.catalog.token) == ("https://catalog.example/api", "t0ken")
+    assert public(spec, Path("/d"), "v")["catalog"] == {"type": "rest", "uri": "env:CAT"}
+    assert "t0ken" not in place(spec)
 
 
 def test_the_password_is_never_shown_nor_named_in_the_catalog():

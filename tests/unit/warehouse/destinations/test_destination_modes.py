@@ -24,10 +24,14 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from psycopg.rows import dict_row
+from pyiceberg.catalog import load_catalog
 
 from deltasieve_protocol.types import Column, LogicalType
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.delta import SYNC_ID, DeltaDestination, DestinationRefused
+from warehouse.destinations.iceberg import SYNC_ID as ICEBERG_SYNC_ID
+from warehouse.destinations.iceberg import IcebergDestination
+from warehouse.destinations.iceberg_catalog import CATALOG_NAME, open_catalog, properties
 from warehouse.destinations.modes import Publishing
 from warehouse.destinations.postgres import PostgresDestination
 from warehouse.errors import DestinationError
@@ -36,7 +40,7 @@ from warehouse.names import OP
 from warehouse.view_options import MetadataColumns
 
 MODES = ["merge", "soft_delete", "history"]
-KINDS = ["delta", "postgres"]
+KINDS = ["delta", "postgres", "iceberg"]
 START = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
 META = MetadataColumns()
 ROUNDS = 14
@@ -66,6 +70,9 @@ class Table:
         if kind == "delta":
             self.uri = str(tmp_path / name)
             self.destination = DeltaDestination(self.uri, publishing=publishing)
+        elif kind == "iceberg":  # in the embedded catalog under tmp_path, read back by pyiceberg's scan
+            self.props, self.name = properties(None, tmp_path), f"modes.{name}"
+            self.destination = IcebergDestination(self.props, self.name, tmp_path, publishing=publishing)
         else:
             self.url, self.name = postgres.owner_url, f"modes.{name}"
             self.destination = PostgresDestination(self.url, self.name, name, publishing)
@@ -73,6 +80,9 @@ class Table:
     def rows(self) -> list[dict]:
         if self.kind == "delta":
             return DeltaTable(self.uri).to_pyarrow_table().to_pylist()
+        if self.kind == "iceberg":
+            table = load_catalog(CATALOG_NAME, **self.props).load_table(tuple(self.name.split(".")))
+            return table.scan().to_arrow().to_pylist()
         with psycopg.connect(self.url, row_factory=dict_row) as conn:
             return conn.execute(f"SELECT * FROM {self.name}").fetchall()
 
@@ -239,9 +249,13 @@ KEYED = _keyed_columns(0)
 def test_a_table_written_before_the_modes_takes_the_metadata_in_place(kind, tmp_path, postgres):
     """Its rows keep NULL metadata until a sync writes them; another mode's table cannot follow."""
     table = Table(kind, "merge", tmp_path, postgres, "before_modes")
+    rows = pa.table({"k": [1, 2], "v": ["a", "b"], "d": pa.array([None, None], pa.decimal128(6, 2))})
     if kind == "delta":
-        rows = pa.table({"k": [1, 2], "v": ["a", "b"], "d": pa.array([None, None], pa.decimal128(6, 2))})
         write_deltalake(table.uri, rows, commit_properties=CommitProperties(custom_metadata={SYNC_ID: "s0"}))
+    elif kind == "iceberg":
+        catalog = open_catalog(table.props, tmp_path)
+        catalog.create_namespace_if_not_exists("modes")
+        catalog.create_table(("modes", "before_modes"), rows.schema).append(rows, {ICEBERG_SYNC_ID: "s0"})
     else:
         with psycopg.connect(table.url, autocommit=True) as conn:
             conn.execute("CREATE SCHEMA IF NOT EXISTS modes")

@@ -4,24 +4,21 @@ Polars, DuckDB over the Arrow dataset, Spark over the current files."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 
 from deltasieve_protocol.types import Column, LogicalType
+from tests.support.page_examples import DESTINATIONS_PAGE, examples, run
 from tests.support.s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 from warehouse.destinations.delta import DeltaDestination
 from warehouse.names import OP
 from warehouse.spark import build_session
 
-PAGE = Path(__file__).parents[4] / "docs" / "results" / "destinations.md"
 COLUMNS = [Column("k", LogicalType("int")), Column("v", LogicalType("text"))]
 
 
 def _examples() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
+    return examples(DESTINATIONS_PAGE, "Reading the Delta table")
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +35,7 @@ def uri(tmp_path_factory) -> str:
 
 
 def _run(example: str, **names) -> dict:
-    scope = dict(names)
-    exec(compile(example, str(PAGE), "exec"), scope)
-    return scope
+    return run(DESTINATIONS_PAGE, example, **names)
 
 
 def test_the_page_has_its_examples():
