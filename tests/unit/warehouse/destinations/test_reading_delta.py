@@ -21,6 +21,11 @@ def _examples() -> list[str]:
     return examples(DESTINATIONS_PAGE, "Reading the Delta table")
 
 
+def _on_s3() -> str:
+    (example,) = examples(DESTINATIONS_PAGE, "Delta tables on S3")
+    return example
+
+
 @pytest.fixture(scope="module")
 def uri(tmp_path_factory) -> str:
     """A table of three rows, after two syncs (the second deleted one row and updated one)."""
@@ -39,7 +44,7 @@ def _run(example: str, **names) -> dict:
 
 
 def test_the_page_has_its_examples():
-    assert len(_examples()) == 5
+    assert len(_examples()) == 4
 
 
 def test_deltalake_on_s3(s3_server):
@@ -49,26 +54,26 @@ def test_deltalake_on_s3(s3_server):
     schema = pa.schema([(OP, pa.string()), ("k", pa.int64()), ("v", pa.string())])
     lines = pa.RecordBatch.from_pylist([{OP: "insert", "k": k, "v": str(k)} for k in range(3)], schema=schema)
     destination.apply("s1", 1, COLUMNS, ["k"], [lines], False)
-    scope = _run(_examples()[0], uri=uri, endpoint=s3_server.endpoint, key_id=ACCESS_KEY_ID, secret=SECRET_ACCESS_KEY)
+    scope = _run(_on_s3(), uri=uri, endpoint=s3_server.endpoint, key_id=ACCESS_KEY_ID, secret=SECRET_ACCESS_KEY)
     assert sorted(scope["rows"]["v"]) == ["0", "1", "2"]
 
 
 def test_deltalake_and_pandas(uri):
-    scope = _run(_examples()[1], uri=uri)
+    scope = _run(_examples()[0], uri=uri)
     assert sorted(scope["rows"]["v"]) == ["2", "3", "one"]
     assert [s for _, s in scope["history"]] == ["s2", "s1"]
     assert len(scope["as_loaded"]) == 4
 
 
 def test_polars(uri):
-    assert sorted(_run(_examples()[2], uri=uri)["rows"]["v"].to_list()) == ["2", "3", "one"]
+    assert sorted(_run(_examples()[1], uri=uri)["rows"]["v"].to_list()) == ["2", "3", "one"]
 
 
 def test_duckdb(uri):
-    assert _run(_examples()[3], uri=uri)["count"] == 3
+    assert _run(_examples()[2], uri=uri)["count"] == 3
 
 
 def test_spark_over_the_current_files(uri):
     spark = build_session("local[1]")
-    rows = _run(_examples()[4], uri=uri, spark=spark)["rows"]
+    rows = _run(_examples()[3], uri=uri, spark=spark)["rows"]
     assert sorted(r["v"] for r in rows.collect()) == ["2", "3", "one"]
