@@ -216,11 +216,9 @@ def sources(
             source = found.get(place)
             if source is None:  # a new name for another server's database and schema of the same names
                 name = _unique(name, {s["name"] for s in found.values()})
-                source = found[place] = {"name": name, **fields, "tables": []}
+                source = found[place] = {"name": name, "description": _described(fields), **fields, "tables": []}
             table = _unique(view["name"], {t["name"] for t in source["tables"]})
             source["tables"].append(_table(view, destination, table, tests, warn, error))
-    for source in found.values():
-        source["description"] = _described(source)
     return {"version": 2, "sources": list(found.values())}
 
 
@@ -238,10 +236,11 @@ def _unique(name: str, taken) -> str:
     return out
 
 
-def _described(source: dict) -> str:
-    if "schema" not in source:
+def _described(fields: dict) -> str:
+    """What a source holds, from its fields (_source_of)."""
+    if "schema" not in fields:
         return "Delta Lake tables of deltasieve views, one per view (read at their external location)"
-    where = ".".join(p for p in (source.get("database"), source["schema"]) if p)
+    where = ".".join(p for p in (fields.get("database"), fields["schema"]) if p)
     return f"PostgreSQL tables of deltasieve views in {where}"
 
 
