@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
-import yaml  # type: ignore[import-untyped]  # PyYAML ships no type hints
+import yaml
 
 from deltasieve_cli.client import Client
 from deltasieve_cli.commands import CONTEXT, command
