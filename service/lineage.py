@@ -52,8 +52,10 @@ from openlineage.client.facet_v2 import (
     sql_job,
 )
 
+#: The version the events say produced them (the package's, as the app's OpenAPI document says it).
+SERVICE_VERSION = "0.1.0"
 #: What produced the events (a URI, as the spec asks): this service, by name and version.
-PRODUCER = "urn:deltasieve:service:0.1.0"
+PRODUCER = f"urn:deltasieve:service:{SERVICE_VERSION}"
 #: The namespace run ids are derived in (uuid5): a fixed UUID, so that a sync's run id never changes.
 RUN_NAMESPACE = uuid.UUID("5d1b7a3e-6c8f-4f0e-9a51-2f6e3c0d8b47")
 #: PostgreSQL's port when a URL names none (OpenLineage's namespace always carries one).
@@ -218,7 +220,7 @@ def _event(
     state: RunState, sync: SyncLineage, at: str, inputs: list, outputs: list, run_facets: dict | None = None
 ) -> RunEvent:
     engine = processing_engine_run.ProcessingEngineRunFacet(
-        version="0.1.0", name="deltasieve", openlineageAdapterVersion=CLIENT_VERSION, producer=PRODUCER
+        version=SERVICE_VERSION, name="deltasieve", openlineageAdapterVersion=CLIENT_VERSION, producer=PRODUCER
     )
     job_facets = {
         "jobType": job_type_job.JobTypeJobFacet(
