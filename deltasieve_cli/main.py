@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from deltasieve_cli import data, keys, sources, syncs, views
+from deltasieve_cli import data, dbt, keys, sources, syncs, views
 from deltasieve_cli.commands import CONTEXT, State
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -65,6 +65,7 @@ for _command in (
     data.rows_,
     keys.key,
     keys.audit,
+    dbt.dbt,
 ):
     cli.add_command(_command)
 

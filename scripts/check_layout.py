@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("deltasieve_protocol", "remote_agent", "warehouse", "service", "deltasieve_cli")
+PACKAGES = ("deltasieve_protocol", "remote_agent", "warehouse", "service", "deltasieve_cli", "deltasieve")
 #: How many of the longest modules, and of the longest functions, the report lists.
 REPORTED = 10
 

@@ -15,6 +15,7 @@ from service.catalog import Catalog
 from service.errors import ServiceError
 from service.jobs import SyncRunner
 from service.limits import BodySizeLimit
+from service.lineage_sender import Lineage
 from service.metrics import ServiceMetrics
 from service.publishing import Publisher
 from service.readers import Readers
@@ -49,10 +50,17 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         app.state.metrics = ServiceMetrics()
         app.state.metrics.seed(app.state.catalog)
         app.state.health = SourceHealth(on_change=lambda source, h: app.state.metrics.source(source, h.status == OK))
+        app.state.lineage = Lineage(settings, app.state.catalog, app.state.metrics)
         # publishing reads committed deltas and rows with Arrow: it runs with or without Spark
-        app.state.publisher = Publisher(settings, app.state.catalog, app.state.metrics)
+        app.state.publisher = Publisher(settings, app.state.catalog, app.state.metrics, app.state.lineage.published)
         app.state.runner = SyncRunner(
-            settings, app.state.catalog, engine, app.state.metrics, app.state.health, app.state.publisher.wake
+            settings,
+            app.state.catalog,
+            engine,
+            app.state.metrics,
+            app.state.health,
+            app.state.publisher.wake,
+            app.state.lineage,
         )
         app.state.runner.recover()
         app.state.publisher.start()  # after recovery: syncs a crash left committed are succeeded
@@ -93,6 +101,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
                 task.stop()
             app.state.runner.shutdown()
             app.state.publisher.stop()
+            app.state.lineage.stop()  # after the syncs and destinations that report to it
             app.state.catalog.close()
 
     app = FastAPI(

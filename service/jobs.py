@@ -24,6 +24,7 @@ from service import eta, remedies
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
 from service.errors import Conflict
+from service.lineage_sender import Lineage
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
 from service.redefinitions import pending_redefinition, redefine_within
@@ -79,6 +80,7 @@ class SyncRunner:
         metrics: ServiceMetrics | None = None,
         health: SourceHealth | None = None,
         committed: Callable[[str], None] | None = None,
+        lineage: Lineage | None = None,
     ):
         self.settings = settings
         #: told the view's name after each sync that succeeded: its destinations may have something to apply
@@ -86,6 +88,8 @@ class SyncRunner:
         self.catalog = catalog
         self.engine = engine
         self.metrics = metrics or ServiceMetrics()
+        #: each sync's OpenLineage events (off unless configured)
+        self.lineage = lineage or Lineage(settings, catalog, self.metrics)
         # never more syncs are handed to the pool than it has threads: the queue is ours
         #: each source's health, which a sync's contact with its agents updates
         self.health = health or SourceHealth()
@@ -296,6 +300,7 @@ class SyncRunner:
         queued_s = _seconds_between(self.catalog.sync(view_name, sync_id).created_at, started)
         self.catalog.update_sync(sync_id, status="running", started_at=started, queued_s=queued_s)
         self.metrics.started(view_name, trigger, queued_s)
+        self.lineage.started(view_name, sync_id)
         t0 = time.monotonic()
         progress = _Progress(self.catalog, sync_id, eta.expected_seconds(self.catalog.syncs(view_name, 20), verify))
 
@@ -335,9 +340,11 @@ class SyncRunner:
                 if failed is not None:  # its agent did not answer, or refused
                     self.health.report(failed, exc)
             self._failed(view_name, sync_id, error, run, t0, code)
+            self.lineage.failed(view_name, sync_id, error, code)
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)
+            self.lineage.succeeded(view_name, sync_id, metrics)
             for source in sources:
                 self.health.report(source, None)  # every agent of the view answered
             self.committed(view_name)

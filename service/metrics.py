@@ -118,6 +118,13 @@ class ServiceMetrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.lineage = Counter(
+            "deltasieve_lineage_events",
+            "OpenLineage events of syncs, by event type and outcome: sent, failed (it could not be built, or the "
+            "transport refused it: the endpoint is down, the file cannot be written) or dropped (too many waited)",
+            ["event_type", "outcome"],
+            registry=r,
+        )
         self.delta_cache = Gauge(
             "deltasieve_delta_cache_bytes",
             "Bytes of rows of Delta files held in memory for their next rewrite (SERVICE_DELTA_CACHE_MIB)",
@@ -223,6 +230,10 @@ class ServiceMetrics:
         with self._lock:
             self._published.setdefault(view, set()).add(destination)
         self.publish.labels(view, destination).observe(seconds)
+
+    def lineage_event(self, event_type: str, outcome: str) -> None:
+        """An OpenLineage event was sent, failed or was dropped (service/lineage_sender.py)."""
+        self.lineage.labels(event_type, outcome).inc()
 
     def schedules(self, views: list[ViewRecord]) -> None:
         """Each scheduled view's interval as the catalog has it now (`views`: its view rows)."""

@@ -37,7 +37,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,10 +129,18 @@ class _Backoff:
 class Publisher:
     """The background thread that hands every view's destinations to workers to catch them up."""
 
-    def __init__(self, settings: ServiceSettings, catalog: Catalog, metrics: ServiceMetrics | None = None):
+    def __init__(
+        self,
+        settings: ServiceSettings,
+        catalog: Catalog,
+        metrics: ServiceMetrics | None = None,
+        applied: Callable[[str, str, DestinationSpec, Destination], None] | None = None,
+    ):
         self.settings = settings
         self.catalog = catalog
         self.metrics = metrics or ServiceMetrics()
+        #: told (view, sync id, spec, destination) after a destination committed a sync or was rebuilt up to one
+        self.applied = applied or (lambda view, sync_id, spec, destination: None)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._backoff: dict[tuple[str, str], _Backoff] = {}
@@ -274,6 +282,8 @@ class Publisher:
             started = time.monotonic()
             held = self._rebuild(destination, view, store, why, Publishing.of(spec))
             self._timed(view_name, spec, started)
+            if held is not None:
+                self.applied(view_name, held, spec, destination)
             syncs = self.catalog.succeeded_after(view_name, held) if held is not None else []
         for i, sync in enumerate(syncs):
             if held is not None and not changed(sync):
@@ -289,11 +299,13 @@ class Publisher:
                 self._timed(view_name, spec, started)  # the attempt and the rebuild (a PostgreSQL load)
                 self.catalog.set_publication(view_name, name, held, None)
                 if held is not None:  # else the view has no version to build from: nothing to do
+                    self.applied(view_name, held, spec, destination)
                     self.catch_up(view_name, spec)  # the syncs after the version it was rebuilt from
                 return
             self._timed(view_name, spec, started)
             self.catalog.set_publication(view_name, name, held, None)
             self._gauge(view_name, spec, held)
+            self.applied(view_name, sync.id, spec, destination)
         self.catalog.set_publication(view_name, name, held, None)
         self._gauge(view_name, spec, held)
 

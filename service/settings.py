@@ -185,9 +185,37 @@ class ServiceSettings(BaseSettings):
         gt=0,
         description="seconds between two checks of each source's agent (reachable, token taken): a source's health",
     )
+    openlineage_transport: Literal["none", "http", "file", "console", "config"] | None = Field(
+        default=None,
+        description="where each sync's OpenLineage run events go (START, COMPLETE, FAIL, and OTHER once a destination "
+        "applied it): http (SERVICE_OPENLINEAGE_URL), file (SERVICE_OPENLINEAGE_FILE, one event per line), console "
+        "(the service's log), config (the OpenLineage client's own configuration: OPENLINEAGE_CONFIG, openlineage.yml, "
+        "OPENLINEAGE_URL or OPENLINEAGE__TRANSPORT__* variables), none; unset: http when SERVICE_OPENLINEAGE_URL is "
+        "set, file when SERVICE_OPENLINEAGE_FILE is, else none",
+    )
+    openlineage_url: str | None = Field(
+        default=None, description="the OpenLineage HTTP endpoint's base URL, e.g. http://marquez:5000"
+    )
+    openlineage_endpoint: str = Field(
+        default="api/v1/lineage", description="the path under SERVICE_OPENLINEAGE_URL events are posted to"
+    )
+    openlineage_api_key: SecretStr | None = Field(
+        default=None, description="sent as a Bearer token with each event posted to SERVICE_OPENLINEAGE_URL"
+    )
+    openlineage_file: Path | None = Field(
+        default=None, description="the file the events are appended to, one JSON document per line"
+    )
+    openlineage_namespace: str = Field(
+        default="deltasieve",
+        min_length=1,
+        description="the OpenLineage job namespace of the syncs (each view is a job of it)",
+    )
+    openlineage_timeout_s: float = Field(
+        default=5.0, gt=0, description="seconds one event may take to be posted before it counts as failed"
+    )
     log_level: str = "info"
 
-    @field_validator("api_key", "secret_key", mode="before")
+    @field_validator("api_key", "secret_key", "openlineage_api_key", mode="before")
     @classmethod
     def _empty_is_none(cls, value):
         return None if value in ("", None) else value
@@ -252,6 +280,20 @@ class ServiceSettings(BaseSettings):
     def _client_pair(self):
         if (self.agent_client_cert is None) != (self.agent_client_key is None):
             raise ValueError("SERVICE_AGENT_CLIENT_CERT and SERVICE_AGENT_CLIENT_KEY go together")
+        return self
+
+    @model_validator(mode="after")
+    def _lineage_transport(self):
+        if self.openlineage_transport is None:
+            if self.openlineage_url and self.openlineage_file:
+                raise ValueError(
+                    "SERVICE_OPENLINEAGE_URL and SERVICE_OPENLINEAGE_FILE: set SERVICE_OPENLINEAGE_TRANSPORT to say which"
+                )
+            self.openlineage_transport = "http" if self.openlineage_url else "file" if self.openlineage_file else "none"
+        if self.openlineage_transport == "http" and not self.openlineage_url:
+            raise ValueError("SERVICE_OPENLINEAGE_TRANSPORT=http needs SERVICE_OPENLINEAGE_URL")
+        if self.openlineage_transport == "file" and not self.openlineage_file:
+            raise ValueError("SERVICE_OPENLINEAGE_TRANSPORT=file needs SERVICE_OPENLINEAGE_FILE")
         return self
 
     def agent_verify(self) -> ssl.SSLContext | bool:

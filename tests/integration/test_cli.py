@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from workloads.harness import free_port, start_agent
 
@@ -499,3 +500,23 @@ def test_view_add_and_set_send_only_what_is_given():
         ("PATCH", "/v1/views/v", {"sample_size": 5}),
         ("PATCH", "/v1/views/v", {"schedule": None}),
     ]
+
+
+def test_dbt_sources_names_the_views_published_table(run, view, tmp_path):
+    """`dbt sources` writes the file for the view's Delta table as the service shows it."""
+    target = tmp_path / "sources.yml"
+    ok(run("dbt", "sources", VIEW, "-o", str(target), "--warn-after", "6h"))
+    document = yaml.safe_load(target.read_text())
+    (source,) = document["sources"]
+    (table,) = source["tables"]
+    shown = json.loads(ok(run("--json", "view", "show", VIEW)).stdout)
+    (delta,) = shown["destinations"]
+    assert (source["name"], table["name"], table["external"]["location"]) == ("deltasieve_delta", VIEW, delta["uri"])
+    assert [c["name"] for c in table["columns"]] == [*shown["columns"], "_deltasieve_synced_at", "_deltasieve_sync_id"]
+    assert table["columns"][0] == {
+        "name": "sku",
+        "description": "key column, text",
+        "data_tests": ["not_null", "unique"],
+    }
+    assert table["config"]["freshness"]["warn_after"] == {"count": 6, "period": "hour"}
+    failed(run("dbt", "sources", "no_such_view"), 2, "no_such_view")

@@ -5,7 +5,8 @@ file that reaches Spark's JVM, and a heap of its own; test_crashes the kill file
 rotation of the sketch tables' secret, and a process it can SIGKILL and start again on
 the same data. None of these changes what the other modules see (an unarmed kill file
 costs a lookup, a healthy agent answers well within the timeouts, a rotation only makes
-a sketch table be rebuilt sooner), so the three share one service (`special_service` in
+a sketch table be rebuilt sooner), nor does the file its syncs' OpenLineage events are
+written to (test_orchestration reads it), so they share one service (`special_service` in
 tests/conftest.py): one Spark JVM started and one first sync of a fresh JVM paid (10-30 s
 here) instead of one per module.
 """
@@ -38,6 +39,8 @@ class SpecialService:
     def __init__(self, root: Path, logs_dir: Path):
         self.data_dir = root / "warehouse"
         self.kill_file = root / "kill-at"
+        #: every sync's OpenLineage events, one per line (the file transport)
+        self.lineage_file = root / "lineage.ndjson"
         self.logs_dir = logs_dir
         self.port = free_port()  # kept across restarts, so every module's client stays valid
         self.proc = None
@@ -53,7 +56,8 @@ class SpecialService:
 
     def env(self) -> dict[str, str]:
         """Faults armed through `kill_file`, tight agent calls, HEAP, SKETCH_ROTATION, no periodic
-        source check, interrupted syncs retried only when `retry_interrupted` says so."""
+        source check, interrupted syncs retried only when `retry_interrupted` says so, lineage
+        events into `lineage_file`."""
         return {
             KILL_FILE_ENV: str(self.kill_file),
             "SERVICE_SPARK_DRIVER_MEMORY": HEAP,
@@ -66,6 +70,7 @@ class SpecialService:
             # would take a fault that test_agent_failures plans for a sync's connection
             "SERVICE_SOURCE_CHECK_INTERVAL_S": str(SOURCE_CHECK_INTERVAL_S),
             "SERVICE_RETRY_INTERRUPTED": str(self.retry_interrupted).lower(),
+            "SERVICE_OPENLINEAGE_FILE": str(self.lineage_file),
         }
 
     def start(self) -> None:

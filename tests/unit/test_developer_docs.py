@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"deltasieve_protocol", "remote_agent", "service", "warehouse", "deltasieve_cli"}
+PACKAGES = {"deltasieve_protocol", "remote_agent", "service", "warehouse", "deltasieve_cli", "deltasieve"}
 #: Page -> where its bare names are looked up: modules or classes, by dotted name.
 PAGES: dict[str, tuple[str, ...]] = {
     "docs/development/adding-a-strategy.md": (

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+import deltasieve
 import deltasieve_cli
 import deltasieve_protocol
 import remote_agent
@@ -27,7 +28,7 @@ FOR_THEIR_PROCESS_ONLY = {"remote_agent.reader_server"}
 
 def _modules() -> list[str]:
     names = []
-    for package in (deltasieve_protocol, remote_agent, service, warehouse, deltasieve_cli):
+    for package in (deltasieve_protocol, remote_agent, service, warehouse, deltasieve_cli, deltasieve):
         names.append(package.__name__)
         names += [
             m.name
@@ -43,6 +44,7 @@ def test_every_package_module_is_checked():
         "deltasieve_protocol.encoding",
         "warehouse.planning.cost_model",
         "deltasieve_cli.formats",
+        "deltasieve.client",
     } <= set(_modules())
 
 

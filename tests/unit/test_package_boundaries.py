@@ -33,6 +33,16 @@ FORBIDDEN = {
     "warehouse": ("remote_agent", "service", "deltasieve_cli"),
     "remote_agent": ("warehouse", "service", "deltasieve_cli", "pyspark"),
     "deltasieve_protocol": ("warehouse", "remote_agent", "service", "deltasieve_cli", "pyspark"),
+    # the Python client: an orchestrator's workers install it with httpx alone
+    "deltasieve": (
+        "warehouse",
+        "remote_agent",
+        "service",
+        "deltasieve_cli",
+        "deltasieve_protocol",
+        "pyspark",
+        "pyarrow",
+    ),
 }
 
 

@@ -86,6 +86,11 @@ class Destination(Protocol):
         """The last sync id whose changes it holds, read from the destination itself (None: nothing yet)."""
         ...
 
+    def version_of(self, sync_id: str) -> int | None:
+        """The destination's own version that holds sync `sync_id` as its newest (a Delta table's
+        version), None where it has no versions or no longer knows it."""
+        ...
+
     def rebuild(
         self,
         sync_id: str,

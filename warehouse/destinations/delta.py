@@ -165,6 +165,17 @@ class DeltaDestination:
                     return str(commit[SYNC_ID])
         return None
 
+    def version_of(self, sync_id: str) -> int | None:
+        """The table version of the commit that applied sync `sync_id` (time travel to it reads
+        the view as of that sync), looked for among the latest commits; None when not found."""
+        table = self._table()
+        if table is None:
+            return None
+        for commit in table.history(HISTORY_LOOKBACK):
+            if commit.get(SYNC_ID) == sync_id:
+                return int(commit["version"])
+        return None
+
     def rebuild(
         self,
         sync_id: str,

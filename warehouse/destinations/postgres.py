@@ -142,6 +142,10 @@ class PostgresDestination:
             ).fetchone()
             return row[0] if row else None
 
+    def version_of(self, sync_id: str) -> int | None:
+        """None: a PostgreSQL table has no versions (deltasieve_applied says which sync it holds)."""
+        return None
+
     def rebuild(
         self,
         sync_id: str,

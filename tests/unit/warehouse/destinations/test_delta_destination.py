@@ -71,6 +71,12 @@ def test_keyed_rounds_one_commit_each(tmp_path):
     assert not any(SYNC_ID in c for c in history if MAINTENANCE in c), "maintenance commits carry no sync id"
     # time travel works to each of the last `keep` view versions (the vacuum keeps their files)
     carrying = {c[SYNC_ID]: c["version"] for c in history if SYNC_ID in c}
+    # the version the lineage events report: the commit that carries the sync's id
+    last = OPTIMIZE_EVERY + 3
+    assert [destination.version_of(f"s{n}") for n in range(last - 3, last)] == [
+        carrying[f"s{n}"] for n in range(last - 3, last)
+    ]
+    assert destination.version_of("never-applied") is None
     for n in range(OPTIMIZE_EVERY + 3 - keep, OPTIMIZE_EVERY + 3):
         old = view_rows(DeltaTable(uri, version=carrying[f"s{n}"])).to_pylist()
         assert {r["k"]: r for r in old} == then[n], f"time travel to s{n}"
