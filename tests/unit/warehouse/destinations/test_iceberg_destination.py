@@ -17,6 +17,7 @@ import pytest
 from pyiceberg.catalog import load_catalog
 
 from deltasieve_protocol.types import Column, LogicalType, arrow_schema
+from tests.support.multisets import random_bag_delta
 from warehouse.destinations import available, open_destination, public
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.iceberg import REBUILD, SYNC_ID, IcebergDestination
@@ -155,16 +156,7 @@ def test_multiset_rounds(tmp_path):
     rng = random.Random(3)
     truth: Counter = Counter()
     for n in range(8):
-        lines = []
-        for row in {(rng.choice([1, 2, None]), rng.choice(["x", None])) for _ in range(4)}:
-            if truth[row] and rng.random() < 0.5:
-                gone = rng.randrange(1, truth[row] + 1)
-                truth[row] -= gone
-                lines.append({OP: "delete", "a": row[0], "b": row[1], COUNT: gone})
-            else:
-                came = rng.randrange(1, 4)
-                truth[row] += came
-                lines.append({OP: "insert", "a": row[0], "b": row[1], COUNT: came})
+        lines = random_bag_delta(rng, truth)
         destination.apply(f"s{n}", n + 1, BAG, [], [pa.RecordBatch.from_pylist(lines, schema=schema)], True)
         held = Counter((r["a"], r["b"]) for r in _rows(tmp_path, "wh.bag"))
         assert held == +truth, f"sync {n}"
