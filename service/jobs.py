@@ -118,7 +118,7 @@ class SyncRunner:
         place in the queue again, with what it was asked (verify) and in the order it was
         queued. Without Spark (an app built for the OpenAPI export) it is settled as interrupted.
         A sync that was running and did not commit is settled as interrupted, and retried once
-        by a new sync (`retry_of` naming it; trigger "retry", or "redefine" when it applies a
+        (as is one the stop interrupted: its retry was queued then) by a new sync (`retry_of` naming it; trigger "retry", or "redefine" when it applies a
         redefinition) in its place in the queue.
         """
         requeued = []
@@ -148,8 +148,8 @@ class SyncRunner:
                     progress=None,
                 )
                 self.store(sync.view).forget(sync.id)
-                if self._retries(sync):
-                    retry = self.catalog.queue_sync(sync.view, "retry", sync.verify, self._redefines, retry_of=sync.id)
+                retry = self._retry(sync)
+                if retry is not None:
                     retried.append((retry, sync))
         for view in self.catalog.views():
             removed = self.store(view.name).cleanup()
@@ -166,10 +166,14 @@ class SyncRunner:
                 log.info("sync %s of view %s: retries sync %s, interrupted", retry.id, retry.view, interrupted.id)
             self._dispatch()
 
-    def _retries(self, interrupted: SyncRecord) -> bool:
-        """Whether a sync the stop interrupted is retried after the restart: once, with an engine
-        to run it, unless SERVICE_RETRY_INTERRUPTED is off."""
-        return self.settings.retry_interrupted and self.engine is not None and interrupted.retry_of is None
+    def _retry(self, interrupted: SyncRecord) -> SyncRecord | None:
+        """Queue in the catalog the retry of a sync the stop interrupted (run after the restart):
+        once, with an engine to run it, unless SERVICE_RETRY_INTERRUPTED is off; None if not."""
+        if not (self.settings.retry_interrupted and self.engine is not None and interrupted.retry_of is None):
+            return None
+        return self.catalog.queue_sync(
+            interrupted.view, "retry", interrupted.verify, self._redefines, retry_of=interrupted.id
+        )
 
     def submit(
         self, view: str, *, verify: bool = False, trigger: str = "api", due: dt.datetime | None = None
@@ -341,6 +345,8 @@ class SyncRunner:
                     self.health.report(failed, exc)
             self._failed(view_name, sync_id, error, run, t0, code)
             self.lineage.failed(view_name, sync_id, error, code)
+            if code == "interrupted":  # queued for the next start, which queues it again (recover)
+                self._retry(self.catalog.sync(view_name, sync_id))
         else:
             self.catalog.update_sync(sync_id, status="succeeded", finished_at=now(), metrics=metrics, progress=None)
             self.metrics.finished(view_name, "succeeded", metrics, time.monotonic() - t0)

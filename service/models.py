@@ -440,14 +440,17 @@ class ViewSettings(BaseModel):
 class DestinationOut(BaseModel):
     """A destination of a view and how far it has caught up."""
 
-    kind: Literal["delta", "postgres"]
+    kind: Literal["delta", "postgres", "iceberg"]
     uri: str | None = Field(default=None, description="delta: where the table is")
+    catalog: dict[str, Any] | None = Field(
+        default=None, description="iceberg: its catalog as given, a URL's password masked"
+    )
     storage: dict[str, Any] | None = Field(
         default=None,
         description="delta on S3: its server and credentials as given, a literal credential shown as ***",
     )
     url: str | None = Field(default=None, description="postgres: the warehouse's URL, its password masked")
-    table: str | None = Field(default=None, description="postgres: SCHEMA.TABLE")
+    table: str | None = Field(default=None, description="postgres: SCHEMA.TABLE; iceberg: NAMESPACE.TABLE")
     mode: DestinationMode = Field(default=DEFAULT_MODE, description=MODE_HELP)
     columns: dict[str, str] = Field(
         default={}, description="the metadata columns the mode writes: their role (synced_at, ...) -> their name"
