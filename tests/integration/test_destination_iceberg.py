@@ -60,7 +60,6 @@ def test_a_view_published_to_iceberg_tables_equals_its_source(api, data_dir, tmp
             ("iceberg", {"type": "embedded"}, "wh.people"),
             ("iceberg", {"type": "embedded"}, "wh.people_history"),
         ]
-        catalog = load_catalog(CATALOG_NAME, **properties(None, data_dir))
         changing = []
         for n in range(4):
             if n:
@@ -69,6 +68,8 @@ def test_a_view_published_to_iceberg_tables_equals_its_source(api, data_dir, tmp
             assert sync["status"] == "succeeded", sync
             changing.append(sync["id"])
             _caught_up(api, sync["id"])
+            # opened once the first apply made it (DATA_DIR/iceberg holds nothing before)
+            catalog = load_catalog(CATALOG_NAME, **properties(None, data_dir))
             for mode, name in TABLES.items():
                 table = catalog.load_table(name)
                 rows = table.scan().to_arrow()
