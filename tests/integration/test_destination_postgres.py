@@ -300,6 +300,9 @@ def test_keyed_view_follows_rounds_schema_changes_and_a_killed_apply(api, data_d
             "born": "date",
             "score": "double precision",
             "extra": "bigint",
+            # every mode's metadata (warehouse/destinations/modes.py), after the view's columns
+            "_deltasieve_synced_at": "timestamp with time zone",
+            "_deltasieve_sync_id": "text",
         }, types
         assert key == [("id",)]
         syncs = [s["id"] for s in reversed(api.http.get("/v1/views/dpg_items/syncs").json())]
