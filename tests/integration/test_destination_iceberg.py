@@ -6,7 +6,6 @@ and each holds one snapshot per sync that changed the view, carrying that sync's
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from pyiceberg.catalog import load_catalog
 
 from tests.support.oracle import keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from tests.support.published import view_rows
+from tests.support.published import view_rows, wait_published
 from warehouse.destinations.iceberg import SYNC_ID
 from warehouse.destinations.iceberg_catalog import CATALOG_NAME, properties
 from workloads.harness import start_agent
@@ -32,17 +31,6 @@ CATCH_UP_S = 90
 def data_dir(service) -> Path:
     args = service.proc.args
     return Path(args[args.index("--data-dir") + 1])
-
-
-def _caught_up(api, sync_id: str) -> None:
-    deadline = time.monotonic() + CATCH_UP_S
-    while True:
-        destinations = api.http.get(f"/v1/views/{VIEW}").json()["destinations"]
-        if all(d["applied_sync"] == sync_id and d["lag_syncs"] == 0 for d in destinations):
-            assert all(d["error"] is None for d in destinations), destinations
-            return
-        assert time.monotonic() < deadline, f"the destinations did not catch up to {sync_id}: {destinations}"
-        time.sleep(0.2)
 
 
 def test_a_view_published_to_iceberg_tables_equals_its_source(api, data_dir, tmp_path, logs_dir):
@@ -67,7 +55,7 @@ def test_a_view_published_to_iceberg_tables_equals_its_source(api, data_dir, tmp
             sync = api.sync(VIEW)
             assert sync["status"] == "succeeded", sync
             changing.append(sync["id"])
-            _caught_up(api, sync["id"])
+            wait_published(api, VIEW, sync["id"], CATCH_UP_S)
             # opened once the first apply made it (DATA_DIR/iceberg holds nothing before)
             catalog = load_catalog(CATALOG_NAME, **properties(None, data_dir))
             for mode, name in TABLES.items():

@@ -17,7 +17,6 @@ The set-up runs once per engine, at the first test of that engine.
 from __future__ import annotations
 
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import pytest
 from deltalake import DeltaTable
 
 from service.jsonvalues import to_json_value
-from tests.support.published import METADATA, view_rows
+from tests.support.published import METADATA, view_rows, wait_published
 from tests.support.sources import database_name
 from workloads import mariadb as mariadb_tools
 from workloads.harness import Api, start_agent
@@ -127,14 +126,7 @@ def _as_json(record: dict) -> dict:
 
 def _published(api: Api, view: str, sync_id: str) -> None:
     """Wait until both destinations of `view` hold `sync_id`."""
-    deadline = time.monotonic() + CATCH_UP_S
-    while True:
-        destinations = api.http.get(f"/v1/views/{view}").json()["destinations"]
-        if all(d["applied_sync"] == sync_id and d["lag_syncs"] == 0 for d in destinations):
-            assert all(d["error"] is None for d in destinations), destinations
-            return
-        assert time.monotonic() < deadline, f"destinations of {view} did not apply {sync_id}: {destinations}"
-        time.sleep(0.2)
+    wait_published(api, view, sync_id, CATCH_UP_S)
 
 
 class Warehouse:
