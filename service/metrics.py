@@ -16,8 +16,9 @@ import threading
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from service import resources
 from service.catalog import Catalog
 from service.records import ViewRecord
 from warehouse.destinations.delta_file_cache import CACHE, FileCache
@@ -132,6 +133,7 @@ class ServiceMetrics:
         )
         self.delta_cache.set_function(lambda: CACHE.held_bytes)
         r.register(_CacheFiles(CACHE))
+        r.register(_Resources())
         self._published: dict[str, set[str]] = {}
         self._scheduled: set[str] = set()
         self._lock = threading.Lock()
@@ -267,6 +269,37 @@ class _CacheFiles:
         family.add_metric(["kept"], self.cache.hits)
         family.add_metric(["read"], self.cache.misses)
         yield family
+
+
+class _Resources:
+    """What the process holds now (resources.py): threads, open files, TCP connections and
+    memory, so that a service of many sources shows they stay bounded; absent off Linux."""
+
+    def collect(self):
+        now = resources.usage()
+        for name, text, value in (
+            ("deltasieve_process_threads", "Threads of the service process", now.threads),
+            ("deltasieve_process_open_files", "Open file descriptors of the service process", now.open_files),
+            ("deltasieve_process_resident_memory_bytes", "Resident memory of the service process", now.rss_bytes),
+            (
+                "deltasieve_process_tree_resident_memory_bytes",
+                "Resident memory of the service process and its descendants (its Spark JVM and that JVM's Python "
+                "workers; pages they share count in each)",
+                now.tree_rss_bytes,
+            ),
+        ):
+            if value is not None:
+                yield GaugeMetricFamily(name, text, value=value)
+        if now.connections_in is not None:
+            family = GaugeMetricFamily(
+                "deltasieve_process_tcp_connections",
+                "Established TCP connections of the service process: accepted (API clients) and opened (agents, "
+                "its Spark JVM, destinations)",
+                labels=["direction"],
+            )
+            family.add_metric(["accepted"], now.connections_in)
+            family.add_metric(["opened"], now.connections_out)
+            yield family
 
 
 def _unix(timestamp: str) -> float:

@@ -9,6 +9,7 @@ import socket
 import ssl
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -380,10 +381,52 @@ class AgentClient:
         return response
 
 
-#: (agent URL, site reference) of the sites each agent was sent in full and accepted, in
-#: this process: the next request for one names it by reference. Shared by the clients of
-#: all syncs (a set's add and discard are atomic under the GIL).
-_HELD: set[tuple[str, str]] = set()
+#: Sites remembered as held by their agents: one entry per view site and agent, so about the
+#: views of every source; past it the longest unused is forgotten (its next request sends
+#: the site in full once more), so that the memory does not grow with sources and views.
+MAX_HELD_SITES = 20_000
+
+
+class HeldSites:
+    """(agent URL, site reference) of the sites each agent was sent in full and accepted, in
+    this process, at most `limit` of them, the longest unused forgotten first: the next request
+    for one names it by reference. Shared by the clients of all syncs.
+
+    >>> held = HeldSites(limit=2)
+    >>> held.add(("a", "1")); held.add(("a", "2")); ("a", "1") in held; held.add(("b", "3"))
+    True
+    >>> sorted(held._seen)  # ("a", "2") was the longest unused
+    [('a', '1'), ('b', '3')]
+    """
+
+    def __init__(self, limit: int = MAX_HELD_SITES):
+        self.limit = limit
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, held: tuple[str, str]) -> bool:
+        with self._lock:
+            if held not in self._seen:
+                return False
+            self._seen.move_to_end(held)
+            return True
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def add(self, held: tuple[str, str]) -> None:
+        with self._lock:
+            self._seen[held] = None
+            self._seen.move_to_end(held)
+            while len(self._seen) > self.limit:
+                self._seen.popitem(last=False)
+
+    def discard(self, held: tuple[str, str]) -> None:
+        with self._lock:
+            self._seen.pop(held, None)
+
+
+_HELD = HeldSites()
 
 
 def _site_control(body: Iterable[bytes]) -> dict | None:
