@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNELS_STAMP := deltasieve_protocol/._compiled_kernels.stamp
 
-.PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample bench-publishing soak bench-resume bench-scale openapi clean
+.PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample bench-publishing soak bench-resume bench-scale bench-small bench-many-sources openapi clean
 
 install: $(STAMP) $(KERNELS_STAMP)
 
@@ -137,6 +137,23 @@ soak: $(BENCH_STAMP)
 # (results/scale.{json,md}); about 1.5 hours on 2 cores
 bench-scale: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.scale run
+
+# Small syncs' service time (#52): SQLite tables of 100, 1,000, 10,000 and 100,000 rows, each
+# synced 9 times with no change and 9 times after 1 % of its rows changed, timed at the client
+# (POST with wait, loopback), on a service with SERVICE_SMALL_SYNC_ROWS=0 (every sync on Spark)
+# and on one with it above every size (in process); the medians, each sync's own phases and
+# executor, and the size where Spark catches up, which SERVICE_SMALL_SYNC_ROWS is set from.
+# About 10 minutes on two cores; results/small-path.json and .md.
+bench-small: $(BENCH_STAMP)
+	$(PY) -m tests.benchmarks.small_path --sizes 100,1000,10000,100000 --syncs 9
+
+# Many sources (#52): 50 SQLite sources of 20 tables of 200 rows, an agent process each, every
+# source mirrored with every view scheduled each 300 s, a writer changing rows; the service's
+# threads, open files, TCP connections and memory (its /metrics) as sources are added and over
+# 10 minutes of schedules, and the syncs done. Needs ~6 GB for the agents; about 15 minutes.
+# results/many-sources.json and .md.
+bench-many-sources: $(BENCH_STAMP)
+	$(PY) -m tests.benchmarks.many_sources --sources 50 --tables 20 --every-s 300 --minutes 10
 
 bench-resume: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.resumed --rows 10000000 --at 0.9

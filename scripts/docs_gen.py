@@ -464,7 +464,13 @@ def type_matrix_page() -> str:
 
 NOT_RECORDED = "not recorded"
 #: Results the docs link before they have been run: name -> the command that writes them.
-AWAITED = {"soak": "make soak", "resumed-10m": "make bench-resume", "scale": "make bench-scale"}
+AWAITED = {
+    "soak": "make soak",
+    "resumed-10m": "make bench-resume",
+    "scale": "make bench-scale",
+    "small-path": "make bench-small",
+    "many-sources": "make bench-many-sources",
+}
 #: A summary with more figures than this is shown one figure a row, not one column each.
 WIDE_SUMMARY = 12
 
@@ -614,7 +620,7 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
         lines += ["## Findings", "", *(f"- {cell(f)}" for f in findings), ""]
     if isinstance(results.get("check"), (dict, str)):
         lines += ["## Check against the source", "", cell(json.dumps(results["check"])), ""]
-    for key in ("rounds", "syncs", "faults", "minutes", "sittings"):
+    for key in ("rounds", "syncs", "faults", "minutes", "sittings", "cells", "samples"):
         rows = results.get(key)
         if isinstance(rows, list) and rows:
             lines += [f"## Per {key[:-1]}", "", *_flat_table(_run_rows(rows)), ""]

@@ -100,6 +100,26 @@ def largest_over_smallest(source: str, figure: str) -> Callable[[dict], float | 
     return read
 
 
+def small_sync_ms(rows: int, change: str) -> Callable[[dict], float | None]:
+    """The in-process path's median service time (ms at the client) of a sync of a `rows`-row table
+    with `change` ("none" or "1%") in the small-path run (tests/benchmarks/small_path.py).
+
+    >>> run = {"cells": [{"path": "in-process", "rows": 1000, "change": "none", "client_ms": 41.5}]}
+    >>> small_sync_ms(1000, "none")(run), small_sync_ms(1000, "1%")(run) is None
+    (41.5, True)
+    """
+
+    def read(results: dict) -> float | None:
+        found = [
+            c["client_ms"]
+            for c in results.get("cells", [])
+            if (c["path"], c["rows"], c["change"]) == ("in-process", rows, change)
+        ]
+        return found[0] if found else None
+
+    return read
+
+
 def summary(figure: str) -> Callable[[dict], float | None]:
     """A figure of a results file's flat summary.
 
@@ -276,6 +296,25 @@ GOALS = [
         "make bench-publishing",
         "the Delta apply rewrites every file a scattered change touches (about 40 ms a file); "
         "deletion vectors would avoid it but raise the table's protocol past what Spark's file list reads",
+    ),
+    Goal(
+        "no-change sync of a 1,000-row table, service time",
+        50,
+        " ms",
+        "small-path.json",
+        small_sync_ms(1000, "none"),
+        "make bench-small",
+        "the Spark path's fixed cost (its jobs, the Parquet staging, the version files, the Delta commit); "
+        "a sync under SERVICE_SMALL_SYNC_ROWS takes the in-process path, which the run names per cell (executor)",
+    ),
+    Goal(
+        "sync of a 1,000-row table with 1 % changed, service time",
+        100,
+        " ms",
+        "small-path.json",
+        small_sync_ms(1000, "1%"),
+        "make bench-small",
+        "as for the no-change sync, with the delta's build and its publishing to the default Delta table",
     ),
 ]
 
