@@ -620,7 +620,7 @@ def _other_page(name: str, path: Path, results: dict, plots: list[Path]) -> str:
         lines += ["## Findings", "", *(f"- {cell(f)}" for f in findings), ""]
     if isinstance(results.get("check"), (dict, str)):
         lines += ["## Check against the source", "", cell(json.dumps(results["check"])), ""]
-    for key in ("rounds", "syncs", "faults", "minutes", "sittings", "cells", "samples"):
+    for key in ("rounds", "syncs", "faults", "minutes", "sittings", "cells", "readings"):
         rows = results.get(key)
         if isinstance(rows, list) and rows:
             lines += [f"## Per {key[:-1]}", "", *_flat_table(_run_rows(rows)), ""]
