@@ -87,6 +87,7 @@ def timed_sync(api: Api, view: str) -> dict:
         "sync_ms": None if m.get("wall_seconds") is None else round(m["wall_seconds"] * 1000, 2),
         "phases_ms": {k: round(v * 1000, 2) for k, v in (m.get("phases") or {}).items() if isinstance(v, (int, float))},
         "executor": m.get("executor"),
+        "spark_jobs": m.get("spark_jobs"),
         "rows_updated": m.get("rows_updated"),
     }
 
@@ -103,6 +104,7 @@ def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) ->
     phases = sorted({p for s in syncs for p in s["phases_ms"]})
     executors = sorted({s["executor"] for s in syncs if s["executor"]})
     timed = [s["sync_ms"] for s in syncs if s["sync_ms"] is not None]
+    jobs = [s["spark_jobs"] for s in syncs if s.get("spark_jobs") is not None]
     return {
         "path": path,
         "rows": size,
@@ -114,6 +116,7 @@ def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) ->
         "sync_ms": round(statistics.median(timed), 2) if timed else None,
         "phases_ms": {p: round(statistics.median(s["phases_ms"].get(p, 0.0) for s in syncs), 2) for p in phases},
         "executor": "+".join(executors) or None,
+        "spark_jobs": statistics.median(jobs) if jobs else None,
         "exact_counts": all(s["rows_updated"] == changed for s in syncs),
     }
 
@@ -156,23 +159,35 @@ def run_path(args: argparse.Namespace, path: str, db: Path, log) -> list[dict]:
 
 
 def crossover(cells: list[dict], change_: str) -> dict:
-    """The smallest size at which the Spark path's median is no slower than the in-process path's.
+    """The smallest size at which the Spark path's median is no slower than the in-process path's;
+    not determined unless the runs' syncs named different executors (a service that predates
+    the in-process path syncs both runs on Spark).
 
-    >>> cs = [{"path": p, "rows": n, "change": "1%", "client_ms": ms}
-    ...       for p, n, ms in [("spark", 100, 200), ("in-process", 100, 20), ("spark", 10**5, 400), ("in-process", 10**5, 500)]]
+    >>> cs = [{"path": p, "rows": n, "change": "1%", "client_ms": ms, "executor": e}
+    ...       for p, n, ms, e in [("spark", 100, 200, "spark"), ("in-process", 100, 20, "arrow"),
+    ...                           ("spark", 10**5, 400, "spark"), ("in-process", 10**5, 500, "arrow")]]
     >>> crossover(cs, "1%")
     {'rows': 100000, 'below': 100, 'note': 'the Spark path is no slower from 100,000 rows'}
     >>> crossover(cs[:2], "1%")["rows"] is None
     True
+    >>> crossover([{**c, "executor": None} for c in cs], "1%")["note"]
+    'not determined: the two runs did not name different executors'
     """
-    by = {(c["path"], c["rows"]): c["client_ms"] for c in cells if c["change"] == change_}
-    sizes = sorted({c["rows"] for c in cells})
+    mine = [c for c in cells if c["change"] == change_]
+    by = {(c["path"], c["rows"]): c for c in mine}
+    sizes = sorted({c["rows"] for c in mine})
     below = None
     for n in sizes:
         spark, inproc = by.get(("spark", n)), by.get(("in-process", n))
         if spark is None or inproc is None:
             continue
-        if spark <= inproc:
+        if not spark["executor"] or not inproc["executor"] or spark["executor"] == inproc["executor"]:
+            return {
+                "rows": None,
+                "below": None,
+                "note": "not determined: the two runs did not name different executors",
+            }
+        if spark["client_ms"] <= inproc["client_ms"]:
             return {"rows": n, "below": below, "note": f"the Spark path is no slower from {n:,} rows"}
         below = n
     return {
