@@ -113,11 +113,15 @@ bench-sample: $(BENCH_STAMP)
 
 # Publishing's cost per sync (#37): students at 1,000,000 rows on SQLite, one view published to
 # its Delta Lake table and a PostgreSQL warehouse's table (a server it starts) beside the same
-# view unpublished; the load, 5 rounds of the workload's rates, one of ten times them, then
-# small rounds of the published view until its Delta table's compaction was due (every 50
-# versions), none begun after 12 minutes (about 13 in all); results/publishing-1m.json and .md.
+# view unpublished; the load, 5 rounds of the workload's rates, one of ten times them, one of
+# recent keys; in each round too, each mode's cost beside merge's (#51): a view per kind (Delta
+# Lake, PostgreSQL, Iceberg in the embedded SQLite catalog) with a table in each of merge,
+# soft_delete and history, synced in turn, its tables applied one after the other (about 6
+# minutes more); then small rounds of the published view until its Delta table's compaction
+# was due (every 50 versions), none begun after 18 minutes (about 20 in all);
+# results/publishing-1m.json and .md (--modes off leaves the modes out).
 bench-publishing: $(BENCH_STAMP)
-	$(PY) -m tests.benchmarks.publishing --rounds 5 --budget-min 12
+	$(PY) -m tests.benchmarks.publishing --rounds 5 --budget-min 18
 
 # The soak (#38): 210 views mirrored from two SQLite databases and a PostgreSQL one, each
 # scheduled every 180 s, a writer changing the tables, agents and the service SIGKILLed and

@@ -258,7 +258,15 @@ def render(document: dict, service: str, at: dt.datetime) -> str:
         f"# dbt sources of the deltasieve service at {service}, written {at.isoformat(timespec='seconds')}\n"
         "# by `deltasieve dbt sources`: write it again rather than edit it\n"
     )
-    return head + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=120)
+    return head + yaml.dump(document, Dumper=_Plain, sort_keys=False, allow_unicode=True, width=120)
+
+
+class _Plain(yaml.SafeDumper):
+    """YAML without anchors and aliases: tables sharing a freshness are written out in full, each
+    readable by itself (PyYAML would write the first `&id001` and the others `*id001`)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
 
 
 @click.group(context_settings=CONTEXT)

@@ -23,7 +23,11 @@ to a destination: it has no OTHER event.
 Names follow OpenLineage's dataset naming: a PostgreSQL table is namespace
 `postgres://HOST:PORT`, name `DATABASE.SCHEMA.TABLE`; a Delta table on local disk is
 namespace `file`, name its absolute path; on object storage, `SCHEME://BUCKET` and the path
-in it. A source table is named by the agent that reads it (its URL, the namespace) and the
+in it. OpenLineage's naming has no entry of its own for an Iceberg table: it is named, as
+OpenLineage's Spark integration names one, by where its files are (its location, as a Delta
+table's path is) with a symlinks facet naming it in its catalog (the catalog's URI, and
+NAMESPACE.TABLE); in a REST catalog, whose server chooses the location, by the catalog alone.
+Its version, once a sync is applied, is the id of the snapshot that holds the sync. A source table is named by the agent that reads it (its URL, the namespace) and the
 table as the view names it. No name ever carries a secret: user names, passwords and query
 strings of URLs are left out.
 
@@ -50,6 +54,7 @@ from openlineage.client.facet_v2 import (
     processing_engine_run,
     schema_dataset,
     sql_job,
+    symlinks_dataset,
 )
 
 #: The version the events say produced them (the package's, as the app's OpenAPI document says it).
@@ -97,6 +102,8 @@ class Place:
 
     namespace: str
     name: str
+    #: Another name of the same dataset (an Iceberg table's in its catalog): the symlinks facet.
+    symlink: Place | None = field(default=None, repr=False)
 
 
 def source_table(agent_url: str, table: str) -> Place:
@@ -139,6 +146,34 @@ def postgres_table(url: str, table: str) -> Place:
     return Place(
         f"postgres://{parts.hostname}:{parts.port or POSTGRES_PORT}", f"{database}.{schema or 'public'}.{name}"
     )
+
+
+def iceberg_table(catalog: dict[str, str], table: str) -> Place:
+    """An Iceberg table's identity from its catalog's properties (pyiceberg's, secrets
+    resolved: iceberg_catalog.properties) and NAMESPACE.TABLE: where a SQL catalog puts its
+    files (WAREHOUSE/NAMESPACE/TABLE, pyiceberg's default location), named in the catalog by
+    a symlink; a REST catalog's table by the catalog.
+
+    >>> p = iceberg_table({"type": "sql", "uri": "sqlite:////d/iceberg/catalog.db",
+    ...     "warehouse": "file:///d/iceberg/warehouse"}, "wh.people")
+    >>> p.namespace, p.name, p.symlink
+    ('file', '/d/iceberg/warehouse/wh/people', Place(namespace='sqlite:////d/iceberg/catalog.db', name='wh.people'))
+    >>> p = iceberg_table({"type": "sql", "uri": "postgresql+psycopg://me:pw@db:6543/wh",
+    ...     "warehouse": "s3://lake/ice/"}, "bi.orders")
+    >>> p.namespace, p.name, p.symlink.namespace
+    ('s3://lake', 'ice/bi/orders', 'postgresql://db:6543/wh')
+    >>> iceberg_table({"type": "rest", "uri": "https://cat.example/api/?token=x", "token": "t"}, "bi.orders")
+    Place(namespace='https://cat.example/api', name='bi.orders')
+    """
+    uri = catalog["uri"]
+    if catalog.get("type") == "rest":
+        return Place(without_secrets(uri).rstrip("/"), table)
+    namespace, _, name = table.partition(".")
+    if not uri.startswith("sqlite:"):  # a SQLite URL is a path (no secret); others lose theirs and the driver
+        scheme, _, rest = without_secrets(uri).partition("://")
+        uri = f"{scheme.split('+')[0]}://{rest}"
+    located = delta_table(f"{catalog['warehouse'].rstrip('/')}/{namespace}/{name}")
+    return Place(located.namespace, located.name, Place(uri, table))
 
 
 @dataclass(frozen=True)
@@ -264,6 +299,9 @@ def _output(sync: SyncLineage, place: Place, rows: int | None = None, version: s
             for i, c in enumerate(sync.columns)
         ]
         facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=fields, producer=PRODUCER)
+    if place.symlink is not None:
+        alias = symlinks_dataset.Identifier(namespace=place.symlink.namespace, name=place.symlink.name, type="TABLE")
+        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(identifiers=[alias], producer=PRODUCER)
     if version is not None:
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
             datasetVersion=version, producer=PRODUCER

@@ -21,7 +21,7 @@ from service.catalog import Catalog
 from service.metrics import ServiceMetrics
 from service.publishing import usable
 from service.settings import ServiceSettings
-from warehouse.destinations import public
+from warehouse.destinations import iceberg_catalog, public
 from warehouse.view_options import DestinationSpec
 from warehouse.viewdef import ViewDef
 
@@ -198,13 +198,16 @@ class Lineage:
         shown = public(spec, self.settings.data_dir.absolute(), view)
         if spec.kind == "delta":
             return lineage.delta_table(shown["uri"])
-        if spec.kind == "postgres":
+        if spec.kind in ("postgres", "iceberg"):
             try:
-                url = usable(spec, self.settings.secrets(), f"view {view!r}'s destination").url or ""
+                spec = usable(spec, self.settings.secrets(), f"view {view!r}'s destination")
             except Exception as exc:  # its secret is unavailable: publishing fails on it too, and says why
-                log.warning("lineage: view %s's PostgreSQL destination left out of its events: %s", view, exc)
+                log.warning("lineage: view %s's %s destination left out of its events: %s", view, spec.kind, exc)
                 return None
-            return lineage.postgres_table(url, spec.table or "")
+            if spec.kind == "iceberg":
+                catalog = iceberg_catalog.properties(spec.catalog, self.settings.data_dir.absolute())
+                return lineage.iceberg_table(catalog, spec.table or "")
+            return lineage.postgres_table(spec.url or "", spec.table or "")
         # a kind without an OpenLineage naming here: its kind, and what the API shows of where it is
         return lineage.Place(spec.kind, str(shown.get("table") or shown.get("uri") or view))
 

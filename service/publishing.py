@@ -270,7 +270,7 @@ class Publisher:
             usable(spec, self.settings.secrets(), f"view {view_name!r}'s destination {name}"),
             self.settings.data_dir,
             view_name,
-            self.settings.delta_keep_versions,
+            self.settings.keep_versions(spec.kind),
         )
         held = destination.applied()
         try:

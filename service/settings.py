@@ -173,6 +173,12 @@ class ServiceSettings(BaseSettings):
         description="versions of each Delta table whose files are kept (time travel to them works): older files are "
         "vacuumed at each compaction, so a table's disk is at most about this many versions' worth of its files",
     )
+    iceberg_keep_snapshots: int = Field(
+        default=warehouse_defaults.DEFAULT_KEEP_VERSIONS,
+        ge=1,
+        description="syncs of each Iceberg table whose snapshots are kept (time travel to them works): once a table "
+        "holds twice as many snapshots, older ones are expired and the files only they read deleted",
+    )
     delta_cache_mib: int = Field(
         default=warehouse_defaults.DELTA_CACHE_BYTES // 2**20,
         ge=0,
@@ -256,6 +262,10 @@ class ServiceSettings(BaseSettings):
             verify=verify,
             view_options=view,
         )
+
+    def keep_versions(self, kind: str) -> int:
+        """How many of its own versions a destination of `kind` keeps (Delta versions, Iceberg snapshots)."""
+        return self.iceberg_keep_snapshots if kind == "iceberg" else self.delta_keep_versions
 
     def secrets(self) -> Secrets:
         """What seals secrets for the catalog and reveals them for use (service/secrets.py)."""

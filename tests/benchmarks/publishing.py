@@ -34,7 +34,18 @@ table's version, its files and bytes (those of the current version, and every Pa
 on disk: vacuum keeps the files of the last SERVICE_DELTA_KEEP_VERSIONS view versions,
 DEFAULT_KEEP_VERSIONS here, so the disk stays within about twice that many versions' files).
 
-At the end the keys of both destinations are checked against the source's.
+Modes (#51): three more views of the same query, one per kind (`pub_modes_delta`, a local
+Delta table; `pub_modes_postgres`; `pub_modes_iceberg`, in the service's embedded SQLite
+catalog), each published to a table in each mode, `merge`, `soft_delete` and `history`, are
+synced in each of the rounds above after the published view, one after the other, each
+waited for until its three tables hold the sync. Per round and table, the publisher's apply
+(`deltasieve_publish_seconds`); the service runs with SERVICE_PUBLISH_WORKERS=1, so a view's
+three tables are applied one after the other: no two applies share the machine's cores. The figures: each mode's median apply
+over the change rounds, and its ratio to `merge`'s of the same kind; the goal of #51 is
+`history` at most MODES_GOAL × `merge` for every kind.
+
+At the end the keys of both destinations, and of each mode's table (a soft_delete table's rows
+not deleted, a history table's current versions), are checked against the source's.
 """
 
 from __future__ import annotations
@@ -50,12 +61,16 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.benchmarks import machine
+from tests.support.published import wait_published
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS
 from warehouse.destinations.delta_upkeep import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID
+from warehouse.view_options import MetadataColumns
 from workloads.generators import NOW_SQL, STUDENTS, WORKLOADS, Simulator
 from workloads.harness import Api, start_agent, start_service
 from workloads.postgres import start_postgres
@@ -76,6 +91,13 @@ LARGE, SMALL = 10, 0.05
 AFTER_COMPACTION = 3
 #: The recent round's updates fall among this share of the keys, the highest.
 RECENT_KEYS = 0.05
+#: The modes measured, the kinds, and the view of each kind published in every mode (a view
+#: has at most 8 destinations).
+MODES = ("merge", "soft_delete", "history")
+MODE_KINDS = ("delta", "postgres", "iceberg")
+MODES_VIEWS = {kind: f"pub_modes_{kind}" for kind in MODE_KINDS}
+#: The goal of #51: a history table's apply takes at most this many times a merge table's.
+MODES_GOAL = 1.5
 
 
 def warehouse(work: Path):
@@ -84,7 +106,8 @@ def warehouse(work: Path):
     server = start_postgres(work / "pg", dbname="warehouse")
     with psycopg.connect(server.owner_url, autocommit=True) as owner:
         owner.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
-        owner.execute(f"CREATE SCHEMA {SCHEMA} AUTHORIZATION {ROLE}")
+        for schema in (SCHEMA, *(f"{SCHEMA}_{mode}" for mode in MODES)):  # a schema per mode (models.py)
+            owner.execute(f"CREATE SCHEMA {schema} AUTHORIZATION {ROLE}")
         owner.execute(f"GRANT CONNECT, TEMPORARY ON DATABASE warehouse TO {ROLE}")
     parts = urlsplit(server.owner_url)
     url = urlunsplit(parts._replace(netloc=f"{ROLE}:{PASSWORD}@{parts.hostname}:{parts.port}"))
@@ -122,6 +145,67 @@ def caught_up(api: Api, view: str, sync_id: str, since: float) -> dict[str, floa
         if time.monotonic() > deadline:
             raise AssertionError(f"the destinations did not catch up to {sync_id} in {CATCH_UP_S} s: {reached}")
         time.sleep(POLL_S)
+
+
+def mode_destinations(work: Path, pg_url: str, kind: str) -> list[dict]:
+    """The destinations of the modes view of `kind`: a table in each mode, named `students_MODE`
+    (PostgreSQL's `students` in schema `wh_MODE`: a view's tables are each in a schema of their own)."""
+    out = []
+    for mode in MODES:
+        name = f"{STUDENTS.table}_{mode}"
+        out.append(
+            {
+                "delta": {"kind": "delta", "uri": str(work / "modes" / name), "mode": mode},
+                "postgres": {
+                    "kind": "postgres",
+                    "url": pg_url,
+                    "table": f"{SCHEMA}_{mode}.{STUDENTS.table}",
+                    "mode": mode,
+                },
+                "iceberg": {"kind": "iceberg", "table": f"{SCHEMA}.{name}", "mode": mode},
+            }[kind]
+        )
+    return out
+
+
+def label_mode(label: str) -> tuple[str, str]:
+    """(kind, mode) of a modes destination from its /metrics label, which names `_MODE` in its table's name.
+
+    >>> label_mode("iceberg wh.students_soft_delete"), label_mode("postgres postgresql://h/w wh_merge.students")
+    (('iceberg', 'soft_delete'), ('postgres', 'merge'))
+    """
+    (mode,) = [m for m in MODES if f"_{m}" in label.rsplit("/", 1)[-1]]
+    return label.split(" ", 1)[0], mode
+
+
+def applies(api: Api, view: str) -> dict[str, float]:
+    """Seconds spent applying syncs so far, per destination label of the view (from /metrics)."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(api.http.get("/metrics").text):
+        if family.name == "deltasieve_publish_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_sum") and sample.labels.get("view") == view:
+                    out[sample.labels["destination"]] = sample.value
+    return out
+
+
+def modes_sync(api: Api) -> dict:
+    """Sync each kind's modes view in turn, waiting for its three tables before the next: the
+    syncs' seconds and lines, and each table's apply in seconds, {kind: {mode: s}}."""
+    out: dict = {"seconds": {}, "lines": 0, "apply_s": {}}
+    for kind, view in MODES_VIEWS.items():
+        before = applies(api, view)
+        sync = api.sync(view)
+        summary = sync_summary(sync)
+        if summary["status"] != "succeeded":
+            raise AssertionError(f"sync of {view} failed: {sync}")
+        wait_published(api, view, sync["id"], CATCH_UP_S)
+        out["seconds"][kind], out["lines"] = summary["seconds"], summary["lines"]
+        out["apply_s"][kind] = {}
+        for label, seconds in applies(api, view).items():
+            table_kind, mode = label_mode(label)
+            out["apply_s"][table_kind][mode] = round(seconds - before.get(label, 0.0), 3)
+    return out
 
 
 def sync_version(commits: list[dict], sync_id: str) -> int:
@@ -233,10 +317,11 @@ def one_sync(api: Api, view: str, uri: str, pg_url: str) -> tuple[dict, dict]:
     }
 
 
-def round_entry(api: Api, number: int, kind: str, pg_url: str, changed: dict | None) -> dict:
+def round_entry(api: Api, number: int, kind: str, pg_url: str, changed: dict | None, modes: bool) -> dict:
     plain = sync_summary(api.sync(PLAIN))
     uri = destination_uri(api)
     published, publishing = one_sync(api, PUBLISHED, uri, pg_url)
+    moded = modes_sync(api) if modes else None
     entry = {
         "round": number,
         "kind": kind,
@@ -246,11 +331,13 @@ def round_entry(api: Api, number: int, kind: str, pg_url: str, changed: dict | N
         "publishing": publishing,
         "delta_table": delta_files(uri),
         "postgres_table": postgres_size(pg_url),
+        **({"modes": moded} if moded else {}),
     }
     print(
         f"round {number} ({kind}): plain {plain['seconds']} s, published {published['seconds']} s "
         f"({published['lines']:,} lines), apply {publishing['apply_s']}, held after {publishing['until_applied_s']}, "
-        f"Delta files rewritten {publishing['delta_rewritten']}",
+        f"Delta files rewritten {publishing['delta_rewritten']}"
+        + (f"; modes: sync {moded['seconds']} s, apply {moded['apply_s']}" if moded else ""),
         flush=True,
     )
     return entry
@@ -287,8 +374,9 @@ def many_syncs(api: Api, sim: Simulator, pg_url: str, limit: int, deadline: floa
     return out
 
 
-def check(api: Api, db: Path, pg_url: str) -> dict:
-    """Each destination's keys against those of the view's query run by SQLite on the source's file."""
+def check(api: Api, db: Path, pg_url: str, work: Path | None) -> dict:
+    """Each destination's keys (the modes tables' too, with `work`) against those of the view's
+    query run by SQLite on the source's file."""
     key = STUDENTS.key
     with sqlite3.connect(db) as conn:
         view = STUDENTS.view_sql.format(source="main")  # the view's own query, run by SQLite
@@ -296,10 +384,36 @@ def check(api: Api, db: Path, pg_url: str) -> dict:
     delta = set(DeltaTable(destination_uri(api)).to_pyarrow_table(columns=[key]).column(key).to_pylist())
     with psycopg.connect(pg_url) as conn:
         pg = {r[0] for r in conn.execute(f"SELECT {key} FROM {TABLE}")}
-    return {
-        name: "same keys" if found == truth else f"{len(found ^ truth)} keys differ"
-        for name, found in (("delta", delta), ("postgres", pg))
-    }
+    found = {"delta": delta, "postgres": pg, **(modes_keys(work, pg_url) if work else {})}
+    return {name: "same keys" if keys == truth else f"{len(keys ^ truth)} keys differ" for name, keys in found.items()}
+
+
+def modes_keys(work: Path, pg_url: str) -> dict[str, set]:
+    """The view's keys each modes table holds: a soft_delete table's rows not deleted, a history
+    table's current versions (read with deltalake, psycopg and pyiceberg)."""
+    from pyiceberg.catalog import load_catalog
+
+    from warehouse.destinations.iceberg_catalog import CATALOG_NAME, properties
+
+    key, columns = STUDENTS.key, MetadataColumns()
+    alive = {"merge": None, "soft_delete": (columns.deleted, False), "history": (columns.current, True)}
+    catalog = load_catalog(CATALOG_NAME, **properties(None, work / "data"))
+    out: dict[str, set] = {}
+    for spec in [d for kind in MODE_KINDS for d in mode_destinations(work, pg_url, kind)]:
+        if spec["kind"] == "delta":
+            rows = DeltaTable(spec["uri"]).to_pyarrow_table()
+        elif spec["kind"] == "postgres":
+            with psycopg.connect(pg_url) as conn:
+                cur = conn.execute(f"SELECT * FROM {spec['table']}")
+                names = [d.name for d in cur.description]
+                rows = pa.Table.from_pylist([dict(zip(names, r)) for r in cur.fetchall()])
+        else:
+            rows = catalog.load_table(tuple(spec["table"].split("."))).scan().to_arrow()
+        which = alive[spec["mode"]]
+        if which is not None:
+            rows = rows.filter(pc.equal(rows.column(which[0]), which[1]))
+        out[f"{spec['kind']} {spec['mode']}"] = set(rows.column(key).to_pylist())
+    return out
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -318,7 +432,11 @@ def run(args: argparse.Namespace) -> dict:
     }
     server, pg_url = warehouse(work)
     out["keep_versions"] = args.keep_versions
-    service = start_service(work / "data", work / "logs", env={"SERVICE_DELTA_KEEP_VERSIONS": str(args.keep_versions)})
+    modes = out["modes"] = args.modes == "on"
+    env = {"SERVICE_DELTA_KEEP_VERSIONS": str(args.keep_versions)}
+    if modes:  # a kind's modes tables applied one after the other (see the module)
+        env["SERVICE_PUBLISH_WORKERS"] = "1"
+    service = start_service(work / "data", work / "logs", env=env)
     agent = start_agent(f"sqlite:///{sim.path}", work / "logs")
     api = Api(service.url, timeout=3600)
     try:
@@ -328,19 +446,24 @@ def run(args: argparse.Namespace) -> dict:
         api.add_view(
             PUBLISHED, sql, destinations=[{"kind": "delta"}, {"kind": "postgres", "url": pg_url, "table": TABLE}]
         )
-        out["rounds"].append(round_entry(api, 0, "load", pg_url, None))
+        if modes:
+            for kind, view in MODES_VIEWS.items():
+                api.add_view(view, sql, destinations=mode_destinations(work, pg_url, kind))
+        out["rounds"].append(round_entry(api, 0, "load", pg_url, None, modes))
         for number in range(1, args.rounds + 1):
-            out["rounds"].append(round_entry(api, number, "change", pg_url, sim.change().counts()))
+            out["rounds"].append(round_entry(api, number, "change", pg_url, sim.change().counts(), modes))
         base = sim.profile
         sim.profile = replace(base, update=base.update * LARGE, delete=base.delete * LARGE, insert=base.insert * LARGE)
         changed = sim.change().counts()
         sim.profile = base
-        out["rounds"].append(round_entry(api, args.rounds + 1, f"{LARGE}x change", pg_url, changed))
+        out["rounds"].append(round_entry(api, args.rounds + 1, f"{LARGE}x change", pg_url, changed, modes))
         updates = round(statistics.median(r["published"]["lines"] for r in out["rounds"] if r["kind"] == "change"))
         changed = recent_change(sim, updates)
-        out["rounds"].append(round_entry(api, args.rounds + 2, "recent change", pg_url, changed))
+        out["rounds"].append(round_entry(api, args.rounds + 2, "recent change", pg_url, changed, modes))
         out["syncs"] = many_syncs(api, sim, pg_url, args.many_syncs, started + 60 * args.budget_min)
-        out["check"] = check(api, sim.path, pg_url)
+        if modes:  # the modes views synced once more, to the source the published view's last sync read
+            out["modes_last"] = modes_sync(api)
+        out["check"] = check(api, sim.path, pg_url, work if modes else None)
     finally:
         api.close()
         agent.stop()
@@ -401,7 +524,63 @@ def summarize(out: dict) -> dict:
         (x["delta_table"]["bytes_on_disk"] for x in syncs), default=last["bytes_on_disk"]
     )
     s["delta_keep_versions"] = out.get("keep_versions", DEFAULT_KEEP_VERSIONS)
+    s.update(modes_summary(out["rounds"]))
     return s
+
+
+#: The kinds as the results name them.
+KIND_NAMES = {"delta": "Delta Lake", "postgres": "PostgreSQL", "iceberg": "Iceberg"}
+
+
+def modes_summary(rounds: list[dict]) -> dict:
+    """Each kind's and mode's median apply over the change rounds, its ratio to the kind's
+    `merge`, and the goal of #51 (`history_over_merge`: the largest history ÷ merge of the kinds).
+
+    >>> r = [{"kind": "change", "modes": {"seconds": {"delta": 2.0, "postgres": 2.1, "iceberg": 2.2}, "apply_s": {k: {"merge": 1.0, "soft_delete": 1.1, "history": h}
+    ...     for k, h in (("delta", 1.2), ("postgres", 1.6), ("iceberg", 1.4))}}}]
+    >>> s = modes_summary(r)
+    >>> s["postgres_history_over_merge"], s["history_over_merge"], s["history_over_merge_kind"], s["modes_goal_met"]
+    (1.6, 1.6, 'postgres', False)
+    """
+    changes = [r for r in rounds if r["kind"] == "change" and "modes" in r]
+    if not changes:
+        return {}
+    s: dict = {}
+    for kind in MODE_KINDS:
+        for mode in MODES:
+            s[f"{kind}_{mode}_apply_s"] = _median(r["modes"]["apply_s"][kind][mode] for r in changes)
+        merge = max(s[f"{kind}_merge_apply_s"], 0.001)
+        for mode in MODES[1:]:
+            s[f"{kind}_{mode}_over_merge"] = round(s[f"{kind}_{mode}_apply_s"] / merge, 2)
+    worst = max(MODE_KINDS, key=lambda kind: s[f"{kind}_history_over_merge"])
+    s["history_over_merge"], s["history_over_merge_kind"] = s[f"{worst}_history_over_merge"], worst
+    s["modes_goal"], s["modes_goal_met"] = MODES_GOAL, s["history_over_merge"] <= MODES_GOAL
+    s["modes_sync_s"] = _median(r["modes"]["seconds"][kind] for r in changes for kind in MODE_KINDS)
+    return s
+
+
+def modes_findings(s: dict) -> list[str]:
+    """What the modes' figures say, in a sentence made from them (none without the modes view)."""
+    if "history_over_merge" not in s:
+        return []
+    parts = [
+        f"{KIND_NAMES[kind]} merge {s[f'{kind}_merge_apply_s']} s, soft_delete {s[f'{kind}_soft_delete_apply_s']} s "
+        f"({s[f'{kind}_soft_delete_over_merge']}×), history {s[f'{kind}_history_apply_s']} s "
+        f"({s[f'{kind}_history_over_merge']}×)"
+        for kind in MODE_KINDS
+    ]
+    verdict = (
+        f"met (≤ {MODES_GOAL}×)"
+        if s["modes_goal_met"]
+        else f"not met: {s['history_over_merge']}× for {KIND_NAMES[s['history_over_merge_kind']]}, against ≤ {MODES_GOAL}×"
+    )
+    return [
+        "Each mode's apply over the change rounds (median; a view per kind with a table in each mode, synced "
+        f"in turn, its tables applied one after the other; a sync {s['modes_sync_s']} s): "
+        + "; ".join(parts)
+        + f". History ≤ {MODES_GOAL}× "
+        f"merge, every kind: {verdict}."
+    ]
 
 
 def findings(out: dict) -> list[str]:
@@ -451,6 +630,7 @@ def findings(out: dict) -> list[str]:
         f"(at most {peak_files} current files during the small rounds); {s['delta_files_on_disk']} Parquet files "
         f"on disk, {s['delta_bytes_on_disk']:,} bytes, at most {s['delta_peak_bytes_on_disk']:,} during the small "
         f"rounds: {s['delta_peak_bytes_on_disk'] / max(1, s['delta_bytes']):.1f}× the table.",
+        *modes_findings(s),
     ]
 
 
@@ -476,6 +656,7 @@ def markdown(out: dict) -> str:
             f"{100 * p['added_share']:.0f} % | {d['files']} / {d['bytes']:,} | "
             f"{p.get('delta_rewritten', {}).get('removed', '')} | {r['postgres_table']['bytes']:,} |"
         )
+    lines += modes_table(out)
     lines += ["", "Small rounds (the published view alone):", ""]
     lines += [
         "| sync | lines | sync s | Delta apply s | PostgreSQL apply s | table version | files / bytes | on disk |",
@@ -489,6 +670,41 @@ def markdown(out: dict) -> str:
             f"{d['files_on_disk']} / {d['bytes_on_disk']:,} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def modes_table(out: dict) -> list[str]:
+    """The modes view's applies per round, each kind and mode, with its ratio to the kind's merge."""
+    rounds = [r for r in out["rounds"] if "modes" in r]
+    if not rounds:
+        return []
+    lines = [
+        "",
+        "Modes: a view of each kind (" + ", ".join(f"`{v}`" for v in MODES_VIEWS.values()) + ") published to a "
+        "table in each mode, synced in the same rounds; each table's apply in seconds, and ÷ the same kind's merge "
+        "table's:",
+        "",
+        "| round | lines | sync s ("
+        + ", ".join(KIND_NAMES[k] for k in MODE_KINDS)
+        + ") | "
+        + " | ".join(f"{KIND_NAMES[k]} {m}" for k in MODE_KINDS for m in MODES)
+        + " |",
+        "|---|---:|---:|" + "---:|" * (len(MODE_KINDS) * len(MODES)),
+    ]
+    for r in rounds:
+        applied = r["modes"]["apply_s"]
+        cells = []
+        for kind in MODE_KINDS:
+            merge = max(applied[kind]["merge"], 0.001)
+            cells += [str(applied[kind]["merge"])]
+            cells += [f"{applied[kind][m]} ({applied[kind][m] / merge:.2f}×)" for m in MODES[1:]]
+        lines.append(
+            f"| {r['round']} ({r['kind']}) | {r['modes']['lines']:,} | "
+            + ", ".join(str(r["modes"]["seconds"][k]) for k in MODE_KINDS)
+            + " | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return lines
 
 
 def main() -> None:
@@ -506,6 +722,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--keep-versions", type=int, default=DEFAULT_KEEP_VERSIONS, help="the service's SERVICE_DELTA_KEEP_VERSIONS"
+    )
+    parser.add_argument(
+        "--modes",
+        choices=("on", "off"),
+        default="on",
+        help="off: leave out the modes views (merge, soft_delete, history)",
     )
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "publishing-1m")

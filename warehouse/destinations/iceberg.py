@@ -27,7 +27,9 @@ in an overwrite snapshot that removes the files read; a change that touches no f
 keys, a history's new versions of keys not held) is an append. A delete or close that finds
 no row (the table is not the view the delta was computed from) is CannotFollow: the
 service rebuilds the table. A rebuild writes the view's rows (a history: as the service
-replayed it from the kept deltas) in one overwrite snapshot.
+replayed it from the kept deltas) in one overwrite snapshot. After a sync's commit, the
+snapshots older than the last `keep_versions` syncs' are expired when due
+(iceberg_upkeep.py); `version_of` a sync is its snapshot's id.
 
 The view's columns changed: columns added are added, in the view's order; a decimal whose
 precision grew at the same scale is promoted in place (what Iceberg's schema evolution
@@ -75,8 +77,11 @@ from pyiceberg.types import (
 )
 
 from deltasieve_protocol.types import Column, LogicalType, arrow_schema
+from warehouse.defaults import DEFAULT_KEEP_VERSIONS
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.iceberg_catalog import open_catalog, properties, shown
+from warehouse.destinations.iceberg_upkeep import PROPERTIES as UPKEEP_PROPERTIES
+from warehouse.destinations.iceberg_upkeep import expire
 from warehouse.destinations.modes import (
     MERGE,
     Publishing,
@@ -99,8 +104,9 @@ SYNC_ID = "deltasieve.sync_id"
 VIEW_VERSION = "deltasieve.view_version"
 REBUILD = "deltasieve.rebuild"
 #: The properties a new table is created with: a commit that finds the table moved on
-#: fails (see the module) rather than being replayed on rows it did not read.
-TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
+#: fails (see the module) rather than being replayed on rows it did not read; old metadata
+#: files deleted by the catalog (iceberg_upkeep.py).
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0", **UPKEEP_PROPERTIES}
 #: Logical types whose delta range prunes the files read (a float's NaN is outside any
 #: range, and Iceberg keeps no bounds of it; a bool or bytes range prunes little).
 _RANGED = ("int", "decimal", "text", "date", "timestamp", "timestamptz")
@@ -200,8 +206,10 @@ class IcebergDestination:
         data_dir: Path,
         shown: dict | None = None,
         publishing: Publishing = MERGE,
+        keep_versions: int = DEFAULT_KEEP_VERSIONS,
     ):
         self.props, self.data_dir, self.publishing = props, Path(data_dir), publishing
+        self.keep_versions = keep_versions
         self.identifier = split_table(table)
         self.shown = shown or {"type": props.get("type", "sql")}
 
@@ -227,6 +235,17 @@ class IcebergDestination:
         """The sync id of the newest snapshot that carries one, or None for no table."""
         table = self._load()
         return None if table is None else _carried(table)
+
+    def version_of(self, sync_id: str) -> int | None:
+        """The id of the snapshot that applied sync `sync_id` (time travel to it reads the view
+        as of that sync: `table.scan(snapshot_id=...)`); None once it was expired, or never made."""
+        table = self._load()
+        if table is None:
+            return None
+        for snapshot in table.snapshots():
+            if snapshot.summary and snapshot.summary.additional_properties.get(SYNC_ID) == sync_id:
+                return snapshot.snapshot_id
+        return None
 
     def rebuild(
         self,
@@ -350,11 +369,11 @@ class IcebergDestination:
                     )
                     for data_file in written:
                         overwrite.append_data_file(data_file)
-        self._commit(tx)
+        expire(self._commit(tx), self.keep_versions, SYNC_ID)
 
-    def _commit(self, tx: Transaction) -> None:
+    def _commit(self, tx: Transaction) -> Table:
         try:
-            tx.commit_transaction()
+            return tx.commit_transaction()
         except CommitFailedException as exc:
             raise DestinationError(f"{self._name()} changed while a sync was applied: {exc}", transient=True) from None
 
@@ -475,9 +494,14 @@ def _key_ordered(rows: pa.Table, key: list[str]) -> pa.Table:
     return rows.sort_by([(k, "ascending") for k in key]) if key and rows.num_rows else rows
 
 
-def from_spec(spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int = 0) -> IcebergDestination:
+def from_spec(
+    spec: DestinationSpec, data_dir: Path, view: str, keep_versions: int = DEFAULT_KEEP_VERSIONS
+) -> IcebergDestination:
     """The destination a view's `{"kind": "iceberg", "catalog"?, "table"}` names
-    (warehouse/destinations/__init__.py); its catalog's secrets resolved by the caller."""
+    (warehouse/destinations/__init__.py), keeping the snapshots of its last `keep_versions`
+    syncs (iceberg_upkeep.py); its catalog's secrets resolved by the caller."""
     assert spec.table is not None, "an iceberg destination has a table (DestinationIn)"
     catalog = spec.catalog
-    return IcebergDestination(properties(catalog, data_dir), spec.table, data_dir, shown(catalog), Publishing.of(spec))
+    return IcebergDestination(
+        properties(catalog, data_dir), spec.table, data_dir, shown(catalog), Publishing.of(spec), keep_versions
+    )

@@ -5,6 +5,8 @@ later: the keys each level takes, the required ones, freshness thresholds)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -133,6 +135,7 @@ def check_dbt_rules(text: str) -> dict:
 def document() -> dict:
     text = dbt.render(dbt.sources(VIEWS), "http://ds:8000", dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     assert "loader:***@wh.example" in text  # a password as the API shows it: masked
+    assert not re.search(r"[&*]id\d", text), "tables sharing a freshness are written out, not aliased"
     return check_dbt_rules(text)
 
 
@@ -211,3 +214,27 @@ def test_a_duration_that_dbt_cannot_say_is_refused_by_name():
     for text in ("12", "0h", "1w", "1.5h", ""):
         with pytest.raises(ValueError, match="30m, 12h or 2d"):
             dbt.duration(text)
+
+
+#: The view of the worked examples on docs/results/destinations.md, published in each mode.
+MODES_VIEW = {
+    "name": "students",
+    "sql": "SELECT s.id, s.name FROM school.students s",
+    "columns": ["id", "name"],
+    "column_types": {"id": "int", "name": "text"},
+    "key": ["id"],
+    "schedule": None,
+    "destinations": [
+        {"kind": "postgres", "url": "env:WAREHOUSE_URL", "table": f"{schema}.students", "mode": mode}
+        for schema, mode in (("bi", "merge"), ("bi_deleted", "soft_delete"), ("bi_history", "history"))
+    ],
+}
+
+
+def test_the_file_on_the_destinations_page_is_the_commands():
+    page = Path(__file__).parents[3] / "docs" / "results" / "destinations.md"
+    section = page.read_text().split("### dbt sources of these tables\n", 1)[1]
+    (shown,) = re.findall(r"```yaml\n(.*?)```", section.split("\n## ", 1)[0], flags=re.S)
+    at = dt.datetime(2026, 3, 2, 12, 5, tzinfo=dt.UTC)
+    assert shown == dbt.render(dbt.sources([MODES_VIEW]), "http://deltasieve.example:8000", at)
+    check_dbt_rules(shown)

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyarrow as pa
 import pytest
 from pydantic import ValidationError
+from pyiceberg.catalog import load_catalog
 
 from deltasieve_protocol.types import Column, LogicalType
 from service.catalog import Catalog
@@ -19,6 +20,7 @@ from service.lineage_sender import Lineage
 from service.metrics import ServiceMetrics
 from service.settings import ServiceSettings
 from warehouse.destinations import open_destination
+from warehouse.destinations.iceberg_catalog import CATALOG_NAME, properties
 from warehouse.view_options import DestinationSpec, ViewOptions
 from warehouse.viewdef import SiteQuery, ViewDef
 
@@ -29,6 +31,7 @@ DESTINATIONS = [
     {"kind": "delta"},
     {"kind": "delta", "uri": "s3://lake/tables/people"},
     {"kind": "postgres", "url": "env:LINEAGE_PG_URL", "table": "crm.people"},
+    {"kind": "iceberg", "table": "wh.people"},
 ]
 
 
@@ -56,6 +59,10 @@ def one_sync(settings: ServiceSettings, catalog: Catalog, metrics: ServiceMetric
     rows = pa.RecordBatch.from_pylist([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
     table.rebuild("s-1", 1, COLUMNS, ["id"], [rows], False, "the view's load")
     reporter.published("people", "s-1", spec, table)
+    iceberg = DestinationSpec(kind="iceberg", table="wh.people")
+    table = open_destination(iceberg, settings.data_dir, "people")
+    table.rebuild("s-1", 1, COLUMNS, ["id"], [rows], False, "the view's load")
+    reporter.published("people", "s-1", iceberg, table)
     reporter.started("people", "s-2")
     reporter.failed("people", "s-2", "the agent at http://agent.example:8765 did not answer", "agent_unreachable")
     reporter.stop()
@@ -69,16 +76,16 @@ def sent(metrics: ServiceMetrics, event_type: str, outcome: str) -> float:
 
 
 def check_events(events: list[dict], data_dir) -> None:
-    """The five events of one_sync, as OpenLineage's spec and this service's naming say."""
-    assert [e["eventType"] for e in events] == ["START", "COMPLETE", "OTHER", "START", "FAIL"]
-    assert [e["run"]["runId"] for e in events] == [run_id("s-1")] * 3 + [run_id("s-2")] * 2
+    """The six events of one_sync, as OpenLineage's spec and this service's naming say."""
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE", "OTHER", "OTHER", "START", "FAIL"]
+    assert [e["run"]["runId"] for e in events] == [run_id("s-1")] * 4 + [run_id("s-2")] * 2
     for event in events:  # what the spec requires of every run event
         assert {"eventTime", "producer", "schemaURL", "run", "job"} <= event.keys()
         assert event["job"] == {**event["job"], "namespace": "deltasieve", "name": "people"}
         assert event["job"]["facets"]["sql"]["query"] == "SELECT p.id, p.name FROM crm.people p"
         for facet in [*event["run"]["facets"].values(), *event["job"]["facets"].values()]:
             assert {"_producer", "_schemaURL"} <= facet.keys()
-    start, complete, other, _, failed = events
+    start, complete, other, other_iceberg, _, failed = events
     assert [(i["namespace"], i["name"]) for i in complete["inputs"]] == [("http://agent.example:8765", "people")]
     assert complete["inputs"][0]["facets"]["datasource"]["name"] == "crm"
     places = [(o["namespace"], o["name"]) for o in complete["outputs"]]
@@ -86,6 +93,7 @@ def check_events(events: list[dict], data_dir) -> None:
         ("file", str((data_dir / "tables" / "people").absolute())),
         ("s3://lake", "tables/people"),
         ("postgres://wh.example:5432", "analytics.crm.people"),
+        ("file", str((data_dir / "iceberg" / "warehouse" / "wh" / "people").absolute())),
     ]
     for output in complete["outputs"]:
         assert output["outputFacets"]["outputStatistics"]["rowCount"] == 3
@@ -96,6 +104,14 @@ def check_events(events: list[dict], data_dir) -> None:
         ]
     assert [(o["namespace"], o["name"]) for o in other["outputs"]] == places[:1]
     assert other["outputs"][0]["facets"]["version"]["datasetVersion"] == "0"  # the table's first commit
+    # the Iceberg table: named by where pyiceberg put it, its catalog's name a symlink, its version the snapshot
+    table = load_catalog(CATALOG_NAME, **properties(None, data_dir.absolute())).load_table(("wh", "people"))
+    (iceberg,) = other_iceberg["outputs"]
+    assert ("file", iceberg["name"]) == places[3] and table.location() == f"file://{iceberg['name']}"
+    assert iceberg["facets"]["symlinks"]["identifiers"] == [
+        {"namespace": f"sqlite:///{data_dir.absolute()}/iceberg/catalog.db", "name": "wh.people", "type": "TABLE"}
+    ]
+    assert iceberg["facets"]["version"]["datasetVersion"] == str(table.current_snapshot().snapshot_id)
     assert failed["run"]["facets"]["errorMessage"]["message"].startswith("agent_unreachable: the agent at")
     assert failed["outputs"] == []
 
@@ -158,7 +174,7 @@ def test_an_endpoint_that_refuses_costs_the_events_and_a_count_never_a_sync(tmp_
     url = f"http://127.0.0.1:{server.server_address[1]}"
     metrics = ServiceMetrics()
     one_sync(ServiceSettings(data_dir=tmp_path / "data", openlineage_url=url), catalog, metrics)
-    assert len(collector.posted) == 5
+    assert len(collector.posted) == 6
     assert (sent(metrics, "START", "failed"), sent(metrics, "COMPLETE", "failed")) == (2, 1)
     assert sent(metrics, "START", "sent") == 0
 

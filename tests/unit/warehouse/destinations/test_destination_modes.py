@@ -321,8 +321,8 @@ def _first_table(text: str) -> list[list[str]]:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("mode", MODES)
 def test_the_worked_examples_of_the_page(kind, mode, tmp_path, postgres):
-    """Each mode's table on docs/results/destinations.md, after its three syncs, is the table written."""
-    shown = _first_table(PAGE.read_text().split(f"### {mode}\n", 1)[1])
+    """Each mode's table on docs/results/destinations.md, after each of its three syncs, is the table written."""
+    section = PAGE.read_text().split(f"### {mode}\n", 1)[1].split("\n### ", 1)[0]
     table = Table(kind, mode, tmp_path, postgres, f"students_{mode}")
     for n, lines in enumerate(EXAMPLE):
         sync, at = f"s{n + 1}", dt.datetime(2026, 3, 2, 10 + n, 0, 5, tzinfo=dt.UTC)
@@ -331,5 +331,6 @@ def test_the_worked_examples_of_the_page(kind, mode, tmp_path, postgres):
         except CannotFollow:  # a PostgreSQL table's load: the applier creates it by a rebuild
             rows = [pa.RecordBatch.from_pylist(lines, schema=_schema(STUDENTS))]
             table.destination.rebuild(sync, n + 1, STUDENTS, ["id"], rows, False, "load", at)
-    written = sorted(table.rows(), key=lambda r: (r["id"], _cell(r.get(META.valid_from))))
-    assert [shown[0], *([_cell(r[c]) for c in shown[0]] for r in written)] == shown
+        shown = _first_table(section.split(f"After `{sync}`:\n", 1)[1])
+        written = sorted(table.rows(), key=lambda r: (r["id"], _cell(r.get(META.valid_from))))
+        assert [shown[0], *([_cell(r[c]) for c in shown[0]] for r in written)] == shown, sync

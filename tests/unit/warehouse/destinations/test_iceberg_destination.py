@@ -133,6 +133,45 @@ def test_keyed_rounds_one_snapshot_each(tmp_path):
     assert _carried(tmp_path) == syncs
 
 
+def test_old_snapshots_are_expired_and_their_files_deleted(tmp_path):
+    """Keeping 2 syncs: fewer than 4 snapshots after each sync; time travel to each sync still held reads
+    the view as of it (pyiceberg's scan of the snapshot `version_of` names), an expired sync
+    has no version; every data file on disk is read by a snapshot kept, none is missing."""
+    spec = DestinationSpec(kind="iceberg", table="wh.t")
+    destination = open_destination(spec, tmp_path, "v", keep_versions=2)
+    columns = KEYED[:2]
+    schema = pa.schema([pa.field(OP, pa.string()), *arrow_schema(columns)])
+    rng, truth, as_of = random.Random(5), {}, {}
+    for n in range(9):
+        if n == 0:
+            lines = [{OP: "insert", "k": k, "v": f"v{k}"} for k in range(40)]
+        else:
+            lines = [{OP: "update", "k": k, "v": f"v{k}.{n}"} for k in rng.sample(sorted(truth), 5)]
+            lines += [{OP: "insert", "k": 100 + n, "v": "new"}]
+        truth.update({line["k"]: line["v"] for line in lines})
+        as_of[f"s{n}"] = dict(truth)
+        destination.apply(f"s{n}", n + 1, columns, ["k"], [pa.RecordBatch.from_pylist(lines, schema=schema)], False)
+        table = _table(tmp_path)
+        assert len(table.snapshots()) < 4, f"sync {n}: {len(table.snapshots())} snapshots"
+    held = _carried(tmp_path)
+    assert held[-1] == "s8" and 2 <= len(held) < 4, held
+    for sync, rows in as_of.items():
+        version = destination.version_of(sync)
+        if sync not in held:
+            assert version is None, sync
+            continue
+        read = table.scan(snapshot_id=version).to_arrow()
+        assert dict(zip(read.column("k").to_pylist(), read.column("v").to_pylist())) == rows, sync
+    read_by_kept = {
+        e.data_file.file_path.removeprefix("file://")
+        for s in table.snapshots()
+        for m in s.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True)
+    }
+    on_disk = {str(p) for p in Path(table.location().removeprefix("file://")).rglob("*.parquet")}
+    assert on_disk == read_by_kept
+
+
 def test_a_delta_that_disagrees_with_the_table_is_rebuilt(tmp_path):
     destination = _destination(tmp_path)
     columns = KEYED[:2]
