@@ -346,21 +346,11 @@ class DestinationIn(BaseModel):
 
 
 def distinct_destinations(destinations: list[DestinationIn] | None) -> list[DestinationIn] | None:
-    """`destinations`, refused when two name the same place, or two PostgreSQL tables of one
-    schema (the view's syncs are listed per view in the schema's `deltasieve_applied`: the
-    second table would be taken to hold what the first does)."""
+    """`destinations`, refused when two name the same place."""
     if destinations is not None:
         places = [(d.kind, d.uri, d.url, d.table, d.catalog) for d in destinations]
         if len(set(places)) != len(places):
             raise ValueError("the same destination is given twice")
-        schemas = [
-            (d.url, (d.table or "").rpartition(".")[0] or "public") for d in destinations if d.kind == "postgres"
-        ]
-        if len(set(schemas)) != len(schemas):
-            raise ValueError(
-                "two postgres destinations of one view are in the same schema of one database, whose "
-                "deltasieve_applied lists the view's syncs once: give each its own schema"
-            )
     return destinations
 
 

@@ -4,7 +4,8 @@ applied in one transaction that also records the sync (#37).
 The table has the view's columns in the exactly matching PostgreSQL types (`pg_type`), the
 view's key as its primary key (or, where the key holds NULL, a unique index that lets NULL
 match NULL); a multiset view's table has no key and holds each row as often as the view does. Beside it, in the same schema, `deltasieve_applied` lists the syncs
-whose changes each view's table holds: a rebuild or an apply writes its row in the
+whose changes each view's table holds, by view and table (`table_name`: a view may have
+several tables in one schema): a rebuild or an apply writes its row in the
 transaction that changes the data, so the warehouse database itself says where the table
 stands (`applied`), and a crash anywhere leaves either both or neither.
 
@@ -42,6 +43,9 @@ from warehouse.viewdef.widening import widens
 KIND = "postgres"
 #: The table listing, per view, the syncs its table holds (the issue names its columns).
 APPLIED = "deltasieve_applied"
+#: The column of deltasieve_applied naming the table a sync was applied to. Rows written before
+#: it existed hold '': they are the view's table's in that schema, whichever it is.
+TABLE_NAME = "table_name"
 #: Seconds to wait for the warehouse to answer a connection, unless the url says
 #: (connect_timeout=): libpq waits as long as TCP does, and a destination that is down
 #: should fail its attempt and be retried, not hold its applier for minutes.
@@ -134,12 +138,16 @@ class PostgresDestination:
     def applied(self) -> str | None:
         """The last sync whose changes the table holds, as the warehouse database records it."""
         with self._connect() as conn:
+            if value(conn, "SELECT to_regclass(%s)", [self.table.as_string(conn)]) is None:
+                return None  # a table that is not there holds no sync, whatever the log says
             if value(conn, "SELECT to_regclass(%s)", [self.log.as_string(conn)]) is None:
                 return None
-            row = conn.execute(
-                sql.SQL("SELECT sync_id FROM {} WHERE view = %s ORDER BY seq DESC LIMIT 1").format(self.log),
-                [self.view],
-            ).fetchone()
+            query = "SELECT sync_id FROM {} WHERE view = %s ORDER BY seq DESC LIMIT 1"
+            params = [self.view]
+            if self._log_names_tables(conn):
+                query = "SELECT sync_id FROM {} WHERE view = %s AND table_name IN (%s, '') ORDER BY seq DESC LIMIT 1"
+                params.append(self.name)
+            row = conn.execute(sql.SQL(query).format(self.log), params).fetchone()
             return row[0] if row else None
 
     def version_of(self, sync_id: str) -> int | None:
@@ -210,7 +218,10 @@ class PostgresDestination:
         with self._connect() as conn, conn.transaction():
             self._begin(conn)
             done = conn.execute(
-                sql.SQL("SELECT 1 FROM {} WHERE view = %s AND sync_id = %s").format(self.log), [self.view, sync_id]
+                sql.SQL("SELECT 1 FROM {} WHERE view = %s AND table_name IN (%s, '') AND sync_id = %s").format(
+                    self.log
+                ),
+                [self.view, self.name, sync_id],
             ).fetchone()
             if done:
                 return
@@ -254,22 +265,54 @@ class PostgresDestination:
             _create_missing(
                 conn,
                 sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (view text NOT NULL, sync_id text NOT NULL, "
-                    "applied_at timestamptz NOT NULL DEFAULT clock_timestamp(), version bigint, "
-                    "rebuild text, seq bigserial NOT NULL, PRIMARY KEY (view, sync_id))"
+                    "CREATE TABLE IF NOT EXISTS {} (view text NOT NULL, table_name text NOT NULL DEFAULT '', "
+                    "sync_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp(), "
+                    "version bigint, rebuild text, seq bigserial NOT NULL, PRIMARY KEY (view, table_name, sync_id))"
                 ).format(self.log),
             )
+        if not self._log_names_tables(conn):
+            self._name_tables_in_log(conn)
 
     def _record(self, conn: psycopg.Connection, sync_id: str, version: int, rebuild: str | None) -> None:
         """Record `sync_id` as the table's latest (a rebuild says why in `rebuild`)."""
         conn.execute(
             sql.SQL(
-                "INSERT INTO {} (view, sync_id, version, rebuild) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (view, sync_id) DO UPDATE SET applied_at = clock_timestamp(), "
+                "INSERT INTO {} (view, table_name, sync_id, version, rebuild) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (view, table_name, sync_id) DO UPDATE SET applied_at = clock_timestamp(), "
                 "version = excluded.version, rebuild = excluded.rebuild, seq = nextval(pg_get_serial_sequence(%s, 'seq'))"
             ).format(self.log),
-            [self.view, sync_id, version, rebuild, self.log.as_string(conn)],
+            [self.view, self.name, sync_id, version, rebuild, self.log.as_string(conn)],
         )
+
+    def _log_names_tables(self, conn: psycopg.Connection) -> bool:
+        """Whether the schema's deltasieve_applied has its table_name column (written since a
+        view could have two tables in one schema)."""
+        return bool(
+            value(
+                conn,
+                "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = %s AND NOT attisdropped",
+                [self.log.as_string(conn), TABLE_NAME],
+            )
+        )
+
+    def _name_tables_in_log(self, conn: psycopg.Connection) -> None:
+        """Give an older deltasieve_applied its table_name column ('' for the rows it holds) and
+        key it by view, table and sync, under a lock of its own so that two tables of the schema
+        do not both do it."""
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"deltasieve:{self.log.as_string(conn)}"]
+        )
+        if self._log_names_tables(conn):
+            return
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN table_name text NOT NULL DEFAULT ''").format(self.log))
+        primary = value(
+            conn,
+            "SELECT max(conname) FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'",
+            [self.log.as_string(conn)],
+        )
+        if primary is not None:
+            conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(self.log, sql.Identifier(primary)))
+        conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (view, table_name, sync_id)").format(self.log))
 
     def _shape(self, conn: psycopg.Connection) -> tuple[dict[str, LogicalType | None], list[str], bool] | None:
         """The table's columns (their logical types; None for a type no view column has), its
