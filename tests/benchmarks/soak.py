@@ -1,8 +1,9 @@
-"""Soak (#38): hundreds of mirrored views on one service, scheduled, with a writer and killed processes, for half an hour.
+"""Soak: many mirrored views on one service, scheduled, with a writer: thousands of tables (#52), or hundreds with killed processes (#38).
 
     python -m tests.benchmarks.soak --scenario faults [--minutes 30] [--views 210] [--every-s 180] [--out PATH]
 
-(The default scenario, `--scenario tables`, is thousands of generated tables: soak_tables.py.)
+(The default scenario, `--scenario tables`, is thousands of generated tables: soak_tables.py.
+What follows is the faults scenario's.)
 
 Three sources — two SQLite files and a PostgreSQL database (a server this benchmark starts,
 workloads/postgres.py) — hold VIEWS small tables between them, of four kinds in turn:
