@@ -317,62 +317,66 @@ def test_large_syncs_keep_to_a_share_and_small_views_keep_their_schedules(pool, 
     two held syncs would fill the pool and no small view would load."""
     api = pool[0]
     big, agents, proxies = {}, [], []
-    for i, name in enumerate(("big_a", "big_b")):
-        big[name] = People(tmp_path / f"{name}.db", rows=LARGE_ROWS + 100, seed=10 + i)
-        agents.append(start_agent(f"sqlite:///{big[name].path}", logs_dir))
-        proxies.append(FaultProxy("127.0.0.1", agents[-1].port))
-        api.add_source(name, proxies[-1].url)
-        api.add_view(f"l_{name}", VIEW_SQL.format(source=name))
-        loaded = api.sync(f"l_{name}")
-        assert loaded["status"] == "succeeded" and loaded["metrics"]["rows_after"] >= LARGE_ROWS, loaded
-        big[name].change()
-        proxies[-1].plan(Stall(0), Stall(0), Stall(0))  # its agent's answers are held from now on
-    held = {f"l_{name}": start(api, f"l_{name}") for name in big}
-    agents.append(start_agent(small_source(tmp_path / "codes.db"), logs_dir))
     try:
-        api.add_source("codes", agents[-1].url)
-        r = api.http.post("/v1/sources/codes/mirror", json={"schedule": {"every_s": SMALL_EVERY_S}, "destinations": []})
-        assert r.status_code == 200, r.text
-        small = [m["view"] for m in r.json()["created"]]
-        assert len(small) == SMALL_TABLES
-        deadline = time.monotonic() + WITHIN_S
-        while True:  # until every small view has loaded and synced on its schedule at least once
-            statuses = [record(api, view, sync_id)["status"] for view, sync_id in held.items()]
-            assert statuses.count("running") <= 1, statuses  # the large syncs' share: one slot of two
-            done = {v: [s for s in api.http.get(f"/v1/views/{v}/syncs").json() if s["finished_at"]] for v in small}
-            if all(sum(s["status"] == "succeeded" for s in d) >= 2 for d in done.values()):
-                break
-            assert time.monotonic() < deadline, {v: len(d) for v, d in done.items()}
-            time.sleep(0.5)
-        assert sorted(statuses) == ["queued", "running"], statuses  # the held one runs all along
+        for i, name in enumerate(("big_a", "big_b")):
+            big[name] = People(tmp_path / f"{name}.db", rows=LARGE_ROWS + 100, seed=10 + i)
+            agents.append(start_agent(f"sqlite:///{big[name].path}", logs_dir))
+            proxies.append(FaultProxy("127.0.0.1", agents[-1].port))
+            api.add_source(name, proxies[-1].url)
+            api.add_view(f"l_{name}", VIEW_SQL.format(source=name))
+            loaded = api.sync(f"l_{name}")
+            assert loaded["status"] == "succeeded" and loaded["metrics"]["rows_after"] >= LARGE_ROWS, loaded
+            big[name].change()
+            proxies[-1].plan(Stall(0), Stall(0), Stall(0))  # its agent's answers are held from now on
+        held = {f"l_{name}": start(api, f"l_{name}") for name in big}
+        agents.append(start_agent(small_source(tmp_path / "codes.db"), logs_dir))
+        try:
+            api.add_source("codes", agents[-1].url)
+            r = api.http.post(
+                "/v1/sources/codes/mirror", json={"schedule": {"every_s": SMALL_EVERY_S}, "destinations": []}
+            )
+            assert r.status_code == 200, r.text
+            small = [m["view"] for m in r.json()["created"]]
+            assert len(small) == SMALL_TABLES
+            deadline = time.monotonic() + WITHIN_S
+            while True:  # until every small view has loaded and synced on its schedule at least once
+                statuses = [record(api, view, sync_id)["status"] for view, sync_id in held.items()]
+                assert statuses.count("running") <= 1, statuses  # the large syncs' share: one slot of two
+                done = {v: [s for s in api.http.get(f"/v1/views/{v}/syncs").json() if s["finished_at"]] for v in small}
+                if all(sum(s["status"] == "succeeded" for s in d) >= 2 for d in done.values()):
+                    break
+                assert time.monotonic() < deadline, {v: len(d) for v, d in done.items()}
+                time.sleep(0.5)
+            assert sorted(statuses) == ["queued", "running"], statuses  # the held one runs all along
+            for view in small:
+                unschedule(api, view)
+        finally:
+            for view, sync_id in held.items():  # a queued or a running sync is cancelled, then the agents answer again
+                api.http.delete(f"/v1/views/{view}/syncs/{sync_id}")
+            for proxy in proxies:
+                proxy.plan()
+                proxy.release()
+        api.wait_idle()
+        syncs = [{"view": v, **s} for v in small for s in api.http.get(f"/v1/views/{v}/syncs").json()]
+        assert all(s["status"] == "succeeded" for s in syncs), [s["error"] for s in syncs if s["error"]]
+        ran = sorted(syncs, key=lambda s: s["started_at"])
+        for a, b in zip(ran, ran[1:], strict=False):
+            assert b["started_at"] >= a["finished_at"], (a, b)  # one at a time against the codes agent
         for view in small:
-            unschedule(api, view)
-    finally:
-        for view, sync_id in held.items():  # a queued or a running sync is cancelled, then the agents answer again
-            api.http.delete(f"/v1/views/{view}/syncs/{sync_id}")
+            mine = sorted((s for s in syncs if s["view"] == view), key=lambda s: s["created_at"])
+            for prev, sync in zip(mine, mine[1:], strict=False):
+                if sync["trigger"] != "schedule":
+                    continue
+                due = _at(prev["finished_at"]) + SMALL_EVERY_S
+                before = [s for s in ran if due <= _at(s["started_at"]) < _at(sync["started_at"])]
+                assert len({s["view"] for s in before}) == len(before), (sync, before)  # each other view once at most
+                busy = sum(_at(s["finished_at"]) - _at(s["started_at"]) for s in before)
+                assert _at(sync["started_at"]) - due <= busy + SLACK_S + HANDOVER_S * len(before), (sync, busy, before)
+    finally:  # the agents this test started, whatever became of it
+        for agent in agents:
+            agent.stop()
         for proxy in proxies:
-            proxy.plan()
-            proxy.release()
-    api.wait_idle()
-    syncs = [{"view": v, **s} for v in small for s in api.http.get(f"/v1/views/{v}/syncs").json()]
-    assert all(s["status"] == "succeeded" for s in syncs), [s["error"] for s in syncs if s["error"]]
-    ran = sorted(syncs, key=lambda s: s["started_at"])
-    for a, b in zip(ran, ran[1:], strict=False):
-        assert b["started_at"] >= a["finished_at"], (a, b)  # one at a time against the codes agent
-    for view in small:
-        mine = sorted((s for s in syncs if s["view"] == view), key=lambda s: s["created_at"])
-        for prev, sync in zip(mine, mine[1:], strict=False):
-            if sync["trigger"] != "schedule":
-                continue
-            due = _at(prev["finished_at"]) + SMALL_EVERY_S
-            before = [s for s in ran if due <= _at(s["started_at"]) < _at(sync["started_at"])]
-            assert len({s["view"] for s in before}) == len(before), (sync, before)  # each other view once at most
-            busy = sum(_at(s["finished_at"]) - _at(s["started_at"]) for s in before)
-            assert _at(sync["started_at"]) - due <= busy + SLACK_S + HANDOVER_S * len(before), (sync, busy, before)
-    for agent in agents:
-        agent.stop()
-    for proxy in proxies:
-        proxy.close()
+            proxy.close()
 
 
 def _at(iso: str) -> float:
