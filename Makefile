@@ -120,9 +120,10 @@ bench-publishing: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.publishing --rounds 5 --budget-min 12
 
 # The soak, by default its tables scenario (#52): a generated schema of 5,000 SQLite tables over
-# five sources (4,750 of 100-10,000 rows, 225 of 100,000, 25 of 1,000,000; made once and kept under
+# five sources (4,750 of 100-10,000 rows, 225 of 100,000, 25 of 1,000,000: about 72M rows, 1.8 GB,
+# made once in about 5 minutes and kept under
 # tests/benchmarks/work/soak-tables-cache/), mirrored, each view scheduled every 300 s; once every
-# view has loaded (the warm-up, an hour or more on 2 cores), 30 minutes with a writer changing
+# view has loaded (the warm-up: hours on 2 cores), 30 minutes with a writer changing
 # the tables: schedule lateness by table size and source, syncs a minute, memory and data
 # directory over time, then a sample of views compared with their tables; results/soak-tables.json and .md.
 # `make soak SOAK=faults`: the faults scenario (#38): 210 views mirrored from two SQLite databases

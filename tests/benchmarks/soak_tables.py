@@ -4,7 +4,7 @@
 
 A generated legacy schema (`schema_of`): TABLES tables over SOURCES SQLite files, of the
 soak's four kinds in turn (soak_sources.py), sized as #52 asks of 5,000: 95 % of 100 to
-10,000 rows, 4.5 % of 100,000 and 0.5 % of 1,000,000 (about 28 million rows; --rows-scale
+10,000 rows, 4.5 % of 100,000 and 0.5 % of 1,000,000 (about 72 million rows; --rows-scale
 shrinks every table for a trial run). The files are made once, each source in a process
 of its own, by SQLite itself (one INSERT … SELECT over a recursive series per table), and
 kept under tests/benchmarks/work/soak-tables-cache/; a run works on a copy.
