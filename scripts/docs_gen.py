@@ -465,7 +465,8 @@ def type_matrix_page() -> str:
 NOT_RECORDED = "not recorded"
 #: Results the docs link before they have been run: name -> the command that writes them.
 AWAITED = {
-    "soak": "make soak",
+    "soak": "make soak SOAK=faults",
+    "soak-tables": "make soak",
     "resumed-10m": "make bench-resume",
     "scale": "make bench-scale",
     "small-path": "make bench-small",

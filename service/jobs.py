@@ -2,7 +2,9 @@
 
 Every sync, whether the API or a schedule started it, joins one queue and waits there for
 a slot of the pool (SERVICE_MAX_CONCURRENT_SYNCS) and one on each source its view reads
-(SERVICE_MAX_SYNCS_PER_SOURCE); slots.py decides which start, oldest due first. So an
+(SERVICE_MAX_SYNCS_PER_SOURCE), and a large view's sync one of the few slots large syncs
+may hold (SERVICE_LARGE_SYNC_ROWS, SERVICE_LARGE_SYNC_SHARE); slots.py decides which start,
+sources in turn and oldest due first within each (fair_share.py). So an
 agent never sees more syncs at once than its source's limit, and a queued sync waits
 for a slot rather than being turned away by the agent's 429. All syncs share the one
 Spark session: each runs its jobs in a job group of its own (its id), which a cancel ends.
@@ -24,6 +26,7 @@ from service import eta, remedies
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
 from service.errors import Conflict
+from service.fair_share import large_limit
 from service.lineage_sender import Lineage
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
@@ -49,6 +52,8 @@ log = logging.getLogger("service.jobs")
 PROGRESS_INTERVAL_S = 0.5
 #: Seconds a stopping service gives its running syncs to end and say so in the catalog.
 SHUTDOWN_GRACE_S = 20.0
+#: Sync records looked back on for the view's size: its latest that left a count of rows.
+LARGE_LOOKBACK = 5
 #: A sync the service's stop (or death) ended; nothing of it was committed.
 INTERRUPTED = "interrupted: the service stopped before this sync finished; the view is unchanged"
 
@@ -65,7 +70,7 @@ class _Queued:
 
 @dataclass(frozen=True)
 class _Running:
-    sources: frozenset[str]
+    waiting: Waiting
     cancellation: Cancellation
 
 
@@ -201,17 +206,19 @@ class SyncRunner:
         """Put a sync the catalog holds as queued into the queue (call with the lock held)."""
         sources = _sources(self.catalog.view(record.view).definition)
         self.futures[record.id] = Future()
-        waiting = Waiting(record.id, sources, due, next(self._arrivals))
+        large = _rows(self.catalog.syncs(record.view, LARGE_LOOKBACK)) >= self.settings.large_sync_rows
+        waiting = Waiting(record.id, sources, due, next(self._arrivals), large)
         self.queue[record.id] = _Queued(waiting, record.view, record.verify, record.trigger)
 
     def _dispatch(self) -> None:
         """Start the queued syncs that have slots now (call with the lock held)."""
         waiting = [q.waiting for q in self.queue.values()]
         s = self.settings
-        running = [r.sources for r in self.running.values()]
-        for sync_id in startable(waiting, running, s.max_concurrent_syncs, s.max_syncs_per_source):
+        running = [r.waiting for r in self.running.values()]
+        large = large_limit(s.max_concurrent_syncs, s.large_sync_share)
+        for sync_id in startable(waiting, running, s.max_concurrent_syncs, s.max_syncs_per_source, large):
             queued = self.queue.pop(sync_id)
-            self.running[sync_id] = _Running(queued.waiting.sources, Cancellation())
+            self.running[sync_id] = _Running(queued.waiting, Cancellation())
             self.pool.submit(self._slot, queued, self.running[sync_id].cancellation)
         self.metrics.queued.set(len(self.queue))
 
@@ -461,6 +468,22 @@ def _sources(definition: dict) -> frozenset[str]:
     ['crm', 'erp']
     """
     return frozenset(site["source"] for site in definition.get("sites", []))
+
+
+def _rows(history: list[SyncRecord]) -> int:
+    """The rows the view's latest sync that counted them left (0: none did yet, as before its load).
+
+    >>> from types import SimpleNamespace as Sync
+    >>> _rows([Sync(metrics={}), Sync(metrics={"rows_after": 1200}), Sync(metrics={"rows_after": 9})])
+    1200
+    >>> _rows([])
+    0
+    """
+    for sync in history:
+        rows = (sync.metrics or {}).get("rows_after")
+        if rows is not None:
+            return rows
+    return 0
 
 
 def _seconds_between(earlier: str, later: str) -> float:

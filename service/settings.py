@@ -45,13 +45,27 @@ class ServiceSettings(BaseSettings):
     )
     #: Syncs of different views that may run at once (Spark shares the machine between them).
     max_concurrent_syncs: int = Field(
-        default=2, ge=1, description="syncs at once (the pool); more wait in the queue, oldest due first"
+        default=2,
+        ge=1,
+        description="syncs at once (the pool); more wait in the queue, sources in turn, oldest due first within each",
     )
     #: A gentle hand on a legacy database: its agent serves this many syncs at once.
     max_syncs_per_source: int = Field(
         default=1,
         ge=1,
         description="syncs at once that read one source (a sync takes a slot on each source its view reads); keep it within the agent's AGENT_MAX_CONCURRENT_EXTRACTIONS",
+    )
+    #: A view this large takes seconds to minutes a sync: it keeps to a share of the pool (fair_share.py).
+    large_sync_rows: int = Field(
+        default=500_000,
+        ge=1,
+        description="a view whose latest sync left at least this many rows is large: large syncs keep to SERVICE_LARGE_SYNC_SHARE of the pool, so small views always have a slot",
+    )
+    large_sync_share: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="the share of the pool large syncs may hold at once (at least one, and one slot less than the pool when it has two or more)",
     )
     api_key: SecretStr | None = Field(
         default=None,

@@ -1,9 +1,12 @@
-"""Which queued syncs start now: a bounded pool, a few syncs per source, oldest due first.
+"""Which queued syncs start now: a bounded pool, a few syncs per source, a share for large ones, a fair order.
 
 A sync reads from every source its view names, so it needs a slot on each of them and
-one of the pool's. The queue is served in order of due time (a scheduled sync: when its
-schedule made it due; one started through the API: when it was asked for), whatever its
-source, so a busy source delays only the syncs that read it. A sync that cannot start
+one of the pool's. The queue is served in fair_share.py's order: sources take turns, and
+within a source in order of due time (a scheduled sync: when its schedule made it due;
+one started through the API: when it was asked for), so a busy source delays only the
+syncs that read it. A large sync also needs one of the few slots large syncs may hold at
+once (fair_share.large_limit); one that finds them taken waits without holding its
+sources, so the small syncs of its source run meanwhile. A sync that cannot start
 because one of its sources is full *holds* its sources: no later sync may take them, so
 it starts as soon as the syncs before it there end (nothing waits for ever behind a stream
 of younger syncs), while later syncs of other sources fill the pool's free slots.
@@ -14,6 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from service.fair_share import fair_order
 
 
 @dataclass(frozen=True)
@@ -27,42 +32,56 @@ class Waiting:
     due: str
     #: arrival order, to break ties of `due`
     seq: int = 0
+    #: its view is large (fair_share.py): it needs one of the large syncs' slots too
+    large: bool = False
 
 
 def startable(
-    waiting: Sequence[Waiting], running: Sequence[frozenset[str]], max_total: int, max_per_source: int
+    waiting: Sequence[Waiting],
+    running: Sequence[Waiting],
+    max_total: int,
+    max_per_source: int,
+    max_large: int | None = None,
 ) -> list[str]:
     """The ids of the waiting syncs to start now, in the order to start them.
 
     Args:
         waiting: the queued syncs, in any order.
-        running: the sources of each running sync.
+        running: the running syncs (as they waited).
         max_total: syncs at once (SERVICE_MAX_CONCURRENT_SYNCS).
         max_per_source: syncs at once that read one source (SERVICE_MAX_SYNCS_PER_SOURCE).
+        max_large: large syncs at once (fair_share.large_limit); None: no limit of their own.
 
     >>> a1, a2 = Waiting("a1", frozenset({"a"}), "1"), Waiting("a2", frozenset({"a"}), "2")
     >>> b3 = Waiting("b3", frozenset({"b"}), "3")
     >>> startable([b3, a2, a1], [], 2, 1)  # oldest first, one per source
     ['a1', 'b3']
-    >>> startable([b3, a2, a1], [frozenset({"a"})], 2, 1)  # a is full; b takes the free slot
+    >>> startable([b3, a2, a1], [a1], 2, 1)  # a is full; b takes the free slot
     ['b3']
     >>> ab0 = Waiting("ab0", frozenset({"a", "b"}), "0")
-    >>> startable([ab0, b3], [frozenset({"a"})], 2, 1)  # ab0 waits for a and holds b meanwhile
+    >>> startable([ab0, b3], [a1], 2, 1)  # ab0 waits for a and holds b meanwhile
     []
-    >>> startable([a1, a2, b3], [frozenset({"c"})], 2, 2)
+    >>> startable([a1, a2, b3], [Waiting("c", frozenset({"c"}), "0")], 2, 2)
+    ['a1']
+    >>> big = Waiting("big", frozenset({"b"}), "0", large=True)
+    >>> startable([big, a1], [Waiting("c", frozenset({"c"}), "0", large=True)], 2, 1, 1)  # a small one takes the slot
     ['a1']
     """
-    busy = Counter(source for sources in running for source in sources)
+    busy = Counter(source for sync in running for source in sync.sources)
     free = max_total - len(running)
+    large_free = max_total if max_large is None else max_large - sum(sync.large for sync in running)
     held: set[str] = set()
     chosen: list[str] = []
-    for sync in sorted(waiting, key=lambda w: (w.due, w.seq)):
+    for sync in fair_order(waiting, running):
         if free <= 0:
             break
+        if sync.large and large_free <= 0:
+            continue  # it waits for a large sync to end, holding nothing: its sources serve small ones
         if sync.sources & held or any(busy[s] >= max_per_source for s in sync.sources):
             held |= sync.sources  # it goes first on these as soon as they free
             continue
         chosen.append(sync.id)
         busy.update(sync.sources)
         free -= 1
+        large_free -= sync.large
     return chosen

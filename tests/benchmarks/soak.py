@@ -1,6 +1,9 @@
-"""Soak (#38): hundreds of mirrored views on one service, scheduled, with a writer and killed processes, for half an hour.
+"""Soak: many mirrored views on one service, scheduled, with a writer: thousands of tables (#52), or hundreds with killed processes (#38).
 
-    python -m tests.benchmarks.soak [--minutes 30] [--views 210] [--every-s 180] [--out PATH]
+    python -m tests.benchmarks.soak --scenario faults [--minutes 30] [--views 210] [--every-s 180] [--out PATH]
+
+(The default scenario, `--scenario tables`, is thousands of generated tables: soak_tables.py.
+What follows is the faults scenario's.)
 
 Three sources — two SQLite files and a PostgreSQL database (a server this benchmark starts,
 workloads/postgres.py) — hold VIEWS small tables between them, of four kinds in turn:
@@ -38,6 +41,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -169,20 +173,25 @@ class Soak:
         api = Api(self.service.url, timeout=600)
         api.http.event_hooks["response"] = [self._count]
         for source in SOURCES:
-            api.add_source(source, self.agents[source].url)
-            r = api.http.post(
-                f"/v1/sources/{source}/mirror", json={"schedule": {"every_s": self.args.every_s}, "destinations": []}
-            )
-            r.raise_for_status()
-            done = r.json()
-            if done.get("skipped"):
-                raise AssertionError(f"the mirror of {source} skipped tables: {done['skipped']}")
-            for m in done["created"]:
+            for m in self.mirror(api, source):
                 self.views[m["view"]] = {"source": source, "table": m["table"], "key": m["key"]}
         kinds = {(t["source"], t["name"]): t["kind"] for t in spec["tables"]}
         for view in self.views.values():
             view["kind"] = kinds[(view["source"], view["table"])]
         return api
+
+    def mirror(self, api: Api, source: str) -> list[dict]:
+        """Register the source's agent and mirror every table of it, each view on the soak's
+        schedule and publishing nowhere; the views made (none may be skipped)."""
+        api.add_source(source, self.agents[source].url)
+        r = api.http.post(
+            f"/v1/sources/{source}/mirror", json={"schedule": {"every_s": self.args.every_s}, "destinations": []}
+        )
+        r.raise_for_status()
+        done = r.json()
+        if done.get("skipped"):
+            raise AssertionError(f"the mirror of {source} skipped tables: {done['skipped']}")
+        return done["created"]
 
     def start_writer(self) -> None:
         self.writer = subprocess.Popen(
@@ -270,6 +279,13 @@ class Soak:
                         for k in ("view", "status", "error_code", "queued_s", "trigger", "created_at", "finished_at")
                     } | {"error": (s.get("error") or "")[:300]}
 
+    def recorded(self, out: dict, run_start: float, run_end: float) -> None:
+        """Put what the run recorded into `out`: its times, the views, the samples, the syncs."""
+        out["run"] = {"started_at": run_start, "ended_at": run_end}
+        out["views"] = self.views
+        out["samples"] = self.samples
+        out["syncs"] = self.syncs
+
     # -- faults ---------------------------------------------------------------------------
 
     def inject(self, kind: str, target: str, down_s: float, run_start: float) -> dict:
@@ -310,8 +326,8 @@ class Soak:
             if now - _at(s["created_at"]) > limit
         ]
 
-    def final_syncs(self, api: Api) -> Counter:
-        """One more sync of each view, three at a time (the sources side by side)."""
+    def final_syncs(self, api: Api, names: list[str] | None = None) -> Counter:
+        """One more sync of each view (or of those `names`), three at a time (the sources side by side)."""
 
         def one(view: str) -> str:
             r = api.http.post(f"/v1/views/{view}/syncs", params={"wait": "true"})
@@ -322,17 +338,18 @@ class Soak:
             return sync["status"] if sync["status"] == "succeeded" else f"failed: {sync['error_code']}"
 
         # the sources in turn, so that the three syncs at once read three sources
-        order = sorted(self.views, key=lambda v: (self.views[v]["table"], self.views[v]["source"]))
+        order = sorted(names or self.views, key=lambda v: (self.views[v]["table"], self.views[v]["source"]))
         with ThreadPoolExecutor(POOL) as pool:
             return Counter(pool.map(one, order))
 
-    def check(self, api: Api) -> dict[str, str]:
-        """Each view against its table read straight from the source: "exact", or how it differs."""
+    def check(self, api: Api, names: list[str] | None = None) -> dict[str, str]:
+        """Each view (or those `names`) against its table read straight from the source: "exact", or how it differs."""
         spec = json.loads((self.work / "spec.json").read_text())
         conns = {source: connect(where) for source, where in spec["sources"].items()}
         out = {}
         try:
-            for name, view in sorted(self.views.items()):
+            for name in sorted(names or self.views):
+                view = self.views[name]
                 table = Table(view["source"], view["table"], view["kind"])
                 columns = api.http.get(f"/v1/views/{name}").json()["columns"]
                 truth = conns[view["source"]].rows(table)
@@ -458,16 +475,18 @@ def run(args: argparse.Namespace) -> dict:
             "statuses": {str(k): v for k, v in sorted(soak.statuses.items())},
             "no_answer": dict(soak.no_answer),
         }
-        out["run"] = {"started_at": run_start, "ended_at": run_end}
-        out["views"] = soak.views
         out["faults"] = faults
-        out["samples"] = soak.samples
-        out["syncs"] = soak.syncs
+        soak.recorded(out, run_start, run_end)
         api.close()
     finally:
         signal.signal(signal.SIGTERM, previous)
         soak.close()
-    # what was recorded, before anything is made of it: a summary that fails loses no run
+    return conclude(out, work, summarize, findings)
+
+
+def conclude(out: dict, work: Path, summarize: Callable[[dict], dict], findings: Callable[[dict], list]) -> dict:
+    """What was recorded, kept before anything is made of it (a summary that fails loses no
+    run), then its summary, findings and minutes in place of the sync records."""
     (work / "recorded.json").write_text(json.dumps(out, default=str))
     out["summary"] = summarize(out)
     out["findings"] = findings(out["summary"])
@@ -477,16 +496,32 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
+    from tests.benchmarks import soak_tables
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=30, help="how long the writer and the faults run")
-    parser.add_argument("--views", type=int, default=210, help="tables (one view each), over the three sources")
-    parser.add_argument("--rows", type=int, default=200, help="rows of each table at the start")
-    parser.add_argument("--every-s", type=int, default=180, help="each view's schedule period")
+    parser.add_argument(
+        "--scenario",
+        choices=("tables", "faults"),
+        default="tables",
+        help="tables: thousands of generated tables, is the pool keeping up (soak_tables.py); "
+        "faults: hundreds of small views with processes killed (this module)",
+    )
+    parser.add_argument("--minutes", type=float, default=30, help="how long the writer (and the faults) run")
+    parser.add_argument("--views", type=int, default=210, help="faults: tables (one view each), over the three sources")
+    parser.add_argument("--rows", type=int, default=200, help="faults: rows of each table at the start")
+    parser.add_argument("--every-s", type=int, help="each view's schedule period (default: tables 300, faults 180)")
     parser.add_argument("--writes-per-s", type=float, default=10.0, help="the writer's transactions a second")
     parser.add_argument("--seed", type=int, default=38)
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "soak")
+    soak_tables.add_arguments(parser)
+    parser.add_argument("--out", type=Path, help="results file stem (default: results/soak-tables, results/soak)")
     args = parser.parse_args()
-    machine.save(run(args), args, "tests.benchmarks.soak", markdown)
+    tables = args.scenario == "tables"
+    args.every_s = args.every_s or (300 if tables else 180)
+    args.out = args.out or HERE / "results" / ("soak-tables" if tables else "soak")
+    if tables:
+        soak_tables.save(soak_tables.run(args), args)
+    else:
+        machine.save(run(args), args, "tests.benchmarks.soak", markdown)
 
 
 if __name__ == "__main__":

@@ -283,14 +283,18 @@ def markdown(out: dict) -> str:
     ]
     for f in out["faults"]:
         lines.append(f"| {f['kind']} | {f['target']} | {f['at_s']:.0f} | {f['down_s']} | {f['outage_s']} |")
-    lines += [
-        "",
+    return "\n".join([*lines, "", *minutes_table(out["minutes"])]) + "\n"
+
+
+def minutes_table(minutes: list[dict]) -> list[str]:
+    """The timeline's rows as a Markdown table."""
+    lines = [
         "| minute | succeeded | failed | median wait s | memory kB | data dir bytes |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
-    for m in out["minutes"]:
+    for m in minutes:
         lines.append(
             f"| {m['minute']} | {m['succeeded']} | {m['failed']} | {m['median_wait_s']} | {m['memory_kb']} | "
             f"{m['data_dir_bytes']} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines

@@ -1,7 +1,8 @@
-"""The pool of syncs: a few at once, one per source, oldest due first, and cancelling a sync.
+"""The pool of syncs: a few at once, one per source, oldest due first, large ones kept to a share, and cancelling a sync.
 
 A service of the module's own allows two syncs at once and one per source
-(SERVICE_MAX_CONCURRENT_SYNCS=2, SERVICE_MAX_SYNCS_PER_SOURCE=1), over two SQLite
+(SERVICE_MAX_CONCURRENT_SYNCS=2, SERVICE_MAX_SYNCS_PER_SOURCE=1), one of them large (a view
+of LARGE_ROWS rows or more: SERVICE_LARGE_SYNC_ROWS, half the pool), over two SQLite
 sources: `quick`, an agent that reads as fast as it can, and `paced`, one that reads at
 most PACED_ROWS_PER_S rows per second (the agent's --max-rows-per-s), so that each of its
 syncs takes seconds. The limits are observed from outside, in the sync records' start
@@ -10,7 +11,9 @@ and end times; a sync is held running by a fault proxy that stalls the agent's a
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -34,6 +37,13 @@ JOIN_SQL = (
 )
 #: Generous bound on how long a few small syncs may take on a loaded machine.
 WITHIN_S = 300
+#: Views of this many rows or more are large (SERVICE_LARGE_SYNC_ROWS): those of the fixture's sources are not.
+LARGE_ROWS = 5_000
+#: The small tables of the fairness test, their rows, and their schedule's period.
+SMALL_TABLES, SMALL_ROWS, SMALL_EVERY_S = 24, 20, 5
+#: What a small sync may wait beyond the syncs of its own source that ran before it: the
+#: scheduler's look at the catalog (every second), and the runner's hand-over after each sync.
+SLACK_S, HANDOVER_S = 2.0, 0.25
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +58,7 @@ def pool(tmp_path_factory, logs_dir):
         "SERVICE_MAX_CONCURRENT_SYNCS": "2",
         "SERVICE_MAX_SYNCS_PER_SOURCE": "1",
         "SERVICE_SPARK_DRIVER_MEMORY": "1g",
+        "SERVICE_LARGE_SYNC_ROWS": str(LARGE_ROWS),
     }
     service = start_service(root / "warehouse", logs_dir, env=env)
     api = Api(service.url)
@@ -286,3 +297,87 @@ def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):
     assert ran["status"] == "succeeded" and ran["started_at"] is not None, ran
     assert keyed(api.rows("s2"), KEY) == truth
     check_sync(api, "s1", KEY, before, truth, wait_for(api, "s1", retry["id"], ("succeeded", "failed")))
+
+
+def small_source(path) -> str:
+    """A SQLite file of SMALL_TABLES tables of SMALL_ROWS rows (an ERP's codes): its URL."""
+    with sqlite3.connect(path) as c:
+        for t in range(SMALL_TABLES):
+            c.execute(f"CREATE TABLE code_{t:03d} (id INTEGER PRIMARY KEY, label TEXT NOT NULL)")
+            c.executemany(f"INSERT INTO code_{t:03d} VALUES (?, ?)", [(i, f"label {t}.{i}") for i in range(SMALL_ROWS)])
+    return f"sqlite:///{path}"
+
+
+def test_large_syncs_keep_to_a_share_and_small_views_keep_their_schedules(pool, tmp_path, logs_dir):
+    """Two large views on sources of their own, each synced with its agent's answer held, and
+    SMALL_TABLES small tables of a third source mirrored on a schedule: one large sync runs and
+    the other waits (the pool's second slot is the small views'), and meanwhile every small
+    view loads and syncs on schedule, each waiting only for the syncs of its own source that
+    ran before it (each other view once at most), never for a large one. Without the share, the
+    two held syncs would fill the pool and no small view would load."""
+    api = pool[0]
+    big, agents, proxies = {}, [], []
+    try:
+        for i, name in enumerate(("big_a", "big_b")):
+            big[name] = People(tmp_path / f"{name}.db", rows=LARGE_ROWS + 100, seed=10 + i)
+            agents.append(start_agent(f"sqlite:///{big[name].path}", logs_dir))
+            proxies.append(FaultProxy("127.0.0.1", agents[-1].port))
+            api.add_source(name, proxies[-1].url)
+            api.add_view(f"l_{name}", VIEW_SQL.format(source=name))
+            loaded = api.sync(f"l_{name}")
+            assert loaded["status"] == "succeeded" and loaded["metrics"]["rows_after"] >= LARGE_ROWS, loaded
+            big[name].change()
+            proxies[-1].plan(Stall(0), Stall(0), Stall(0))  # its agent's answers are held from now on
+        held = {f"l_{name}": start(api, f"l_{name}") for name in big}
+        agents.append(start_agent(small_source(tmp_path / "codes.db"), logs_dir))
+        try:
+            api.add_source("codes", agents[-1].url)
+            r = api.http.post(
+                "/v1/sources/codes/mirror", json={"schedule": {"every_s": SMALL_EVERY_S}, "destinations": []}
+            )
+            assert r.status_code == 200, r.text
+            small = [m["view"] for m in r.json()["created"]]
+            assert len(small) == SMALL_TABLES
+            deadline = time.monotonic() + WITHIN_S
+            while True:  # until every small view has loaded and synced on its schedule at least once
+                statuses = [record(api, view, sync_id)["status"] for view, sync_id in held.items()]
+                assert statuses.count("running") <= 1, statuses  # the large syncs' share: one slot of two
+                done = {v: [s for s in api.http.get(f"/v1/views/{v}/syncs").json() if s["finished_at"]] for v in small}
+                if all(sum(s["status"] == "succeeded" for s in d) >= 2 for d in done.values()):
+                    break
+                assert time.monotonic() < deadline, {v: len(d) for v, d in done.items()}
+                time.sleep(0.5)
+            assert sorted(statuses) == ["queued", "running"], statuses  # the held one runs all along
+            for view in small:
+                unschedule(api, view)
+        finally:
+            for view, sync_id in held.items():  # a queued or a running sync is cancelled, then the agents answer again
+                api.http.delete(f"/v1/views/{view}/syncs/{sync_id}")
+            for proxy in proxies:
+                proxy.plan()
+                proxy.release()
+        api.wait_idle()
+        syncs = [{"view": v, **s} for v in small for s in api.http.get(f"/v1/views/{v}/syncs").json()]
+        assert all(s["status"] == "succeeded" for s in syncs), [s["error"] for s in syncs if s["error"]]
+        ran = sorted(syncs, key=lambda s: s["started_at"])
+        for a, b in zip(ran, ran[1:], strict=False):
+            assert b["started_at"] >= a["finished_at"], (a, b)  # one at a time against the codes agent
+        for view in small:
+            mine = sorted((s for s in syncs if s["view"] == view), key=lambda s: s["created_at"])
+            for prev, sync in zip(mine, mine[1:], strict=False):
+                if sync["trigger"] != "schedule":
+                    continue
+                due = _at(prev["finished_at"]) + SMALL_EVERY_S
+                before = [s for s in ran if due <= _at(s["started_at"]) < _at(sync["started_at"])]
+                assert len({s["view"] for s in before}) == len(before), (sync, before)  # each other view once at most
+                busy = sum(_at(s["finished_at"]) - _at(s["started_at"]) for s in before)
+                assert _at(sync["started_at"]) - due <= busy + SLACK_S + HANDOVER_S * len(before), (sync, busy, before)
+    finally:  # the agents this test started, whatever became of it
+        for agent in agents:
+            agent.stop()
+        for proxy in proxies:
+            proxy.close()
+
+
+def _at(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()

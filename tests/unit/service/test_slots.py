@@ -1,4 +1,4 @@
-"""The queue discipline (service/slots.py): limits kept, oldest due first, nobody starves.
+"""The queue discipline (service/slots.py, service/fair_share.py): limits kept, sources in turn, nobody starves.
 
 A small discrete-time model of the service: views on schedules, syncs that take a number of
 ticks by source, the runner's rule (start what `startable` says whenever something ends or
@@ -21,9 +21,18 @@ class View:
     sources: frozenset[str]
     every: int  # ticks from the end of a sync to the next due time
     due: int = 0
+    large: bool = False
+    ticks: int = 0  # its sync's length, if not its sources'
 
 
-def simulate(views: list[View], ticks: int, duration: dict[str, int], max_total: int, max_per_source: int):
+def simulate(
+    views: list[View],
+    ticks: int,
+    duration: dict[str, int],
+    max_total: int,
+    max_per_source: int,
+    max_large: int | None = None,
+):
     """Run the schedules for `ticks`; each sync's (view, due, start) and the most syncs seen per source."""
     waiting: dict[str, tuple[View, int]] = {}
     running: dict[str, tuple[View, int]] = {}  # view -> (view, end tick)
@@ -37,10 +46,13 @@ def simulate(views: list[View], ticks: int, duration: dict[str, int], max_total:
         for view in views:
             if view.due <= t and view.name not in waiting and view.name not in running:
                 waiting[view.name] = (view, view.due)
-        queue = [Waiting(name, v.sources, f"{due:08d}", i) for i, (name, (v, due)) in enumerate(waiting.items())]
-        for name in startable(queue, [v.sources for v, _ in running.values()], max_total, max_per_source):
+        queue = [
+            Waiting(name, v.sources, f"{due:08d}", i, v.large) for i, (name, (v, due)) in enumerate(waiting.items())
+        ]
+        now_running = [Waiting(name, v.sources, "", large=v.large) for name, (v, _) in running.items()]
+        for name in startable(queue, now_running, max_total, max_per_source, max_large):
             view, due = waiting.pop(name)
-            running[name] = (view, t + max(duration[s] for s in view.sources))
+            running[name] = (view, t + (view.ticks or max(duration[s] for s in view.sources)))
             starts.append((name, due, t))
         assert len(running) <= max_total
         for source, count in Counter(s for v, _ in running.values() for s in v.sources).items():
@@ -94,3 +106,37 @@ def test_order_is_due_time_then_arrival():
     assert startable([later, early], [], 1, 1) == ["late-arrival"]
     tie = Waiting("tie", frozenset({"z"}), early.due, 3)
     assert startable([early, tie], [], 1, 1) == ["tie"]
+
+
+def test_a_source_with_many_views_due_does_not_take_the_pool_from_one_with_few():
+    """Forty views of `erp` due every tick and two of `crm`, two syncs a source and two in all:
+    a crm view waits at most for one erp sync to end, where oldest-due-first made it wait for
+    erp's backlog."""
+    views = [View(f"erp{i}", frozenset({"erp"}), 1) for i in range(40)]
+    views += [View(f"crm{i}", frozenset({"crm"}), 1) for i in range(2)]
+    starts, most = simulate(views, 2_000, {"erp": 4, "crm": 4}, max_total=2, max_per_source=2)
+    assert most["erp"] <= 2
+    crm = [start - due for name, due, start in starts if name.startswith("crm")]
+    assert len(crm) > 100
+    assert max(crm) <= 4, max(crm)
+
+
+def test_large_syncs_keep_to_their_share_and_small_ones_always_have_a_slot():
+    """Two large views (a sync of 60 ticks) on sources of their own and twelve small ones (one
+    tick) on a third, two syncs at once, one of them large: the large ones never run together,
+    each still runs, and a small view waits at most for the others of its source, never for a
+    large sync to end."""
+
+    def views() -> list[View]:
+        return [View(f"big{i}", frozenset({f"b{i}"}), 1, large=True, ticks=60) for i in range(2)] + [
+            View(f"small{i}", frozenset({"s"}), 5) for i in range(12)
+        ]
+
+    starts, _ = simulate(views(), 3_000, {"s": 1}, max_total=2, max_per_source=1, max_large=1)
+    spans = sorted((start, start + 60) for name, _, start in starts if name.startswith("big"))
+    assert len(spans) > 20 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans[:4]
+    small = [start - due for name, due, start in starts if name.startswith("small")]
+    assert max(small) <= 12, max(small)
+    # without the share both large syncs fill the pool and the small ones wait for them
+    starts, _ = simulate(views(), 3_000, {"s": 1}, max_total=2, max_per_source=1)
+    assert max(start - due for name, due, start in starts if name.startswith("small")) > 12
