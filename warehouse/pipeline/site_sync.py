@@ -251,6 +251,10 @@ class SiteRun:
             cost, measured_on = costs.measure_sample(self.sample, self.site, self.options.hash_bits), "sample"
         elif kept:
             cost, measured_on = CostModel(**kept), "kept"
+        elif projected.read is not None and self.sync.executor == ARROW:  # read with Arrow (warehouse/executor.py)
+            assert self.current is not None, "a stored fragment follows the load"
+            fragment = layers.table(self.current, self.index, self.site.columns, self.site.key)
+            cost, measured_on = costs.measure_sample(fragment, self.site, self.options.hash_bits), "fragment"
         else:
             cost = costs.measure(projected.read() if projected.read else None, self.site, self.options.hash_bits)
             measured_on = "fragment" if projected.read is not None else "assumed"
