@@ -130,6 +130,15 @@ class ServiceSettings(BaseSettings):
         ge=1,
         description="syncs a sketch table's secret serves before a new one is drawn and the table rebuilt",
     )
+    small_sync_rows: int = Field(
+        default=sync_defaults.DEFAULT_SMALL_SYNC_ROWS,
+        ge=0,
+        description="stored rows plus delta rows up to which a view is synced in the service's process with Arrow "
+        "(no Spark job: a 1,000-row no-change sync costs tens of milliseconds) rather than by Spark jobs (a fixed "
+        "cost of hundreds of milliseconds to seconds a sync); a view moves between the two as it grows and shrinks. "
+        "The default is where the Arrow build of a whole fragment still takes a fraction of a second and tens of MiB; "
+        "0 syncs every view with Spark. A Spark master other than local[...] always uses Spark",
+    )
     sketch_prepare_wait_s: float = Field(
         default=warehouse_defaults.SKETCH_PREPARE_WAIT_S,
         ge=0,
@@ -273,6 +282,7 @@ class ServiceSettings(BaseSettings):
             agent_retries=self.agent_retries,
             agent_retry_backoff_s=self.agent_retry_backoff_s,
             sketch_seed_rotation=self.sketch_seed_rotation,
+            small_sync_rows=self.small_sync_rows,
             verify=verify,
             view_options=view,
         )

@@ -272,6 +272,11 @@ class SyncMetrics(SiteDetails, Traffic):
     #: compared), the columns added and dropped, the new key if it changed, and for a read
     #: whether old rows matched new ones by key and the sites that kept their statistics.
     redefinition: dict | None = None
+    #: What ran the sync's steps (pipeline/executor.py): "arrow", in the service's process,
+    #: for a view whose stored rows and delta fit under SERVICE_SMALL_SYNC_ROWS; "spark" else.
+    executor: str | None = None
+    #: The Spark jobs the sync ran (its job group's): none on the Arrow executor.
+    spark_jobs: int | None = None
     wall_seconds: float | None = None
 
     def to_json(self) -> dict:

@@ -10,6 +10,7 @@ from typing import Final
 # Arrow or httpx), so that reading the settings loads none either.
 from deltasieve_protocol.defaults import DEFAULT_HASH_BITS
 from warehouse.defaults import DEADLINE_S, READ_TIMEOUT_S
+from warehouse.executor import DEFAULT_SMALL_SYNC_ROWS
 from warehouse.planning.cost_model import DEFAULT_GROUPING
 from warehouse.view_options import DEFAULT_STRATEGY, ViewOptions
 
@@ -47,6 +48,8 @@ class SyncOptions:
     agent_retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S
     #: Syncs between two secrets of a sketch table (each new secret rebuilds the table).
     sketch_seed_rotation: int = DEFAULT_SKETCH_SEED_ROTATION
+    #: Stored plus delta rows up to which a view is synced on Arrow, not Spark (executor.py).
+    small_sync_rows: int = DEFAULT_SMALL_SYNC_ROWS
     #: Also read every site query in full and report where the result differs (audit mode).
     verify: bool = False
     #: The view's stored options (each strategy reads its own settings from them); by

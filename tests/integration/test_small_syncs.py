@@ -22,6 +22,7 @@ import pytest
 from tests.support.faultproxy import FaultProxy, Truncate
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
+from tests.support.special import SMALL_SYNC_ROWS
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -30,6 +31,8 @@ pytestmark = pytest.mark.integration
 FIXED_COST_BYTES = 1024
 #: ... and, on a small table, 2 % of its load (headers included).
 FIXED_SHARE_OF_LOAD = 0.02
+#: Strategies with a step only Spark runs (Strategy.spark_only).
+SPARK_ONLY = {"group_hash", "range_checksum", "timestamp", "row_version", "snapshot_diff"}
 #: The first sync after a load costs at most this times full_ship's bytes.
 FIRST_SYNC_OVER_FULL_SHIP = 1.1
 
@@ -195,4 +198,44 @@ def test_a_cut_change_token_answer_is_retried(api, small, logs_dir):
         assert failed["round_trips"] == 1 and failed["bytes_from_agent"] <= 60, failed
     finally:
         proxy.close()
+        agent.stop()
+
+
+def test_a_view_crosses_the_small_sync_threshold_both_ways(special_service, tmp_path, logs_dir):
+    """On a service whose small_sync_rows is SMALL_SYNC_ROWS: a view syncs on Arrow while its
+    stored rows and delta fit, on Spark once it outgrows them (the sync whose delta outgrows
+    them builds by Spark), and on Arrow again once it shrinks; exact throughout."""
+    api = special_service.api
+    # a third of it: a sync that ships the view whole (old and returned rows together) still fits
+    people = People(tmp_path / "people.db", rows=SMALL_SYNC_ROWS // 3, seed=29)
+    agent = start_agent(f"sqlite:///{people.path}", logs_dir)
+    try:
+        api.add_source("crossing", agent.url)
+        views = {s: f"crossing_{s}" for s in ("auto", "full_ship")}
+        for strategy, view in views.items():
+            api.add_view(view, VIEW_SQL.format(source="crossing"), strategy=strategy)
+
+        def synced(expected: str) -> None:
+            for view in views.values():
+                sync = api.sync(view)
+                check_sync(api, view, KEY, before.get(view, {}), people.truth(), sync)
+                before[view] = people.truth()
+                m = sync["metrics"]
+                # auto may hand the site to a strategy with a Spark-only step: Spark, whatever the size
+                want = "spark" if {m.get("chosen"), m.get("fallback")} & SPARK_ONLY else expected
+                assert m["executor"] == want, (view, m["executor"], want, m.get("chosen"), m["spark_jobs"])
+
+        before: dict = {}
+        synced("arrow")  # the load
+        people.change(updates=20, inserts=10, deletes=5)
+        synced("arrow")
+        people.change(updates=10, inserts=SMALL_SYNC_ROWS, deletes=0)  # past the threshold
+        synced("spark")  # stored rows fit, the returned ones do not
+        people.change(updates=30, inserts=5, deletes=5)
+        synced("spark")  # stored rows past it
+        people.change(updates=0, inserts=0, deletes=SMALL_SYNC_ROWS)  # below it again
+        synced("spark")  # decided on the stored rows before the delete
+        people.change(updates=10, inserts=3, deletes=2)
+        synced("arrow")
+    finally:
         agent.stop()

@@ -106,6 +106,10 @@ def check_sync(api, view: str, key: list[str], before: dict, truth: dict, sync: 
         if op != "delete":
             assert got[k][1] == row, f"delta row for {k}: {json.dumps(got[k][1])} != {json.dumps(row)}"
     m = sync["metrics"]
+    # a sync on the Arrow executor (warehouse/executor.py) ran no Spark job at all
+    assert m.get("executor") in ("arrow", "spark", None), m.get("executor")
+    if m.get("executor") == "arrow":
+        assert m["spark_jobs"] == 0, f"an Arrow sync ran {m['spark_jobs']} Spark job(s)"
     counts = {op: sum(1 for v in want.values() if v[0] == op) for op in ("insert", "update", "delete")}
     assert (m["rows_inserted"], m["rows_updated"], m["rows_deleted"]) == (
         counts["insert"],

@@ -5,7 +5,8 @@ file that reaches Spark's JVM, and a heap of its own; test_crashes the kill file
 rotation of the sketch tables' secret, and a process it can SIGKILL and start again on
 the same data. None of these changes what the other modules see (an unarmed kill file
 costs a lookup, a healthy agent answers well within the timeouts, a rotation only makes
-a sketch table be rebuilt sooner), nor does the file its syncs' OpenLineage events are
+a sketch table be rebuilt sooner, a low SERVICE_SMALL_SYNC_ROWS only sends the views of more
+than a few thousand rows through Spark, exact as on Arrow), nor does the file its syncs' OpenLineage events are
 written to (test_orchestration reads it), so they share one service (`special_service` in
 tests/conftest.py): one Spark JVM started and one first sync of a fresh JVM paid (10-30 s
 here) instead of one per module.
@@ -29,6 +30,11 @@ AGENT_DEADLINE_S = 20
 HEAP = "3g"
 #: Syncs a sketch table's secret serves here (a short rotation, to see one happen).
 SKETCH_ROTATION = 3
+#: Stored plus delta rows up to which a view syncs on Arrow here (SERVICE_SMALL_SYNC_ROWS): low,
+#: so that the fault modules' views of a few thousand rows run the Spark path that the main
+#: service runs only above 250,000 rows, and a view crosses the threshold in a few syncs
+#: (test_small_syncs).
+SMALL_SYNC_ROWS = 1_500
 #: Seconds between the periodic checks of the sources' agents: longer than the suite.
 SOURCE_CHECK_INTERVAL_S = 86_400
 
@@ -57,7 +63,7 @@ class SpecialService:
     def env(self) -> dict[str, str]:
         """Faults armed through `kill_file`, tight agent calls, HEAP, SKETCH_ROTATION, no periodic
         source check, interrupted syncs retried only when `retry_interrupted` says so, lineage
-        events into `lineage_file`."""
+        events into `lineage_file`, SMALL_SYNC_ROWS."""
         return {
             KILL_FILE_ENV: str(self.kill_file),
             "SERVICE_SPARK_DRIVER_MEMORY": HEAP,
@@ -71,6 +77,7 @@ class SpecialService:
             "SERVICE_SOURCE_CHECK_INTERVAL_S": str(SOURCE_CHECK_INTERVAL_S),
             "SERVICE_RETRY_INTERRUPTED": str(self.retry_interrupted).lower(),
             "SERVICE_OPENLINEAGE_FILE": str(self.lineage_file),
+            "SERVICE_SMALL_SYNC_ROWS": str(SMALL_SYNC_ROWS),
         }
 
     def start(self) -> None:

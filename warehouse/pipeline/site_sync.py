@@ -30,6 +30,7 @@ from warehouse.agent_client import AgentClient
 from warehouse.deltas.site_delta import DeltaResult, build_delta
 from warehouse.deltas.touched_delta import TouchedDelta, classify, stored_schema
 from warehouse.deltas.unique_keys import check_unique
+from warehouse.executor import ARROW, SPARK
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.phases import timed_phase
@@ -46,11 +47,6 @@ from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Sn
 from warehouse.strategies.base import Answer, Built, FragmentBuild
 from warehouse.strategies.sync_context import SyncContext
 from warehouse.viewdef import SiteQuery
-
-#: A fragment whose old and new rows together number at most this is compared and written
-#: with Arrow on the driver of a local master (a fraction of a second) instead of by Spark
-#: jobs (seconds each, whatever the size); larger ones, and every one on a cluster, by Spark.
-DRIVER_BUILD_ROWS = 250_000
 
 T = TypeVar("T")
 
@@ -144,6 +140,8 @@ class SiteRun:
         self.probe: change_token.Probe | None = None
         #: the columns of the tables the site query reads, once extract has run (source_columns.py)
         self.columns: source_columns.Seen | None = None
+        #: what built the site's fragment: the sync's executor unless the fragment outgrew Arrow
+        self.built_on = sync.executor
 
     @property
     def strategy(self) -> Strategy | None:
@@ -253,6 +251,10 @@ class SiteRun:
             cost, measured_on = costs.measure_sample(self.sample, self.site, self.options.hash_bits), "sample"
         elif kept:
             cost, measured_on = CostModel(**kept), "kept"
+        elif projected.read is not None and self.sync.executor == ARROW:  # read with Arrow (warehouse/executor.py)
+            assert self.current is not None, "a stored fragment follows the load"
+            fragment = layers.table(self.current, self.index, self.site.columns, self.site.key)
+            cost, measured_on = costs.measure_sample(fragment, self.site, self.options.hash_bits), "fragment"
         else:
             cost = costs.measure(projected.read() if projected.read else None, self.site, self.options.hash_bits)
             measured_on = "fragment" if projected.read is not None else "assumed"
@@ -307,7 +309,8 @@ class SiteRun:
         else:
             if self._on_driver(build, answer):
                 result = self._build_on_driver(staged, build, self._answer_tables(answer, what))
-            else:
+            else:  # outgrew the Arrow executor, if it was on it: the rest of the sync is Spark's
+                self.built_on = SPARK
                 result = self._build_whole(staged, planned, answer, what)
             m.fragment_written, m.overlay_rows = "whole", 0
         try:
@@ -383,13 +386,18 @@ class SiteRun:
         return planned.current_layers or layers.whole(self.metrics.rows_before)
 
     def _on_driver(self, build: FragmentBuild, answer: Answer) -> bool:
-        """Whether the whole fragment may be compared and written on the driver: a local
-        master, few rows, and an answer that says what became of every key it left out."""
-        if not self.ctx.local_master:
-            return False
+        """Whether the whole fragment may be compared and written with Arrow: the sync's
+        executor is Arrow, its old and new rows together fit under small_sync_rows
+        (warehouse/executor.py), and the answer says what became of every key it left out."""
         if self.current is not None and build is FragmentBuild.WHOLE:
             return False
-        return (self.metrics.rows_before or 0) + _returned_rows(answer) <= DRIVER_BUILD_ROWS
+        return self.sync.arrow_fits((self.metrics.rows_before or 0) + _returned_rows(answer))
+
+    def on_arrow(self) -> bool:
+        """Whether every step of this site ran on Arrow (its strategy has no Spark-only step,
+        and its fragment, if built whole, fit under small_sync_rows)."""
+        strategy = self.strategy
+        return self.sync.executor == ARROW and self.built_on == ARROW and (strategy is None or strategy.runs_on_arrow())
 
     def _build_on_driver(
         self, staged: Version, build: FragmentBuild, answer_tables: tuple[pa.Table, pa.Table]

@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from warehouse import faults
+from warehouse import executor, faults
 from warehouse.deltas import changed_columns
+from warehouse.executor import SPARK, ExecutorName
 from warehouse.metrics import SyncMetrics
 from warehouse.pipeline import redefine
 from warehouse.pipeline.assemble import MULTISET_BATCH_ROWS, ViewCounts, assemble
@@ -74,6 +75,8 @@ class SyncRun:
         fragments: Fragments | None = None
         try:
             start = begin(ctx, view, self.base, self.meta)
+            ctx = ctx.on(choose_executor(ctx, view, start))
+            m.executor = ctx.executor
             sites = ctx.timed("extract_sites", extract, ctx, view, start)
             fragments = ctx.timed("build_fragments", build, ctx, view, start, sites)
             counts = ctx.timed("assemble_view", assemble, ctx, view, start, fragments)
@@ -87,6 +90,8 @@ class SyncRun:
                 faults.checkpoint("delta_written")
             if start.projected is not None:
                 m.redefinition = redefine.projected(ctx.store, ctx.sync_id, start.projected, view)
+            if not all(site.on_arrow() for site in sites):
+                m.executor = SPARK  # a Spark-only strategy, or a fragment that outgrew Arrow
             committed = ctx.timed("commit", commit, ctx, view, start, fragments, sites, self.meta)
             queue_sketches(ctx, view, sites, committed)
         except BaseException:
@@ -96,8 +101,24 @@ class SyncRun:
             if fragments is not None:
                 fragments.release()
             ctx.store.discard(ctx.sync_id)
+            m.spark_jobs = _spark_jobs(ctx)
             m.wall_seconds = round(time.monotonic() - started, 3)
         return m
+
+
+def choose_executor(ctx: SyncContext, view: ViewDef, start: Start) -> ExecutorName:
+    """What runs the sync's steps (warehouse/executor.py): Arrow for a view of one site, read
+    the usual way (no redefinition read in full or projected, no audit), whose stored rows
+    fit under small_sync_rows; Spark otherwise. A view over several sites is assembled by
+    Spark. A strategy with a Spark-only step (Strategy.spark_only) still runs it: the sync's
+    metrics then say "spark" (SiteRun.on_arrow)."""
+    usual = start.old is None and start.projected is None and not ctx.options.verify
+    one_site = view.assembly is None and len(view.sites) == 1
+    rows = start.current.meta()["rows"] if start.current is not None else 0
+    runs_on_arrow = usual and one_site
+    return executor.choose(
+        rows, ctx.options.small_sync_rows, local_master=ctx.local_master, runs_on_arrow=runs_on_arrow
+    )
 
 
 def keep_sample(
@@ -182,9 +203,15 @@ def queue_sketches(ctx: SyncContext, view: ViewDef, sites: tuple[SiteRun, ...], 
         if strategy == Sketch.name or run.current is None or isinstance(run.strategy, Sketch)
     ]
     try:
-        ctx.sketches.after_commit(ctx.spark, committed, chosen, ctx.options.sketch_seed_rotation)
+        arrow = ctx.executor == executor.ARROW
+        ctx.sketches.after_commit(ctx.spark, committed, chosen, ctx.options.sketch_seed_rotation, arrow)
     except Exception:  # the sync committed: a missing table is built by the next one
         log.exception("sync %s of view %s: could not queue its sketch tables", ctx.sync_id, ctx.view_name)
+
+
+def _spark_jobs(ctx: SyncContext) -> int:
+    """The Spark jobs run so far under the sync's job group (service/jobs.py sets it)."""
+    return len(ctx.spark.sparkContext.statusTracker().getJobIdsForGroup(ctx.sync_id))
 
 
 def _count_traffic(ctx: SyncContext) -> None:

@@ -43,10 +43,10 @@ from deltasieve_protocol.types import Column, arrow_schema
 from deltasieve_protocol.wire import COUNT, HASH, UID
 from warehouse import faults
 from warehouse.agent_client import AgentClient
+from warehouse.executor import ARROW
 from warehouse.metrics import SiteMetrics, add_timings
 from warehouse.names import spark_schema
 from warehouse.planning.cost_model import CostModel
-from warehouse.spark import local_cores
 from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
@@ -247,21 +247,15 @@ class SiteContext:
     def deleted_schema(self) -> pa.Schema:
         return pa.schema([pa.field(UID, pa.int64()), *arrow_schema(self.key_columns())])
 
-    @property
-    def local_master(self) -> bool:
-        """Whether Spark runs in this process's JVM, the driver its only executor."""
-        master = self.sync.spark.sparkContext.master
-        return master is not None and local_cores(master) is not None
-
     def stored_rows(self, keys: pa.Table, snapshot: Snapshot, ahead: ReadAhead | None = None) -> pa.Table:
-        """The `snapshot`'s stored rows (with update statistics) of `keys` (a table of the key columns). On a local
-        master the driver is the only executor, and Arrow reads the row groups whose key range holds
+        """The `snapshot`'s stored rows (with update statistics) of `keys` (a table of the key columns). On the
+        Arrow executor (warehouse/executor.py: a local master, whose driver is the only executor), Arrow reads the row groups whose key range holds
         one of the keys (layers.lookup; a fraction of a second at 1M rows, where a Spark job over the
         fragment took 1.6 s), taking those `ahead` decoded already (`read_ahead`); on a cluster, a
         broadcast semi-join on the executors."""
         from warehouse.store import layers  # layers reads fragments with this module's schemas
 
-        if self.local_master:
+        if self.sync.executor == ARROW:
             assert self.current is not None, "a load has no stored rows"
             held = ahead.take() if ahead is not None else None
             if ahead is not None:
@@ -280,7 +274,7 @@ class SiteContext:
         from warehouse.store import layers
 
         ahead = None
-        if wanted and self.current is not None and self.local_master:
+        if wanted and self.current is not None and self.sync.executor == ARROW:
             ahead = layers.read_ahead(self.current, self.index, self.site.columns)
         try:
             yield ahead
@@ -332,6 +326,9 @@ class Strategy(ABC):
     """One way to find a site query's delta; see the module's docstring."""
 
     name: ClassVar[str]
+    #: Whether some step of the strategy has only a Spark form: a view syncing by it runs on
+    #: Spark whatever its size (warehouse/executor.py).
+    spark_only: ClassVar[bool] = False
 
     def __init__(self, ctx: SiteContext, snapshot: Snapshot):
         self.ctx = ctx
@@ -341,6 +338,10 @@ class Strategy(ABC):
     def create(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
         """The strategy that runs this site's sync (auto answers with the one it chose)."""
         return cls(ctx, snapshot)
+
+    def runs_on_arrow(self) -> bool:
+        """Whether this sync's steps of the strategy all have an Arrow form."""
+        return not self.spark_only
 
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:

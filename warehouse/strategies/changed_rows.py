@@ -131,6 +131,8 @@ class StateLoad(FullShip):
 class ChangedRows(Strategy):
     """The shared steps; a subclass reads the changed rows and keeps the state (see the module)."""
 
+    spark_only = True  # the key reconciliation compares the keys with Spark (key_reconciliation.py)
+
     #: The state's class, the extract request's options that read the source's state, and
     #: the key of the report in the sync's metrics.
     STATE: ClassVar[type[KeptState]]

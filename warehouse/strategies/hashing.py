@@ -1,4 +1,5 @@
-"""Row hashes of a Spark DataFrame, computed on the executors with the canonical encoding."""
+"""Row hashes of stored rows with the canonical encoding: of a Spark DataFrame on the
+executors, or of an Arrow table in this process (the Arrow executor: warehouse/executor.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from deltasieve_protocol.types import Column
 ROW_HASH = "__rh"
 
 
-def spark_row_hashes(
-    df: DataFrame, columns: list[Column], keep: list[str], seed: int, bits: int = DEFAULT_HASH_BITS
-) -> DataFrame:
-    """`keep` columns plus the seeded hash of each row over `columns` (binary, bits/8 bytes).
+def row_hashes_of(
+    rows: DataFrame | pa.Table, columns: list[Column], keep: list[str], seed: int, bits: int = DEFAULT_HASH_BITS
+) -> DataFrame | pa.Table:
+    """`keep` columns plus the seeded hash of each row over `columns` (binary, bits/8 bytes),
+    of the same kind as `rows`.
 
     The hash runs in Python on Arrow batches, exactly the code the agent runs, so a row
     read by Spark from Parquet and the same row read from SQLite or PostgreSQL agree.
@@ -28,5 +30,9 @@ def spark_row_hashes(
                 [batch.column(k) for k in keep] + [pa.array(hashes, pa.binary())], names=[*keep, ROW_HASH]
             )
 
+    names = [c.name for c in columns]
+    if isinstance(rows, pa.Table):
+        out = pa.schema([*(rows.schema.field(k) for k in keep), pa.field(ROW_HASH, pa.binary())])
+        return pa.Table.from_batches(list(run(rows.select(names).to_batches())), out)
     schema = ", ".join([f"`{k}` {by_name[k].type.spark_ddl()}" for k in keep] + [f"{ROW_HASH} binary"])
-    return df.select(*[c.name for c in columns]).mapInArrow(run, schema)
+    return rows.select(*names).mapInArrow(run, schema)

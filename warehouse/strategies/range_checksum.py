@@ -39,7 +39,7 @@ from warehouse.errors import ProtocolError
 from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink
 from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, Strategy, wire_hash_bits
-from warehouse.strategies.hashing import ROW_HASH, spark_row_hashes
+from warehouse.strategies.hashing import ROW_HASH, row_hashes_of
 
 #: Ranges of the first round.
 INITIAL_RANGES = 64
@@ -252,6 +252,7 @@ def _key_batch(keys: list, key_cols: list[Column], schema: pa.Schema) -> pa.Reco
 
 class RangeChecksum(Strategy):
     name = "range_checksum"
+    spark_only = True  # its plan is Spark jobs over the stored rows
 
     @property
     def _sorted(self) -> Path:
@@ -260,9 +261,7 @@ class RangeChecksum(Strategy):
     def plan(self) -> None:
         """The snapshot's row hashes in key order, to cut ranges from."""
         ctx, sync = self.ctx, self.ctx.sync
-        hashed = spark_row_hashes(
-            self.snapshot.stored, ctx.site.columns, ctx.site.key, sync.seed, sync.options.hash_bits
-        )
+        hashed = row_hashes_of(self.snapshot.stored, ctx.site.columns, ctx.site.key, sync.seed, sync.options.hash_bits)
         hashed.orderBy(*ctx.site.key).write.parquet(str(self._sorted))
 
     def exchange(self) -> Answer:

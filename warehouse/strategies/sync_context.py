@@ -19,10 +19,12 @@ from typing import Any, Protocol, TypeVar
 
 from pyspark.sql import SparkSession
 
+from warehouse import executor as engines
 from warehouse.cancellation import Cancellation
 from warehouse.metrics import SyncMetrics
 from warehouse.options import SyncOptions
 from warehouse.phases import timed_phase
+from warehouse.spark import local_cores
 from warehouse.store.versions import ViewStore
 from warehouse.strategies.sketch.prep import Preparations
 
@@ -100,6 +102,8 @@ class SyncContext:
     seed: int = field(default_factory=lambda: secrets.randbits(64))
     metrics: SyncMetrics = field(default_factory=SyncMetrics)
     link: Link = field(default_factory=Link)
+    #: What runs the steps (warehouse/executor.py): chosen by the sync's run (pipeline/sync.py).
+    executor: engines.ExecutorName = engines.SPARK
 
     def afresh(self) -> SyncContext:
         """The context of the same sync run again (a schema change taken): its metrics and link
@@ -109,6 +113,20 @@ class SyncContext:
     def with_options(self, options: SyncOptions) -> SyncContext:
         """This context reading with other options (an audit's full reads), its sinks shared."""
         return replace(self, options=options)
+
+    @property
+    def local_master(self) -> bool:
+        """Whether Spark runs in this process's JVM, the driver its only executor."""
+        master = self.spark.sparkContext.master
+        return master is not None and local_cores(master) is not None
+
+    def on(self, executor: engines.ExecutorName) -> SyncContext:
+        """This context with its steps run by `executor`, its sinks shared."""
+        return replace(self, executor=executor)
+
+    def arrow_fits(self, rows: int) -> bool:
+        """Whether a step over `rows` (stored and returned) runs on Arrow in this sync."""
+        return self.executor == engines.ARROW and engines.fits(rows, self.options.small_sync_rows)
 
     def traffic(self) -> dict[str, int]:
         """Bytes and calls so far, failed attempts included."""

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from deltasieve_protocol import frames
 from deltasieve_protocol.wire import HASH
+from warehouse.executor import ARROW
+from warehouse.store import layers
 from warehouse.strategies.base import (
     SEND_BATCH_ROWS,
     TUPLE_HASH_BITS,
@@ -27,18 +30,25 @@ from warehouse.strategies.base import (
     Strategy,
     extract_exchange,
 )
-from warehouse.strategies.hashing import ROW_HASH, spark_row_hashes
+from warehouse.strategies.hashing import ROW_HASH, row_hashes_of
 
 
 class TupleHash(Strategy):
     name = "tuple_hash"
 
     def plan(self) -> None:
-        ctx, snapshot = self.ctx, self.snapshot.frame
-        if snapshot is None:
+        ctx = self.ctx
+        if self.snapshot.read is None:  # a load
             return
-        hashed = spark_row_hashes(snapshot, ctx.site.columns, ctx.site.key, ctx.sync.seed, TUPLE_HASH_BITS)
-        hashed.write.parquet(str(self._tuples))
+        if ctx.sync.executor == ARROW:  # the stored rows hashed in this process (warehouse/executor.py)
+            assert ctx.current is not None, "a tuple_hash sync follows the load"
+            stored = layers.table(ctx.current, ctx.index, ctx.site.columns, ctx.site.key)
+            hashed = row_hashes_of(stored, ctx.site.columns, ctx.site.key, ctx.sync.seed, TUPLE_HASH_BITS)
+            self._tuples.mkdir(parents=True, exist_ok=True)
+            pq.write_table(hashed, self._tuples / "part-0.parquet")
+        else:
+            hashed = row_hashes_of(self.snapshot.stored, ctx.site.columns, ctx.site.key, ctx.sync.seed, TUPLE_HASH_BITS)
+            hashed.write.parquet(str(self._tuples))
         ctx.metrics.tuples_grouped = ctx.metrics.rows_before
 
     @property
@@ -51,7 +61,7 @@ class TupleHash(Strategy):
     def _frames(self) -> Iterator[bytes]:
         """The request's data frames."""
         ctx = self.ctx
-        if self.snapshot.frame is None:
+        if self.snapshot.read is None:
             return
         key_types = {c.name: c.type.arrow() for c in ctx.site.columns}
         tuples = ds.dataset(self._tuples, format="parquet")
@@ -65,12 +75,12 @@ class TupleHash(Strategy):
                 )
 
     def fragment_build(self) -> FragmentBuild:
-        if self.snapshot.frame is None:
+        if self.snapshot.read is None:
             return FragmentBuild.WHOLE
         return FragmentBuild.TOUCHED  # every key went with its hash; the agent names the gone ones
 
     def unchanged_keys(self) -> DataFrame | None:
-        if self.snapshot.frame is None:
+        if self.snapshot.read is None:
             return None
         return self.ctx.sync.spark.read.parquet(str(self._tuples)).select(*self.ctx.site.key)
 

@@ -59,6 +59,7 @@ from warehouse.strategies.group_hash.grouping import (
 
 class GroupHash(Strategy):
     name = "group_hash"
+    spark_only = True  # its plan is Spark jobs over the stored rows
 
     @property
     def _plan(self) -> Path:

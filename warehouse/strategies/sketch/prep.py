@@ -96,10 +96,16 @@ def load_prepared(version: Version, site: int, rows: int) -> sketch_tables.SiteS
     return table
 
 
-def build(spark: SparkSession, version: Version, site: int, query: SiteQuery, rows: int) -> sketch_tables.SiteSketch:
-    """A new table of a site's fragment in `version`, with a new secret, on the executors."""
-    frame = layers.frame(spark, version, site, query.columns, query.key)
-    return sketch_tables.build(frame, query.columns, query.key_columns(), rows)
+def build(
+    spark: SparkSession, version: Version, site: int, query: SiteQuery, rows: int, arrow: bool = False
+) -> sketch_tables.SiteSketch:
+    """A new table of a site's fragment in `version`, with a new secret: on the executors, or
+    in this process with Arrow (`arrow`: the view syncs on the Arrow executor)."""
+    if arrow:
+        fragment = layers.table(version, site, query.columns, query.key)
+    else:
+        fragment = layers.frame(spark, version, site, query.columns, query.key)
+    return sketch_tables.build(fragment, query.columns, query.key_columns(), rows)
 
 
 def publish(table: sketch_tables.SiteSketch, version: Version, site: int) -> Path:
@@ -128,6 +134,7 @@ class _Job:
     site: int
     query: SiteQuery
     rows: int
+    arrow: bool = False  # built with Arrow in this process (the view syncs on Arrow), not by Spark
     state: str = QUEUED
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -151,16 +158,22 @@ class Preparations:
         self._lock = threading.Lock()
 
     def after_commit(
-        self, spark: SparkSession, version: Version, sites: list[tuple[int, SiteQuery]], rotation: int
+        self,
+        spark: SparkSession,
+        version: Version,
+        sites: list[tuple[int, SiteQuery]],
+        rotation: int,
+        arrow: bool = False,
     ) -> list[int]:
         """Queue a build for each of `sites` of the just committed `version` whose next sketch
-        sync would otherwise build one; returns those sites."""
+        sync would otherwise build one (with Arrow where `arrow`: the view syncs on Arrow);
+        returns those sites."""
         queued = []
         for i, query in sites:
             rows = fragment_rows(version, i)
             if not needs_table(version, i, rotation):
                 continue
-            job = _Job(spark, version, i, query, rows)
+            job = _Job(spark, version, i, query, rows, arrow)
             with self._lock:
                 self._jobs[job.key] = job
             self.pool.submit(self._run, job)
@@ -207,7 +220,8 @@ class Preparations:
         try:
             sc.setJobGroup(job.group, f"sketch table of {job.version.path} site {job.site}", interruptOnCancel=True)
             sc.setLocalProperty("spark.scheduler.pool", POOL)
-            publish(build(job.spark, job.version, job.site, job.query, job.rows), job.version, job.site)
+            built = build(job.spark, job.version, job.site, job.query, job.rows, job.arrow)
+            publish(built, job.version, job.site)
         except Exception as exc:  # the next sync builds the table itself
             log.warning("preparing the sketch table of %s site %d failed: %s", job.version.path, job.site, exc)
         finally:

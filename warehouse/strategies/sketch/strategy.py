@@ -42,8 +42,10 @@ from deltasieve_protocol.iblt_sizing import cells_for
 from deltasieve_protocol.models import MAX_SKETCH_WIDTH, SketchControl
 from deltasieve_protocol.wire import KEY_FP
 from warehouse.errors import AgentRejected, ProtocolError
+from warehouse.executor import ARROW
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema
+from warehouse.store import layers
 from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
@@ -140,7 +142,7 @@ class Sketch(Strategy):
         m.sketch_prepared = table is not None
         if table is None:
             t0 = time.monotonic()
-            table = sketch_tables.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
+            table = sketch_tables.build(self._fragment(), ctx.site.columns, ctx.key_columns(), rows)
             m.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
@@ -285,8 +287,26 @@ class Sketch(Strategy):
                 fps = pa.array(key_fingerprints(batch, key, key_seed))
                 yield batch.filter(pc.is_in(fps, value_set=wanted))
 
-        found = self.snapshot.stored.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
+        stored = self._fragment()
+        if isinstance(stored, pa.Table):
+            found = pa.Table.from_batches(
+                list(run(stored.select(schema.names).to_batches())), stored.select(schema.names).schema
+            )
+        else:
+            found = stored.select(*[c.name for c in key]).mapInArrow(run, spark_schema(key)).toArrow()
         return found.cast(schema)
+
+    def _fragment(self) -> DataFrame | pa.Table:
+        """The stored fragment: an Arrow table on the Arrow executor, else a Spark frame."""
+        ctx = self.ctx
+        if ctx.sync.executor == ARROW:
+            assert ctx.current is not None, "a sketch sync follows the load"
+            return layers.table(ctx.current, ctx.index, ctx.site.columns, ctx.site.key)
+        return self.snapshot.stored
+
+    def runs_on_arrow(self) -> bool:
+        fallback = getattr(self, "fallback", None)  # set by plan
+        return fallback is None or fallback.runs_on_arrow()
 
     def _fall_back(self, to: type[Strategy]) -> Strategy:
         """Hand the site to another exchange for this sync (planned from the same snapshot):
@@ -325,10 +345,16 @@ class Sketch(Strategy):
         the delta was built from when it was built from those alone, else on the executors."""
         ctx = self.ctx
         key, columns = ctx.key_columns(), ctx.site.columns
+        names = [c.name for c in key]
+        if touched_rows is None and ctx.sync.executor == ARROW:
+            keys = [
+                pq.read_table(p, columns=names) for p in [*self.returned_paths, ctx.staging / "sketch-deleted.parquet"]
+            ]
+            wanted = pa.concat_tables([k.cast(ctx.key_schema()) for k in keys]).group_by(names).aggregate([])
+            touched_rows = ctx.stored_rows(wanted, self.snapshot)
         if touched_rows is not None:
             rows = touched_rows.select([c.name for c in columns]).cast(ctx.rows_schema())
             return self.stored.pairs(rows, columns, key)
-        names = [c.name for c in key]
         key_schema = spark_schema(key)
         touched = ctx.sync.spark.read.schema(key_schema).parquet(*[str(p) for p in self.returned_paths])
         touched = touched.select(*names).unionByName(

@@ -171,10 +171,12 @@ class SiteSketch:
 
 
 def build(
-    fragment: DataFrame, columns: list[Column], key: list[Column], rows: int, secret: int | None = None
+    fragment: DataFrame | pa.Table, columns: list[Column], key: list[Column], rows: int, secret: int | None = None
 ) -> SiteSketch:
-    """The table of a fragment, built on the executors: a partial table per partition, then
-    its occupied cells summed and XORed by cell index. Only the table reaches the driver."""
+    """The table of a fragment: a Spark frame's built on the executors (a partial table per
+    partition, then its occupied cells summed and XORed by cell index, only the table reaching
+    the driver); an Arrow table's (the Arrow executor: warehouse/executor.py) the same way in
+    this process, as one partition."""
     secret = secrets.randbits(64) if secret is None else secret
     width = stored_width(rows)
     key_seed, row_seed = sketch_seeds(secret)
@@ -193,14 +195,16 @@ def build(
             names=["cell", "n", "k", "h", "c"],
         )
 
-    parts = fragment.select(*[c.name for c in columns]).mapInArrow(
-        run, "cell bigint, n bigint, k bigint, h bigint, c bigint"
-    )
-    cells = (
-        parts.groupBy("cell")
-        .agg(F.sum("n").alias("n"), F.bit_xor("k").alias("k"), F.bit_xor("h").alias("h"), F.bit_xor("c").alias("c"))
-        .toArrow()
-    )
+    names = [c.name for c in columns]
+    if isinstance(fragment, pa.Table):
+        cells = pa.Table.from_batches(list(run(fragment.select(names).to_batches())))
+    else:
+        parts = fragment.select(*names).mapInArrow(run, "cell bigint, n bigint, k bigint, h bigint, c bigint")
+        cells = (
+            parts.groupBy("cell")
+            .agg(F.sum("n").alias("n"), F.bit_xor("k").alias("k"), F.bit_xor("h").alias("h"), F.bit_xor("c").alias("c"))
+            .toArrow()
+        )
     table = Iblt(width * HASHES, HASHES, secret)
     at = cells.column("cell").to_numpy()
     table.count[at] = cells.column("n").to_numpy()

@@ -18,7 +18,7 @@ from deltasieve_protocol.types import Column, LogicalType
 from tests.support.vectors import SEED, VECTORS, arrow_column
 from warehouse.names import spark_schema
 from warehouse.spark import build_session
-from warehouse.strategies.hashing import spark_row_hashes
+from warehouse.strategies.hashing import row_hashes_of
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_every_value_hashes_as_its_vector(spark, tmp_path):
             path,
         )
         df = spark.read.schema(f"i bigint, {spark_schema([column])}").parquet(str(path))
-        hashed = spark_row_hashes(
+        hashed = row_hashes_of(
             df.withColumnRenamed("i", "k").select("k", "v"), [Column("k", LogicalType("int")), column], ["k"], SEED, 128
         ).collect()
         for row in hashed:
@@ -60,7 +60,7 @@ def test_whole_rows_hash_as_their_vectors(spark, tmp_path, bits, field):
             pa.table({c.name: arrow_column(t, [v]) for c, t, v in zip(columns, case["types"], case["values"])}), path
         )
         df = spark.read.schema(spark_schema(columns)).parquet(str(path))
-        (row,) = spark_row_hashes(df, columns, [columns[0].name], SEED, bits).collect()
+        (row,) = row_hashes_of(df, columns, [columns[0].name], SEED, bits).collect()
         assert row["__rh"].hex() == case[field], case["values"]
 
 
