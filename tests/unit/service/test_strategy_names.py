@@ -47,11 +47,12 @@ def test_a_sync_takes_every_sync_setting_the_service_has():
         agent_retries=4,
         agent_retry_backoff_s=1.5,
         sketch_seed_rotation=5,
+        small_sync_rows=1234,
     )
     view = ViewOptions.from_stored({"strategy": "sketch"})
     options = settings.sync_options(view, verify=True)
     shared = [f.name for f in dataclasses.fields(SyncOptions) if f.name in ServiceSettings.model_fields]
-    assert len(shared) == 10
+    assert len(shared) == 11
     for name in shared:
         assert getattr(options, name) == getattr(settings, name) != getattr(SyncOptions(), name), name
     assert (options.strategy, options.verify, options.view_options) == ("sketch", True, view)
