@@ -67,7 +67,7 @@ from deltalake import DeltaTable
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.benchmarks import machine
-from tests.support.published import wait_published
+from workloads.published import wait_published
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS
 from warehouse.destinations.delta_upkeep import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID
 from warehouse.view_options import MetadataColumns

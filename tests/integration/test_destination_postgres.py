@@ -34,7 +34,7 @@ import pytest
 
 from deltasieve_protocol.types import Column, LogicalType
 from tests.support.pairing import MATCH, READINGS
-from tests.support.published import METADATA
+from workloads.published import METADATA
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.postgres import PostgresDestination
 from warehouse.errors import DestinationError

@@ -26,7 +26,7 @@ from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from tests.support.published import view_rows
+from workloads.published import view_rows
 from tests.support.s3_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 from workloads.harness import Api, start_agent
 

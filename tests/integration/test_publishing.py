@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from tests.support.published import view_rows
+from workloads.published import view_rows
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration

@@ -35,7 +35,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
-from tests.support.published import view_rows
+from workloads.published import view_rows
 from workloads.harness import Api, start_agent
 from workloads.sample_shop import (
     HR_SCHEMA,

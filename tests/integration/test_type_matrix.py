@@ -26,7 +26,7 @@ import pytest
 from deltalake import DeltaTable
 
 from service.jsonvalues import to_json_value
-from tests.support.published import METADATA, view_rows, wait_published
+from workloads.published import METADATA, view_rows, wait_published
 from tests.support.sources import database_name
 from workloads import mariadb as mariadb_tools
 from workloads.harness import Api, start_agent

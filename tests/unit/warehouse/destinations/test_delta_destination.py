@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from deltasieve_protocol.types import Column, LogicalType
 from tests.support.multisets import random_bag_delta
-from tests.support.published import view_rows
+from workloads.published import view_rows
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.delta import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused

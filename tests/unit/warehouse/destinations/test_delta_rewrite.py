@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from deltasieve_protocol.types import Column, LogicalType
-from tests.support.published import view_rows
+from workloads.published import view_rows
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.delta import SYNC_ID, DeltaDestination
 from warehouse.destinations.delta_file_cache import FileCache
