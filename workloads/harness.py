@@ -152,7 +152,13 @@ HARNESS_SECRET_KEY = "_TMHTksy6-XLJ7emX5el2MfOU20JVf8TkBcs9XkDMh4="
 
 
 def start_service(
-    data_dir: Path, log_dir: Path, *, port: int | None = None, env: dict | None = None, python: str | None = None
+    data_dir: Path,
+    log_dir: Path,
+    *,
+    port: int | None = None,
+    env: dict | None = None,
+    python: str | None = None,
+    startup_timeout_s: float = 180.0,
 ) -> Process:
     """The service on `data_dir`; `env` adds to the caller's environment ("SERVICE_SECRET_KEY": ""
     starts it without a key)."""
@@ -160,7 +166,14 @@ def start_service(
     if "SERVICE_SECRET_KEY" not in os.environ:
         env = {"SERVICE_SECRET_KEY": HARNESS_SECRET_KEY, **(env or {})}
     args = ["-m", "service", "--port", str(port), "--data-dir", str(data_dir), "--log-level", "warning"]
-    return Process(args, port=port, log=log_dir / f"service-{port}.log", startup_timeout_s=180, env=env, python=python)
+    return Process(
+        args,
+        port=port,
+        log=log_dir / f"service-{port}.log",
+        startup_timeout_s=startup_timeout_s,
+        env=env,
+        python=python,
+    )
 
 
 #: Seconds a client keeps an idle connection to the service (below uvicorn's 5 s keep-alive).

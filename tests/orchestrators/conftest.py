@@ -36,6 +36,10 @@ API_KEY = "orchestrators-admin-5e2b91"
 #: A view over a live agent, and one whose agent is gone: each sync of it fails (agent_unreachable).
 VIEW, GONE = "orch_people", "orch_gone"
 ROWS = 500
+#: Seconds the service may take to start: its Spark starts in a process of its own interpreter,
+#: after the orchestrator's test process imported Airflow or Dagster beside it; niced on a
+#: machine a benchmark keeps busy, that took more than the main suite's 180 s.
+STARTUP_S = 600
 
 
 @dataclass
@@ -54,7 +58,8 @@ def deltasieve(tmp_path_factory):
     agent = start_agent(f"sqlite:///{people.path}", logs, python=SERVICE_PYTHON)
     gone = start_agent(f"sqlite:///{people.path}", logs, python=SERVICE_PYTHON)
     env = {"SERVICE_API_KEY": API_KEY}
-    service = start_service(tmp_path_factory.mktemp("warehouse"), logs, env=env, python=SERVICE_PYTHON)
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    service = start_service(warehouse, logs, env=env, python=SERVICE_PYTHON, startup_timeout_s=STARTUP_S)
     client = Client(service.url, API_KEY)
     try:
         for source, view, at in (("orch", VIEW, agent), ("orch_gone", GONE, gone)):

@@ -37,10 +37,15 @@ SEEN: dict[str, list] = {}
 
 
 @pytest.fixture(scope="module")
-def airflow(deltasieve, tmp_path_factory, monkeypatch_module):
-    """Airflow's metadata database (SQLite, in AIRFLOW_HOME) and the service's connection,
-    deltasieve_default: its host the service's URL, its password the API key."""
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
+def airflow(request, monkeypatch_module):
+    """Airflow's metadata database (SQLite, in AIRFLOW_HOME; made while the service starts) and
+    the service's connection, deltasieve_default: its host the service's URL, its password the API key."""
+    migrate = subprocess.Popen(
+        [sys.executable, "-m", "airflow", "db", "migrate"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    deltasieve = request.getfixturevalue("deltasieve")
+    output, _ = migrate.communicate()
+    assert migrate.returncode == 0, output.decode(errors="replace")
     conn = {"conn_type": "http", "host": deltasieve.url, "password": API_KEY}
     monkeypatch_module.setenv("AIRFLOW_CONN_DELTASIEVE_DEFAULT", json.dumps(conn))
     return deltasieve
