@@ -112,6 +112,7 @@ def start_agent(
     tls: tuple[Path, Path] | None = None,
     mutual: tuple[Path, Path] | None = None,
     python: str | None = None,
+    startup_timeout_s: float = 30.0,
 ) -> Process:
     """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by
     the readiness check; `mutual` = (a self-signed client certificate, its key) makes the agent
@@ -135,7 +136,7 @@ def start_agent(
         port=port,
         host=host,
         log=log_dir / f"agent-{port}.log",
-        startup_timeout_s=30,
+        startup_timeout_s=startup_timeout_s,
         env=env,
         prefix=prefix,
         scheme=scheme,

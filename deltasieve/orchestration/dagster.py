@@ -11,8 +11,9 @@ One asset per view: materializing it runs a sync of the view through the client
 summary (deltasieve.orchestration.sync_summary: rows inserted, updated and deleted, rows in
 the view, bytes each way, wall time, strategy) and its data version is the sync's id, the
 view's version that sync committed. A failed sync raises a Dagster Failure with the service's
-reason and the sync's id and error code as metadata; Dagster's retries are allowed only if the
-error code says a later sync may pass.
+reason and the sync's id and error code as metadata, and so does a call the service refused or
+did not answer; Dagster's retries are allowed only where a later try may pass (the error's
+`transient`: for a failed sync, its error code).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dagster import (
-    AssetExecutionContext,
     AssetsDefinition,
     DataVersion,
     Failure,
@@ -30,7 +30,7 @@ from dagster import (
 )
 
 from deltasieve.client import POLL_S, Client
-from deltasieve.errors import SyncFailed
+from deltasieve.errors import DeltasieveError, SyncFailed
 from deltasieve.orchestration import sync_summary
 
 
@@ -78,7 +78,7 @@ def _view_asset(
         kinds={"deltasieve"},
         description=f"The deltasieve view {view} at {service_url}, brought up to date by a sync.",
     )
-    def sync_view(context: AssetExecutionContext) -> MaterializeResult:
+    def sync_view(context) -> MaterializeResult:  # not annotated: Dagster checks the annotation, a string here
         with Client(service_url, api_key) as client:
             try:
                 sync = client.sync(view, verify=verify, timeout_s=timeout_s, poll_s=poll_s)
@@ -88,6 +88,8 @@ def _view_asset(
                     metadata={"sync_id": failed.sync.id, "error_code": failed.sync.error_code or ""},
                     allow_retries=failed.transient,
                 ) from None
+            except DeltasieveError as error:  # refused (a 4xx names what to change), or no answer
+                raise Failure(description=str(error), allow_retries=error.transient) from None
         context.log.info(f"sync {sync.id} of view {view}: {sync.metrics.get('rows_in_view')} rows")
         metadata = {name: value for name, value in sync_summary(sync).items() if value is not None}
         metadata["sync_record"] = MetadataValue.url(f"{client.url}/v1/views/{view}/syncs/{sync.id}")
