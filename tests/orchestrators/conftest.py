@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +27,7 @@ if str(ROOT) not in sys.path:
 from deltasieve import Client  # noqa: E402
 from tests.support.people import VIEW_SQL, People  # noqa: E402
 from tests.support.service_env import use_suite_service_env  # noqa: E402
-from workloads.harness import start_agent, start_service  # noqa: E402
+from workloads.harness import Process, start_agent, start_service  # noqa: E402
 
 use_suite_service_env()
 
@@ -39,6 +41,7 @@ ROWS = 500
 #: Seconds the service and an agent may take to start: niced on a machine a benchmark kept
 #: busy, the service took more than the main suite's 180 s and an agent more than its 30.
 STARTUP_S = 600
+SLOW_START = {"python": SERVICE_PYTHON, "startup_timeout_s": STARTUP_S}
 
 
 @dataclass
@@ -54,22 +57,25 @@ def deltasieve(tmp_path_factory):
     view over the same table whose agent stopped after its source was added."""
     logs = tmp_path_factory.mktemp("logs")
     people = People(tmp_path_factory.mktemp("legacy") / "people.db", rows=ROWS)
-    agent, gone = (
-        start_agent(f"sqlite:///{people.path}", logs, python=SERVICE_PYTHON, startup_timeout_s=STARTUP_S)
-        for _ in range(2)
-    )
-    env = {"SERVICE_API_KEY": API_KEY}
-    warehouse = tmp_path_factory.mktemp("warehouse")
-    service = start_service(warehouse, logs, env=env, python=SERVICE_PYTHON, startup_timeout_s=STARTUP_S)
-    client = Client(service.url, API_KEY)
-    try:
+    with ExitStack() as started:  # each process stopped, also when a later one does not start
+        agent, gone = (
+            started.enter_context(closing_process(start_agent(f"sqlite:///{people.path}", logs, **SLOW_START)))
+            for _ in range(2)
+        )
+        warehouse = tmp_path_factory.mktemp("warehouse")
+        service = start_service(warehouse, logs, env={"SERVICE_API_KEY": API_KEY}, **SLOW_START)
+        started.enter_context(closing_process(service))
+        client = started.enter_context(Client(service.url, API_KEY))
         for source, view, at in (("orch", VIEW, agent), ("orch_gone", GONE, gone)):
             client.post("/v1/sources", {"name": source, "url": at.url})
             client.post("/v1/views", {"name": view, "sql": VIEW_SQL.format(source=source)})
         gone.stop()
         yield Deltasieve(service.url, client, people)
+
+
+@contextmanager
+def closing_process(process: Process) -> Iterator[Process]:
+    try:
+        yield process
     finally:
-        client.close()
-        service.stop()
-        agent.stop()
-        gone.stop()
+        process.stop()
