@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 KERNELS_STAMP := deltasieve_protocol/._compiled_kernels.stamp
 
-.PHONY: install demo docs test test-unit test-integration lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample bench-publishing soak bench-resume bench-scale bench-small bench-many-sources openapi clean
+.PHONY: install demo docs test test-unit test-integration test-orchestrators lint format bench bench-quick bench-10m bench-stamped bench-join bench-dumps bench-sample bench-publishing soak bench-resume bench-scale bench-small bench-many-sources openapi clean
 
 install: $(STAMP) $(KERNELS_STAMP)
 
@@ -62,6 +62,23 @@ test-unit: install
 
 test-integration: install
 	$(PY) -m pytest -q tests/integration
+
+# The orchestrators' operators (deltasieve/orchestration/) against the real service, each
+# orchestrator in a virtualenv of its own holding deltasieve with its extra (.venv-airflow,
+# .venv-dagster): their dependency trees are large, pin many of ours and would slow make test,
+# which does not collect tests/orchestrators/. The service and its agents run from .venv;
+# --confcutdir keeps pytest from the main suite's conftest (it loads the service's packages).
+ORCHESTRATORS := airflow dagster
+ORCHESTRATOR_TEST_DEPS := 'pytest>=8,<10' 'pytest-timeout>=2.3,<3'
+
+.venv-%/.installed: pyproject.toml
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-$*/bin/python -m pip install --quiet -e '.[$*]' $(ORCHESTRATOR_TEST_DEPS)
+	touch $@
+
+test-orchestrators: install $(foreach o,$(ORCHESTRATORS),.venv-$(o)/.installed)
+	$(foreach o,$(ORCHESTRATORS),.venv-$(o)/bin/python -m pytest -q --confcutdir tests/orchestrators tests/orchestrators/test_$(o).py &&) true
 
 BENCH_STAMP := $(VENV)/.installed-bench
 

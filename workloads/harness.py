@@ -39,7 +39,10 @@ class Process:
         startup_timeout_s: float = 120.0,
         verify=True,
         prefix: list[str] | None = None,
+        python: str | None = None,
     ):
+        """`python`: the interpreter to run `args` with, if not this process's (the orchestrators'
+        tests run in a virtualenv of their own and start the service from the project's)."""
         self.port = port
         self.host = host
         self.url = f"{scheme}://{host}:{port}"
@@ -49,7 +52,7 @@ class Process:
         full_env.setdefault("PYTHONUNBUFFERED", "1")
         self._log_handle = open(log, "ab")
         self.proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, *args],
+            [*(prefix or []), python or sys.executable, *args],
             cwd=ROOT,
             env=full_env,
             stdout=self._log_handle,
@@ -108,6 +111,8 @@ def start_agent(
     prefix: list[str] | None = None,
     tls: tuple[Path, Path] | None = None,
     mutual: tuple[Path, Path] | None = None,
+    python: str | None = None,
+    startup_timeout_s: float = 30.0,
 ) -> Process:
     """An agent process; `tls` = (certificate, key) serves HTTPS, the certificate being trusted by
     the readiness check; `mutual` = (a self-signed client certificate, its key) makes the agent
@@ -131,11 +136,12 @@ def start_agent(
         port=port,
         host=host,
         log=log_dir / f"agent-{port}.log",
-        startup_timeout_s=30,
+        startup_timeout_s=startup_timeout_s,
         env=env,
         prefix=prefix,
         scheme=scheme,
         verify=verify,
+        python=python,
     )
 
 
@@ -146,14 +152,29 @@ def start_agent(
 HARNESS_SECRET_KEY = "_TMHTksy6-XLJ7emX5el2MfOU20JVf8TkBcs9XkDMh4="
 
 
-def start_service(data_dir: Path, log_dir: Path, *, port: int | None = None, env: dict | None = None) -> Process:
+def start_service(
+    data_dir: Path,
+    log_dir: Path,
+    *,
+    port: int | None = None,
+    env: dict | None = None,
+    python: str | None = None,
+    startup_timeout_s: float = 180.0,
+) -> Process:
     """The service on `data_dir`; `env` adds to the caller's environment ("SERVICE_SECRET_KEY": ""
     starts it without a key)."""
     port = port or free_port()
     if "SERVICE_SECRET_KEY" not in os.environ:
         env = {"SERVICE_SECRET_KEY": HARNESS_SECRET_KEY, **(env or {})}
     args = ["-m", "service", "--port", str(port), "--data-dir", str(data_dir), "--log-level", "warning"]
-    return Process(args, port=port, log=log_dir / f"service-{port}.log", startup_timeout_s=180, env=env)
+    return Process(
+        args,
+        port=port,
+        log=log_dir / f"service-{port}.log",
+        startup_timeout_s=startup_timeout_s,
+        env=env,
+        python=python,
+    )
 
 
 #: Seconds a client keeps an idle connection to the service (below uvicorn's 5 s keep-alive).

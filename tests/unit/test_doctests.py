@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
 import pkgutil
 import sys
 
@@ -24,6 +25,13 @@ import warehouse
 #: the readers' fork server refuses pandas and polars from its import on (reader_server.py).
 #: Importing it here would refuse them to every later test of this worker.
 FOR_THEIR_PROCESS_ONLY = {"remote_agent.reader_server"}
+#: Modules of an extra and the package it brings, checked where that package is installed: the
+#: orchestrators' own virtualenvs (`make test-orchestrators`, tests/orchestrators/).
+OF_AN_EXTRA = {"deltasieve.orchestration.airflow": "airflow", "deltasieve.orchestration.dagster": "dagster"}
+
+
+def _importable(name: str) -> bool:
+    return name not in OF_AN_EXTRA or importlib.util.find_spec(OF_AN_EXTRA[name]) is not None
 
 
 def _modules() -> list[str]:
@@ -33,7 +41,7 @@ def _modules() -> list[str]:
         names += [
             m.name
             for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
-            if not m.name.endswith("__main__") and m.name not in FOR_THEIR_PROCESS_ONLY
+            if not m.name.endswith("__main__") and m.name not in FOR_THEIR_PROCESS_ONLY and _importable(m.name)
         ]
     return sorted(names)
 
