@@ -20,10 +20,26 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from service.slots import Waiting
+
+class Queued(Protocol):
+    """What the order needs of a queued sync (slots.Waiting is one)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def sources(self) -> frozenset[str]: ...
+
+    @property
+    def due(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
+
+Q = TypeVar("Q", bound=Queued)
 
 
 def large_limit(pool: int, share: float) -> int:
@@ -40,7 +56,7 @@ def large_limit(pool: int, share: float) -> int:
     return min(pool - 1, max(1, math.floor(pool * share)))
 
 
-def fair_order(waiting: Sequence[Waiting], running: Sequence[Waiting]) -> list[Waiting]:
+def fair_order(waiting: Sequence[Q], running: Sequence[Queued]) -> list[Q]:
     """The waiting syncs in the order they are offered slots: by source turn, then due time, then arrival.
 
     >>> from service.slots import Waiting

@@ -67,13 +67,13 @@ from deltalake import DeltaTable
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.benchmarks import machine
-from workloads.published import wait_published
 from warehouse.destinations import DEFAULT_KEEP_VERSIONS
 from warehouse.destinations.delta_upkeep import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID
 from warehouse.view_options import MetadataColumns
 from workloads.generators import NOW_SQL, STUDENTS, WORKLOADS, Simulator
 from workloads.harness import Api, start_agent, start_service
 from workloads.postgres import start_postgres
+from workloads.published import wait_published
 
 HERE = Path(__file__).resolve().parent
 SOURCE, PLAIN, PUBLISHED = "pubsrc", "pub_plain", "pub_both"

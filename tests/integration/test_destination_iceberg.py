@@ -13,10 +13,10 @@ from pyiceberg.catalog import load_catalog
 
 from tests.support.oracle import keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from workloads.published import view_rows, wait_published
 from warehouse.destinations.iceberg import SYNC_ID
 from warehouse.destinations.iceberg_catalog import CATALOG_NAME, properties
 from workloads.harness import start_agent
+from workloads.published import view_rows, wait_published
 
 pytestmark = pytest.mark.integration
 

@@ -34,12 +34,12 @@ import pytest
 
 from deltasieve_protocol.types import Column, LogicalType
 from tests.support.pairing import MATCH, READINGS
-from workloads.published import METADATA
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.postgres import PostgresDestination
 from warehouse.errors import DestinationError
 from warehouse.names import OP
 from workloads.harness import start_agent
+from workloads.published import METADATA
 
 pytestmark = pytest.mark.integration
 

@@ -26,9 +26,9 @@ from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from workloads.published import view_rows
 from tests.support.s3_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 from workloads.harness import Api, start_agent
+from workloads.published import view_rows
 
 pytestmark = pytest.mark.integration
 

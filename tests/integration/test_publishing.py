@@ -20,8 +20,8 @@ from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
 from tests.support.people import KEY, VIEW_SQL, People
-from workloads.published import view_rows
 from workloads.harness import start_agent
+from workloads.published import view_rows
 
 pytestmark = pytest.mark.integration
 

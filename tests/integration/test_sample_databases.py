@@ -35,8 +35,8 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.support.oracle import check_sync, keyed
-from workloads.published import view_rows
 from workloads.harness import Api, start_agent
+from workloads.published import view_rows
 from workloads.sample_shop import (
     HR_SCHEMA,
     create_mariadb_shop,

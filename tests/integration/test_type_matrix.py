@@ -26,11 +26,11 @@ import pytest
 from deltalake import DeltaTable
 
 from service.jsonvalues import to_json_value
-from workloads.published import METADATA, view_rows, wait_published
 from tests.support.sources import database_name
 from workloads import mariadb as mariadb_tools
 from workloads.harness import Api, start_agent
 from workloads.postgres import ensure_postgis
+from workloads.published import METADATA, view_rows, wait_published
 from workloads.type_matrix import MARIADB_SESSION, ROWS, Row
 
 pytestmark = pytest.mark.integration

@@ -14,12 +14,12 @@ from deltalake import DeltaTable
 
 from deltasieve_protocol.types import Column, LogicalType
 from tests.support.multisets import random_bag_delta
-from workloads.published import view_rows
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.base import CannotFollow
 from warehouse.destinations.delta import MAINTENANCE, OPTIMIZE_EVERY, SYNC_ID, DeltaDestination, DestinationRefused
 from warehouse.multisets.multiset import COUNT
 from warehouse.names import OP
+from workloads.published import view_rows
 
 KEYED = [Column("k", LogicalType("int")), Column("v", LogicalType("text")), Column("d", LogicalType("decimal", 6, 2))]
 BAG = [Column("a", LogicalType("int")), Column("b", LogicalType("text"))]

@@ -13,11 +13,11 @@ import pytest
 from deltalake import DeltaTable
 
 from deltasieve_protocol.types import Column, LogicalType
-from workloads.published import view_rows
 from warehouse.destinations import delta_upkeep
 from warehouse.destinations.delta import SYNC_ID, DeltaDestination
 from warehouse.destinations.delta_file_cache import FileCache
 from warehouse.names import OP
+from workloads.published import view_rows
 
 COLUMNS = [Column("k", LogicalType("int")), Column("v", LogicalType("text")), Column("on", LogicalType("date"))]
 SCHEMA = pa.schema([pa.field(OP, pa.string()), *(pa.field(c.name, c.type.arrow()) for c in COLUMNS)])
