@@ -1,6 +1,7 @@
 """The destination modes (warehouse/destinations/modes.py) on each kind, against an oracle in
 Python: random rounds of keyed and multiset deltas applied one commit each to a Delta table
-and to a PostgreSQL table (a server the suite starts), in merge, soft_delete and history
+(on local disk and in a bucket of the suite's S3-protocol server), to an Iceberg table and to
+a PostgreSQL table (a server the suite starts), in merge, soft_delete and history
 mode, with a column added, a decimal widened and a rebuild among them; after every round the
 table read back says:
 
@@ -41,6 +42,8 @@ from warehouse.view_options import MetadataColumns
 
 MODES = ["merge", "soft_delete", "history"]
 KINDS = ["delta", "postgres", "iceberg"]
+#: The rounds run on a Delta table in a bucket of the suite's S3 server too (moto's).
+ROUND_KINDS = [*KINDS, "delta_s3"]
 START = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
 META = MetadataColumns()
 ROUNDS = 14
@@ -64,10 +67,14 @@ def _at(n: int) -> dt.datetime:
 class Table:
     """A destination of one kind and mode, and its rows read back as dicts."""
 
-    def __init__(self, kind: str, mode: str, tmp_path, postgres, name: str):
+    def __init__(self, kind: str, mode: str, tmp_path, postgres, name: str, s3_server=None):
         publishing = Publishing(mode)
         self.kind = kind
-        if kind == "delta":
+        self.storage_options = None
+        if kind == "delta_s3":
+            self.uri, self.storage_options = f"s3://{s3_server.bucket()}/{name}", s3_server.storage_options()
+            self.destination = DeltaDestination(self.uri, self.storage_options, publishing=publishing)
+        elif kind == "delta":
             self.uri = str(tmp_path / name)
             self.destination = DeltaDestination(self.uri, publishing=publishing)
         elif kind == "iceberg":  # in the embedded catalog under tmp_path, read back by pyiceberg's scan
@@ -78,8 +85,8 @@ class Table:
             self.destination = PostgresDestination(self.url, self.name, name, publishing)
 
     def rows(self) -> list[dict]:
-        if self.kind == "delta":
-            return DeltaTable(self.uri).to_pyarrow_table().to_pylist()
+        if self.kind in ("delta", "delta_s3"):
+            return DeltaTable(self.uri, storage_options=self.storage_options).to_pyarrow_table().to_pylist()
         if self.kind == "iceberg":
             table = load_catalog(CATALOG_NAME, **self.props).load_table(tuple(self.name.split(".")))
             return table.scan().to_arrow().to_pylist()
@@ -163,10 +170,15 @@ def _as_of(rows: list[dict], at: dt.datetime) -> list[dict]:
     return [r for r in rows if r[META.valid_from] <= at and (r[META.valid_to] is None or r[META.valid_to] > at)]
 
 
-@pytest.mark.parametrize("kind", KINDS)
+def _s3(kind: str, request):
+    """The suite's S3 server where the kind needs it (started on first use)."""
+    return request.getfixturevalue("s3_server") if kind == "delta_s3" else None
+
+
+@pytest.mark.parametrize("kind", ROUND_KINDS)
 @pytest.mark.parametrize("mode", MODES)
-def test_keyed_rounds(kind, mode, tmp_path, postgres):
-    table = Table(kind, mode, tmp_path, postgres, f"keyed_{mode}")
+def test_keyed_rounds(kind, mode, tmp_path, postgres, request):
+    table = Table(kind, mode, tmp_path, postgres, f"keyed_{mode}", _s3(kind, request))
     rng = random.Random(f"{kind} {mode}")
     truth: dict = {}
     written: dict = {}  # key -> (sync, time) of the sync that last wrote its row
@@ -209,10 +221,10 @@ def test_keyed_rounds(kind, mode, tmp_path, postgres):
                 assert held == {k: _view(r, names) for k, r in then.items()}, f"{sync}: as of {at}"
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", ROUND_KINDS)
 @pytest.mark.parametrize("mode", MODES)
-def test_multiset_rounds(kind, mode, tmp_path, postgres):
-    table = Table(kind, mode, tmp_path, postgres, f"bag_{mode}")
+def test_multiset_rounds(kind, mode, tmp_path, postgres, request):
+    table = Table(kind, mode, tmp_path, postgres, f"bag_{mode}", _s3(kind, request))
     rng = random.Random(f"bag {kind} {mode}")
     truth: Counter = Counter()
     deleted: Counter = Counter()
