@@ -30,6 +30,7 @@ from workloads.harness import HARNESS_SECRET_KEY  # noqa: E402
 
 os.environ.setdefault("SERVICE_SECRET_KEY", HARNESS_SECRET_KEY)
 
+from tests.support.iceberg_rest import RestCatalog, start_rest_catalog  # noqa: E402
 from tests.support.s3_server import S3Server, start_s3_server  # noqa: E402
 from tests.support.sources import ENGINES, SourceDatabase, database_name  # noqa: E402
 from tests.support.special import SpecialService  # noqa: E402
@@ -134,6 +135,14 @@ def postgres_server(tmp_path_factory) -> PostgresServer:
     server = start_postgres(tmp_path_factory.mktemp("postgres"), dbname=None)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest(tmp_path_factory) -> RestCatalog:
+    """One Iceberg REST catalog on the loopback for the session (tests/support/iceberg_rest.py)."""
+    catalog = start_rest_catalog(tmp_path_factory.mktemp("iceberg-rest"))
+    yield catalog
+    catalog.stop()
 
 
 @pytest.fixture(scope="session")

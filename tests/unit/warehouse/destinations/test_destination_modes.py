@@ -42,8 +42,9 @@ from warehouse.view_options import MetadataColumns
 
 MODES = ["merge", "soft_delete", "history"]
 KINDS = ["delta", "postgres", "iceberg"]
-#: The rounds run on a Delta table in a bucket of the suite's S3 server too (moto's).
-ROUND_KINDS = [*KINDS, "delta_s3"]
+#: The rounds run on a Delta table in a bucket of the suite's S3 server too (moto's), and on an
+#: Iceberg table of the suite's REST catalog (tests/support/iceberg_rest.py).
+ROUND_KINDS = [*KINDS, "delta_s3", "iceberg_rest"]
 START = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
 META = MetadataColumns()
 ROUNDS = 14
@@ -67,18 +68,20 @@ def _at(n: int) -> dt.datetime:
 class Table:
     """A destination of one kind and mode, and its rows read back as dicts."""
 
-    def __init__(self, kind: str, mode: str, tmp_path, postgres, name: str, s3_server=None):
+    def __init__(self, kind: str, mode: str, tmp_path, postgres, name: str, server=None):
         publishing = Publishing(mode)
         self.kind = kind
         self.storage_options = None
         if kind == "delta_s3":
-            self.uri, self.storage_options = f"s3://{s3_server.bucket()}/{name}", s3_server.storage_options()
+            self.uri, self.storage_options = f"s3://{server.bucket()}/{name}", server.storage_options()
             self.destination = DeltaDestination(self.uri, self.storage_options, publishing=publishing)
         elif kind == "delta":
             self.uri = str(tmp_path / name)
             self.destination = DeltaDestination(self.uri, publishing=publishing)
-        elif kind == "iceberg":  # in the embedded catalog under tmp_path, read back by pyiceberg's scan
-            self.props, self.name = properties(None, tmp_path), f"modes.{name}"
+        elif kind in ("iceberg", "iceberg_rest"):  # read back by pyiceberg's scan
+            # the embedded catalog under tmp_path, or the REST catalog (a table name of its own)
+            self.props = properties(None, tmp_path) if kind == "iceberg" else {"type": "rest", "uri": server.uri}
+            self.name = f"modes.{name}" if kind == "iceberg" else f"modes.{name}_{abs(hash(str(tmp_path))):x}"
             self.destination = IcebergDestination(self.props, self.name, tmp_path, publishing=publishing)
         else:
             self.url, self.name = postgres.owner_url, f"modes.{name}"
@@ -87,7 +90,7 @@ class Table:
     def rows(self) -> list[dict]:
         if self.kind in ("delta", "delta_s3"):
             return DeltaTable(self.uri, storage_options=self.storage_options).to_pyarrow_table().to_pylist()
-        if self.kind == "iceberg":
+        if self.kind in ("iceberg", "iceberg_rest"):
             table = load_catalog(CATALOG_NAME, **self.props).load_table(tuple(self.name.split(".")))
             return table.scan().to_arrow().to_pylist()
         with psycopg.connect(self.url, row_factory=dict_row) as conn:
@@ -170,15 +173,16 @@ def _as_of(rows: list[dict], at: dt.datetime) -> list[dict]:
     return [r for r in rows if r[META.valid_from] <= at and (r[META.valid_to] is None or r[META.valid_to] > at)]
 
 
-def _s3(kind: str, request):
-    """The suite's S3 server where the kind needs it (started on first use)."""
-    return request.getfixturevalue("s3_server") if kind == "delta_s3" else None
+def _server(kind: str, request):
+    """The suite's S3 server or REST catalog where the kind needs one (started on first use)."""
+    needs = {"delta_s3": "s3_server", "iceberg_rest": "iceberg_rest"}.get(kind)
+    return request.getfixturevalue(needs) if needs else None
 
 
 @pytest.mark.parametrize("kind", ROUND_KINDS)
 @pytest.mark.parametrize("mode", MODES)
 def test_keyed_rounds(kind, mode, tmp_path, postgres, request):
-    table = Table(kind, mode, tmp_path, postgres, f"keyed_{mode}", _s3(kind, request))
+    table = Table(kind, mode, tmp_path, postgres, f"keyed_{mode}", _server(kind, request))
     rng = random.Random(f"{kind} {mode}")
     truth: dict = {}
     written: dict = {}  # key -> (sync, time) of the sync that last wrote its row
@@ -224,7 +228,7 @@ def test_keyed_rounds(kind, mode, tmp_path, postgres, request):
 @pytest.mark.parametrize("kind", ROUND_KINDS)
 @pytest.mark.parametrize("mode", MODES)
 def test_multiset_rounds(kind, mode, tmp_path, postgres, request):
-    table = Table(kind, mode, tmp_path, postgres, f"bag_{mode}", _s3(kind, request))
+    table = Table(kind, mode, tmp_path, postgres, f"bag_{mode}", _server(kind, request))
     rng = random.Random(f"bag {kind} {mode}")
     truth: Counter = Counter()
     deleted: Counter = Counter()
