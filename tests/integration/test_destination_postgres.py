@@ -198,7 +198,10 @@ def kill_midway(publisher: Publisher, url: str, sync: dict, version: int) -> Non
     to record the sync (another transaction holds that row); the apply fails and rolls back."""
     columns, key, multiset = publisher.shape()
     blocker = psycopg.connect(url)
-    blocker.execute("INSERT INTO wh.deltasieve_applied (view, sync_id) VALUES (%s, %s)", [publisher.view, sync["id"]])
+    blocker.execute(
+        "INSERT INTO wh.deltasieve_applied (view, table_name, sync_id) VALUES (%s, %s, %s)",
+        [publisher.view, publisher.destination.name, sync["id"]],
+    )
     failure: list[BaseException] = []
 
     def run():

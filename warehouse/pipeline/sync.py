@@ -114,10 +114,10 @@ def choose_executor(ctx: SyncContext, view: ViewDef, start: Start) -> ExecutorNa
     metrics then say "spark" (SiteRun.on_arrow)."""
     usual = start.old is None and start.projected is None and not ctx.options.verify
     one_site = view.assembly is None and len(view.sites) == 1
-    rows = start.current.meta()["rows"] if start.current is not None else 0
-    runs_on_arrow = usual and one_site
+    rows = start.current.meta().get("rows") if start.current is not None else 0
+    runs_on_arrow = usual and one_site and rows is not None  # a version that does not say its size: Spark
     return executor.choose(
-        rows, ctx.options.small_sync_rows, local_master=ctx.local_master, runs_on_arrow=runs_on_arrow
+        rows or 0, ctx.options.small_sync_rows, local_master=ctx.local_master, runs_on_arrow=runs_on_arrow
     )
 
 

@@ -112,6 +112,7 @@ class StateLoad(FullShip):
     """The load of such a view: the whole site query, with the state of the source read first."""
 
     name = "full_ship"
+    spark_only = True  # its stage builds the table of the loaded keys with Spark (key_sketch.build_table)
 
     def __init__(self, ctx: SiteContext, snapshot: Snapshot, owner: type[ChangedRows]):
         super().__init__(ctx, snapshot)

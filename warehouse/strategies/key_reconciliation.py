@@ -31,6 +31,7 @@ from pyspark.util import inheritable_thread_target
 from warehouse.agent_client import AgentClient
 from warehouse.deltas.unique_keys import check_unique
 from warehouse.errors import AgentBusy
+from warehouse.executor import SPARK
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema
 from warehouse.strategies.base import SiteContext, SiteEstimate, Snapshot, extract_exchange
@@ -86,7 +87,11 @@ class KeysFound:
 
 
 def reconcile(ctx: SiteContext, snapshot: Snapshot, method: str) -> KeysFound:
-    """The keys gained and lost, found by `method` (`cheapest`'s names); a key sketch that peels nothing ships the keys."""
+    """The keys gained and lost, found by `method` (`cheapest`'s names); a key sketch that peels nothing ships the keys.
+
+    Its steps compare keys with Spark (the changed-rows strategies are Spark-only), whatever
+    executor the sync chose for the rest (warehouse/executor.py)."""
+    ctx = replace(ctx, sync=ctx.sync.on(SPARK))
     keys_site = key_site(ctx)
     found = None
     if method == "sketch":
