@@ -156,6 +156,34 @@ def summary(figure: str) -> Callable[[dict], float | None]:
     return lambda results: (results.get("summary") or {}).get(figure)
 
 
+def soak_late_percent(results: dict) -> float | None:
+    """The tables soak's scheduled syncs that started later than its lateness bound (10 % of the
+    period after they were due), in percent of its due syncs (soak_tables_summary.on_time).
+
+    >>> soak_late_percent({"summary": {"lateness": {"syncs": 200, "on_time": 0.9712}}})
+    2.88
+    >>> soak_late_percent({"summary": {"lateness": {"syncs": 0, "on_time": None}}}) is None
+    True
+    """
+    share = ((results.get("summary") or {}).get("lateness") or {}).get("on_time")
+    return None if share is None else round(100 * (1 - share), 2)
+
+
+def soak_growth_percent(figure: str) -> Callable[[dict], float | None]:
+    """How much the tables soak's `figure` ("memory_kb" or "data_dir_bytes") grew over the run's
+    second half, in percent (soak_summary.growth).
+
+    >>> soak_growth_percent("memory_kb")({"summary": {"memory_kb": {"growth": 0.031}}})
+    3.1
+    """
+
+    def read(results: dict) -> float | None:
+        grew = ((results.get("summary") or {}).get(figure) or {}).get("growth")
+        return None if grew is None else round(100 * grew, 2)
+
+    return read
+
+
 #: The runs that measure several goals each.
 FLOORS_1M = (
     "python -m tests.benchmarks --full --workloads students --strategies auto --rows 1000000 --rounds 3 "
@@ -359,6 +387,38 @@ GOALS = [
         small_sync_ms(1000, "1%"),
         "make bench-small",
         "as for the no-change sync, with the delta's build and its publishing to the default Delta table",
+    ),
+    Goal(
+        "5,000 tables scheduled every 5 minutes: syncs starting over 10 % of the period late",
+        5,
+        " %",
+        "soak-tables.json",
+        soak_late_percent,
+        "make soak",
+        "the pool's throughput: a small sync's exchange with its agent and the service's work around it "
+        "(queue, catalog, commit), on two cores shared with the five agents, the writer and the large tables' "
+        "Spark syncs",
+        since="2026-11-30",
+    ),
+    Goal(
+        "5,000 tables: the service's memory growth over the soak's second half",
+        5,
+        " %",
+        "soak-tables.json",
+        soak_growth_percent("memory_kb"),
+        "make soak",
+        "memory held per view or per sync record",
+        since="2026-11-30",
+    ),
+    Goal(
+        "5,000 tables: the data directory's growth over the soak's second half",
+        5,
+        " %",
+        "soak-tables.json",
+        soak_growth_percent("data_dir_bytes"),
+        "make soak",
+        "versions and deltas kept beyond retention",
+        since="2026-11-30",
     ),
     Goal(
         "history ≤ 1.5× merge's publishing time at 1M rows (the worst of Delta Lake, PostgreSQL, Iceberg)",
