@@ -10,7 +10,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from service.audit import AuditTable
 from service.catalog_migrations import BASELINE, MIGRATIONS, SCHEMA_VERSION, SQLITE_NEEDED
@@ -174,6 +174,10 @@ class Catalog:
     def views(self) -> list[ViewRecord]:
         return [_view(r) for r in self._conn.execute("SELECT * FROM views ORDER BY name")]
 
+    def view_names(self) -> list[str]:
+        """Every view's name (no options parsed: a scrape of /metrics asks this of thousands)."""
+        return [r[0] for r in self._conn.execute("SELECT name FROM views ORDER BY name")]
+
     def delete_view(self, name: str, drop_data: Callable[[], None]) -> None:
         """Remove a view with its sync history; `drop_data` removes its stored rows.
 
@@ -318,6 +322,20 @@ class Catalog:
         with self._lock:
             self._conn.execute(f"UPDATE syncs SET {assignments} WHERE id = ?", (*fields.values(), sync_id))
 
+    def set_progress(self, sync_id: str, progress: dict) -> None:
+        """Write a running sync's progress without waiting for the disk (the other writes do):
+        a stop loses at most the latest news of a sync that ends anyway, and the next write
+        that waits for the disk carries it there. An fsync per phase of every sync held the
+        catalog, which every sync and the scheduler share, for milliseconds at a time."""
+        with self._lock:
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                self._conn.execute(
+                    "UPDATE syncs SET progress = ? WHERE id = ?", (json.dumps(progress, default=str), sync_id)
+                )
+            finally:
+                self._conn.execute("PRAGMA synchronous = FULL")
+
     def sync(self, view: str, sync_id: str) -> SyncRecord:
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND id = ?", (view, sync_id)).fetchone()
         if row is None:
@@ -436,6 +454,17 @@ class Catalog:
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq DESC LIMIT 1", (view,)).fetchone()
         return _sync(row) if row else None
 
+    def schedules(self) -> list[Scheduled]:
+        """Every scheduled view with its newest sync's status and end, in one query (the
+        scheduler reads this several times a second: parsing thousands of views' options and
+        asking for each one's newest sync apart cost it a core)."""
+        rows = self._conn.execute(
+            "SELECT v.name, json_extract(v.options, '$.schedule.every_s') AS every_s, v.created_at, s.status,"
+            " s.finished_at FROM views v LEFT JOIN syncs s ON s.seq = (SELECT max(seq) FROM syncs WHERE view = v.name)"
+            " WHERE every_s IS NOT NULL ORDER BY v.name"
+        )
+        return [Scheduled(*r) for r in rows]
+
     def last_succeeded(self, view: str) -> SyncRecord | None:
         row = self._conn.execute(
             "SELECT * FROM syncs WHERE view = ? AND status = 'succeeded' ORDER BY seq DESC LIMIT 1", (view,)
@@ -468,6 +497,18 @@ class Catalog:
             and self._conn.execute("SELECT 1 FROM syncs WHERE view = ? AND id = ?", (view, after)).fetchone()
         )
         return sum(1 for s in self.succeeded_after(view, after if known else None) if changed(s))
+
+
+class Scheduled(NamedTuple):
+    """A scheduled view as the scheduler sees it: its period, and its newest sync's status and end."""
+
+    view: str
+    every_s: int
+    #: when the view was (re)defined: a view never synced is due then
+    created_at: str
+    #: None: never synced
+    status: str | None
+    finished_at: str | None
 
 
 def changed(sync: SyncRecord) -> bool:

@@ -441,8 +441,8 @@ class _Progress:
         self.phase = info.get("phase")
         self.last = t
         self.pending = None
-        self.catalog.update_sync(
-            self.sync_id, progress={**info, **eta.remaining(self.expected_s, time.monotonic() - self.started)}
+        self.catalog.set_progress(
+            self.sync_id, {**info, **eta.remaining(self.expected_s, time.monotonic() - self.started)}
         )
 
     def _flush(self) -> None:

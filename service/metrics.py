@@ -14,13 +14,13 @@ import contextlib
 import datetime as dt
 import threading
 import time
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from service import resources
 from service.catalog import Catalog
-from service.records import ViewRecord
 from warehouse.destinations.delta_file_cache import CACHE, FileCache
 
 STATUSES = ("succeeded", "failed")
@@ -161,10 +161,10 @@ class ServiceMetrics:
         self.last_success.labels(view)  # 0 until it succeeds: a staleness alert fires for it
         self.data_as_of.labels(view)
 
-    def catalogued(self, views: list[ViewRecord]) -> None:
-        """Show the series of every view of the catalog (`views`), those made since the start too."""
+    def catalogued(self, views: Iterable[str]) -> None:
+        """Show the series of every view of the catalog (`views`: their names), those made since the start too."""
         for view in views:
-            self.known(view.name)
+            self.known(view)
 
     def source(self, source: str, up: bool) -> None:
         """The source's agent answered (`up`) or not, at the last contact."""
@@ -237,9 +237,8 @@ class ServiceMetrics:
         """An OpenLineage event was sent, failed or was dropped (service/lineage_sender.py)."""
         self.lineage.labels(event_type, outcome).inc()
 
-    def schedules(self, views: list[ViewRecord]) -> None:
-        """Each scheduled view's interval as the catalog has it now (`views`: its view rows)."""
-        scheduled = {v.name: v.options.schedule.every_s for v in views if v.options.schedule}
+    def schedules(self, scheduled: Mapping[str, int]) -> None:
+        """Each scheduled view's interval as the catalog has it now (`scheduled`: every_s by view)."""
         with self._lock:
             for view in self._scheduled - scheduled.keys():  # views whose schedule went
                 with contextlib.suppress(KeyError):  # gone with its view already (forget)

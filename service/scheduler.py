@@ -17,7 +17,7 @@ import logging
 import sqlite3
 import threading
 
-from service.catalog import ACTIVE, Catalog
+from service.catalog import ACTIVE, Catalog, Scheduled
 from service.errors import Conflict, NotFound
 from service.jobs import SyncRunner
 from service.records import SyncRecord, ViewRecord
@@ -31,12 +31,12 @@ MAX_SLEEP_S = 1.0
 MIN_SLEEP_S = 0.05
 
 
-def next_run_at(every_s: int, latest: SyncRecord | None, since: str) -> dt.datetime | None:
+def next_run_at(every_s: int, latest: SyncRecord | Scheduled | None, since: str) -> dt.datetime | None:
     """When the view's next scheduled sync is due; None while one of its syncs is under way.
 
     Args:
         every_s: the schedule's period.
-        latest: the view's newest sync record (None: never synced).
+        latest: the view's newest sync record, or what Catalog.schedules says of it (None: never synced).
         since: when the view was (re)defined: a view never synced is due then.
 
     >>> from types import SimpleNamespace as Sync
@@ -103,11 +103,10 @@ class Scheduler:
         """Queue every due sync; the seconds until the next look."""
         now = now or dt.datetime.now(dt.UTC)
         soonest = MAX_SLEEP_S
-        for view in self.catalog.views():
-            schedule = view.options.schedule
-            if not schedule or self._stop.is_set():
-                continue
-            due = next_run_at(schedule.every_s, self.catalog.latest_sync(view.name), view.created_at)
+        for view in self.catalog.schedules():
+            if self._stop.is_set():
+                break
+            due = next_run_at(view.every_s, view if view.status is not None else None, view.created_at)
             if due is None:  # a sync under way; the next counts from its end
                 continue
             wait = (due - now).total_seconds()
@@ -115,8 +114,8 @@ class Scheduler:
                 soonest = min(soonest, wait)
                 continue
             try:
-                record = self.runner.submit(view.name, trigger="schedule", due=due)
+                record = self.runner.submit(view.view, trigger="schedule", due=due)
             except (Conflict, NotFound, sqlite3.IntegrityError):
                 continue  # a manual sync came first, or the view was deleted meanwhile
-            log.info("view %s: scheduled sync %s queued (due %s)", view.name, record.id, due.isoformat())
+            log.info("view %s: scheduled sync %s queued (due %s)", view.view, record.id, due.isoformat())
         return max(MIN_SLEEP_S, soonest)

@@ -22,7 +22,6 @@ def metrics(registry: MetricsDep, catalog: CatalogDep) -> Response:
     data age per view (0 for a view that never succeeded), each source's health, syncs running
     and each scheduled view's interval, in Prometheus' text format (counters start at 0 with
     the process)."""
-    views = catalog.views()
-    registry.catalogued(views)
-    registry.schedules(views)
+    registry.catalogued(catalog.view_names())
+    registry.schedules({s.view: s.every_s for s in catalog.schedules()})
     return Response(registry.exposition(), media_type=MEDIA_TYPE)

@@ -26,7 +26,7 @@ def test_a_view_that_never_succeeded_has_its_series_at_zero(tmp_path):
     metrics = ServiceMetrics()
     metrics.seed(catalog)
     catalog.add_view("later", "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
-    metrics.catalogued(catalog.views())  # what a scrape does: views made since the start too
+    metrics.catalogued(catalog.view_names())  # what a scrape does: views made since the start too
     lines = _lines(metrics)
     for view in ("failing", "later"):
         assert f'deltasieve_last_success_timestamp_seconds{{view="{view}"}} 0.0' in lines

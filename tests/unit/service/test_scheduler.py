@@ -109,3 +109,19 @@ def test_a_removed_schedule_queues_nothing_even_if_the_scheduler_looked_before(c
 
 def test_next_run_at_of_a_view_never_synced_is_its_definition_time():
     assert next_run_at(5, None, "2026-01-01T00:00:00.000+00:00") == T0
+
+
+def test_the_catalog_lists_scheduled_views_with_their_newest_sync_in_one_read(catalog):
+    add_view(catalog, "never", {"schedule": {"every_s": 10}})
+    add_view(catalog, "plain", {})
+    add_view(catalog, "unscheduled", {"schedule": None})
+    add_view(catalog, "ran", {"schedule": {"every_s": 30}})
+    finish(catalog, catalog.queue_sync("ran"), at(0), status="failed")
+    newest = catalog.queue_sync("ran", "schedule")
+    catalog.update_sync(newest.id, status="running")
+    listed = {s.view: s for s in catalog.schedules()}
+    assert sorted(listed) == ["never", "ran"]
+    assert (listed["never"].every_s, listed["never"].status) == (10, None)
+    assert (listed["ran"].every_s, listed["ran"].status, listed["ran"].finished_at) == (30, "running", None)
+    finish(catalog, newest, at(5))
+    assert catalog.schedules()[1].finished_at == at(5).isoformat()
