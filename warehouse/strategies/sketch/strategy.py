@@ -231,6 +231,7 @@ class Sketch(Strategy):
             width=self.widest,
             session=session,
             row_check_bits=ROW_CHECK_BITS,
+            expected_rows=m.rows_before,  # a small scan is read without a reader process
         )
         table = self.stored.table.shrink(width).to_compact()
         sent = frames.frame(frames.SKETCH_CELLS, iblt_bytes.to_bytes(table))
