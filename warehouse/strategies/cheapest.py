@@ -34,8 +34,8 @@ def choose(estimate: SiteEstimate, extra: tuple[type[Strategy], ...] = (), *, ar
     >>> choose(small).spark_only, choose(small, arrow=True).spark_only
     (True, False)
     """
-    candidates = CANDIDATES + extra
+    costs = {cls: cls.expected_bytes(estimate) for cls in CANDIDATES + extra}  # each priced once
+    candidates = list(costs)
     if arrow:
-        on_arrow = [c for c in candidates if not c.spark_only and math.isfinite(c.expected_bytes(estimate))]
-        candidates = tuple(on_arrow) or candidates
-    return min(candidates, key=lambda cls: cls.expected_bytes(estimate))
+        candidates = [c for c in candidates if not c.spark_only and math.isfinite(costs[c])] or candidates
+    return min(candidates, key=costs.__getitem__)
