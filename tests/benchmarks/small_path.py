@@ -93,16 +93,19 @@ def write_other(path: Path) -> None:
 
 def strategy_of(metrics: dict) -> str | None:
     """What ran at the view's sites: auto's choice (else the view's strategy), and a fallback
-    after an arrow; sites that differ joined with "+".
+    after an arrow, or "change token" where the token found the site unchanged (no strategy
+    ran); sites that differ joined with "+".
 
     >>> strategy_of({"strategy": "auto", "sites": [{"chosen": "sketch", "fallback": "full_ship"}]})
     'sketch>full_ship'
     >>> strategy_of({"strategy": "tuple_hash", "sites": [{}]}), strategy_of({})
     ('tuple_hash', None)
+    >>> strategy_of({"strategy": "auto", "sites": [{"unchanged_by_token": True}]})
+    'change token'
     """
     ran = []
     for site in metrics.get("sites") or [{}]:
-        name = site.get("chosen") or metrics.get("strategy")
+        name = "change token" if site.get("unchanged_by_token") else site.get("chosen") or metrics.get("strategy")
         if name is not None and site.get("fallback"):
             name = f"{name}>{site['fallback']}"
         if name is not None and name not in ran:
