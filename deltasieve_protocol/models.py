@@ -121,6 +121,13 @@ class ExtractControl(BaseModel):
         "two chunks; an answer that does so names it in the X-Resumed-After header, any other read from the start "
         "(deltasieve_protocol/resume.py). Left out when unused",
     )
+    expected_rows: int | None = Field(
+        default=None,
+        ge=0,
+        description="rows the warehouse expects the site query to hold (its stored fragment's): an agent reads a "
+        "scan expected to be small in the answer's own thread rather than a reader process. A hint only; left out "
+        "when unknown",
+    )
 
 
 class RangesControl(BaseModel):
@@ -160,6 +167,12 @@ class SketchControl(BaseModel):
         description=f"bits of each updated row's row hash in UPDATED_DIGESTS frames: 64, or its low {ROW_CHECK_BITS} "
         "with the XOR of the whole ones in the summary (row_hash_xor). An agent that does not know this field sends "
         "64; the frame's column type says which came",
+    )
+    expected_rows: int | None = Field(
+        default=None,
+        ge=0,
+        description="rows the warehouse expects the site query to hold, as in an extract request (a hint; left out "
+        "when unknown)",
     )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import replace
 
 from deltasieve_protocol.models import SiteSpec
@@ -13,6 +15,9 @@ from remote_agent.column_types import read_as_asked
 from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
 from remote_agent.sitequery import ValidatedQuery, validate_site_query
 from remote_agent.strategies.sketch import Reconciliations
+
+#: Site queries kept validated (`AgentState.site_query`): about one per view of this source.
+MAX_VALIDATED = 4_096
 
 
 class AgentState:
@@ -46,11 +51,19 @@ class AgentState:
         self.site_refs = SiteRefs()
         #: This agent's instance, drawn at its start: the prefix of its change tokens (change_tokens.py).
         self.instance = change_tokens.instance_id()
+        #: Site queries validated before, by (sql, key, blocked): the query and the tables it
+        #: read as they were then; reused while those tables are unchanged.
+        self._validated: OrderedDict[tuple, tuple[ValidatedQuery, dict[str, TableInfo]]] = OrderedDict()
+        self._validated_lock = threading.Lock()
 
-    def exposed(self) -> dict[str, TableInfo]:
-        """The tables (and columns) this agent lets the warehouse read."""
+    def exposed(self, names: Sequence[str] | None = None) -> dict[str, TableInfo]:
+        """The tables (and columns) this agent lets the warehouse read; only those named
+        `names` (that exist), if given."""
         tables = {}
-        for table in self.adapter.describe(self.schemas):
+        described = (
+            self.adapter.describe(self.schemas) if names is None else self.adapter.describe_tables(names, self.schemas)
+        )
+        for table in described:
             allowed, cols = allowed_rule(self.allow, table.name, table.schema) if self.allow else (True, None)
             if not allowed:
                 continue
@@ -73,6 +86,33 @@ class AgentState:
         """The warehouse's site query, checked against what this agent exposes (`exposed`, when
         read already) less what the view blocks, its columns carrying the policies the agent
         applies as it reads (policies.py)."""
+        query = self._validated_query(site, exposed)
+        return policies.with_policies(read_as_asked(self.adapter, query, site), site, self.hash_key)
+
+    def _validated_query(self, site: SiteSpec, exposed: dict[str, TableInfo] | None) -> ValidatedQuery:
+        """`validate_site_query` of the site, or its result kept from an earlier request
+        when the tables it reads are exposed exactly as then: parsing and rendering take
+        milliseconds a request, and describing every table of a database of thousands
+        tens of them, where describing the few the query reads takes a fraction of one."""
+        held = (site.sql, tuple(site.key), tuple(sorted(site.blocked or ())))
+        with self._validated_lock:
+            kept = self._validated.get(held)
+        if kept is not None:
+            query, tables = kept
+            now = policies.without_blocked(
+                {t: exposed[t] for t in query.tables if t in exposed}
+                if exposed is not None
+                else self.exposed(query.tables),
+                site.blocked,
+            )
+            if now == tables:
+                with self._validated_lock:
+                    self._validated.move_to_end(held)
+                return query
         readable = policies.without_blocked(self.exposed() if exposed is None else exposed, site.blocked)
         query = validate_site_query(site.sql, site.key, readable, self.adapter.dialect, self.adapter.key_order)
-        return policies.with_policies(read_as_asked(self.adapter, query, site), site, self.hash_key)
+        with self._validated_lock:
+            self._validated[held] = (query, {t: readable[t] for t in query.tables})
+            while len(self._validated) > MAX_VALIDATED:
+                self._validated.popitem(last=False)
+        return query

@@ -256,14 +256,19 @@ class SqliteAdapter(Adapter):
         return conn
 
     def describe(self, schemas: Sequence[str] | None = ()) -> list[TableInfo]:
+        return self._describe(None)
+
+    def describe_tables(self, names: Sequence[str], schemas: Sequence[str] | None = ()) -> list[TableInfo]:
+        return self._describe(sorted(set(names)))
+
+    def _describe(self, names: Sequence[str] | None) -> list[TableInfo]:
+        """The tables and views of the file (only those named `names`, unless None)."""
         conn = self._connect()
         try:
-            kinds = dict(
-                conn.execute(
-                    "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
-                    "ORDER BY name"
-                ).fetchall()
-            )
+            sql = "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'"
+            if names is not None:
+                sql += f" AND name IN ({', '.join('?' * len(names))})"
+            kinds = dict(conn.execute(sql + " ORDER BY name", tuple(names or ())).fetchall())
             tables = []
             for name, kind in kinds.items():
                 info = conn.execute(f"PRAGMA table_info({_quote_ident(name)})").fetchall()

@@ -65,8 +65,8 @@ async def change_token(state: StateDep, _: Authorized, parsed: Frames, control: 
     """Whether anything the site query reads may have changed since a token: one summary frame, no row read."""
     if len(parsed) > 1:
         raise BadRequest(f"a change_token request is its control frame alone; got {[f.kind for f in parsed[1:]]!r}")
-    exposed = state.exposed()
-    query = state.site_query(control.site, exposed)
+    query = state.site_query(control.site)
+    exposed = state.exposed(query.tables)  # whether it reads a view
     if state.settings.change_token:
         out = read_token(state.adapter_for(control.site), state.instance, query, exposed, control.since)
     else:
@@ -115,7 +115,7 @@ async def extract(state: StateDep, _: Authorized, parsed: Frames, control: Extra
         bits=control.hash_bits,
         batch_rows=control.batch_rows,
         tuples=tuples,
-        scan=settings.scan(),
+        scan=settings.scan(control.expected_rows),
         source_clock=control.source_clock,
         query_plan=control.query_plan,
         source_snapshot=control.source_snapshot,
@@ -192,7 +192,11 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 SketchStage(control.seed, control.width or table.width, control.batch_rows),
                 rec=rec,
                 kept=kept,
-                settings=state.settings.sketch(digests=control.protocol >= 4, row_check_bits=control.row_check_bits),
+                settings=state.settings.sketch(
+                    digests=control.protocol >= 4,
+                    row_check_bits=control.row_check_bits,
+                    expected_rows=control.expected_rows,
+                ),
             ),
         )
     except BaseException:

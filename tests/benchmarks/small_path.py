@@ -1,18 +1,23 @@
-"""Small syncs' service time (#52): a sync of a table of 100 to 100,000 rows with nothing changed
-and with 1 % of its rows changed, on the in-process path beside the Spark path, and the size
-at which the Spark path catches up: where SERVICE_SMALL_SYNC_ROWS is to be set.
+"""Small syncs' service time (#52): a sync of a table of 100 to 100,000 rows with nothing changed,
+with nothing of it changed but another table of its file written, and with 1 % of its rows
+changed, on the in-process path beside the Spark path, and the size at which the Spark path
+catches up: where SERVICE_SMALL_SYNC_ROWS is to be set.
 
     python -m tests.benchmarks.small_path --sizes 100,1000,10000,100000 --syncs 9
 
 One SQLite file holds a table per size and one agent serves it. The service runs twice on a
 warehouse of its own: with SERVICE_SMALL_SYNC_ROWS=0 (every sync on Spark) and with it above
 every size (every sync in process). Each run mirrors each table, loads it, syncs it once
-unmeasured, then `--syncs` times with no change and `--syncs` times after changing 1 % of its
-rows (distinct keys, one transaction). Each sync is POST /v1/views/{view}/syncs?wait=true on
-loopback, timed at the client from request to answer; the sync record's own wall time, its
-phases and (where the service reports it) its executor are kept beside it. A cell is the
-median of its syncs. A service that predates the setting takes the Spark path both times:
-the `executor` column says which path each run took, when the service names it.
+unmeasured, then `--syncs` times with no change (the change token ends those), `--syncs` times
+after a write to another table of the same file ("none, file written": SQLite's token is the
+file's, so the sync compares the table and finds nothing, as most syncs of a many-table
+source written all day do) and `--syncs` times after changing 1 % of its rows (distinct keys,
+one transaction). Each sync is POST /v1/views/{view}/syncs?wait=true on loopback, timed at
+the client from request to answer; the sync record's own wall time, its phases and its
+site's, its round trips, the strategy that ran (auto's choice, and a fallback after it) and
+(where the service reports it) its executor are kept beside it. A cell is the median of its
+syncs. A service that predates the setting takes the Spark path both times: the `executor`
+column says which path each run took, when the service names it.
 """
 
 from __future__ import annotations
@@ -36,13 +41,19 @@ SIZES = (100, 1_000, 10_000, 100_000)
 PATHS = {"spark": 0, "in-process": 10**9}
 #: Share of a table's rows one change touches.
 CHANGED = 0.01
-CHANGES = ("none", "1%")
+#: The changes each table syncs after: none (the change token ends the sync), a write to
+#: another table of its file (the token cannot: a compare that finds nothing), 1 % of its rows.
+FILE_WRITTEN = "none, file written"
+CHANGES = ("none", FILE_WRITTEN, "1%")
+#: The table written for FILE_WRITTEN, mirrored by no view.
+OTHER_TABLE = "other_writes"
 
 
 def make_tables(path: Path, sizes, seed: int) -> None:
     """One table per size, `t<size>`, of an integer key and five columns of common types."""
     rng = random.Random(seed)
     with sqlite3.connect(path) as db:
+        db.execute(f"CREATE TABLE {OTHER_TABLE} (id INTEGER PRIMARY KEY, at TEXT NOT NULL)")
         for n in sizes:
             db.execute(
                 f"CREATE TABLE t{n} (id INTEGER PRIMARY KEY, code TEXT NOT NULL, name TEXT, "
@@ -74,6 +85,34 @@ def change(path: Path, size: int, rng: random.Random) -> int:
     return len(keys)
 
 
+def write_other(path: Path) -> None:
+    """Write a row to the table no view reads: the file, so SQLite's change token, changes."""
+    with sqlite3.connect(path) as db:
+        db.execute(f"INSERT INTO {OTHER_TABLE} (at) VALUES (datetime('now'))")
+
+
+def strategy_of(metrics: dict) -> str | None:
+    """What ran at the view's sites: auto's choice (else the view's strategy), and a fallback
+    after an arrow, or "change token" where the token found the site unchanged (no strategy
+    ran); sites that differ joined with "+".
+
+    >>> strategy_of({"strategy": "auto", "sites": [{"chosen": "sketch", "fallback": "full_ship"}]})
+    'sketch>full_ship'
+    >>> strategy_of({"strategy": "tuple_hash", "sites": [{}]}), strategy_of({})
+    ('tuple_hash', None)
+    >>> strategy_of({"strategy": "auto", "sites": [{"unchanged_by_token": True}]})
+    'change token'
+    """
+    ran = []
+    for site in metrics.get("sites") or [{}]:
+        name = "change token" if site.get("unchanged_by_token") else site.get("chosen") or metrics.get("strategy")
+        if name is not None and site.get("fallback"):
+            name = f"{name}>{site['fallback']}"
+        if name is not None and name not in ran:
+            ran.append(name)
+    return "+".join(ran) or None
+
+
 def timed_sync(api: Api, view: str) -> dict:
     """One sync, waited for; the client's milliseconds and the record's own figures."""
     started = time.perf_counter()
@@ -82,10 +121,20 @@ def timed_sync(api: Api, view: str) -> dict:
     m = record.get("metrics") or {}
     if record.get("status") != "succeeded":
         raise RuntimeError(f"sync of {view} ended {record.get('status')}: {record.get('error')}")
+    sites = m.get("sites") or []
     return {
         "client_ms": round(client_ms, 2),
         "sync_ms": None if m.get("wall_seconds") is None else round(m["wall_seconds"] * 1000, 2),
         "phases_ms": {k: round(v * 1000, 2) for k, v in (m.get("phases") or {}).items() if isinstance(v, (int, float))},
+        # each site step's, summed over the sites (change_token, plan_groups, exchange_units, ...)
+        "site_phases_ms": {
+            k: round(sum((s.get("phases") or {}).get(k, 0.0) for s in sites) * 1000, 2)
+            for k in sorted(
+                {k for s in sites for k, v in (s.get("phases") or {}).items() if isinstance(v, (int, float))}
+            )
+        },
+        "round_trips": m.get("round_trips"),
+        "strategy": strategy_of(m),
         "executor": m.get("executor"),
         "spark_jobs": m.get("spark_jobs"),
         "rows_updated": m.get("rows_updated"),
@@ -95,14 +144,17 @@ def timed_sync(api: Api, view: str) -> dict:
 def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) -> dict:
     """The median of one cell's syncs, with each phase's median and the executors seen.
 
-    >>> s = [{"client_ms": c, "sync_ms": c - 5, "phases_ms": {"commit": 1.0}, "executor": "arrow", "rows_updated": 10}
-    ...      for c in (30.0, 20.0, 40.0)]
+    >>> s = [{"client_ms": c, "sync_ms": c - 5, "phases_ms": {"commit": 1.0}, "executor": "arrow", "rows_updated": 10,
+    ...       "strategy": "sketch", "round_trips": 4} for c in (30.0, 20.0, 40.0)]
     >>> c = cell("in-process", 1000, "1%", s, 10)
-    >>> c["client_ms"], c["sync_ms"], c["phases_ms"], c["executor"], c["exact_counts"]
-    (30.0, 25.0, {'commit': 1.0}, 'arrow', True)
+    >>> c["client_ms"], c["sync_ms"], c["phases_ms"], c["executor"], c["strategy"], c["round_trips"], c["exact_counts"]
+    (30.0, 25.0, {'commit': 1.0}, 'arrow', 'sketch', 4, True)
     """
     phases = sorted({p for s in syncs for p in s["phases_ms"]})
+    site_phases = sorted({p for s in syncs for p in s.get("site_phases_ms", {})})
     executors = sorted({s["executor"] for s in syncs if s["executor"]})
+    strategies = sorted({s["strategy"] for s in syncs if s.get("strategy")})
+    trips = [s["round_trips"] for s in syncs if s.get("round_trips") is not None]
     timed = [s["sync_ms"] for s in syncs if s["sync_ms"] is not None]
     jobs = [s["spark_jobs"] for s in syncs if s.get("spark_jobs") is not None]
     return {
@@ -115,7 +167,12 @@ def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) ->
         "client_ms_max": max(s["client_ms"] for s in syncs),
         "sync_ms": round(statistics.median(timed), 2) if timed else None,
         "phases_ms": {p: round(statistics.median(s["phases_ms"].get(p, 0.0) for s in syncs), 2) for p in phases},
+        "site_phases_ms": {
+            p: round(statistics.median(s.get("site_phases_ms", {}).get(p, 0.0) for s in syncs), 2) for p in site_phases
+        },
         "executor": "+".join(executors) or None,
+        "strategy": " / ".join(strategies) or None,
+        "round_trips": statistics.median(trips) if trips else None,
         "spark_jobs": statistics.median(jobs) if jobs else None,
         "exact_counts": all(s["rows_updated"] == changed for s in syncs),
     }
@@ -141,15 +198,21 @@ def run_path(args: argparse.Namespace, path: str, db: Path, log) -> list[dict]:
             timed_sync(api, view)  # once unmeasured: the first no-change sync warms its code up
             quiet = [timed_sync(api, view) for _ in range(args.syncs)]
             cells.append(cell(path, size, "none", quiet, 0))
+            written = []
+            for _ in range(args.syncs):
+                write_other(db)
+                written.append(timed_sync(api, view))
+            cells.append(cell(path, size, FILE_WRITTEN, written, 0))
             changed, busy = 0, []
             for _ in range(args.syncs):
                 changed = change(db, size, rng)
                 busy.append(timed_sync(api, view))
             cells.append(cell(path, size, "1%", busy, changed))
-            for c in cells[-2:]:
+            for c in cells[-len(CHANGES) :]:
                 log(
-                    f"[{path}] {size:>7,} rows, change {c['change']:>4}: {c['client_ms']:8.1f} ms at the client, "
-                    f"{c['sync_ms']} ms in the sync, executor {c['executor']}, phases {c['phases_ms']}"
+                    f"[{path}] {size:>7,} rows, change {c['change']:>18}: {c['client_ms']:8.1f} ms at the client, "
+                    f"{c['sync_ms']} ms in the sync, executor {c['executor']}, strategy {c['strategy']}, "
+                    f"{c['round_trips']} round trips, phases {c['phases_ms']}, site {c['site_phases_ms']}"
                 )
     finally:
         api.close()
@@ -159,43 +222,49 @@ def run_path(args: argparse.Namespace, path: str, db: Path, log) -> list[dict]:
 
 
 def crossover(cells: list[dict], change_: str) -> dict:
-    """The smallest size at which the Spark path's median is no slower than the in-process path's;
-    not determined unless the runs' syncs named different executors (a service that predates
-    the in-process path syncs both runs on Spark).
+    """The smallest size at which the Spark path's median is no slower than the in-process path's,
+    among the sizes whose two runs' syncs named different executors: at a size where both took
+    the same one (a strategy only Spark runs; a service that predates the in-process path syncs
+    both runs on Spark) the runs compare nothing, so it is passed over and named
+    (`same_executor`); not determined when no size compares.
 
     >>> cs = [{"path": p, "rows": n, "change": "1%", "client_ms": ms, "executor": e}
     ...       for p, n, ms, e in [("spark", 100, 200, "spark"), ("in-process", 100, 20, "arrow"),
     ...                           ("spark", 10**5, 400, "spark"), ("in-process", 10**5, 500, "arrow")]]
     >>> crossover(cs, "1%")
-    {'rows': 100000, 'below': 100, 'note': 'the Spark path is no slower from 100,000 rows'}
+    {'rows': 100000, 'below': 100, 'same_executor': [], 'note': 'the Spark path is no slower from 100,000 rows'}
     >>> crossover(cs[:2], "1%")["rows"] is None
     True
     >>> crossover([{**c, "executor": None} for c in cs], "1%")["note"]
     'not determined: the two runs did not name different executors'
+    >>> crossover([{**c, "executor": "spark"} if c["rows"] == 100 else c for c in cs], "1%")["note"]
+    'the Spark path is no slower from 100,000 rows (at 100 rows both runs took one executor: not compared)'
     """
     mine = [c for c in cells if c["change"] == change_]
     by = {(c["path"], c["rows"]): c for c in mine}
     sizes = sorted({c["rows"] for c in mine})
-    below = None
+    below, same = None, []
+    found: int | None = None
     for n in sizes:
         spark, inproc = by.get(("spark", n)), by.get(("in-process", n))
         if spark is None or inproc is None:
             continue
         if not spark["executor"] or not inproc["executor"] or spark["executor"] == inproc["executor"]:
-            return {
-                "rows": None,
-                "below": None,
-                "note": "not determined: the two runs did not name different executors",
-            }
+            same.append(n)
+            continue
         if spark["client_ms"] <= inproc["client_ms"]:
-            return {"rows": n, "below": below, "note": f"the Spark path is no slower from {n:,} rows"}
+            found = n
+            break
         below = n
-    return {
-        "rows": None,
-        "below": below,
-        "note": "the in-process path is faster at every size measured"
-        + (f" (up to {below:,} rows): the threshold can be set above it" if below else ""),
-    }
+    passed = f" (at {', '.join(f'{n:,}' for n in same)} rows both runs took one executor: not compared)" if same else ""
+    if found is not None:
+        note = f"the Spark path is no slower from {found:,} rows{passed}"
+    elif below is None:
+        note = "not determined: the two runs did not name different executors"
+        passed = ""
+    else:
+        note = f"the in-process path is faster at every size measured (up to {below:,} rows): the threshold can be set above it"
+    return {"rows": found, "below": below, "same_executor": same, "note": note + ("" if found is not None else passed)}
 
 
 def summarize(cells: list[dict]) -> dict:
@@ -204,6 +273,7 @@ def summarize(cells: list[dict]) -> dict:
     for c in cells:
         row = out.setdefault(f"{c['rows']:,} rows", {})
         row[f"{c['path']} · {c['change']} (ms)"] = c["client_ms"]
+        row[f"{c['path']} · {c['change']} strategy"] = c.get("strategy")
         row[f"{c['path']} executor"] = c["executor"]
     return out
 
@@ -215,12 +285,14 @@ def markdown(out: dict) -> str:
         f"{out['date']}, commit {out['commit']}. Median of {out['syncs']} syncs a cell, POST with wait on loopback timed "
         "at the client (ms); the sync's own wall time beside it.",
         "",
-        "| rows | change | path | executor | client ms | sync ms | min–max |",
-        "|---:|---|---|---|---:|---:|---|",
+        "| rows | change | path | executor | strategy | round trips | client ms | sync ms | min–max |",
+        "|---:|---|---|---|---|---:|---:|---:|---|",
     ]
     for c in out["cells"]:
+        trips = c.get("round_trips")
         lines.append(
-            f"| {c['rows']:,} | {c['change']} | {c['path']} | {c['executor'] or '—'} | {c['client_ms']:.1f} | "
+            f"| {c['rows']:,} | {c['change']} | {c['path']} | {c['executor'] or '—'} | {c.get('strategy') or '—'} | "
+            f"{'—' if trips is None else f'{trips:g}'} | {c['client_ms']:.1f} | "
             f"{c['sync_ms'] if c['sync_ms'] is not None else '—'} | {c['client_ms_min']:.0f}–{c['client_ms_max']:.0f} |"
         )
     lines += ["", *(f"- {f}" for f in out["findings"])]

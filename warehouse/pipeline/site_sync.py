@@ -456,6 +456,8 @@ class SiteRun:
         """The stored rows (with update statistics) of the keys the answer returned or deleted, timed as `read_touched`."""
         key = self.site.key
         t0 = time.monotonic()
+        if not returned.num_rows and not deleted.num_rows:  # a compare that found nothing reads nothing
+            return stored_schema(self.site.columns).empty_table()
         keys = pa.concat_tables([returned.select(key), deleted])
         rows = self.ctx.stored_rows(keys.group_by(key).aggregate([]), snapshot)
         self.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
@@ -477,16 +479,23 @@ class SiteRun:
         now = result.changed.drop_columns([OP])
         now = now.set_column(now.schema.get_field_index(TNO), TNO, pc.subtract(now.column(TNO), offset))
         site_dir = staged.site_dir(i)
-        upserts, removed = layers.grown(self.current.site_dir(i), current, stored, key_schema, result.left, now)
-        grown = layers.Layers(
-            current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(planned.snapshot.cost)
-        )
-        if not grown.room_for(0):
-            result.release()
-            return None
-        layers.link_files(self.current.fragment(i), staged.fragment(i))
-        layers.write_overlay(site_dir, upserts, removed, grown, key)
-        self.metrics.overlay_rows = upserts.num_rows + removed.num_rows
+        if not result.left.num_rows and not now.num_rows:  # nothing changed: the overlay is the current one
+            grown = layers.Layers(
+                current.base_rows, current.upsert_rows, current.removed_rows, offset, asdict(planned.snapshot.cost)
+            )
+            layers.link_files(self.current.fragment(i), staged.fragment(i))
+            layers.link_overlay(self.current.site_dir(i), site_dir, grown)
+        else:
+            upserts, removed = layers.grown(self.current.site_dir(i), current, stored, key_schema, result.left, now)
+            grown = layers.Layers(
+                current.base_rows, upserts.num_rows, removed.num_rows, offset, asdict(planned.snapshot.cost)
+            )
+            if not grown.room_for(0):
+                result.release()
+                return None
+            layers.link_files(self.current.fragment(i), staged.fragment(i))
+            layers.write_overlay(site_dir, upserts, removed, grown, key)
+        self.metrics.overlay_rows = grown.overlay_rows()
         hist_next = update_counts.advanced(
             planned.update_hist, update_counts.pairs(result.left), update_counts.pairs(result.changed)
         )

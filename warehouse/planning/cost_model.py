@@ -176,8 +176,9 @@ def group_survival(update_probs: Sequence[float], p_delete: float) -> float:
     _check_probability("p_delete", p_delete)
     survival, keep = 1.0, 1.0 - p_delete
     for p in update_probs:
-        _check_probability("update probability", p)
-        survival = _survival_step(survival, p, keep)
+        if not 0.0 <= p <= 1.0:
+            _check_probability("update probability", p)
+        survival = survival * (keep * (1.0 - p))  # _survival_step, inline: auto prices groups at every sync
     return survival
 
 

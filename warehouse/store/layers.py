@@ -312,6 +312,16 @@ def write_overlay(overlay: Path, upserts: pa.Table, removed: pa.Table, layers: L
     layers.save(overlay)
 
 
+def link_overlay(current: Path, overlay: Path, layers: Layers) -> None:
+    """Store in `overlay` the overlay of site directory `current` unchanged (its parts linked,
+    no bytes written), described by `layers`: the next version of a site where nothing changed."""
+    for part in ("upserts", "removed"):
+        if (current / part).is_dir():
+            link_files(current / part, overlay / part)
+    overlay.mkdir(parents=True, exist_ok=True)
+    layers.save(overlay)
+
+
 def write_part(table: pa.Table, directory: Path, key: list[str] | None = None) -> None:
     """One Parquet file in `directory` (a dataset Spark and Arrow both read); with `key`,
     rows sorted by it in row groups a lookup can pick from (key_ranges.py)."""

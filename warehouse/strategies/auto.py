@@ -2,7 +2,9 @@
 
 Each candidate says what this sync would cost it (`expected_bytes`, from the same update and
 deletion statistics and the measured sizes of a tuple, a key and a hash); auto hands the site's sync to the cheapest.
-The sync's metrics say what was chosen (`chosen`) and what each candidate expected.
+The sync's metrics say what was chosen (`chosen`) and what each candidate expected. On the
+Arrow executor a general candidate with a Spark-only step is left out while another can
+serve (cheapest.py).
 
 Some strategies need something of the view: `timestamp` a timestamp column for every table
 of the site query (the view's `timestamps`), `row_version` a PostgreSQL source (as it was
@@ -13,6 +15,7 @@ can start from it; elsewhere it never considers it.
 
 from __future__ import annotations
 
+from warehouse.executor import ARROW
 from warehouse.strategies.base import SiteContext, SiteEstimate, Snapshot, Strategy
 from warehouse.strategies.cheapest import choose
 from warehouse.strategies.row_version.strategy import RowVersion
@@ -35,7 +38,7 @@ class Auto(Strategy):
 
     @classmethod
     def create(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
-        chosen = choose(snapshot.statistics, conditional(ctx))
+        chosen = choose(snapshot.statistics, conditional(ctx), arrow=ctx.sync.executor == ARROW)
         ctx.metrics.chosen = chosen.name
         return chosen.create(ctx, snapshot)
 

@@ -439,6 +439,7 @@ def extract_exchange(
         source_snapshot=asks.source_snapshot,
         changed_since=None if asks.changed_since is None else ChangedSince(xmin=asks.changed_since),
         resume_after=resume_after,
+        expected_rows=ctx.metrics.rows_before,
     )
     body = itertools.chain([frames.json_frame(frames.CONTROL, _control_fields(control))], data)
     answer, rows_received = _file_extract_answer(ctx, body, spec, prefix)
@@ -448,7 +449,14 @@ def extract_exchange(
 
 #: Requests of an extract left out of its control frame when off, as an agent older than
 #: them is sent.
-OPTIONAL_REQUESTS = ("source_clock", "query_plan", "source_snapshot", "changed_since", "resume_after")
+OPTIONAL_REQUESTS = (
+    "source_clock",
+    "query_plan",
+    "source_snapshot",
+    "changed_since",
+    "resume_after",
+    "expected_rows",
+)
 
 
 def _control_fields(control: ExtractControl) -> dict:

@@ -10,6 +10,7 @@ which narrows each site query to the rows stamped since a watermark and lists it
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import replace
 
 import sqlglot
@@ -36,8 +37,15 @@ def site_tables(site: SiteQuery, dialect: str | None = None) -> list[tuple[str, 
     >>> site_tables(SiteQuery("s", 'SELECT "p"."id" AS "id" FROM "people" AS "p" JOIN "people" AS "q" ON "q"."id" = "p"."id"', [], ["id"]))
     [('people', 'p'), ('people', 'q')]
     """
-    tree = sqlglot.parse_one(site.sql, read=dialect or site.dialect)
-    return [(sitesql.exposed_name(t), t.alias_or_name) for t in tree.find_all(exp.Table)]
+    return list(_tables_read(site.sql, dialect or site.dialect))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tables_read(sql: str, dialect: str) -> tuple[tuple[str, str], ...]:
+    """`site_tables` of a site query's text, parsed once (auto asks at every sync of a view
+    with timestamps, and sqlglot takes milliseconds a parse)."""
+    tree = sqlglot.parse_one(sql, read=dialect)
+    return tuple((sitesql.exposed_name(t), t.alias_or_name) for t in tree.find_all(exp.Table))
 
 
 def _resolve(table: str, definition: ViewDef, setting: str) -> tuple[str, str]:
