@@ -13,10 +13,10 @@ column (`MEMBER` or `UNIT`; the other kind's columns are NULL):
 - a unit row per closed group: unit id, group hash, size and expected benefit.
 
 A unit id is the bucket's number in its high 32 bits and the group's in the low ones. The
-plan is stored one directory per bucket (`BUCKET=n`, as Spark partitions a written frame);
-`members` and `units` read one kind each out of it, and `in_order` reads a kind bucket by
-bucket, each as it was emitted, so the requests made from the plan are the same bytes
-whichever executor planned it.
+plan's files hold the buckets in order (`plan_groups`); `members` and `units` read one kind
+each out of it, and `in_order` reads rows bucket by bucket as they were emitted, in batches
+of a fixed size, so the requests made from the plan are the same bytes whichever executor
+planned it.
 
 Buckets hold disjoint ranges of probability, so each stops about where one pass over
 the globally sorted list would have: only group boundaries at bucket edges differ.
@@ -297,7 +297,7 @@ def plan_groups(
     ordered_frame.mapInArrow(run, plan_schema(columns, key)).write.parquet(str(plan))
 
 
-#: Rows per batch the planner is handed in this process (Spark's Arrow batches are as long).
+#: Rows per batch the planner is handed in this process (the plan does not depend on it).
 PLAN_BATCH_ROWS = 10_000
 
 
