@@ -15,6 +15,7 @@ Spark jobs it ran (`spark_jobs`: none on Arrow).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 ExecutorName = Literal["arrow", "spark"]
@@ -49,6 +50,16 @@ def choose(stored_rows: int, small_sync_rows: int, *, local_master: bool, runs_o
     if local_master and runs_on_arrow and fits(stored_rows, small_sync_rows):
         return ARROW
     return SPARK
+
+
+def ascending(names: Iterable[str]) -> list[tuple[str, str, str]]:
+    """Arrow sort keys that order rows as Spark's ascending sort does (NULL first): for a
+    step whose order reaches the wire, so that both engines send the same bytes.
+
+    >>> ascending(["k", "n"])
+    [('k', 'ascending', 'at_start'), ('n', 'ascending', 'at_start')]
+    """
+    return [(name, "ascending", "at_start") for name in names]
 
 
 def fits(rows: int, small_sync_rows: int) -> bool:

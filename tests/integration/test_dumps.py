@@ -191,6 +191,7 @@ def test_every_strategy_on_dump_files(api, tmp_path, logs_dir):
                 name = f"dump_{suffix}"
                 sync = api.sync(name)
                 check_sync(api, name, ["id"], before[suffix], truth, sync)
+                assert sync["metrics"]["executor"] == "arrow", (name, sync["metrics"])  # small: no Spark job
                 before[suffix] = truth
                 site = _site(sync["metrics"])
                 if rnd and suffix in ("window", "sortmerge", "phash", "auto"):

@@ -157,6 +157,7 @@ def test_row_version_rounds_are_exact(api, postgres, logs_dir):
             check_sync(api, "rv_lines", key, before, truth, sync)
             rv = report(sync)
             assert "fallback" not in rv, rv
+            assert sync["metrics"]["executor"] == "arrow", sync["metrics"]  # small: no Spark job (check_sync)
             assert rv["reconciled"] is (rnd % RECONCILE_EVERY == 0), rv
             assert rv["read_from_xmin"] == rv["previous_snapshot"]["xmin"] <= rv["snapshot"]["xmin"], rv
             assert_read(rv, written_since(truth, lines | same, orders))

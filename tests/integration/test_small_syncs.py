@@ -31,8 +31,6 @@ pytestmark = pytest.mark.integration
 FIXED_COST_BYTES = 1024
 #: ... and, on a small table, 2 % of its load (headers included).
 FIXED_SHARE_OF_LOAD = 0.02
-#: Strategies with a step only Spark runs (Strategy.spark_only).
-SPARK_ONLY = {"group_hash", "range_checksum", "timestamp", "row_version", "snapshot_diff"}
 #: The first sync after a load costs at most this times full_ship's bytes.
 FIRST_SYNC_OVER_FULL_SHIP = 1.1
 
@@ -223,9 +221,7 @@ def test_a_view_crosses_the_small_sync_threshold_both_ways(special_service, tmp_
                 check_sync(api, view, KEY, before.get(view, {}), people.truth(), sync)
                 before[view] = people.truth()
                 m = sync["metrics"]
-                # auto may hand the site to a strategy with a Spark-only step: Spark, whatever the size
-                want = "spark" if {m.get("chosen"), m.get("fallback")} & SPARK_ONLY else expected
-                assert m["executor"] == want, (view, m["executor"], want, m.get("chosen"), m["spark_jobs"])
+                assert m["executor"] == expected, (view, m["executor"], expected, m.get("chosen"), m["spark_jobs"])
 
         before: dict = {}
         synced("arrow")  # the load

@@ -258,6 +258,8 @@ def test_timestamp_rounds_are_exact(api, source, logs_dir):
                 sync["metrics"]["sites"][0]["timestamp"] if "sites" in sync["metrics"] else sync["metrics"]["timestamp"]
             )
             assert stamp["reconciled"] is reconcile, stamp
+            # a small view: the changed read, the keys and a reconciliation all on Arrow (no Spark job: check_sync)
+            assert sync["metrics"]["executor"] == by_auto["metrics"]["executor"] == "arrow", sync["metrics"]
             assert stamp["watermark"] > stamp["read_from"], stamp
             if reconcile:
                 assert stamp["rows_missed"] == 1, f"the late row went unreported: {stamp}"

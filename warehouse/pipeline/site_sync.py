@@ -30,7 +30,7 @@ from warehouse.agent_client import AgentClient
 from warehouse.deltas.site_delta import DeltaResult, build_delta
 from warehouse.deltas.touched_delta import TouchedDelta, classify, stored_schema
 from warehouse.deltas.unique_keys import check_unique
-from warehouse.executor import ARROW, SPARK
+from warehouse.executor import ARROW, SPARK, ascending
 from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.phases import timed_phase
@@ -253,11 +253,12 @@ class SiteRun:
             cost, measured_on = CostModel(**kept), "kept"
         elif projected.read is not None and self.sync.executor == ARROW:  # read with Arrow (warehouse/executor.py)
             assert self.current is not None, "a stored fragment follows the load"
-            fragment = layers.table(self.current, self.index, self.site.columns, self.site.key)
-            cost, measured_on = costs.measure_sample(fragment, self.site, self.options.hash_bits), "fragment"
+            cost = self._measured(layers.table(self.current, self.index, self.site.columns, self.site.key))
+            measured_on = "fragment"
+        elif projected.read is not None:
+            cost, measured_on = self._measured(projected.read()), "fragment"
         else:
-            cost = costs.measure(projected.read() if projected.read else None, self.site, self.options.hash_bits)
-            measured_on = "fragment" if projected.read is not None else "assumed"
+            cost, measured_on = costs.FALLBACK, "assumed"
         self.metrics.cost_model = {
             "tuple_bytes": round(cost.tuple_bytes, 2),
             "key_bytes": round(cost.key_bytes, 2),
@@ -265,6 +266,16 @@ class SiteRun:
             "measured_on": measured_on,
         }
         return cost
+
+    def _measured(self, fragment: DataFrame | pa.Table) -> CostModel:
+        """The sizes measured on a fragment's first rows in key order (wire_sizes.py), the
+        same rows on either executor (they size group_hash's groups, which reach the wire):
+        an Arrow table's sorted here, a Spark frame's taken in order on the executors."""
+        key, bits = self.site.key, self.options.hash_bits
+        if isinstance(fragment, pa.Table):
+            first = fragment.take(pc.sort_indices(fragment, sort_keys=ascending(key))[: costs.SAMPLE_ROWS])
+            return costs.measure_sample(first, self.site, bits)
+        return costs.measure(fragment.orderBy(*key), self.site, bits)
 
     def _statistics(
         self, read: Callable[[], DataFrame], cost: CostModel, hist: update_counts.Histogram, current: Version
@@ -278,7 +289,8 @@ class SiteRun:
         history = tuple((r["tno"], r["dno"]) for r in rows)
         inserts = [r["ino"] for r in rows if r["ino"] is not None and r["tno"]]  # not the load
         estimate = self._estimate(totals, observed, history, cost, sum(inserts) / len(inserts) if inserts else None)
-        snapshot = Snapshot(cost, read, estimate, observed, history)
+        table = partial(layers.table, current, self.index, self.site.columns, self.site.key)
+        snapshot = Snapshot(cost, read, estimate, observed, history, table)
         return snapshot, tuple(tuple(r.values()) for r in rows)
 
     def build_fragment(self, staged: Version) -> DeltaResult | TouchedDelta:
@@ -394,10 +406,9 @@ class SiteRun:
         return self.sync.arrow_fits((self.metrics.rows_before or 0) + _returned_rows(answer))
 
     def on_arrow(self) -> bool:
-        """Whether every step of this site ran on Arrow (its strategy has no Spark-only step,
-        and its fragment, if built whole, fit under small_sync_rows)."""
-        strategy = self.strategy
-        return self.sync.executor == ARROW and self.built_on == ARROW and (strategy is None or strategy.runs_on_arrow())
+        """Whether every step of this site ran on Arrow (its fragment, if built whole, fit under
+        small_sync_rows)."""
+        return self.sync.executor == ARROW and self.built_on == ARROW
 
     def _build_on_driver(
         self, staged: Version, build: FragmentBuild, answer_tables: tuple[pa.Table, pa.Table]
@@ -421,7 +432,7 @@ class SiteRun:
         site_dir = staged.site_dir(i)
         layers.write_part(fragment, staged.fragment(i), key)
         # a whole fragment is a base without an overlay: its sizes, measured here, serve until it is rewritten
-        cost = costs.measure_sample(fragment, self.site, self.options.hash_bits) if fragment.num_rows else None
+        cost = self._measured(fragment) if fragment.num_rows else None
         layers.Layers(fragment.num_rows, 0, 0, 0, asdict(cost) if cost else None).save(site_dir)
         update_counts.save(update_counts.of_table(fragment), site_dir)
         return result
@@ -446,7 +457,15 @@ class SiteRun:
         try:
             fragment = result.fragment(self.site.columns)
             key_ranges.write_frame(fragment, self.site.key, staged.fragment(self.index))
-            update_counts.save(update_counts.of_frame(fragment), staged.site_dir(self.index))
+            site_dir = staged.site_dir(self.index)
+            update_counts.save(update_counts.of_frame(fragment), site_dir)
+            # as the Arrow build does: the sizes of the fragment written, kept until it is rewritten
+            written = self.spark.read.schema(layers.stored_ddl(self.site.columns)).parquet(
+                str(staged.fragment(self.index))
+            )
+            rows = result.inserted + result.updated + result.kept
+            cost = self._measured(written) if rows else None
+            layers.Layers(rows, 0, 0, 0, asdict(cost) if cost else None).save(site_dir)
         except BaseException:
             result.release()
             raise

@@ -91,7 +91,7 @@ class SyncRun:
             if start.projected is not None:
                 m.redefinition = redefine.projected(ctx.store, ctx.sync_id, start.projected, view)
             if not all(site.on_arrow() for site in sites):
-                m.executor = SPARK  # a Spark-only strategy, or a fragment that outgrew Arrow
+                m.executor = SPARK  # a fragment that outgrew Arrow
             committed = ctx.timed("commit", commit, ctx, view, start, fragments, sites, self.meta)
             queue_sketches(ctx, view, sites, committed)
         except BaseException:
@@ -110,8 +110,8 @@ def choose_executor(ctx: SyncContext, view: ViewDef, start: Start) -> ExecutorNa
     """What runs the sync's steps (warehouse/executor.py): Arrow for a view of one site, read
     the usual way (no redefinition read in full or projected, no audit), whose stored rows
     fit under small_sync_rows; Spark otherwise. A view over several sites is assembled by
-    Spark. A strategy with a Spark-only step (Strategy.spark_only) still runs it: the sync's
-    metrics then say "spark" (SiteRun.on_arrow)."""
+    Spark. Every strategy's steps have both forms; a fragment that outgrows Arrow while it is
+    built is built by Spark, and the sync's metrics then say "spark" (SiteRun.on_arrow)."""
     usual = start.old is None and start.projected is None and not ctx.options.verify
     one_site = view.assembly is None and len(view.sites) == 1
     rows = start.current.meta().get("rows") if start.current is not None else 0

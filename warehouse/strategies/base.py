@@ -43,7 +43,7 @@ from deltasieve_protocol.types import Column, arrow_schema
 from deltasieve_protocol.wire import COUNT, HASH, UID
 from warehouse import faults
 from warehouse.agent_client import AgentClient
-from warehouse.executor import ARROW
+from warehouse.executor import ARROW, ExecutorName
 from warehouse.metrics import SiteMetrics, add_timings
 from warehouse.names import spark_schema
 from warehouse.planning.cost_model import CostModel
@@ -168,6 +168,9 @@ class Snapshot:
     observed: tuple[int, int] = (0, 0)
     #: (tno, dno) of each sync in deletion statistics: tuples before it and tuples it deleted.
     history: tuple[tuple[int, int], ...] = ()
+    #: Reads the same fragment as an Arrow table in this process, for the steps the Arrow
+    #: executor runs (warehouse/executor.py); None on a load.
+    read_table: Callable[[], pa.Table] | None = None
 
     @cached_property
     def frame(self) -> DataFrame | None:
@@ -179,6 +182,16 @@ class Snapshot:
         """The fragment, which every step after a load's reads (a load has none)."""
         assert self.frame is not None, "a load has no stored fragment"
         return self.frame
+
+    @cached_property
+    def table(self) -> pa.Table:
+        """The fragment read with Arrow (once), for a step on the Arrow executor (a load has none)."""
+        assert self.read_table is not None, "a load has no stored fragment"
+        return self.read_table()
+
+    def on(self, executor: ExecutorName) -> DataFrame | pa.Table:
+        """The fragment as `executor` works on it: an Arrow table in this process, or a Spark frame."""
+        return self.table if executor == ARROW else self.stored
 
     @property
     def statistics(self) -> SiteEstimate:
@@ -326,9 +339,6 @@ class Strategy(ABC):
     """One way to find a site query's delta; see the module's docstring."""
 
     name: ClassVar[str]
-    #: Whether some step of the strategy has only a Spark form: a view syncing by it runs on
-    #: Spark whatever its size (warehouse/executor.py).
-    spark_only: ClassVar[bool] = False
 
     def __init__(self, ctx: SiteContext, snapshot: Snapshot):
         self.ctx = ctx
@@ -338,10 +348,6 @@ class Strategy(ABC):
     def create(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
         """The strategy that runs this site's sync (auto answers with the one it chose)."""
         return cls(ctx, snapshot)
-
-    def runs_on_arrow(self) -> bool:
-        """Whether this sync's steps of the strategy all have an Arrow form."""
-        return not self.spark_only
 
     @classmethod
     def applies(cls, ctx: SiteContext) -> bool:

@@ -40,8 +40,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from deltasieve_protocol.models import SiteSpec
+from warehouse import null_keys
 from warehouse.deltas.unique_keys import check_unique
 from warehouse.errors import AgentBusy
+from warehouse.executor import ARROW
 from warehouse.formats import check_format
 from warehouse.names import spark_schema
 from warehouse.store.read_ahead import ReadAhead
@@ -112,7 +114,6 @@ class StateLoad(FullShip):
     """The load of such a view: the whole site query, with the state of the source read first."""
 
     name = "full_ship"
-    spark_only = True  # its stage builds the table of the loaded keys with Spark (key_sketch.build_table)
 
     def __init__(self, ctx: SiteContext, snapshot: Snapshot, owner: type[ChangedRows]):
         super().__init__(ctx, snapshot)
@@ -131,8 +132,6 @@ class StateLoad(FullShip):
 
 class ChangedRows(Strategy):
     """The shared steps; a subclass reads the changed rows and keeps the state (see the module)."""
-
-    spark_only = True  # the key reconciliation compares the keys with Spark (key_reconciliation.py)
 
     #: The state's class, the extract request's options that read the source's state, and
     #: the key of the report in the sync's metrics.
@@ -302,13 +301,22 @@ class ChangedRows(Strategy):
         return answer
 
     def _missed(self, answer: Answer) -> int:
-        """Rows the reconciliation found inserted or updated that the changed read had not returned."""
+        """Rows the reconciliation found inserted or updated that the changed read had not
+        returned: compared in this process on the Arrow executor (warehouse/executor.py),
+        else on the executors."""
         ctx, key = self.ctx, self.ctx.site.key
         names = [c.name for c in ctx.site.columns]
-        schema = spark_schema(ctx.site.columns)
-        found = ctx.sync.spark.read.schema(schema).parquet(*[str(p) for p in answer.returned])
-        read = ctx.sync.spark.read.schema(schema).parquet(str(self.ranged.returned[0])).select(*key)
-        return found.join(read, key, "left_anti").select(*names).exceptAll(self.snapshot.stored.select(*names)).count()
+        if ctx.sync.executor == ARROW:
+            schema = ctx.rows_schema()
+            found = pa.concat_tables([pq.read_table(p).select(names).cast(schema) for p in answer.returned])
+            read = pq.read_table(self.ranged.returned[0], columns=key).cast(ctx.key_schema())
+            unread = found.join(read, key, join_type="left anti").select(names)
+            return null_keys.join(unread, self.snapshot.table.select(names).cast(schema), names, "left anti").num_rows
+        spark_rows = spark_schema(ctx.site.columns)
+        found_frame = ctx.sync.spark.read.schema(spark_rows).parquet(*[str(p) for p in answer.returned])
+        read_frame = ctx.sync.spark.read.schema(spark_rows).parquet(str(self.ranged.returned[0])).select(*key)
+        unread_frame = found_frame.join(read_frame, key, "left_anti").select(*names)
+        return unread_frame.exceptAll(self.snapshot.stored.select(*names)).count()
 
     def fragment_build(self) -> FragmentBuild:
         # the changed read and the keys vouch for the rest; a reconciliation says for itself

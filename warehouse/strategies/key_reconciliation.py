@@ -23,15 +23,15 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+import pyarrow.parquet as pq
 from pyspark.util import inheritable_thread_target
 
 from warehouse.agent_client import AgentClient
 from warehouse.deltas.unique_keys import check_unique
 from warehouse.errors import AgentBusy
-from warehouse.executor import SPARK
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema
 from warehouse.strategies.base import SiteContext, SiteEstimate, Snapshot, extract_exchange
@@ -87,11 +87,8 @@ class KeysFound:
 
 
 def reconcile(ctx: SiteContext, snapshot: Snapshot, method: str) -> KeysFound:
-    """The keys gained and lost, found by `method` (`cheapest`'s names); a key sketch that peels nothing ships the keys.
-
-    Its steps compare keys with Spark (the changed-rows strategies are Spark-only), whatever
-    executor the sync chose for the rest (warehouse/executor.py)."""
-    ctx = replace(ctx, sync=ctx.sync.on(SPARK))
+    """The keys gained and lost, found by `method` (`cheapest`'s names); a key sketch that
+    peels nothing ships the keys. Its steps run on the sync's executor (warehouse/executor.py)."""
     keys_site = key_site(ctx)
     found = None
     if method == "sketch":
@@ -118,8 +115,7 @@ def _shipped(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> Keys
     keys_ctx, _ = key_sketch.key_only_context(ctx, snapshot, keys_site, "ts-keys")
     keys = extract_exchange(keys_ctx, prefix="ts-keys-")
     km = keys_ctx.metrics
-    present = ctx.sync.spark.read.schema(spark_schema(keys_site.columns)).parquet(str(keys.returned[0]))
-    new, gone = _change_to(ctx, snapshot, present)
+    new, gone = _change_to(ctx, snapshot, keys.returned[0])
     report = {"key_reconciliation": "ship", "keys_reconciled": km.rows_received}
     return KeysFound(new, gone, report, km.rows_scanned or 0, km.agent_seconds or 0.0, km.agent_timings)
 
@@ -146,7 +142,9 @@ def _by_sketch(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> Ke
 
 def _by_ranges(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> KeysFound:
     """The keys gained and lost, by range checksums over the key-only site query: the
-    keys of ranges found equal are the snapshot's, those of the ranges that differ are shipped."""
+    keys of ranges found equal are the snapshot's; of the ranges that differ, those shipped
+    back that the snapshot lacks are new, and those it holds that did not come back are gone
+    (the exchange names them deleted)."""
     keys_ctx, keys_snapshot = key_sketch.key_only_context(ctx, snapshot, keys_site, "ts-key-ranges")
     ranges = RangeChecksum(keys_ctx, keys_snapshot)
     ranges.plan()
@@ -158,20 +156,32 @@ def _by_ranges(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> Ke
         "key_ranges_sent": km.groups_sent,
         "key_range_rounds": km.range_rounds,
     }
-    shipped = ctx.sync.spark.read.schema(spark_schema(keys_site.columns)).parquet(*map(str, answer.returned))
-    new, gone = _change_to(ctx, snapshot, ranges.verified_keys().unionByName(shipped))
+    key, key_schema = ctx.site.key, ctx.key_schema()
+    shipped = pa.concat_tables([pq.read_table(p).select(key).cast(key_schema) for p in answer.returned])
+    check_unique(shipped, key, key_sketch.source_of(ctx))  # a key held twice in a range found equal changes its sums
+    new = shipped.join(ranges.shipped_keys(), key, join_type="left anti")
+    assert answer.deleted is not None, "a range exchange names the keys its shipped ranges lost"
+    gone = pq.read_table(answer.deleted).select(key).cast(key_schema)
     return KeysFound(new, gone, report, km.rows_scanned or 0, km.agent_seconds or 0.0, km.agent_timings)
 
 
-def _change_to(ctx: SiteContext, snapshot: Snapshot, present: DataFrame) -> tuple[pa.Table, pa.Table]:
-    """The keys gained and lost by the snapshot to become `present` (every key the site
-    query holds now; a key it holds twice fails the sync), on the executors."""
-    key = ctx.site.key
-    check_unique(present, key, key_sketch.source_of(ctx))
-    known = snapshot.stored.select(*key)
-    key_schema = ctx.key_schema()
-    new = present.join(known, key, "left_anti").toArrow().select(key).cast(key_schema)
-    gone = known.join(present, key, "left_anti").toArrow().select(key).cast(key_schema)
+def _change_to(ctx: SiteContext, snapshot: Snapshot, present: Path) -> tuple[pa.Table, pa.Table]:
+    """The keys gained and lost by the snapshot to become `present` (a file of every key
+    the site query holds now; a key it holds twice fails the sync): compared in this
+    process on the Arrow executor (warehouse/executor.py), else on the executors."""
+    key, key_schema = ctx.site.key, ctx.key_schema()
+    known = snapshot.on(ctx.sync.executor)
+    if isinstance(known, pa.Table):
+        now = pq.read_table(present).select(key).cast(key_schema)
+        check_unique(now, key, key_sketch.source_of(ctx))
+        known = known.select(key).cast(key_schema)
+        return now.join(known, key, join_type="left anti"), known.join(now, key, join_type="left anti")
+    spark = ctx.sync.spark
+    now_frame = spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(present))
+    check_unique(now_frame, key, key_sketch.source_of(ctx))
+    known_frame = known.select(*key)
+    new = now_frame.join(known_frame, key, "left_anti").toArrow().select(key).cast(key_schema)
+    gone = known_frame.join(now_frame, key, "left_anti").toArrow().select(key).cast(key_schema)
     return new, gone
 
 

@@ -36,9 +36,10 @@ from deltasieve_protocol.ranges import RangeSet
 from deltasieve_protocol.types import Column
 from deltasieve_protocol.wire import COUNT, HASH, HI, LO, RID, SHIP, key_values
 from warehouse.errors import ProtocolError
+from warehouse.executor import ascending
 from warehouse.names import spark_schema
 from warehouse.store.sinks import Sink
-from warehouse.strategies.base import Answer, SiteContext, SiteEstimate, Strategy, wire_hash_bits
+from warehouse.strategies.base import Answer, FragmentBuild, SiteContext, SiteEstimate, Strategy, wire_hash_bits
 from warehouse.strategies.hashing import ROW_HASH, row_hashes_of
 
 #: Ranges of the first round.
@@ -226,20 +227,25 @@ def _range_round(
     return differing_ids, summary
 
 
-def keys_outside(sorted_snapshot: Path, key_cols: list[Column], shipped: list[Range]) -> Iterator[pa.RecordBatch]:
-    """Snapshot keys that lie in no shipped range: the ones verified unchanged by checksum."""
+def keys_by_ranges(
+    sorted_snapshot: Path, key_cols: list[Column], shipped: list[Range]
+) -> Iterator[tuple[bool, pa.RecordBatch]]:
+    """The snapshot's keys, each batch with whether its keys lie in a shipped range (True)
+    or in none (False: verified unchanged by checksum)."""
     key = [c.name for c in key_cols]
     index = _index(key, shipped) if shipped else None
     schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in key_cols])
-    buffer: list = []
+    buffers: dict[bool, list] = {False: [], True: []}
     for k, _ in _stream(sorted_snapshot, key):
-        if index is None or index.locate(k) is None:
-            buffer.append(k)
-            if len(buffer) >= 65_536:
-                yield _key_batch(buffer, key_cols, schema)
-                buffer = []
-    if buffer:
-        yield _key_batch(buffer, key_cols, schema)
+        inside = index is not None and index.locate(k) is not None
+        buffer = buffers[inside]
+        buffer.append(k)
+        if len(buffer) >= 65_536:
+            yield inside, _key_batch(buffer, key_cols, schema)
+            buffers[inside] = []
+    for inside, buffer in buffers.items():
+        if buffer:
+            yield inside, _key_batch(buffer, key_cols, schema)
 
 
 def _key_batch(keys: list, key_cols: list[Column], schema: pa.Schema) -> pa.RecordBatch:
@@ -250,29 +256,54 @@ def _key_batch(keys: list, key_cols: list[Column], schema: pa.Schema) -> pa.Reco
     )
 
 
+def sorted_hashes(rows: DataFrame | pa.Table, ctx: SiteContext, path: Path) -> None:
+    """Write the row hashes of the stored `rows` in key order to `path`, as part files whose
+    names follow that order: a Spark frame's sorted on the executors, an Arrow table's (the
+    Arrow executor: warehouse/executor.py) in this process, one file."""
+    site, sync = ctx.site, ctx.sync
+    hashed = row_hashes_of(rows, site.columns, site.key, sync.seed, sync.options.hash_bits)
+    if isinstance(hashed, pa.Table):
+        path.mkdir(parents=True, exist_ok=True)
+        pq.write_table(hashed.sort_by(ascending(site.key)), path / "part-00000.parquet")
+    else:
+        hashed.orderBy(*site.key).write.parquet(str(path))
+
+
 class RangeChecksum(Strategy):
     name = "range_checksum"
-    spark_only = True  # its plan is Spark jobs over the stored rows
 
     @property
     def _sorted(self) -> Path:
         return self.ctx.staging / "sorted"
 
+    @property
+    def _verified(self) -> Path:
+        return self.ctx.staging / "verified.parquet"
+
+    @property
+    def _inside(self) -> Path:
+        return self.ctx.staging / "shipped-keys.parquet"
+
     def plan(self) -> None:
-        """The snapshot's row hashes in key order, to cut ranges from."""
-        ctx, sync = self.ctx, self.ctx.sync
-        hashed = row_hashes_of(self.snapshot.stored, ctx.site.columns, ctx.site.key, sync.seed, sync.options.hash_bits)
-        hashed.orderBy(*ctx.site.key).write.parquet(str(self._sorted))
+        """The snapshot's row hashes in key order, to cut ranges from, on the sync's executor."""
+        sorted_hashes(self.snapshot.on(self.ctx.sync.executor), self.ctx, self._sorted)
 
     def exchange(self) -> Answer:
+        """The bisection rounds; then the snapshot's keys sorted by whether a shipped range
+        holds them, and those the shipped ranges no longer hold named deleted (a shipped
+        range comes back whole), so that the answer accounts for every key."""
         ctx = self.ctx
-        key_cols = ctx.key_columns()
-        returned_path, verified_path = ctx.staging / "returned.parquet", ctx.staging / "verified.parquet"
+        key_cols, key = ctx.key_columns(), ctx.site.key
+        key_schema = pa.schema([pa.field(c.name, c.type.arrow()) for c in key_cols])
+        returned_path = ctx.staging / "returned.parquet"
         with Sink(returned_path, ctx.rows_schema()) as returned:
             outcome = bisect_ranges(ctx, self._sorted, returned.write)
-        with Sink(verified_path, pa.schema([pa.field(c.name, c.type.arrow()) for c in key_cols])) as verified:
-            for batch in keys_outside(self._sorted, key_cols, outcome.shipped):
-                verified.write(batch)
+        with Sink(self._verified, key_schema) as verified, Sink(self._inside, key_schema) as inside:
+            for shipped, batch in keys_by_ranges(self._sorted, key_cols, outcome.shipped):
+                (inside if shipped else verified).write(batch)
+        came = pq.read_table(returned_path, columns=key).cast(key_schema)
+        deleted_path = ctx.staging / "deleted.parquet"
+        pq.write_table(self.shipped_keys().join(came, key, join_type="left anti"), deleted_path)
         m = ctx.metrics
         m.rows_scanned, m.rows_received, m.groups_sent = outcome.rows_scanned, returned.rows, outcome.ranges_sent
         m.range_rounds, m.ranges_shipped = outcome.rounds, len(outcome.shipped)
@@ -280,15 +311,19 @@ class RangeChecksum(Strategy):
         m.agent_pacing = outcome.pacing
         m.tuples_ungrouped = sum(r.count for r in outcome.shipped)
         m.tuples_grouped = verified.rows
-        return Answer([returned_path])
+        return Answer([returned_path], deleted_path)
+
+    def fragment_build(self) -> FragmentBuild:
+        return FragmentBuild.TOUCHED  # a key outside the shipped ranges is verified; inside, returned or deleted
+
+    def shipped_keys(self) -> pa.Table:
+        """The snapshot keys inside the ranges shipped (after `exchange`)."""
+        return pq.read_table(self._inside).cast(self.ctx.key_schema())
 
     def unchanged_keys(self) -> DataFrame | None:
-        return self.verified_keys()
-
-    def verified_keys(self) -> DataFrame:
         """The snapshot keys outside every range shipped: their ranges' checksums matched."""
         ctx, spark = self.ctx, self.ctx.sync.spark
-        return spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(ctx.staging / "verified.parquet"))
+        return spark.read.schema(spark_schema(ctx.key_columns())).parquet(str(self._verified))
 
     @classmethod
     def expected_bytes(cls, estimate: SiteEstimate) -> float:

@@ -33,6 +33,7 @@ from deltasieve_protocol.types import arrow_schema
 from deltasieve_protocol.wire import COUNT, HASH, key_values
 from deltasieve_protocol.wire import UID as WIRE_UID
 from warehouse.planning import cost_model as planning
+from warehouse.planning import update_counts
 from warehouse.strategies.base import (
     SEND_BATCH_ROWS,
     Answer,
@@ -51,6 +52,8 @@ from warehouse.strategies.group_hash.grouping import (
     UID,
     UNIT,
     Grouping,
+    bucket_bounds,
+    in_order,
     members,
     plan_groups,
     units,
@@ -59,78 +62,74 @@ from warehouse.strategies.group_hash.grouping import (
 
 class GroupHash(Strategy):
     name = "group_hash"
-    spark_only = True  # its plan is Spark jobs over the stored rows
 
     @property
     def _plan(self) -> Path:
         return self.ctx.staging / "plan"
 
     def plan(self) -> None:
+        """Group and hash the snapshot's tuples on the sync's executor (grouping.py: the same
+        plan on either), then count what the plan sends."""
         ctx, snapshot = self.ctx, self.snapshot
-        if snapshot.frame is None:
+        if snapshot.read is None:
             return
+        assert ctx.current is not None, "a stored fragment follows the load"
         opts = ctx.sync.options
         obs, upd = snapshot.observed
         prior = None if opts.prior_mode == "paper" else planning.site_prior(obs, upd, opts.default_prior)
         p_delete = planning.deletion_probability(snapshot.history)
         ctx.metrics.planning = {"prior": prior, "p_delete": p_delete, "grouping": opts.grouping}
-        partitions = opts.plan_partitions or ctx.sync.spark.sparkContext.defaultParallelism
+        buckets = opts.plan_partitions or ctx.sync.spark.sparkContext.defaultParallelism
+        bounds = bucket_bounds(update_counts.load(ctx.current.site_dir(ctx.index)), prior, buckets)
         grouping = Grouping(prior, p_delete, snapshot.cost, ctx.sync.seed, opts.hash_bits, opts.grouping)
-        plan = plan_groups(snapshot.frame, ctx.site.columns, ctx.site.key, grouping, partitions)
-        plan.write.parquet(str(self._plan))
-        stored = ctx.sync.spark.read.parquet(str(self._plan))
-        s = stored.agg(
-            F.sum(F.when(F.col(KIND) == UNIT, 1).otherwise(0)).alias("units"),
-            F.sum(F.when((F.col(KIND) == MEMBER) & F.col(UID).isNotNull(), 1).otherwise(0)).alias("grouped"),
-            F.sum(F.when((F.col(KIND) == MEMBER) & F.col(UID).isNull(), 1).otherwise(0)).alias("ungrouped"),
-            F.sum(F.col(BENEFIT)).alias("benefit"),
-        ).collect()[0]
+        plan_groups(snapshot.on(ctx.sync.executor), ctx.site.columns, ctx.site.key, grouping, bounds, self._plan)
         m = ctx.metrics
-        m.groups_sent, m.tuples_grouped, m.tuples_ungrouped = s["units"] or 0, s["grouped"] or 0, s["ungrouped"] or 0
-        m.expected_benefit_bytes = round(s["benefit"] or 0.0, 1)
+        grouped = members(self._plan).count_rows(filter=pc.field(UID).is_valid())
+        m.groups_sent, m.tuples_grouped = units(self._plan).count_rows(), grouped
+        m.tuples_ungrouped = members(self._plan).count_rows() - grouped
+        benefit = units(self._plan).to_table(columns=[BENEFIT]).column(BENEFIT)
+        m.expected_benefit_bytes = round(pc.sum(benefit).as_py() or 0.0, 1)
 
     def exchange(self) -> Answer:
         return extract_exchange(self.ctx, self._frames())
 
     def _frames(self) -> Iterator[bytes]:
-        """The request's data frames."""
+        """The request's data frames, read from the plan in its order (grouping.in_order)."""
         ctx = self.ctx
-        if self.snapshot.frame is None:
+        if self.snapshot.read is None:
             return
         key = ctx.site.key
         key_types = {c.name: c.type.arrow() for c in ctx.site.columns}
         width = ctx.sync.options.hash_bits // 8
-        for batch in units(self._plan).to_batches(columns=[UID, GROUP_HASH], batch_size=SEND_BATCH_ROWS):
-            if batch.num_rows:
-                out = pa.RecordBatch.from_arrays(
-                    [batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH]
-                )
-                yield frames.delta_or_plain_frame(
-                    frames.UNITS, frames.UNITS_DELTA, out
-                )  # uids ascend: their differences pack small
-        grouped = members(self._plan).filter(pc.field(UID).is_valid())
-        for batch in grouped.to_batches(columns=[UID, *key], batch_size=SEND_BATCH_ROWS):
-            if batch.num_rows:
-                arrays = [batch.column(0)] + [batch.column(i + 1).cast(key_types[k]) for i, k in enumerate(key)]
-                names = [WIRE_UID, *key]
-                plain = (
-                    pa.Table.from_arrays(arrays, names=names)
-                    .sort_by([(n, "ascending") for n in names])
-                    .combine_chunks()
-                    .to_batches()[0]
-                )
-                # A unit's keys come in key order and its uid repeats: as differences they
-                # pack into a fraction of the bytes (the agent adds them back up).
-                yield frames.delta_or_plain_frame(frames.UNIT_KEYS, frames.UNIT_KEYS_DELTA, plain)
+        for batch in in_order(self._plan, pc.field(KIND) == UNIT, [UID, GROUP_HASH], SEND_BATCH_ROWS):
+            out = pa.RecordBatch.from_arrays(
+                [batch.column(0), batch.column(1).cast(pa.binary(width))], names=[WIRE_UID, HASH]
+            )
+            yield frames.delta_or_plain_frame(
+                frames.UNITS, frames.UNITS_DELTA, out
+            )  # uids ascend: their differences pack small
+        grouped = (pc.field(KIND) == MEMBER) & pc.field(UID).is_valid()
+        for batch in in_order(self._plan, grouped, [UID, *key], SEND_BATCH_ROWS):
+            arrays = [batch.column(0)] + [batch.column(i + 1).cast(key_types[k]) for i, k in enumerate(key)]
+            names = [WIRE_UID, *key]
+            plain = (
+                pa.Table.from_arrays(arrays, names=names)
+                .sort_by([(n, "ascending") for n in names])
+                .combine_chunks()
+                .to_batches()[0]
+            )
+            # A unit's keys come in key order and its uid repeats: as differences they
+            # pack into a fraction of the bytes (the agent adds them back up).
+            yield frames.delta_or_plain_frame(frames.UNIT_KEYS, frames.UNIT_KEYS_DELTA, plain)
 
     def follow_up(self, answer: Answer) -> Answer:
         """Regroup, then name the ungrouped tuples that are gone."""
-        if self.snapshot.frame is None:
+        if self.snapshot.read is None:
             return answer
         return self._ungrouped_gone(self._regroup(answer))
 
     def fragment_build(self) -> FragmentBuild:
-        if self.snapshot.frame is None:
+        if self.snapshot.read is None:
             return FragmentBuild.WHOLE
         return FragmentBuild.TOUCHED  # every key not returned or deleted is a member of an intact unit
 
@@ -206,7 +205,7 @@ class GroupHash(Strategy):
 
     def unchanged_keys(self) -> DataFrame | None:
         """Members of a unit: unchanged unless the unit came back or the key was deleted."""
-        if self.snapshot.frame is None:
+        if self.snapshot.read is None:
             return None
         plan = self.ctx.sync.spark.read.parquet(str(self._plan))
         return plan.filter((F.col(KIND) == MEMBER) & F.col(UID).isNotNull()).select(*self.ctx.site.key)

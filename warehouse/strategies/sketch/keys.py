@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
 
 from warehouse.metrics import SiteMetrics
 from warehouse.names import spark_schema
 from warehouse.planning.cost_model import CostModel
+from warehouse.store import layers
 from warehouse.store.versions import Version
 from warehouse.strategies.base import Built, SiteContext, SiteEstimate, Snapshot, Strategy
 from warehouse.strategies.sketch import tables as sketch_tables
@@ -56,7 +58,10 @@ def key_only_context(
         **changes,
     )
     keys_ctx.staging.mkdir(parents=True, exist_ok=True)
-    return keys_ctx, replace(snapshot, read=lambda: snapshot.stored.select(*keys_site.key))
+    keys = replace(snapshot, read=lambda: snapshot.stored.select(*keys_site.key))
+    if snapshot.read_table is not None:
+        keys = replace(keys, read_table=lambda: snapshot.table.select(keys_site.key))
+    return keys_ctx, keys
 
 
 def source_of(ctx: SiteContext) -> str:
@@ -122,7 +127,7 @@ class KeySketch(Sketch):
             self.table_kept = True
             return kept
         t0 = time.monotonic()
-        table = sketch_tables.build(self.snapshot.stored, ctx.site.columns, ctx.key_columns(), rows)
+        table = sketch_tables.build(self._fragment(), ctx.site.columns, ctx.key_columns(), rows)
         ctx.metrics.sketch_built_inline_s = round(time.monotonic() - t0, 3)
         return table
 
@@ -157,10 +162,14 @@ def present_keys(ctx: SiteContext, snapshot: Snapshot, keys_site: SiteQuery) -> 
 
 def build_table(ctx: SiteContext, staged: Version, rows: int) -> None:
     """Stage the table of the keys of `staged`'s fragment (just written whole, `rows` rows),
-    built from its key columns on the executors."""
+    built from its key columns: read with Arrow where they fit the Arrow executor
+    (warehouse/executor.py), else on the executors."""
     key = ctx.key_columns()
-    frame = ctx.sync.spark.read.schema(spark_schema(key)).parquet(str(staged.fragment(ctx.index)))
-    sketch_tables.build(frame, key, key, rows).save(table_dir(staged, ctx.index))
+    if ctx.sync.arrow_fits(rows):
+        keys: DataFrame | pa.Table = layers.table(staged, ctx.index, key, ctx.site.key)
+    else:
+        keys = ctx.sync.spark.read.schema(spark_schema(key)).parquet(str(staged.fragment(ctx.index)))
+    sketch_tables.build(keys, key, key, rows).save(table_dir(staged, ctx.index))
 
 
 def stage_table(

@@ -45,7 +45,6 @@ from warehouse.errors import AgentRejected, ProtocolError
 from warehouse.executor import ARROW
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema
-from warehouse.store import layers
 from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
@@ -309,15 +308,7 @@ class Sketch(Strategy):
 
     def _fragment(self) -> DataFrame | pa.Table:
         """The stored fragment: an Arrow table on the Arrow executor, else a Spark frame."""
-        ctx = self.ctx
-        if ctx.sync.executor == ARROW:
-            assert ctx.current is not None, "a sketch sync follows the load"
-            return layers.table(ctx.current, ctx.index, ctx.site.columns, ctx.site.key)
-        return self.snapshot.stored
-
-    def runs_on_arrow(self) -> bool:
-        fallback = getattr(self, "fallback", None)  # set by plan
-        return fallback is None or fallback.runs_on_arrow()
+        return self.snapshot.on(self.ctx.sync.executor)
 
     def _fall_back(self, to: type[Strategy]) -> Strategy:
         """Hand the site to another exchange for this sync (planned from the same snapshot):
