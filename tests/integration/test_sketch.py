@@ -15,7 +15,6 @@ from tests.support.agent_requests import check_timings
 from tests.support.mapped_files import numba_files, process_tree
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
-from warehouse.strategies.group_hash.strategy import GroupHash
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -119,10 +118,7 @@ def test_far_more_changes_than_predicted_still_give_the_exact_delta(api, people)
     _sync(api, people, "sk_burst", before)  # no change: the statistics expect almost nothing
     people.change(updates=3_000, inserts=500, deletes=500)
     m = _sync(api, people, "sk_burst", before)
-    # one more scan, group_hash's; full_ship's on the Arrow executor while group_hash is
-    # Spark-only (a small view's rows cost less than Spark's jobs: Sketch._rescan)
-    rescan = "full_ship" if m["executor"] == "arrow" and GroupHash.spark_only else "group_hash"
-    assert m["peel_failed"] and m["fallback"] == rescan, m
+    assert m["peel_failed"] and m["fallback"] == "group_hash", m
     before = people.truth()
     people.change(updates=50, inserts=10, deletes=5)
     m = _sync(api, people, "sk_burst", before)
@@ -162,8 +158,6 @@ def test_auto_chooses_by_expected_bytes_and_says_so(api, people):
     assert expected["row_version"] is None and expected["snapshot_diff"] is None and expected["timestamp"] is None
     assert all(expected[k] is not None for k in ("sketch", "group_hash", "full_ship", "tuple_hash")), expected
     candidates = {k: v for k, v in expected.items() if k in ("sketch", "group_hash", "full_ship") and v is not None}
-    if m["executor"] == "arrow" and GroupHash.spark_only:  # auto chooses among what Arrow runs (cheapest.py)
-        candidates.pop("group_hash")
     assert m["chosen"] == min(candidates, key=candidates.get), m
     assert m["strategy"] == "auto"
 

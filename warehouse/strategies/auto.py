@@ -15,7 +15,6 @@ can start from it; elsewhere it never considers it.
 
 from __future__ import annotations
 
-from warehouse.executor import ARROW
 from warehouse.strategies.base import SiteContext, SiteEstimate, Snapshot, Strategy
 from warehouse.strategies.cheapest import choose
 from warehouse.strategies.row_version.strategy import RowVersion
@@ -38,7 +37,7 @@ class Auto(Strategy):
 
     @classmethod
     def create(cls, ctx: SiteContext, snapshot: Snapshot) -> Strategy:
-        chosen = choose(snapshot.statistics, conditional(ctx), arrow=ctx.sync.executor == ARROW)
+        chosen = choose(snapshot.statistics, conditional(ctx))
         ctx.metrics.chosen = chosen.name
         return chosen.create(ctx, snapshot)
 

@@ -111,7 +111,7 @@ class Sketch(Strategy):
         self.fallback: Strategy | None = None
         self.main = sketch_tables.sent_width(cells, stored.table.width)
         if self.main is None:  # more differences expected than the stored table can resolve
-            self._fall_back(self._rescan())
+            self._fall_back(GroupHash)
             return
         if self._guessing():  # what a failure may cost stays within budget.RISK of a full ship
             self.main = budget.capped_width(self.main, PROBE_WIDTH, stored.table.width, est.full_bytes)
@@ -121,14 +121,6 @@ class Sketch(Strategy):
         self.widest = agent_width(self.main, stored.table.width, floor)
         probe = sketch_tables.divisor_at_least(PROBE_WIDTH, self.widest)
         self.first = probe if probe is not None and 4 * probe <= self.main else self.main
-
-    def _rescan(self) -> type[Strategy]:
-        """The exchange a sketch that cannot peel falls back to: group_hash's, one more scan
-        of the source; full_ship's instead on the Arrow executor while group_hash has a
-        Spark-only step (a small view: its rows cost less than Spark's jobs)."""
-        if self.ctx.sync.executor == ARROW and GroupHash.spark_only:
-            return FullShip
-        return GroupHash
 
     def _guessing(self) -> bool:
         """Whether auto chose this exchange on the prior alone (the first sync after a load):
@@ -180,12 +172,12 @@ class Sketch(Strategy):
             if width >= main:
                 m.peel_failed = True
             est = self.snapshot.statistics
-            following: int | type[Strategy] = FullShip if self._guessing() else self._rescan()
+            following: int | type[Strategy] = FullShip if self._guessing() else GroupHash
             if summary.get("session"):  # the agent kept its table for a wider stage
                 stage = Stage(width, summary.get("empty_cells", 0), main, self.widest, m.sketch_bytes)
                 following = stage.following(est, self._guessing(), self.ships_whole)
                 if following is GroupHash:
-                    following = self._rescan()
+                    following = GroupHash
             if not isinstance(following, int):
                 if ahead is not None:
                     ahead.close()  # the fall-back finds its rows its own way
