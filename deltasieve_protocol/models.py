@@ -174,6 +174,13 @@ class SketchControl(BaseModel):
         description="rows the warehouse expects the site query to hold, as in an extract request (a hint; left out "
         "when unknown)",
     )
+    updated_rows: Literal["digests", "whole"] = Field(
+        default="digests",
+        description="how a stage that peels sends the rows updated on both sides: as column digests that a cells "
+        "request (POST /v1/sketch/cells) completes, or whole in ROWS frames, as protocol 3 does: one request fewer, "
+        "which the warehouse asks for when it expects few updated rows. An agent that does not know this field "
+        "sends digests",
+    )
 
 
 class SketchCellsControl(BaseModel):

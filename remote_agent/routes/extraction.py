@@ -193,7 +193,7 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 rec=rec,
                 kept=kept,
                 settings=state.settings.sketch(
-                    digests=control.protocol >= 4,
+                    digests=control.protocol >= 4 and control.updated_rows == "digests",
                     row_check_bits=control.row_check_bits,
                     expected_rows=control.expected_rows,
                 ),

@@ -2,7 +2,7 @@
 a session, and a wider one sent with that session peels without reading the source again.
 Updated rows come as column digests and then as their changed cells (/v1/sketch/cells,
 protocol 4), which `_answer` asks for and merges as the warehouse does; a request of
-protocol 3 gets them whole.
+protocol 3, or one that asks (`updated_rows: "whole"`), gets them whole.
 
 The agent runs in process over a real SQLite file; the warehouse's table is built from the
 rows the warehouse would hold, as the sketch strategy builds it.
@@ -90,6 +90,7 @@ def _post(
     batch_rows: int = 16_384,
     protocol: int = PROTOCOL_VERSION,
     row_check_bits: int = 64,
+    updated_rows: str = "digests",
 ):
     columns = [c.to_json() for c in _columns(key_type)]
     control = SketchControl.model_construct(  # unchecked: the agent is the one to check
@@ -100,6 +101,7 @@ def _post(
         protocol=protocol,
         batch_rows=batch_rows,
         row_check_bits=row_check_bits,
+        updated_rows=updated_rows,
     )
     table = _table(key_type, old, width)
     table = table.to_compact() if compact else table
@@ -227,9 +229,10 @@ def test_short_row_checks_send_two_bytes_a_row_and_the_xor_of_the_whole_hashes(s
     assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
 
 
-def test_a_warehouse_of_protocol_3_gets_updated_rows_whole(setup):
+@pytest.mark.parametrize("ask", [{"protocol": 3}, {"updated_rows": "whole"}], ids=["protocol 3", "asked whole"])
+def test_a_warehouse_of_protocol_3_or_that_asks_gets_updated_rows_whole(setup, ask):
     client, key_type, old, new = setup
-    summary, rows, _ = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, protocol=3))
+    summary, rows, _ = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, **ask))
     assert summary["complete"] and "updated_rows" not in summary and "session" not in summary, summary
     assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
 
