@@ -140,6 +140,12 @@ class RangesControl(BaseModel):
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
 
 
+class TokenCheck(BaseModel):
+    """A change-token request inside another request's control message (SketchControl.change_token)."""
+
+    since: str | None = Field(default=None, max_length=512, description="as ChangeTokenControl.since")
+
+
 class SketchControl(BaseModel):
     """First frame of POST /v1/sketch: set reconciliation of the site query (the sketch strategy)."""
 
@@ -180,6 +186,13 @@ class SketchControl(BaseModel):
         "request (POST /v1/sketch/cells) completes, or whole in ROWS frames, as protocol 3 does: one request fewer, "
         "which the warehouse asks for when it expects few updated rows. An agent that does not know this field "
         "sends digests",
+    )
+    change_token: TokenCheck | None = Field(
+        default=None,
+        description="the change-token request riding on the first stage (no session): the agent reads the token "
+        "before the site query and answers it in the summary (`change_token`, as POST /v1/change_token answers); "
+        "when it equals `since` it ends there, reading no row (the summary's `unchanged`). An agent that does not "
+        "know this field reads and answers without it: a summary without `change_token`",
     )
 
 
