@@ -127,6 +127,7 @@ class Sketch(Strategy):
         self.first = probe if probe is not None and 4 * probe <= self.main and wanted else self.main
         #: whether a peel brings the updated rows whole (no cells request) rather than as digests
         self.whole_updates = budget.whole_updates(est.updates, len(ctx.site.columns), est.cost)
+        m.updates_whole = self.whole_updates or None
 
     def _rescan(self) -> type[Strategy]:
         """The exchange a sketch that cannot peel falls back to: group_hash's, one more scan
