@@ -11,7 +11,6 @@ written before them (pydantic leaves unknown fields unread). Everything else is 
 from __future__ import annotations
 
 import sys
-
 from typing import Any
 
 from pydantic import BaseModel, model_validator
