@@ -140,6 +140,12 @@ class RangesControl(BaseModel):
     batch_rows: int = Field(default=16_384, ge=1, le=1_000_000)
 
 
+class TokenCheck(BaseModel):
+    """A change-token request inside another request's control message (SketchControl.change_token)."""
+
+    since: str | None = Field(default=None, max_length=512, description="as ChangeTokenControl.since")
+
+
 class SketchControl(BaseModel):
     """First frame of POST /v1/sketch: set reconciliation of the site query (the sketch strategy)."""
 
@@ -173,6 +179,20 @@ class SketchControl(BaseModel):
         ge=0,
         description="rows the warehouse expects the site query to hold, as in an extract request (a hint; left out "
         "when unknown)",
+    )
+    updated_rows: Literal["digests", "whole"] = Field(
+        default="digests",
+        description="how a stage that peels sends the rows updated on both sides: as column digests that a cells "
+        "request (POST /v1/sketch/cells) completes, or whole in ROWS frames, as protocol 3 does: one request fewer, "
+        "which the warehouse asks for when it expects few updated rows. An agent that does not know this field "
+        "sends digests",
+    )
+    change_token: TokenCheck | None = Field(
+        default=None,
+        description="the change-token request riding on the first stage (no session): the agent reads the token "
+        "before the site query and answers it in the summary (`change_token`, as POST /v1/change_token answers); "
+        "when it equals `since` it ends there, reading no row (the summary's `unchanged`). An agent that does not "
+        "know this field reads and answers without it: a summary without `change_token`",
     )
 
 

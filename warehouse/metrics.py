@@ -111,6 +111,8 @@ class SiteDetails:
     #: rows, and updated rows fetched whole (digests collided, or the agent lost the session).
     cells_received: int | None = None
     cells_fallback_rows: int | None = None
+    #: The sketch asked for updated rows whole (few expected: a cells request would cost more than the digests save).
+    updates_whole: bool | None = None
     #: The stored rows decoded while the agent answered (store/read_ahead.py), which the lookup
     #: of the touched rows took instead of decoding them: its `seconds` (beside the exchange,
     #: not after it), `row_groups` and `bytes` decoded.

@@ -17,7 +17,7 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from deltasieve_protocol import error_codes, frames, iblt_arrow, iblt_bytes
-from deltasieve_protocol.models import ChangeTokenOut
+from deltasieve_protocol.models import ChangeTokenOut, SiteSpec
 from deltasieve_protocol.resume import RESUMED_HEADER
 from deltasieve_protocol.schema import FINGERPRINT_HEADER
 from deltasieve_protocol.wire import HASH, UID, key_values
@@ -66,15 +66,18 @@ async def change_token(state: StateDep, _: Authorized, parsed: Frames, control: 
     if len(parsed) > 1:
         raise BadRequest(f"a change_token request is its control frame alone; got {[f.kind for f in parsed[1:]]!r}")
     query = state.site_query(control.site)
-    exposed = state.exposed(query.tables)  # whether it reads a view
-    if state.settings.change_token:
-        out = read_token(state.adapter_for(control.site), state.instance, query, exposed, control.since)
-    else:
-        out = ChangeTokenOut(reason="change tokens are off at this agent (--no-change-token)")
-    summary = frames.json_frame(frames.SUMMARY, out.model_dump())
+    summary = frames.json_frame(frames.SUMMARY, _token(state, control.site, query, control.since).model_dump())
     return StreamingResponse(
         iter([summary]), media_type=frames.MEDIA_TYPE, headers={FINGERPRINT_HEADER: query.fingerprint}
     )
+
+
+def _token(state: AgentState, site: SiteSpec, query: ValidatedQuery, since: str | None) -> ChangeTokenOut:
+    """The source's change token now, for `query`, and whether it is `since` (remote_agent/change_tokens.py)."""
+    exposed = state.exposed(query.tables)  # whether it reads a view
+    if state.settings.change_token:
+        return read_token(state.adapter_for(site), state.instance, query, exposed, since)
+    return ChangeTokenOut(reason="change tokens are off at this agent (--no-change-token)")
 
 
 @router.post("/extract", operation_id="extract", **FRAMES_ROUTE)
@@ -174,6 +177,17 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
         raise BadRequest("the sketch table's seed differs from the control message's")
     if not table.compact:
         raise BadRequest("send the sketch table compact (Iblt.to_compact: counts modulo 4, 32-bit checksums)")
+    said = None  # the change token's answer, when it rides on this first stage
+    if control.change_token is not None and control.session is None:
+        token = _token(state, control.site, query, control.change_token.since)  # before any row is read
+        said = {"change_token": token.model_dump()}
+        if token.unchanged:  # nothing committed since: no read, an empty difference
+            summary = {"complete": True, "unchanged": True, "rows_scanned": 0, "differences": 0, **said}
+            return StreamingResponse(
+                iter([frames.json_frame(frames.SUMMARY, summary)]),
+                media_type=frames.MEDIA_TYPE,
+                headers={FINGERPRINT_HEADER: query.fingerprint},
+            )
     kept = state.reconciliations
     rec = None
     if control.session is not None:
@@ -193,10 +207,11 @@ async def sketch(state: StateDep, _: Authorized, parsed: Frames, control: Sketch
                 rec=rec,
                 kept=kept,
                 settings=state.settings.sketch(
-                    digests=control.protocol >= 4,
+                    digests=control.protocol >= 4 and control.updated_rows == "digests",
                     row_check_bits=control.row_check_bits,
                     expected_rows=control.expected_rows,
                 ),
+                said=said,
             ),
         )
     except BaseException:

@@ -249,8 +249,10 @@ def sketch_answer(
     rec: Reconciliation | None,
     kept: Reconciliations,
     settings: SketchSettings | None = None,
+    said: dict | None = None,
 ) -> Iterator[bytes]:
-    """The answer of /v1/sketch, as frames; see the module docstring.
+    """The answer of /v1/sketch, as frames; see the module docstring. `said`: fields its
+    summary carries besides (the change token's answer, when it rode on the request).
 
     With `settings.digest_bits` (protocol 4), updated rows go as column digests of that many
     bits and are held for the cells request (sketch_columns.py); None: whole, as in protocol 3.
@@ -297,6 +299,7 @@ def sketch_answer(
                 "empty_cells": empty,
                 "width": rec.table.width,  # the agent's own table: no later stage may be wider
                 "pacing": pacer.report(),  # of this stage's scan (none when a kept table serves it)
+                **(said or {}),
             }
             narrower = sent.width < rec.table.width
             del sent  # the peel wrote over it: its memory is the lookups' now

@@ -134,6 +134,9 @@ def timed_sync(api: Api, view: str) -> dict:
             )
         },
         "round_trips": m.get("round_trips"),
+        # the link's bytes both ways (headers included), and the agent's own answering time
+        "bytes": (m.get("bytes_to_agent") or 0) + (m.get("bytes_from_agent") or 0),
+        "agent_ms": round((m.get("agent_seconds") or 0.0) * 1000, 2),
         "strategy": strategy_of(m),
         "executor": m.get("executor"),
         "spark_jobs": m.get("spark_jobs"),
@@ -173,6 +176,8 @@ def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) ->
         "executor": "+".join(executors) or None,
         "strategy": " / ".join(strategies) or None,
         "round_trips": statistics.median(trips) if trips else None,
+        "bytes": statistics.median(s.get("bytes", 0) for s in syncs),
+        "agent_ms": round(statistics.median(s.get("agent_ms", 0.0) for s in syncs), 2),
         "spark_jobs": statistics.median(jobs) if jobs else None,
         "exact_counts": all(s["rows_updated"] == changed for s in syncs),
     }

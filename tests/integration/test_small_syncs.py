@@ -19,6 +19,7 @@ import sqlite3
 
 import pytest
 
+from tests.support import older_agent
 from tests.support.faultproxy import FaultProxy, Truncate
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
@@ -122,8 +123,10 @@ def test_a_no_change_sync_reads_nothing_by_its_change_token(api, small, logs_dir
 
 
 def test_without_change_tokens_a_no_change_sync_moves_under_a_kibibyte_of_bodies(api, small, logs_dir):
-    """An agent run with --no-change-token: every sync reads; one that finds nothing is the
-    sketch's probe. The load learnt that the agent gives no token: later syncs do not ask."""
+    """An agent run with --no-change-token: every sync reads; one that finds nothing, where
+    the statistics expect little change, is the sketch's probe. The load learnt that the agent
+    gives no token: later syncs do not ask. Once syncs find changes, the probe is left out
+    (budget.probe_pays): a sync that then finds nothing is the main stage, still one request."""
     people, _ = small
     plain = start_agent(f"sqlite:///{people.path}", logs_dir, extra=["--no-change-token"])
     try:
@@ -132,10 +135,7 @@ def test_without_change_tokens_a_no_change_sync_moves_under_a_kibibyte_of_bodies
         load = api.sync("plain_people")
         check_sync(api, "plain_people", KEY, {}, people.truth(), load)
         before = people.truth()
-        people.change(updates=30, inserts=10, deletes=5)
-        check_sync(api, "plain_people", KEY, before, people.truth(), api.sync("plain_people"))
-        before = people.truth()
-        for _ in range(2):
+        for _ in range(2):  # the first after the load guesses; the second expects what it saw: nothing
             still = api.sync("plain_people")
             check_sync(api, "plain_people", KEY, before, before, still)
             m = still["metrics"]
@@ -150,8 +150,47 @@ def test_without_change_tokens_a_no_change_sync_moves_under_a_kibibyte_of_bodies
             # process) and a 3-cell probe
             (sketch,) = m["sites"][0]["calls"]
             assert sketch["call"] == "POST /v1/sketch" and sketch["body_to_agent"] < 240, sketch
+        people.change(updates=30, inserts=10, deletes=5)
+        check_sync(api, "plain_people", KEY, before, people.truth(), api.sync("plain_people"))
+        before = people.truth()
+        still = api.sync("plain_people")  # the statistics expect changes: no probe
+        check_sync(api, "plain_people", KEY, before, before, still)
+        m = still["metrics"]
+        (sketch,) = m["sites"][0]["calls"]
+        assert m["sketch_stages"] == 1 and m["round_trips"] == 1 and sketch["body_to_agent"] > 240, m
     finally:
         plain.stop()
+
+
+@pytest.mark.parametrize("older", [False, True], ids=["agent", "older agent"])
+def test_a_one_percent_sync_of_a_small_table_is_the_token_and_one_stage(api, tmp_path, logs_dir, older):
+    """#52's sync of a 1,000-row table with 1 % of it changed, once the statistics expect such
+    changes: the change token, then one sketch stage (a second only when it failed to peel).
+    No probe before it (its odds of finding nothing are slim: budget.probe_pays) and no cells
+    request after (a few updated rows come whole: budget.whole_updates). An agent that predates
+    `updated_rows` sends digests, and the cells request follows; exact either way."""
+    people = People(tmp_path / "people.db", rows=1_000, seed=31)
+    agent = start_agent(f"sqlite:///{people.path}", logs_dir, prefix=older_agent.PREFIX if older else None)
+    source = "pct_older" if older else "pct"
+    try:
+        api.add_source(source, agent.url)
+        view = f"{source}_people"
+        api.add_view(view, VIEW_SQL.format(source=source))  # auto
+        check_sync(api, view, KEY, {}, people.truth(), api.sync(view))
+        for _ in range(2):  # the first after the load guesses; the second syncs by what it observed
+            before = people.truth()
+            people.change(updates=6, inserts=2, deletes=2)
+            sync = api.sync(view)
+            check_sync(api, view, KEY, before, people.truth(), sync)
+        m = sync["metrics"]
+        stages = m["sketch_stages"]
+        assert m["chosen"] == "sketch" and stages == 1 + bool(m.get("peel_failed")), m
+        cells = ["POST /v1/sketch/cells"] if older else []
+        calls = [c["call"] for c in m["sites"][0]["calls"]]
+        assert calls == ["POST /v1/change_token", *["POST /v1/sketch"] * stages, *cells], calls
+        assert m["round_trips"] == len(calls), m
+    finally:
+        agent.stop()
 
 
 @pytest.mark.parametrize("churn", [0.5, 0.9])

@@ -6,7 +6,11 @@ a value and back round after round. Four views read it: the default strategy; fu
 which compares every row; sketch, whose updated rows come as their changed cells alone
 (protocol 4, deltasieve_protocol/column_digests.py); and sketch through an agent whose column digests
 all collide (AGENT_SKETCH_DIGEST_BITS=0), so that every updated row fails its rebuild's
-check and is fetched whole. After every sync each view equals the truth read
+check and is fetched whole. The agents predate the sketch request's `updated_rows`
+(tests/support/older_agent.py): a current one, asked by a warehouse that expects as few
+updated rows as these rounds change, sends them whole (test_small_syncs.py), and an older
+one sends digests whatever it is asked, so the changed-cells path runs here, on every
+engine, as it does against a current agent where more rows are updated. After every sync each view equals the truth read
 straight from the database (tests/support/oracle.py), every update line of its delta
 carries `changed`, the columns whose values truly changed (NULL to a value and back
 count), inserts and deletes none, and the sync's `metrics.columns_changed` counts the
@@ -23,6 +27,7 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import older_agent
 from tests.support.mariadb_legacy import Owner
 from tests.support.oracle import changed_columns, check_sync, keyed
 from workloads.harness import start_agent
@@ -125,8 +130,10 @@ class _Sqlite:
 
 def test_updates_say_exactly_which_columns_changed(api, source, logs_dir):
     legacy = People(source, seed={"sqlite": 39, "postgres": 93, "mariadb": 390}[source.engine])
-    agent = start_agent(source.reader_url, logs_dir)
-    colliding = start_agent(source.reader_url, logs_dir, env={"AGENT_SKETCH_DIGEST_BITS": "0"})
+    agent = start_agent(source.reader_url, logs_dir, prefix=older_agent.PREFIX)
+    colliding = start_agent(
+        source.reader_url, logs_dir, env={"AGENT_SKETCH_DIGEST_BITS": "0"}, prefix=older_agent.PREFIX
+    )
     src, src_colliding = f"cc_{source.engine}", f"ccx_{source.engine}"
     cells, collide = f"cc_sketch_{source.engine}", f"cc_collide_{source.engine}"
     views = {

@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 
 from deltasieve_protocol import iblt_bytes
+from deltasieve_protocol.defaults import DIGEST_BITS, ROW_CHECK_BITS
+from warehouse.planning.cost_model import REQUEST_BYTES, CostModel
 from warehouse.strategies.sketch import tables as sketch_tables
 
 #: Share of full_ship's bytes that the stages of a sync with no observation behind it may
@@ -102,3 +104,35 @@ def worth_another_stage(
         return observed or sunk + stage_bytes(width) <= RISK * full_bytes
     # each changed row is one pair (insert) or two (update): at least seen / 2 rows come back
     return stage_bytes(width) + seen / 2 * tuple_bytes < full_bytes
+
+
+def probe_pays(first: int, main: int, changes: float, observed: bool) -> bool:
+    """Whether a probe `first` wide goes before the main stage (`main` wide): it ends a sync
+    that finds nothing in one small table, and adds its table and a request to one that
+    finds something. It goes when the chance of finding nothing (the `changes` the
+    statistics expect, as Poisson) times the main stage and request it saves outweighs
+    that; and always on a guess (`observed` False: the prior's changes are no expectation).
+
+    >>> probe_pays(1, 60, 0.1, True), probe_pays(1, 60, 10.0, True), probe_pays(1, 60, 10.0, False)
+    (True, False, True)
+    """
+    if not observed:
+        return True
+    return stage_bytes(first) + REQUEST_BYTES < math.exp(-changes) * (stage_bytes(main) + REQUEST_BYTES)
+
+
+def whole_updates(updates: float, columns: int, cost: CostModel) -> bool:
+    """Whether a peeled stage should bring the `updates` expected updated rows whole rather
+    than as column digests followed by a cells request: the digests path moves, per row,
+    its key, a digest per column, its row check, a bitmap of the changed columns and at least
+    one cell back, and costs a request more (REQUEST_BYTES); whole rows cost `tuple_bytes`.
+
+    A 1,000-row table of six columns with 1 % updated brings them whole; ten times as many do not:
+
+    >>> cost = CostModel(tuple_bytes=40.0, key_bytes=3.0, hash_bytes=17.0)
+    >>> whole_updates(10.0, 6, cost), whole_updates(100.0, 6, cost)
+    (True, False)
+    """
+    digests = cost.key_bytes + (columns * DIGEST_BITS + ROW_CHECK_BITS) / 8 + math.ceil(columns / 8)
+    per_row = digests + cost.tuple_bytes / max(columns, 1)  # at least one changed cell comes back
+    return updates * cost.tuple_bytes <= updates * per_row + REQUEST_BYTES

@@ -6,7 +6,8 @@ executors) is shrunk, for each stage of the exchange, to a width that divides it
 statistics size the main stage: cells for the expected number of differing pairs (two per
 update, one per delete and per insert) plus a margin for their spread, so that about 1 %
 of syncs fail to peel. exchange: the table shrunk to one cell per sub-table (the probe, 45
-bytes: every pair XORed into one cell) goes first when the main stage is much wider: the
+bytes: every pair XORed into one cell) goes first when the main stage is much wider and the
+statistics give a fair chance of no change (budget.probe_pays): the
 agent reads the site query once into a table of its own, a few times wider than the main
 stage, and compares the difference with the probe: a sync with no change ends there (a table one
 cell wide peels nothing, iblt.py, it only says whether the sides agree). A difference of
@@ -120,7 +121,12 @@ class Sketch(Strategy):
         )
         self.widest = agent_width(self.main, stored.table.width, floor)
         probe = sketch_tables.divisor_at_least(PROBE_WIDTH, self.widest)
-        self.first = probe if probe is not None and 4 * probe <= self.main else self.main
+        # the probe pays where most syncs find nothing; not where the statistics expect changes
+        wanted = probe is not None and budget.probe_pays(probe, self.main, est.changes, est.observed)
+        self.first = probe if probe is not None and 4 * probe <= self.main and wanted else self.main
+        #: whether a peel brings the updated rows whole (no cells request) rather than as digests
+        self.whole_updates = budget.whole_updates(est.updates, len(ctx.site.columns), est.cost)
+        m.updates_whole = self.whole_updates or None
 
     def _guessing(self) -> bool:
         """Whether auto chose this exchange on the prior alone (the first sync after a load):
@@ -233,6 +239,7 @@ class Sketch(Strategy):
             session=session,
             row_check_bits=ROW_CHECK_BITS,
             expected_rows=m.rows_before,  # a small scan is read without a reader process
+            updated_rows="whole" if self.whole_updates else "digests",
         )
         table = self.stored.table.shrink(width).to_compact()
         sent = frames.frame(frames.SKETCH_CELLS, iblt_bytes.to_bytes(table))
@@ -390,7 +397,8 @@ class Sketch(Strategy):
         width = sketch_tables.sent_width(cells, sketch_tables.stored_width(estimate.rows))
         if width is None:
             return float("inf")
-        probe = iblt_bytes.table_bytes(PROBE_WIDTH * sketch_tables.HASHES) if width >= 4 * PROBE_WIDTH else 0
+        probed = width >= 4 * PROBE_WIDTH and budget.probe_pays(PROBE_WIDTH, width, estimate.changes, estimate.observed)
+        probe = iblt_bytes.table_bytes(PROBE_WIDTH * sketch_tables.HASHES) if probed else 0
         rows_back = estimate.updates + estimate.inserts
         return (
             probe

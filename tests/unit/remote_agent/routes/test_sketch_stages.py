@@ -2,7 +2,7 @@
 a session, and a wider one sent with that session peels without reading the source again.
 Updated rows come as column digests and then as their changed cells (/v1/sketch/cells,
 protocol 4), which `_answer` asks for and merges as the warehouse does; a request of
-protocol 3 gets them whole.
+protocol 3, or one that asks (`updated_rows: "whole"`), gets them whole.
 
 The agent runs in process over a real SQLite file; the warehouse's table is built from the
 rows the warehouse would hold, as the sketch strategy builds it.
@@ -19,7 +19,14 @@ from fastapi.testclient import TestClient
 from deltasieve_protocol import column_digests, frames, iblt_arrow
 from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from deltasieve_protocol.iblt import Iblt
-from deltasieve_protocol.models import PROTOCOL_VERSION, FetchControl, SiteSpec, SketchCellsControl, SketchControl
+from deltasieve_protocol.models import (
+    PROTOCOL_VERSION,
+    ChangeTokenControl,
+    FetchControl,
+    SiteSpec,
+    SketchCellsControl,
+    SketchControl,
+)
 from deltasieve_protocol.types import Column, LogicalType
 from deltasieve_protocol.wire import KEY_FP
 from remote_agent.app import create_app
@@ -90,6 +97,8 @@ def _post(
     batch_rows: int = 16_384,
     protocol: int = PROTOCOL_VERSION,
     row_check_bits: int = 64,
+    updated_rows: str = "digests",
+    change_token: dict | None = None,
 ):
     columns = [c.to_json() for c in _columns(key_type)]
     control = SketchControl.model_construct(  # unchecked: the agent is the one to check
@@ -100,6 +109,8 @@ def _post(
         protocol=protocol,
         batch_rows=batch_rows,
         row_check_bits=row_check_bits,
+        updated_rows=updated_rows,
+        change_token=change_token,
     )
     table = _table(key_type, old, width)
     table = table.to_compact() if compact else table
@@ -227,9 +238,10 @@ def test_short_row_checks_send_two_bytes_a_row_and_the_xor_of_the_whole_hashes(s
     assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
 
 
-def test_a_warehouse_of_protocol_3_gets_updated_rows_whole(setup):
+@pytest.mark.parametrize("ask", [{"protocol": 3}, {"updated_rows": "whole"}], ids=["protocol 3", "asked whole"])
+def test_a_warehouse_of_protocol_3_or_that_asks_gets_updated_rows_whole(setup, ask):
     client, key_type, old, new = setup
-    summary, rows, _ = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, protocol=3))
+    summary, rows, _ = _answer(_post(client, key_type, old, width=16 * 20, widest=16 * 20, **ask))
     assert summary["complete"] and "updated_rows" not in summary and "session" not in summary, summary
     assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
 
@@ -248,6 +260,28 @@ def test_each_exchange_salts_its_digests_afresh(setup):
     (salt, digests), (other_salt, other_digests) = answers
     assert salt != other_salt and len(digests) == 100
     assert digests != other_digests  # one seed would give the same 200 bytes
+
+
+def test_a_change_token_riding_on_the_first_stage_ends_it_unread_when_it_is_the_same(setup):
+    """The token's answer rides in the summary; a token equal to `since` ends the stage before
+    any row is read, and another one lets the stage run as without it."""
+    client, key_type, old, new = setup
+    site = SiteSpec(sql="SELECT t.k, t.v FROM t", key=["k"], columns=[c.to_json() for c in _columns(key_type)])
+    asked = client.post(
+        "/v1/change_token",
+        content=frames.json_frame(frames.CONTROL, ChangeTokenControl(site=site).model_dump()),
+        headers={"Content-Type": frames.MEDIA_TYPE},
+    )
+    token = list(frames.read_frames([asked.content]))[-1].json()["change_token"]
+    assert token is not None
+    same, rows, deleted = _answer(_post(client, key_type, old, 16, 16 * 40, change_token={"since": token}))
+    assert same["unchanged"] and same["complete"] and same["rows_scanned"] == 0 and not rows and not deleted, same
+    assert same["change_token"]["change_token"] == token and same["change_token"]["unchanged"], same
+    ridden = _post(client, key_type, old, 16 * 20, 16 * 20, change_token={"since": "another"})
+    moved, rows, _ = _answer(ridden, client, key_type, old)
+    assert moved["complete"] and "unchanged" not in moved and moved["rows_scanned"] == len(new), moved
+    assert moved["change_token"]["change_token"] == token and not moved["change_token"]["unchanged"], moved
+    assert {r["k"]: r["v"] for r in rows} == {k: v for k, v in new.items() if old.get(k) != v}
 
 
 def test_no_change_peels_at_the_probe(setup):
