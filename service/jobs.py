@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import sqlite3
 import threading
 import time
 import traceback
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from service import eta, remedies
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
-from service.errors import Conflict
+from service.errors import Conflict, NotFound
 from service.fair_share import large_limit
 from service.lineage_sender import Lineage
 from service.metrics import ServiceMetrics
@@ -196,6 +197,23 @@ class SyncRunner:
             self._enqueue(record, min(at, record.created_at))
             self._dispatch()
         return record
+
+    def submit_due(self, due: list[tuple[str, dt.datetime]]) -> list[SyncRecord]:
+        """Queue the scheduled syncs of views that became due (view, when it became due), as
+        submit() does one at a time, and start what has slots once: the scheduler's look after
+        a start finds thousands due. A view whose sync came first, or that went, is left out;
+        the records queued."""
+        records = []
+        with self._lock:
+            for view, at in due:
+                try:
+                    record = self.catalog.queue_sync(view, "schedule", False, self._redefines)
+                except (Conflict, NotFound, sqlite3.IntegrityError):
+                    continue  # a manual sync came first, or the view was deleted meanwhile
+                self._enqueue(record, min(at.isoformat(timespec="milliseconds"), record.created_at))
+                records.append(record)
+            self._dispatch()
+        return records
 
     def _redefines(self, view: ViewRecord) -> bool:
         """Whether a sync of `view` applies a redefinition (its trigger is "redefine"). A store it

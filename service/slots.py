@@ -67,8 +67,10 @@ def startable(
     >>> startable([big, a1], [Waiting("c", frozenset({"c"}), "0", large=True)], 2, 1, 1)  # a small one takes the slot
     ['a1']
     """
-    busy = Counter(source for sync in running for source in sync.sources)
     free = max_total - len(running)
+    if free <= 0:  # a full pool starts nothing: the queue is not ordered for nothing (a submit while it is behind)
+        return []
+    busy = Counter(source for sync in running for source in sync.sources)
     large_free = max_total if max_large is None else max_large - sum(sync.large for sync in running)
     held: set[str] = set()
     chosen: list[str] = []
