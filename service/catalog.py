@@ -307,11 +307,14 @@ class Catalog:
             if redefines is not None and redefines(record):
                 trigger = "redefine"
             sync_id = uuid.uuid4().hex
-            self._conn.execute(
-                "INSERT INTO syncs (id, view, status, created_at, trigger, verify, retry_of) "
-                "VALUES (?, ?, 'queued', ?, ?, ?, ?)",
-                (sync_id, view, now(), trigger, int(verify), retry_of),
-            )
+            # a scheduled sync's record may be lost with the machine (never with the process):
+            # the scheduler queues the view's sync again, as its newest record is the one before
+            with self._unsynced() if trigger == "schedule" else contextlib.nullcontext():
+                self._conn.execute(
+                    "INSERT INTO syncs (id, view, status, created_at, trigger, verify, retry_of) "
+                    "VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                    (sync_id, view, now(), trigger, int(verify), retry_of),
+                )
         return self.sync(view, sync_id)
 
     def update_sync(self, sync_id: str, **fields: Any) -> None:
@@ -322,19 +325,43 @@ class Catalog:
         with self._lock:
             self._conn.execute(f"UPDATE syncs SET {assignments} WHERE id = ?", (*fields.values(), sync_id))
 
+    def set_running(self, sync_id: str, started_at: str, queued_s: float) -> None:
+        """Record that a queued sync started, without waiting for the disk: if the machine stops
+        before the sync's end is written (which waits for it, and carries this along), the
+        record may be found queued at the next start, and recover() (jobs.py) asks the view's
+        store then, as for a running one: a sync whose version is current succeeded, any other
+        committed nothing and runs again. A process that dies loses nothing (_unsynced)."""
+        with self._lock, self._unsynced():
+            self._conn.execute(
+                "UPDATE syncs SET status = 'running', started_at = ?, queued_s = ? WHERE id = ?",
+                (started_at, queued_s, sync_id),
+            )
+
     def set_progress(self, sync_id: str, progress: dict) -> None:
         """Write a running sync's progress without waiting for the disk (the other writes do):
         a stop loses at most the latest news of a sync that ends anyway, and the next write
         that waits for the disk carries it there. An fsync per phase of every sync held the
         catalog, which every sync and the scheduler share, for milliseconds at a time."""
-        with self._lock:
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            try:
-                self._conn.execute(
-                    "UPDATE syncs SET progress = ? WHERE id = ?", (json.dumps(progress, default=str), sync_id)
-                )
-            finally:
-                self._conn.execute("PRAGMA synchronous = FULL")
+        with self._lock, self._unsynced():
+            self._conn.execute(
+                "UPDATE syncs SET progress = ? WHERE id = ?", (json.dumps(progress, default=str), sync_id)
+            )
+
+    @contextlib.contextmanager
+    def _unsynced(self) -> Iterator[None]:
+        """Commit the writes inside without an fsync (call with the lock held).
+
+        In WAL mode such a commit is in the log file when it returns: a process killed after it
+        loses nothing. Only the machine's stop (power, kernel) may lose it, and then with every
+        commit after it and none before: the log is read back up to its first frame that does
+        not check out, and each commit that waits for the disk (the default, FULL) syncs the
+        log with all before it. So only a write whose loss the next start puts right goes here,
+        and a sync's end, which tells that its version is the view's, always waits."""
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            self._conn.execute("PRAGMA synchronous = FULL")
 
     def sync(self, view: str, sync_id: str) -> SyncRecord:
         row = self._conn.execute("SELECT * FROM syncs WHERE view = ? AND id = ?", (view, sync_id)).fetchone()

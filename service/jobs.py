@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import sqlite3
 import threading
 import time
 import traceback
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from service import eta, remedies
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
-from service.errors import Conflict
+from service.errors import Conflict, NotFound
 from service.fair_share import large_limit
 from service.lineage_sender import Lineage
 from service.metrics import ServiceMetrics
@@ -119,7 +120,10 @@ class SyncRunner:
     def recover(self) -> None:
         """Settle syncs a previous process left running, queue again those it left queued, and clean their files.
 
-        A queued sync never started: nothing of it is in the view's store, so it takes its
+        A sync whose version is the view's current one committed, and is settled as succeeded
+        (the process died before the catalog heard of its end; or the machine stopped, and the
+        catalog lost its end and its start: Catalog.set_running). A queued sync committed
+        nothing otherwise (what a start it lost may have left is removed), so it takes its
         place in the queue again, with what it was asked (verify) and in the order it was
         queued. Without Spark (an app built for the OpenAPI export) it is settled as interrupted.
         A sync that was running and did not commit is settled as interrupted, and retried once
@@ -129,9 +133,6 @@ class SyncRunner:
         requeued = []
         retried: list[tuple[SyncRecord, SyncRecord]] = []
         for sync in self.catalog.active_syncs():
-            if sync.status == "queued" and self.engine is not None:
-                requeued.append(sync)
-                continue
             current = self.store(sync.view).current()
             if current is not None and current.sync_id == sync.id:
                 # It committed, but the process died before the catalog heard of it.
@@ -143,6 +144,9 @@ class SyncRunner:
                     metrics=current.meta().get("metrics", {}),
                     progress=None,
                 )
+            elif sync.status == "queued" and self.engine is not None:
+                self.store(sync.view).forget(sync.id)
+                requeued.append(sync)
             else:
                 self.catalog.update_sync(
                     sync.id,
@@ -193,6 +197,23 @@ class SyncRunner:
             self._enqueue(record, min(at, record.created_at))
             self._dispatch()
         return record
+
+    def submit_due(self, due: list[tuple[str, dt.datetime]]) -> list[SyncRecord]:
+        """Queue the scheduled syncs of views that became due (view, when it became due), as
+        submit() does one at a time, and start what has slots once: the scheduler's look after
+        a start finds thousands due. A view whose sync came first, or that went, is left out;
+        the records queued."""
+        records = []
+        with self._lock:
+            for view, at in due:
+                try:
+                    record = self.catalog.queue_sync(view, "schedule", False, self._redefines)
+                except (Conflict, NotFound, sqlite3.IntegrityError):
+                    continue  # a manual sync came first, or the view was deleted meanwhile
+                self._enqueue(record, min(at.isoformat(timespec="milliseconds"), record.created_at))
+                records.append(record)
+            self._dispatch()
+        return records
 
     def _redefines(self, view: ViewRecord) -> bool:
         """Whether a sync of `view` applies a redefinition (its trigger is "redefine"). A store it
@@ -309,7 +330,7 @@ class SyncRunner:
     def _run(self, view_name: str, sync_id: str, verify: bool, trigger: str, stop: Cancellation) -> None:
         started = now()
         queued_s = _seconds_between(self.catalog.sync(view_name, sync_id).created_at, started)
-        self.catalog.update_sync(sync_id, status="running", started_at=started, queued_s=queued_s)
+        self.catalog.set_running(sync_id, started, queued_s)
         self.metrics.started(view_name, trigger, queued_s)
         self.lineage.started(view_name, sync_id)
         t0 = time.monotonic()

@@ -68,8 +68,8 @@ def startable(
     ['a1']
     """
     free = max_total - len(running)
-    if free <= 0 or not waiting:
-        return []  # a pool behind its schedules is full at most submits: no need to order thousands
+    if free <= 0:  # a full pool starts nothing: the queue is not ordered for nothing (a submit while it is behind)
+        return []
     busy = Counter(source for sync in running for source in sync.sources)
     large_free = max_total if max_large is None else max_large - sum(sync.large for sync in running)
     held: set[str] = set()

@@ -8,9 +8,11 @@ interrupted sync wrote is left on disk, and the next sync is exact.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -176,6 +178,33 @@ def test_a_killed_sync_is_retried_once_after_the_restart(wh):
     assert [s["status"] for s in _syncs(wh.api)][:2] == ["failed", "failed"], "a sync runs after the second restart"
     assert keyed(wh.api.rows(VIEW), KEY) == before
     check_sync(wh.api, VIEW, KEY, before, wh.people.truth(), wh.api.sync(VIEW))
+
+
+@pytest.mark.parametrize("point", ["before_visible", "after_visible"])
+def test_a_sync_whose_start_the_machine_lost_is_settled_by_its_store(wh, point):
+    """The catalog writes a sync's start without an fsync (Catalog.set_running): a machine that
+    stops (power, kernel) may lose it, and the record reads queued at the next start. The kill is
+    real; the lost write is put back as a power loss would leave it, with the service down. A
+    sync that committed is settled as succeeded (not run again); one that did not runs again,
+    what its first attempt left removed (its delta, moved into place before the pointer)."""
+    before = keyed(wh.api.rows(VIEW), KEY)
+    before_sample = _sample(wh, before)
+    wh.people.change()
+    wh.kill_file.write_text(point)
+    sync_id = _start_sync(wh.api)
+    _killed_at(wh, point)
+    with contextlib.closing(sqlite3.connect(wh.data_dir / "catalog.db")) as catalog, catalog:
+        catalog.execute(
+            "UPDATE syncs SET status = 'queued', started_at = NULL, queued_s = NULL, progress = NULL WHERE id = ?",
+            (sync_id,),
+        )
+    wh.restart()
+    wh.api.wait_idle()
+    record = _settle(wh, sync_id, before, before_sample)
+    assert record["status"] == "succeeded", record
+    # settled from its store, or started again (the lost start is not put back by the restart)
+    assert (record["started_at"] is None) == (point == "after_visible"), record
+    _next_sync_is_exact(wh)
 
 
 @pytest.mark.parametrize("seed", [11])

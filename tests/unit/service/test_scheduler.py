@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 import pytest
 
 from service.catalog import Catalog
-from service.errors import Conflict
+from service.errors import Conflict, NotFound
 from service.records import SyncRecord
 from service.scheduler import MAX_SLEEP_S, Scheduler, next_run_at
 from warehouse.view_options import ViewOptions
@@ -16,13 +17,17 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 class Runner:
-    """Queues in the catalog like SyncRunner.submit, runs nothing."""
+    """Queues in the catalog like SyncRunner.submit_due, runs nothing."""
 
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
 
-    def submit(self, view: str, *, verify: bool = False, trigger: str = "api", due=None) -> SyncRecord:
-        return self.catalog.queue_sync(view, trigger)
+    def submit_due(self, due: list) -> list[SyncRecord]:
+        records = []
+        for view, _ in due:
+            with contextlib.suppress(Conflict, NotFound):
+                records.append(self.catalog.queue_sync(view, "schedule"))
+        return records
 
 
 @pytest.fixture
