@@ -98,7 +98,8 @@ def bucket_bounds(hist: Counter, prior: float | None, buckets: int) -> list[floa
     for (tno, uno), n in hist.items():
         if tno > 0 and n > 0:
             counts[tuple_probability(tno, uno, prior)] += n
-    total, seen, bounds = sum(counts.values()), 0, []
+    bounds: list[float] = []
+    total, seen = sum(counts.values()), 0
     values = sorted(counts)
     for p in values[:-1]:
         seen += counts[p]
