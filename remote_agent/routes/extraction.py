@@ -9,12 +9,13 @@ takes no slot.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 import pyarrow as pa
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import iterate_in_threadpool
 
 from deltasieve_protocol import error_codes, frames, iblt_arrow, iblt_bytes
 from deltasieve_protocol.models import ChangeTokenOut, SiteSpec
@@ -298,7 +299,7 @@ def _stream(
     if not state.slots.acquire(blocking=False):
         raise Busy(f"this agent already runs {state.settings.max_concurrent_extractions} extraction(s); retry later")
 
-    def body() -> Iterator[bytes]:
+    def body() -> Generator[bytes, None, None]:
         try:
             yield from work
         except AgentError as exc:
@@ -324,7 +325,21 @@ def _stream(
             freed_memory.release()  # so that the agent does not stay at this answer's size until the next
 
     headers = {FINGERPRINT_HEADER: query.fingerprint, **({RESUMED_HEADER: "1"} if resumed else {})}
-    return StreamingResponse(body(), media_type=frames.MEDIA_TYPE, headers=headers)
+    return StreamingResponse(_closed_when_gone(body()), media_type=frames.MEDIA_TYPE, headers=headers)
+
+
+async def _closed_when_gone(chunks: Generator[bytes, None, None]) -> AsyncIterator[bytes]:
+    """`chunks` in the server's thread pool, closed as soon as the answer ends, the client
+    gone included: its `finally` (the slot's release) runs then, not whenever the garbage
+    collector finds the abandoned generator."""
+    try:
+        async for chunk in iterate_in_threadpool(chunks):
+            yield chunk
+    finally:
+        try:
+            chunks.close()
+        except ValueError:  # still running a step in a worker thread: it closes when collected
+            pass
 
 
 def _batch(frame: frames.Frame) -> pa.RecordBatch:
