@@ -2,9 +2,8 @@
 
 Each candidate says what this sync would cost it (`expected_bytes`, from the same update and
 deletion statistics and the measured sizes of a tuple, a key and a hash); auto hands the site's sync to the cheapest.
-The sync's metrics say what was chosen (`chosen`) and what each candidate expected. On the
-Arrow executor a general candidate with a Spark-only step is left out while another can
-serve (cheapest.py).
+The sync's metrics say what was chosen (`chosen`) and what each candidate expected. The
+choice is the same on both executors: every candidate runs on either.
 
 Some strategies need something of the view: `timestamp` a timestamp column for every table
 of the site query (the view's `timestamps`), `row_version` a PostgreSQL source (as it was
