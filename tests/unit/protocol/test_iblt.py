@@ -60,14 +60,19 @@ def two_sides(draw):
     return a, b
 
 
-# At cells_for's sizes a peel may fail by design (under 0.5% of tables): fixed examples
-# keep this test from flaking on the rare unlucky draw.
+# At cells_for's default target a peel fails by design on about 0.2% of tables (two pairs
+# sharing all their cells), and hypothesis's examples are not the same on every machine
+# even with derandomize: CI met such a table twice. Sized for one failure in a million, a
+# failed peel here is a bug, not a draw (the default target's rate is measured by
+# scripts/iblt_sizing.py, its table in iblt_sizing.cells_for).
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(two_sides(), st.integers(0, 2**64 - 1))
 def test_difference_peels_to_the_set_differences(sides, seed):
     a, b = sides
-    cells = cells_for(len(a ^ b), 0)
+    cells = cells_for(len(a ^ b), 0, failure=1e-6)
     peeled = table(a, cells, seed).subtract(table(b, cells, seed)).peel()
+    assert as_set(peeled.plus_keys, peeled.plus_hashes) <= a - b
+    assert as_set(peeled.minus_keys, peeled.minus_hashes) <= b - a
     assert peeled.complete
     assert as_set(peeled.plus_keys, peeled.plus_hashes) == a - b
     assert as_set(peeled.minus_keys, peeled.minus_hashes) == b - a
