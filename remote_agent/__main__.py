@@ -5,11 +5,13 @@ The flags are the settings' fields (settings.py); `--help` lists them all.
 
 from __future__ import annotations
 
+import copy
 import os
 import ssl
 import sys
 
 import uvicorn
+import uvicorn.config
 
 from remote_agent import without_dataframes
 
@@ -41,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        log_config=log_config(settings.log_level),
         ssl_certfile=settings.ssl_certfile,
         ssl_keyfile=settings.ssl_keyfile,
         # with a CA, a client without a certificate it signed fails the TLS handshake
@@ -48,6 +51,19 @@ def main(argv: list[str] | None = None) -> int:
         ssl_cert_reqs=ssl.CERT_REQUIRED if settings.ssl_ca_certs else ssl.CERT_NONE,
     )
     return 0
+
+
+def log_config(level: str) -> dict:
+    """uvicorn's logging, with the agent's own logger ("remote_agent") on uvicorn's handler at
+    `level`: by itself it would have none, and its lines below WARNING would be dropped
+    whatever --log-level says."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["remote_agent"] = {
+        "handlers": ["default"],
+        "level": uvicorn.config.LOG_LEVELS[level.lower()],
+        "propagate": False,
+    }
+    return config
 
 
 if __name__ == "__main__":

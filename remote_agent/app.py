@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from starlette.requests import ClientDisconnect
 
 from deltasieve_protocol import error_codes
 from remote_agent import readahead
 from remote_agent.deps import TooLarge, Unauthorized
 from remote_agent.errors import AgentError, Busy
-from remote_agent.routes import extraction, health, schema
+from remote_agent.routes import extraction, health, metrics, schema
 from remote_agent.routes.responses import RETRY_AFTER_S
 from remote_agent.settings import AgentSettings
 from remote_agent.state import AgentState
+
+log = logging.getLogger("remote_agent")
 
 
 def create_app(settings: AgentSettings) -> FastAPI:
@@ -54,12 +59,24 @@ def create_app(settings: AgentSettings) -> FastAPI:
             {"detail": f"request body exceeds {exc.limit} bytes", "code": error_codes.BODY_TOO_LARGE}, status_code=413
         )
 
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(request: Request, exc: ClientDisconnect):
+        # The client closed the connection before the body was read: a warehouse that cancels
+        # or stops a sync shuts its calls, and an agent with a queue of requests may come to
+        # this one's body after that. Nothing was read, nobody waits for an answer.
+        route = getattr(request.scope.get("route"), "path", request.url.path)
+        request.app.state.agent.metrics.abandoned(route)
+        log.info("%s %s: the client left before the agent read its body; request ended", request.method, route)
+        return Response(status_code=400)  # written to no one: the server drops what follows a disconnect
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         return JSONResponse(
             {"detail": jsonable_encoder(exc.errors()), "code": error_codes.INVALID_REQUEST}, status_code=422
         )
 
-    for module in (health, schema, extraction):
+    for module in (health, schema, extraction, metrics):
         app.include_router(module.router)
+    # each route that reads a body of frames shows its count of abandoned requests from the start
+    app.state.agent.metrics.expect(route.path for route in extraction.router.routes if isinstance(route, APIRoute))
     return app

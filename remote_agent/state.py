@@ -12,6 +12,7 @@ from deltasieve_protocol.siterefs import SiteRefs
 from remote_agent import change_tokens, policies
 from remote_agent.adapters import Adapter, TableInfo, open_adapter
 from remote_agent.column_types import read_as_asked
+from remote_agent.metrics import AgentMetrics
 from remote_agent.settings import AgentSettings, allowed_rule, named_schemas, parse_allow
 from remote_agent.sitequery import ValidatedQuery, validate_site_query
 from remote_agent.strategies.sketch import Reconciliations
@@ -51,6 +52,8 @@ class AgentState:
         self.site_refs = SiteRefs()
         #: This agent's instance, drawn at its start: the prefix of its change tokens (change_tokens.py).
         self.instance = change_tokens.instance_id()
+        #: What GET /metrics counts (metrics.py).
+        self.metrics = AgentMetrics()
         #: Site queries validated before, by (sql, key, blocked): the query and the tables it
         #: read as they were then; reused while those tables are unchanged.
         self._validated: OrderedDict[tuple, tuple[ValidatedQuery, dict[str, TableInfo]]] = OrderedDict()

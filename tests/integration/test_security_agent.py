@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import sqlite3
 import time
 
@@ -15,6 +16,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 
 from deltasieve_protocol import frames
 from remote_agent.app import create_app
+from remote_agent.metrics import ABANDONED
 from remote_agent.settings import AgentSettings
 from tests.support.agent_requests import (
     INERT,
@@ -199,6 +201,42 @@ def test_a_body_over_the_limit_is_413_whether_declared_or_streamed(client):
     r = client.post("/v1/extract", content=chunks(), headers={"Content-Type": frames.MEDIA_TYPE})
     assert r.status_code == 413 and str(MAX_BODY_BYTES) in r.json()["detail"]
     assert client.get("/v1/schema").status_code == 200  # and the agent carries on
+
+
+def _abandoned(client: httpx.Client, route: str) -> int:
+    """The agent's count of `route`'s requests whose client left before their body was read."""
+    r = client.get("/metrics")
+    assert r.status_code == 200, r.text
+    series = f'{ABANDONED}{{route="{route}"}} '
+    return next(int(line.removeprefix(series)) for line in r.text.splitlines() if line.startswith(series))
+
+
+def test_a_client_gone_before_its_body_is_read_is_ended_quietly_and_counted(agent, client):
+    """A warehouse that cancels a sync shuts its call, maybe before the agent read the body:
+    the agent ends that request with one line at info, no traceback, and counts it."""
+    body = site_body("/v1/extract", "SELECT i.sku FROM items i", ["sku"], [{"name": "sku", "type": "text"}])
+    before = _abandoned(client, "/v1/extract")
+    logged = agent.log.stat().st_size
+    head = (
+        f"POST /v1/extract HTTP/1.1\r\nHost: {agent.host}\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Type: {frames.MEDIA_TYPE}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection((agent.host, agent.port)) as half:
+        half.sendall(head.encode() + body[: len(body) // 2])
+    deadline = time.monotonic() + 10
+    while (now := _abandoned(client, "/v1/extract")) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert now == before + 1
+    time.sleep(0.2)  # let the log line reach the file
+    with agent.log.open("rb") as f:
+        f.seek(logged)
+        log = f.read().decode(errors="replace")
+    assert "Traceback" not in log and "ClientDisconnect" not in log, log
+    assert log.count("left before the agent read its body") == 1, log
+    # the agent carries on: the same request, sent whole, is answered
+    r = client.post("/v1/extract", content=body, headers={"Content-Type": frames.MEDIA_TYPE})
+    assert r.status_code == 200, r.text
+    assert answer_frames(r)[-1].kind == frames.SUMMARY
 
 
 @pytest.fixture(scope="module")
