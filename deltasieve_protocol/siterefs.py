@@ -30,8 +30,12 @@ UNKNOWN_SITE = "unknown_site"
 REF_BYTES = 16
 #: Characters of a reference (unpadded base64url of REF_BYTES).
 REF_CHARS = 22
-#: Sites an agent remembers: a few per view it serves, each a few hundred bytes.
-REMEMBERED = 1024
+#: Bytes of site text (its canonical JSON) an agent remembers: a site is a few hundred bytes,
+#: so this holds the sites of tens of thousands of views. A bound by count (1,024 sites until
+#: #52's soak) made an agent serving a thousand tables forget a site before its view's next
+#: sync whenever it had seen more sites than that since: an LRU read in a cycle larger than
+#: itself never hits, and each miss costs a 409 and a second round trip.
+REMEMBERED_BYTES = 32 * 2**20
 
 
 def site_ref(site: dict) -> str:
@@ -42,7 +46,14 @@ def site_ref(site: dict) -> str:
     >>> len(site_ref({"sql": "x", "key": ["a"], "columns": []})) == REF_CHARS
     True
     """
-    canonical = json.dumps(site, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return _ref(_canonical(site))
+
+
+def _canonical(site: dict) -> bytes:
+    return json.dumps(site, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def _ref(canonical: bytes) -> str:
     digest = hashlib.blake2b(canonical, digest_size=REF_BYTES, person=b"deltasieve.site").digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
@@ -59,33 +70,41 @@ def by_reference(control: dict, ref: str) -> dict:
 
 
 class SiteRefs:
-    """The sites an agent was sent in full, by reference; the least recently used is forgotten first.
+    """The sites an agent was sent in full, by reference, up to `limit_bytes` of their text;
+    the least recently used is forgotten first.
 
-    >>> refs = SiteRefs(limit=1)
     >>> a, b = {"sql": "a"}, {"sql": "b"}
+    >>> refs = SiteRefs(limit_bytes=len(_canonical(a)))
     >>> refs.remember(a) == site_ref(a), refs.resolve(site_ref(a))
     (True, {'sql': 'a'})
-    >>> _ = refs.remember(b); refs.resolve(site_ref(a)) is None
-    True
+    >>> _ = refs.remember(b); refs.resolve(site_ref(a)) is None, len(refs)
+    (True, 1)
     """
 
-    def __init__(self, limit: int = REMEMBERED):
-        self.limit = limit
-        self._sites: OrderedDict[str, dict] = OrderedDict()
+    def __init__(self, limit_bytes: int = REMEMBERED_BYTES):
+        self.limit_bytes = limit_bytes
+        self._sites: OrderedDict[str, tuple[dict, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        return len(self._sites)
+
     def remember(self, site: dict) -> str:
-        ref = site_ref(site)
+        canonical = _canonical(site)
+        ref = _ref(canonical)
         with self._lock:
-            self._sites[ref] = site
-            self._sites.move_to_end(ref)
-            while len(self._sites) > self.limit:
-                self._sites.popitem(last=False)
+            old = self._sites.pop(ref, None)
+            self._bytes += len(canonical) - (old[1] if old else 0)
+            self._sites[ref] = (site, len(canonical))
+            while self._bytes > self.limit_bytes and len(self._sites) > 1:
+                _, (_, size) = self._sites.popitem(last=False)
+                self._bytes -= size
         return ref
 
     def resolve(self, ref: str) -> dict | None:
         with self._lock:
-            site = self._sites.get(ref)
-            if site is not None:
+            held = self._sites.get(ref)
+            if held is not None:
                 self._sites.move_to_end(ref)
-        return site
+        return held[0] if held else None
