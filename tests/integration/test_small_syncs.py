@@ -1,7 +1,8 @@
 """Small and first syncs: a no-change sync's fixed cost, and the first sync after a load at any churn.
 
 A sync with nothing committed at the source since the last one reads no row: its change
-token proves it (pipeline/change_token.py), in one request of a few hundred bytes; a write
+token proves it (pipeline/change_token.py), in one request of a few hundred bytes, or,
+where the statistics expect changes, in the sketch request the token rides on; a write
 committed anywhere in the file, or a restarted agent, makes the next sync read, and every
 sync stays exact. Without tokens (an agent run with --no-change-token), byte counts are
 deterministic where timings are not, so they are asserted here: a sync with nothing changed
