@@ -141,6 +141,9 @@ class SiteDetails:
     #: it did not; None when the agent gives none, and change_token_reason says why.
     unchanged_by_token: bool | None = None
     change_token_reason: str | None = None
+    #: The change token went with the exchange's first request instead of a request of its
+    #: own (the statistics expected changes: pipeline/change_token.py `rides`).
+    token_rode: bool | None = None
     #: How the new fragment was written: "whole", "overlay" (the touched tuples only, over the
     #: previous base; layers.py) or "carried" (unchanged, store/carried.py), and the overlay's rows after this sync.
     fragment_written: str | None = None

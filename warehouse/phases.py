@@ -19,7 +19,8 @@ def timed_phase(
     phases: dict[str, float],
 ) -> T:
     """Run `run(*args)` as phase `step`: `check()` for a stop first, `announce()` that it
-    starts, and its wall time in `phases[step]` (seconds, to the millisecond).
+    starts, and its wall time added to `phases[step]` (seconds, to the millisecond: a step
+    run in two parts, with another between them, counts both).
 
     >>> phases, said = {}, []
     >>> timed_phase("plan", max, (2, 5), check=lambda: None, announce=lambda: said.append("plan"), phases=phases)
@@ -31,5 +32,5 @@ def timed_phase(
     announce()
     t0 = time.monotonic()
     out = run(*args)
-    phases[step] = round(time.monotonic() - t0, 3)
+    phases[step] = round(phases.get(step, 0.0) + time.monotonic() - t0, 3)
     return out

@@ -11,8 +11,10 @@ every size (every sync in process). Each run mirrors each table, loads it, syncs
 unmeasured, then `--syncs` times with no change (the change token ends those), `--syncs` times
 after a write to another table of the same file ("none, file written": SQLite's token is the
 file's, so the sync compares the table and finds nothing, as most syncs of a many-table
-source written all day do) and `--syncs` times after changing 1 % of its rows (distinct keys,
-one transaction). Each sync is POST /v1/views/{view}/syncs?wait=true on loopback, timed at
+source written all day do), `--syncs` times after changing 1 % of its rows (distinct keys,
+one transaction) and `--syncs` times with nothing changed after those ("none, after 1%": the
+statistics expect changes, so the change token rides on the sketch's first stage, which it
+ends unread). Each sync is POST /v1/views/{view}/syncs?wait=true on loopback, timed at
 the client from request to answer; the sync record's own wall time, its phases and its
 site's, its round trips, the strategy that ran (auto's choice, and a fallback after it) and
 (where the service reports it) its executor are kept beside it. A cell is the median of its
@@ -42,9 +44,12 @@ PATHS = {"spark": 0, "in-process": 10**9}
 #: Share of a table's rows one change touches.
 CHANGED = 0.01
 #: The changes each table syncs after: none (the change token ends the sync), a write to
-#: another table of its file (the token cannot: a compare that finds nothing), 1 % of its rows.
+#: another table of its file (the token cannot: a compare that finds nothing), 1 % of its
+#: rows, none again after those (the token, riding on the first request where the
+#: statistics expect changes, ends the sync).
 FILE_WRITTEN = "none, file written"
-CHANGES = ("none", FILE_WRITTEN, "1%")
+AFTER_CHANGES = "none, after 1%"
+CHANGES = ("none", FILE_WRITTEN, "1%", AFTER_CHANGES)
 #: The table written for FILE_WRITTEN, mirrored by no view.
 OTHER_TABLE = "other_writes"
 
@@ -213,6 +218,7 @@ def run_path(args: argparse.Namespace, path: str, db: Path, log) -> list[dict]:
                 changed = change(db, size, rng)
                 busy.append(timed_sync(api, view))
             cells.append(cell(path, size, "1%", busy, changed))
+            cells.append(cell(path, size, AFTER_CHANGES, [timed_sync(api, view) for _ in range(args.syncs)], 0))
             for c in cells[-len(CHANGES) :]:
                 log(
                     f"[{path}] {size:>7,} rows, change {c['change']:>18}: {c['client_ms']:8.1f} ms at the client, "

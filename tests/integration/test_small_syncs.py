@@ -1,7 +1,8 @@
 """Small and first syncs: a no-change sync's fixed cost, and the first sync after a load at any churn.
 
 A sync with nothing committed at the source since the last one reads no row: its change
-token proves it (pipeline/change_token.py), in one request of a few hundred bytes; a write
+token proves it (pipeline/change_token.py), in one request of a few hundred bytes, or,
+where the statistics expect changes, in the sketch request the token rides on; a write
 committed anywhere in the file, or a restarted agent, makes the next sync read, and every
 sync stays exact. Without tokens (an agent run with --no-change-token), byte counts are
 deterministic where timings are not, so they are asserted here: a sync with nothing changed
@@ -24,6 +25,7 @@ from tests.support.faultproxy import FaultProxy, Truncate
 from tests.support.oracle import check_sync
 from tests.support.people import KEY, VIEW_SQL, People
 from tests.support.special import SMALL_SYNC_ROWS
+from warehouse.pipeline import change_token
 from workloads.harness import start_agent
 
 pytestmark = pytest.mark.integration
@@ -67,17 +69,14 @@ def _commit_elsewhere(people: People) -> None:
 
 
 def test_a_no_change_sync_reads_nothing_by_its_change_token(api, small, logs_dir):
+    """Syncs whose statistics expect nothing ask for the token on its own, before planning
+    (where they expect changes, it rides on the exchange's first request: the next test)."""
     people, agent = small
     api.add_view("small_people", VIEW_SQL.format(source="small"))  # auto, the default
     load = api.sync("small_people")
     check_sync(api, "small_people", KEY, {}, people.truth(), load)
     before = people.truth()
-    people.change(updates=30, inserts=10, deletes=5)
-    changed = api.sync("small_people")
-    check_sync(api, "small_people", KEY, before, people.truth(), changed)
-    assert changed["metrics"]["unchanged_by_token"] is False and changed["metrics"]["rows_scanned"] > 0
-    before = people.truth()
-    for _ in range(2):
+    for _ in range(2):  # the first after the load guesses; the second expects what it saw: nothing
         seen = _statistics(api, "small_people")
         still = api.sync("small_people")
         check_sync(api, "small_people", KEY, before, before, still)
@@ -92,6 +91,11 @@ def test_a_no_change_sync_reads_nothing_by_its_change_token(api, small, logs_dir
         assert now["tuples"] == seen["tuples"] == len(before), (seen, now)
         assert now["observations"] == seen["observations"] + len(before), (seen, now)
         assert now["syncs"] == [*seen["syncs"], (len(before), 0)], (seen, now)
+    people.change(updates=30, inserts=10, deletes=5)
+    changed = api.sync("small_people")
+    check_sync(api, "small_people", KEY, before, people.truth(), changed)
+    assert changed["metrics"]["unchanged_by_token"] is False and changed["metrics"]["rows_scanned"] > 0
+    before = people.truth()
     # a write committed to a table the view does not read: the next sync reads, and finds nothing
     _commit_elsewhere(people)
     elsewhere = api.sync("small_people")
@@ -106,7 +110,8 @@ def test_a_no_change_sync_reads_nothing_by_its_change_token(api, small, logs_dir
     assert api.sync("small_people")["metrics"]["unchanged_by_token"] is True
 
     # a restarted agent gives other tokens: the next sync reads though nothing changed, and
-    # sends the site query in full again, once (the agent no longer holds its reference)
+    # sends the site query in full again, once (the agent no longer holds its reference); the
+    # statistics expect changes, so the token rides on the sketch request
     port = int(agent.url.rsplit(":", 1)[1])
     agent.stop()
     restarted = start_agent(f"sqlite:///{people.path}", logs_dir, port=port)
@@ -114,9 +119,9 @@ def test_a_no_change_sync_reads_nothing_by_its_change_token(api, small, logs_dir
         after_restart = api.sync("small_people")
         check_sync(api, "small_people", KEY, before, before, after_restart)
         m = after_restart["metrics"]
-        assert m["unchanged_by_token"] is False and m["rows_scanned"] == len(before), m
+        assert m["unchanged_by_token"] is False and m["rows_scanned"] == len(before) and m["token_rode"], m
         calls = [c["call"] for c in m["sites"][0]["calls"]]
-        assert calls[:3] == ["POST /v1/change_token", "POST /v1/change_token", "POST /v1/sketch"], calls
+        assert calls[:2] == ["POST /v1/sketch", "POST /v1/sketch"], calls
         assert api.sync("small_people")["metrics"]["rows_scanned"] == 0
     finally:
         restarted.stop()
@@ -163,21 +168,32 @@ def test_without_change_tokens_a_no_change_sync_moves_under_a_kibibyte_of_bodies
 
 
 @pytest.mark.parametrize("older", [False, True], ids=["agent", "older agent"])
-def test_a_one_percent_sync_of_a_small_table_is_the_token_and_one_stage(api, tmp_path, logs_dir, older):
+def test_a_one_percent_sync_of_a_small_table_is_one_stage_carrying_the_token(api, tmp_path, logs_dir, older):
     """#52's sync of a 1,000-row table with 1 % of it changed, once the statistics expect such
-    changes: the change token, then one sketch stage (a second only when it failed to peel).
-    No probe before it (its odds of finding nothing are slim: budget.probe_pays) and no cells
-    request after (a few updated rows come whole: budget.whole_updates). An agent that predates
-    `updated_rows` sends digests, and the cells request follows; exact either way."""
+    changes: one sketch stage (a second only when it failed to peel), the change token riding
+    on it (change_token.rides). No probe before it (its odds of finding nothing are slim:
+    budget.probe_pays) and no cells request after (a few updated rows come whole:
+    budget.whole_updates). A sync that then finds nothing is that one request, which the
+    token ends unread, carried over as the token's own request would have; the token a
+    ridden sync read is kept with its version (the next unchanged sync proves it).
+
+    An agent that predates `updated_rows` and `change_token` sends digests, and the cells
+    request follows; it answers no token, so none is kept, and the next sync asks for one
+    on its own and reads; exact throughout."""
     people = People(tmp_path / "people.db", rows=1_000, seed=31)
     agent = start_agent(f"sqlite:///{people.path}", logs_dir, prefix=older_agent.PREFIX if older else None)
     source = "pct_older" if older else "pct"
+    cells = ["POST /v1/sketch/cells"] if older else []
+
+    def calls(sync: dict) -> list[str]:
+        return [c["call"] for c in sync["metrics"]["sites"][0]["calls"]]
+
     try:
         api.add_source(source, agent.url)
         view = f"{source}_people"
         api.add_view(view, VIEW_SQL.format(source=source))  # auto
         check_sync(api, view, KEY, {}, people.truth(), api.sync(view))
-        for _ in range(2):  # the first after the load guesses; the second syncs by what it observed
+        for _ in range(2):  # the first after the load guesses (the token on its own); the second observed
             before = people.truth()
             people.change(updates=6, inserts=2, deletes=2)
             sync = api.sync(view)
@@ -185,10 +201,41 @@ def test_a_one_percent_sync_of_a_small_table_is_the_token_and_one_stage(api, tmp
         m = sync["metrics"]
         stages = m["sketch_stages"]
         assert m["chosen"] == "sketch" and stages == 1 + bool(m.get("peel_failed")), m
-        cells = ["POST /v1/sketch/cells"] if older else []
-        calls = [c["call"] for c in m["sites"][0]["calls"]]
-        assert calls == ["POST /v1/change_token", *["POST /v1/sketch"] * stages, *cells], calls
-        assert m["round_trips"] == len(calls), m
+        assert calls(sync) == ["POST /v1/sketch"] * stages + cells and m["round_trips"] == len(calls(sync)), m
+        assert m["token_rode"] is True, m
+        if older:
+            assert "unchanged_by_token" not in m and m["change_token_reason"] == change_token.NOT_ANSWERED, m
+        else:
+            assert m["unchanged_by_token"] is False, m
+
+        # nothing changed, while the statistics still expect changes
+        before, seen = people.truth(), _statistics(api, view)
+        still = api.sync(view)
+        check_sync(api, view, KEY, before, before, still)
+        m = still["metrics"]
+        if older:  # no token kept by the ridden sync: asked for on its own, and the site read
+            assert calls(still)[0] == "POST /v1/change_token" and m["rows_scanned"] == len(before), m
+        else:  # one request, ended by the token that rode on it: as the token's own request ends a sync
+            assert calls(still) == ["POST /v1/sketch"] and m["round_trips"] == 1 and m["token_rode"] is True, m
+            assert m["unchanged_by_token"] is True and m["rows_scanned"] == 0, m
+            assert m["fragment_written"] == "carried" and m["rows_inserted"] == m["rows_updated"] == 0, m
+            now = _statistics(api, view)  # an empty delta's: every tuple saw one sync more
+            assert now["tuples"] == seen["tuples"] == len(before), (seen, now)
+            assert now["observations"] == seen["observations"] + len(before), (seen, now)
+            assert now["syncs"] == [*seen["syncs"], (len(before), 0)], (seen, now)
+
+        # a change after it: exact, the token riding again (kept by the sync that found nothing)
+        people.change(updates=6, inserts=2, deletes=2)
+        changed = api.sync(view)
+        check_sync(api, view, KEY, before, people.truth(), changed)
+        m = changed["metrics"]
+        if not older:
+            assert calls(changed)[0] == "POST /v1/sketch" and m["unchanged_by_token"] is False, m
+            # the token that rode on it was kept with its version: the next sync ends by it
+            before = people.truth()
+            after = api.sync(view)
+            check_sync(api, view, KEY, before, before, after)
+            assert after["metrics"]["unchanged_by_token"] is True and calls(after) == ["POST /v1/sketch"], after
     finally:
         agent.stop()
 

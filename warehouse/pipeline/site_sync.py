@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from warehouse.metrics import SiteMetrics
 from warehouse.names import OP, TNO
 from warehouse.phases import timed_phase
 from warehouse.pipeline import change_token, source_columns, table_follow
+from warehouse.pipeline.change_token import Probe, Riding
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
@@ -76,6 +77,32 @@ class Planned:
     update_hist: update_counts.Histogram | None = None  # the current version's update-statistics histogram
     #: deletion statistics rows of the current version, read once while planning (none before the load).
     deletion_rows: tuple[tuple, ...] = ()
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the current version keeps of a site's statistics: its update-statistics
+    histogram and its deletion statistics rows (oldest first), read once for planning (and
+    before the change token when the statistics decide how it is sent)."""
+
+    hist: update_counts.Histogram
+    deletions: list[dict]
+
+    @cached_property
+    def totals(self) -> update_counts.UpdateTotals:
+        """The planner's sums over the histogram's tuples."""
+        return update_counts.totals(self.hist)
+
+    @property
+    def history(self) -> tuple[tuple[int, int], ...]:
+        """(tuples before, deleted) of each sync, oldest first."""
+        return tuple((r["tno"], r["dno"]) for r in self.deletions)
+
+    @property
+    def inserts(self) -> float | None:
+        """Rows inserted per sync, on average over the syncs after the load (None: none yet)."""
+        seen = [r["ino"] for r in self.deletions if r["ino"] is not None and r["tno"]]  # not the load
+        return sum(seen) / len(seen) if seen else None
 
 
 @dataclass(frozen=True)
@@ -137,7 +164,7 @@ class SiteRun:
         #: change token found the site unchanged (`probe`)
         self.extracted: Extracted | None = None
         #: the agent's change token, read before the site's reads (None: not asked)
-        self.probe: change_token.Probe | None = None
+        self.probe: Probe | None = None
         #: the columns of the tables the site query reads, once extract has run (source_columns.py)
         self.columns: source_columns.Seen | None = None
         #: what built the site's fragment: the sync's executor unless the fragment outgrew Arrow
@@ -149,18 +176,12 @@ class SiteRun:
         return self.extracted.planned.strategy if self.extracted is not None else None
 
     def extract(self) -> Extracted | None:
-        """Run the extraction steps against the site's agent, in order, timing each; none
-        but the first when the change token finds the site unchanged (then None)."""
+        """Run the extraction steps against the site's agent, in order, timing each; None
+        when the change token finds the site unchanged."""
         self.metrics.extract_started_at = _utcnow()
         extracted = None
         try:
-            self.probe = self._timed("change_token", self.change_token)
-            if not self.probe.unchanged:
-                projected = self._timed("project_snapshot", self.project_snapshot)
-                planned = self._timed("plan_groups", self.plan_groups, projected)
-                answer = self._timed("exchange_units", self.exchange_units, planned.strategy)
-                answer = self._timed("regroup", self.regroup, planned.strategy, answer)
-                extracted = Extracted(planned, answer)
+            self.probe, extracted = self._steps()
             kept = source_columns.load(self.current.site_dir(self.index) if self.current is not None else None)
             self.columns, noticed = source_columns.observe(self.client, self.site, kept)
             self.metrics.schema_changes = noticed or None
@@ -178,6 +199,40 @@ class SiteRun:
         self.extracted = extracted
         return extracted
 
+    def _steps(self) -> tuple[Probe | None, Extracted | None]:
+        """change token → project snapshot → plan groups → exchange units → regroup; the
+        agent's answer to the token, and what the steps gave (None: the token proved that
+        nothing changed, and the steps after it did not run).
+
+        The token goes on its own first, unless the statistics expect changes
+        (change_token.rides): then it rides on the exchange's first request. Where the chosen
+        strategy's first request cannot carry it, it goes on its own once the strategy is
+        chosen, before its plan (group_hash's plan is most of a small sync's work); where the
+        plan itself hands the site to such an exchange (a sketch's fall-back), after it. Both
+        before any read.
+        """
+        token, recorded = self._timed("change_token", self.change_token)
+        if isinstance(token, Probe) and token.unchanged:
+            return token, None
+        projected = self._timed("project_snapshot", self.project_snapshot)
+        planned = self._timed("plan_groups", self.plan_groups, projected, recorded)
+        strategy = planned.strategy
+        token = self._alone(token, strategy)  # where the chosen strategy cannot carry it
+        if isinstance(token, Probe) and token.unchanged:
+            return token, None
+        self._timed("plan_groups", strategy.plan)  # the step's second part: its time adds to the first's
+        token = self._alone(token, strategy)  # where the plan handed the site to an exchange that cannot
+        if isinstance(token, Probe) and token.unchanged:
+            return token, None
+        if isinstance(token, Riding):
+            answer, token = self._timed("exchange_units", self.exchange_carrying, strategy, token.since)
+            if token.unchanged:
+                return token, None
+        else:
+            answer = self._timed("exchange_units", self.exchange_units, strategy)
+        answer = self._timed("regroup", self.regroup, strategy, answer)
+        return token, Extracted(planned, answer)
+
     def _timed(self, step: str, run: Callable[..., T], *args: Any) -> T:
         """Run one step, reporting that it started and recording its wall time under its name."""
 
@@ -193,17 +248,49 @@ class SiteRun:
         return {"bytes_to_agent": c.sent, "bytes_from_agent": c.received, "round_trips": c.requests}
 
     # -- steps -------------------------------------------------------------------------
-    def change_token(self) -> change_token.Probe:
+    def change_token(self) -> tuple[Probe | Riding, Recorded | None]:
         """Ask the agent whether anything changed since the version synced from, by its change
-        token (the one kept with that version, if read for this site query)."""
+        token (the one kept with that version, if read for this site query); or, where the
+        statistics expect changes, keep the token for the exchange's first request (Riding).
+        With the statistics, when they were read to decide it (planning takes them)."""
         spec = self.ctx.spec()
         kept = change_token.load(self.current.site_dir(self.index)) if self.current is not None else None
         probe = change_token.known_none(kept, spec, time.time())
-        if probe is None:
-            probe = change_token.probe(self.client, spec, change_token.since(kept, spec) if self.tokens else None)
+        if probe is not None:
+            return self._noted(probe), None
+        since = change_token.since(kept, spec) if self.tokens else None
+        if since is None:
+            return self._ask(since), None
+        recorded = self._recorded()
+        # the cost model plays no part in the changes expected
+        estimate = self._estimate(recorded, costs.FALLBACK) if recorded is not None else None
+        if estimate is not None and change_token.rides(estimate.changes, estimate.observed):
+            return Riding(since), recorded
+        return self._ask(since), recorded
+
+    def _alone(self, token: Probe | Riding, strategy: Strategy) -> Probe | Riding:
+        """`token`, asked on its own now if it was to ride on a first request that, as
+        `strategy` stands, cannot carry it."""
+        if isinstance(token, Riding) and not strategy.carries_token():
+            return self._timed("change_token", self._ask, token.since)
+        return token
+
+    def _ask(self, since: str | None) -> Probe:
+        """The token asked on its own (POST /v1/change_token), whether it is `since`."""
+        return self._noted(change_token.probe(self.client, self.ctx.spec(), since))
+
+    def _noted(self, probe: Probe) -> Probe:
+        """`probe`, its answer noted in the site's metrics."""
         self.metrics.unchanged_by_token = probe.unchanged if probe.token is not None else None
         self.metrics.change_token_reason = probe.reason
         return probe
+
+    def _recorded(self) -> Recorded | None:
+        """The statistics the current version keeps of the site (None: a load)."""
+        if self.current is None:
+            return None
+        site_dir = self.current.site_dir(self.index)
+        return Recorded(update_counts.load(site_dir), read_deletions(self.current, self.index))
 
     def project_snapshot(self) -> Projected:
         """The stored fragment (the snapshot of the site query) with its update statistics columns,
@@ -215,8 +302,10 @@ class SiteRun:
             layers.Layers.load(self.current.site_dir(self.index)),
         )
 
-    def plan_groups(self, projected: Projected) -> Planned:
-        """Measure the cost model and the statistics, then let the strategy plan what to send."""
+    def plan_groups(self, projected: Projected, recorded: Recorded | None = None) -> Planned:
+        """Measure the cost model and the statistics (`recorded`, if read already), and
+        choose the strategy; its plan of what to send (`Strategy.plan`) is the step's second
+        part, which the change token may precede (`_steps`)."""
         faults.checkpoint(faults.PLANNING)
         cost = self._cost_model(projected)
         if projected.read is None or self.current is None:
@@ -224,17 +313,25 @@ class SiteRun:
             strategy = STRATEGIES[self.options.strategy].create_load(self.ctx, snapshot) or LOAD(self.ctx, snapshot)
             planned = Planned(strategy, snapshot)
         else:
-            hist = update_counts.load(self.current.site_dir(self.index))
-            snapshot, deletion_rows = self._statistics(projected.read, cost, hist, self.current)
+            recorded = recorded if recorded is not None else self._recorded()
+            assert recorded is not None, "a current version keeps statistics"
+            snapshot, deletion_rows = self._statistics(projected.read, cost, recorded, self.current)
             self.metrics.expected_bytes = expected_bytes(snapshot.statistics, self.ctx)
             strategy = STRATEGIES[self.options.strategy].create(self.ctx, snapshot)
-            planned = Planned(strategy, snapshot, projected.current_layers, hist, deletion_rows)
-        strategy.plan()
+            planned = Planned(strategy, snapshot, projected.current_layers, recorded.hist, deletion_rows)
         return planned
 
     def exchange_units(self, strategy: Strategy) -> Answer:
         """Send what the strategy planned; file the agent's answer."""
         return strategy.exchange()
+
+    def exchange_carrying(self, strategy: Strategy, since: str) -> tuple[Answer, Probe]:
+        """Send what the strategy planned, its first request carrying the change token kept
+        (`since`); file the agent's answer, and say its answer to the token."""
+        asked_at = time.time()
+        self.metrics.token_rode = True
+        answer = strategy.exchange_carrying(since)
+        return answer, self._noted(change_token.answered(answer.change_token, asked_at))
 
     def regroup(self, strategy: Strategy, answer: Answer) -> Answer:
         """Any further round the answer calls for (the group-hash method's regroup)."""
@@ -278,20 +375,16 @@ class SiteRun:
         return costs.measure(fragment.orderBy(*key), self.site, bits)
 
     def _statistics(
-        self, read: Callable[[], DataFrame], cost: CostModel, hist: update_counts.Histogram, current: Version
+        self, read: Callable[[], DataFrame], cost: CostModel, recorded: Recorded, current: Version
     ) -> tuple[Snapshot, tuple[tuple, ...]]:
         """The snapshot a strategy plans from, with update statistics and the deletion statistics' prediction for this sync;
         and the deletion statistics' rows, which the next version keeps."""
-        totals = update_counts.totals(hist)
-        self.metrics.rows_before = totals.tuples
-        observed = (totals.observations, totals.updates)
-        rows = read_deletions(current, self.index)
-        history = tuple((r["tno"], r["dno"]) for r in rows)
-        inserts = [r["ino"] for r in rows if r["ino"] is not None and r["tno"]]  # not the load
-        estimate = self._estimate(totals, observed, history, cost, sum(inserts) / len(inserts) if inserts else None)
+        estimate = self._estimate(recorded, cost)
+        self.metrics.rows_before = estimate.rows
+        observed = (recorded.totals.observations, recorded.totals.updates)
         table = partial(layers.table, current, self.index, self.site.columns, self.site.key)
-        snapshot = Snapshot(cost, read, estimate, observed, history, table)
-        return snapshot, tuple(tuple(r.values()) for r in rows)
+        snapshot = Snapshot(cost, read, estimate, observed, recorded.history, table)
+        return snapshot, tuple(tuple(r.values()) for r in recorded.deletions)
 
     def build_fragment(self, staged: Version) -> DeltaResult | TouchedDelta:
         """Compare returned rows with the snapshot tuple by tuple; stage the next fragment.
@@ -531,23 +624,18 @@ class SiteRun:
         planned.strategy.stage(staged, built)
 
     # -- helpers -----------------------------------------------------------------------
-    def _estimate(
-        self,
-        totals: update_counts.UpdateTotals,
-        observed: tuple[int, int],
-        history: tuple[tuple[int, int], ...],
-        cost: CostModel,
-        inserts: float | None,
-    ) -> SiteEstimate:
+    def _estimate(self, recorded: Recorded, cost: CostModel) -> SiteEstimate:
         """The statistics' prediction for this sync: updates (Σ P(update t) and its spread),
         deletion probability, inserts per sync."""
-        obs, upd = observed
+        totals = recorded.totals
+        obs, upd = totals.observations, totals.updates
         prior = planning.site_prior(obs, upd, self.options.default_prior)
         if self.options.prior_mode == "paper":
             prior = 1.0  # updates seen / syncs seen = (updates seen - 1 + 1) / syncs seen
         updates, squares = totals.expected_updates(prior)
-        n = self.metrics.rows_before
-        p_delete = planning.deletion_probability(history)
+        n = totals.tuples
+        inserts = recorded.inserts
+        p_delete = planning.deletion_probability(recorded.history)
         return SiteEstimate(
             n,
             updates / n if n else 0.0,

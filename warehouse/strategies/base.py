@@ -38,7 +38,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltasieve_protocol import frames
-from deltasieve_protocol.models import ChangedSince, ExtractControl, FetchControl, SiteColumn, SiteSpec
+from deltasieve_protocol.models import (
+    ChangedSince,
+    ChangeTokenOut,
+    ExtractControl,
+    FetchControl,
+    SiteColumn,
+    SiteSpec,
+)
 from deltasieve_protocol.types import Column, arrow_schema
 from deltasieve_protocol.wire import COUNT, HASH, UID
 from warehouse import faults
@@ -313,6 +320,16 @@ class Answer:
     #: strategy read them during its exchange (the delta is then built from them); None:
     #: site_sync reads them if it builds the delta from the touched keys alone.
     touched_rows: pa.Table | None = None
+    #: The agent's answer to the change token that rode on the exchange's first request
+    #: (`Strategy.exchange_carrying`); None when none rode, or the agent predates the field.
+    change_token: ChangeTokenOut | None = None
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether the token that rode proved nothing changed: the agent read nothing, and
+        the answer holds no row."""
+        out = self.change_token
+        return out is not None and out.unchanged and out.change_token is not None
 
 
 @dataclass
@@ -366,6 +383,17 @@ class Strategy(ABC):
     @abstractmethod
     def exchange(self) -> Answer:
         """Send the request(s) and file the answer."""
+
+    def carries_token(self) -> bool:
+        """Whether the exchange, as planned, can carry the change token on its first request
+        (`exchange_carrying`); by default not: the token is asked on its own."""
+        return False
+
+    def exchange_carrying(self, since: str) -> Answer:
+        """The exchange, its first request carrying the change token kept (`since`): the
+        answer holds the agent's answer to it (`Answer.change_token`) and, when it is the
+        same (`Answer.unchanged`), no row. Only where `carries_token`."""
+        raise NotImplementedError(f"{self.name}'s first request does not carry the change token")
 
     def follow_up(self, answer: Answer) -> Answer:
         """A further round the answer calls for; none by default."""

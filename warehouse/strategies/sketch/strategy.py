@@ -18,7 +18,9 @@ for more pairs, a chance of about 2**-96 with hashes seeded by the table's secre
 then if need be a wider one (sized from how full the failed difference was), follow
 without a new read. The agent answers with the rows of the pairs only it holds (new and
 changed rows) and the keys only the warehouse holds (deleted rows). When no stage peels,
-the site falls back to the group-hash exchange, one more scan. stage: the table of the new
+the site falls back to the group-hash exchange, one more scan. The first stage may carry
+the change token (`exchange_carrying`, pipeline/change_token.py): the agent reads it before
+any row and, when it is the kept one, ends the exchange there. stage: the table of the new
 fragment is the old one minus the pairs of the fragment's replaced and deleted rows (read
 from the snapshot by key) plus the pairs of the returned rows, O(changes).
 """
@@ -27,20 +29,21 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 from pyspark.sql import DataFrame
 
 from deltasieve_protocol import frames, iblt_bytes
 from deltasieve_protocol.defaults import ROW_CHECK_BITS
 from deltasieve_protocol.fingerprints import key_fingerprints, row_fingerprints, sketch_seeds
 from deltasieve_protocol.iblt_sizing import cells_for
-from deltasieve_protocol.models import MAX_SKETCH_WIDTH, SketchControl
+from deltasieve_protocol.models import MAX_SKETCH_WIDTH, ChangeTokenOut, SketchControl, TokenCheck
 from deltasieve_protocol.wire import KEY_FP
 from warehouse.errors import AgentRejected, ProtocolError
 from warehouse.executor import ARROW
@@ -49,7 +52,7 @@ from warehouse.names import spark_schema
 from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
-from warehouse.strategies.base import Answer, Built, FragmentBuild, SiteEstimate, Strategy
+from warehouse.strategies.base import Answer, Built, FragmentBuild, SiteContext, SiteEstimate, Snapshot, Strategy
 from warehouse.strategies.full_ship import FullShip
 from warehouse.strategies.group_hash.strategy import GroupHash
 from warehouse.strategies.sketch import budget, columns
@@ -76,6 +79,24 @@ SURPRISE_SHARE = 0.05
 DELETED_KEY_BYTES = 8
 
 
+def token_answer(summary: dict, agent: str) -> ChangeTokenOut | None:
+    """The agent's answer to the change token that rode on a stage, from its summary (None:
+    the summary has none, as an older agent's).
+
+    >>> token_answer({"change_token": {"change_token": "a/1", "unchanged": True}}, "x").unchanged
+    True
+    >>> token_answer({"complete": True}, "x") is None
+    True
+    """
+    raw = summary.get("change_token")
+    if raw is None:
+        return None
+    try:
+        return ChangeTokenOut.model_validate(raw)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed change token in the sketch answer of the agent at {agent}: {exc}") from None
+
+
 def differences_seen(width: int, empty_cells: int, hashes: int = sketch_tables.HASHES) -> float:
     """How many differing pairs fill a difference table of `hashes` sub-tables `width` wide
     to leave `empty_cells` empty: each pair takes one cell per sub-table, so a cell stays
@@ -94,6 +115,11 @@ class Sketch(Strategy):
     #: A change too large to be worth reconciling ships the site query whole (budget.py).
     ships_whole = True
 
+    def __init__(self, ctx: SiteContext, snapshot: Snapshot):
+        super().__init__(ctx, snapshot)
+        #: the exchange that stands in for the sketch's this sync, when the plan hands the site to one
+        self.fallback: Strategy | None = None
+
     def plan(self) -> None:
         ctx = self.ctx
         est = self.snapshot.statistics
@@ -109,7 +135,6 @@ class Sketch(Strategy):
         self.stored = stored
         m.differences_expected = round(est.differences, 1)
         cells = cells_for(est.differences, est.differences_variance, PEEL_FAILURE, sketch_tables.HASHES)
-        self.fallback: Strategy | None = None
         self.main = sketch_tables.sent_width(cells, stored.table.width)
         if self.main is None:  # more differences expected than the stored table can resolve
             self._fall_back(GroupHash)
@@ -154,23 +179,41 @@ class Sketch(Strategy):
     def exchange(self) -> Answer:
         if self.fallback is not None:
             return self.fallback.exchange()
+        return self._exchange_reading_ahead(None)
+
+    def carries_token(self) -> bool:
+        return self.fallback is None  # a fall-back planned already starts another exchange
+
+    def exchange_carrying(self, since: str) -> Answer:
+        assert self.carries_token(), "the token rides on a sketch stage"
+        return self._exchange_reading_ahead(since)
+
+    def _exchange_reading_ahead(self, since: str | None) -> Answer:
         # the stored rows the answer will touch are decoded while the agent reads (store/read_ahead.py)
         with self.ctx.read_ahead() as ahead:
-            return self._exchange(ahead)
+            return self._exchange(ahead, since)
 
-    def _exchange(self, ahead: ReadAhead | None) -> Answer:
+    def _exchange(self, ahead: ReadAhead | None, since: str | None) -> Answer:
+        """The stages, the first carrying the change token `since` (None: none rides)."""
         m = self.ctx.metrics
         main = self.main
         assert main is not None, "plan falls back when no width can peel"
         width, session = self.first, None
         m.sketch_cells = m.sketch_bytes = m.sketch_stages = 0
+        token: ChangeTokenOut | None = None  # the agent's answer to the token, from the first stage
         while True:
             try:
-                summary, returned_path, deleted_path = self._stage(width, session)
+                summary, returned_path, deleted_path = self._stage(width, session, since)
             except AgentRejected as exc:
                 if exc.status != 410:
                     raise
                 summary = {"complete": False}  # the agent dropped its table: start over another way
+            if since is not None:  # the first stage's answer says the token (an older agent's does not)
+                token, since = token_answer(summary, self.ctx.client.url), None
+                answered = Answer([returned_path], deleted_path, change_token=token)
+                if answered.unchanged:  # the agent read nothing: nothing to find
+                    m.differences_found = 0
+                    return answered
             if summary.get("complete"):
                 break
             # the agent may have built a narrower table than asked (its memory budget)
@@ -187,7 +230,7 @@ class Sketch(Strategy):
             if not isinstance(following, int):
                 if ahead is not None:
                     ahead.close()  # the fall-back finds its rows its own way
-                return self._fall_back(following).exchange()
+                return replace(self._fall_back(following).exchange(), change_token=token)
             width, session = following, summary["session"]
         m.differences_found = summary.get("differences", 0)
         paths = [returned_path]
@@ -203,7 +246,7 @@ class Sketch(Strategy):
             m.phases["changed_cells"] = round(time.monotonic() - t0, 3)
         self.returned_paths = paths
         self.returned = pa.concat_tables([pq.read_table(p).cast(self.ctx.rows_schema()) for p in paths])
-        return Answer(paths, deleted_path, touched_rows=touched)
+        return Answer(paths, deleted_path, touched_rows=touched, change_token=token)
 
     def _read_touched(
         self, digests: pa.Table | None, returned_path: Path, deleted_path: Path, ahead: ReadAhead | None
@@ -227,8 +270,9 @@ class Sketch(Strategy):
         ctx.metrics.phases["read_touched"] = round(time.monotonic() - t0, 3)
         return rows
 
-    def _stage(self, width: int, session: str | None) -> tuple[dict, Path, Path]:
-        """One POST /v1/sketch with the table `width` wide; the answer's summary and files."""
+    def _stage(self, width: int, session: str | None, since: str | None = None) -> tuple[dict, Path, Path]:
+        """One POST /v1/sketch with the table `width` wide, carrying the change token `since`
+        (the first stage only; None: none); the answer's summary and files."""
         ctx = self.ctx
         m = ctx.metrics
         control = SketchControl(
@@ -240,6 +284,7 @@ class Sketch(Strategy):
             row_check_bits=ROW_CHECK_BITS,
             expected_rows=m.rows_before,  # a small scan is read without a reader process
             updated_rows="whole" if self.whole_updates else "digests",
+            change_token=TokenCheck(since=since) if since is not None else None,
         )
         table = self.stored.table.shrink(width).to_compact()
         sent = frames.frame(frames.SKETCH_CELLS, iblt_bytes.to_bytes(table))
