@@ -325,6 +325,16 @@ class Catalog:
         with self._lock:
             self._conn.execute(f"UPDATE syncs SET {assignments} WHERE id = ?", (*fields.values(), sync_id))
 
+    def cancel_queued(self, errors: list[tuple[str, str]], finished_at: str) -> None:
+        """End the queued syncs `errors` names (id, error) failed with error_code "cancelled", in
+        one transaction (one wait for the disk, however many); a sync no longer queued is left as is."""
+        with self._lock, self._transaction():
+            self._conn.executemany(
+                "UPDATE syncs SET status = 'failed', finished_at = ?, error = ?, error_code = 'cancelled'"
+                " WHERE id = ? AND status = 'queued'",
+                [(finished_at, error, sync_id) for sync_id, error in errors],
+            )
+
     def set_running(self, sync_id: str, started_at: str, queued_s: float) -> None:
         """Record that a queued sync started, without waiting for the disk: if the machine stops
         before the sync's end is written (which waits for it, and carries this along), the

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -294,6 +294,24 @@ class SyncRunner:
             raise Conflict(f"sync {sync_id} of view {view!r} is committing its result; it can no longer be cancelled")
         log.info("sync %s of view %s: cancel requested", sync_id, view)
         return self.catalog.sync(view, sync_id)
+
+    def cancel_queued(self, views: Collection[str] | None = None) -> int:
+        """Cancel every queued sync (of `views` only, when given) in one catalog transaction; how
+        many. Running syncs go on: each is cancelled on its own (cancel)."""
+        with self._lock:
+            ids = [sync_id for sync_id, q in self.queue.items() if views is None or q.view in views]
+            gone = [self._dequeue(sync_id) for sync_id in ids]
+            self.catalog.cancel_queued(
+                [(q.waiting.id, remedies.CANCELLED_QUEUED.format(view=q.view, id=q.waiting.id)) for q in gone],
+                now(),
+            )
+            for q in gone:
+                self.metrics.cancelled(q.view)
+                self._ended(q.waiting.id)
+            self.metrics.queued.set(len(self.queue))
+        if gone:
+            log.info("cancelled %d queued sync(s)", len(gone))
+        return len(gone)
 
     def wait(self, sync_id: str) -> None:
         future = self.futures.get(sync_id)
