@@ -107,13 +107,26 @@ def forget(
             alone = [view for view in views[at : at + BATCH_VIEWS] if stack.enter_context(readers.excluding(view))]
             buried = catalog.bury_syncs({view: plan[view] for view in alone})
             for view, ids in buried.items():
-                store = stores(view)
-                left = {sync_id for sync_id in ids if store.remove_sync(sync_id)}
+                left = _remove_files(stores(view), view, ids)
                 done.count += len(ids)
                 done.views.add(view)
                 if left:
                     done.left[view] = left
     return done
+
+
+def _remove_files(store: ViewStore, view: str, ids: list[str]) -> set[str]:
+    """Remove the files of the view's buried syncs `ids`: those whose version stays for now
+    (a recent one) or whose removal failed, for a later sweep."""
+    left = set()
+    for sync_id in ids:
+        try:
+            if store.remove_sync(sync_id):
+                left.add(sync_id)
+        except OSError as exc:  # its tombstone stands: the files are swept again later
+            log.warning("view %s: the files of removed sync %s stay for now: %s", view, sync_id, exc)
+            left.add(sync_id)
+    return left
 
 
 @dataclass
