@@ -20,7 +20,7 @@ from service.metrics import ServiceMetrics
 from service.publishing import Publisher
 from service.readers import Readers
 from service.retention import RetentionTask
-from service.routes import audit, changes, health, keys, metrics, sources, syncs, ui, views
+from service.routes import audit, changes, health, keys, metrics, queue, sources, syncs, ui, views
 from service.scheduler import Scheduler
 from service.settings import ServiceSettings
 from service.source_health import OK, SourceChecker, SourceHealth
@@ -127,7 +127,7 @@ def create_app(settings: ServiceSettings, *, start_spark: bool = True) -> FastAP
         errors = [_validation_item(e) for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    for module in (health, metrics, sources, views, syncs, changes, keys, audit, ui):
+    for module in (health, metrics, sources, views, syncs, queue, changes, keys, audit, ui):
         app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     # no key, no further work: the gate runs before the body is read

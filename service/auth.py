@@ -29,8 +29,9 @@ WRONG_KEY = "missing or wrong API key (send X-API-Key or Authorization: Bearer)"
 #: Calls that need no key: the readiness probe, and the dashboard's static page and assets
 #: (the page asks for a key when the API answers 401).
 OPEN = (("/health", ""), ("/ui", "/ui/"))
-#: Paths that start or cancel syncs (POST /v1/views/{name}/syncs, DELETE .../syncs/{id}): scope `sync`.
-SYNC_PATH = re.compile(r"^/v1/views/[^/]+/syncs(/[^/]+)?/?$")
+#: Paths that start or cancel syncs (POST /v1/views/{name}/syncs, DELETE .../syncs/{id}, and
+#: DELETE /v1/syncs, which cancels queued ones): scope `sync`.
+SYNC_PATH = re.compile(r"^/v1/(views/[^/]+/syncs(/[^/]+)?|syncs)/?$")
 #: Routes that need an admin key to read too: keys and the audit log.
 ADMIN_ROUTES = ("/v1/keys", "/v1/audit")
 #: Routes without a view or source name that a limited key may call: the lists (which show
@@ -63,6 +64,8 @@ def needed_scope(method: str, path: str) -> str:
     >>> needed_scope("GET", "/v1/views/v/rows"), needed_scope("POST", "/v1/views/v/syncs")
     ('read', 'sync')
     >>> needed_scope("DELETE", "/v1/views/v/syncs/s"), needed_scope("DELETE", "/v1/views/v")
+    ('sync', 'admin')
+    >>> needed_scope("DELETE", "/v1/syncs"), needed_scope("DELETE", "/v1/syncs/s")
     ('sync', 'admin')
     >>> needed_scope("GET", "/v1/keys"), needed_scope("GET", "/v1/audit"), needed_scope("GET", "/v1/keysx")
     ('admin', 'admin', 'read')

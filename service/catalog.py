@@ -8,7 +8,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -17,6 +17,7 @@ from service.catalog_migrations import BASELINE, MIGRATIONS, SCHEMA_VERSION, SQL
 from service.errors import Conflict, Gone, NotFound
 from service.keys import KeyTable
 from service.records import SourceRecord, SyncRecord, ViewRecord
+from service.retention_policy import Keep
 from warehouse.errors import FormatError
 from warehouse.view_options import ViewOptions
 
@@ -325,6 +326,16 @@ class Catalog:
         with self._lock:
             self._conn.execute(f"UPDATE syncs SET {assignments} WHERE id = ?", (*fields.values(), sync_id))
 
+    def cancel_queued(self, errors: list[tuple[str, str]], finished_at: str) -> None:
+        """End the queued syncs `errors` names (id, error) failed with error_code "cancelled", in
+        one transaction (one wait for the disk, however many); a sync no longer queued is left as is."""
+        with self._lock, self._transaction():
+            self._conn.executemany(
+                "UPDATE syncs SET status = 'failed', finished_at = ?, error = ?, error_code = 'cancelled'"
+                " WHERE id = ? AND status = 'queued'",
+                [(finished_at, error, sync_id) for sync_id, error in errors],
+            )
+
     def set_running(self, sync_id: str, started_at: str, queued_s: float) -> None:
         """Record that a queued sync started, without waiting for the disk: if the machine stops
         before the sync's end is written (which waits for it, and carries this along), the
@@ -412,22 +423,55 @@ class Catalog:
         """Every sync record of the view, oldest first."""
         return [_sync(r) for r in self._conn.execute("SELECT * FROM syncs WHERE view = ? ORDER BY seq", (view,))]
 
-    def bury_sync(self, view: str, sync_id: str) -> bool:
-        """Replace a finished sync's record by its tombstone, in one transaction; whether it did
-        (False: gone already, or not finished)."""
-        with self._lock, self._transaction():
-            row = self._conn.execute(
-                "SELECT seq, finished_at FROM syncs WHERE view = ? AND id = ? AND status NOT IN ('queued', 'running')",
-                (view, sync_id),
-            ).fetchone()
-            if row is None:
-                return False
-            self._conn.execute(
-                "INSERT OR REPLACE INTO removed_syncs VALUES (?, ?, ?, ?, ?)",
-                (view, sync_id, row["seq"], row["finished_at"], now()),
+    def retention_candidates(self, keep: Keep, now: dt.datetime) -> list[str]:
+        """The views that may have syncs `keep` lets go (retention.removable decides): those with
+        more finished syncs than the count kept, or with one that finished before the time kept.
+        One query, so that a round of retention visits only the views with something to remove."""
+        if keep.count is not None:
+            rows = self._conn.execute(
+                "SELECT view FROM syncs WHERE status IN ('succeeded', 'failed') GROUP BY view HAVING COUNT(*) > ?",
+                (keep.count,),
             )
-            self._conn.execute("DELETE FROM syncs WHERE id = ?", (sync_id,))
-        return True
+        else:
+            assert keep.seconds is not None
+            # a second's margin: a timestamp written in another precision compares as text a little off
+            cutoff = now - dt.timedelta(seconds=keep.seconds) + dt.timedelta(seconds=1)
+            rows = self._conn.execute(
+                "SELECT DISTINCT view FROM syncs WHERE status IN ('succeeded', 'failed') AND finished_at < ?",
+                (cutoff.astimezone(dt.UTC).isoformat(timespec="milliseconds"),),
+            )
+        return sorted(r["view"] for r in rows)
+
+    def bury_syncs(self, burials: Mapping[str, list[str]]) -> dict[str, list[str]]:
+        """Replace finished syncs' records by their tombstones (`burials`: each view's ids), all in
+        one transaction: the ids it buried, by view (a sync gone already, or not finished, is left out).
+
+        One commit, so one wait for the disk, however many: the files of a buried sync are
+        removed only after it, so that no crash leaves a record whose files went."""
+        buried: dict[str, list[str]] = {}
+        stamp = now()
+        with self._lock, self._transaction():
+            for view, ids in burials.items():
+                for sync_id in ids:
+                    row = self._conn.execute(
+                        "SELECT seq, finished_at FROM syncs WHERE view = ? AND id = ?"
+                        " AND status NOT IN ('queued', 'running')",
+                        (view, sync_id),
+                    ).fetchone()
+                    if row is None:
+                        continue
+                    self._conn.execute(
+                        "INSERT OR REPLACE INTO removed_syncs VALUES (?, ?, ?, ?, ?)",
+                        (view, sync_id, row["seq"], row["finished_at"], stamp),
+                    )
+                    self._conn.execute("DELETE FROM syncs WHERE id = ?", (sync_id,))
+                    buried.setdefault(view, []).append(sync_id)
+        return buried
+
+    def bury_sync(self, view: str, sync_id: str) -> bool:
+        """Replace a finished sync's record by its tombstone (bury_syncs); whether it did
+        (False: gone already, or not finished)."""
+        return bool(self.bury_syncs({view: [sync_id]}))
 
     def prune_tombstones(self, view: str, keep: int) -> int:
         """Keep the view's `keep` newest tombstones, so that they stay bounded too; how many went."""

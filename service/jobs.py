@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -27,7 +27,7 @@ from service import eta, remedies
 from service.catalog import Catalog, now
 from service.engine import ENGINE_LOST, SparkEngine
 from service.errors import Conflict, NotFound
-from service.fair_share import large_limit
+from service.fair_share import FairQueue, large_limit
 from service.lineage_sender import Lineage
 from service.metrics import ServiceMetrics
 from service.records import SyncRecord, ViewRecord
@@ -102,6 +102,8 @@ class SyncRunner:
         self.pool = ThreadPoolExecutor(settings.max_concurrent_syncs, thread_name_prefix="sync")
         self.futures: dict[str, Future] = {}  # every queued or running sync: done when it ends
         self.queue: dict[str, _Queued] = {}
+        #: the same queued syncs, kept in the fair order's lanes (a sync's end looks at their heads)
+        self.fair: FairQueue[Waiting] = FairQueue()
         self.running: dict[str, _Running] = {}
         self._arrivals = itertools.count()
         #: sketch tables built after a commit for the next sync (warehouse/strategies/sketch/prep.py)
@@ -230,18 +232,24 @@ class SyncRunner:
         large = _rows(self.catalog.syncs(record.view, LARGE_LOOKBACK)) >= self.settings.large_sync_rows
         waiting = Waiting(record.id, sources, due, next(self._arrivals), large)
         self.queue[record.id] = _Queued(waiting, record.view, record.verify, record.trigger)
+        self.fair.add(waiting)
 
     def _dispatch(self) -> None:
         """Start the queued syncs that have slots now (call with the lock held)."""
-        waiting = [q.waiting for q in self.queue.values()]
         s = self.settings
         running = [r.waiting for r in self.running.values()]
         large = large_limit(s.max_concurrent_syncs, s.large_sync_share)
-        for sync_id in startable(waiting, running, s.max_concurrent_syncs, s.max_syncs_per_source, large):
-            queued = self.queue.pop(sync_id)
+        for sync_id in startable(self.fair, running, s.max_concurrent_syncs, s.max_syncs_per_source, large):
+            queued = self._dequeue(sync_id)
             self.running[sync_id] = _Running(queued.waiting, Cancellation())
             self.pool.submit(self._slot, queued, self.running[sync_id].cancellation)
         self.metrics.queued.set(len(self.queue))
+
+    def _dequeue(self, sync_id: str) -> _Queued:
+        """Take a sync out of the queue (call with the lock held)."""
+        queued = self.queue.pop(sync_id)
+        self.fair.remove(queued.waiting)
+        return queued
 
     def _slot(self, queued: _Queued, stop: Cancellation) -> None:
         """Run a sync in its slots, then give them to the next ones."""
@@ -264,7 +272,7 @@ class SyncRunner:
         unchanged); Conflict once it has finished or is committing. The record as it is now."""
         record = self.catalog.sync(view, sync_id)  # NotFound for another view's sync
         with self._lock:
-            queued = self.queue.pop(sync_id, None)
+            queued = self._dequeue(sync_id) if sync_id in self.queue else None
             if queued is not None:
                 self.catalog.update_sync(
                     sync_id,
@@ -287,6 +295,24 @@ class SyncRunner:
         log.info("sync %s of view %s: cancel requested", sync_id, view)
         return self.catalog.sync(view, sync_id)
 
+    def cancel_queued(self, views: Collection[str] | None = None) -> int:
+        """Cancel every queued sync (of `views` only, when given) in one catalog transaction; how
+        many. Running syncs go on: each is cancelled on its own (cancel)."""
+        with self._lock:
+            ids = [sync_id for sync_id, q in self.queue.items() if views is None or q.view in views]
+            gone = [self._dequeue(sync_id) for sync_id in ids]
+            self.catalog.cancel_queued(
+                [(q.waiting.id, remedies.CANCELLED_QUEUED.format(view=q.view, id=q.waiting.id)) for q in gone],
+                now(),
+            )
+            for q in gone:
+                self.metrics.cancelled(q.view)
+                self._ended(q.waiting.id)
+            self.metrics.queued.set(len(self.queue))
+        if gone:
+            log.info("cancelled %d queued sync(s)", len(gone))
+        return len(gone)
+
     def wait(self, sync_id: str) -> None:
         future = self.futures.get(sync_id)
         if future is not None:
@@ -301,6 +327,7 @@ class SyncRunner:
             for sync_id in list(self.queue):
                 self._ended(sync_id)
             self.queue.clear()
+            self.fair.clear()
             running = list(self.running.values())
         for r in running:
             r.cancellation.request()

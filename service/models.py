@@ -584,6 +584,13 @@ class SyncQueued(BaseModel):
     status: Literal["queued"]
 
 
+class SyncsCancelled(BaseModel):
+    """The answer of a bulk cancel (DELETE /v1/syncs?status=queued)."""
+
+    #: how many queued syncs were cancelled
+    cancelled: int
+
+
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
 

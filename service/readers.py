@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator
 
 class Readers:
     """Counts the change-feed and delta readers of each view; retention removes a view's syncs
-    only while it has none (`excluding`), and a reader that comes meanwhile waits for the one
-    removal under way (a sync's record and files, a short step).
+    only while it has none (`excluding`), and a reader that comes meanwhile waits for the
+    removals under way (a batch of views' records and files, a short step).
 
     >>> readers = Readers()
     >>> with readers.reading("v"):

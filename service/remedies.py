@@ -11,6 +11,10 @@ from warehouse.errors import Remedy, WarehouseError
 
 #: A cancelled sync's error; `{view}` and `{id}` are the view's and the sync's.
 CANCELLED = "cancelled (DELETE /v1/views/{view}/syncs/{id}); the view is unchanged"
+#: A queued sync's error when it was cancelled with the others (DELETE /v1/syncs?status=queued).
+CANCELLED_QUEUED = (
+    "cancelled while queued, with the other queued syncs (DELETE /v1/syncs?status=queued); the view is unchanged"
+)
 
 
 def how(remedy: Remedy, view: str) -> str:

@@ -10,17 +10,22 @@ Never removed: the sync of the view's current version and every sync after it, t
 or after the oldest one a consumer still needs (`needed`: a destination's applied sync, given
 by the caller through `NeededSyncs`).
 
-Removal is one sync at a time: its record becomes a tombstone in one catalog transaction, and
-then its files go (a delta is renamed aside, then deleted, so no reader ever sees half of
-one). A view a change-feed reader is streaming is left alone until the reader is done
-(readers.py); a running sync reads no old delta and never loses its view's current version.
+A round looks only at the views that have syncs to remove (one catalog query finds them).
+Their records become tombstones in one catalog transaction per batch of views, which waits
+for the disk once, and only then do their files go (a delta is renamed aside, then deleted,
+so no reader ever sees half of one): a crash never leaves a record whose files went, and
+the tombstones whose files a crash left are swept by the next start's first round. A view a
+change-feed reader is streaming is left alone until the reader is done (readers.py); a
+running sync reads no old delta and never loses its view's current version.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from service.catalog import Catalog
 from service.periodic import Periodic
@@ -36,6 +41,9 @@ log = logging.getLogger("service.retention")
 #: ago is a 404 whose message names the possibility.
 TOMBSTONES_KEPT = 10_000
 FINISHED = ("succeeded", "failed")
+#: Views whose removals share one catalog transaction (one wait for the disk): a reader of one
+#: of them that comes meanwhile waits for the batch's files to go, a fraction of a second.
+BATCH_VIEWS = 64
 
 #: The oldest sync still needed of each view (its record and every later sync are kept), e.g.
 #: the applied sync of a view's most lagging destination. The hook the destinations wire in.
@@ -81,23 +89,64 @@ def removable(
     return [s.id for s in old if s.status == "failed" or order[s.id] < bound]
 
 
-def forget(catalog: Catalog, store: ViewStore, readers: Readers, view: str, ids: list[str]) -> int:
-    """Remove the syncs `ids` of `view`, one at a time: how many went. Stops early when a reader
-    of the view starts (the rest wait for the next round)."""
-    removed = 0
+def forget(
+    catalog: Catalog, stores: Callable[[str], ViewStore], readers: Readers, plan: Mapping[str, list[str]]
+) -> Forgotten:
+    """Remove the syncs `plan` names (each view's ids), BATCH_VIEWS views at a time: what went.
+
+    A batch's tombstones are one catalog transaction, which waits for the disk once, and only
+    then do the files go: a crash before the commit leaves every record and file in place; one
+    after it leaves tombstones whose files the next round's sweep removes, never a record the
+    catalog still shows whose delta is gone. A view with a reader is left for the next round;
+    one being removed makes a reader that comes wait for its batch.
+    """
+    done = Forgotten()
+    views = list(plan)
+    for at in range(0, len(views), BATCH_VIEWS):
+        with contextlib.ExitStack() as stack:
+            alone = [view for view in views[at : at + BATCH_VIEWS] if stack.enter_context(readers.excluding(view))]
+            buried = catalog.bury_syncs({view: plan[view] for view in alone})
+            for view, ids in buried.items():
+                left = _remove_files(stores(view), view, ids)
+                done.count += len(ids)
+                done.views.add(view)
+                if left:
+                    done.left[view] = left
+    return done
+
+
+def _remove_files(store: ViewStore, view: str, ids: list[str]) -> set[str]:
+    """Remove the files of the view's buried syncs `ids`: those whose version stays for now
+    (a recent one) or whose removal failed, for a later sweep."""
+    left = set()
     for sync_id in ids:
-        with readers.excluding(view) as alone:
-            if not alone:
-                break
-            if not catalog.bury_sync(view, sync_id):
-                continue
-            store.remove_sync(sync_id)
-            removed += 1
-    return removed
+        try:
+            if store.remove_sync(sync_id):
+                left.add(sync_id)
+        except OSError as exc:  # its tombstone stands: the files are swept again later
+            log.warning("view %s: the files of removed sync %s stay for now: %s", view, sync_id, exc)
+            left.add(sync_id)
+    return left
+
+
+@dataclass
+class Forgotten:
+    """What a round of removals did: how many syncs went, of which views, and the syncs whose
+    versions it left (still among a view's recent ones; removed by a later round's sweep)."""
+
+    count: int = 0
+    views: set[str] = field(default_factory=set)
+    left: dict[str, set[str]] = field(default_factory=dict)
 
 
 class RetentionTask(Periodic):
-    """Applies the policy to every view every `interval_s` seconds, in a thread of its own."""
+    """Applies the policy every `interval_s` seconds, in a thread of its own, to the views that
+    have syncs it lets go (Catalog.retention_candidates): the others are not looked at.
+
+    Its first round also sweeps every view (the files of forgotten syncs that a crash, or a
+    stop, left); later ones sweep only the views whose forgotten syncs left a version (one of
+    the view's recent ones then) when they are candidates again: newer versions came since.
+    """
 
     def __init__(
         self,
@@ -115,27 +164,40 @@ class RetentionTask(Periodic):
         self.keep = keep
         #: the hook for consumers that read deltas after a sync of their own (destinations)
         self.needed: NeededSyncs = needed or dict
+        #: each view's forgotten syncs whose versions were left; None: not known (every view is swept)
+        self._left: dict[str, set[str]] | None = None
 
     def run_once(self) -> int:
-        """One round over every view: how many syncs were removed."""
+        """One round: how many syncs were removed."""
         needed = self.needed()
         now = dt.datetime.now(dt.UTC)
-        total = 0
-        for view in self.catalog.views():
-            store = self.stores(view.name)
-            current = store.current()
+        candidates = self.catalog.retention_candidates(self.keep, now)
+        plan = {}
+        for view in candidates:
+            current = self.stores(view).current()
             ids = removable(
-                self.catalog.history(view.name),
-                self.keep,
-                now,
-                current.sync_id if current else None,
-                needed.get(view.name),
+                self.catalog.history(view), self.keep, now, current.sync_id if current else None, needed.get(view)
             )
-            total += forget(self.catalog, store, self.readers, view.name, ids)
-            store.sweep_removed(self.catalog.buried(view.name))
-            self.catalog.prune_tombstones(view.name, TOMBSTONES_KEPT)
+            if ids:
+                plan[view] = ids
+        done = forget(self.catalog, self.stores, self.readers, plan)
+        if self._left is None:  # the first round: whatever the last process left, everywhere
+            sweep = {view: self.catalog.buried(view) for view in self.catalog.view_names()}
+            self._left, pruned = {}, set(sweep) | done.views
+        else:  # a version left goes once newer ones came: with a sync that made the view a candidate again
+            sweep = {view: self._left.pop(view) for view in candidates if view in self._left}
+            pruned = done.views  # tombstones grow by burials only
+        for view, buried in sweep.items():
+            buried = buried | done.left.pop(view, set())
+            still = self.stores(view).sweep_removed(buried) if buried else set()
+            if still:
+                self._left[view] = still
+        for view, still in done.left.items():
+            self._left[view] = self._left.get(view, set()) | still
+        for view in pruned:
+            self.catalog.prune_tombstones(view, TOMBSTONES_KEPT)
         # the audit log follows the policy of sync records (service/audit.py)
         self.catalog.audit.prune(self.keep.seconds, self.keep.count, now)
-        if total:
-            log.info("retention removed %d sync(s) (policy %s)", total, self.keep)
-        return total
+        if done.count:
+            log.info("retention removed %d sync(s) of %d view(s) (policy %s)", done.count, len(done.views), self.keep)
+        return done.count

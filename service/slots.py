@@ -15,10 +15,10 @@ of younger syncs), while later syncs of other sources fill the pool's free slots
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from service.fair_share import fair_order
+from service.fair_share import FairQueue, fair_order
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Waiting:
 
 
 def startable(
-    waiting: Sequence[Waiting],
+    waiting: Sequence[Waiting] | FairQueue[Waiting],
     running: Sequence[Waiting],
     max_total: int,
     max_per_source: int,
@@ -46,7 +46,9 @@ def startable(
     """The ids of the waiting syncs to start now, in the order to start them.
 
     Args:
-        waiting: the queued syncs, in any order.
+        waiting: the queued syncs, in any order (ties of due time and seq: in this order); or
+            kept in a FairQueue, which finds the same ones at the heads of its lanes instead of
+            sorting the whole queue (the runner's, at a sync's end with thousands queued).
         running: the running syncs (as they waited).
         max_total: syncs at once (SERVICE_MAX_CONCURRENT_SYNCS).
         max_per_source: syncs at once that read one source (SERVICE_MAX_SYNCS_PER_SOURCE).
@@ -66,24 +68,55 @@ def startable(
     >>> big = Waiting("big", frozenset({"b"}), "0", large=True)
     >>> startable([big, a1], [Waiting("c", frozenset({"c"}), "0", large=True)], 2, 1, 1)  # a small one takes the slot
     ['a1']
+    >>> queue = FairQueue()
+    >>> for sync in (b3, a2):
+    ...     queue.add(sync)
+    >>> startable(queue, [a1], 2, 1)  # the same decision, taken on the queue kept in order
+    ['b3']
     """
-    free = max_total - len(running)
-    if free <= 0:  # a full pool starts nothing: the queue is not ordered for nothing (a submit while it is behind)
+    decision = _Decision(running, max_total, max_per_source, max_large)
+    if decision.full:  # a full pool starts nothing: the queue is not ordered for nothing (a submit while it is behind)
         return []
-    busy = Counter(source for sync in running for source in sync.sources)
-    large_free = max_total if max_large is None else max_large - sum(sync.large for sync in running)
-    held: set[str] = set()
-    chosen: list[str] = []
-    for sync in fair_order(waiting, running):
-        if free <= 0:
-            break
-        if sync.large and large_free <= 0:
-            continue  # it waits for a large sync to end, holding nothing: its sources serve small ones
-        if sync.sources & held or any(busy[s] >= max_per_source for s in sync.sources):
-            held |= sync.sources  # it goes first on these as soon as they free
-            continue
-        chosen.append(sync.id)
-        busy.update(sync.sources)
-        free -= 1
-        large_free -= sync.large
-    return chosen
+    if isinstance(waiting, FairQueue):
+        return decision.take(waiting.order(running, decision.closed, decision.large_closed))
+    return decision.take(fair_order(waiting, running))
+
+
+class _Decision:
+    """One decision of what starts: the slots left, the sources full or held, as the fair order is walked."""
+
+    def __init__(self, running: Sequence[Waiting], max_total: int, max_per_source: int, max_large: int | None):
+        self.free = max_total - len(running)
+        self.busy = Counter(source for sync in running for source in sync.sources)
+        self.max_per_source = max_per_source
+        self.large_free = max_total if max_large is None else max_large - sum(sync.large for sync in running)
+        #: sources a sync that could not start goes first on, as soon as they free
+        self.held: set[str] = set()
+
+    @property
+    def full(self) -> bool:
+        return self.free <= 0
+
+    def closed(self, source: str) -> bool:
+        """Whether no later sync of `source` can start in this decision."""
+        return source in self.held or self.busy[source] >= self.max_per_source
+
+    def large_closed(self) -> bool:
+        return self.large_free <= 0
+
+    def take(self, order: Iterable[Waiting]) -> list[str]:
+        """The ids to start, walking the waiting syncs in fair order."""
+        chosen: list[str] = []
+        for sync in order:
+            if self.full:
+                break
+            if sync.large and self.large_closed():
+                continue  # it waits for a large sync to end, holding nothing: its sources serve small ones
+            if sync.sources & self.held or any(self.closed(s) for s in sync.sources):
+                self.held |= sync.sources  # it goes first on these as soon as they free
+                continue
+            chosen.append(sync.id)
+            self.busy.update(sync.sources)
+            self.free -= 1
+            self.large_free -= sync.large
+        return chosen

@@ -283,7 +283,11 @@ def run(args: argparse.Namespace) -> dict:
         assert soak.service is not None
         soak.service.stop()
         soak.start_service(scheduler=False)
-        # the syncs the scheduler had queued are queued again at the start: cancelled, the sample's are the check's
+        # the syncs the scheduler had queued are queued again at the start: cancelled (the queued
+        # ones in one call, those that started meanwhile one by one), the sample's are the check's
+        r = api.http.delete("/v1/syncs", params={"status": "queued"})
+        r.raise_for_status()
+        out["cancelled_at_restart"] = r.json()["cancelled"]
         for s in soak.active():
             api.http.delete(f"/v1/views/{s['view']}/syncs/{s['id']}")
         deadline = time.monotonic() + 600

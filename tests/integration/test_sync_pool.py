@@ -1,4 +1,4 @@
-"""The pool of syncs: a few at once, one per source, oldest due first, large ones kept to a share, and cancelling a sync.
+"""The pool of syncs: a few at once, one per source, oldest due first, large ones kept to a share, and cancelling syncs.
 
 A service of the module's own allows two syncs at once and one per source
 (SERVICE_MAX_CONCURRENT_SYNCS=2, SERVICE_MAX_SYNCS_PER_SOURCE=1), one of them large (a view
@@ -266,6 +266,46 @@ def test_cancel_a_queued_and_a_running_sync(pool):
     truth = people.truth()
     for view in ("h1", "h2"):
         check_sync(api, view, KEY, loaded, truth, api.sync(view))
+
+
+def test_queued_syncs_cancelled_in_one_call(pool):
+    """DELETE /v1/syncs?status=queued cancels the queued syncs, of the views named or all, and
+    answers how many; the running one goes on; anything else it is asked is a 4xx that says why."""
+    api, _, proxy, _ = pool
+    views = ("b1", "b2", "b3")
+    for view in views:
+        api.add_view(view, VIEW_SQL.format(source="held"))
+    connections = proxy.connections
+    proxy.plan(Stall(0), Stall(0), Stall(0))  # b1's load is held at its agent; b2's and b3's wait for the source
+    running = start(api, "b1")
+    deadline = time.monotonic() + 120
+    while proxy.connections == connections:
+        assert time.monotonic() < deadline, "the sync did not reach the agent"
+        time.sleep(0.1)
+    queued = {view: start(api, view) for view in views[1:]}
+
+    for params, status, words in (
+        ({"status": "running"}, 422, "only queued syncs"),
+        ({}, 422, "status"),
+        ({"status": "queued", "view": "no-such-view"}, 404, "no-such-view"),
+    ):
+        r = api.http.delete("/v1/syncs", params=params)
+        assert r.status_code == status and words in r.text, (params, r.status_code, r.text)
+    r = api.http.delete("/v1/syncs", params={"status": "queued", "view": ["b2", "b1"]})
+    assert (r.status_code, r.json()) == (200, {"cancelled": 1}), r.text
+    assert record(api, "b3", queued["b3"])["status"] == "queued"
+    r = api.http.delete("/v1/syncs", params={"status": "queued"})
+    assert (r.status_code, r.json()) == (200, {"cancelled": 1}), r.text
+    for view, sync_id in queued.items():
+        gone = record(api, view, sync_id)
+        assert (gone["status"], gone["error_code"], gone["started_at"]) == ("failed", "cancelled", None), gone
+    assert record(api, "b1", running)["status"] == "running"
+    assert api.http.delete("/v1/syncs", params={"status": "queued"}).json() == {"cancelled": 0}
+
+    assert api.http.delete(f"/v1/views/b1/syncs/{running}").status_code == 202
+    assert wait_for(api, "b1", running, ("succeeded", "failed"), 60)["error_code"] == "cancelled"
+    proxy.plan()  # the agent answers again
+    proxy.release()
 
 
 def test_a_stopped_service_ends_its_running_sync_as_interrupted(pool):

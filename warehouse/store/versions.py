@@ -212,41 +212,56 @@ class ViewStore:
         return removed
 
     # -- retention (service/retention.py) -------------------------------------------
-    def remove_sync(self, sync_id: str) -> None:
+    def remove_sync(self, sync_id: str) -> bool:
         """Remove a forgotten sync's delta and the version it committed, unless that version
-        is the current one or among the KEEP_OLD_VERSIONS before it. The delta is renamed
-        aside first: a reader finds it whole or not at all."""
+        is the current one or among the KEEP_OLD_VERSIONS before it; whether it left the version
+        (for a later round, once newer versions came). The delta is renamed aside first: a
+        reader finds it whole or not at all."""
         delta = self.delta(sync_id)
         if delta.is_dir():
             aside = delta.with_name(f"{REMOVED_MARK}{sync_id}")
             os.replace(delta, aside)
             shutil.rmtree(aside, ignore_errors=True)
         version = self.version_of(sync_id)
+        if version is None:
+            return False
         current = self.current()
-        if version is not None and current is not None and version.number < current.number - KEEP_OLD_VERSIONS:
+        if current is not None and version.number < current.number - KEEP_OLD_VERSIONS:
             shutil.rmtree(version.path, ignore_errors=True)
+            return False
+        return True
 
-    def sweep_removed(self, sync_ids: set[str]) -> None:
+    def sweep_removed(self, sync_ids: set[str]) -> set[str]:
         """Finish removals a crash cut short, and those left while their version was recent:
-        the files of the forgotten syncs `sync_ids`."""
+        the files of the forgotten syncs `sync_ids`. The ids whose versions are still left (recent)."""
         deltas = self.root / "deltas"
+        present = set()
         for path in deltas.iterdir() if deltas.is_dir() else ():
             if path.name.startswith(REMOVED_MARK):
                 shutil.rmtree(path, ignore_errors=True)
+            else:
+                present.add(path.name)
         current = self.current()
         versions = self.root / "versions"
         oldest_kept = current.number - KEEP_OLD_VERSIONS if current is not None else 0
+        left = set()
         for path in versions.iterdir() if versions.is_dir() else ():
-            if path.name.isdigit() and int(path.name) < oldest_kept:
-                try:
-                    sync_id = json.loads((path / "meta.json").read_text()).get("sync_id")
-                except (OSError, ValueError):
-                    continue
-                if sync_id in sync_ids:
-                    shutil.rmtree(path, ignore_errors=True)
-        for sync_id in sync_ids:
-            if self.delta(sync_id).is_dir():
-                self.remove_sync(sync_id)
+            if not path.name.isdigit():
+                continue
+            try:
+                sync_id = json.loads((path / "meta.json").read_text()).get("sync_id")
+            except (OSError, ValueError):
+                continue
+            if sync_id not in sync_ids:
+                continue
+            if current is not None and int(path.name) < oldest_kept:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                left.add(sync_id)
+        for sync_id in sync_ids & present:  # a delta's directory is named by its sync's id
+            if self.remove_sync(sync_id):
+                left.add(sync_id)
+        return left
 
     def drop(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -144,3 +144,75 @@ def test_tombstones_stay_bounded_and_an_id_past_them_is_a_404_that_says_why(setu
         catalog.sync("v", ids[2])
     with pytest.raises(NotFound, match="removed so long ago"):
         catalog.succeeded_after("v", ids[0])
+
+
+def _views(tmp_path, names: str) -> tuple[Catalog, dict[str, ViewStore]]:
+    catalog = Catalog(tmp_path / "catalog.db")
+    for name in names:
+        catalog.add_view(name, "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
+    return catalog, {name: ViewStore(tmp_path, name) for name in names}
+
+
+def _commit(catalog: Catalog, store: ViewStore, number: int) -> str:
+    """One fake succeeded sync of the store's view that commits version `number` and a delta."""
+    sync = catalog.queue_sync(store.view)
+    catalog.update_sync(sync.id, status="succeeded", started_at=now(), finished_at=now())
+    version = store.root / "versions" / str(number)
+    version.mkdir(parents=True)
+    (version / "meta.json").write_text(json.dumps({"format": STORAGE_FORMAT, "sync_id": sync.id}))
+    store.delta(sync.id).mkdir(parents=True)
+    (store.root / "CURRENT").write_text(json.dumps({"format": STORAGE_FORMAT, "version": number, "sync_id": sync.id}))
+    return sync.id
+
+
+def test_a_round_visits_only_the_views_with_syncs_to_remove_and_writes_their_tombstones_once(tmp_path):
+    """Three views with syncs the policy lets go and one without: one catalog commit for the
+    tombstones of all three, and a later round asks for no store but the one that has syncs to go."""
+    catalog, stores = _views(tmp_path, "abcd")
+    ids = {
+        name: [_commit(catalog, store, n) for n in range(1, 5 if name != "d" else 2)] for name, store in stores.items()
+    }
+    asked: list[str] = []
+
+    def store_of(view: str) -> ViewStore:
+        asked.append(view)
+        return stores[view]
+
+    commits = []
+    catalog._conn.set_trace_callback(lambda sql: commits.append(sql) if sql.strip().upper() == "COMMIT" else None)
+    task = RetentionTask(catalog, store_of, Readers(), Keep(count=1), 3600)
+    assert task.run_once() == 9  # a, b, c: all but the current sync
+    assert len(commits) == 1
+    assert all([s.id for s in catalog.history(v)] == ids[v][-1:] for v in "abc")
+    _commit(catalog, stores["b"], 5)
+    asked.clear()
+    assert task.run_once() == 1
+    assert set(asked) == {"b"}, asked  # a, c and d have nothing to remove: not looked at
+    catalog.close()
+
+
+def test_files_go_only_after_their_tombstones_are_on_disk_and_a_version_left_goes_later(tmp_path):
+    """When a forgotten sync's files are removed, another connection to the catalog already reads
+    its tombstone (committed), so a crash then leaves no record whose files went; the version
+    of a forgotten sync still among the recent ones is removed by a later round."""
+    catalog, stores = _views(tmp_path, "v")
+    ids = [_commit(catalog, stores["v"], n) for n in range(1, 4)]
+    other = Catalog(tmp_path / "catalog.db")
+    removed = []
+
+    class Observed(ViewStore):
+        def remove_sync(self, sync_id: str) -> bool:
+            with pytest.raises(Gone):  # its tombstone committed first
+                other.sync("v", sync_id)
+            removed.append(sync_id)
+            return super().remove_sync(sync_id)
+
+    store = Observed(tmp_path, "v")
+    task = RetentionTask(catalog, lambda view: store, Readers(), Keep(count=1), 3600)
+    assert task.run_once() == 2 and removed == ids[:2]
+    assert sorted(int(p.name) for p in (store.root / "versions").iterdir()) == [2, 3]  # 2 is recent: left
+    _commit(catalog, store, 4)
+    task.run_once()
+    assert sorted(int(p.name) for p in (store.root / "versions").iterdir()) == [3, 4]  # the left one went
+    other.close()
+    catalog.close()
