@@ -34,6 +34,7 @@ from deltasieve_protocol.wire import COUNT, HASH, key_values
 from deltasieve_protocol.wire import UID as WIRE_UID
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
+from warehouse.store import parquet_files
 from warehouse.strategies.base import (
     SEND_BATCH_ROWS,
     Answer,
@@ -145,12 +146,12 @@ class GroupHash(Strategy):
         ungrouped = members(self._plan).to_table(columns=key, filter=pc.field(UID).is_null())
         if ungrouped.num_rows == 0:
             return answer
-        came = pa.concat_tables([pq.read_table(p, columns=key).cast(key_schema) for p in answer.returned])
+        came = pa.concat_tables([parquet_files.read(p, key).cast(key_schema) for p in answer.returned])
         gone = ungrouped.cast(key_schema).join(came, key, join_type="left anti")
         if gone.num_rows == 0:
             return answer
         schema = ctx.deleted_schema()
-        named = pq.read_table(answer.deleted).cast(schema) if answer.deleted is not None else schema.empty_table()
+        named = parquet_files.read(answer.deleted).cast(schema) if answer.deleted is not None else schema.empty_table()
         no_unit = pa.array(np.full(gone.num_rows, -1, np.int64))  # uid -1: no unit, as the agent writes it
         gone = gone.add_column(0, WIRE_UID, no_unit).select(schema.names).cast(schema)
         path = ctx.staging / "deleted-with-ungrouped.parquet"
@@ -170,7 +171,7 @@ class GroupHash(Strategy):
                 broken.column(WIRE_UID).to_pylist(), broken.column(HASH).to_pylist(), broken.column(COUNT).to_pylist()
             )
         }
-        gone = set(key_values(pq.read_table(answer.deleted), key))
+        gone = set(key_values(parquet_files.read(answer.deleted), key))
         wanted = pc.field(UID).isin(pa.array(list(reported), pa.int64())) & pc.field(ROW_HASH).is_valid()
         found = members(self._plan).to_table(columns=[*key, UID, ROW_HASH], filter=wanted)
         survivors: dict[int, list] = {}
