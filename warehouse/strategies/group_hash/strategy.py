@@ -226,9 +226,15 @@ class GroupHash(Strategy):
         cost = estimate.cost
         p_update = min(max(estimate.p_update, 0.0), 1.0)
         p_delete = min(max(estimate.p_delete, 0.0), 1.0)
-        best = 0.0
+        # group_survival([p_update] * size, p_delete) for each size, bit for bit: its products
+        # in its order, carried on from the size before (ascending) instead of started afresh
+        # for each, as auto prices every site with it at every sync
+        step = (1.0 - p_delete) * (1.0 - p_update)
+        best, survival, grown = 0.0, 1.0, 0
         for size in _SIZES:
-            survival = planning.group_survival([p_update] * size, p_delete)
+            for _ in range(size - grown):
+                survival = survival * step
+            grown = size
             per_tuple = planning.expected_benefit(size, survival, cost) / size
             best = max(best, per_tuple)
         return estimate.full_bytes - estimate.rows * best
