@@ -85,10 +85,11 @@ class GroupHash(Strategy):
         grouping = Grouping(prior, p_delete, snapshot.cost, ctx.sync.seed, opts.hash_bits, opts.grouping)
         plan_groups(snapshot.on(ctx.sync.executor), ctx.site.columns, ctx.site.key, grouping, bounds, self._plan)
         m = ctx.metrics
-        grouped = members(self._plan).count_rows(filter=pc.field(UID).is_valid())
-        m.groups_sent, m.tuples_grouped = units(self._plan).count_rows(), grouped
-        m.tuples_ungrouped = members(self._plan).count_rows() - grouped
-        benefit = units(self._plan).to_table(columns=[BENEFIT]).column(BENEFIT)
+        member_rows, unit_rows = members(self._plan), units(self._plan)  # each plan's files found once
+        grouped = member_rows.count_rows(filter=pc.field(UID).is_valid())
+        m.groups_sent, m.tuples_grouped = unit_rows.count_rows(), grouped
+        m.tuples_ungrouped = member_rows.count_rows() - grouped
+        benefit = unit_rows.to_table(columns=[BENEFIT]).column(BENEFIT)
         m.expected_benefit_bytes = round(pc.sum(benefit).as_py() or 0.0, 1)
 
     def exchange(self) -> Answer:
