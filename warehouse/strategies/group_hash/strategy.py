@@ -172,7 +172,7 @@ class GroupHash(Strategy):
                 broken.column(WIRE_UID).to_pylist(), broken.column(HASH).to_pylist(), broken.column(COUNT).to_pylist()
             )
         }
-        gone = set(key_values(parquet_files.read(answer.deleted), key))
+        gone = set(key_values(pq.read_table(answer.deleted), key))
         wanted = pc.field(UID).isin(pa.array(list(reported), pa.int64())) & pc.field(ROW_HASH).is_valid()
         found = members(self._plan).to_table(columns=[*key, UID, ROW_HASH], filter=wanted)
         survivors: dict[int, list] = {}
