@@ -107,6 +107,19 @@ def rss_kb(pid: int) -> int | None:
     return _status_field(Path(f"/proc/{pid}/status"), "VmRSS")
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user and system, every thread) a process has used since it started, from
+    Linux /proc; None if it is gone or /proc has no such file. Unlike wall time, it holds
+    still while another program takes the machine's cores.
+    """
+    try:
+        # the fields after the command's closing parenthesis; utime and stime are 14th and 15th
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def children(pid: int) -> list[int]:
     """The pids of a process's children (Linux /proc; empty if it is gone)."""
     try:

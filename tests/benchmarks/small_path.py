@@ -17,8 +17,10 @@ statistics expect changes, so the change token rides on the sketch's first stage
 ends unread). Each sync is POST /v1/views/{view}/syncs?wait=true on loopback, timed at
 the client from request to answer; the sync record's own wall time, its phases and its
 site's, its round trips, the strategy that ran (auto's choice, and a fallback after it) and
-(where the service reports it) its executor are kept beside it. A cell is the median of its
-syncs. A service that predates the setting takes the Spark path both times: the `executor`
+(where the service reports it) its executor are kept beside it, and the CPU time the service's
+process used from request to answer (every thread of it, read from /proc: unlike the client's
+wall time it holds still while other programs take the cores). A cell is the median of its
+syncs; its CPU time is the mean, the clock's ticks being 10 ms. A service that predates the setting takes the Spark path both times: the `executor`
 column says which path each run took, when the service names it.
 """
 
@@ -118,17 +120,23 @@ def strategy_of(metrics: dict) -> str | None:
     return "+".join(ran) or None
 
 
-def timed_sync(api: Api, view: str) -> dict:
-    """One sync, waited for; the client's milliseconds and the record's own figures."""
+def timed_sync(api: Api, view: str, service_pid: int | None = None) -> dict:
+    """One sync, waited for; the client's milliseconds, the service process's CPU milliseconds
+    (None without `service_pid` or /proc) and the record's own figures."""
+    cpu_before = machine.cpu_seconds(service_pid) if service_pid else None
     started = time.perf_counter()
     record = api.sync(view)
     client_ms = (time.perf_counter() - started) * 1000
+    cpu_after = machine.cpu_seconds(service_pid) if service_pid else None
     m = record.get("metrics") or {}
     if record.get("status") != "succeeded":
         raise RuntimeError(f"sync of {view} ended {record.get('status')}: {record.get('error')}")
     sites = m.get("sites") or []
     return {
         "client_ms": round(client_ms, 2),
+        "service_cpu_ms": None
+        if cpu_before is None or cpu_after is None
+        else round((cpu_after - cpu_before) * 1000, 2),
         "sync_ms": None if m.get("wall_seconds") is None else round(m["wall_seconds"] * 1000, 2),
         "phases_ms": {k: round(v * 1000, 2) for k, v in (m.get("phases") or {}).items() if isinstance(v, (int, float))},
         # each site step's, summed over the sites (change_token, plan_groups, exchange_units, ...)
@@ -157,6 +165,8 @@ def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) ->
     >>> c = cell("in-process", 1000, "1%", s, 10)
     >>> c["client_ms"], c["sync_ms"], c["phases_ms"], c["executor"], c["strategy"], c["round_trips"], c["exact_counts"]
     (30.0, 25.0, {'commit': 1.0}, 'arrow', 'sketch', 4, True)
+    >>> c["service_cpu_ms"], cell("in-process", 1000, "1%", [{**x, "service_cpu_ms": 10.0 * i} for i, x in enumerate(s)], 10)["service_cpu_ms"]
+    (None, 10.0)
     """
     phases = sorted({p for s in syncs for p in s["phases_ms"]})
     site_phases = sorted({p for s in syncs for p in s.get("site_phases_ms", {})})
@@ -165,6 +175,7 @@ def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) ->
     trips = [s["round_trips"] for s in syncs if s.get("round_trips") is not None]
     timed = [s["sync_ms"] for s in syncs if s["sync_ms"] is not None]
     jobs = [s["spark_jobs"] for s in syncs if s.get("spark_jobs") is not None]
+    cpu = [s["service_cpu_ms"] for s in syncs if s.get("service_cpu_ms") is not None]
     return {
         "path": path,
         "rows": size,
@@ -174,6 +185,8 @@ def cell(path: str, size: int, change_: str, syncs: list[dict], changed: int) ->
         "client_ms_min": min(s["client_ms"] for s in syncs),
         "client_ms_max": max(s["client_ms"] for s in syncs),
         "sync_ms": round(statistics.median(timed), 2) if timed else None,
+        # the mean, not the median: each sync's figure is a whole number of 10 ms ticks
+        "service_cpu_ms": round(statistics.fmean(cpu), 2) if cpu else None,
         "phases_ms": {p: round(statistics.median(s["phases_ms"].get(p, 0.0) for s in syncs), 2) for p in phases},
         "site_phases_ms": {
             p: round(statistics.median(s.get("site_phases_ms", {}).get(p, 0.0) for s in syncs), 2) for p in site_phases
@@ -197,6 +210,7 @@ def run_path(args: argparse.Namespace, path: str, db: Path, log) -> list[dict]:
     agent = start_agent(f"sqlite:///{db}", work, token=token)
     service = start_service(work / "warehouse", work, env={"SERVICE_SMALL_SYNC_ROWS": str(PATHS[path])})
     api = Api(service.url, timeout=3600)
+    pid = service.proc.pid
     cells = []
     try:
         api.add_source("small", agent.url, token)
@@ -206,23 +220,23 @@ def run_path(args: argparse.Namespace, path: str, db: Path, log) -> list[dict]:
             view = f"small_t{size}"
             api.sync(view)  # the load
             timed_sync(api, view)  # once unmeasured: the first no-change sync warms its code up
-            quiet = [timed_sync(api, view) for _ in range(args.syncs)]
+            quiet = [timed_sync(api, view, pid) for _ in range(args.syncs)]
             cells.append(cell(path, size, "none", quiet, 0))
             written = []
             for _ in range(args.syncs):
                 write_other(db)
-                written.append(timed_sync(api, view))
+                written.append(timed_sync(api, view, pid))
             cells.append(cell(path, size, FILE_WRITTEN, written, 0))
             changed, busy = 0, []
             for _ in range(args.syncs):
                 changed = change(db, size, rng)
-                busy.append(timed_sync(api, view))
+                busy.append(timed_sync(api, view, pid))
             cells.append(cell(path, size, "1%", busy, changed))
             cells.append(cell(path, size, AFTER_CHANGES, [timed_sync(api, view) for _ in range(args.syncs)], 0))
             for c in cells[-len(CHANGES) :]:
                 log(
                     f"[{path}] {size:>7,} rows, change {c['change']:>18}: {c['client_ms']:8.1f} ms at the client, "
-                    f"{c['sync_ms']} ms in the sync, executor {c['executor']}, strategy {c['strategy']}, "
+                    f"{c['sync_ms']} ms in the sync, {c['service_cpu_ms']} ms of service CPU, executor {c['executor']}, strategy {c['strategy']}, "
                     f"{c['round_trips']} round trips, phases {c['phases_ms']}, site {c['site_phases_ms']}"
                 )
     finally:
@@ -294,17 +308,20 @@ def markdown(out: dict) -> str:
         "# Small syncs: service time per sync, the in-process path beside the Spark path",
         "",
         f"{out['date']}, commit {out['commit']}. Median of {out['syncs']} syncs a cell, POST with wait on loopback timed "
-        "at the client (ms); the sync's own wall time beside it.",
+        "at the client (ms); the sync's own wall time beside it, and the service process's CPU time per sync "
+        "(the cell's mean).",
         "",
-        "| rows | change | path | executor | strategy | round trips | client ms | sync ms | min–max |",
-        "|---:|---|---|---|---|---:|---:|---:|---|",
+        "| rows | change | path | executor | strategy | round trips | client ms | sync ms | service CPU ms | min–max |",
+        "|---:|---|---|---|---|---:|---:|---:|---:|---|",
     ]
     for c in out["cells"]:
         trips = c.get("round_trips")
         lines.append(
             f"| {c['rows']:,} | {c['change']} | {c['path']} | {c['executor'] or '—'} | {c.get('strategy') or '—'} | "
             f"{'—' if trips is None else f'{trips:g}'} | {c['client_ms']:.1f} | "
-            f"{c['sync_ms'] if c['sync_ms'] is not None else '—'} | {c['client_ms_min']:.0f}–{c['client_ms_max']:.0f} |"
+            f"{c['sync_ms'] if c['sync_ms'] is not None else '—'} | "
+            f"{c['service_cpu_ms'] if c.get('service_cpu_ms') is not None else '—'} | "
+            f"{c['client_ms_min']:.0f}–{c['client_ms_max']:.0f} |"
         )
     lines += ["", *(f"- {f}" for f in out["findings"])]
     return "\n".join(lines) + "\n"

@@ -41,7 +41,7 @@ from warehouse.planning import update_counts
 from warehouse.planning import wire_sizes as costs
 from warehouse.planning.cost_model import CostModel
 from warehouse.planning.deletions import DELETIONS_SCHEMA, read_deletions
-from warehouse.store import carried, key_ranges, layers
+from warehouse.store import carried, key_ranges, layers, parquet_files
 from warehouse.store.read_so_far import ReadSoFar
 from warehouse.store.versions import Version
 from warehouse.strategies import LOAD, STRATEGIES, SiteContext, SiteEstimate, Snapshot, Strategy, expected_bytes
@@ -477,14 +477,14 @@ class SiteRun:
         columns, key = self.site.columns, self.site.key
         rows_schema = arrow_schema(columns)
         returned = pa.concat_tables(
-            [pq.read_table(p).select(rows_schema.names).cast(rows_schema) for p in answer.returned]
+            [parquet_files.read(p).select(rows_schema.names).cast(rows_schema) for p in answer.returned]
             or [rows_schema.empty_table()]
         )
         check_unique(returned, key, what)
         key_schema = self.site.key_schema()
         if answer.deleted is None:
             return returned, key_schema.empty_table()
-        return returned, pq.read_table(answer.deleted).select(key).cast(key_schema)
+        return returned, parquet_files.read(answer.deleted).select(key).cast(key_schema)
 
     def _current_layers(self, planned: Planned) -> layers.Layers:
         """The current version's layers (a fragment written whole has a base and no overlay)."""

@@ -7,8 +7,8 @@ Kept as one small Parquet file per site and version; P(delete) is the mean of th
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from warehouse.store import parquet_files
 from warehouse.store.versions import Version
 
 #: The column that names the sync a row of statistics belongs to.
@@ -24,4 +24,4 @@ def read_deletions(version: Version | None, site: int) -> list[dict]:
     """Deletion statistics rows of a site of `version`, oldest first (a small file, read on the driver)."""
     if version is None or not version.deletions(site).exists():
         return []
-    return pq.read_table(version.deletions(site), columns=DELETIONS_SCHEMA.names).to_pylist()
+    return parquet_files.read(version.deletions(site), DELETIONS_SCHEMA.names).to_pylist()

@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame
 
 from warehouse.errors import FormatError
 from warehouse.names import TNO, UNO
+from warehouse.store import parquet_files
 
 #: The histogram: count of tuples per (syncs seen, updates seen).
 Histogram = Counter
@@ -146,5 +147,5 @@ def load(site_dir: Path) -> Histogram:
     path = site_dir / FILE
     if not path.exists():
         raise FormatError(f"{path} is missing: the site's version was not written by this deltasieve")
-    columns = pq.read_table(path).to_pydict()
+    columns = parquet_files.read(path).to_pydict()
     return Counter(dict(zip(zip(columns["tno"], columns["uno"]), columns["count"], strict=True)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import pyarrow as pa
 import sqlglot
@@ -61,6 +62,25 @@ class Keyed:
         return arrow_schema(self.key_columns())
 
 
+#: Site queries whose tables are kept parsed (SiteQuery.tables): one a view of a service of
+#: thousands, so that a sync, which asks for them more than once, parses its SQL once a version.
+TABLES_KEPT = 16_384
+
+
+@lru_cache(maxsize=TABLES_KEPT)
+def _tables(sql: str, dialect: str | None) -> tuple[str, ...]:
+    """The tables a site query's SQL reads, in order of first mention (none if it does not parse).
+
+    >>> _tables('SELECT o.id FROM orders AS o JOIN items AS i ON o.id = i.oid', None)
+    ('orders', 'items')
+    """
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except SqlglotError:
+        return ()
+    return tuple(dict.fromkeys(sitesql.exposed_name(t) for t in tree.find_all(exp.Table)))
+
+
 @dataclass(frozen=True)
 class SiteQuery(Keyed):
     """The part of a view evaluated at one source, as SQL in the source's dialect."""
@@ -116,10 +136,7 @@ class SiteQuery(Keyed):
 
     def tables(self) -> list[str]:
         """The source tables it reads, in order of first mention (none if it does not parse)."""
-        try:
-            return list(dict.fromkeys(sitesql.exposed_name(t) for t in self.parse().find_all(exp.Table)))
-        except SqlglotError:
-            return []
+        return list(_tables(self.sql, self.dialect))
 
     def where(self) -> str:
         """The source tables it reads, for messages: "table 'people'" or "tables 'a', 'b' (joined)"."""

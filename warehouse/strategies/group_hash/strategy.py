@@ -34,6 +34,7 @@ from deltasieve_protocol.wire import COUNT, HASH, key_values
 from deltasieve_protocol.wire import UID as WIRE_UID
 from warehouse.planning import cost_model as planning
 from warehouse.planning import update_counts
+from warehouse.store import parquet_files
 from warehouse.strategies.base import (
     SEND_BATCH_ROWS,
     Answer,
@@ -84,10 +85,11 @@ class GroupHash(Strategy):
         grouping = Grouping(prior, p_delete, snapshot.cost, ctx.sync.seed, opts.hash_bits, opts.grouping)
         plan_groups(snapshot.on(ctx.sync.executor), ctx.site.columns, ctx.site.key, grouping, bounds, self._plan)
         m = ctx.metrics
-        grouped = members(self._plan).count_rows(filter=pc.field(UID).is_valid())
-        m.groups_sent, m.tuples_grouped = units(self._plan).count_rows(), grouped
-        m.tuples_ungrouped = members(self._plan).count_rows() - grouped
-        benefit = units(self._plan).to_table(columns=[BENEFIT]).column(BENEFIT)
+        member_rows, unit_rows = members(self._plan), units(self._plan)  # each plan's files found once
+        grouped = member_rows.count_rows(filter=pc.field(UID).is_valid())
+        m.groups_sent, m.tuples_grouped = unit_rows.count_rows(), grouped
+        m.tuples_ungrouped = member_rows.count_rows() - grouped
+        benefit = unit_rows.to_table(columns=[BENEFIT]).column(BENEFIT)
         m.expected_benefit_bytes = round(pc.sum(benefit).as_py() or 0.0, 1)
 
     def exchange(self) -> Answer:
@@ -145,12 +147,12 @@ class GroupHash(Strategy):
         ungrouped = members(self._plan).to_table(columns=key, filter=pc.field(UID).is_null())
         if ungrouped.num_rows == 0:
             return answer
-        came = pa.concat_tables([pq.read_table(p, columns=key).cast(key_schema) for p in answer.returned])
+        came = pa.concat_tables([parquet_files.read(p, key).cast(key_schema) for p in answer.returned])
         gone = ungrouped.cast(key_schema).join(came, key, join_type="left anti")
         if gone.num_rows == 0:
             return answer
         schema = ctx.deleted_schema()
-        named = pq.read_table(answer.deleted).cast(schema) if answer.deleted is not None else schema.empty_table()
+        named = parquet_files.read(answer.deleted).cast(schema) if answer.deleted is not None else schema.empty_table()
         no_unit = pa.array(np.full(gone.num_rows, -1, np.int64))  # uid -1: no unit, as the agent writes it
         gone = gone.add_column(0, WIRE_UID, no_unit).select(schema.names).cast(schema)
         path = ctx.staging / "deleted-with-ungrouped.parquet"
@@ -225,9 +227,15 @@ class GroupHash(Strategy):
         cost = estimate.cost
         p_update = min(max(estimate.p_update, 0.0), 1.0)
         p_delete = min(max(estimate.p_delete, 0.0), 1.0)
-        best = 0.0
+        # group_survival([p_update] * size, p_delete) for each size, bit for bit: its products
+        # in its order, carried on from the size before (ascending) instead of started afresh
+        # for each, as auto prices every site with it at every sync
+        step = (1.0 - p_delete) * (1.0 - p_update)
+        best, survival, grown = 0.0, 1.0, 0
         for size in _SIZES:
-            survival = planning.group_survival([p_update] * size, p_delete)
+            for _ in range(size - grown):
+                survival = survival * step
+            grown = size
             per_tuple = planning.expected_benefit(size, survival, cost) / size
             best = max(best, per_tuple)
         return estimate.full_bytes - estimate.rows * best

@@ -26,6 +26,7 @@ from deltasieve_protocol import column_digests, frames
 from deltasieve_protocol.fingerprints import row_fingerprints, sketch_seeds
 from deltasieve_protocol.models import SketchCellsControl
 from warehouse.errors import AgentRejected
+from warehouse.store import parquet_files
 from warehouse.strategies.base import SEND_BATCH_ROWS, SiteContext, fetch_exchange
 
 #: Column of the row's position in the agent's order, while old rows are matched to keys.
@@ -72,7 +73,7 @@ def updated_rows(ctx: SiteContext, stored: pa.Table, secret: int, summary: dict,
     # of the whole hashes, all but 2**-64 of the time; then every updated row comes whole
     got = hashes[right]
     if not right.all():
-        fetched = pq.read_table(fetched_path).cast(ctx.rows_schema())
+        fetched = parquet_files.read(fetched_path).cast(ctx.rows_schema())
         got = np.concatenate([got, row_fingerprints(fetched, columns, row_seed)])
     if column_digests.xor_agrees(got, summary):
         return paths

@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pydantic import ValidationError
 from pyspark.sql import DataFrame
 
@@ -49,6 +48,7 @@ from warehouse.errors import AgentRejected, ProtocolError
 from warehouse.executor import ARROW
 from warehouse.metrics import add_timings
 from warehouse.names import spark_schema
+from warehouse.store import parquet_files
 from warehouse.store.read_ahead import ReadAhead
 from warehouse.store.sinks import Sink
 from warehouse.store.versions import Version
@@ -245,7 +245,7 @@ class Sketch(Strategy):
             paths += columns.updated_rows(self.ctx, touched, self.stored.secret, summary, digests)
             m.phases["changed_cells"] = round(time.monotonic() - t0, 3)
         self.returned_paths = paths
-        self.returned = pa.concat_tables([pq.read_table(p).cast(self.ctx.rows_schema()) for p in paths])
+        self.returned = pa.concat_tables([parquet_files.read(p).cast(self.ctx.rows_schema()) for p in paths])
         return Answer(paths, deleted_path, touched_rows=touched, change_token=token)
 
     def _read_touched(
@@ -260,7 +260,7 @@ class Sketch(Strategy):
         t0 = time.monotonic()
         names = [c.name for c in ctx.key_columns()]
         schema = pa.schema([ctx.rows_schema().field(n) for n in names])
-        parts = [pq.read_table(returned_path, columns=names), pq.read_table(deleted_path)]
+        parts = [parquet_files.read(returned_path, names), parquet_files.read(deleted_path)]
         if digests is not None:
             parts.append(digests)
         keys = pa.concat_tables([part.select(names).cast(schema) for part in parts])
@@ -394,7 +394,7 @@ class Sketch(Strategy):
         names = [c.name for c in key]
         if touched_rows is None and ctx.sync.executor == ARROW:
             keys = [
-                pq.read_table(p, columns=names) for p in [*self.returned_paths, ctx.staging / "sketch-deleted.parquet"]
+                parquet_files.read(p, names) for p in [*self.returned_paths, ctx.staging / "sketch-deleted.parquet"]
             ]
             wanted = pa.concat_tables([k.cast(ctx.key_schema()) for k in keys]).group_by(names).aggregate([])
             touched_rows = ctx.stored_rows(wanted, self.snapshot)
