@@ -277,6 +277,15 @@ class ChangeTokenOut(BaseModel):
     )
     elapsed_s: float = 0.0
 
+    @property
+    def proves_unchanged(self) -> bool:
+        """Whether the answer proves that nothing changed since `since`: a token read, and equal to it.
+
+        >>> ChangeTokenOut(change_token="a/1", unchanged=True).proves_unchanged, ChangeTokenOut(unchanged=True).proves_unchanged
+        (True, False)
+        """
+        return self.unchanged and self.change_token is not None
+
 
 class ColumnSampleRequest(BaseModel):
     """POST /v1/column_sample: read a bounded sample of one column as a stronger type (a view's column_types)."""

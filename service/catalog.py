@@ -468,11 +468,6 @@ class Catalog:
                     buried.setdefault(view, []).append(sync_id)
         return buried
 
-    def bury_sync(self, view: str, sync_id: str) -> bool:
-        """Replace a finished sync's record by its tombstone (bury_syncs); whether it did
-        (False: gone already, or not finished)."""
-        return bool(self.bury_syncs({view: [sync_id]}))
-
     def prune_tombstones(self, view: str, keep: int) -> int:
         """Keep the view's `keep` newest tombstones, so that they stay bounded too; how many went."""
         with self._lock:

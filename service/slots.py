@@ -112,7 +112,7 @@ class _Decision:
                 break
             if sync.large and self.large_closed():
                 continue  # it waits for a large sync to end, holding nothing: its sources serve small ones
-            if sync.sources & self.held or any(self.closed(s) for s in sync.sources):
+            if any(self.closed(s) for s in sync.sources):
                 self.held |= sync.sources  # it goes first on these as soon as they free
                 continue
             chosen.append(sync.id)

@@ -189,7 +189,7 @@ def answered(out: ChangeTokenOut | None, asked_at: float) -> Probe:
     an agent that predates the field does; nothing is then kept)."""
     if out is None:
         return Probe(None, reason=NOT_ANSWERED)
-    return Probe(out.change_token, out.unchanged and out.change_token is not None, out.reason, asked_at)
+    return Probe(out.change_token, out.proves_unchanged, out.reason, asked_at)
 
 
 def probe(client: AgentClient, spec: SiteSpec, kept: str | None) -> Probe:

@@ -328,8 +328,7 @@ class Answer:
     def unchanged(self) -> bool:
         """Whether the token that rode proved nothing changed: the agent read nothing, and
         the answer holds no row."""
-        out = self.change_token
-        return out is not None and out.unchanged and out.change_token is not None
+        return self.change_token is not None and self.change_token.proves_unchanged
 
 
 @dataclass

@@ -104,7 +104,7 @@ def test_a_duration_keeps_the_syncs_that_finished_within_it(setup):
 def test_a_crash_between_tombstone_and_files_is_finished_by_the_next_round(setup):
     catalog, store = setup
     ids = _synced(catalog, store, "ssss")
-    assert catalog.bury_sync("v", ids[0])  # the record went, the files stayed
+    assert catalog.bury_syncs({"v": [ids[0]]})  # the record went, the files stayed
     assert store.delta(ids[0]).is_dir()
     _task(catalog, store, keep=Keep(count=10)).run_once()
     assert not store.delta(ids[0]).exists()
@@ -114,7 +114,7 @@ def test_a_crash_between_tombstone_and_files_is_finished_by_the_next_round(setup
 def test_deleting_a_view_forgets_its_tombstones(setup):
     catalog, store = setup
     ids = _synced(catalog, store, "ss")
-    catalog.bury_sync("v", ids[0])
+    catalog.bury_syncs({"v": [ids[0]]})
     catalog.delete_view("v", store.drop)
     catalog.add_view("v", "SELECT 1", {"sites": []}, ViewOptions.from_stored({"strategy": "auto"}))
     with pytest.raises(NotFound):
@@ -137,7 +137,7 @@ def test_tombstones_stay_bounded_and_an_id_past_them_is_a_404_that_says_why(setu
     catalog, store = setup
     ids = _synced(catalog, store, "sssss")
     for sync_id in ids[:4]:
-        catalog.bury_sync("v", sync_id)
+        catalog.bury_syncs({"v": [sync_id]})
     assert catalog.prune_tombstones("v", 2) == 2
     assert catalog.buried("v") == set(ids[2:4])
     with pytest.raises(Gone):
